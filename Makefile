@@ -1,0 +1,31 @@
+# Two commands on a fresh machine:  `make conformance` (the main job)  and  `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= quick
+OUT ?= conformance-report
+
+.PHONY: venv test conformance bench coverage-docs clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+test: venv
+	$(PY) -m pytest -n auto tests
+
+conformance: venv
+	$(VENV)/bin/jax-conformance run --profile $(PROFILE) --out $(OUT)
+
+bench: venv
+	$(PY) -m bench
+
+coverage-docs: venv
+	$(PY) -m interp.coverage_table > docs/coverage.md
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

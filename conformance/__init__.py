@@ -1,0 +1,1 @@
+"""The conformance suite: cases, compliance checkers, pytest plugin, and the jax-conformance CLI."""

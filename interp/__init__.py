@@ -1,0 +1,23 @@
+"""A pure-NumPy reference interpreter for JAX programs (jaxprs).
+
+    f_ref = interp.interpret(fn, **options)   # like jax.jit(fn), evaluated in NumPy
+    outs = interp.eval_jaxpr(closed_jaxpr, *flat_args, **options)
+    interp.coverage()                          # {primitive: supported | partial: ... | unsupported}
+"""
+from .errors import (OutOfBoundsError, RaceError, UndefinedBehaviorError,
+                     UninitializedReadError, UnsupportedPrimitiveError)
+from .options import Options
+from .evaluator import eval_jaxpr
+from .api import interpret
+from .coverage import coverage
+from . import rules  # noqa: F401  (registers every rule)
+
+__all__ = ["interpret", "eval_jaxpr", "coverage", "Options", "UnsupportedPrimitiveError",
+           "UndefinedBehaviorError", "OutOfBoundsError", "UninitializedReadError", "RaceError"]
+
+
+def __getattr__(name):
+    if name == "prng":  # the bit generators, loaded on first use
+        import importlib
+        return importlib.import_module(".prng", __name__)
+    raise AttributeError(name)

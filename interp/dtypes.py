@@ -1,0 +1,97 @@
+"""Dtype facts the rules share: classification, widths, and the wider types results are computed in.
+
+JAX avals carry NumPy dtypes; the narrow ones (bfloat16, float8_*, float4_e2m1fn, int2/int4...) come
+from ml_dtypes, which reports them all as kind 'V'. Classify through these helpers, never ``dtype.kind``.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+
+ML_FLOATS = tuple(np.dtype(getattr(ml_dtypes, n)) for n in (
+    "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float4_e2m1fn")
+    if hasattr(ml_dtypes, n))
+ML_INTS = tuple(np.dtype(getattr(ml_dtypes, n)) for n in ("int2", "int4") if hasattr(ml_dtypes, n))
+ML_UINTS = tuple(np.dtype(getattr(ml_dtypes, n)) for n in ("uint2", "uint4") if hasattr(ml_dtypes, n))
+
+FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)) + ML_FLOATS
+SIGNED = ML_INTS + tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+UNSIGNED = ML_UINTS + tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
+BOOL = np.dtype(np.bool_)
+ALL = (BOOL,) + SIGNED + UNSIGNED + FLOATS + COMPLEX
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype) in FLOATS
+
+
+def is_signed(dtype) -> bool:
+    return np.dtype(dtype) in SIGNED
+
+
+def is_unsigned(dtype) -> bool:
+    return np.dtype(dtype) in UNSIGNED
+
+
+def is_int(dtype) -> bool:
+    return is_signed(dtype) or is_unsigned(dtype)
+
+
+def is_complex(dtype) -> bool:
+    return np.dtype(dtype) in COMPLEX
+
+
+def is_bool(dtype) -> bool:
+    return np.dtype(dtype) == BOOL
+
+
+def bit_width(dtype) -> int:
+    """Bits of one element (int4 is 4, not its 8-bit storage)."""
+    dtype = np.dtype(dtype)
+    if dtype in ML_INTS or dtype in ML_UINTS:
+        return ml_dtypes.iinfo(dtype).bits
+    if dtype in ML_FLOATS:
+        return ml_dtypes.finfo(dtype).bits
+    if dtype == BOOL:
+        return 1
+    return dtype.itemsize * 8
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(np.dtype(dtype))
+
+
+def iinfo(dtype):
+    return ml_dtypes.iinfo(np.dtype(dtype))
+
+
+UINT_OF_BYTES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+                 8: np.dtype(np.uint64)}
+INT_OF_BYTES = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32),
+                8: np.dtype(np.int64)}
+
+
+def storage_uint(dtype) -> np.dtype:
+    """The unsigned integer type with the same storage size (for bit views)."""
+    return UINT_OF_BYTES[np.dtype(dtype).itemsize]
+
+
+def wide_float(dtype) -> np.dtype:
+    """The type in which a float op is computed so that one final rounding gives its result.
+
+    float64 (53 bits) is more than 2p+2 bits for every float up to float32 (p=24), so an add, sub,
+    mul, div or sqrt computed in float64 and rounded once is correctly rounded (no harmful double
+    rounding). float64 itself is computed in long double where the platform has it.
+    """
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return np.dtype(np.longdouble)
+    if dtype == np.complex128:
+        return np.dtype(np.clongdouble)
+    if dtype == np.complex64:
+        return np.dtype(np.complex128)
+    return np.dtype(np.float64)

@@ -1,0 +1,251 @@
+"""Jaxpr evaluation: each jaxpr is compiled once into a plan (rule lookup, literal conversion,
+buffer release points) and the plan is a short loop over steps.
+
+Plans are cached per (jaxpr, options); loop bodies and repeated calls reuse them.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import jax
+from jax import core as _jax_core  # noqa: F401  (keeps jax.core importable for rules)
+import jax.extend.core as jcore
+
+from .errors import UnsupportedPrimitiveError
+from .options import Options, make_options
+from .registry import EXTENDED_RULES, RULES
+
+Literal = jcore.Literal
+DropVar = jcore.DropVar
+
+
+class Token:
+    """The value of a JAX token (ordering of effects); it carries nothing."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "Token"
+
+
+TOKEN = Token()
+
+
+def is_extended(dtype) -> bool:
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+
+
+def split_jaxpr(jaxpr_like) -> tuple[Any, list]:
+    """(open jaxpr, consts) of a ClosedJaxpr (any JAX version) or an open Jaxpr (no consts)."""
+    jaxpr = getattr(jaxpr_like, "jaxpr", jaxpr_like)
+    consts = list(getattr(jaxpr_like, "consts", ()) or ())
+    if len(consts) != len(jaxpr.constvars):
+        consts = []
+    return jaxpr, consts
+
+
+def literal_value(lit) -> Any:
+    aval = lit.aval
+    if not hasattr(aval, "dtype"):
+        return TOKEN
+    if is_extended(aval.dtype):
+        return lit.val
+    return np.asarray(lit.val, dtype=aval.dtype)
+
+
+class EqnContext:
+    """What a rule knows about its equation, fixed when the plan is built."""
+    __slots__ = ("primitive", "name", "params", "in_avals", "out_avals", "options", "source_info",
+                 "eqn", "__weakref__")
+
+    def __init__(self, eqn, options: Options):
+        self.eqn = eqn
+        self.primitive = eqn.primitive
+        self.name = eqn.primitive.name
+        self.params = eqn.params
+        self.in_avals = tuple(v.aval for v in eqn.invars)
+        self.out_avals = tuple(v.aval for v in eqn.outvars)
+        self.options = options
+        self.source_info = getattr(eqn, "source_info", None)
+
+    @property
+    def out_aval(self):
+        return self.out_avals[0]
+
+    @property
+    def out_dtype(self):
+        return self.out_avals[0].dtype
+
+    def eval_jaxpr(self, jaxpr_like, *args, consts: Sequence | None = None) -> list:
+        """Evaluate a sub-jaxpr (ClosedJaxpr or open Jaxpr) with this equation's options."""
+        jaxpr, own_consts = split_jaxpr(jaxpr_like)
+        return get_plan(jaxpr, self.options).run(own_consts if consts is None else consts, args)
+
+    def plan(self, jaxpr_like) -> "Plan":
+        return get_plan(split_jaxpr(jaxpr_like)[0], self.options)
+
+    def unsupported(self, reason: str = "") -> UnsupportedPrimitiveError:
+        return UnsupportedPrimitiveError(self.name, dict(self.params), reason)
+
+    def __repr__(self):
+        return f"EqnContext({self.name})"
+
+
+def _check_aval(ctx: EqnContext, aval, value, i: int) -> None:
+    dtype = getattr(aval, "dtype", None)
+    if dtype is None or is_extended(dtype) or type(aval).__name__ != "ShapedArray":
+        return
+    vshape = getattr(value, "shape", None)
+    vdtype = getattr(value, "dtype", None)
+    if vshape != aval.shape or vdtype != dtype:
+        raise AssertionError(
+            f"reference rule for '{ctx.name}' returned output {i} as "
+            f"{vdtype}{list(vshape) if vshape is not None else type(value).__name__}, "
+            f"expected {dtype}{list(aval.shape)} (this is a bug in the reference)")
+
+
+class Plan:
+    """A jaxpr compiled for repeated evaluation."""
+    __slots__ = ("jaxpr", "options", "nslots", "template", "const_slots", "in_slots", "out_slots",
+                 "steps", "__weakref__")
+
+    def __init__(self, jaxpr, options: Options):
+        self.jaxpr = jaxpr
+        self.options = options
+        slot_of: dict[Any, int] = {}
+        template: list = []
+
+        def new_slot(var) -> int:
+            slot_of[var] = len(template)
+            template.append(None)
+            return slot_of[var]
+
+        def read_slot(atom) -> int:
+            if isinstance(atom, Literal):
+                template.append(literal_value(atom))
+                return len(template) - 1
+            return slot_of[atom]
+
+        self.const_slots = [new_slot(v) for v in jaxpr.constvars]
+        self.in_slots = [new_slot(v) for v in jaxpr.invars]
+        steps = []
+        last_use: dict[int, int] = {}
+        for k, eqn in enumerate(jaxpr.eqns):
+            ctx = EqnContext(eqn, options)
+            rule = _lookup_rule(ctx)
+            ins = tuple(read_slot(a) for a in eqn.invars)
+            for s in ins:
+                last_use[s] = k
+            outs = tuple(-1 if isinstance(v, DropVar) else new_slot(v) for v in eqn.outvars)
+            steps.append([rule, ctx, ins, outs, eqn.primitive.multiple_results, eqn.params, ()])
+        self.out_slots = tuple(read_slot(a) for a in jaxpr.outvars)
+        keep = set(self.out_slots) | set(self.const_slots) | set(self.in_slots)
+        # Release intermediate buffers after their last use so large programs do not hold them all.
+        frees: dict[int, list[int]] = {}
+        for s, k in last_use.items():
+            if s not in keep and template[s] is None:
+                frees.setdefault(k, []).append(s)
+        for k, step in enumerate(steps):
+            step[6] = tuple(frees.get(k, ()))
+        self.steps = [tuple(s) for s in steps]
+        self.template = template
+        self.nslots = len(template)
+
+    def run(self, consts: Sequence, args: Sequence) -> list:
+        jaxpr = self.jaxpr
+        if len(args) != len(self.in_slots):
+            raise TypeError(f"jaxpr takes {len(self.in_slots)} arguments, got {len(args)}")
+        if len(consts) != len(self.const_slots):
+            raise TypeError(f"jaxpr takes {len(self.const_slots)} constants, got {len(consts)}")
+        env = list(self.template)
+        for s, v in zip(self.const_slots, consts):
+            env[s] = v
+        for s, v in zip(self.in_slots, args):
+            env[s] = v
+        check = self.options.check_avals
+        for rule, ctx, ins, outs, multiple, params, frees in self.steps:
+            result = rule(ctx, *[env[s] for s in ins], **params)
+            if multiple:
+                if len(result) != len(outs):
+                    raise AssertionError(f"reference rule for '{ctx.name}' returned {len(result)} "
+                                         f"outputs, expected {len(outs)} (bug in the reference)")
+                for i, (s, v) in enumerate(zip(outs, result)):
+                    if check:
+                        _check_aval(ctx, ctx.out_avals[i], v, i)
+                    if s >= 0:
+                        env[s] = v
+            else:
+                if check:
+                    _check_aval(ctx, ctx.out_avals[0], result, 0)
+                if outs[0] >= 0:
+                    env[outs[0]] = result
+            for s in frees:
+                env[s] = None
+        del jaxpr
+        return [env[s] for s in self.out_slots]
+
+
+def _lookup_rule(ctx: EqnContext) -> Callable:
+    name = ctx.name
+    avals = ctx.in_avals + ctx.out_avals
+    if name in EXTENDED_RULES and any(is_extended(getattr(a, "dtype", None)) for a in avals):
+        return EXTENDED_RULES[name]
+    rule = RULES.get(name)
+    if rule is None:
+        raise UnsupportedPrimitiveError(name, dict(ctx.params))
+    return rule
+
+
+_plans: "weakref.WeakKeyDictionary[Any, dict[Options, Plan]]" = weakref.WeakKeyDictionary()
+_plans_lock = threading.Lock()
+
+
+def get_plan(jaxpr, options: Options) -> Plan:
+    """The cached plan of an open jaxpr under ``options``."""
+    with _plans_lock:
+        per_jaxpr = _plans.get(jaxpr)
+        if per_jaxpr is None:
+            per_jaxpr = _plans[jaxpr] = {}
+        plan = per_jaxpr.get(options)
+    if plan is None:
+        plan = Plan(jaxpr, options)
+        with _plans_lock:
+            per_jaxpr[options] = plan
+    return plan
+
+
+# Conversion of user-facing values (jax.Array, Python scalars, key arrays) into reference values.
+# The PRNG family registers a converter for extended dtypes (typed key arrays).
+EXTENDED_VALUE_CONVERTERS: list[Callable[[Any], Any]] = []
+
+
+def to_reference_value(x, aval=None):
+    dtype = getattr(x, "dtype", None)
+    if is_extended(dtype):
+        for convert in EXTENDED_VALUE_CONVERTERS:
+            out = convert(x)
+            if out is not None:
+                return out
+        raise UnsupportedPrimitiveError("<argument>", {"dtype": dtype}, "no converter for extended dtype")
+    if aval is not None and hasattr(aval, "dtype") and not is_extended(aval.dtype):
+        return np.asarray(x, dtype=aval.dtype)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x
+    return np.asarray(x)
+
+
+def eval_jaxpr(closed_jaxpr, *flat_args, options: Options | None = None, **option_kwargs) -> list:
+    """Evaluate a (closed) jaxpr on flat arguments in NumPy; returns a list of outputs."""
+    opts = make_options(options, **option_kwargs)
+    jaxpr, consts = split_jaxpr(closed_jaxpr)
+    if len(consts) != len(jaxpr.constvars):
+        raise TypeError("eval_jaxpr needs a closed jaxpr (its constants were not found)")
+    consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
+    args = [to_reference_value(a, v.aval) for a, v in zip(flat_args, jaxpr.invars)]
+    if len(flat_args) != len(jaxpr.invars):
+        raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(flat_args)}")
+    outs = get_plan(jaxpr, opts).run(consts, args)
+    return [o if isinstance(o, (Token,)) or is_extended(getattr(o, "dtype", None)) else np.asarray(o)
+            for o in outs]

@@ -1,0 +1,32 @@
+"""Evaluation options, shared by every rule of one evaluation (frozen: plans are cached per options)."""
+from __future__ import annotations
+
+import dataclasses
+
+UNINITIALIZED_MODES = ("nan", "zero", "raise")
+GRID_ORDERS = ("sequential", "shuffled")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    uninitialized: str = "nan"      # what reads of never-written memory give
+    detect_races: bool = False      # Pallas: DMA / semaphore race detection
+    check_bounds: bool = True       # Pallas: out-of-bounds ref accesses raise
+    grid_order: str = "sequential"  # Pallas: order of parallel grid axes
+    seed: int = 0                   # anything randomised (shuffled grids, emulated hardware PRNG)
+    check_avals: bool = True        # every rule's result must match its equation's aval
+
+    def __post_init__(self):
+        if self.uninitialized not in UNINITIALIZED_MODES:
+            raise ValueError(f"uninitialized must be one of {UNINITIALIZED_MODES}, got {self.uninitialized!r}")
+        if self.grid_order not in GRID_ORDERS:
+            raise ValueError(f"grid_order must be one of {GRID_ORDERS}, got {self.grid_order!r}")
+
+
+def make_options(options: "Options | None" = None, **kwargs) -> Options:
+    if options is not None:
+        return dataclasses.replace(options, **kwargs) if kwargs else options
+    unknown = set(kwargs) - {f.name for f in dataclasses.fields(Options)}
+    if unknown:
+        raise TypeError(f"unknown interpreter option(s): {sorted(unknown)}")
+    return Options(**kwargs)

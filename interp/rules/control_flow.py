@@ -1,0 +1,1 @@
+"""Rules: control_flow (to be written)."""

@@ -1,0 +1,1 @@
+"""Rules: fusion (to be written)."""

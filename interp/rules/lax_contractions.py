@@ -1,0 +1,1 @@
+"""Rules: lax_contractions (to be written)."""

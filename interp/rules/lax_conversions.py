@@ -1,0 +1,1 @@
+"""Rules: lax_conversions (to be written)."""

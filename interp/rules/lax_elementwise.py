@@ -1,0 +1,1 @@
+"""Rules: lax_elementwise (to be written)."""

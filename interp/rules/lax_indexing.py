@@ -1,0 +1,1 @@
+"""Rules: lax_indexing (to be written)."""

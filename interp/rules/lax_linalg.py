@@ -1,0 +1,1 @@
+"""Rules: lax_linalg (to be written)."""

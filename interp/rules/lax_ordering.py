@@ -1,0 +1,1 @@
+"""Rules: lax_ordering (to be written)."""

@@ -1,0 +1,1 @@
+"""Rules: lax_reductions (to be written)."""

@@ -1,0 +1,1 @@
+"""Rules: lax_special (to be written)."""

@@ -1,0 +1,1 @@
+"""Rules: lax_structure (to be written)."""

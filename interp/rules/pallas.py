@@ -1,0 +1,1 @@
+"""Rules: pallas (to be written)."""

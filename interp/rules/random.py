@@ -1,0 +1,1 @@
+"""Rules: random (to be written)."""

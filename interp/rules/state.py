@@ -1,0 +1,1 @@
+"""Rules: state (to be written)."""
