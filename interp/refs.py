@@ -1,0 +1,70 @@
+"""Mutable buffers behind ref-typed jaxpr values: ``jax.new_ref`` / ``run_state`` refs and Pallas
+kernel refs share this class, so the state rules (get, swap, addupdate) serve both.
+
+The state rules resolve JAX's indexers and ref transforms into a *normalized index*: a tuple with
+one entry per dimension of ``array``, each an ``int`` (the dimension is dropped), a
+``slice(start, stop, step)`` with explicit non-negative ints, or an integer ``np.ndarray``
+(all array entries broadcast together, NumPy advanced-indexing style). All accesses go through
+:meth:`Ref.read`, :meth:`Ref.write` and :meth:`Ref.accumulate`; subclasses (Pallas) add
+uninitialized-read tracking, race detection and naming there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import OutOfBoundsError
+
+
+class Ref:
+    __slots__ = ("array", "name", "check_bounds", "__weakref__")
+
+    def __init__(self, array: np.ndarray, name: str = "ref", check_bounds: bool = True):
+        self.array = array
+        self.name = name
+        self.check_bounds = check_bounds
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    @property
+    def dtype(self):
+        return self.array.dtype
+
+    def describe(self) -> str:
+        """How error messages name this buffer (Pallas adds kernel and grid point)."""
+        return f"ref '{self.name}' {self.array.dtype}{list(self.array.shape)}"
+
+    def check_index(self, index: tuple) -> None:
+        """Raise OutOfBoundsError if any element of the normalized index lies outside the array."""
+        if not self.check_bounds:
+            return
+        for dim, (ix, size) in enumerate(zip(index, self.array.shape)):
+            if isinstance(ix, slice):
+                start, stop, step = ix.start, ix.stop, ix.step or 1
+                n = max(0, -(-(stop - start) // step))
+                if n and (start < 0 or start + (n - 1) * step >= size):
+                    raise OutOfBoundsError(f"{self.describe()}: dimension {dim} accessed at "
+                                           f"[{start}:{stop}:{step}], size {size}")
+            else:
+                arr = np.asarray(ix)
+                if arr.size and (arr.min() < 0 or arr.max() >= size):
+                    bad = arr[(arr < 0) | (arr >= size)].ravel()[0]
+                    raise OutOfBoundsError(f"{self.describe()}: dimension {dim} accessed at index "
+                                           f"{int(bad)}, size {size}")
+
+    def read(self, index: tuple) -> np.ndarray:
+        self.check_index(index)
+        return np.array(self.array[index], copy=True)
+
+    def write(self, index: tuple, value) -> None:
+        self.check_index(index)
+        self.array[index] = value
+
+    def accumulate(self, index: tuple, value) -> None:
+        """``ref[index] += value`` rounded to the ref's dtype (addupdate)."""
+        self.check_index(index)
+        self.array[index] = self.array[index] + value
+
+    def __repr__(self):
+        return f"Ref({self.describe()})"
