@@ -1,0 +1,1 @@
+"""Benchmarks (not timed tests): `python -m bench` runs every module here and prints its table."""
