@@ -25,7 +25,7 @@ bench: venv
 	$(PY) -m bench
 
 coverage-docs: venv
-	$(PY) -m interp.coverage_table > docs/coverage.md
+	$(PY) -m interp.coverage_table docs/
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache
