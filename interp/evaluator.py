@@ -80,11 +80,17 @@ class EqnContext:
 
     def eval_jaxpr(self, jaxpr_like, *args, consts: Sequence | None = None) -> list:
         """Evaluate a sub-jaxpr (ClosedJaxpr or open Jaxpr) with this equation's options."""
-        jaxpr, own_consts = split_jaxpr(jaxpr_like)
-        return get_plan(jaxpr, self.options).run(own_consts if consts is None else consts, args)
+        if consts is not None:
+            return get_plan(split_jaxpr(jaxpr_like)[0], self.options).run(consts, args)
+        plan, own_consts = get_closed_plan(jaxpr_like, self.options)
+        return plan.run(own_consts, args)
 
     def plan(self, jaxpr_like) -> "Plan":
         return get_plan(split_jaxpr(jaxpr_like)[0], self.options)
+
+    def closed_plan(self, jaxpr_like) -> "tuple[Plan, list]":
+        """(plan, consts as reference values) of a sub-jaxpr: what loops run per iteration."""
+        return get_closed_plan(jaxpr_like, self.options)
 
     def unsupported(self, reason: str = "") -> UnsupportedPrimitiveError:
         return UnsupportedPrimitiveError(self.name, dict(self.params), reason)
@@ -214,6 +220,29 @@ def get_plan(jaxpr, options: Options) -> Plan:
         with _plans_lock:
             per_jaxpr[options] = plan
     return plan
+
+
+_closed: "weakref.WeakKeyDictionary[Any, dict[Options, tuple[Plan, list]]]" = weakref.WeakKeyDictionary()
+
+
+def get_closed_plan(jaxpr_like, options: Options) -> "tuple[Plan, list]":
+    """The cached plan of a ClosedJaxpr (or open Jaxpr) and its consts converted to reference
+    values once (a ClosedJaxpr's consts may be jax.Arrays; rules only ever see NumPy values)."""
+    try:
+        per = _closed.get(jaxpr_like)
+    except TypeError:  # not weak-referenceable: no caching of the consts
+        per = None
+    entry = per.get(options) if per is not None else None
+    if entry is None:
+        jaxpr, consts = split_jaxpr(jaxpr_like)
+        consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
+        entry = (get_plan(jaxpr, options), consts)
+        try:
+            with _plans_lock:
+                _closed.setdefault(jaxpr_like, {})[options] = entry
+        except TypeError:
+            pass
+    return entry
 
 
 # Conversion of user-facing values (jax.Array, Python scalars, key arrays) into reference values.

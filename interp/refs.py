@@ -18,6 +18,12 @@ from .errors import OutOfBoundsError
 class Ref:
     __slots__ = ("array", "name", "check_bounds", "__weakref__")
 
+    # Whether the state rules map a negative index i in [-size, 0) to size + i before the access,
+    # as JAX's discharge of get/swap/addupdate does for jax.new_ref refs (lax.dynamic_slice and
+    # jnp indexing normalise negative indices). A subclass whose target leaves negative indices
+    # undefined (Pallas kernels) sets this False and they then fail the bounds check.
+    wraps_negative_indices = True
+
     def __init__(self, array: np.ndarray, name: str = "ref", check_bounds: bool = True):
         self.array = array
         self.name = name
@@ -62,9 +68,16 @@ class Ref:
         self.array[index] = value
 
     def accumulate(self, index: tuple, value) -> None:
-        """``ref[index] += value`` rounded to the ref's dtype (addupdate)."""
+        """``ref[index] += value`` rounded to the ref's dtype (addupdate).
+
+        With array indices every duplicate position receives every one of its updates (in
+        row-major order of the index arrays, each addition rounded): ``np.add.at``, not
+        ``a[i] = a[i] + v`` which would keep only the last duplicate."""
         self.check_index(index)
-        self.array[index] = self.array[index] + value
+        if any(isinstance(ix, np.ndarray) for ix in index):
+            np.add.at(self.array, index, value)
+        else:
+            self.array[index] = self.array[index] + value
 
     def __repr__(self):
         return f"Ref({self.describe()})"

@@ -1,1 +1,298 @@
-"""Rules: control_flow (to be written)."""
+"""Rules: control flow and calls (cond, while, scan, jit, custom derivatives, remat, callbacks...).
+
+Every sub-jaxpr is evaluated through its cached plan (``eqn.closed_plan``): a loop body is compiled
+once and its plan reused for every iteration. Semantics and sources: ``spec/control_flow.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import jax
+
+from ..evaluator import TOKEN, Token, get_closed_plan, to_reference_value
+from ..registry import register
+
+
+def _run(eqn, jaxpr_like, args) -> list:
+    plan, consts = eqn.closed_plan(jaxpr_like)
+    return plan.run(consts, args)
+
+
+# --- conditionals ------------------------------------------------------------------------------
+
+@register("cond")
+def cond(eqn, index, *args, branches, **params):
+    # XLA Conditional: an out-of-range S32 index runs the last branch (N-1) as the default;
+    # a PRED index runs branch 0 for false and branch 1 for true (operation_semantics#conditional).
+    # branches_platforms (platform_dependent) only documents what platform_index chose.
+    if np.shape(index) != ():
+        raise eqn.unsupported(f"cond index must be a scalar, got shape {np.shape(index)}")
+    i = int(index)
+    if not 0 <= i < len(branches):
+        i = len(branches) - 1
+    return _run(eqn, branches[i], args)
+
+
+# The reference evaluates programs as the CPU platform does (its results are compared with
+# XLA:CPU): platform_index picks the branch listing "cpu", else the default (None) branch.
+REFERENCE_PLATFORM = "cpu"
+
+
+@register("platform_index")
+def platform_index(eqn, *, platforms, **params):
+    default = None
+    for i, ps in enumerate(platforms):
+        if ps is None:
+            default = i
+        elif REFERENCE_PLATFORM in ps:
+            return np.int32(i)
+    if default is None:
+        raise eqn.unsupported(f"no branch for platform {REFERENCE_PLATFORM!r} and no default")
+    return np.int32(default)
+
+
+# --- loops ---------------------------------------------------------------------------------------
+
+def _select_where(pred, new, old):
+    """Batched while: rows whose predicate was false keep their old value (XLA lowering of a
+    batched predicate, jax/_src/lax/control_flow/loops.py _pred_bcast_select_hlo)."""
+    if isinstance(old, Token):
+        return TOKEN
+    p = np.reshape(pred, pred.shape + (1,) * (np.ndim(old) - pred.ndim))
+    return np.where(p, new, old)
+
+
+@register("while")
+def while_loop(eqn, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cplan, cconsts_own = eqn.closed_plan(cond_jaxpr)
+    bplan, bconsts_own = eqn.closed_plan(body_jaxpr)
+    cconsts = cconsts_own + list(args[:cond_nconsts])
+    bconsts = bconsts_own + list(args[cond_nconsts:cond_nconsts + body_nconsts])
+    carry = list(args[cond_nconsts + body_nconsts:])
+    ncc, nbc = len(cconsts_own), len(bconsts_own)
+    crun, brun = cplan.run, bplan.run
+    # The plans take (closed-over consts, inputs); the primitive's consts are leading inputs.
+    cc, ci = cconsts[:ncc], cconsts[ncc:]
+    bc, bi = bconsts[:nbc], bconsts[nbc:]
+    while True:
+        pred = crun(cc, ci + carry)[0]
+        if np.ndim(pred) == 0:
+            if not pred:
+                return carry
+            carry = brun(bc, bi + carry)
+        else:  # batched predicate (vmap): loop while any row runs, frozen rows keep their value
+            if not pred.any():
+                return carry
+            new = brun(bc, bi + carry)
+            carry = [_select_where(pred, n, o) for n, o in zip(new, carry)]
+
+
+def _scan_layout(params) -> tuple[int, int]:
+    """(num_consts, num_carry) of either scan parameter layout.
+
+    JAX <= 0.10: explicit num_consts/num_carry. JAX 0.12: flat trees ft_in = (consts, carry, xs)
+    and ft_out = (carry, ys) (jax/_src/lax/control_flow/loops.py _scan_impl)."""
+    if "num_consts" in params:
+        return params["num_consts"], params["num_carry"]
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)
+
+
+@register("scan")
+def scan(eqn, *args, jaxpr, length, reverse, unroll, **params):
+    # unroll only changes how XLA lowers the loop, never the result; _split_transpose is a
+    # transpose-time flag.
+    num_consts, num_carry = _scan_layout(params)
+    plan, own = eqn.closed_plan(jaxpr)
+    run = plan.run
+    consts = list(args[:num_consts])
+    carry = list(args[num_consts:num_consts + num_carry])
+    xs = args[num_consts + num_carry:]
+    y_avals = eqn.out_avals[num_carry:]
+    ys = [np.empty(a.shape, a.dtype) for a in y_avals]  # out avals include the length axis
+    for t in range(length):
+        i = length - 1 - t if reverse else t
+        out = run(own, consts + carry + [x[i] for x in xs])
+        carry = out[:num_carry]
+        for y, v in zip(ys, out[num_carry:]):
+            y[i] = v
+    return carry + ys
+
+
+# --- calls: evaluate the callee jaxpr -----------------------------------------------------------
+
+@register("jit", "pjit")
+def jit(eqn, *args, jaxpr, **params):
+    return _run(eqn, jaxpr, args)
+
+
+@register("closed_call", "core_call", "custom_vmap_call")
+def closed_call(eqn, *args, call_jaxpr=None, call=None, **params):
+    return _run(eqn, call_jaxpr if call_jaxpr is not None else call, args)
+
+
+@register("remat2", "checkpoint")
+def remat(eqn, *args, jaxpr, **params):
+    # prevent_cse/policy only steer what autodiff saves; the primal value is the callee's.
+    return _run(eqn, jaxpr, args)
+
+
+@register("eval_jaxpr")
+def eval_jaxpr_call(eqn, *args, **params):
+    return _run(eqn, params.get("call_jaxpr", params.get("jaxpr")), args)
+
+
+@register("composite")
+def composite(eqn, *args, jaxpr=None, call_jaxpr=None, **params):
+    # A composite means its decomposition (name/attributes only let a backend substitute a kernel).
+    return _run(eqn, call_jaxpr if call_jaxpr is not None else jaxpr, args)
+
+
+@register("custom_jvp_call")
+def custom_jvp_call(eqn, *args, call_jaxpr, **params):
+    # Outside differentiation a custom_jvp function is its primal function; the consts
+    # (num_consts) are the callee's leading inputs.
+    return _run(eqn, call_jaxpr, args)
+
+
+@register("custom_vjp_call")
+def custom_vjp_call(eqn, *args, call_jaxpr, **params):
+    return _run(eqn, call_jaxpr, args)
+
+
+@register("custom_vjp_call_jaxpr")
+def custom_vjp_call_jaxpr(eqn, *args, fun_jaxpr, **params):
+    return _run(eqn, fun_jaxpr, args)
+
+
+@register("linear_call")
+def linear_call(eqn, *args, callee, **params):
+    return _run(eqn, callee, args)
+
+
+def _split_linear_solve(args, const_lengths):
+    counts = list(const_lengths)  # (matvec, vecmat, solve, transpose_solve)
+    starts = np.cumsum([0] + counts)
+    groups = [list(args[starts[k]:starts[k + 1]]) for k in range(len(counts))]
+    return groups, list(args[starts[-1]:])
+
+
+@register("custom_linear_solve")
+def custom_linear_solve(eqn, *args, const_lengths, jaxprs):
+    # The forward value is solve(matvec, b) (jax/_src/lax/control_flow/solves.py impl).
+    groups, b = _split_linear_solve(args, const_lengths)
+    return _run(eqn, jaxprs.solve, groups[2] + b)
+
+
+@register("call_hi_primitive",
+          partial="only HiPrims over plain arrays whose expand() traces with jax.make_jaxpr "
+                  "(e.g. SearchSorted); hi types (non-array avals) are unsupported")
+def call_hi_primitive(eqn, *args, _prim):
+    # A hijax primitive means its lojax expansion (jax/_src/hijax.py _call_hi_primitive_to_lojax):
+    # trace prim.expand once per prim into a jaxpr and evaluate that.
+    return _run(eqn, _hi_expansion(eqn, _prim), args)
+
+
+_HI_CACHE: dict = {}
+
+
+def _hi_expansion(eqn, prim):
+    key = prim  # HiPrims are hashable by (type, params, avals)
+    closed = _HI_CACHE.get(key)
+    if closed is None:
+        avals = prim.in_avals_flat
+        if not all(type(a).__name__ == "ShapedArray" for a in avals):
+            raise eqn.unsupported(f"{type(prim).__name__} takes non-array (hi) types {avals}")
+        in_tree, out_tree = prim.in_tree, prim.out_tree
+
+        def lo(*flat):
+            ans = prim.expand(*jax.tree_util.tree_unflatten(in_tree, flat))
+            leaves = jax.tree_util.tree_leaves(ans)
+            assert len(leaves) == out_tree.num_leaves
+            return leaves
+
+        closed = jax.make_jaxpr(lo)(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
+        _HI_CACHE[key] = closed
+    return closed
+
+
+# --- identities ---------------------------------------------------------------------------------
+
+@register("optimization_barrier")
+def optimization_barrier(eqn, *args):
+    return list(args)
+
+
+@register("name")
+def name(eqn, x, **params):
+    return x  # checkpoint_name: a tag for remat policies
+
+
+@register("create_token", "after_all")
+def create_token(eqn, *tokens):
+    return TOKEN
+
+
+@register("dce_sink")
+def dce_sink(eqn, *args, **params):
+    return [] if eqn.primitive.multiple_results else TOKEN
+
+
+# --- callbacks: call the host function with NumPy arrays, in program order ---------------------
+
+def _host_args(args):
+    return [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args]
+
+
+def _check_results(eqn, outs, result_avals):
+    """Checks of jax/_src/callback.py emit_python_callback._wrapped_callback, same messages."""
+    outs = list(outs)
+    if len(outs) != len(result_avals):
+        raise RuntimeError("Mismatched number of outputs from callback. "
+                           f"Expected: {len(result_avals)}, Actual: {len(outs)}")
+    checked = []
+    for i, (v, aval) in enumerate(zip(outs, result_avals)):
+        v = np.asarray(v)
+        # JAX canonicalizes Python/NumPy results (int64 -> int32 without x64) before checking.
+        canon = jax.dtypes.canonicalize_dtype(v.dtype)
+        if canon != v.dtype:
+            v = v.astype(canon)
+        if v.shape != tuple(aval.shape):
+            raise RuntimeError(f"Incorrect output shape for return value #{i}: "
+                               f"Expected: {aval.shape}, Actual: {v.shape}")
+        if v.dtype != aval.dtype:
+            raise RuntimeError(f"Incorrect output dtype for return value #{i}: "
+                               f"Expected: {aval.dtype}, Actual: {v.dtype}")
+        checked.append(v)
+    return checked
+
+
+@register("pure_callback")
+def pure_callback(eqn, *args, callback, result_avals, **params):
+    # vmap_method only changes how the callback is batched at trace time; sharding is irrelevant
+    # on one host.
+    return _check_results(eqn, callback(*_host_args(args)), result_avals)
+
+
+@register("io_callback")
+def io_callback(eqn, *args, callback, result_avals, ordered=False, **params):
+    # Sequential evaluation runs callbacks in program order, which satisfies ordered=True.
+    return _check_results(eqn, callback(*_host_args(args)), result_avals)
+
+
+@register("debug_callback")
+def debug_callback(eqn, *args, callback, **params):
+    callback(*_host_args(args))
+    return []
+
+
+@register("debug_print")
+def debug_print(eqn, *args, fmt, in_tree, static_args, np_printoptions, has_placeholders,
+                logging_record=None, **params):
+    # JAX's own formatting (jax/_src/debugging.py debug_print_impl), without device_put.
+    from jax._src import debugging
+    callback = debugging._make_flat_callback(
+        in_tree, lambda *a, **k: debugging._format_print_callback(
+            fmt, dict(np_printoptions), has_placeholders, logging_record, *a, **k),
+        static_args)
+    callback(*_host_args(args))
+    return []
