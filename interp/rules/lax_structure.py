@@ -1,1 +1,182 @@
-"""Rules: lax_structure (to be written)."""
+"""Rules: lax_structure (broadcast_in_dim, reshape, squeeze, transpose, rev, concatenate, pad, iota,
+split, copy, tile, stack, unstack, empty, empty2, tie).
+
+All of these move data without arithmetic, so every result is bit-exact for every dtype (the
+ml_dtypes narrow types included: NumPy copies their storage bytes). Rules return fresh, writable
+arrays (never read-only broadcast views): a later state rule may wrap a result in a mutable Ref.
+
+Not registered (out of scope here, say so in coverage()): ``to_edtype``/``from_edtype`` (convert
+between an extended dtype and its representation; the reference's representation of extended
+values belongs to the PRNG family) and ``zeros_like`` (a legacy primitive with no abstract
+evaluation rule: it cannot appear in a jaxpr).
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from interp import dtypes as D
+from interp.registry import register
+
+
+def _static_only(eqn, dynamic) -> None:
+    """Dynamic-shape operands (jax's experimental dynamic shapes) are not implemented."""
+    if dynamic:
+        raise eqn.unsupported("dynamic shapes (extra shape operands) are not supported")
+
+
+@register("broadcast_in_dim")
+def broadcast_in_dim(eqn, x, *dynamic, shape, broadcast_dimensions, sharding=None, **params):
+    _static_only(eqn, dynamic)
+    x = np.asarray(x)
+    # Put each operand dim at its output position (size 1 elsewhere), then broadcast.
+    expanded = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        expanded[dst] = x.shape[src]
+    return np.array(np.broadcast_to(x.reshape(expanded), tuple(shape)))
+
+
+@register("reshape")
+def reshape(eqn, x, *dynamic, new_sizes, dimensions=None, sharding=None, **params):
+    _static_only(eqn, dynamic)
+    x = np.asarray(x)
+    if dimensions is not None:  # reshape of the transposed operand, row-major (XLA's order)
+        x = np.transpose(x, dimensions)
+    return np.array(np.reshape(x, tuple(new_sizes), order="C"))
+
+
+@register("squeeze")
+def squeeze(eqn, x, *, dimensions):
+    return np.array(np.asarray(x).reshape(eqn.out_aval.shape))
+
+
+@register("transpose")
+def transpose(eqn, x, *, permutation):
+    return np.ascontiguousarray(np.transpose(x, permutation))
+
+
+@register("rev")
+def rev(eqn, x, *, dimensions):
+    x = np.asarray(x)
+    return np.array(np.flip(x, tuple(dimensions))) if dimensions else np.array(x)
+
+
+@register("concatenate")
+def concatenate(eqn, *xs, dimension):
+    return np.concatenate([np.asarray(x) for x in xs], axis=dimension)
+
+
+@register("pad")
+def pad(eqn, x, padding_value, *, padding_config):
+    """lo/hi padding (negative crops) and interior padding between elements (XLA Pad)."""
+    x = np.asarray(x)
+    # First pad with the non-negative parts of lo/hi, then crop the negative ones.
+    full_shape, place, crop = [], [], []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise eqn.unsupported(f"negative interior padding {interior}")
+        body = n + max(n - 1, 0) * interior
+        size = max(lo, 0) + body + max(hi, 0)
+        full_shape.append(size)
+        place.append(slice(max(lo, 0), max(lo, 0) + body, interior + 1))
+        crop.append(slice(max(-lo, 0), size - max(-hi, 0)))
+    out = np.full(full_shape, np.asarray(padding_value, dtype=x.dtype), dtype=x.dtype)
+    out[tuple(place)] = x
+    return np.ascontiguousarray(out[tuple(crop)])
+
+
+@register("iota")
+def iota(eqn, *dynamic, dtype, shape, dimension, sharding=None, **params):
+    """0, 1, 2... along ``dimension``, converted to ``dtype`` as XLA converts an integer: integers
+    wrap modulo 2**bits (int8 iota of 300 reaches 127, -128, ...), floats round to nearest even
+    (and overflow as that float type's conversion does)."""
+    _static_only(eqn, dynamic)
+    dtype = np.dtype(dtype)
+    n = shape[dimension]
+    if D.is_int(dtype):
+        line = np.arange(n, dtype=np.int64).astype(dtype)  # two's complement wrap-around
+    elif D.is_float(dtype) or D.is_complex(dtype):
+        if n > 2 ** 53:
+            raise eqn.unsupported("iota longer than 2**53 (not exact in float64)")
+        with np.errstate(over="ignore"):
+            line = np.arange(n, dtype=np.float64).astype(dtype)  # exact integers, one rounding
+    else:
+        raise eqn.unsupported(f"iota of dtype {dtype}")
+    view = [1] * len(shape)
+    view[dimension] = n
+    return np.array(np.broadcast_to(line.reshape(view), tuple(shape)))
+
+
+@register("split")
+def split(eqn, x, *, sizes, axis):
+    x = np.asarray(x)
+    cuts = np.cumsum(sizes)[:-1]
+    return [np.ascontiguousarray(part) for part in np.split(x, cuts, axis=axis)]
+
+
+@register("copy")
+def copy(eqn, x):
+    return np.array(x, copy=True)
+
+
+@register("tile")
+def tile(eqn, x, *, reps):
+    return np.tile(np.asarray(x), tuple(reps))
+
+
+@register("stack")
+def stack(eqn, *xs, axis):
+    return np.stack([np.asarray(x) for x in xs], axis=axis)
+
+
+@register("unstack")
+def unstack(eqn, x, *, axis):
+    x = np.asarray(x)
+    return [np.ascontiguousarray(np.take(x, i, axis=axis)) for i in range(x.shape[axis])]
+
+
+def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
+    """The contents of never-written memory under the ``uninitialized`` option.
+
+    "zero": zeros (what XLA:CPU's lowering of lax.empty gives). "nan" and "raise": a poison value
+    that makes accidental reads visible, the convention of Pallas interpret mode
+    (jax/_src/pallas/primitives.py uninitialized_value): NaN for floats and complex, the minimum
+    for signed integers, False for bool; for unsigned integers the maximum (so that it is never a
+    plausible small count or index).
+    """
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        raise eqn.unsupported(f"uninitialized value of extended dtype {dtype}")
+    dtype = np.dtype(dtype)
+    if eqn.options.uninitialized == "zero":
+        return np.zeros(shape, dtype)
+    if D.is_float(dtype) or D.is_complex(dtype):
+        value = np.nan
+    elif D.is_signed(dtype):
+        value = int(D.iinfo(dtype).min)
+    elif D.is_unsigned(dtype):
+        value = int(D.iinfo(dtype).max)
+    elif D.is_bool(dtype):
+        value = False
+    else:
+        raise eqn.unsupported(f"uninitialized value of dtype {dtype}")
+    return np.full(shape, np.array(value).astype(dtype), dtype)
+
+
+_EMPTY_PARTIAL = ("uninitialized='raise' cannot track reads of a lax.empty result (arrays are not "
+                  "Refs): it gives the 'nan' poison instead of raising")
+
+
+@register("empty", partial=_EMPTY_PARTIAL)
+def empty(eqn, *, shape, dtype, out_sharding=None, **params):
+    return uninitialized_fill(eqn, tuple(shape), dtype)
+
+
+@register("empty2", partial=_EMPTY_PARTIAL)
+def empty2(eqn, *, dtype, memory_space=None, **params):
+    return uninitialized_fill(eqn, (), dtype)
+
+
+@register("tie")
+def tie(eqn, x, y):
+    """tie(x, y) is y; x only orders effects (jax/_src/lax/lax.py tie_p)."""
+    return y
