@@ -1,1 +1,222 @@
-"""Rules: pallas (to be written)."""
+"""Rules: Pallas (pallas_call and the primitives of kernel bodies; TPU DMAs and semaphores).
+
+The engine lives in ``interp.pallas``; these rules are thin. Ref accesses go through the shared
+Ref contract (``interp.refs``): the indexer/transform normalisation is the state family's
+(``interp.pallas.indexing.resolve`` delegates to it), never a second copy here.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..pallas import indexing
+from ..pallas.grid import CallPlan, KernelRun, current_run, _alloc_scratch
+from ..pallas.memory import KernelRef
+from ..registry import register
+from ..errors import UndefinedBehaviorError
+
+_call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+@register("pallas_call")
+def pallas_call(eqn, *args, **params):
+    # The plan (block specs, index-map plans, kernel plan) is built once per equation.
+    plan = _call_plans.get(eqn)
+    if plan is None:
+        plan = _call_plans[eqn] = CallPlan(eqn)
+    return plan.run(args)
+
+
+# -- grid ----------------------------------------------------------------------------------------
+
+@register("program_id")
+def program_id(eqn, *, axis):
+    return np.int32(current_run().program_ids[axis])
+
+
+@register("num_programs")
+def num_programs(eqn, *, axis):
+    return np.int32(current_run().kernel_grid[axis])
+
+
+# -- hints and timing: no effect on values (pl.debug_print is JAX's debug_print: control_flow) -----------------------------------------
+
+@register("multiple_of", "max_contiguous")
+def hint(eqn, x, **params):
+    return x
+
+
+@register("delay")
+def delay(eqn, nanos):
+    return []
+
+
+# -- masked loads and stores ---------------------------------------------------------------------
+
+@register("masked_load")
+def masked_load(eqn, *flat, args_tree, **params):
+    ref, transforms, mask, other = args_tree.unflatten(flat)
+    target, index, dtype = indexing.resolve(eqn, ref, transforms)
+    _same_dtype(eqn, target, dtype)
+    if mask is None:
+        out = target.read(index)
+    else:
+        out = target.masked_read(index, mask, other)
+    return np.asarray(out).reshape(eqn.out_aval.shape)
+
+
+@register("masked_swap")
+def masked_swap(eqn, *flat, args_tree, **params):
+    ref, transforms, val, mask = args_tree.unflatten(flat)
+    target, index, dtype = indexing.resolve(eqn, ref, transforms)
+    _same_dtype(eqn, target, dtype)
+    if mask is None:
+        old = target.read(index)
+        target.write(index, val)
+    else:
+        old = target.masked_write(index, val, mask)
+    return np.asarray(old).reshape(eqn.out_aval.shape)
+
+
+def _same_dtype(eqn, ref, dtype):
+    if dtype != ref.dtype:
+        raise eqn.unsupported(f"masked access through a bitcast view ({ref.dtype} as {dtype})")
+
+
+# -- scoped allocation ---------------------------------------------------------------------------
+
+@register("run_scoped")
+def run_scoped(eqn, *consts, jaxpr, collective_axes=(), **params):
+    if collective_axes:
+        raise eqn.unsupported(f"run_scoped with collective_axes={collective_axes}")
+    run = current_run()
+    plan = eqn.plan(jaxpr)
+    inner = plan.jaxpr
+    n_alloc = len(inner.invars) - (0 if len(inner.constvars) == len(consts) else len(consts))
+    refs = [_alloc_scratch(v.aval, f"run_scoped allocation {i}", run, run.options)
+            for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
+    if len(inner.constvars) == len(consts):   # the operands are the body's constvars
+        outs = plan.run(list(consts), refs)
+    else:                                     # the body takes them as leading invars
+        outs = plan.run([], list(consts) + refs)
+    run.dma.check_exit([r for r in refs if r.kind == "semaphore"], "run_scoped")
+    return outs
+
+
+# -- semaphores ----------------------------------------------------------------------------------
+
+def _sem(eqn, ref, transforms):
+    target, index, _ = indexing.resolve(eqn, ref, transforms)
+    if getattr(target, "kind", None) != "semaphore":
+        raise eqn.unsupported(f"semaphore operation on a non-semaphore buffer {target!r}")
+    target.check_index(index)
+    return target, index
+
+
+@register("semaphore_signal")
+def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, **params):
+    ref, transforms, inc, device_id, core_index = args_tree.unflatten(flat)
+    if device_id is not None or core_index is not None:
+        raise eqn.unsupported("semaphore_signal to another device or core (remote signal)")
+    current_run().dma.signal(_sem(eqn, ref, transforms), inc)
+    return []
+
+
+@register("semaphore_wait")
+def semaphore_wait(eqn, *flat, args_tree, **params):
+    ref, transforms, value, *rest = args_tree.unflatten(flat)
+    decrement = rest[0] if rest else True
+    current_run().dma.wait(_sem(eqn, ref, transforms), value,
+                           decrement=decrement is None or bool(decrement))
+    return []
+
+
+@register("semaphore_read")
+def semaphore_read(eqn, *flat, args_tree, **params):
+    ref, transforms = args_tree.unflatten(flat)
+    value = current_run().dma.read_sem(_sem(eqn, ref, transforms))
+    return np.asarray(value).astype(eqn.out_dtype)
+
+
+@register("get_barrier_semaphore")
+def get_barrier_semaphore(eqn, **params):
+    # One barrier semaphore per kernel; with one device, barriers only ever signal this kernel.
+    run = current_run()
+    if getattr(run, "barrier", None) is None:
+        run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
+                                kind="semaphore", check_bounds=run.options.check_bounds)
+    return run.barrier
+
+
+# -- DMAs ----------------------------------------------------------------------------------------
+
+def _dma_operands(eqn, flat, tree):
+    src, dst, dst_sem, src_sem, device_id = tree.unflatten(flat)
+    if device_id is not None:
+        raise eqn.unsupported("remote DMA (device_id given): the reference runs one device")
+    s_ref, s_idx, s_dt = indexing.resolve_transformed(eqn, src)
+    d_ref, d_idx, d_dt = indexing.resolve_transformed(eqn, dst)
+    if s_dt != s_ref.dtype or d_dt != d_ref.dtype:
+        raise eqn.unsupported("DMA through a bitcast view")
+    sems = []
+    for sem in (dst_sem, src_sem):
+        if sem is None:
+            sems.append(None)
+        else:
+            ref, transforms = indexing.split_transformed(sem)
+            sems.append(_sem(eqn, ref, transforms))
+    return (s_ref, s_idx), (d_ref, d_idx), sems[0], sems[1]
+
+
+@register("dma_start")
+def dma_start(eqn, *flat, tree, add=False, **params):
+    (s_ref, s_idx), (d_ref, d_idx), dst_sem, src_sem = _dma_operands(eqn, flat, tree)
+    current_run().dma.start(s_ref, s_idx, d_ref, d_idx, dst_sem, src_sem, bool(add))
+    return []
+
+
+@register("dma_wait")
+def dma_wait(eqn, *flat, tree, is_wait_send=False, **params):
+    (s_ref, s_idx), (d_ref, d_idx), dst_sem, src_sem = _dma_operands(eqn, flat, tree)
+    if dst_sem is None:
+        raise eqn.unsupported("dma_wait without a semaphore")
+    # A wait_send's arguments are pre-swapped by JAX: the semaphore waited on sits in the
+    # destination-semaphore slot; the amount is the copied byte count either way.
+    ref, index = (s_ref, s_idx) if is_wait_send else (d_ref, d_idx)
+    current_run().dma.wait_dma(dst_sem, ref, index, send=bool(is_wait_send))
+    return []
+
+
+# -- TPU vector primitives -----------------------------------------------------------------------
+
+@register("roll")
+def roll(eqn, x, shift, *, axis, stride=None, stride_axis=None):
+    # pltpu.roll: jnp.roll along ``axis``; with a stride, slice i along ``stride_axis`` is rolled
+    # by shift + i * stride (jax/_src/pallas/mosaic/primitives.py, _roll_lowering_rule).
+    x = np.asarray(x)
+    shift = int(shift)
+    if stride is None:
+        return np.roll(x, shift, axis)
+    parts = np.split(x, x.shape[stride_axis], stride_axis)
+    return np.concatenate([np.roll(p, shift + i * stride, axis) for i, p in enumerate(parts)],
+                          stride_axis)
+
+
+@register("bitcast")
+def bitcast(eqn, x, *, ty, dim=None):
+    # pltpu.bitcast packs/unpacks consecutive elements along ``dim`` (second minor by default,
+    # the only choice before JAX 0.12), element 0 in the low bits (little endian, as XLA's
+    # bitcast_convert_type).
+    x = np.asarray(x)
+    ty = np.dtype(ty)
+    dim = x.ndim - 2 if dim is None else dim
+    if x.dtype.itemsize * 8 != _bits(x.dtype) or ty.itemsize * 8 != _bits(ty):
+        raise eqn.unsupported(f"bitcast of sub-byte types {x.dtype} -> {ty}")
+    y = np.ascontiguousarray(np.moveaxis(x, dim, -1)).view(ty)
+    return np.ascontiguousarray(np.moveaxis(y, -1, dim))
+
+
+def _bits(dtype):
+    from ..dtypes import bit_width
+    return bit_width(dtype)

@@ -1,0 +1,212 @@
+"""The DMA and semaphore model of one pallas_call (TPU semantics, one core at a time).
+
+* ``dma_start`` copies ``src[src_index]`` to ``dst[dst_index]`` and, on completion, adds the copied
+  byte count to the destination semaphore (and to the source semaphore for a send).
+  Without race detection a DMA completes at its start (as JAX's ``interpret=True`` does).
+  With ``detect_races=True`` it stays *in flight* until a wait on its semaphore completes it:
+  any read of its destination or any write of its source or destination in between raises
+  :class:`RaceError`, as does a DMA still in flight or a semaphore not back at zero when the
+  pallas_call (or the ``run_scoped`` that allocated the semaphore) ends.
+* ``dma_wait(sem, ref)`` waits until ``sem`` holds the byte count of ``ref`` and subtracts it.
+  In-flight DMAs that signal ``sem`` complete (in start order) until it does. A wait that can
+  never be satisfied (no DMA or signal will come: the reference runs one core at a time) raises
+  :class:`RaceError` instead of hanging.
+* ``semaphore_signal`` adds, ``semaphore_wait`` waits for and subtracts, ``semaphore_read`` reads.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RaceError
+from .memory import _selected_coords, _show
+
+
+def _addresses(ref, index) -> np.ndarray:
+    """Byte addresses of the elements ``ref[index]`` touches (exact, for overlap tests)."""
+    arr = ref.array
+    shape = np.empty(arr.shape, np.bool_)[index].shape if arr.ndim else ()
+    coords = _selected_coords(arr.shape, index, np.ones(shape, bool)) if arr.ndim else ()
+    addr = np.full(int(np.prod(shape, dtype=np.int64)), arr.__array_interface__["data"][0],
+                   dtype=np.int64)
+    for c, stride in zip(coords, arr.strides):
+        addr += np.asarray(c, np.int64) * stride
+    return addr
+
+
+class Region:
+    """A set of elements of one buffer: ref, normalized index, exact addresses, address bounds."""
+    __slots__ = ("ref", "index", "addr", "lo", "hi")
+
+    def __init__(self, ref, index):
+        self.ref = ref
+        self.index = index
+        self.addr = np.unique(_addresses(ref, index))
+        itemsize = ref.array.dtype.itemsize
+        self.lo = int(self.addr[0]) if self.addr.size else 0
+        self.hi = int(self.addr[-1]) + itemsize if self.addr.size else 0
+
+    def overlaps(self, other: "Region") -> bool:
+        if not self.addr.size or not other.addr.size:
+            return False
+        if self.hi <= other.lo or other.hi <= self.lo:
+            return False
+        if self.ref.array.dtype.itemsize != other.ref.array.dtype.itemsize:
+            return True  # bitcast views: conservative, the byte ranges interleave
+        return np.intersect1d(self.addr, other.addr, assume_unique=True).size > 0
+
+    def describe(self) -> str:
+        return f"{self.ref.describe()}{_show(self.index)}"
+
+
+class Dma:
+    __slots__ = ("src", "dst", "dst_sem", "src_sem", "add", "nbytes", "point", "done")
+
+    def __init__(self, src, dst, dst_sem, src_sem, add, nbytes, point):
+        self.src, self.dst, self.dst_sem, self.src_sem = src, dst, dst_sem, src_sem
+        self.add, self.nbytes, self.point, self.done = add, nbytes, point, False
+
+
+def _sem_key(sem):
+    ref, index = sem
+    return id(ref), tuple(int(i) for i in np.ravel(np.arange(ref.array.size).reshape(ref.array.shape)[index]))
+
+
+class DmaEngine:
+    """DMAs and semaphores of one pallas_call. ``detect`` enables in-flight tracking."""
+
+    def __init__(self, run, detect: bool):
+        self.run = run
+        self.detect = detect
+        self.inflight: list[Dma] = []
+
+    # -- DMAs ---------------------------------------------------------------------------------
+    def start(self, src, src_index, dst, dst_index, dst_sem, src_sem, add: bool) -> None:
+        value = src.read(src_index)   # bounds / init / race checks of the source
+        dst.check_index(dst_index)
+        dshape = np.empty(dst.array.shape, np.bool_)[dst_index].shape if dst.array.ndim else ()
+        if value.shape != dshape:
+            raise RaceError(f"{self.run.where()}: DMA from {src.describe()}{_show(src_index)} "
+                            f"{list(value.shape)} to {dst.describe()}{_show(dst_index)} "
+                            f"{list(dshape)}: shapes differ")
+        nbytes = value.size * value.dtype.itemsize
+        if not self.detect:
+            self._copy(src, src_index, dst, dst_index, value, add)
+            self._signal_completion(dst_sem, src_sem, nbytes)
+            return
+        dma = Dma(Region(src, src_index), Region(dst, dst_index), dst_sem, src_sem, add, nbytes,
+                  self.run.point)
+        for other in self.inflight:
+            if dma.dst.overlaps(other.dst) or dma.dst.overlaps(other.src):
+                raise RaceError(f"{self.run.where()}: DMA into {dma.dst.describe()} overlaps "
+                                f"the DMA in flight from {other.src.describe()} to "
+                                f"{other.dst.describe()} (started at grid point {other.point})")
+            if dma.src.overlaps(other.dst):
+                raise RaceError(f"{self.run.where()}: DMA from {dma.src.describe()} reads the "
+                                f"destination of the DMA in flight into {other.dst.describe()} "
+                                f"(started at grid point {other.point})")
+        self.inflight.append(dma)
+
+    def _copy(self, src, src_index, dst, dst_index, value, add) -> None:
+        tracker_detect, self.detect = self.detect, False  # the DMA's own accesses are not races
+        try:
+            if add:
+                dst.accumulate(dst_index, value)
+            else:
+                dst.write(dst_index, value)
+        finally:
+            self.detect = tracker_detect
+
+    def _signal_completion(self, dst_sem, src_sem, nbytes) -> None:
+        if dst_sem is not None:
+            self._add(dst_sem, nbytes)
+        if src_sem is not None:
+            self._add(src_sem, nbytes)
+
+    def _complete(self, dma: Dma) -> None:
+        self.inflight.remove(dma)
+        src, dst = dma.src, dma.dst
+        value = np.array(src.ref.array[src.index], copy=True)
+        if src.ref.init is not None:
+            src.ref._check_init(src.index)
+        self._copy(src.ref, src.index, dst.ref, dst.index, value, dma.add)
+        dma.done = True
+        self._signal_completion(dma.dst_sem, dma.src_sem, dma.nbytes)
+
+    def wait_dma(self, sem, ref, index, *, send: bool) -> None:
+        """dma_wait: wait until ``sem`` holds the byte count of ``ref[index]``, then subtract it."""
+        shape = np.empty(ref.array.shape, np.bool_)[index].shape if ref.array.ndim else ()
+        nbytes = int(np.prod(shape, dtype=np.int64)) * ref.array.dtype.itemsize
+        self._wait(sem, nbytes, kind="dma_wait (send)" if send else "dma_wait", send=send)
+
+    # -- semaphores ---------------------------------------------------------------------------
+    def _add(self, sem, amount) -> None:
+        ref, index = sem
+        ref.array[index] = ref.array[index] + amount
+
+    def signal(self, sem, amount) -> None:
+        amount = int(amount)
+        self._add(sem, amount)
+
+    def read_sem(self, sem):
+        ref, index = sem
+        return ref.array[index]
+
+    def wait(self, sem, amount, decrement=True) -> None:
+        self._wait(sem, int(amount), kind="semaphore_wait", send=None, decrement=decrement)
+
+    def _wait(self, sem, amount, *, kind, send, decrement=True) -> None:
+        ref, index = sem
+        key = _sem_key(sem)
+        if self.detect:
+            # Complete in-flight DMAs that signal this semaphore until the wait is satisfied.
+            for dma in list(self.inflight):
+                if int(ref.array[index]) >= amount:
+                    break
+                sems = [dma.src_sem] if send else [dma.dst_sem] if send is False else \
+                    [dma.dst_sem, dma.src_sem]
+                if any(s is not None and _sem_key(s) == key for s in sems):
+                    self._complete(dma)
+        have = int(ref.array[index])
+        if have < amount:
+            raise RaceError(
+                f"{self.run.where()}: {kind} on {ref.describe()}{_show(index)} needs {amount} but "
+                f"the semaphore holds {have} and nothing in flight will signal it (a deadlock on "
+                "hardware; the reference runs one core at a time)")
+        if decrement:
+            ref.array[index] = have - amount
+
+    # -- exit checks ---------------------------------------------------------------------------
+    def check_exit(self, sems=(), what="pallas_call") -> None:
+        """At the end of a kernel (or of a run_scoped): nothing in flight, semaphores at zero."""
+        if not self.detect:
+            return
+        ids = {id(r) for r in sems}
+        for dma in self.inflight:
+            if what == "pallas_call" or id(dma.dst_sem[0] if dma.dst_sem else None) in ids:
+                raise RaceError(f"{self.run.where()}: DMA from {dma.src.describe()} to "
+                                f"{dma.dst.describe()} (started at grid point {dma.point}) was "
+                                f"never waited for before the end of the {what}")
+        for ref in sems:
+            nz = np.argwhere(ref.array != 0)
+            if nz.size:
+                at = tuple(int(i) for i in nz[0])
+                raise RaceError(f"{self.run.where()}: semaphore {ref.describe()} holds "
+                                f"{int(ref.array[at])} at index {at} at the end of the {what} "
+                                "(signals and waits do not balance)")
+
+    # -- race checks on kernel accesses --------------------------------------------------------
+    def check_access(self, ref, index, kind: str) -> None:
+        if not self.detect or not self.inflight:
+            return
+        region = Region(ref, index)
+        for dma in self.inflight:
+            hit = None
+            if region.overlaps(dma.dst):
+                hit = "destination"
+            elif kind != "read" and region.overlaps(dma.src):
+                hit = "source"
+            if hit:
+                raise RaceError(
+                    f"{self.run.where()}: {kind} of {region.describe()} while a DMA from "
+                    f"{dma.src.describe()} to {dma.dst.describe()} (started at grid point "
+                    f"{dma.point}) is in flight: it touches the DMA's {hit} before dma_wait")

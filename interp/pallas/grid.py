@@ -1,0 +1,433 @@
+"""The pallas_call engine: a plan built once per pallas_call equation, run per call.
+
+``CallPlan`` reads the ``GridMapping`` once: per operand its block dimensions (Blocked, Element
+with padding, Squeezed, BoundedSlice), its index map (a reusable interpreter plan, or a direct
+mapping of grid indices when the index map has no equations), its memory space (ANY/HBM operands
+are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run``:
+
+1. allocates outputs (never-written memory per ``Options.uninitialized``; an aliased output starts
+   as a copy of its input and shares one buffer with it from then on, as on hardware),
+2. walks the grid in row-major order (``grid_order="shuffled"``: each 'parallel' axis visits its
+   indices in a seeded random permutation),
+3. per grid step evaluates the index maps and hands the kernel *views* of in-bounds blocks; a block
+   that sticks out of its array (partial edge block, Element padding) is a copy whose out-of-array
+   part is never-written memory, and for outputs only its in-array part is written back,
+4. revisits: a block index that changes back to one visited earlier (non-consecutive revisit) is
+   undefined on TPU (the pipeline does not reload outputs): such an output block is reset to
+   never-written memory before the step, so kernels that rely on it show NaN / raise.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import jax
+
+from ..errors import OutOfBoundsError, UnsupportedPrimitiveError
+from ..evaluator import get_plan, split_jaxpr
+from .dma import DmaEngine
+from .memory import KernelRef, fill_uninitialized
+
+try:  # jax._src is the only home of these classes (both supported JAX versions)
+    from jax._src.pallas import core as pallas_core
+except ImportError:  # pragma: no cover
+    pallas_core = None
+
+_local = threading.local()
+
+
+def current_run() -> "KernelRun":
+    stack = getattr(_local, "stack", None)
+    if not stack:
+        raise RuntimeError("Pallas kernel primitive evaluated outside a pallas_call")
+    return stack[-1]
+
+
+class KernelRun:
+    """The state of one pallas_call evaluation that kernel primitives consult."""
+
+    def __init__(self, name, grid, options):
+        self.name = name
+        self.grid = grid                  # full grid (dynamic bounds resolved)
+        self.kernel_grid = grid           # grid the kernel sees (vmapped dims removed)
+        self.program_ids = ()
+        self.point = ()
+        self.options = options
+        self.dma = DmaEngine(self, options.detect_races)
+        self.tracker = self.dma if options.detect_races else None
+        self.prng = None                  # TPU hardware PRNG state (prng_seed)
+        self.pending = None               # (ref, index, message): see KernelRef.read
+
+    def raise_pending(self):
+        from ..errors import UninitializedReadError
+        _, _, message = self.pending
+        self.pending = None
+        raise UninitializedReadError(message)
+
+    def where(self) -> str:
+        return f"kernel '{self.name}' at grid point {self.point}"
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+
+
+# ------------------------------------------------------------------------------------------
+# Block specs
+
+
+def _memory_space_name(aval) -> str:
+    ms = getattr(aval, "memory_space", None)
+    if ms is None:
+        return "default"
+    return str(getattr(ms, "value", ms)).lower()
+
+
+WHOLE_ARRAY_SPACES = ("any", "hbm")
+
+
+class BlockPlan:
+    """How one operand (input or output) is cut into blocks."""
+
+    def __init__(self, bm, name, num_grid, num_scalars, options):
+        self.name = name
+        self.array_shape = tuple(bm.array_aval.shape)
+        self.dtype = np.dtype(bm.array_aval.dtype)
+        self.space = _memory_space_name(bm.transformed_block_aval)
+        self.whole = self.space in WHOLE_ARRAY_SPACES
+        if getattr(bm, "transforms", ()):
+            raise UnsupportedPrimitiveError("pallas_call", {}, f"block transforms {bm.transforms} "
+                                            f"of operand '{name}' (Mosaic GPU tiling/swizzle)")
+        kinds, pads = [], []
+        for d in bm.block_shape:
+            pads.append(tuple(int(p) for p in getattr(d, "padding", (0, 0))))
+            cls = type(d).__name__
+            if cls == "Blocked":
+                kinds.append(("blocked", int(d.block_size), 0))
+            elif cls == "Element":
+                kinds.append(("element", int(d.block_size), int(d.padding[0])))
+            elif cls == "Squeezed" or d is None:
+                kinds.append(("squeezed", 1, 0))
+            elif cls == "BoundedSlice":
+                kinds.append(("bounded", int(d.block_size), 0))
+            elif isinstance(d, (int, np.integer)):
+                kinds.append(("blocked", int(d), 0))  # older JAX: plain ints
+            else:
+                raise UnsupportedPrimitiveError("pallas_call", {}, f"block dimension {d!r} of "
+                                                f"operand '{name}'")
+        self.kinds = tuple(kinds)
+        self.pads = tuple(pads)
+        # Where a window may lie (array coordinates): Element windows may reach into padding.
+        self.extent = tuple((-p[0], n + p[1]) for p, n in zip(pads, self.array_shape))
+        self.block_shape = tuple(k[1] for k in kinds)
+        self.ref_shape = tuple(k[1] for k in kinds if k[0] != "squeezed")
+        jaxpr, consts = split_jaxpr(bm.index_map_jaxpr)
+        self.index_consts = consts
+        self.out_tree = bm.index_map_out_tree
+        self.has_bounded = any(k[0] == "bounded" for k in kinds)
+        # An index map without equations is a selection of its grid-index inputs and literals:
+        # skip the interpreter for it (the common case, and the hot loop).
+        self.direct = None
+        if not jaxpr.eqns and not consts and not self.has_bounded:
+            pos = {v: i for i, v in enumerate(jaxpr.invars)}
+            direct = []
+            for a in jaxpr.outvars:
+                if hasattr(a, "val") and not hasattr(a, "count"):  # Literal
+                    direct.append(("lit", int(a.val)))
+                elif a in pos and pos[a] < num_grid:
+                    direct.append(("idx", pos[a]))
+                else:
+                    direct = None
+                    break
+            self.direct = direct
+        self.index_plan = None if self.direct is not None else get_plan(jaxpr, options)
+
+    def block_indices(self, ids, scalar_refs) -> list:
+        if self.direct is not None:
+            return [v if k == "lit" else ids[v] for k, v in self.direct]
+        outs = self.index_plan.run(self.index_consts,
+                                   [np.int32(i) for i in ids] + list(scalar_refs))
+        return [int(o) for o in outs]
+
+    def window(self, ids, scalar_refs):
+        """Per dimension (start, size) in array coordinates (may stick out of the array)."""
+        idx = self.block_indices(ids, scalar_refs)
+        if self.has_bounded:
+            return self._bounded_window(idx)
+        win = []
+        for (kind, size, pad_lo), i in zip(self.kinds, idx):
+            if kind == "blocked":
+                win.append((i * size, size))
+            elif kind == "element":
+                win.append((i - pad_lo, size))
+            else:  # squeezed
+                win.append((i, 1))
+        return tuple(win)
+
+    def _bounded_window(self, flat):
+        # The index map returns, per BoundedSlice dimension, a pl.ds(start, size) (start and size
+        # leaves) and a block index for the other kinds.
+        win = []
+        it = iter(flat)
+        for kind, size, pad_lo in self.kinds:
+            if kind == "bounded":
+                start, n = next(it), next(it)
+                if n > size:
+                    raise OutOfBoundsError(f"operand '{self.name}': BoundedSlice of size {n} "
+                                           f"exceeds its block size {size}")
+                win.append((start, n))
+            else:
+                i = next(it)
+                win.append((i * size, size) if kind == "blocked" else
+                           (i - pad_lo, size) if kind == "element" else (i, 1))
+        return tuple(win)
+
+
+class CallPlan:
+    """Everything about one pallas_call equation that does not change between calls."""
+
+    def __init__(self, eqn):
+        p = eqn.params
+        gm = p["grid_mapping"]
+        self.options = eqn.options
+        self.jaxpr = p["jaxpr"]
+        kernel_jaxpr, self.kernel_consts = split_jaxpr(self.jaxpr)
+        self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
+        self.name = (p.get("name") or _kernel_name(kernel_jaxpr) or "kernel")
+        self.grid_spec = tuple(gm.grid)
+        self.num_dynamic = sum(1 for g in self.grid_spec if not isinstance(g, (int, np.integer)))
+        self.vmapped = tuple(getattr(gm, "vmapped_dims", ()))
+        self.num_scalars = gm.num_index_operands
+        self.num_inputs = gm.num_inputs
+        self.num_outputs = gm.num_outputs
+        if getattr(gm, "local_grid_env", None) is not None or \
+                getattr(gm, "get_grid_indices", None) is not None:
+            raise eqn.unsupported("custom grid environments (local_grid_env / get_grid_indices)")
+        if p.get("mesh") is not None:
+            raise eqn.unsupported(f"pallas_call over a mesh {p['mesh']!r}")
+        invars = kernel_jaxpr.invars
+        nb = len(gm.block_mappings)
+        names = _operand_names(kernel_jaxpr)
+        self.scalar_names = names[:self.num_scalars]
+        self.blocks = [BlockPlan(bm, names[self.num_scalars + i], len(self.grid_spec),
+                                 self.num_scalars, eqn.options)
+                       for i, bm in enumerate(gm.block_mappings)]
+        self.scratch = [(v.aval, names[self.num_scalars + nb + i])
+                        for i, v in enumerate(invars[self.num_scalars + nb:])]
+        # input_output_aliases count the scalar-prefetch operands (not dynamic grid bounds).
+        self.aliases = {o: i - self.num_scalars for i, o in p["input_output_aliases"]}
+        # Inputs the kernel writes to get a private copy (never the caller's array).
+        written = set()
+        pos = {v: i for i, v in enumerate(kernel_jaxpr.invars)}
+        for eff in getattr(kernel_jaxpr, "effects", ()):
+            if type(eff).__name__ in ("WriteEffect", "AccumEffect"):
+                # RefEffect.input: an invar position (or the invar itself)
+                written.add(eff.input if isinstance(eff.input, int) else pos.get(eff.input))
+        self.written_inputs = {i for i in range(self.num_inputs)
+                               if self.num_scalars + i in written}
+        sem = _dimension_semantics(p.get("compiler_params"))
+        self.parallel_axes = tuple(i for i, s in enumerate(sem)
+                                   if "parallel" in str(s).lower()) if sem else ()
+        self.revisit_undefined = _tpu_pipeline(p)
+        self.out_avals = p["out_avals"]
+
+    # --------------------------------------------------------------------------------------
+    def run(self, args):
+        opts = self.options
+        mode = opts.uninitialized
+        dyn, rest = args[:self.num_dynamic], args[self.num_dynamic:]
+        scalars, inputs = rest[:self.num_scalars], rest[self.num_scalars:]
+        dyn_it = iter(dyn)
+        grid = tuple(int(g) if isinstance(g, (int, np.integer)) else int(next(dyn_it))
+                     for g in self.grid_spec)
+        run = KernelRun(self.name, grid, opts)
+        run.kernel_grid = tuple(g for i, g in enumerate(grid) if i not in self.vmapped)
+
+        scalar_refs = [KernelRef(np.array(s, copy=True), n, run, kind="smem (scalar prefetch)",
+                                 check_bounds=opts.check_bounds)
+                       for s, n in zip(scalars, self.scalar_names)]
+        # Whole operand buffers: inputs (views of the caller's arrays unless written), outputs.
+        arrays, inits = [], []
+        for i, x in enumerate(inputs):
+            x = np.asarray(x)
+            if i in self.written_inputs:
+                x = np.array(x, copy=True)
+            arrays.append(x)
+            inits.append(None)
+        for o in range(self.num_outputs):
+            bp = self.blocks[self.num_inputs + o]
+            if o in self.aliases:
+                arrays.append(np.array(arrays[self.aliases[o]], copy=True))
+                arrays[self.aliases[o]] = arrays[-1]  # one buffer, as on hardware
+                inits.append(None)
+            else:
+                arrays.append(fill_uninitialized(bp.array_shape, bp.dtype, mode))
+                inits.append(np.zeros(bp.array_shape, bool) if mode == "raise" else None)
+        scratch_refs = [_alloc_scratch(aval, name, run, opts) for aval, name in self.scratch]
+        sems = [r for r in scratch_refs if r.kind == "semaphore"]
+
+        refs = []
+        for k, bp in enumerate(self.blocks):
+            kind = ("input" if k < self.num_inputs else "output") + (
+                f" ({bp.space})" if bp.space != "default" else "")
+            refs.append(KernelRef(arrays[k], bp.name, run, init=inits[k], kind=kind,
+                                  check_bounds=opts.check_bounds))
+        static_blocks = [bp.whole for bp in self.blocks]
+        last_window = [None] * len(self.blocks)
+        visited = [set() for _ in self.blocks]
+        kernel_args_prefix = list(scalar_refs)
+        kernel_plan, kconsts = self.kernel_plan, self.kernel_consts
+        vm = self.vmapped
+        with run:
+            for ids in self._grid_points(grid):
+                run.point = ids
+                run.program_ids = ids if not vm else tuple(i for d, i in enumerate(ids)
+                                                           if d not in vm)
+                writeback = []
+                for k, bp in enumerate(self.blocks):
+                    if static_blocks[k]:
+                        continue
+                    win = bp.window(ids, scalar_refs)
+                    ref = refs[k]
+                    is_out = k >= self.num_inputs
+                    if is_out and win != last_window[k]:
+                        if self.revisit_undefined and win in visited[k]:
+                            self._reset_block(arrays[k], inits[k], win, bp, mode)
+                        visited[k].add(win)
+                    last_window[k] = win
+                    self._bind_block(ref, arrays[k], inits[k], win, bp, is_out, writeback, ids)
+                kernel_plan.run(kconsts, kernel_args_prefix + refs + scratch_refs)
+                if run.pending is not None:
+                    run.raise_pending()
+                for ref, arr, init, sl, inner in writeback:
+                    arr[sl] = ref.array[inner]
+                    if init is not None:
+                        init[sl] = ref.init[inner]
+            run.dma.check_exit(sems, "pallas_call")
+        return [arrays[self.num_inputs + o] for o in range(self.num_outputs)]
+
+    def _grid_points(self, grid):
+        if not grid:
+            return [()]
+        axes = [range(g) for g in grid]
+        if self.options.grid_order == "shuffled" and self.parallel_axes:
+            rng = np.random.default_rng(self.options.seed)
+            for a in self.parallel_axes:
+                if a < len(axes):
+                    axes[a] = [int(i) for i in rng.permutation(grid[a])]
+        return itertools.product(*axes)
+
+    def _bind_block(self, ref, arr, init, win, bp, is_out, writeback, ids):
+        """Point ``ref`` at the block ``win`` of ``arr``: a view when in bounds, else a copy."""
+        inner_sl, outer_sl = [], []
+        inside = True
+        for d, ((start, size), kind) in enumerate(zip(win, bp.kinds)):
+            n = bp.array_shape[d]
+            lo, hi = max(start, 0), min(start + size, n)
+            ok = (0 <= start < n) if kind[0] == "blocked" else \
+                (bp.extent[d][0] <= start and start + size <= bp.extent[d][1])
+            if not ok:
+                raise OutOfBoundsError(
+                    f"kernel '{self.name}' at grid point {ids}: the block of operand "
+                    f"'{bp.name}' covers [{start}:{start + size}] of dimension {d} (size {n}"
+                    f"{', padding %s' % (bp.pads[d],) if kind[0] == 'element' else ''}): "
+                    "outside the array")
+            if kind[0] == "squeezed":
+                outer_sl.append(start)
+                inner_sl.append(None)
+                continue
+            if lo != start or hi != start + size:
+                inside = False
+            outer_sl.append(slice(lo, hi))
+            inner_sl.append(slice(lo - start, hi - start))
+        outer = tuple(outer_sl)
+        if inside:
+            ref.array = arr[outer]
+            ref.init = init[outer] if init is not None else None
+            return
+        # Partial block: a copy whose out-of-array part is never-written memory.
+        mode = self.options.uninitialized
+        block = fill_uninitialized(bp.ref_shape, bp.dtype, mode)
+        inner = tuple(s for s in inner_sl if s is not None)
+        block[inner] = arr[outer]
+        ref.array = block
+        if mode == "raise":
+            binit = np.zeros(bp.ref_shape, bool)
+            binit[inner] = True if init is None else init[outer]
+            ref.init = binit
+        else:
+            ref.init = None
+        if is_out:
+            writeback.append((ref, arr, init, outer, inner))
+
+    def _reset_block(self, arr, init, win, bp, mode):
+        sl = tuple(slice(max(s, 0), max(min(s + n, dim), 0)) if kind[0] != "squeezed" else s
+                   for (s, n), kind, dim in zip(win, bp.kinds, bp.array_shape))
+        from .memory import poison_value
+        arr[sl] = 0 if mode == "zero" else poison_value(bp.dtype)
+        if init is not None:
+            init[sl] = False
+
+
+def _alloc_scratch(aval, name, run, opts) -> KernelRef:
+    dtype = aval.dtype
+    space = _memory_space_name(aval)
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        if "sem" not in str(dtype) and "sem" not in space:
+            raise UnsupportedPrimitiveError("pallas_call", {}, f"scratch of dtype {dtype}")
+        return KernelRef(np.zeros(aval.shape, np.int64), name, run, kind="semaphore",
+                         check_bounds=opts.check_bounds)
+    mode = opts.uninitialized
+    arr = fill_uninitialized(aval.shape, dtype, mode)
+    init = np.zeros(aval.shape, bool) if mode == "raise" else None
+    return KernelRef(arr, name, run, init=init, kind=f"scratch ({space})",
+                     check_bounds=opts.check_bounds)
+
+
+def _kernel_name(jaxpr) -> str | None:
+    info = getattr(jaxpr, "debug_info", None)
+    src = getattr(info, "func_src_info", None) or getattr(info, "func_name", None)
+    if not src:
+        return None
+    return str(src).split(" ")[0]
+
+
+def _operand_names(jaxpr) -> list[str]:
+    """Readable names of the kernel operands: the kernel's argument names when JAX kept them."""
+    info = getattr(jaxpr, "debug_info", None)
+    names = list(getattr(info, "arg_names", None) or ())
+    out = []
+    for i, v in enumerate(jaxpr.invars):
+        n = names[i] if i < len(names) and names[i] else None
+        out.append(f"{n} (operand {i})" if n else f"operand {i}")
+    return out
+
+
+def _dimension_semantics(compiler_params):
+    if compiler_params is None:
+        return ()
+    if isinstance(compiler_params, dict):  # older JAX: {"mosaic": {...}} / {"mosaic_tpu": ...}
+        for v in compiler_params.values():
+            if isinstance(v, dict) and "dimension_semantics" in v:
+                return tuple(v["dimension_semantics"] or ())
+        return ()
+    return tuple(getattr(compiler_params, "dimension_semantics", None) or ())
+
+
+def _tpu_pipeline(params) -> bool:
+    """Whether the kernel targets the TPU pipeline (where non-consecutive output revisits are
+    undefined). GPU kernels write global memory directly, so revisits are well defined there."""
+    cp = params.get("compiler_params")
+    mod = type(cp).__module__ if cp is not None else ""
+    if "triton" in mod or "mosaic_gpu" in mod:
+        return False
+    if isinstance(cp, dict) and any("triton" in k or "gpu" in k for k in cp):
+        return False
+    return True

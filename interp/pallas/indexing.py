@@ -1,0 +1,27 @@
+"""Resolving a ref and its transforms (``x_ref.at[...]``, reshapes, bitcasts) into the shared
+Ref contract's normalized index. The normalisation itself belongs to the state family
+(``interp.rules.state``); this is the one call point Pallas rules use."""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+
+def split_transformed(x):
+    """(ref, transforms) of a ref or a ``TransformedRef`` (what DMA operands unflatten to)."""
+    if hasattr(x, "transforms") and hasattr(x, "ref"):
+        return x.ref, tuple(x.transforms)
+    return x, ()
+
+
+def resolve(eqn, ref, transforms):
+    """(ref, normalized index, dtype the elements are viewed as) of ``ref`` under ``transforms``."""
+    from ..rules import state
+    flat, tree = jax.tree_util.tree_flatten(tuple(transforms or ()))
+    index, dtype = state._resolve(eqn, ref, flat, tree)
+    return ref, index, np.dtype(dtype)
+
+
+def resolve_transformed(eqn, x):
+    ref, transforms = split_transformed(x)
+    return resolve(eqn, ref, transforms)

@@ -1,0 +1,221 @@
+"""Kernel memory: refs that know their kernel, poison what was never written, and check races.
+
+Every buffer a Pallas kernel sees (blocks of operands, whole HBM operands, scratch, run_scoped
+allocations, semaphores) is a :class:`KernelRef`. Reads and writes go through the shared
+:class:`interp.refs.Ref` contract (normalized indices), so the state rules (get / swap /
+addupdate) serve kernels unchanged; this subclass adds:
+
+* names in error messages: kernel, buffer, grid point, index;
+* uninitialized memory per ``Options.uninitialized``: ``"nan"`` fills never-written memory with
+  :func:`poison_value`, ``"zero"`` with zeros, ``"raise"`` tracks a written-mask and raises
+  :class:`UninitializedReadError` at the first read of an element never written;
+* race checks against the DMAs in flight (``Options.detect_races``), see ``interp.pallas.dma``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import UninitializedReadError
+from ..refs import Ref
+
+
+def poison_value(dtype):
+    """The value never-written memory holds under ``uninitialized="nan"``.
+
+    floats and complex: NaN (quiet, positive); signed ints: the minimum (as JAX's interpret mode);
+    unsigned ints: the maximum (all ones: 0 would look like valid data); bool: True (JAX's interpret
+    mode uses False, which is indistinguishable from a real False).
+    """
+    dtype = np.dtype(dtype)
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
+        return np.array(np.nan).astype(dtype)[()]
+    if dtypes.is_signed(dtype):
+        return dtype.type(dtypes.iinfo(dtype).min)
+    if dtypes.is_unsigned(dtype):
+        return dtype.type(dtypes.iinfo(dtype).max)
+    if dtypes.is_bool(dtype):
+        return np.True_
+    raise NotImplementedError(f"no poison value for dtype {dtype}")
+
+
+def fill_uninitialized(shape, dtype, mode: str) -> np.ndarray:
+    """A fresh buffer of never-written memory under ``mode`` ("nan", "zero" or "raise")."""
+    if mode == "zero":
+        return np.zeros(shape, dtype)
+    return np.full(shape, poison_value(dtype), dtype)
+
+
+def _first_false(mask: np.ndarray) -> tuple:
+    return tuple(int(i) for i in np.argwhere(~mask)[0]) if mask.ndim else ()
+
+
+class KernelRef(Ref):
+    """A buffer of a running kernel.
+
+    ``init`` is ``None`` when every element is known to be written (inputs, "nan"/"zero" modes),
+    otherwise a bool array of ``array``'s shape (a view like ``array`` for blocks).
+    ``run`` is the :class:`interp.pallas.grid.KernelRun` the ref belongs to (names, grid point,
+    DMA tracker); ``buffer`` identifies the underlying memory for race checks (refs that view the
+    same operand share it), with ``offset`` the position of this ref's origin in it.
+    """
+    __slots__ = ("run", "init", "kind")
+
+    def __init__(self, array, name, run, *, init=None, kind="vmem", check_bounds=True):
+        super().__init__(array, name, check_bounds)
+        self.run = run
+        self.init = init
+        self.kind = kind
+
+    def describe(self) -> str:
+        run = self.run
+        where = f"kernel '{run.name}' at grid point {run.point}" if run is not None else "kernel"
+        return f"{where}: {self.kind} buffer '{self.name}' {self.array.dtype}{list(self.array.shape)}"
+
+    # Pallas kernels leave negative indices undefined: they fail the bounds check.
+    wraps_negative_indices = False
+
+    def _uninit_message(self, index, init) -> str:
+        bad = _first_false(np.asarray(init))
+        return (f"{self.describe()}: read of never-written memory at index {_show(index)} "
+                f"(element {bad} of the accessed range; uninitialized='raise')")
+
+    def _check_init(self, index) -> None:
+        init = self.init[index]
+        if not init.all():
+            raise UninitializedReadError(self._uninit_message(index, init))
+
+    def _before_access(self, index, kind) -> None:
+        self.check_index(index)
+        run = self.run
+        if run is not None:
+            if run.pending is not None:
+                run.raise_pending()
+            if run.tracker is not None:
+                run.tracker.check_access(self, index, kind)
+
+    def read(self, index: tuple) -> np.ndarray:
+        self._before_access(index, "read")
+        if self.init is not None:
+            init = self.init[index]
+            if not init.all():
+                if self.run is None:
+                    raise UninitializedReadError(self._uninit_message(index, init))
+                # A swap (``ref[...] = x``) reads the old value and writes at once; the old value
+                # of never-written memory is only an error if something uses it. The error is
+                # kept pending and raised at the next access unless that access is the swap's
+                # write of the same elements (the kernel step's end raises it too).
+                self.run.pending = (self, index, self._uninit_message(index, init))
+        return np.array(self.array[index], copy=True)
+
+    def write(self, index: tuple, value) -> None:
+        run = self.run
+        if run is not None and run.pending is not None and run.pending[0] is self \
+                and _same_index(run.pending[1], index):
+            run.pending = None
+        self._before_access(index, "write")
+        self.array[index] = value
+        if self.init is not None:
+            self.init[index] = True
+
+    def accumulate(self, index: tuple, value) -> None:
+        self._before_access(index, "accumulate")
+        if self.init is not None:
+            self._check_init(index)
+        Ref.accumulate(self, index, value)
+
+    # Masked accesses (pl.load / pl.store with a mask): only the selected elements are accessed,
+    # so only they are bounds-, race- and init-checked (masked-out lanes may point anywhere).
+    def masked_read(self, index: tuple, mask, other) -> np.ndarray:
+        """``where(mask, ref[index], other)``; masked-out lanes without ``other`` are poison."""
+        shape = _index_shape(self.array.shape, index)
+        mask = np.broadcast_to(np.asarray(mask, bool), shape)
+        if mask.all():
+            out = self.read(index)
+        else:
+            coords = _selected_coords(self.array.shape, index, mask)
+            self._before_access(coords, "read")
+            run = self.run
+            if self.init is not None:
+                self._check_init(coords)
+            if other is None:
+                mode = run.options.uninitialized if run is not None else "nan"
+                if mode == "raise" and not mask.all():
+                    # The value is only garbage if used; Pallas allows loading it, so it is
+                    # poisoned like "nan" and a later use shows up in the results.
+                    mode = "nan"
+                out = fill_uninitialized(shape, self.array.dtype, mode)
+            else:
+                out = np.array(np.broadcast_to(np.asarray(other, self.array.dtype), shape))
+            out[mask] = self.array[coords]
+        return out
+
+    def masked_write(self, index: tuple, value, mask) -> np.ndarray:
+        """Store ``value`` at the selected lanes; returns the old values (masked_swap)."""
+        shape = _index_shape(self.array.shape, index)
+        mask = np.broadcast_to(np.asarray(mask, bool), shape)
+        value = np.broadcast_to(np.asarray(value, self.array.dtype), shape)
+        coords = _selected_coords(self.array.shape, index, mask)
+        self._before_access(coords, "write")
+        old = fill_uninitialized(shape, self.array.dtype, "nan")
+        old[mask] = self.array[coords]
+        self.array[coords] = value[mask]
+        if self.init is not None:
+            self.init[coords] = True
+        return old
+
+
+def _same_index(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
+                    and x.shape == y.shape and np.array_equal(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _show(index) -> str:
+    parts = []
+    for ix in index:
+        if isinstance(ix, slice):
+            step = "" if ix.step in (None, 1) else f":{ix.step}"
+            parts.append(f"{ix.start}:{ix.stop}{step}")
+        elif isinstance(ix, np.ndarray) and ix.ndim:
+            parts.append(f"<int array {list(ix.shape)}>")
+        else:
+            parts.append(str(int(ix)))
+    return "[" + ", ".join(parts) + "]"
+
+
+def _index_shape(shape, index) -> tuple:
+    """The shape ``array[index]`` has for a normalized index (NumPy advanced-indexing rules)."""
+    return np.empty(shape, dtype=np.bool_)[index].shape if shape else ()
+
+
+def _selected_coords(shape, index, mask) -> tuple:
+    """Integer coordinates (one array per dimension) of the elements ``index`` selects where
+    ``mask`` holds, computed without touching memory, so masked-out lanes may lie out of bounds.
+
+    Indexing a zero-copy "coordinate array" (broadcast arange) over an extent large enough for
+    every index gives exactly NumPy's placement of basic and advanced indices.
+    """
+    ext = []
+    for ix, size in zip(index, shape):
+        if isinstance(ix, slice):
+            step = ix.step or 1
+            n = max(0, -(-(ix.stop - ix.start) // step))
+            hi = ix.start + (n - 1) * step + 1 if n else 0
+        else:
+            arr = np.asarray(ix)
+            hi = int(arr.max()) + 1 if arr.size else 0
+        ext.append(max(size, hi))
+    ext = tuple(ext)
+    coords = []
+    for d in range(len(ext)):
+        grid = np.arange(ext[d]).reshape(tuple(-1 if a == d else 1 for a in range(len(ext))))
+        coords.append(np.broadcast_to(grid, ext)[index][mask])
+    return tuple(coords)
