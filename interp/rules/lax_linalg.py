@@ -1,1 +1,405 @@
-"""Rules: lax_linalg (to be written)."""
+"""Rules: lax.linalg (cholesky, qr/geqrf/householder_product/ormqr/geqp3, lu, eigh, eig, svd,
+triangular_solve, schur, hessenberg, tridiagonal, tridiagonal_solve, cholesky_update,
+symmetric_product).
+
+Every decomposition is computed in the wide type (float64/complex128; LAPACK through SciPy, the
+same algorithms XLA:CPU calls) and rounded once to the output dtype. Results are defined by
+accuracy, plus the conventions of ``spec/lax_linalg.py`` where they are not unique (LAPACK's
+Householder signs; eigenvector and singular-vector phases). Leading dimensions are batch
+dimensions. Where XLA:CPU reports a LAPACK failure as NaN (info != 0), so does the reference;
+non-finite input makes the iterative decompositions fail the same way.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg import lapack
+
+from .. import dtypes as D
+from ..errors import UndefinedBehaviorError
+from ..registry import register
+
+
+def _wide(x) -> np.ndarray:
+    x = np.asarray(x)
+    return x.astype(np.complex128 if D.is_complex(x.dtype) else np.float64)
+
+
+def _lapack(name: str, a: np.ndarray):
+    """The LAPACK routine ``name`` for a wide array: d<name> or z<name>."""
+    return getattr(lapack, ("z" if np.iscomplexobj(a) else "d") + name)
+
+
+def _batched(eqn, fn, args, core_ranks):
+    """Apply ``fn`` (2-D/1-D core arrays -> tuple of results) over the leading batch dimensions;
+    each result is rounded once into an array of its output aval."""
+    a0, r0 = np.asarray(args[0]), core_ranks[0]
+    batch = a0.shape[:a0.ndim - r0]
+    outs = [np.empty(aval.shape, aval.dtype) for aval in eqn.out_avals]
+    for idx in np.ndindex(*batch):
+        res = fn(*[np.asarray(a)[idx] for a in args])
+        for o, r in zip(outs, res):
+            r = np.asarray(r)
+            if np.iscomplexobj(r) and not D.is_complex(o.dtype):
+                raise AssertionError(f"{eqn.name}: complex result for a real output")
+            o[idx] = r
+    return outs
+
+
+def _finite(a) -> bool:
+    return bool(np.isfinite(a).all())
+
+
+def _nan(shape, like=np.float64):
+    return np.full(shape, np.nan, dtype=np.result_type(like, np.float64))
+
+
+def _phase_normalize(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of ``v`` scaled by a unit scalar so that each column's first entry of largest
+    magnitude is real and positive. Returns (normalized v, the scalars used)."""
+    if v.size == 0:
+        return v, np.ones(v.shape[-1:], v.dtype)
+    k = np.argmax(np.abs(v), axis=0)
+    pivot = v[k, np.arange(v.shape[1])]
+    mag = np.abs(pivot)
+    scale = np.where(mag > 0, np.conj(pivot) / np.where(mag > 0, mag, 1), 1).astype(v.dtype)
+    return v * scale, scale
+
+
+# --- Cholesky -----------------------------------------------------------------------------------
+
+@register("cholesky")
+def cholesky(eqn, x):
+    # potrf on the lower triangle (the upper triangle of the input is not read); the result's
+    # upper triangle is zero; a matrix that is not positive definite gives all-NaN (XLA:CPU:
+    # info != 0 -> NaN, jax/_src/lax/linalg.py _cholesky_cpu_lowering).
+    def core(a):
+        a = _wide(a)
+        if not _finite(np.tril(a)):
+            return (_nan(a.shape, a.dtype),)
+        c, info = _lapack("potrf", a)(a, lower=1, clean=1)
+        return (c if info == 0 else _nan(a.shape, a.dtype),)
+    return _batched(eqn, core, [x], [2])[0]
+
+
+@register("cholesky_update")
+def cholesky_update(eqn, r, w):
+    # The Givens-rotation update of jax/_src/lax/linalg.py _cholesky_update_jax_fn, in float64.
+    def core(r, w):
+        r, z = _wide(r).copy(), _wide(w).copy()
+        for k in range(z.shape[0]):
+            x, y = r[k, k], z[k]
+            if y == 0:
+                c, s = 1.0, 0.0
+            else:
+                den = max(abs(x), abs(y))
+                xs, ys = x / den, y / den
+                rh = 1 / np.sqrt(xs * xs + ys * ys)
+                c, s = xs * rh, -ys * rh
+            row = c * r[k, :] - s * z
+            z = c * z + s * r[k, :]
+            r[k, :] = row
+        return (r,)
+    return _batched(eqn, core, [r, w], [2, 1])[0]
+
+
+@register("symmetric_product")
+def symmetric_product(eqn, a, c, *, alpha, beta, **params):
+    # alpha * A @ A.T + beta * C, the whole matrix (the CPU lowering, _symmetric_product_jax_fn).
+    def core(a, c):
+        a, c = _wide(a), _wide(c)
+        return (alpha * (a @ a.T) + beta * c,)
+    return _batched(eqn, core, [a, c], [2, 2])[0]
+
+
+# --- QR family ----------------------------------------------------------------------------------
+
+def _householder_q(a: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """The full m x m Q = H(1) H(2) ... H(k), H(i) = I - tau_i v_i v_i^H, v_i the i-th column of
+    the strictly lower part of ``a`` with a unit diagonal (LAPACK geqrf/orgqr convention)."""
+    m = a.shape[0]
+    q = np.eye(m, dtype=np.result_type(a, taus))
+    for i in reversed(range(taus.shape[0])):
+        v = np.zeros(m, q.dtype)
+        v[i] = 1
+        v[i + 1:] = a[i + 1:, i]
+        q -= taus[i] * np.outer(v, np.conj(v) @ q)
+    return q
+
+
+@register("geqrf")
+def geqrf(eqn, x):
+    def core(a):
+        a = _wide(a)
+        qr, tau, _, info = _lapack("geqrf", a)(a)
+        return qr, tau
+    return _batched(eqn, core, [x], [2])
+
+
+@register("geqp3", partial="only free columns (jpvt all zero on input)")
+def geqp3(eqn, x, jpvt, **params):
+    # LAPACK geqp3 with every column free; jpvt is 1-based, as LAPACK's (qr() subtracts 1).
+    def core(a, p):
+        if np.any(p != 0):
+            raise eqn.unsupported("geqp3 with fixed (non-zero) input pivots")
+        a = _wide(a)
+        qr, jp, tau, _, info = _lapack("geqp3", a)(a)
+        return qr, jp, tau
+    return _batched(eqn, core, [x, jpvt], [2, 1])
+
+
+@register("householder_product")
+def householder_product(eqn, a, taus):
+    def core(a, taus):
+        a, taus = _wide(a), _wide(taus)
+        return (_householder_q(a, taus)[:, :a.shape[1]],)
+    return _batched(eqn, core, [a, taus], [2, 1])[0]
+
+
+@register("ormqr")
+def ormqr(eqn, a, taus, c, *, left, transpose):
+    # Q @ C, Q^H @ C, C @ Q or C @ Q^H (transpose is the conjugate transpose for complex).
+    def core(a, taus, c):
+        a, taus, c = _wide(a), _wide(taus), _wide(c)
+        q = _householder_q(a, taus)
+        if transpose:
+            q = np.conj(q.T)
+        return (q @ c if left else c @ q,)
+    return _batched(eqn, core, [a, taus, c], [2, 1, 2])[0]
+
+
+@register("qr")
+def qr(eqn, x, *, pivoting, full_matrices, **params):
+    # The composition of jax/_src/lax/linalg.py _qr_lowering (geqrf or geqp3, then orgqr), in
+    # float64: R's diagonal signs are LAPACK's Householder convention, not made positive.
+    def core(a):
+        a = _wide(a)
+        m, n = a.shape
+        k = m if full_matrices else min(m, n)
+        if m == 0 or n == 0:
+            res = [np.eye(m, k, dtype=a.dtype), np.zeros((k, n), a.dtype)]
+            return res + [np.zeros(n, np.int32)] if pivoting else res
+        if pivoting:
+            r, p, taus, _, _ = _lapack("geqp3", a)(a)
+            p = p - 1
+        else:
+            r, taus, _, _ = _lapack("geqrf", a)(a)
+        q = _householder_q(r, taus)[:, :k]
+        r = np.triu(r[:k, :])
+        return [q, r, p] if pivoting else [q, r]
+    return _batched(eqn, core, [x], [2])
+
+
+# --- LU -----------------------------------------------------------------------------------------
+
+def _pivots_to_permutation(pivots: np.ndarray, size: int) -> np.ndarray:
+    perm = np.arange(size, dtype=np.int32)
+    for i, j in enumerate(pivots.tolist()):
+        if not -size <= j < size:
+            raise UndefinedBehaviorError(f"lu_pivots_to_permutation: pivot {j} at position {i} "
+                                         f"is outside [0, {size})")
+        j %= size  # jnp indexing wraps negative indices
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+@register("lu_pivots_to_permutation")
+def lu_pivots_to_permutation(eqn, pivots, *, permutation_size):
+    # Apply the swaps i <-> pivots[i] in order to the identity permutation
+    # (_generic_lu_pivots_to_permutation).
+    return _batched(eqn, lambda p: (_pivots_to_permutation(p, permutation_size),),
+                    [pivots], [1])[0]
+
+
+@register("lu")
+def lu(eqn, x):
+    # getrf (partial pivoting; pivots 0-based), permutation from the pivots. A singular matrix
+    # is no failure (info > 0 is kept, as XLA:CPU does).
+    def core(a):
+        a = _wide(a)
+        m, n = a.shape
+        if a.size == 0:
+            return a, np.zeros(min(m, n), np.int32), np.arange(m, dtype=np.int32)
+        lu_, piv, info = _lapack("getrf", a)(a)
+        if info < 0:
+            lu_ = _nan(a.shape, a.dtype)
+        return lu_, piv, _pivots_to_permutation(piv, m)
+    return _batched(eqn, core, [x], [2])
+
+
+# --- triangular and tridiagonal solves ----------------------------------------------------------
+
+@register("triangular_solve")
+def triangular_solve(eqn, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    # Solves op(A) X = B (left_side) or X op(A) = B, op(A) = A, A^T, conj(A) or A^H, reading only
+    # the `lower` triangle of A (and not its diagonal when unit_diagonal). Substitution in the
+    # wide type with IEEE division: a zero pivot gives inf/NaN as trsm does.
+    wide = D.wide_float(eqn.out_dtype)
+
+    def core(a, b):
+        a, b = np.asarray(a).astype(wide), np.asarray(b).astype(wide)
+        t = np.tril(a) if lower else np.triu(a)
+        if unit_diagonal:
+            np.fill_diagonal(t, 1)
+        if conjugate_a:
+            t = np.conj(t)
+        low = lower
+        if transpose_a:
+            t, low = t.T, not low
+        if not left_side:  # X op(A) = B  <=>  op(A)^T X^T = B^T
+            t, low, b = t.T, not low, b.T
+        x = np.zeros_like(b)
+        n = t.shape[0]
+        order = range(n) if low else range(n - 1, -1, -1)
+        with np.errstate(all="ignore"):
+            for i in order:
+                rest = slice(0, i) if low else slice(i + 1, n)
+                x[i] = (b[i] - t[i, rest] @ x[rest]) / t[i, i]
+        return (x if left_side else x.T,)
+    return _batched(eqn, core, [a, b], [2, 2])[0]
+
+
+@register("tridiagonal_solve", partial="perturb_singular=True")
+def tridiagonal_solve(eqn, dl, d, du, b, *, perturb_singular):
+    # gtsv (partial pivoting); dl[0] and du[-1] are not read; a singular system is all-NaN
+    # (XLA:CPU info != 0 -> NaN, _tridiagonal_solve_cpu_lowering).
+    if perturb_singular:
+        raise eqn.unsupported("perturb_singular=True (XLA:CPU's perturbed gtsv kernel)")
+
+    def core(dl, d, du, b):
+        dl, d, du, b = _wide(dl), _wide(d), _wide(du), _wide(b)
+        if np.iscomplexobj(b) or np.iscomplexobj(d):
+            dl, d, du, b = (x.astype(np.complex128) for x in (dl, d, du, b))
+        if d.shape[0] == 0:
+            return (b,)
+        *_, x, info = _lapack("gtsv", b)(dl[1:], d, du[:-1], b)
+        return (x if info == 0 else _nan(b.shape, b.dtype),)
+    return _batched(eqn, core, [dl, d, du, b], [1, 1, 1, 2])[0]
+
+
+# --- eigen and singular value decompositions ----------------------------------------------------
+
+@register("eigh")
+def eigh(eqn, x, *, lower, sort_eigenvalues, subset_by_index, **params):
+    # syevd/heevd on the `lower` triangle, eigenvalues ascending (also when sort_eigenvalues is
+    # False: the order is then implementation-defined and this is the one chosen). Each
+    # eigenvector's first largest-magnitude entry is made real positive.
+    def core(a):
+        a = _wide(a)
+        n = a.shape[0]
+        lo, hi = subset_by_index if subset_by_index is not None else (0, n)
+        tri = np.tril(a) if lower else np.triu(a)
+        if not _finite(tri):
+            return _nan((n, hi - lo), a.dtype), _nan(hi - lo)
+        w, v = scipy.linalg.eigh(a, lower=lower, check_finite=False, driver="evd")
+        v, _ = _phase_normalize(v[:, lo:hi])
+        return v, w[lo:hi]
+    return _batched(eqn, core, [x], [2])
+
+
+@register("eig", partial="implementation other than LAPACK/None")
+def eig(eqn, x, *, compute_left_eigenvectors, compute_right_eigenvectors, implementation=None,
+        **params):
+    # geev: eigenvalues in LAPACK's order (complex conjugate pairs with the positive imaginary
+    # part first); eigenvectors of unit 2-norm with the first largest-magnitude entry real
+    # positive; left eigenvectors satisfy vl^H A = w vl^H.
+    if implementation is not None and "LAPACK" not in str(implementation).upper():
+        raise eqn.unsupported(f"eig implementation {implementation}")
+
+    def core(a):
+        a = _wide(a)
+        n = a.shape[0]
+        if not _finite(a):
+            nan = _nan((n, n), np.complex128)
+            res = [_nan(n, np.complex128)]
+            return res + [nan] * (compute_left_eigenvectors + compute_right_eigenvectors)
+        w, vl, vr = scipy.linalg.eig(a, left=True, right=True, check_finite=False)
+        res = [w.astype(np.complex128)]
+        for wanted, v in ((compute_left_eigenvectors, vl), (compute_right_eigenvectors, vr)):
+            if wanted:
+                v = v.astype(np.complex128)
+                v = v / np.linalg.norm(v, axis=0)
+                res.append(_phase_normalize(v)[0])
+        return res
+    return _batched(eqn, core, [x], [2])
+
+
+@register("svd")
+def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm=None, **params):
+    # gesdd in float64 (the algorithm choice changes no value beyond accuracy); singular values
+    # descending; each pair (u_i, v_i) is scaled so that u_i's first largest-magnitude entry is
+    # real positive. The extra columns of U / rows of V^H when full_matrices=True (a basis of
+    # the orthogonal complement, not unique) are LAPACK's.
+    def core(a):
+        a = _wide(a)
+        m, n = a.shape
+        rank = min(m, n)
+        lo, hi = subset_by_index if subset_by_index is not None else (0, rank)
+        if m == 0 or n == 0:
+            s = np.zeros(0, np.float64)
+            if not compute_uv:
+                return (s,)
+            size = max(m, n)
+            u = np.eye(size, dtype=a.dtype) if full_matrices else np.zeros((m, n), a.dtype)
+            v = np.zeros((0, 0), a.dtype)
+            return (s, v, u) if m < n else (s, u, v)
+        if not _finite(a):
+            s = _nan(hi - lo)
+            if not compute_uv:
+                return (s,)
+            return (s, _nan(eqn.out_avals[1].shape[-2:], a.dtype),
+                    _nan(eqn.out_avals[2].shape[-2:], a.dtype))
+        if not compute_uv:
+            return (np.linalg.svd(a, compute_uv=False)[lo:hi],)
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+        u_r, scale = _phase_normalize(u[:, :rank])
+        u = np.concatenate([u_r, u[:, rank:]], axis=1)
+        vh = np.concatenate([vh[:rank] * np.conj(scale)[:, None], vh[rank:]], axis=0)
+        if subset_by_index is not None:
+            u, s, vh = u[:, lo:hi], s[lo:hi], vh[lo:hi]
+        return s, u, vh
+    return _batched(eqn, core, [x], [2])
+
+
+@register("schur", partial="sort_eig_vals=True / select_callable")
+def schur(eqn, x, *, compute_schur_vectors, sort_eig_vals, select_callable=None):
+    # gees: real Schur form (standardized 2x2 blocks) for real input, complex Schur form for
+    # complex input; A = Z T Z^H.
+    if sort_eig_vals or select_callable is not None:
+        raise eqn.unsupported("sorted Schur form (sort_eig_vals / select_callable)")
+
+    def core(a):
+        a = _wide(a)
+        if not _finite(a):
+            nan = _nan(a.shape, a.dtype)
+            return (nan, nan) if compute_schur_vectors else (nan,)
+        t, z = scipy.linalg.schur(a, output="complex" if np.iscomplexobj(a) else "real",
+                                  check_finite=False)
+        return (t, z) if compute_schur_vectors else (t,)
+    return _batched(eqn, core, [x], [2])
+
+
+@register("hessenberg")
+def hessenberg(eqn, x):
+    # gehrd: H in the upper Hessenberg part, the reflectors below the subdiagonal, n-1 taus.
+    def core(a):
+        a = _wide(a)
+        n = a.shape[0]
+        if n == 0:
+            return a, np.zeros(0, a.dtype)
+        h, tau, info = _lapack("gehrd", a)(a)
+        return h, tau[:max(n - 1, 0)]
+    return _batched(eqn, core, [x], [2])
+
+
+@register("tridiagonal")
+def tridiagonal(eqn, x, *, lower):
+    # sytrd/hetrd on the `lower` triangle: (reflectors and tridiagonal in a, diagonal d,
+    # off-diagonal e (real), taus).
+    def core(a):
+        a = _wide(a)
+        name = "hetrd" if np.iscomplexobj(a) else "sytrd"
+        c, d, e, tau, info = getattr(lapack, ("z" if np.iscomplexobj(a) else "d") + name)(
+            a, lower=int(lower))
+        return c, d, e, tau
+    return _batched(eqn, core, [x], [2])
