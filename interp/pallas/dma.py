@@ -55,7 +55,7 @@ class Region:
         return np.intersect1d(self.addr, other.addr, assume_unique=True).size > 0
 
     def describe(self) -> str:
-        return f"{self.ref.describe()}{_show(self.index)}"
+        return f"{self.ref.short()}{_show(self.index)}"
 
 
 class Dma:
@@ -85,8 +85,8 @@ class DmaEngine:
         dst.check_index(dst_index)
         dshape = np.empty(dst.array.shape, np.bool_)[dst_index].shape if dst.array.ndim else ()
         if value.shape != dshape:
-            raise RaceError(f"{self.run.where()}: DMA from {src.describe()}{_show(src_index)} "
-                            f"{list(value.shape)} to {dst.describe()}{_show(dst_index)} "
+            raise RaceError(f"{self.run.where()}: DMA from {src.short()}{_show(src_index)} "
+                            f"{list(value.shape)} to {dst.short()}{_show(dst_index)} "
                             f"{list(dshape)}: shapes differ")
         nbytes = value.size * value.dtype.itemsize
         if not self.detect:
@@ -169,7 +169,7 @@ class DmaEngine:
         have = int(ref.array[index])
         if have < amount:
             raise RaceError(
-                f"{self.run.where()}: {kind} on {ref.describe()}{_show(index)} needs {amount} but "
+                f"{self.run.where()}: {kind} on {ref.short()}{_show(index)} needs {amount} but "
                 f"the semaphore holds {have} and nothing in flight will signal it (a deadlock on "
                 "hardware; the reference runs one core at a time)")
         if decrement:
@@ -190,7 +190,7 @@ class DmaEngine:
             nz = np.argwhere(ref.array != 0)
             if nz.size:
                 at = tuple(int(i) for i in nz[0])
-                raise RaceError(f"{self.run.where()}: semaphore {ref.describe()} holds "
+                raise RaceError(f"{self.run.where()}: semaphore {ref.short()} holds "
                                 f"{int(ref.array[at])} at index {at} at the end of the {what} "
                                 "(signals and waits do not balance)")
 

@@ -431,3 +431,73 @@ def _tpu_pipeline(params) -> bool:
     if isinstance(cp, dict) and any("triton" in k or "gpu" in k for k in cp):
         return False
     return True
+
+
+class MeshPlan:
+    """``mpmd_map`` (``pl.kernel`` / ``core_map`` over a TPU core mesh): the body runs once per
+    core of the mesh on whole (HBM) operands; scratch is core-local except shared memory spaces.
+
+    Cores run one after another (in a seeded random order with ``grid_order="shuffled"``, since
+    they run concurrently on hardware). A core that waits for a signal from a core that has not
+    run yet cannot make progress: the semaphore model reports it (RaceError) rather than hang.
+    """
+
+    def __init__(self, eqn):
+        p = eqn.params
+        self.options = eqn.options
+        meshes, jaxprs = p["meshes"], p["jaxprs"]
+        if len(meshes) != 1 or p.get("external_meshes"):
+            raise eqn.unsupported("mpmd_map with several meshes (MPMD) or external meshes")
+        self.mesh = meshes[0]
+        shape = dict(getattr(self.mesh, "shape", {}))
+        if not shape:
+            raise eqn.unsupported(f"mesh {self.mesh!r} without named axes")
+        self.axes = tuple(shape)
+        self.sizes = tuple(int(shape[a]) for a in self.axes)
+        kernel_jaxpr, self.kernel_consts = split_jaxpr(jaxprs[0])
+        self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
+        self.name = p.get("name") or _kernel_name(kernel_jaxpr) or "kernel"
+        self.out_avals = p["out_avals"]
+        self.names = _operand_names(kernel_jaxpr)
+        self.num_outputs = len(self.out_avals)
+        self.aliases = {o: i for i, o in dict(p.get("input_output_aliases") or {}).items()}
+        self.invars = kernel_jaxpr.invars
+
+    def run(self, args):
+        opts = self.options
+        n_in = len(args)
+        run = KernelRun(self.name, self.sizes, opts)
+        run.kernel_grid = ()
+        arrays = [np.array(a, copy=True) for a in args]  # the kernel may write its inputs
+        inits = [None] * n_in
+        for o, aval in enumerate(self.out_avals):
+            if o in self.aliases:
+                arrays.append(arrays[self.aliases[o]])
+                inits.append(None)
+            else:
+                arrays.append(fill_uninitialized(aval.shape, aval.dtype, opts.uninitialized))
+                inits.append(np.zeros(aval.shape, bool) if opts.uninitialized == "raise" else None)
+        refs = [KernelRef(a, self.names[k], run, init=inits[k],
+                          kind="input (hbm)" if k < n_in else "output (hbm)",
+                          check_bounds=opts.check_bounds) for k, a in enumerate(arrays)]
+        scratch_vars = self.invars[len(refs):]
+        shared = [_alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
+                  if "shared" in _memory_space_name(v.aval) else None
+                  for i, v in enumerate(scratch_vars)]
+        points = list(itertools.product(*[range(s) for s in self.sizes]))
+        if opts.grid_order == "shuffled":
+            points = [points[i] for i in np.random.default_rng(opts.seed).permutation(len(points))]
+        all_sems = [r for r in shared if r is not None and r.kind == "semaphore"]
+        with run:
+            for point in points:
+                run.point = dict(zip(self.axes, point))
+                run.axis_env = run.point
+                local = [s if s is not None else
+                         _alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
+                         for i, (s, v) in enumerate(zip(shared, scratch_vars))]
+                all_sems += [r for r, s in zip(local, shared) if s is None and r.kind == "semaphore"]
+                self.kernel_plan.run(self.kernel_consts, refs + local)
+                if run.pending is not None:
+                    run.raise_pending()
+            run.dma.check_exit(all_sems, "kernel")
+        return arrays[n_in:]

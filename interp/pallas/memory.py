@@ -70,7 +70,11 @@ class KernelRef(Ref):
     def describe(self) -> str:
         run = self.run
         where = f"kernel '{run.name}' at grid point {run.point}" if run is not None else "kernel"
-        return f"{where}: {self.kind} buffer '{self.name}' {self.array.dtype}{list(self.array.shape)}"
+        return f"{where}: {self.short()}"
+
+    def short(self) -> str:
+        """The buffer alone (kind, name, type), for messages that already name the kernel."""
+        return f"{self.kind} buffer '{self.name}' {self.array.dtype}{list(self.array.shape)}"
 
     # Pallas kernels leave negative indices undefined: they fail the bounds check.
     wraps_negative_indices = False

@@ -11,10 +11,9 @@ import weakref
 import numpy as np
 
 from ..pallas import indexing
-from ..pallas.grid import CallPlan, KernelRun, current_run, _alloc_scratch
+from ..pallas.grid import CallPlan, MeshPlan, current_run, _alloc_scratch
 from ..pallas.memory import KernelRef
-from ..registry import register
-from ..errors import UndefinedBehaviorError
+from ..registry import RULES, register
 
 _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -26,6 +25,34 @@ def pallas_call(eqn, *args, **params):
     if plan is None:
         plan = _call_plans[eqn] = CallPlan(eqn)
     return plan.run(args)
+
+
+@register("mpmd_map")
+def mpmd_map(eqn, *args, **params):
+    # pl.kernel / core_map over a core mesh.
+    plan = _call_plans.get(eqn)
+    if plan is None:
+        plan = _call_plans[eqn] = MeshPlan(eqn)
+    return plan.run(args)
+
+
+def _axis_index(eqn, *, axis_name, **params):
+    env = getattr(current_run(), "axis_env", None) or {}
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    if not all(n in env for n in names):
+        raise eqn.unsupported(f"axis_index of {axis_name!r} outside a Pallas core mesh")
+    # Several names: the row-major linear index over them (jax.lax.axis_index semantics).
+    run = current_run()
+    sizes = dict(zip(run.point.keys(), run.grid)) if isinstance(run.point, dict) else {}
+    idx = 0
+    for n in names:
+        idx = idx * sizes.get(n, 1) + env[n]
+    return np.int32(idx)
+
+
+if "axis_index" not in RULES:  # collective axis_index outside kernels belongs to no family yet
+    register("axis_index", partial="only inside Pallas core-mesh kernels (pl.kernel / core_map)")(
+        _axis_index)
 
 
 # -- grid ----------------------------------------------------------------------------------------
