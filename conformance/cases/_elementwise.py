@@ -1,0 +1,80 @@
+"""Generate elementwise cases from a table: every primitive x dtype x shape, plus one case per
+(primitive, dtype) that applies the op to every combination of special values."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from interp import dtypes as D
+
+from ..case import Case, dtype_id, random_array, shape_id, special_grid
+
+F32, F16, F64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)
+BF16 = D.bfloat16
+C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+I8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+BOOL = np.dtype(np.bool_)
+
+FLOATS = (F32, BF16, F16, F64)
+INTS = (I32, U8, I8, U32, I64, U64)
+X64 = (F64, I64, U64, C128)
+
+QUICK_SHAPES = ((3, 5),)
+NIGHTLY_SHAPES = ((), (7,), (2, 3, 4), (1, 130), (33, 65))
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One elementwise primitive: how to call it and on which dtypes."""
+    primitive: str
+    fn: Callable
+    arity: int
+    dtypes: tuple
+    positive: bool = False       # draw non-negative inputs (besides specials)
+    low: float | None = None
+    high: float | None = None
+    specials: bool = True        # generate the all-pairs special-value case
+    in_dtype: Callable | None = None  # dtype of operand i given the case dtype (default: same)
+    nightly_dtypes: tuple = ()   # dtypes only in the nightly profile
+
+
+def _inputs(op: Op, dtype, shape):
+    def make(rng):
+        out = []
+        for i in range(op.arity):
+            dt = op.in_dtype(i, dtype) if op.in_dtype else dtype
+            out.append(random_array(rng, dt, shape, positive=op.positive, low=op.low, high=op.high))
+        return out
+    return make
+
+
+def _special_inputs(op: Op, dtype):
+    def make(rng):
+        dts = [op.in_dtype(i, dtype) if op.in_dtype else dtype for i in range(op.arity)]
+        if len(set(dts)) == 1:
+            return special_grid(dtype, op.arity)
+        # Mixed operand dtypes (select_n's predicate, shifts...): specials of each, broadcast.
+        pools = [special_grid(dt, 1)[0] for dt in dts]
+        grids = np.meshgrid(*[np.arange(p.size) for p in pools], indexing="ij")
+        return [p[g.ravel()] for p, g in zip(pools, grids)]
+    return make
+
+
+def elementwise_cases(family: str, ops: list[Op]):
+    for op in ops:
+        for dtype in op.dtypes + op.nightly_dtypes:
+            nightly_dtype = dtype in op.nightly_dtypes
+            x64 = dtype in X64 or (op.in_dtype is not None and
+                                   any(op.in_dtype(i, dtype) in X64 for i in range(op.arity)))
+            base = f"{family}/{op.primitive}/{dtype_id(dtype)}"
+            common = dict(fn=op.fn, x64=x64, primitives=(op.primitive,))
+            if op.specials:
+                yield Case(id=f"{base}/specials", inputs=_special_inputs(op, dtype),
+                           profile="nightly" if nightly_dtype else "quick", **common)
+            for shape in QUICK_SHAPES + NIGHTLY_SHAPES:
+                quick = shape in QUICK_SHAPES and not nightly_dtype
+                yield Case(id=f"{base}/{shape_id(shape)}", inputs=_inputs(op, dtype, shape),
+                           profile="quick" if quick else "nightly", **common)

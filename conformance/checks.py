@@ -1,0 +1,183 @@
+"""Compliance checkers: apply a ``spec.compliance.Mode`` to one output (reference vs backend).
+
+Every checker returns a :class:`Check` with the measurements the report shows: pass/fail, the
+largest ULP and absolute error, the number of mismatching elements and the first one with both
+values. The measurements are computed whatever the mode, so an EXACT failure still says "3 ulp".
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from interp import dtypes as D
+from spec import compliance as C
+
+from .values import normalize_nans, bits
+
+
+@dataclasses.dataclass
+class Check:
+    passed: bool
+    max_ulp: float | None = None
+    max_abs_err: float | None = None
+    mismatches: int = 0
+    first_mismatch: dict | None = None     # {"index": [...], "reference": str, "backend": str}
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _show(x) -> str:
+    x = np.asarray(x)
+    if D.is_float(x.dtype):
+        return f"{float(x)!r} (bits {int(bits(x.reshape(1))[0]):#x})"
+    return repr(x.item()) if x.dtype.itemsize <= 16 else repr(x)
+
+
+def float_ordinal(x: np.ndarray) -> np.ndarray:
+    """Map floats to integers so that consecutive values differ by 1 and +0 == -0 == 0."""
+    x = np.asarray(x)
+    width = D.bit_width(x.dtype)
+    b = bits(x).astype(np.int64) & ((1 << width) - 1)
+    mag = b & ((1 << (width - 1)) - 1)
+    return np.where(b >> (width - 1), -mag, mag)
+
+
+def ulp_distance(ref: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Elementwise distance in units in the last place of ``ref``'s dtype (inf if NaN-ness differs)."""
+    ref, out = np.asarray(ref), np.asarray(out)
+    if D.is_complex(ref.dtype):
+        return np.maximum(ulp_distance(ref.real, out.real), ulp_distance(ref.imag, out.imag))
+    rn, on = np.isnan(ref.astype(np.float64)), np.isnan(out.astype(np.float64))
+    with np.errstate(over="ignore"):
+        d = np.abs(float_ordinal(ref) - float_ordinal(out)).astype(np.float64)
+    d[rn & on] = 0.0
+    d[rn ^ on] = np.inf
+    return d
+
+
+def _abs_err(ref, out) -> np.ndarray:
+    r = np.asarray(ref).astype(np.complex128 if D.is_complex(np.asarray(ref).dtype) else np.float64)
+    o = np.asarray(out).astype(r.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.abs(r - o)
+    both_nan = np.isnan(r) & np.isnan(o)
+    same_inf = np.isinf(r) & (r == o)
+    e = np.where(both_nan | same_inf, 0.0, e)
+    return np.where(np.isnan(e), np.inf, e)
+
+
+def _specials_differ(ref, out) -> np.ndarray:
+    """NaN placement, infinities and the sign of zero (the FP_SPECIAL criterion)."""
+    def parts(x):
+        x = np.asarray(x)
+        if D.is_complex(x.dtype):
+            return [x.real, x.imag]
+        return [x.astype(np.float64)]
+    bad = np.zeros(np.shape(ref), bool)
+    for r, o in zip(parts(ref), parts(out)):
+        rn, on = np.isnan(r), np.isnan(o)
+        bad |= rn != on
+        bad |= (np.isinf(r) | np.isinf(o)) & ~(rn | on) & (r != o)
+        zr, zo = r == 0, o == 0
+        bad |= zr & zo & (np.signbit(r) != np.signbit(o))
+    return bad
+
+
+def _result(bad: np.ndarray, ref, out, *, ulps=None, abs_err=None, detail="") -> Check:
+    ref, out = np.asarray(ref), np.asarray(out)
+    idx = np.flatnonzero(np.ravel(bad))
+    first = None
+    if idx.size:
+        i = np.unravel_index(idx[0], ref.shape) if ref.shape else ()
+        first = {"index": [int(j) for j in i], "reference": _show(ref[i]), "backend": _show(out[i])}
+    def mx(a):
+        if a is None or np.size(a) == 0:
+            return None if a is None else 0.0
+        v = float(np.max(a))
+        return v if math.isfinite(v) else float("inf")
+    return Check(passed=not idx.size, max_ulp=mx(ulps), max_abs_err=mx(abs_err), mismatches=int(idx.size),
+                 first_mismatch=first, detail=detail)
+
+
+def check(mode: C.Mode, ref, out, *, magnitude: float | None = None, bound=None) -> Check:
+    """Apply ``mode`` to one output. ``magnitude``: max |input| (ABS_REL); ``bound``: the
+    array sum_k |a_k||b_k| (DOT_PRODUCT)."""
+    ref, out = np.asarray(ref), np.asarray(out)
+    if ref.shape != out.shape or ref.dtype != out.dtype:
+        return Check(False, mismatches=int(max(ref.size, out.size)),
+                     detail=f"backend returned {out.dtype}{list(out.shape)}, reference {ref.dtype}{list(ref.shape)}")
+    is_fp = D.is_float(ref.dtype) or D.is_complex(ref.dtype)
+    if mode.kind == C.STATISTICAL:
+        return check_statistical(out)
+    ulps = ulp_distance(ref, out) if is_fp else None
+    abs_err = _abs_err(ref, out) if is_fp else None
+    if mode.kind == C.EXACT or not is_fp:
+        a, b = bits(normalize_nans(ref)), bits(normalize_nans(out))
+        bad = a != b
+        if not is_fp:
+            with np.errstate(over="ignore"):
+                abs_err = np.abs(ref.astype(np.float64) - out.astype(np.float64)) if not D.is_bool(ref.dtype) else None
+        return _result(bad, ref, out, ulps=ulps, abs_err=abs_err, detail=mode.describe())
+    if mode.kind == C.ULP:
+        bad = (ulps > mode.ulp) | _specials_differ(ref, out) & ~((ref == 0) & (out == 0))
+        return _result(bad, ref, out, ulps=ulps, abs_err=abs_err, detail=mode.describe())
+    if mode.kind == C.FP_SPECIAL:
+        return _result(_specials_differ(ref, out), ref, out, ulps=ulps, abs_err=abs_err,
+                       detail=mode.describe())
+    eps = float(D.finfo(ref.real.dtype if D.is_complex(ref.dtype) else ref.dtype).eps)
+    special = _specials_differ(ref, out) & ~((ref == 0) & (out == 0))
+    with np.errstate(invalid="ignore", over="ignore"):
+        if mode.kind == C.ABS_REL:
+            if magnitude is None:
+                raise ValueError("ABS_REL needs the inputs' magnitude")
+            tol = mode.atol_eps * eps * magnitude + mode.rtol_eps * eps * np.abs(ref.astype(np.float64))
+            detail = f"{mode.describe()}; max|in|={magnitude:.3g}"
+        elif mode.kind == C.DOT_PRODUCT:
+            if bound is None:
+                raise ValueError("DOT_PRODUCT needs sum |a||b|")
+            u = eps / 2
+            u_in = 2.0 ** -mode.input_bits if mode.input_bits else 0.0
+            gamma = mode.k * u / (1 - mode.k * u) + 2 * u_in + u_in * u_in + u
+            tol = gamma * np.abs(np.asarray(bound, np.float64))
+            detail = f"{mode.describe()}; gamma={gamma:.3g}"
+        else:
+            raise ValueError(f"unknown mode {mode.kind}")
+        bad = (abs_err > tol) | special
+    return _result(bad, ref, out, ulps=ulps, abs_err=abs_err, detail=detail)
+
+
+def check_statistical(out) -> Check:
+    """Bit balance per bit position, uniqueness and a byte chi-square test of random bits.
+
+    Thresholds are 6 sigma / p < 1e-9, so a good generator fails with negligible probability.
+    """
+    from scipy import stats
+    x = np.ascontiguousarray(np.asarray(out))
+    if D.is_float(x.dtype) or D.is_bool(x.dtype):
+        return Check(False, detail=f"STATISTICAL checks integer bits, got {x.dtype}")
+    n = x.size
+    if n < 256:
+        return Check(False, detail=f"STATISTICAL needs >= 256 samples, got {n}")
+    width = x.dtype.itemsize * 8
+    u = bits(x).astype(np.uint64).ravel()
+    ones = np.array([((u >> np.uint64(b)) & np.uint64(1)).mean() for b in range(width)])
+    sigma = math.sqrt(0.25 / n)
+    problems = []
+    worst = int(np.argmax(np.abs(ones - 0.5)))
+    if abs(ones[worst] - 0.5) > 6 * sigma:
+        problems.append(f"bit {worst} is 1 in {ones[worst]:.3f} of samples (6 sigma = {6 * sigma:.3f})")
+    unique = np.unique(u).size
+    expected_dupes = n * n / 2 / 2.0 ** width
+    if n - unique > max(10 * expected_dupes, 5):
+        problems.append(f"{n - unique} repeated values of {n} (expected about {expected_dupes:.2g})")
+    counts = np.bincount(x.view(np.uint8).ravel(), minlength=256)
+    p = float(stats.chisquare(counts).pvalue)
+    if p < 1e-9:
+        problems.append(f"byte histogram chi-square p = {p:.2g}")
+    return Check(not problems, mismatches=len(problems),
+                 detail="STATISTICAL: " + ("; ".join(problems) if problems else
+                                           f"bits balanced, {unique}/{n} unique, chi2 p={p:.2g}"))

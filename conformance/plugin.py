@@ -1,0 +1,137 @@
+"""The pytest plugin: cases x runners as test items.
+
+    pytest -n auto --dist loadgroup --pyargs conformance --runners xla:cpu,pallas:interpret \
+        --profile quick --results-dir results/
+
+Every item writes one results record (reports/schema.py) to ``<results-dir>/results-<worker>.jsonl``
+and maps its outcome to pytest's: pass and pass-with-allowance pass, known-divergence is an
+xfail naming the upstream issue, backend-/reference-unsupported are skips with the reason, fail /
+crash / timeout fail with the reproducer command.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("jax-conformance")
+    g.addoption("--runners", default=None,
+                help="comma-separated runners (default: every runner this machine can run)")
+    g.addoption("--profile", default="quick", choices=("quick", "nightly"), help="case profile")
+    g.addoption("--results-dir", default=None, help="write one JSONL results file per worker here")
+    g.addoption("--seed", type=int, default=0, help="input seed (cases are deterministic per id and seed)")
+    g.addoption("--case-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per (case, runner)")
+    g.addoption("--isolation", default="subprocess", choices=("subprocess", "none"),
+                help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
+    g.addoption("--cases", default=None, help="only case ids containing one of these comma-separated strings")
+    g.addoption("--no-first-divergence", action="store_true",
+                help="do not localise failures to the first divergent equation")
+
+
+def selected_runners(config) -> list[str]:
+    from hardware_runners import available_runners
+    names = config.getoption("--runners")
+    if names:
+        return [n.strip() for n in names.split(",") if n.strip()]
+    return available_runners()
+
+
+def pytest_generate_tests(metafunc):
+    if "conformance_item" not in metafunc.fixturenames:
+        return
+    from conformance.cases import all_cases
+    from hardware_runners import get_runner
+    config = metafunc.config
+    cases = all_cases(config.getoption("--profile"))
+    filt = config.getoption("--cases")
+    if filt:
+        keys = [k.strip() for k in filt.split(",") if k.strip()]
+        cases = {cid: c for cid, c in cases.items() if any(k in cid for k in keys)}
+    params = []
+    for runner in selected_runners(config):
+        try:
+            kinds = get_runner(runner).kinds
+        except KeyError:
+            kinds = ()   # unknown runner: every case records why
+        for cid, case in cases.items():
+            if kinds and case.kind not in kinds:
+                continue
+            params.append(pytest.param((cid, runner), id=f"{cid}@{runner}",
+                                       marks=pytest.mark.xdist_group(cid)))
+    # Case-major order: the runners of one case share its reference result in one worker.
+    params.sort(key=lambda p: (p.values[0][0], p.values[0][1] != "reference"))
+    metafunc.parametrize("conformance_item", params)
+
+
+class _Session:
+    def __init__(self, config):
+        from reports.schema import JsonlWriter
+        self.config = config
+        self.worker = None
+        self.writer = None
+        rdir = config.getoption("--results-dir")
+        if rdir:
+            wid = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            self.writer = JsonlWriter(os.path.join(rdir, f"results-{wid}-{os.getpid()}.jsonl"))
+            from hardware_runners.environment import environment
+            from reports.schema import SCHEMA_VERSION
+            self.writer.write({"schema": SCHEMA_VERSION, "type": "environment", "worker": wid,
+                               "profile": config.getoption("--profile"), "run_id": os.environ.get(
+                                   "JAX_CONFORMANCE_RUN_ID"), "environment": environment()})
+
+    def run(self, case_id: str, runner: str) -> dict:
+        seed = self.config.getoption("--seed")
+        first_div = not self.config.getoption("--no-first-divergence")
+        if self.config.getoption("--isolation") == "none":
+            from conformance.cases import get
+            from conformance.execute import run_case
+            rec = run_case(get(case_id), runner, seed, first_divergence=first_div)
+        else:
+            from hardware_runners.isolation import Worker, run_isolated
+            if self.worker is None:
+                self.worker = Worker()
+            rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),
+                               first_divergence=first_div)
+        rec["run_id"] = os.environ.get("JAX_CONFORMANCE_RUN_ID")
+        rec["profile"] = self.config.getoption("--profile")
+        if self.writer:
+            self.writer.write(rec)
+        return rec
+
+    def close(self):
+        if self.worker:
+            self.worker.close()
+        if self.writer:
+            self.writer.close()
+
+
+@pytest.fixture(scope="session")
+def conformance_session(request):
+    s = _Session(request.config)
+    yield s
+    s.close()
+
+
+def check_item(session: _Session, item) -> None:
+    case_id, runner = item
+    rec = session.run(case_id, runner)
+    outcome = rec["outcome"]
+    if outcome in ("pass", "pass-with-allowance"):
+        return
+    if outcome == "known-divergence":
+        kd = rec.get("known_divergence") or {}
+        pytest.xfail(f"known divergence {kd.get('id')}: {kd.get('link')}")
+    if outcome in ("backend-unsupported", "reference-unsupported"):
+        pytest.skip(f"{outcome}: {(rec.get('detail') or '')[:300]}")
+    lines = [f"{outcome}: {case_id} on {runner}", f"detail: {rec.get('detail')}"]
+    for key in ("max_ulp", "max_abs_err", "mismatches", "first_mismatch", "first_divergent_eqn"):
+        if rec.get(key) not in (None, 0):
+            lines.append(f"{key}: {rec[key]}")
+    if rec.get("output"):
+        lines.append("output:\n" + rec["output"][-3000:])
+    lines.append(f"reproduce: {rec['reproducer']}")
+    pytest.fail("\n".join(lines), pytrace=False)

@@ -1,0 +1,272 @@
+"""Equation-by-equation replays of a jaxpr: the reference under a backend allowance, and the
+intermediate values of both sides (for the first divergent equation).
+
+``reference_replay`` evaluates each top-level equation with the reference's own rule (calls such
+as ``jit`` are inlined, so jnp functions are seen equation by equation), optionally transformed
+the way a backend is allowed to compute:
+
+- ``flush``: subnormal inputs and results of f32/bf16/f64 equations become signed zeros
+  (XLA:CPU runs with FTZ/DAZ set);
+- ``fma``: ``add``/``sub`` of a float32 ``mul`` is computed as one fused multiply-add
+  (LLVM contracts fmul+fadd on XLA:CPU/GPU); ``fma_operand`` picks which mul operand is fused;
+- ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
+  the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
+- ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x and sqrt(x*x) -> |x|.
+
+``backend_intermediates`` evaluates the same equations with ``bind`` inside one jitted function
+whose outputs are every intermediate value, so both sides can be compared equation by equation.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+import jax
+import jax.extend.core as jcore
+
+from interp import dtypes as D
+from interp.evaluator import EqnContext, Token, _lookup_rule, is_extended, literal_value, split_jaxpr
+from interp.options import Options
+
+CALLS = ("jit", "pjit", "closed_call", "core_call")
+FLUSHED = tuple(np.dtype(t) for t in (np.float32, np.float64, D.bfloat16, np.complex64, np.complex128))
+SHADOWED = (np.dtype(np.float16), D.bfloat16)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    flush: bool = False
+    fma: bool = False
+    fma_operand: int = 0
+    excess: bool = False
+    rewrites: bool = False
+
+
+def _sub_jaxpr(eqn):
+    for key in ("jaxpr", "call_jaxpr"):
+        if key in eqn.params:
+            return eqn.params[key]
+    return None
+
+
+def flush_subnormals(x):
+    x = np.asarray(x)
+    if x.dtype not in FLUSHED:
+        return x
+    if D.is_complex(x.dtype):
+        return (flush_subnormals(x.real) + 1j * flush_subnormals(x.imag)).astype(x.dtype)
+    tiny = float(D.finfo(x.dtype).tiny)
+    with np.errstate(invalid="ignore"):
+        sub = (np.abs(x.astype(np.float64)) < tiny) & (x != 0)
+    if not sub.any():
+        return x
+    out = x.copy()
+    out[sub] = np.copysign(np.zeros((), x.dtype), x[sub]).astype(x.dtype)
+    return out
+
+
+def _wide_f32(op: str, *xs):
+    """float32 shadow arithmetic for excess precision (NumPy's f32 ops are correctly rounded)."""
+    xs = [np.asarray(x, np.float32) for x in xs]
+    with np.errstate(all="ignore"):
+        return {
+            "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "div": lambda a, b: a / b, "neg": lambda a: -a, "abs": np.abs, "max": np.maximum,
+            "min": np.minimum, "sqrt": np.sqrt,
+        }[op](*xs)
+
+
+SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt")
+
+
+class _Replay:
+    def __init__(self, variant: Variant, options: Options, record: bool):
+        self.v = variant
+        self.options = options
+        self.record = record
+        self.producer: dict[Any, Any] = {}   # var -> eqn that produced it
+        self.shadow: dict[Any, np.ndarray] = {}
+        self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
+
+    def run(self, jaxpr, consts, args):
+        env: dict = {}
+
+        def read(a):
+            return literal_value(a) if isinstance(a, jcore.Literal) else env[a]
+
+        for var, val in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
+            env[var] = val
+        for eqn in jaxpr.eqns:
+            invals = [read(a) for a in eqn.invars]
+            sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
+            if sub is not None:
+                inner, inner_consts = split_jaxpr(sub)
+                outs = self.run(inner, inner_consts, invals)
+                # Calls are transparent: producers/shadows of the inner outputs carry over.
+                for ov, iv in zip(eqn.outvars, inner.outvars):
+                    if not isinstance(iv, jcore.Literal):
+                        if iv in self.producer:
+                            self.producer[ov] = self.producer[iv]
+                        if iv in self.shadow:
+                            self.shadow[ov] = self.shadow[iv]
+            else:
+                outs = self.eval_eqn(eqn, invals)
+                if self.record:
+                    for ov, o in zip(eqn.outvars, outs):
+                        self.trace.append((eqn, ov, o))
+            for ov, o in zip(eqn.outvars, outs):
+                if not isinstance(ov, jcore.DropVar):
+                    env[ov] = o
+                    if sub is None:
+                        self.producer[ov] = eqn
+        return [read(a) for a in jaxpr.outvars]
+
+    def eval_eqn(self, eqn, invals):
+        v = self.v
+        name = eqn.primitive.name
+        ctx = EqnContext(eqn, self.options)
+        if v.flush:
+            invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
+        out = None
+        if v.rewrites:
+            out = self._rewrite(eqn, invals)
+        if out is None and v.fma:
+            out = self._fma(eqn, invals)
+        if out is None and v.excess:
+            out = self._excess(eqn, invals)
+        if out is None:
+            rule = _lookup_rule(ctx)
+            out = rule(ctx, *invals, **eqn.params)
+            out = list(out) if eqn.primitive.multiple_results else [out]
+        if v.flush:
+            out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
+        return out
+
+    def _from(self, atom, name):
+        if isinstance(atom, jcore.Literal):
+            return None
+        e = self.producer.get(atom)
+        return e if e is not None and e.primitive.name == name else None
+
+    def _rewrite(self, eqn, invals):
+        name = eqn.primitive.name
+        if name == "log":
+            e = self._from(eqn.invars[0], "exp")
+            if e is not None:
+                return [np.asarray(self._operands[id(e)][0])]
+        if name == "sqrt":
+            m = self._from(eqn.invars[0], "mul")
+            if m is not None and m.invars[0] is m.invars[1]:
+                return [np.abs(np.asarray(self._operands[id(m)][0]))]
+        return None
+
+    def _fma(self, eqn, invals):
+        name = eqn.primitive.name
+        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
+            return None
+        order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
+        for i in order:
+            m = self._from(eqn.invars[i], "mul")
+            if m is None or np.dtype(m.outvars[0].aval.dtype) != np.float32:
+                continue
+            a, b = (np.asarray(x, np.longdouble) for x in self._operands[id(m)])
+            c = np.asarray(invals[1 - i], np.longdouble)
+            with np.errstate(all="ignore"):
+                prod = a * b  # exact: 48 significant bits fit in long double (and double)
+                if name == "add":
+                    r = prod + c
+                else:
+                    r = prod - c if i == 0 else c - prod
+                return [np.asarray(r).astype(np.float32)]
+        return None
+
+    def _excess(self, eqn, invals):
+        name = eqn.primitive.name
+        dtype = getattr(eqn.outvars[0].aval, "dtype", None)
+        if name == "convert_element_type" and np.dtype(eqn.params["new_dtype"]) == np.float32:
+            src = eqn.invars[0]
+            if not isinstance(src, jcore.Literal) and src in self.shadow:
+                return [self.shadow[src]]   # convert(convert(x, bf16), f32) -> x
+            return None
+        if dtype is None or np.dtype(dtype) not in SHADOWED or name not in SHADOW_OPS:
+            return None
+        wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
+                for a, x in zip(eqn.invars, invals)]
+        s = _wide_f32(name, *wide)
+        self.shadow[eqn.outvars[0]] = s
+        return [s.astype(dtype)]
+
+
+def _remember_operands(replay: _Replay):
+    # Wrap eval_eqn to keep every equation's (possibly flushed) operands for fma/rewrites.
+    replay._operands = {}
+    inner = replay.eval_eqn
+
+    def eval_eqn(eqn, invals):
+        replay._operands[id(eqn)] = invals
+        return inner(eqn, invals)
+    replay.eval_eqn = eval_eqn
+    return replay
+
+
+def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
+                     record: bool = False):
+    """(outputs, trace) of the reference evaluated equation by equation under ``variant``."""
+    jaxpr, consts = split_jaxpr(closed_jaxpr)
+    r = _remember_operands(_Replay(variant, options or Options(), record))
+    outs = r.run(jaxpr, consts, list(args))
+    return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], r.trace
+
+
+def comparable(aval) -> bool:
+    dtype = getattr(aval, "dtype", None)
+    return dtype is not None and not is_extended(dtype) and type(aval).__name__ == "ShapedArray"
+
+
+def backend_intermediates(closed_jaxpr, args, device=None) -> list:
+    """Every top-level (calls inlined) comparable intermediate value computed by the backend,
+    in the order ``reference_replay(..., record=True)`` records them."""
+    jaxpr, consts = split_jaxpr(closed_jaxpr)
+
+    def run(jaxpr, consts, args, rec):
+        env = {}
+
+        def read(a):
+            return a.val if isinstance(a, jcore.Literal) else env[a]
+        for var, val in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
+            env[var] = val
+        for eqn in jaxpr.eqns:
+            invals = [read(a) for a in eqn.invars]
+            sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
+            if sub is not None:
+                inner, inner_consts = split_jaxpr(sub)
+                outs = run(inner, inner_consts, invals, rec)
+            else:
+                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+                outs = list(outs) if eqn.primitive.multiple_results else [outs]
+                for ov, o in zip(eqn.outvars, outs):
+                    if comparable(ov.aval):
+                        rec.append(o)
+            for ov, o in zip(eqn.outvars, outs):
+                if not isinstance(ov, jcore.DropVar):
+                    env[ov] = o
+        return [read(a) for a in jaxpr.outvars]
+
+    def all_intermediates(*a):
+        rec: list = []
+        run(jaxpr, consts, a, rec)
+        return rec
+
+    if device is not None:
+        args = [jax.device_put(a, device) for a in args]
+    return [np.asarray(o) for o in jax.jit(all_intermediates)(*args)]
+
+
+def eqn_text(eqn) -> str:
+    """One line naming an equation: 'c:f32[3] = mul a b' (source location if known)."""
+    try:
+        s = str(eqn).strip().splitlines()[0]
+    except Exception:  # noqa: BLE001  (printing a jaxpr equation must never hide the result)
+        s = eqn.primitive.name
+    return s[:200]

@@ -1,0 +1,6 @@
+"""The conformance suite as pytest items: one per (case, runner); see conformance/plugin.py."""
+from conformance.plugin import check_item
+
+
+def test_conformance(conformance_session, conformance_item):
+    check_item(conformance_session, conformance_item)

@@ -1,0 +1,168 @@
+"""Isolation: every case runs in a long-lived worker subprocess; a case that crashes the process
+(segfault, abort, device error) or hangs becomes a ``crash`` / ``timeout`` record with the
+worker's output, the worker is replaced, and the run goes on.
+
+The worker imports JAX once and then serves requests over a pipe, so isolation costs one pipe
+round trip per case (well under a millisecond) plus one worker start per crash.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+STARTUP_TIMEOUT_S = 300.0
+
+
+def _send(fd: int, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    os.write(fd, struct.pack("<Q", len(data)))
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _recv_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise TimeoutError
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            return None  # the worker died
+        buf += chunk
+    return buf
+
+
+def _recv(fd: int, deadline: float | None):
+    head = _recv_exact(fd, 8, deadline)
+    if head is None:
+        return None
+    body = _recv_exact(fd, struct.unpack("<Q", head)[0], deadline)
+    return None if body is None else pickle.loads(body)
+
+
+def _signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class Worker:
+    """One isolated worker process; restarted transparently after a crash or timeout."""
+
+    def __init__(self, env: dict | None = None):
+        self.env = dict(os.environ if env is None else env)
+        self.proc = None
+        self.starts = 0
+
+    def _start(self) -> None:
+        req_r, self.req_w = os.pipe()
+        self.resp_r, resp_w = os.pipe()
+        self.log = tempfile.NamedTemporaryFile(prefix="conformance-worker-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hardware_runners.worker", str(req_r), str(resp_w)],
+            pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            env=self.env, start_new_session=True)
+        os.close(req_r)
+        os.close(resp_w)
+        self.starts += 1
+        ready = _recv(self.resp_r, time.monotonic() + STARTUP_TIMEOUT_S)
+        if ready != "ready":
+            out = self._log_tail(0)
+            self.close()
+            raise RuntimeError(f"conformance worker failed to start: {out}")
+
+    def _log_tail(self, offset: int, limit: int = 8000) -> str:
+        try:
+            with open(self.log.name, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError:
+            return ""
+        return data[-limit:].decode("utf-8", "replace")
+
+    def _log_size(self) -> int:
+        try:
+            return os.path.getsize(self.log.name)
+        except OSError:
+            return 0
+
+    def request(self, req: dict, timeout: float) -> dict | tuple[str, str]:
+        """The worker's record for ``req``, or ("crash"|"timeout", output) if it died or hung."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        offset = self._log_size()
+        try:
+            _send(self.req_w, req)
+            reply = _recv(self.resp_r, time.monotonic() + timeout)
+        except TimeoutError:
+            out = self._log_tail(offset)
+            self.close()
+            return "timeout", f"no result after {timeout:g} s; worker output:\n{out}"
+        except (BrokenPipeError, OSError):
+            reply = None
+        if reply is None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            how = _signal_name(self.proc.returncode)
+            out = self._log_tail(offset)
+            self.close()
+            return "crash", f"worker {how}; output:\n{out}"
+        return reply
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            self.proc.wait()
+        for fd in (self.req_w, self.resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.unlink(self.log.name)
+        except OSError:
+            pass
+        self.proc = None
+
+
+def run_isolated(worker: Worker, case_id: str, runner: str, seed: int, timeout: float,
+                 first_divergence: bool = True) -> dict:
+    """One results record for (case, runner, seed), whatever happens to the worker."""
+    from conformance.execute import base_record
+    t0 = time.perf_counter()
+    reply = worker.request({"case": case_id, "runner": runner, "seed": seed,
+                            "first_divergence": first_divergence}, timeout)
+    if isinstance(reply, dict):
+        return reply
+    outcome, output = reply
+    rec = base_record(case_id, runner, seed)
+    rec.update(outcome=outcome, output=output, duration_s=round(time.perf_counter() - t0, 6),
+               family=case_id.split("/", 1)[0],
+               detail=output.splitlines()[0] if output else outcome)
+    return rec

@@ -1,0 +1,39 @@
+"""The isolated worker process: ``python -m hardware_runners.worker REQ_FD RESP_FD``.
+
+Reads pickled requests {case, runner, seed, first_divergence}, answers each with a results record.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    req_fd, resp_fd = int(argv[0]), int(argv[1])
+    from hardware_runners.isolation import _recv, _send
+    from conformance.cases import get
+    from conformance.execute import base_record, run_case
+    import interp  # noqa: F401  (import everything before saying ready)
+    _send(resp_fd, "ready")
+    worker_id = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    while True:
+        req = _recv(req_fd, None)
+        if req is None:
+            return
+        try:
+            rec = run_case(get(req["case"]), req["runner"], req["seed"],
+                           first_divergence=req.get("first_divergence", True))
+        except Exception as e:  # noqa: BLE001  (an error of the harness itself: a crash record)
+            rec = base_record(req["case"], req["runner"], req["seed"])
+            rec.update(outcome="crash", detail=f"harness error: {type(e).__name__}: {e}",
+                       output=traceback.format_exc()[-4000:], family=req["case"].split("/", 1)[0])
+        rec["worker"] = worker_id
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _send(resp_fd, rec)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Compliance modes: how far a backend's output may be from the reference's, per primitive and dtype.
+
+In the spirit of TOSA's conformance modes (a float64 reference, per-operator modes, a dot-product
+error bound), XLA's accuracy budgets and StableHLO's testdata checks. A mode is data; the checker
+that applies it lives in ``conformance/checks.py``.
+
+Modes:
+  EXACT        bitwise equal (NaN payloads normalised): integers, bits, conversions, PRNG, and the
+               IEEE-754 basic operations (+ - * / sqrt), which every backend must round correctly.
+  ULP(n)       at most n units in the last place from the correctly rounded reference; NaN and
+               +-inf must be where the reference has them (+-0 compare equal).
+  ABS_REL      |backend - reference| <= atol_eps * eps * magnitude + rtol_eps * eps * |reference|,
+               where magnitude is max |input| (the inputs' scale); for whole programs.
+  DOT_PRODUCT  |backend - reference| <= (K * u_acc + u_in + u_out) * sum_k |a_k||b_k|
+               (the classic forward error bound of a length-K dot product with inputs rounded to
+               u_in, accumulation at u_acc and one output rounding at u_out; TOSA's DOT_PRODUCT
+               mode is the same idea). The bound array comes from the program evaluated on |inputs|.
+  FP_SPECIAL   only the placement of NaN, +-inf and the sign of zero must match.
+  STATISTICAL  outputs random by design and not reproducible (a hardware PRNG): bit balance,
+               uniqueness and a chi-square goodness of fit on bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import numpy as np
+
+EXACT = "exact"
+ULP = "ulp"
+ABS_REL = "abs-rel"
+DOT_PRODUCT = "dot-product"
+FP_SPECIAL = "fp-special"
+STATISTICAL = "statistical"
+KINDS = (EXACT, ULP, ABS_REL, DOT_PRODUCT, FP_SPECIAL, STATISTICAL)
+
+# Sources of budgets (cited by key in Mode.source).
+SOURCES = {
+    "ieee754": "IEEE 754-2019 section 5.4: +, -, *, /, sqrt, fma and conversions are correctly rounded; "
+               "XLA lowers them to the hardware's IEEE instructions",
+    "xla-accuracy-budget": "openxla/xla xla/codegen/intrinsic/accuracy/accuracy_budget.h "
+                           "(per-function ULP budgets of XLA's own transcendental implementations: "
+                           "exp f32 6 ulp on CPU / 7 on GPU, tanh 3, erf 2, log1p 1, sqrt/rsqrt 1)",
+    "jtu-tolerance": "jax/_src/test_util.py default_tolerance (f64 1e-15, f32 1e-6, f16 1e-3, bf16 1e-2, "
+                     "fp8 0.1): the tolerances JAX's own tests accept for transcendental functions",
+    "narrow-via-f32": "XLA computes bf16/f16/fp8 elementwise ops by upcasting to f32 "
+                      "(xla/service/float_normalization, CPU/GPU elemental emitters) and rounding once: "
+                      "an f32 error of a few f32 ulps can move the result across one narrow rounding boundary",
+    "higham": "N. Higham, Accuracy and Stability of Numerical Algorithms (2nd ed.), section 3.1: "
+              "|fl(a.b) - a.b| <= gamma_K sum|a_k||b_k|, gamma_K = K u / (1 - K u)",
+    "tosa": "TOSA specification 1.0, section 1.8 'Floating-point accuracy': compliance modes "
+            "(exact, ULP, dot product, fp special, statistical)",
+    "measured": "measured on XLA:CPU by this project (spec/compliance.py history)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """One compliance mode with its parameters and the source of those parameters."""
+    kind: str
+    ulp: int = 0                    # ULP: the budget for the output dtype
+    atol_eps: float = 0.0           # ABS_REL: multiples of eps(dtype) * magnitude
+    rtol_eps: float = 0.0           # ABS_REL: multiples of eps(dtype) * |reference|
+    k: int = 0                      # DOT_PRODUCT: contraction length
+    input_bits: int = 0             # DOT_PRODUCT: significand bits the inputs are rounded to (0: exact)
+    source: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown compliance mode {self.kind!r}")
+
+    def describe(self) -> str:
+        if self.kind == ULP:
+            return f"ULP({self.ulp})"
+        if self.kind == ABS_REL:
+            return f"ABS_REL(atol={self.atol_eps:g} eps*max|in|, rtol={self.rtol_eps:g} eps)"
+        if self.kind == DOT_PRODUCT:
+            return f"DOT_PRODUCT(K={self.k}" + (f", inputs {self.input_bits}-bit)" if self.input_bits else ")")
+        return self.kind.upper().replace("-", "_")
+
+
+def exact(source: str = "ieee754") -> Mode:
+    return Mode(EXACT, source=source)
+
+
+def ulp(n: int, source: str) -> Mode:
+    return Mode(ULP, ulp=int(n), source=source)
+
+
+def abs_rel(atol_eps: float, rtol_eps: float, source: str) -> Mode:
+    return Mode(ABS_REL, atol_eps=float(atol_eps), rtol_eps=float(rtol_eps), source=source)
+
+
+def dot_product(k: int, source: str = "higham", input_bits: int = 0) -> Mode:
+    return Mode(DOT_PRODUCT, k=int(k), input_bits=int(input_bits), source=source)
+
+
+def fp_special(source: str = "tosa") -> Mode:
+    return Mode(FP_SPECIAL, source=source)
+
+
+def statistical(source: str = "tosa") -> Mode:
+    return Mode(STATISTICAL, source=source)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-primitive budgets.
+# --------------------------------------------------------------------------------------------
+# The IEEE basic operations and everything defined bit for bit: EXACT on every dtype.
+# (Semantics tables say "correctly-rounded" for add as well as for exp; only these are required
+# to be correctly rounded by IEEE 754 and hence by a backend.)
+IEEE_EXACT = frozenset({
+    "add", "sub", "mul", "div", "sqrt", "neg", "abs", "max", "min", "rem", "floor", "ceil", "round",
+    "sign", "nextafter", "copysign", "convert_element_type", "reduce_precision", "is_finite",
+    "select_n", "clamp", "real", "imag", "complex", "conj", "integer_pow_exact",
+})
+
+# Transcendental functions: ULP budgets per dtype name, from XLA's accuracy budgets (f32) and the
+# narrow-type argument (bf16/f16 computed in f32 and rounded once: at most 1 ulp off).
+# f64: XLA:CPU calls its own polynomial approximations; budgets measured / from jtu tolerance.
+_T = {"float32": None, "bfloat16": 1, "float16": 1}
+TRANSCENDENTAL_ULP: dict[str, dict[str, int]] = {
+    # name: {dtype: budget}; float32 from accuracy_budget.h (CPU), float64 from jtu (1e-15 ~ 5 ulp)
+    "exp": {"float32": 6, "float64": 5},
+    "exp2": {"float32": 6, "float64": 5},
+    "expm1": {"float32": 6, "float64": 5},
+    "log": {"float32": 2, "float64": 5},
+    "log1p": {"float32": 2, "float64": 5},
+    "tanh": {"float32": 3, "float64": 5},
+    "logistic": {"float32": 6, "float64": 5},
+    "rsqrt": {"float32": 1, "float64": 1},
+    "cbrt": {"float32": 2, "float64": 5},
+    "sin": {"float32": 2, "float64": 5},
+    "cos": {"float32": 2, "float64": 5},
+    "tan": {"float32": 4, "float64": 5},
+    "asin": {"float32": 4, "float64": 5},
+    "acos": {"float32": 4, "float64": 5},
+    "atan": {"float32": 4, "float64": 5},
+    "atan2": {"float32": 4, "float64": 5},
+    "sinh": {"float32": 6, "float64": 5},
+    "cosh": {"float32": 6, "float64": 5},
+    "asinh": {"float32": 6, "float64": 5},
+    "acosh": {"float32": 6, "float64": 5},
+    "atanh": {"float32": 6, "float64": 5},
+    "erf": {"float32": 2, "float64": 5},
+    "erfc": {"float32": 8, "float64": 8},
+    "erf_inv": {"float32": 8, "float64": 8},
+    "lgamma": {"float32": 8, "float64": 8},
+    "digamma": {"float32": 8, "float64": 8},
+    "pow": {"float32": 4, "float64": 5},
+}
+NARROW_FLOAT_ULP = 1     # bf16 / f16 / fp8 via f32 (source "narrow-via-f32")
+
+
+def ulp_budget(primitive: str, dtype) -> int | None:
+    """The ULP budget of a transcendental primitive on ``dtype``; None if it has none."""
+    table = TRANSCENDENTAL_ULP.get(primitive)
+    if table is None:
+        return None
+    name = np.dtype(dtype).name
+    if name in table:
+        return table[name]
+    if name in ("complex64",):
+        return table.get("float32")
+    if name in ("complex128",):
+        return table.get("float64")
+    return NARROW_FLOAT_ULP
+
+
+def _is_float_like(dtype) -> bool:
+    from interp import dtypes as D
+    return D.is_float(dtype) or D.is_complex(dtype)
+
+
+def mode_for_primitive(primitive: str, dtype, semantics: Mapping | None = None) -> Mode:
+    """The default mode of one primitive's output of ``dtype``.
+
+    Order: bit-exact outputs (non-float dtypes, IEEE basic ops) -> EXACT; a transcendental budget
+    -> ULP; otherwise the family's SEMANTICS ``exactness`` (spec/base.py): exact -> EXACT,
+    correctly-rounded -> ULP(1) (a last-bit difference from an implementation that is not
+    correctly rounded), convention -> FP_SPECIAL plus the case's own check.
+    """
+    if not _is_float_like(dtype) or primitive in IEEE_EXACT:
+        return exact()
+    budget = ulp_budget(primitive, dtype)
+    if budget is not None:
+        name = np.dtype(dtype).name
+        src = "xla-accuracy-budget" if name in ("float32", "complex64") else (
+            "jtu-tolerance" if name in ("float64", "complex128") else "narrow-via-f32")
+        return ulp(budget, src)
+    if primitive in ("dot_general", "conv_general_dilated"):
+        raise ValueError("dot_general/conv need dot_product(K): the case knows K")
+    if semantics is None:
+        from spec import semantics as _sem
+        semantics = _sem()
+    entry = semantics.get(primitive)
+    if entry is not None:
+        if entry.exactness == "exact":
+            return exact("spec-semantics")
+        if entry.exactness == "convention":
+            return fp_special("spec-semantics")
+    return ulp(1, "measured")
+
+
+def combine(modes) -> Mode:
+    """The mode of an output computed by several primitives: the loosest of theirs.
+
+    Errors compound along a chain (and cancellation amplifies them), so programs of more than a
+    few inexact operations state their own ABS_REL or DOT_PRODUCT mode instead.
+    """
+    order = {EXACT: 0, ULP: 1, FP_SPECIAL: 2, ABS_REL: 3, DOT_PRODUCT: 4, STATISTICAL: 5}
+    modes = list(modes)
+    if not modes:
+        return exact()
+    return max(modes, key=lambda m: (order[m.kind], m.ulp, m.k))
