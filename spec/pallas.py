@@ -1,0 +1,139 @@
+"""Semantics of the Pallas primitives as the reference implements them (``interp/rules/pallas.py``,
+engine in ``interp/pallas/``).
+
+Anchors: JAX's own interpret modes (``jax/_src/pallas/hlo_interpreter.py``: ``interpret=True``;
+``jax/_src/pallas/mosaic/interpret/``: TPU interpret mode), the discharge rules of the primitives
+(``jax/_src/pallas/primitives.py``, ``jax/_src/pallas/mosaic/primitives.py``) and the Pallas
+documentation on grids, block specs and revisiting
+(https://docs.jax.dev/en/latest/pallas/grid_blockspec.html, .../pallas/tpu/pipelining.html).
+Where these leave a result undefined the reference makes it loud (UndefinedBehaviorError and
+subclasses, or poisoned memory) instead of picking a benign value.
+"""
+from __future__ import annotations
+
+from .base import EXACT, Semantics, table
+
+_CORE = "jax/_src/pallas/core.py"
+_PRIMS = "jax/_src/pallas/primitives.py"
+_TPU = "jax/_src/pallas/mosaic/primitives.py"
+_HLO = "jax/_src/pallas/hlo_interpreter.py"
+_TPU_INTERP = "jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py"
+_GRID_DOC = "https://docs.jax.dev/en/latest/pallas/grid_blockspec.html"
+_PIPE_DOC = "https://docs.jax.dev/en/latest/pallas/tpu/pipelining.html"
+
+# What never-written memory holds under uninitialized="nan" (interp.pallas.memory.poison_value).
+POISON = {
+    "float / complex": "NaN",
+    "signed int": "iinfo(dtype).min (as JAX's interpret mode)",
+    "unsigned int": "iinfo(dtype).max (JAX's interpret mode uses 0, indistinguishable from data)",
+    "bool": "True (JAX's interpret mode uses False, indistinguishable from data)",
+    "semaphore": "0 (semaphores start at zero on hardware)",
+}
+
+SEMANTICS = table(
+    Semantics(
+        "pallas_call",
+        "Runs the kernel once per grid point on blocks of the operands, whatever target it was "
+        "traced for (interpret=True, InterpretParams, TPU/Triton/Mosaic GPU compiler params).",
+        edge_cases=(
+            "grid order: row-major over the grid; grid_order='shuffled' visits every axis whose "
+            "dimension_semantics is 'parallel' in a permutation seeded by Options.seed (other axes "
+            "keep their order, so consecutive revisits along 'arbitrary' axes stay consecutive)",
+            "dynamic grid bounds come from the leading operands (DynamicGridDim)",
+            "Blocked(b): block index i covers [i*b, i*b+b); a block that starts inside the array "
+            "but ends past it (partial edge block) reads never-written memory (poison) outside "
+            "the array and its writes outside the array are dropped; a block starting outside "
+            "the array raises OutOfBoundsError (interpret=True silently clamps to another block)",
+            "Element(b, (lo, hi)): the index map returns the element offset in the array padded "
+            "by lo/hi never-written elements; windows beyond the padding raise OutOfBoundsError",
+            "Squeezed / None: size-1 dimension dropped in the kernel; index = element offset",
+            "BoundedSlice(b): the index map returns pl.ds(start, size) with size <= b",
+            "memory space ANY/HBM: the whole operand, unblocked",
+            "scalar prefetch operands: passed to the kernel and to every index map as SMEM refs",
+            "outputs start as never-written memory; input_output_aliases: the output starts as "
+            "the input and the pair shares one buffer for the whole call (one HBM buffer on "
+            "hardware): writes through either are seen by later reads of both",
+            "inputs the kernel writes (Write effect) get a private copy; the caller's arrays are "
+            "never modified",
+            "revisits: consecutive grid steps with the same output block index keep the block; "
+            "on TPU (any target but Triton / Mosaic GPU) a block index that returns after another "
+            "one (non-consecutive revisit) is undefined (the pipeline does not reload outputs): "
+            "the block is reset to never-written memory before that step",
+            "scratch (VMEM/SMEM) persists across grid steps and starts never-written; semaphore "
+            "scratch starts at 0",
+            "detect_races=True: DMAs in flight and semaphores not at zero when the call ends raise "
+            "RaceError",
+        ),
+        sources=(_CORE, _HLO, _TPU_INTERP, _GRID_DOC, _PIPE_DOC),
+        exactness=EXACT,
+        notes="Speed: blocks in bounds are NumPy views (no copy), padded edge blocks are copies; "
+              "the kernel and index-map plans are built once per equation. Not supported: "
+              "Indirect block dims, block transforms (Mosaic GPU tiling/swizzle), pallas_call "
+              "with a mesh, local_grid_env hooks.",
+    ),
+    Semantics(
+        "mpmd_map",
+        "pl.kernel / core_map over a core mesh: the body runs once per core on whole operands.",
+        edge_cases=(
+            "cores run one at a time (row-major; shuffled with grid_order='shuffled'); scratch is "
+            "per core except shared memory spaces (VMEM_SHARED)",
+            "a semaphore wait that no earlier core or DMA can satisfy raises RaceError (a "
+            "cross-core handshake that needs concurrency is reported, not hung)",
+            "axis_index(core axis) is the core's coordinate",
+        ),
+        sources=(_CORE, "jax/_src/pallas/mpmd.py"),
+    ),
+    Semantics("program_id", "The kernel's grid coordinate along an axis (int32); vmapped grid "
+              "dimensions are not counted.", sources=(_PRIMS,)),
+    Semantics("num_programs", "The grid size along an axis (int32), dynamic bounds resolved.",
+              sources=(_PRIMS,)),
+    Semantics(
+        "masked_load",
+        "pltpu.load / plgpu.load: ref[idx] where mask holds, else other.",
+        edge_cases=(
+            "masked-out lanes are never accessed: they may lie out of bounds and are neither "
+            "bounds- nor race-checked",
+            "masked-out lanes without other are never-written memory (poison; 'zero' mode: 0); "
+            "uninitialized='raise' poisons them too (loading them is allowed, using them shows "
+            "up in the results)",
+        ),
+        sources=(_PRIMS,),
+    ),
+    Semantics("masked_swap", "pltpu.store / plgpu.store: writes val where mask holds; returns the "
+              "old values (poison at masked-out lanes).", sources=(_PRIMS,)),
+    Semantics("run_scoped", "Allocates never-written scratch / zeroed semaphores for the body; at "
+              "its end (detect_races) its semaphores must be zero and no DMA into them in flight.",
+              sources=(_PRIMS,)),
+    Semantics("multiple_of", "Compiler hint; the value unchanged.", sources=(_PRIMS,)),
+    Semantics("max_contiguous", "Triton compiler hint; the value unchanged.",
+              sources=("jax/_src/pallas/triton/primitives.py",)),
+    Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
+    Semantics(
+        "dma_start",
+        "Copies src[idx] to dst[idx]; on completion adds the byte count to the destination "
+        "semaphore (and the source semaphore for a send).",
+        edge_cases=(
+            "without detect_races the copy completes at start (as interpret=True)",
+            "detect_races=True: in flight until a wait on its semaphore; reading its destination "
+            "or writing its source or destination meanwhile, or starting a DMA into a range in "
+            "flight, raises RaceError (exact element overlap by address)",
+            "add=True accumulates into the destination",
+            "remote DMAs (device_id) are unsupported: the reference runs one device",
+        ),
+        sources=(_TPU, _TPU_INTERP),
+    ),
+    Semantics("dma_wait", "Waits until the semaphore holds the byte count of the waited ref and "
+              "subtracts it; completes in-flight DMAs on that semaphore in start order; a wait no "
+              "DMA can satisfy raises RaceError (deadlock on hardware).", sources=(_TPU,)),
+    Semantics("semaphore_signal", "Adds inc to a semaphore (local only).", sources=(_PRIMS,)),
+    Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
+              "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),
+    Semantics("semaphore_read", "The semaphore's current value as int32.", sources=(_PRIMS,)),
+    Semantics("get_barrier_semaphore", "The kernel's barrier semaphore (one device: only this "
+              "kernel signals it).", sources=(_TPU,)),
+    Semantics("roll", "pltpu.roll: jnp.roll(x, shift, axis); with stride, slice i along "
+              "stride_axis rolls by shift + i*stride.", sources=(_TPU + " _roll_lowering_rule",)),
+    Semantics("bitcast", "pltpu.bitcast: packs/unpacks consecutive elements along dim (second "
+              "minor by default; the only choice before JAX 0.12), element 0 in the low bits.",
+              sources=(_TPU + " _bitcast_lowering_rule",)),
+)
