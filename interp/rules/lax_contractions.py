@@ -1,1 +1,259 @@
-"""Rules: lax_contractions (to be written)."""
+"""Rules: dot_general, ragged_dot_general, conv_general_dilated, fft.
+
+Every contraction reduces to batched matrix products whose float results are *correctly rounded*:
+each output element is the exact sum of the exact products, rounded once to the output dtype.
+A float64 (long double for float64 inputs) BLAS product gives an approximation with a proven error
+bound; :func:`certified_round` (lax_reductions) keeps the elements whose bound interval rounds to
+one value and recomputes the rest exactly. Integer results wrap around in the output type.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as D
+from ..registry import register
+from .lax_reductions import F64, UNIT, certified_round, exact_dot, round_float, wide_type, window_indices, wrap_int
+
+FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
+
+
+def convert(x: np.ndarray, dtype) -> np.ndarray:
+    """convert_element_type for the cases dot/conv lowering inserts (XLA: round to nearest even)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if D.is_float(dtype) and (D.is_float(x.dtype) or D.is_int(x.dtype) or D.is_bool(x.dtype)):
+        if x.dtype == F64 or dtype in D.ML_FLOATS and D.is_int(x.dtype):
+            return round_float(x.astype(F64), dtype)
+        return x.astype(dtype)
+    if D.is_complex(dtype):
+        return x.astype(dtype)
+    if D.is_int(dtype) and (D.is_int(x.dtype) or D.is_bool(x.dtype)):
+        return wrap_int(x.astype(np.int64) if D.is_signed(x.dtype) or D.is_bool(x.dtype)
+                        else x.astype(np.uint64), dtype)
+    raise NotImplementedError(f"conversion {x.dtype} -> {dtype} in a contraction")
+
+
+def _lowered_inputs(eqn, lhs, rhs, out_dtype):
+    """Input dtypes as XLA:CPU/GPU see them: JAX's lowering converts mixed-dtype inputs to the
+    output dtype, except a mix of two float8 types (jax/_src/lax/lax.py _handle_dot_precision)."""
+    if lhs.dtype != rhs.dtype and not (lhs.dtype in FP8 and rhs.dtype in FP8):
+        return convert(lhs, out_dtype), convert(rhs, out_dtype)
+    return lhs, rhs
+
+
+def _check_precision(eqn, precision):
+    """Precision hints (DEFAULT/HIGH/HIGHEST) do not change the meaning of the program: the
+    reference is exact and backends that use bf16/TF32 passes get an allowance. Explicit dot
+    algorithms change the meaning (input rounding, accumulation type): only DEFAULT is handled."""
+    for p in (precision if isinstance(precision, tuple) else (precision,)):
+        if p is None or type(p).__name__ == "Precision" or isinstance(p, str):
+            continue
+        if type(p).__name__ == "DotAlgorithmPreset" and p.name == "DEFAULT":
+            continue
+        raise eqn.unsupported(f"dot algorithm {p!r}")
+
+
+def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
+    """Correctly rounded ``a @ b`` for real inputs a (B, M, K), b (B, K, N) -> out_dtype."""
+    nb, m, k = a.shape
+    n = b.shape[2]
+    for x in (a, b):
+        if D.is_int(x.dtype) and D.bit_width(x.dtype) > 32:
+            raise NotImplementedError("64-bit integer inputs with a float result")
+    wide = wide_type(a.dtype, b.dtype)
+    af, bf = a.astype(F64), b.astype(F64)   # every input value is exact in float64
+    aw, bw = af.astype(wide), bf.astype(wide)
+    with np.errstate(all="ignore"):
+        s = np.matmul(aw, bw)
+        # Rows/columns with inf/NaN: recompute without BLAS (its kernels may mishandle them);
+        # the IEEE result is then order independent because no finite partial sum overflows.
+        for i in range(nb):
+            rows = np.flatnonzero(~np.isfinite(aw[i]).all(axis=1))
+            cols = np.flatnonzero(~np.isfinite(bw[i]).all(axis=0))
+            if rows.size:
+                s[i, rows, :] = np.einsum("mk,kn->mn", aw[i, rows], bw[i])
+            if cols.size:
+                s[i, :, cols] = np.einsum("mk,kn->nm", aw[i], bw[i][:, cols])
+        # Cauchy-Schwarz: sum_k |a_k b_k| <= |a|_2 |b|_2 (inflated for the rounding of the norms).
+        na = np.sqrt(np.sum(aw * aw, axis=2))
+        nbn = np.sqrt(np.sum(bw * bw, axis=1))
+        absbound = na[:, :, None] * nbn[:, None, :] * (1 + 2 * (k + 4) * UNIT[wide])
+
+    def exact(i):
+        bi, rest = divmod(int(i), m * n)
+        mi, ni = divmod(rest, n)
+        return exact_dot(af[bi, mi], bf[bi, :, ni])
+    return certified_round(s, absbound, k, out_dtype, exact)
+
+
+def matmul(eqn, a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
+    """Batched ``a @ b`` (a: (B, M, K), b: (B, K, N)) with the reference's semantics."""
+    out_dtype = np.dtype(out_dtype)
+    try:
+        if D.is_int(out_dtype) or D.is_bool(out_dtype):
+            wide = np.uint64 if D.is_unsigned(a.dtype) and D.is_unsigned(b.dtype) else np.int64
+            p = np.matmul(a.astype(wide), b.astype(wide))    # wraps mod 2**64
+            return p != 0 if D.is_bool(out_dtype) else wrap_int(p, out_dtype)
+        if D.is_float(out_dtype):
+            return _float_matmul(a, b, out_dtype)
+        if D.is_complex(out_dtype):
+            # (ar + i ai)(br + i bi): real part [ar, -ai] . [br; bi], imaginary [ar, ai] . [bi; br].
+            part = np.dtype(np.float32 if out_dtype == np.complex64 else np.float64)
+            a, b = a.astype(out_dtype), b.astype(out_dtype)
+            ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+            out = np.empty(a.shape[:2] + b.shape[2:], out_dtype)
+            out.real = _float_matmul(np.concatenate([ar, -ai], 2), np.concatenate([br, bi], 1), part)
+            out.imag = _float_matmul(np.concatenate([ar, ai], 2), np.concatenate([bi, br], 1), part)
+            return out
+    except NotImplementedError as e:
+        raise eqn.unsupported(str(e)) from None
+    raise eqn.unsupported(f"contraction with result {out_dtype}")
+
+
+def _as_batched(x: np.ndarray, batch, contract, contract_last: bool):
+    """``x`` as (B, F, K) (or (B, K, F)) plus the batch and free shapes."""
+    free = [d for d in range(x.ndim) if d not in batch and d not in contract]
+    bshape = [x.shape[d] for d in batch]
+    fshape = [x.shape[d] for d in free]
+    ksize = math.prod(x.shape[d] for d in contract)
+    order = list(batch) + (free + list(contract) if contract_last else list(contract) + free)
+    xt = np.transpose(x, order)
+    shape = (math.prod(bshape), math.prod(fshape), ksize) if contract_last else \
+        (math.prod(bshape), ksize, math.prod(fshape))
+    return xt.reshape(shape), bshape, fshape
+
+
+def dot_general_value(eqn, lhs, rhs, dimension_numbers, out_dtype) -> np.ndarray:
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = _lowered_inputs(eqn, np.asarray(lhs), np.asarray(rhs), out_dtype)
+    a, bshape, mshape = _as_batched(lhs, lb, lc, contract_last=True)
+    b, _, nshape = _as_batched(rhs, rb, rc, contract_last=False)
+    return np.asarray(matmul(eqn, a, b, out_dtype)).reshape(tuple(bshape + mshape + nshape))
+
+
+@register("dot_general", partial="explicit dot algorithms other than DEFAULT are not implemented")
+def dot_general(eqn, lhs, rhs, *, dimension_numbers, precision=None, **params):
+    _check_precision(eqn, precision)
+    return dot_general_value(eqn, lhs, rhs, dimension_numbers, eqn.out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# ragged_dot_general: the dense formulation of jax/_src/lax/lax.py _ragged_dot_general_impl.
+# Group g covers [sum(sizes[:g]), sum(sizes[:g+1])) of the ragged dimension; elements outside
+# every group contribute nothing. Masked-out products are exact zeros, so the exact sum (and its
+# one rounding) is that of the group's own products.
+
+def _ragged_mask(sizes: np.ndarray, n: int) -> np.ndarray:
+    """(groups, n) mask: position j belongs to group g (cumsum in the sizes' integer type)."""
+    ends = np.cumsum(sizes.astype(np.int64))
+    ends = wrap_int(ends, sizes.dtype).astype(np.int64)
+    starts = wrap_int(ends - sizes.astype(np.int64), sizes.dtype).astype(np.int64)
+    j = np.arange(n)
+    return (starts[:, None] <= j[None, :]) & (j[None, :] < ends[:, None])
+
+
+def _expand(x: np.ndarray, dim: int, mask: np.ndarray) -> np.ndarray:
+    """x with a new leading group axis, zero outside each group along ``dim``."""
+    shape = [mask.shape[0]] + [1] * x.ndim
+    shape[dim + 1] = x.shape[dim]
+    return np.where(mask.reshape(shape), x[None], np.zeros((), x.dtype))
+
+
+@register("ragged_dot_general", partial="group_offset, group_sizes with batch dimensions and "
+                                        "batch dimensions in the ragged modes are not implemented")
+def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision=None,
+                       group_offset=None, **params):
+    _check_precision(eqn, precision)
+    if group_offset is not None:
+        raise eqn.unsupported("group_offset")
+    rdn = ragged_dot_dimension_numbers
+    (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
+    (ragged,) = rdn.lhs_ragged_dimensions
+    lhs, rhs, sizes = np.asarray(lhs), np.asarray(rhs), np.asarray(group_sizes)
+    lhs, rhs = _lowered_inputs(eqn, lhs, rhs, eqn.out_dtype)
+    if ragged in lb:          # ragged batch: an ordinary dot_general
+        return dot_general_value(eqn, lhs, rhs, rdn.dot_dimension_numbers, eqn.out_dtype)
+    if sizes.ndim != 1 or lb:
+        raise eqn.unsupported("batch dimensions or multi-dimensional group_sizes")
+    mask = _ragged_mask(sizes, lhs.shape[ragged])
+    inc = lambda dims: tuple(d + 1 for d in dims)  # noqa: E731
+    if ragged in lc:          # ragged contracting: one output per group
+        r_ragged = rc[list(lc).index(ragged)]
+        dn = ((inc(lc), inc(rc)), ((0,), (0,)))
+        return dot_general_value(eqn, _expand(lhs, ragged, mask), _expand(rhs, r_ragged, mask), dn,
+                                 eqn.out_dtype)
+    (gdim,) = rdn.rhs_group_dimensions   # ragged free dimension: rows of group g use rhs[g]
+    dn = ((inc(lc) + (0,), tuple(rc) + (gdim,)), ((), ()))
+    return dot_general_value(eqn, _expand(lhs, ragged, mask), rhs, dn, eqn.out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# conv_general_dilated as patches @ kernel.
+
+@register("conv_general_dilated", partial="explicit dot algorithms; feature and batch groups together")
+def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                         dimension_numbers, feature_group_count, batch_group_count,
+                         precision=None, **params):
+    _check_precision(eqn, precision)
+    out_dtype = eqn.out_dtype
+    lhs, rhs = _lowered_inputs(eqn, np.asarray(lhs), np.asarray(rhs), out_dtype)
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    x = np.transpose(lhs, lhs_spec)            # (N, C, spatial...)
+    w = np.transpose(rhs, rhs_spec)            # (O, I, window...)
+    g, bg = feature_group_count, batch_group_count
+    if g > 1 and bg > 1:
+        raise eqn.unsupported("feature_group_count and batch_group_count both > 1")
+    n, c = x.shape[:2]
+    o, i = w.shape[:2]
+    spatial, window = x.shape[2:], w.shape[2:]
+    idx = window_indices(spatial, window, window_strides, padding, lhs_dilation, rhs_dilation)
+    out_sp = idx.shape[:-1]
+    s, kw = math.prod(out_sp), idx.shape[-1]
+    xf = x.reshape(n, c, -1)
+    patches = xf[:, :, np.where(idx >= 0, idx, 0).reshape(-1)] if xf.shape[2] else \
+        np.zeros((n, c, s * kw), x.dtype)
+    patches = np.where((idx >= 0).reshape(-1), patches, np.zeros((), x.dtype)).reshape(n, c, s, kw)
+    wk = w.reshape(o, i, kw)
+    if bg > 1:   # batch groups: group j takes lhs batch slice j and output features j*O/bg...
+        nb, ob = n // bg, o // bg
+        a = patches.reshape(bg, nb, c, s, kw).transpose(0, 1, 3, 2, 4).reshape(bg, nb * s, c * kw)
+        b = wk.reshape(bg, ob, i * kw).transpose(0, 2, 1)
+        res = matmul(eqn, a, b, out_dtype).reshape(bg, nb, s, ob).transpose(1, 0, 3, 2)
+        res = res.reshape(nb, o, *out_sp)
+    else:        # feature groups: output features j*O/g... see input features j*C/g...
+        og = o // g
+        a = patches.reshape(n, g, i, s, kw).transpose(1, 0, 3, 2, 4).reshape(g, n * s, i * kw)
+        b = wk.reshape(g, og, i * kw).transpose(0, 2, 1)
+        res = matmul(eqn, a, b, out_dtype).reshape(g, n, s, og).transpose(1, 0, 3, 2)
+        res = res.reshape(n, o, *out_sp)
+    return np.ascontiguousarray(np.transpose(res, np.argsort(out_spec)))
+
+
+# --------------------------------------------------------------------------------------------
+# fft
+
+_WIDE_COMPLEX = {np.dtype(np.complex64): np.dtype(np.complex128),
+                 np.dtype(np.complex128): np.dtype(np.clongdouble)}
+
+
+@register("fft", partial="computed with pocketfft in the next wider type (complex128 / long double) "
+                         "and rounded once: accurate, not certified correctly rounded")
+def fft(eqn, x, *, fft_type, fft_lengths, **params):
+    kind = getattr(fft_type, "name", str(fft_type)).split(".")[-1].upper()
+    x = np.asarray(x)
+    axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
+    out = eqn.out_dtype
+    cplx = out if D.is_complex(out) else np.dtype(np.complex64 if out == np.float32 else np.complex128)
+    wide = _WIDE_COMPLEX[cplx]
+    if kind == "FFT":
+        return np.fft.fftn(x.astype(wide), axes=axes).astype(out)
+    if kind == "IFFT":
+        return np.fft.ifftn(x.astype(wide), axes=axes).astype(out)
+    if kind == "RFFT":
+        return np.fft.rfftn(x.astype(wide.type(0).real.dtype), s=fft_lengths, axes=axes).astype(out)
+    if kind == "IRFFT":
+        return np.fft.irfftn(x.astype(wide), s=fft_lengths, axes=axes).astype(out)
+    raise eqn.unsupported(f"fft_type {fft_type}")

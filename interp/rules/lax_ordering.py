@@ -1,1 +1,83 @@
-"""Rules: lax_ordering (to be written)."""
+"""Rules: sort, top_k, approx_top_k.
+
+sort orders lexicographically by its first ``num_keys`` operands with JAX's comparator
+(jax/_src/lax/lax.py ``_sort_lt_comparator``): floats are canonicalised first (-0.0 -> +0.0, every
+NaN -> +NaN), then compared in IEEE total order, so -inf < ... < -0.0 == +0.0 < ... < inf < NaN with
+all NaN equal; complex keys compare (real, imag). Ties keep their input order (stable).
+top_k returns the k largest along ``axis`` in descending order, ties by lowest index first.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as D
+from ..registry import register
+from .lax_reductions import _as_compute, float_key
+
+
+def _sort_keys(x: np.ndarray) -> list[np.ndarray]:
+    """Integer/bool arrays ordering ``x`` as JAX's sort comparator does (most significant first)."""
+    if D.is_complex(x.dtype):
+        return _sort_keys(np.ascontiguousarray(x.real)) + _sort_keys(np.ascontiguousarray(x.imag))
+    if D.is_float(x.dtype):
+        xc = _as_compute(x)
+        xc = np.where(xc == 0, np.zeros((), xc.dtype), xc)   # -0.0 == +0.0
+        return [float_key(xc, nan_key="max")]                # every NaN equal, after +inf
+    if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+        return [x.astype(np.int8)]
+    return [x]
+
+
+@register("sort", partial="is_stable=False is evaluated stably (one of the orders XLA may give)")
+def sort(eqn, *operands, dimension, is_stable, num_keys, **params):
+    ops = [np.moveaxis(np.asarray(x), dimension, -1) for x in operands]
+    keys = [k for x in ops[:num_keys] for k in _sort_keys(x)]
+    # np.lexsort is stable and sorts by its last key first.
+    order = np.lexsort(keys[::-1], axis=-1) if ops[0].ndim else np.zeros((), np.int64)
+    return [np.ascontiguousarray(np.moveaxis(np.take_along_axis(x, order, axis=-1), -1, dimension))
+            if x.ndim else x for x in ops]
+
+
+def _descending_key(x: np.ndarray) -> np.ndarray:
+    """A key whose stable ascending sort is top_k's descending order (XLA TopK compares floats
+    in IEEE total order: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN)."""
+    if D.is_float(x.dtype):
+        xc = _as_compute(x)
+        itype = np.int32 if xc.dtype == np.float32 else np.int64
+        i = np.ascontiguousarray(xc).view(itype)
+        key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)
+        return ~key
+    if D.is_bool(x.dtype):
+        return ~x.astype(np.int8)
+    if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+        return ~x.astype(np.int8)
+    return ~x   # bitwise not reverses the order of every integer type without overflow
+
+
+def _top_k(eqn, operand, k, axis, largest=True):
+    x = np.moveaxis(np.asarray(operand), axis, -1)
+    if D.is_complex(x.dtype):
+        raise eqn.unsupported("top_k of complex values")
+    key = _descending_key(x) if largest else ~_descending_key(x)
+    order = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    values = np.take_along_axis(x, order, axis=-1)
+    return [np.ascontiguousarray(np.moveaxis(values, -1, axis)),
+            np.ascontiguousarray(np.moveaxis(order, -1, axis)).astype(eqn.out_avals[1].dtype)]
+
+
+@register("top_k")
+def top_k(eqn, operand, *, k, axis=None, is_stable=True, **params):
+    # JAX 0.10.2 has no is_stable (always stable); axis defaults to the last dimension.
+    return _top_k(eqn, operand, k, np.ndim(operand) - 1 if axis is None else axis)
+
+
+@register("approx_top_k", partial="aggregate_to_topk=False (backend-sized candidate sets) is not "
+                                  "implemented")
+def approx_top_k(eqn, operand, *, k, reduction_dimension, recall_target, is_max_k,
+                 reduction_input_size_override, aggregate_to_topk, **params):
+    # On CPU (and as the reference) approx_top_k with aggregate_to_topk is the exact top-k / bottom-k:
+    # XLA's ApproxTopK falls back to sort + slice off TPU; recall_target only permits less.
+    if not aggregate_to_topk:
+        raise eqn.unsupported("aggregate_to_topk=False")
+    axis = reduction_dimension % np.ndim(operand)
+    return _top_k(eqn, operand, k, axis, largest=is_max_k)

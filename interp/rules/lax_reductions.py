@@ -1,1 +1,671 @@
-"""Rules: lax_reductions (to be written)."""
+"""Rules: reductions (reduce_*, generic reduce, argmax/argmin), windowed reductions
+(reduce_window*, select_and_scatter_add, select_and_gather_add) and cumulative reductions (cum*).
+
+Float sums are *correctly rounded*: the result of every output element is the exact sum of its
+terms rounded once to the output dtype (see :func:`certified_round`, which the contraction family
+shares). Products (reduce_prod/cumprod) are correctly rounded the same way. Integer results wrap
+around in the output type. max/min propagate NaN and order -0.0 below +0.0 (XLA's max/min).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from .. import dtypes as D
+from ..evaluator import get_plan, split_jaxpr
+from ..registry import register
+
+LONGDOUBLE = np.dtype(np.longdouble)
+F64 = np.dtype(np.float64)
+F32 = np.dtype(np.float32)
+# Unit roundoff of the wide accumulation types.
+UNIT = {F64: 2.0 ** -53, LONGDOUBLE: float(np.finfo(np.longdouble).eps) / 2}
+
+
+# --------------------------------------------------------------------------------------------
+# Correct rounding from a wide float (float64 / long double) to any float dtype.
+
+def _round_to_odd(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Round ``x`` to ``target`` (float32/float64) with round-to-odd.
+
+    Rounding to odd into a format with at least p+2 bits followed by round-to-nearest-even into a
+    p-bit format equals direct round-to-nearest-even (no double-rounding error)."""
+    t = x.astype(target)
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = t.astype(x.dtype)
+        inexact = (back != x) & ~np.isnan(x)
+        even = (np.asarray(t).view(D.storage_uint(target)) & 1) == 0
+        fix = inexact & even
+        if np.any(fix):
+            toward = np.where(x > back, np.inf, -np.inf).astype(target)
+            t = np.where(fix, np.nextafter(t, toward), t)
+    return t
+
+
+def round_float(x: np.ndarray, dtype) -> np.ndarray:
+    """``x`` (float64 or long double) correctly rounded (nearest-even) to the float ``dtype``.
+
+    NumPy's float64->float32/float16 and long double->float64/float32 casts round once; ml_dtypes'
+    casts from float64 go through float32 (double rounding), so those go through round-to-odd."""
+    dtype = np.dtype(dtype)
+    x = np.asarray(x)
+    if x.dtype == dtype:
+        return x
+    if dtype in (F64, F32) or (dtype == np.float16 and x.dtype == F64):
+        return x.astype(dtype)
+    if x.dtype == LONGDOUBLE:
+        x = _round_to_odd(x, F64)
+    if dtype == np.float16:
+        return x.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _round_to_odd(x, F32).astype(dtype)
+
+
+def round_exact(n: int, e: int, dtype) -> np.ndarray:
+    """The exact value ``n * 2**e`` (Python ints) rounded to nearest-even in float ``dtype``.
+    An exact zero is +0 (every sum starts from XLA's +0 init value)."""
+    dtype = np.dtype(dtype)
+    if n == 0:
+        return np.zeros((), dtype)
+    fi = D.finfo(dtype)
+    p, emin = int(fi.nmant) + 1, int(fi.minexp)
+    m = abs(n)
+    q = max(e + m.bit_length() - 1, emin) - (p - 1)   # exponent of the last kept bit
+    shift = q - e
+    if shift > 0:
+        r = m >> shift
+        rem = m - (r << shift)
+        half = 1 << (shift - 1)
+        if rem > half or (rem == half and r & 1):
+            r += 1
+        m, e = r, q
+    try:
+        v = math.ldexp(float(m), e)   # m has at most p <= 53 bits: exact unless it overflows float64
+    except OverflowError:
+        v = math.inf
+    v = -v if n < 0 else v
+    with np.errstate(over="ignore"):
+        # v is representable in dtype unless it overflows; the cast then gives the dtype's
+        # overflow value (inf, or NaN for the finite-only float8 types), as convert does.
+        return round_float(np.array(v, F64), dtype)
+
+
+def _mant_exp(x: np.ndarray) -> tuple[list, list]:
+    """Finite float64 values as exact (integer mantissa, exponent) pairs."""
+    f, e = np.frexp(np.asarray(x, F64))
+    return (np.ldexp(f, 53).astype(np.int64).tolist(), (e.astype(np.int64) - 53).tolist())
+
+
+def exact_dot(a: np.ndarray, b: np.ndarray | None = None) -> tuple[int, int]:
+    """Exact ``sum(a * b)`` (or ``sum(a)``) of finite float64 vectors as ``(n, e)``: n * 2**e."""
+    ma, ea = _mant_exp(a)
+    if b is None:
+        terms = list(zip(ma, ea))
+    else:
+        mb, eb = _mant_exp(b)
+        terms = [(x * y, i + j) for x, i, y, j in zip(ma, ea, mb, eb) if x and y]
+    terms = [(m, e) for m, e in terms if m]
+    if not terms:
+        return 0, 0
+    e0 = min(e for _, e in terms)
+    return sum(m << (e - e0) for m, e in terms), e0
+
+
+def wide_type(*dtypes) -> np.dtype:
+    """float64 when every term (product) of these input dtypes is exact in float64 (mantissa
+    bits add up to <= 53), else long double."""
+    bits = 0
+    for dt in dtypes:
+        dt = np.dtype(dt)
+        if D.is_float(dt):
+            bits += int(D.finfo(dt).nmant) + 1
+        elif D.is_complex(dt):
+            bits += 24 if dt == np.complex64 else 53
+        else:
+            bits += D.bit_width(dt)
+    return F64 if bits <= 53 else LONGDOUBLE
+
+
+def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn) -> np.ndarray:
+    """Correctly rounded sums from approximate wide sums.
+
+    ``s`` holds sums of ``k`` exactly representable terms computed in float64 / long double in
+    any order, ``absbound`` an upper bound of ``sum |term|`` (both same shape; ``k`` a number or
+    an array broadcastable to it). Any summation order has ``|s - exact| <= gamma_k * sum|term|``
+    (Higham, Accuracy and Stability of Numerical Algorithms, 4.2); we use the generous
+    ``2 (k + 4) u * absbound``. Where the whole interval ``[s - bound, s + bound]`` rounds to one
+    value of ``out_dtype``, that value is the correctly rounded exact sum; elsewhere
+    ``exact_fn(flat_index) -> (n, e)`` gives the exact sum, rounded here. Non-finite ``s`` are
+    exact already (no finite partial sum can overflow the wide type): they are rounded as is.
+    """
+    s = np.asarray(s)
+    wide = s.dtype
+    out_dtype = np.dtype(out_dtype)
+    u = UNIT[wide]
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = (2.0 * (np.asarray(k, wide) + 4) * np.asarray(u, wide)) * np.asarray(absbound, wide)
+        lo = np.where(bound > 0, np.nextafter(s - bound, np.asarray(-np.inf, wide)), s)
+        hi = np.where(bound > 0, np.nextafter(s + bound, np.asarray(np.inf, wide)), s)
+        r_lo, r_hi = round_float(lo, out_dtype), round_float(hi, out_dtype)
+    special = ~np.isfinite(s)
+    certain = (r_lo.view(D.storage_uint(out_dtype)) == r_hi.view(D.storage_uint(out_dtype))) | special
+    out = np.where(special, round_float(s, out_dtype), r_lo)
+    out = np.where((bound == 0) & (s == 0), np.zeros((), out_dtype), out)  # exact zero: +0
+    out = np.array(out, out_dtype)
+    for i in np.flatnonzero(~certain):
+        out.flat[i] = round_exact(*exact_fn(i), out_dtype)
+    return out
+
+
+def _move_last(x: np.ndarray, axes) -> np.ndarray:
+    """``x`` with ``axes`` moved to the end and flattened into one axis."""
+    axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
+    keep = [a for a in range(x.ndim) if a not in axes]
+    x = np.transpose(x, keep + list(axes))
+    return x.reshape(x.shape[:len(keep)] + (-1,))
+
+
+def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
+    """Correctly rounded sum over the last axis of a real float array."""
+    wide = wide_type(x.dtype)
+    xw = x.astype(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.sum(xw, axis=-1)
+        a = np.sum(np.abs(xw), axis=-1)
+    if x.shape[-1] == 0:
+        return np.zeros(x.shape[:-1], out_dtype)
+    flat = x.reshape(-1, x.shape[-1])
+    return certified_round(s, a, x.shape[-1], out_dtype, lambda i: exact_dot(flat[i].astype(F64)))
+
+
+def wrap_int(v: np.ndarray, dtype) -> np.ndarray:
+    """Integers (int64/uint64, wrapped mod 2**64) wrapped into the integer ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype in D.ML_INTS or dtype in D.ML_UINTS:
+        bits = D.bit_width(dtype)
+        v = np.asarray(v).astype(np.int64) & ((1 << bits) - 1)
+        if D.is_signed(dtype):
+            v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+        return v.astype(dtype)
+    return np.asarray(v).astype(dtype)
+
+
+def _int_wide(dtype):
+    return np.int64 if D.is_signed(dtype) else np.uint64
+
+
+def sum_last(eqn, x: np.ndarray, out_dtype) -> np.ndarray:
+    """Sum over the last axis in ``out_dtype``: wrapping for integers, correctly rounded for
+    floats (complex: each part)."""
+    out_dtype = np.dtype(out_dtype)
+    if D.is_int(out_dtype):
+        return wrap_int(np.sum(x.astype(_int_wide(x.dtype)), axis=-1), out_dtype)
+    if D.is_float(out_dtype):
+        return float_sum_last(x, out_dtype)
+    if D.is_complex(out_dtype):
+        part = F32 if out_dtype == np.complex64 else F64
+        out = np.empty(x.shape[:-1], out_dtype)
+        out.real = float_sum_last(np.ascontiguousarray(x.real), part)
+        out.imag = float_sum_last(np.ascontiguousarray(x.imag), part)
+        return out
+    raise eqn.unsupported(f"sum of {out_dtype}")
+
+
+# --------------------------------------------------------------------------------------------
+# Ordering keys: max/min reductions compare with -0.0 < +0.0 and propagate NaN.
+
+def _as_compute(x: np.ndarray) -> np.ndarray:
+    """Floats narrower than float32 widened exactly to float32 (order and values kept)."""
+    if D.is_float(x.dtype) and x.dtype not in (F32, F64):
+        return x.astype(F32)
+    return x
+
+
+def float_key(x: np.ndarray, nan_key: str) -> np.ndarray:
+    """Signed integer keys ordering float32/float64 values with -0.0 < +0.0; NaN maps to the
+    largest key (``nan_key="max"``) or the smallest ("min")."""
+    itype = np.int32 if x.dtype == F32 else np.int64
+    i = np.ascontiguousarray(x).view(itype)
+    key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)
+    info = np.iinfo(itype)
+    return np.where(np.isnan(x), info.max if nan_key == "max" else info.min, key).astype(itype)
+
+
+def key_to_float(key: np.ndarray, dtype) -> np.ndarray:
+    itype = key.dtype
+    i = np.where(key < 0, key ^ np.array(np.iinfo(itype).max, itype), key).astype(itype)
+    v = i.view(F32 if itype == np.int32 else F64)
+    v = np.where((key == np.iinfo(itype).max) | (key == np.iinfo(itype).min), np.nan, v)
+    return np.asarray(v).astype(dtype)
+
+
+def _extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
+    """``reduce(keys)`` where keys order x as max/min need; ``kind`` is "max" or "min"."""
+    if D.is_float(x.dtype):
+        xc = _as_compute(x)
+        return key_to_float(reduce(float_key(xc, nan_key=kind)), x.dtype)
+    if D.is_int(x.dtype) or D.is_bool(x.dtype):
+        if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+            return reduce(x.astype(np.int8)).astype(x.dtype)
+        return reduce(x)
+    raise eqn.unsupported(f"{kind} of {x.dtype}")
+
+
+# --------------------------------------------------------------------------------------------
+# reduce_* over axes
+
+def _lowest(dtype):
+    if D.is_float(dtype):
+        return -np.inf
+    return False if D.is_bool(dtype) else int(D.iinfo(dtype).min)
+
+
+def _highest(dtype):
+    if D.is_float(dtype):
+        return np.inf
+    return True if D.is_bool(dtype) else int(D.iinfo(dtype).max)
+
+
+
+@register("reduce_sum")
+def reduce_sum(eqn, x, *, axes, **params):
+    return np.asarray(sum_last(eqn, _move_last(np.asarray(x), axes), eqn.out_dtype))
+
+
+def _reduce_extremum(kind):
+    np_fn, fill = (np.max, _lowest) if kind == "max" else (np.min, _highest)
+
+    def rule(eqn, x, *, axes, **params):
+        x = _move_last(np.asarray(x), axes)
+        if x.shape[-1] == 0:     # XLA's init value: -inf / the lowest integer for max
+            return np.full(x.shape[:-1], fill(x.dtype), x.dtype)
+        return np.asarray(_extremum(eqn, x, kind, lambda k: np_fn(k, axis=-1)))
+    return rule
+
+
+register("reduce_max")(_reduce_extremum("max"))
+register("reduce_min")(_reduce_extremum("min"))
+
+
+def _bitwise_reduce(ufunc, logical, identity):
+    def rule(eqn, x, *, axes, **params):
+        x = _move_last(np.asarray(x), axes)
+        if D.is_bool(x.dtype):
+            return np.asarray(logical.reduce(x, axis=-1, initial=bool(identity)))
+        if not D.is_int(x.dtype):
+            raise eqn.unsupported(f"bitwise reduction of {x.dtype}")
+        wide = _int_wide(x.dtype)
+        init = np.array(identity).astype(wide)
+        return np.asarray(wrap_int(ufunc.reduce(x.astype(wide), axis=-1, initial=init), x.dtype))
+    return rule
+
+
+register("reduce_and")(_bitwise_reduce(np.bitwise_and, np.logical_and, -1))
+register("reduce_or")(_bitwise_reduce(np.bitwise_or, np.logical_or, 0))
+register("reduce_xor")(_bitwise_reduce(np.bitwise_xor, np.logical_xor, 0))
+
+
+# ----- products: exact, correctly rounded
+
+def _exact_product(v: np.ndarray) -> tuple[int, int]:
+    ms, es = _mant_exp(v)
+    n = 1
+    for m in ms:
+        n *= m
+    return n, sum(es)
+
+
+def float_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
+    """Correctly rounded (prefix) products over the last axis of a real float array.
+
+    The product is carried as mantissa * 2**E (frexp after every step, so it cannot overflow or
+    underflow); each step rounds once in the wide type, so the relative error after k factors
+    is below gamma_k. Zeros, infinities and NaN follow IEEE (sign = xor of signs)."""
+    wide = wide_type(x.dtype, x.dtype)
+    xw = x.astype(wide)
+    n = x.shape[-1]
+    if n == 0:
+        return np.ones(x.shape if cumulative else x.shape[:-1], out_dtype)
+    shape = x.shape if cumulative else x.shape[:-1]
+    m = np.ones(x.shape[:-1], wide)
+    e = np.zeros(x.shape[:-1], np.int64)
+    ms, es = np.empty(shape, wide), np.empty(shape, np.int64)
+    for k in range(n):
+        m, de = np.frexp(m * xw[..., k])
+        e = e + de
+        if cumulative:
+            ms[..., k], es[..., k] = m, e
+    if not cumulative:
+        ms, es = m, e
+    ks = (np.arange(1, n + 1) if cumulative else n) * np.ones(shape, np.int64)
+    # IEEE specials: any NaN, or zero and inf together -> NaN; else zero -> +-0; inf -> +-inf.
+    acc = np.cumsum if cumulative else (lambda a, axis: np.sum(a, axis=axis))
+    nan = acc(np.isnan(xw), axis=-1) > 0
+    zero = acc(xw == 0, axis=-1) > 0
+    inf = acc(np.isinf(xw), axis=-1) > 0
+    neg = acc(np.signbit(xw), axis=-1) % 2 == 1
+    special = nan | zero | inf
+    g = 2.0 * (ks + 4) * UNIT[wide]
+    lim = 1100 if wide == F64 else 20000
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        mm = np.where(special, 0.5, ms)
+        lo = np.ldexp(np.nextafter(mm - np.abs(mm) * g, -np.inf), np.clip(es, -lim, lim))
+        hi = np.ldexp(np.nextafter(mm + np.abs(mm) * g, np.inf), np.clip(es, -lim, lim))
+        r_lo, r_hi = round_float(lo.astype(wide), out_dtype), round_float(hi.astype(wide), out_dtype)
+        spec_val = np.where(nan | (zero & inf), np.nan, np.where(zero, 0.0, np.inf))
+        spec_val = np.where(neg, -spec_val, spec_val).astype(F64)
+    u = D.storage_uint(out_dtype)
+    certain = (r_lo.view(u) == r_hi.view(u)) | special
+    out = np.array(np.where(special, round_float(spec_val, out_dtype), r_lo), out_dtype)
+    flat = x.reshape(-1, n)
+    for i in np.flatnonzero(~certain):
+        if cumulative:
+            row, k = divmod(i, n)
+            terms = flat[row, :k + 1]
+        else:
+            terms = flat[i]
+        out.flat[i] = round_exact(*_exact_product(terms.astype(F64)), out_dtype)
+    return out
+
+
+def _complex_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
+    """Complex products multiplied left to right in the next wider complex type (not certified)."""
+    xw = x.astype(np.complex128 if out_dtype == np.complex64 else np.clongdouble)
+    p = np.cumprod(xw, axis=-1) if cumulative else np.prod(xw, axis=-1)
+    return p.astype(out_dtype)
+
+
+def products_last(eqn, x: np.ndarray, cumulative: bool) -> np.ndarray:
+    dtype = x.dtype
+    if D.is_int(dtype):
+        w = x.astype(_int_wide(dtype))
+        return wrap_int(np.cumprod(w, axis=-1) if cumulative else np.prod(w, axis=-1), dtype)
+    if D.is_float(dtype):
+        return float_products(x, dtype, cumulative)
+    if D.is_complex(dtype):
+        return _complex_products(x, dtype, cumulative)
+    raise eqn.unsupported(f"product of {dtype}")
+
+
+@register("reduce_prod", partial="complex products are computed in a wider type, not certified "
+                                  "correctly rounded")
+def reduce_prod(eqn, x, *, axes, **params):
+    return np.asarray(products_last(eqn, _move_last(np.asarray(x), axes), cumulative=False))
+
+
+# ----- argmax / argmin
+
+def _arg_extremum(np_fn):
+    def rule(eqn, x, *, axes, index_dtype, **params):
+        x = np.asarray(x)
+        if D.is_complex(x.dtype):
+            raise eqn.unsupported("argmax/argmin of complex values")
+        (axis,) = axes
+        if D.is_float(x.dtype):
+            x = _as_compute(x)      # NumPy: the first NaN wins, ties go to the lowest index
+        elif x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+            x = x.astype(np.int8)
+        return np.asarray(np_fn(x, axis=axis)).astype(index_dtype)
+    return rule
+
+
+register("argmax")(_arg_extremum(np.argmax))
+register("argmin")(_arg_extremum(np.argmin))
+
+
+# --------------------------------------------------------------------------------------------
+# Generic reduce with a computation jaxpr, evaluated on whole slices at once.
+
+def _vector_plan(eqn, jaxpr):
+    """A plan of a scalar computation jaxpr that we run on arrays (elementwise broadcasting):
+    the per-equation aval check is off because the avals are the scalar ones."""
+    jaxpr_open, consts = split_jaxpr(jaxpr)
+    return get_plan(jaxpr_open, dataclasses.replace(eqn.options, check_avals=False)), consts
+
+
+def tree_reduce_last(eqn, jaxpr, xs: list, inits: list) -> list:
+    """Reduce the last axis of each array in ``xs`` with the computation ``jaxpr``
+    (``(acc..., x...) -> acc...``): pairwise halving, then combined with the init values."""
+    plan, consts = _vector_plan(eqn, jaxpr)
+    n = xs[0].shape[-1]
+    while n > 1:
+        h = n // 2
+        left = [x[..., :h] for x in xs]
+        right = [x[..., h:2 * h] for x in xs]
+        combined = [np.broadcast_to(np.asarray(c, x.dtype), left[0].shape)
+                    for c, x in zip(plan.run(consts, left + right), xs)]
+        xs = [np.concatenate([c, x[..., 2 * h:]], axis=-1) for c, x in zip(combined, xs)]
+        n = xs[0].shape[-1]
+    shape = xs[0].shape[:-1]
+    acc = [np.broadcast_to(np.asarray(i, x.dtype), shape) for i, x in zip(inits, xs)]
+    if n == 1:
+        acc = plan.run(consts, acc + [x[..., 0] for x in xs])
+    return [np.array(np.broadcast_to(a, shape), dtype=x.dtype) for a, x in zip(acc, xs)]
+
+
+@register("reduce")
+def reduce(eqn, *args, computation=None, jaxpr, dimensions, **params):
+    n = len(args) // 2
+    operands, inits = args[:n], args[n:]
+    xs = [_move_last(np.asarray(x), dimensions) for x in operands]
+    return tree_reduce_last(eqn, jaxpr, xs, inits)
+
+
+# --------------------------------------------------------------------------------------------
+# Windows: one flat operand index per (output position, window element); -1 for padding.
+
+def window_indices(shape, window_dimensions, window_strides, padding,
+                   base_dilation=None, window_dilation=None) -> np.ndarray:
+    """Flat indices into an array of ``shape`` for every window element, shape
+    ``out_shape + (prod(window_dimensions),)``; -1 where the window element lies in the padding
+    or in a base-dilation hole (XLA ReduceWindow semantics; negative padding crops)."""
+    nd = len(shape)
+    base_dilation = base_dilation or (1,) * nd
+    window_dilation = window_dilation or (1,) * nd
+    per_dim = []
+    for n, w, s, (lo, hi), bd, wd in zip(shape, window_dimensions, window_strides, padding,
+                                         base_dilation, window_dilation):
+        dilated = (n - 1) * bd + 1 if n else 0
+        extent = (w - 1) * wd + 1
+        out = max(0, (lo + dilated + hi - extent) // s + 1) if lo + dilated + hi >= extent else 0
+        c = np.arange(out)[:, None] * s + np.arange(w)[None, :] * wd - lo
+        valid = (c >= 0) & (c < dilated) & (c % bd == 0)
+        per_dim.append((np.where(valid, c // bd, -1), out, w))
+    out_shape = tuple(o for _, o, _ in per_dim)
+    wins = tuple(w for _, _, w in per_dim)
+    flat = np.zeros(out_shape + wins, np.int64)
+    valid = np.ones(out_shape + wins, bool)
+    stride = 1
+    for d in reversed(range(nd)):
+        idx = per_dim[d][0]
+        bshape = [1] * (2 * nd)
+        bshape[d], bshape[nd + d] = idx.shape
+        idx = idx.reshape(bshape)
+        flat = flat + np.where(idx >= 0, idx, 0) * stride
+        valid = valid & (idx >= 0)
+        stride *= shape[d]
+    return np.where(valid, flat, -1).reshape(out_shape + (-1,))
+
+
+def windows(x: np.ndarray, pad_value, **window) -> np.ndarray:
+    idx = window_indices(x.shape, **window)
+    vals = np.ravel(x)[np.where(idx >= 0, idx, 0)] if x.size else np.zeros(idx.shape, x.dtype)
+    return np.where(idx >= 0, vals, np.asarray(pad_value, x.dtype)).astype(x.dtype)
+
+
+def _window_params(p):
+    return dict(window_dimensions=p["window_dimensions"], window_strides=p["window_strides"],
+                padding=p["padding"], base_dilation=p.get("base_dilation"),
+                window_dilation=p.get("window_dilation"))
+
+
+@register("reduce_window_sum")
+def reduce_window_sum(eqn, x, **params):
+    x = np.asarray(x)
+    return np.asarray(sum_last(eqn, windows(x, 0, **_window_params(params)), eqn.out_dtype))
+
+
+@register("reduce_window_max")
+def reduce_window_max(eqn, x, **params):
+    w = windows(np.asarray(x), _lowest(x.dtype), **_window_params(params))
+    return np.asarray(_extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
+
+
+@register("reduce_window_min")
+def reduce_window_min(eqn, x, **params):
+    w = windows(np.asarray(x), _highest(x.dtype), **_window_params(params))
+    return np.asarray(_extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
+
+
+@register("reduce_window")
+def reduce_window(eqn, *args, jaxpr, consts, **params):
+    n = len(args) // 2
+    operands, inits = args[:n], args[n:]
+    if consts:
+        raise eqn.unsupported("reduce_window with closed-over constants")
+    ws = [windows(np.asarray(x), np.asarray(i), **_window_params(params)) for x, i in zip(operands, inits)]
+    return tree_reduce_last(eqn, jaxpr, ws, inits)
+
+
+_SELECT = {"ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}
+
+
+def _select_positions(eqn, operand: np.ndarray, select_prim, idx: np.ndarray, init=None):
+    """For each window (rows of ``idx``), the window element XLA's select picks: scanning the
+    window in order, the selected element is replaced by a candidate ``e`` unless
+    ``select(selected, e)``. With ``init`` None padding is skipped (SelectAndScatter); otherwise
+    padding holds ``init`` and the scan starts from it (select_and_gather_add's reduce_window).
+    Returns the chosen flat index per window (-1: padding/none)."""
+    select = _SELECT.get(getattr(select_prim, "name", str(select_prim)))
+    if select is None:
+        raise eqn.unsupported(f"select_prim {select_prim}")
+    x = _as_compute(operand).ravel()
+    shape = idx.shape[:-1]
+    if init is None:
+        sel_val = np.zeros(shape, x.dtype)
+        have = np.zeros(shape, bool)
+    else:
+        sel_val = np.full(shape, init, x.dtype)
+        have = np.ones(shape, bool)
+    sel_idx = np.full(shape, -1, np.int64)
+    with np.errstate(invalid="ignore"):
+        for j in range(idx.shape[-1]):
+            cand = idx[..., j]
+            valid = cand >= 0
+            if init is None:
+                val = np.where(valid, x[np.where(valid, cand, 0)] if x.size else 0, 0).astype(x.dtype)
+                take = valid & (~have | ~select(sel_val, val))
+            else:
+                val = np.where(valid, x[np.where(valid, cand, 0)] if x.size else init, init).astype(x.dtype)
+                take = ~select(sel_val, val)
+            sel_val = np.where(take, val, sel_val)
+            sel_idx = np.where(take, cand, sel_idx)
+            have = have | take
+    return sel_idx
+
+
+def scatter_sum(eqn, target_size: int, idx: np.ndarray, values: np.ndarray, out_dtype) -> np.ndarray:
+    """``out[idx[i]] += values[i]`` into zeros, each output the correctly rounded / wrapped sum
+    of its contributions (idx < 0 dropped)."""
+    idx, values = idx.ravel(), values.ravel()
+    keep = idx >= 0
+    idx, values = idx[keep], values[keep]
+    order = np.argsort(idx, kind="stable")
+    idx, values = idx[order], values[order]
+    counts = np.bincount(idx, minlength=target_size)
+    width = int(counts.max()) if counts.size else 0
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.arange(idx.size) - starts[idx]
+    dense = np.zeros((target_size, max(width, 1)), values.dtype)
+    dense[idx, rank] = values
+    return sum_last(eqn, dense, out_dtype)
+
+
+@register("select_and_scatter_add")
+def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensions, window_strides,
+                           padding, **params):
+    operand = np.asarray(operand)
+    idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
+    chosen = _select_positions(eqn, operand, select_prim, idx)
+    out = scatter_sum(eqn, operand.size, chosen, np.asarray(source), eqn.out_dtype)
+    return out.reshape(operand.shape)
+
+
+@register("select_and_gather_add")
+def select_and_gather_add(eqn, tangents, operand, *, select_prim, **params):
+    operand, tangents = np.asarray(operand), np.asarray(tangents)
+    idx = window_indices(operand.shape, **_window_params(params))
+    init = -np.inf if getattr(select_prim, "name", "") in ("ge", "gt") else np.inf
+    chosen = _select_positions(eqn, operand, select_prim, idx, init=init)
+    t = np.ravel(tangents)
+    vals = t[np.where(chosen >= 0, chosen, 0)] if t.size else np.zeros(chosen.shape, t.dtype)
+    return np.where(chosen >= 0, vals, np.zeros((), t.dtype)).astype(tangents.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Cumulative reductions along one axis.
+
+def _cumulative(fn):
+    def rule(eqn, x, *, axis, reverse, **params):
+        x = np.moveaxis(np.asarray(x), axis, -1)
+        if reverse:
+            x = x[..., ::-1]
+        out = fn(eqn, np.ascontiguousarray(x))
+        if reverse:
+            out = out[..., ::-1]
+        return np.ascontiguousarray(np.moveaxis(np.asarray(out), -1, axis))
+    return rule
+
+
+def _cumsum(eqn, x):
+    dtype = x.dtype
+    if D.is_int(dtype):
+        return wrap_int(np.cumsum(x.astype(_int_wide(dtype)), axis=-1), dtype)
+    if D.is_complex(dtype):
+        out = np.empty(x.shape, dtype)
+        part = F32 if dtype == np.complex64 else F64
+        out.real = _float_cumsum(np.ascontiguousarray(x.real), part)
+        out.imag = _float_cumsum(np.ascontiguousarray(x.imag), part)
+        return out
+    if D.is_float(dtype):
+        return _float_cumsum(x, dtype)
+    raise eqn.unsupported(f"cumsum of {dtype}")
+
+
+def _float_cumsum(x, out_dtype):
+    wide = wide_type(x.dtype)
+    xw = x.astype(wide)
+    n = x.shape[-1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.cumsum(xw, axis=-1)
+        a = np.cumsum(np.abs(xw), axis=-1)
+    if n == 0:
+        return np.zeros(x.shape, out_dtype)
+    flat = x.reshape(-1, n)
+
+    def exact(i):
+        row, k = divmod(i, n)
+        return exact_dot(flat[row, :k + 1].astype(F64))
+    return certified_round(s, a, np.arange(1, n + 1), out_dtype, exact)
+
+
+register("cumsum")(_cumulative(_cumsum))
+register("cumprod", partial="complex products are computed in a wider type, not certified")(
+    _cumulative(lambda eqn, x: products_last(eqn, x, cumulative=True)))
+register("cummax")(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
+register("cummin")(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
+
+
+def _cumlogsumexp(eqn, x):
+    if not D.is_float(x.dtype):
+        raise eqn.unsupported(f"cumlogsumexp of {x.dtype}")
+    wide = D.wide_float(x.dtype)
+    with np.errstate(all="ignore"):
+        return round_float(np.logaddexp.accumulate(x.astype(wide), axis=-1), x.dtype)
+
+
+register("cumlogsumexp", partial="computed with logaddexp in float64 (long double for float64) and "
+                                  "rounded once: accurate, not certified correctly rounded")(
+    _cumulative(_cumlogsumexp))
