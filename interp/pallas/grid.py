@@ -311,6 +311,7 @@ class CallPlan:
                     if init is not None:
                         init[sl] = ref.init[inner]
             run.dma.check_exit(sems, "pallas_call")
+        _check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
         return [arrays[self.num_inputs + o] for o in range(self.num_outputs)]
 
     def _grid_points(self, grid):
@@ -374,6 +375,19 @@ class CallPlan:
         arr[sl] = 0 if mode == "zero" else poison_value(bp.dtype)
         if init is not None:
             init[sl] = False
+
+
+def _check_outputs_written(run, refs, inits) -> None:
+    """uninitialized='raise': the call's results are read by its caller, so an output element the
+    kernel never wrote is a read of never-written memory."""
+    from ..errors import UninitializedReadError
+    for ref, init in zip(refs, inits):
+        if init is not None and not init.all():
+            bad = tuple(int(i) for i in np.argwhere(~init)[0])
+            raise UninitializedReadError(
+                f"kernel '{run.name}': output '{ref.name}' {ref.dtype}{list(init.shape)} element "
+                f"{bad} ({int((~init).sum())} elements in all) was never written by the kernel "
+                "(uninitialized='raise')")
 
 
 def _alloc_scratch(aval, name, run, opts) -> KernelRef:
@@ -500,4 +514,5 @@ class MeshPlan:
                 if run.pending is not None:
                     run.raise_pending()
             run.dma.check_exit(all_sems, "kernel")
+        _check_outputs_written(run, refs[n_in:], inits[n_in:])
         return arrays[n_in:]

@@ -1,0 +1,287 @@
+"""pallas_call in the reference: grid, block specs, aliasing, revisits, scalar prefetch, scratch.
+
+Most kernels here only move data (get/swap with every block kind), so the expectation is exact and
+independent: NumPy slicing of the inputs, XLA:CPU of the equivalent jnp program, or JAX's own
+interpret=True where its semantics are the defined ones.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import interp
+from interp.errors import OutOfBoundsError, UninitializedReadError
+from tests.support import xla_cpu
+
+RNG = np.random.default_rng(0)
+
+
+def _copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def _blocked_copy(shape, block, out_shape=None, dtype=jnp.float32, **kw):
+    out_shape = out_shape or shape
+    grid = tuple(pl.cdiv(o, b) for o, b in zip(out_shape, block))
+    return pl.pallas_call(
+        _copy_kernel, grid=grid,
+        in_specs=[pl.BlockSpec(block, lambda i, j: (i, j))],
+        out_specs=pl.BlockSpec(block, lambda i, j: (i, j)),
+        out_shape=jax.ShapeDtypeStruct(out_shape, dtype), interpret=True, **kw)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.bool_])
+def test_partial_edge_blocks_copy_exactly(dtype):
+    # 20x36 with 8x16 blocks: the last block row/column sticks out; what is written outside the
+    # array is dropped, everything inside is copied bit-exactly.
+    x = RNG.integers(0, 100, (20, 36)).astype(dtype)
+    out = interp.interpret(_blocked_copy(x.shape, (8, 16), dtype=x.dtype))(x)
+    assert out.dtype == x.dtype and np.array_equal(out, x)
+
+
+@pytest.mark.parametrize("mode,expect", [("nan", np.nan), ("zero", 0.0)])
+def test_padding_of_partial_input_blocks_is_uninitialized(mode, expect):
+    # The output (16x32) is larger than the input (10x20): blocks of the input stick out and the
+    # padding flows into the output where the expectation is poison (nan) or 0 (zero).
+    x = RNG.standard_normal((10, 20)).astype(np.float32)
+    f = pl.pallas_call(_copy_kernel, grid=(2, 2),
+                       in_specs=[pl.BlockSpec((8, 16), lambda i, j: (i, j))],
+                       out_specs=pl.BlockSpec((8, 16), lambda i, j: (i, j)),
+                       out_shape=jax.ShapeDtypeStruct((16, 32), jnp.float32), interpret=True)
+    out = interp.interpret(f, uninitialized=mode)(x)
+    np.testing.assert_array_equal(out[:10, :20], x)
+    pad = np.ones(out.shape, bool)
+    pad[:10, :20] = False
+    np.testing.assert_array_equal(out[pad], np.full(pad.sum(), expect, np.float32))
+    with pytest.raises(UninitializedReadError, match=r"kernel '_copy_kernel' at grid point \(0, 1\)"):
+        interp.interpret(f, uninitialized="raise")(x)
+
+
+def test_element_blocks_with_padding_match_interpret_mode():
+    # pl.Element(10, padding=(1, 1)): the index map returns element offsets into the padded
+    # array; rows of padding are never-written memory (NaN), as in JAX's interpret=True.
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    f = pl.pallas_call(_copy_kernel, grid=(2,),
+                       in_specs=[pl.BlockSpec((pl.Element(10, (1, 1)), 128),
+                                              lambda i: (i * 8, 0))],
+                       out_specs=pl.BlockSpec((None, 10, 128), lambda i: (i, 0, 0)),
+                       out_shape=jax.ShapeDtypeStruct((2, 10, 128), jnp.float32), interpret=True)
+    want = xla_cpu(f, x)
+    got = interp.interpret(f)(x)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, 0]).all() and np.isnan(got[1, 9]).all()
+
+
+def test_squeezed_dims_match_numpy():
+    x = RNG.standard_normal((3, 4, 8, 128)).astype(np.float32)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    f = pl.pallas_call(kernel, grid=(3, 4),
+                       in_specs=[pl.BlockSpec((None, pl.Squeezed(), 8, 128),
+                                              lambda i, j: (i, j, 0, 0))],
+                       out_specs=pl.BlockSpec((None, None, 8, 128), lambda i, j: (j, i, 0, 0)),
+                       out_shape=jax.ShapeDtypeStruct((4, 3, 8, 128), jnp.float32),
+                       interpret=True)
+    np.testing.assert_array_equal(interp.interpret(f)(x), x.transpose(1, 0, 2, 3))
+
+
+def test_program_id_and_num_programs():
+    def kernel(o_ref, n_ref):
+        o_ref[0, 0] = pl.program_id(0)
+        o_ref[0, 1] = pl.program_id(1)
+        n_ref[0, 0] = pl.num_programs(0)
+        n_ref[0, 1] = pl.num_programs(1)
+
+    spec = pl.BlockSpec((None, None, 1, 2), lambda i, j: (i, j, 0, 0))
+    f = pl.pallas_call(kernel, grid=(3, 5), out_specs=[spec, spec],
+                       out_shape=[jax.ShapeDtypeStruct((3, 5, 1, 2), jnp.int32)] * 2,
+                       interpret=True)
+    ids, nums = interp.interpret(f)()
+    ii, jj = np.meshgrid(np.arange(3), np.arange(5), indexing="ij")
+    np.testing.assert_array_equal(ids[:, :, 0, 0], ii)
+    np.testing.assert_array_equal(ids[:, :, 0, 1], jj)
+    assert (nums[:, :, 0, 0] == 3).all() and (nums[:, :, 0, 1] == 5).all()
+
+
+def test_scalar_prefetch_data_dependent_index_map():
+    # Gather row blocks in the order given by a scalar-prefetch operand: out block i = x block
+    # idx[i]. The index map reads the SMEM ref.
+    x = RNG.standard_normal((5 * 8, 128)).astype(np.float32)
+    idx = np.array([3, 0, 4, 4, 1], np.int32)
+
+    def kernel(idx_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    f = pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(5,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, idx_ref: (idx_ref[i], 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, idx_ref: (i, 0))),
+        out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32), interpret=True)
+    want = x.reshape(5, 8, 128)[idx].reshape(x.shape)
+    np.testing.assert_array_equal(interp.interpret(f)(idx, x), want)
+    np.testing.assert_array_equal(xla_cpu(f, idx, x), want)
+
+
+def test_input_output_aliasing_keeps_unwritten_blocks():
+    # The output aliases the input; the kernel only overwrites the even row blocks (with the
+    # scalar operand's value), the odd ones keep the input.
+    x = RNG.standard_normal((4 * 8, 128)).astype(np.float32)
+
+    def kernel(y_ref, x_ref, o_ref):
+        o_ref[...] = y_ref[...]
+
+    f = pl.pallas_call(kernel, grid=(2,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                                 pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (2 * i, 0)),
+                       out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32),
+                       input_output_aliases={1: 0}, interpret=True)
+    y = np.full((8, 128), 7.0, np.float32)
+    want = x.copy()
+    want[0:8] = 7.0
+    want[16:24] = 7.0
+    got = interp.interpret(f)(y, x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(xla_cpu(f, y, x), want)
+    assert not np.shares_memory(got, x)
+
+
+def _column_writer(x_ref, o_ref):
+    # Writes only column program_id(1) of the output block.
+    o_ref[:, pl.ds(pl.program_id(1), 1)] = x_ref[...]
+
+
+def test_consecutive_revisits_keep_the_output_block():
+    x = RNG.standard_normal((16, 4)).astype(np.float32)
+    f = pl.pallas_call(_column_writer, grid=(2, 4),
+                       in_specs=[pl.BlockSpec((8, 1), lambda i, k: (i, k))],
+                       out_specs=pl.BlockSpec((8, 4), lambda i, k: (i, 0)),
+                       out_shape=jax.ShapeDtypeStruct((16, 4), jnp.float32), interpret=True)
+    np.testing.assert_array_equal(interp.interpret(f, uninitialized="raise")(x), x)
+    np.testing.assert_array_equal(xla_cpu(f, x), x)
+
+
+def test_non_consecutive_revisit_is_undefined_on_tpu():
+    # Grid (k, i): output block i is visited at k=0 and again at k=1 after the other block.
+    # On TPU the second visit does not see the first one's writes: column 0 is poison.
+    x = RNG.standard_normal((16, 2)).astype(np.float32)
+    kw = dict(grid=(2, 2),
+              in_specs=[pl.BlockSpec((8, 1), lambda k, i: (i, k))],
+              out_specs=pl.BlockSpec((8, 2), lambda k, i: (i, 0)),
+              out_shape=jax.ShapeDtypeStruct((16, 2), jnp.float32), interpret=True)
+
+    def kernel(x_ref, o_ref):
+        o_ref[:, pl.ds(pl.program_id(0), 1)] = x_ref[...]
+
+    tpu = interp.interpret(pl.pallas_call(kernel, **kw))(x)
+    assert np.isnan(tpu[:, 0]).all()
+    np.testing.assert_array_equal(tpu[:, 1], x[:, 1])
+    # Triton kernels write global memory directly: the revisit sees the earlier writes.
+    from jax.experimental.pallas import triton as plgpu
+    gpu = interp.interpret(pl.pallas_call(kernel, compiler_params=plgpu.CompilerParams(), **kw))(x)
+    np.testing.assert_array_equal(gpu, x)
+
+
+def test_shuffled_parallel_axes_change_order_dependent_results_only():
+    # Every step writes its input block to the same output block: the last step wins, so the
+    # result shows the visiting order. An order-independent copy is unaffected.
+    x = RNG.standard_normal((8 * 8, 128)).astype(np.float32)
+    sem = pltpu.CompilerParams(dimension_semantics=("parallel",))
+    last_wins = pl.pallas_call(_copy_kernel, grid=(8,),
+                               in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                               out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                               out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                               compiler_params=sem, interpret=True)
+    blocks = x.reshape(8, 8, 128)
+    np.testing.assert_array_equal(interp.interpret(last_wins)(x), blocks[-1])
+    winners = {int(np.argmax([np.array_equal(interp.interpret(
+        last_wins, grid_order="shuffled", seed=s)(x), b) for b in blocks])) for s in range(6)}
+    assert len(winners) > 1
+    copy = _blocked_copy((64, 128), (8, 128), compiler_params=pltpu.CompilerParams(
+        dimension_semantics=("parallel", "parallel")))
+    np.testing.assert_array_equal(interp.interpret(copy, grid_order="shuffled", seed=3)(x), x)
+
+
+def test_scratch_persists_across_grid_steps():
+    # Step i stores its block into scratch; step i+1 outputs the previous step's block.
+    x = RNG.standard_normal((4 * 8, 128)).astype(np.float32)
+
+    def kernel(x_ref, o_ref, prev):
+        @pl.when(pl.program_id(0) > 0)
+        def _():
+            o_ref[...] = prev[...]
+
+        prev[...] = x_ref[...]
+
+    f = pl.pallas_call(kernel, grid=(4,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                       out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)], interpret=True)
+    got = interp.interpret(f)(x)
+    np.testing.assert_array_equal(got[8:], x[:-8])
+    assert np.isnan(got[:8]).all()  # step 0 never wrote its output block
+    # The result of the call is read by its caller: never-written output elements are
+    # uninitialized reads.
+    with pytest.raises(UninitializedReadError, match=r"output .* element \(0, 0\) \(1024 elements"):
+        interp.interpret(f, uninitialized="raise")(x)
+
+
+def test_blocked_matmul_with_accumulator_matches_xla():
+    k = 64
+    x = RNG.standard_normal((32, k)).astype(np.float32)
+    y = RNG.standard_normal((k, 32)).astype(np.float32)
+
+    def kernel(x_ref, y_ref, o_ref, acc):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            acc[...] = jnp.zeros_like(acc)
+
+        acc[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+        @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+        def _():
+            o_ref[...] = acc[...]
+
+    f = pl.pallas_call(kernel, grid=(2, 2, 4),
+                       in_specs=[pl.BlockSpec((16, 16), lambda i, j, kk: (i, kk)),
+                                 pl.BlockSpec((16, 16), lambda i, j, kk: (kk, j))],
+                       out_specs=pl.BlockSpec((16, 16), lambda i, j, kk: (i, j)),
+                       out_shape=jax.ShapeDtypeStruct((32, 32), jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((16, 16), jnp.float32)], interpret=True)
+    got = interp.interpret(f)(x, y)
+    # Exact expectation: each 16-term partial dot correctly rounded to f32, then accumulated
+    # in f32 in k order, which is what the kernel's equations say.
+    xb, yb = x.astype(np.float64), y.astype(np.float64)
+    want = np.zeros((32, 32), np.float32)
+    for kk in range(4):
+        part = (xb[:, kk * 16:(kk + 1) * 16] @ yb[kk * 16:(kk + 1) * 16]).astype(np.float32)
+        want = (want + part).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_block_outside_the_array_is_out_of_bounds():
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    f = pl.pallas_call(_copy_kernel, grid=(3,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                       out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32), interpret=True)
+    with pytest.raises(OutOfBoundsError, match=r"grid point \(2,\).*\[16:24\] of dimension 0"):
+        interp.interpret(f)(x)
+
+
+def test_plan_reuse_and_inputs_untouched():
+    x = RNG.standard_normal((24, 128)).astype(np.float32)
+    keep = x.copy()
+    f = interp.interpret(_blocked_copy(x.shape, (8, 128)))
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x), keep)
+    np.testing.assert_array_equal(x, keep)
