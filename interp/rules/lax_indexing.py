@@ -87,7 +87,7 @@ def _mode_name(eqn, mode) -> str:
 def slice_(eqn, x, *, start_indices, limit_indices, strides=None):
     strides = strides or (1,) * len(start_indices)
     index = tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))
-    return np.ascontiguousarray(np.asarray(x)[index])
+    return np.array(np.asarray(x)[index], order="C")
 
 
 def _clamped_window(eqn, shape, sizes, starts) -> tuple:
@@ -102,12 +102,12 @@ def _clamped_window(eqn, shape, sizes, starts) -> tuple:
 @register("dynamic_slice")
 def dynamic_slice(eqn, x, *starts, slice_sizes):
     x = np.asarray(x)
-    return np.array(x[_clamped_window(eqn, x.shape, slice_sizes, starts)])
+    return np.array(x[_clamped_window(eqn, x.shape, slice_sizes, starts)], order="C")
 
 
 @register("dynamic_update_slice")
 def dynamic_update_slice(eqn, x, update, *starts):
-    out = np.array(x, copy=True)
+    out = np.array(x, order="C", copy=True)
     update = np.asarray(update)
     out[_clamped_window(eqn, out.shape, update.shape, starts)] = update
     return out
@@ -177,8 +177,8 @@ def gather(eqn, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_
     if in_bounds is not None:
         result[~in_bounds] = _fill_value(eqn, fill_value, operand.dtype)
     nb = len(batch_shape)
-    return np.ascontiguousarray(np.moveaxis(result, list(range(nb, nb + len(window))),
-                                            list(dn.offset_dims)))
+    return np.array(np.moveaxis(result, list(range(nb, nb + len(window))), list(dn.offset_dims)),
+                    order="C")
 
 
 # ---- scatter -----------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def _scatter(kind):
     def rule(eqn, operand, indices, updates, *, dimension_numbers, mode, update_jaxpr=None,
              update_consts=(), indices_are_sorted=False, unique_indices=False, **params):
         mode = _mode_name(eqn, mode)
-        out = np.array(operand, copy=True)
+        out = np.array(operand, order="C", copy=True)
         if out.size == 0 or np.size(updates) == 0:
             return out
         targets, values = _scatter_targets(eqn, out.shape, np.asarray(indices),

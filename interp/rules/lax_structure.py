@@ -33,7 +33,7 @@ def broadcast_in_dim(eqn, x, *dynamic, shape, broadcast_dimensions, sharding=Non
     expanded = [1] * len(shape)
     for src, dst in enumerate(broadcast_dimensions):
         expanded[dst] = x.shape[src]
-    return np.array(np.broadcast_to(x.reshape(expanded), tuple(shape)))
+    return np.array(np.broadcast_to(x.reshape(expanded), tuple(shape)), order="C")
 
 
 @register("reshape")
@@ -47,18 +47,18 @@ def reshape(eqn, x, *dynamic, new_sizes, dimensions=None, sharding=None, **param
 
 @register("squeeze")
 def squeeze(eqn, x, *, dimensions):
-    return np.array(np.asarray(x).reshape(eqn.out_aval.shape))
+    return np.array(np.asarray(x).reshape(eqn.out_aval.shape), order="C")
 
 
 @register("transpose")
 def transpose(eqn, x, *, permutation):
-    return np.ascontiguousarray(np.transpose(x, permutation))
+    return np.array(np.transpose(x, permutation), order="C")
 
 
 @register("rev")
 def rev(eqn, x, *, dimensions):
     x = np.asarray(x)
-    return np.array(np.flip(x, tuple(dimensions))) if dimensions else np.array(x)
+    return np.array(np.flip(x, tuple(dimensions)), order="C")
 
 
 @register("concatenate")
@@ -82,7 +82,7 @@ def pad(eqn, x, padding_value, *, padding_config):
         crop.append(slice(max(-lo, 0), size - max(-hi, 0)))
     out = np.full(full_shape, np.asarray(padding_value, dtype=x.dtype), dtype=x.dtype)
     out[tuple(place)] = x
-    return np.ascontiguousarray(out[tuple(crop)])
+    return np.array(out[tuple(crop)], order="C")
 
 
 @register("iota")
@@ -104,19 +104,19 @@ def iota(eqn, *dynamic, dtype, shape, dimension, sharding=None, **params):
         raise eqn.unsupported(f"iota of dtype {dtype}")
     view = [1] * len(shape)
     view[dimension] = n
-    return np.array(np.broadcast_to(line.reshape(view), tuple(shape)))
+    return np.array(np.broadcast_to(line.reshape(view), tuple(shape)), order="C")
 
 
 @register("split")
 def split(eqn, x, *, sizes, axis):
     x = np.asarray(x)
     cuts = np.cumsum(sizes)[:-1]
-    return [np.ascontiguousarray(part) for part in np.split(x, cuts, axis=axis)]
+    return [np.array(part, order="C") for part in np.split(x, cuts, axis=axis)]
 
 
 @register("copy")
 def copy(eqn, x):
-    return np.array(x, copy=True)
+    return np.array(x, order="C", copy=True)
 
 
 @register("tile")
@@ -132,7 +132,7 @@ def stack(eqn, *xs, axis):
 @register("unstack")
 def unstack(eqn, x, *, axis):
     x = np.asarray(x)
-    return [np.ascontiguousarray(np.take(x, i, axis=axis)) for i in range(x.shape[axis])]
+    return [np.array(np.take(x, i, axis=axis), order="C") for i in range(x.shape[axis])]
 
 
 def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
