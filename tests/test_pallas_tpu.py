@@ -1,0 +1,247 @@
+"""TPU kernel features in the reference: DMAs, semaphores, run_scoped, core meshes, masked
+loads/stores, roll, bitcast; and undefined behaviour made loud (races, out-of-bounds accesses,
+uninitialized reads), each message naming kernel, buffer, grid point and index."""
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+import interp
+from interp.errors import OutOfBoundsError, RaceError, UninitializedReadError
+from tests.support import xla_cpu
+
+RNG = np.random.default_rng(1)
+
+
+def _double_buffered_copy(n_blocks, *, wait_late=False):
+    """Copies an HBM operand block by block through two VMEM buffers: the DMA of block i+1
+    is started before block i is consumed (the manual pipelining pattern of the TPU docs).
+    ``wait_late`` consumes the buffer before waiting for its DMA: a race."""
+
+    def kernel(x_hbm, o_ref, buf, sem):
+        i = pl.program_id(0)
+        slot = i % 2
+
+        def copy(j, s):
+            return pltpu.make_async_copy(x_hbm.at[pl.ds(j * 8, 8)], buf.at[s], sem.at[s])
+
+        @pl.when(i == 0)
+        def _():
+            copy(0, 0).start()
+
+        @pl.when(i + 1 < n_blocks)
+        def _():
+            copy(i + 1, 1 - slot).start()
+
+        if wait_late:
+            o_ref[...] = buf[slot]
+            copy(i, slot).wait()
+        else:
+            copy(i, slot).wait()
+            o_ref[...] = buf[slot]
+
+    return pl.pallas_call(
+        kernel, grid=(n_blocks,),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((n_blocks * 8, 128), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
+        interpret=True)
+
+
+@pytest.mark.parametrize("detect_races", [False, True])
+def test_dma_double_buffering(detect_races):
+    x = RNG.standard_normal((4 * 8, 128)).astype(np.float32)
+    f = _double_buffered_copy(4)
+    np.testing.assert_array_equal(interp.interpret(f, detect_races=detect_races)(x), x)
+    np.testing.assert_array_equal(xla_cpu(f, x), x)
+
+
+def test_read_before_dma_wait_is_a_race():
+    x = RNG.standard_normal((4 * 8, 128)).astype(np.float32)
+    f = _double_buffered_copy(4, wait_late=True)
+    # Without race detection the DMA completes at start (like interpret=True): no error.
+    np.testing.assert_array_equal(interp.interpret(f)(x), x)
+    with pytest.raises(RaceError, match=r"kernel 'kernel' at grid point \(0,\): read of scratch "
+                                        r"\(vmem\) buffer .*\[0, 0:8, 0:128\] while a DMA"):
+        interp.interpret(f, detect_races=True)(x)
+
+
+def test_dma_never_waited_is_reported_at_kernel_exit():
+    def kernel(x_hbm, o_ref, buf, sem):
+        pltpu.make_async_copy(x_hbm, buf, sem.at[0]).start()
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    f = pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                       pltpu.SemaphoreType.DMA((1,))], interpret=True)
+    x = np.ones((8, 128), np.float32)
+    with pytest.raises(RaceError, match="never waited"):
+        interp.interpret(f, detect_races=True)(x)
+    # Without race detection the copy completes but the semaphore is left signalled; that is
+    # only checked with detect_races.
+    np.testing.assert_array_equal(interp.interpret(f)(x), np.zeros((8, 128), np.float32))
+
+
+def test_semaphores_signal_wait_read():
+    def kernel(o_ref, sem):
+        pl.semaphore_signal(sem.at[1], 3)
+        o_ref[0] = pl.semaphore_read(sem.at[1])
+        pl.semaphore_wait(sem.at[1], 2)
+        o_ref[1] = pl.semaphore_read(sem.at[1])
+        pl.semaphore_signal(sem.at[0])
+        o_ref[2] = pl.semaphore_read(sem.at[0])
+        pl.semaphore_wait(sem.at[0])
+        pl.semaphore_wait(sem.at[1])
+        o_ref[3] = pl.semaphore_read(sem.at[1])
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.int32),
+                       out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+                       scratch_shapes=[pltpu.SemaphoreType.REGULAR((2,))], interpret=True)
+    want = np.array([3, 1, 1, 0], np.int32)
+    np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(), want)
+    np.testing.assert_array_equal(xla_cpu(f), want)
+
+
+def test_semaphore_misuse_is_loud():
+    def unbalanced(o_ref, sem):
+        pl.semaphore_signal(sem.at[0], 2)
+        o_ref[0] = 0
+
+    def deadlock(o_ref, sem):
+        pl.semaphore_wait(sem.at[0], 1)
+        o_ref[0] = 0
+
+    kw = dict(out_shape=jax.ShapeDtypeStruct((1,), jnp.int32),
+              out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+              scratch_shapes=[pltpu.SemaphoreType.REGULAR((1,))], interpret=True)
+    with pytest.raises(RaceError, match=r"holds 2 at index \(0,\) at the end of the pallas_call"):
+        interp.interpret(pl.pallas_call(unbalanced, **kw), detect_races=True)()
+    with pytest.raises(RaceError, match="needs 1 but the semaphore holds 0"):
+        interp.interpret(pl.pallas_call(deadlock, **kw))()
+
+
+def test_run_scoped_allocations_are_fresh_and_checked():
+    def kernel(x_ref, o_ref):
+        def body(tmp):
+            tmp[...] = x_ref[...] * 2
+            o_ref[...] = tmp[...]
+
+        pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32))
+
+    def reads_fresh(x_ref, o_ref):
+        def body(tmp):
+            o_ref[...] = tmp[...]
+
+        pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32))
+
+    x = RNG.standard_normal((8, 128)).astype(np.float32)
+    kw = dict(out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32), interpret=True)
+    np.testing.assert_array_equal(interp.interpret(pl.pallas_call(kernel, **kw))(x), 2 * x)
+    assert np.isnan(interp.interpret(pl.pallas_call(reads_fresh, **kw))(x)).all()
+    with pytest.raises(UninitializedReadError, match=r"run_scoped allocation 0.*index \[0:8, 0:128\]"):
+        interp.interpret(pl.pallas_call(reads_fresh, **kw), uninitialized="raise")(x)
+
+
+def test_out_of_bounds_ref_access_with_dynamic_index():
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(s_ref[0], 8), :]
+
+    f = pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(2,),
+        in_specs=[pl.BlockSpec((16, 128), lambda i, s: (0, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, s: (i, 0))),
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), interpret=True)
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    np.testing.assert_array_equal(interp.interpret(f)(np.array([8], np.int32), x)[8:], x[8:])
+    with pytest.raises(OutOfBoundsError, match=r"kernel 'kernel' at grid point \(0,\): input "
+                                               r"buffer 'x_ref.*dimension 0 accessed at \[12:20:1\], size 16"):
+        interp.interpret(f)(np.array([12], np.int32), x)
+    # check_bounds=False leaves the access to NumPy, which clips the slice: the shape check then
+    # still catches the short read.
+    with pytest.raises(Exception):
+        interp.interpret(f, check_bounds=False)(np.array([12], np.int32), x)
+
+
+def test_masked_load_and_store_match_interpret_mode():
+    def kernel(x_ref, o_ref):
+        mask = jnp.arange(16) % 3 != 0
+        v = pltpu.load(x_ref.at[pl.ds(0, 16)], mask=mask)
+        o_ref[...] = jnp.zeros_like(o_ref)
+        pltpu.store(o_ref.at[pl.ds(0, 16)], v * 2, mask=mask)
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32),
+                       interpret=True)
+    x = RNG.standard_normal(16).astype(np.float32)
+    want = np.where(np.arange(16) % 3 != 0, 2 * x, 0).astype(np.float32)
+    np.testing.assert_array_equal(interp.interpret(f)(x), want)
+    np.testing.assert_array_equal(xla_cpu(f, x), want)
+
+
+def _tensorcore_mesh(n):
+    try:
+        return pltpu.TensorCoreMesh(axis_name="core", num_cores=n)  # JAX >= 0.12
+    except (AttributeError, TypeError):
+        return pltpu.create_tensorcore_mesh("core", num_cores=n)
+
+
+@pytest.mark.parametrize("order", ["sequential", "shuffled"])
+def test_core_mesh_kernel_runs_every_core(order):
+    mesh = _tensorcore_mesh(4)
+
+    def f(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)
+        def k(x_hbm, o_hbm):
+            c = jax.lax.axis_index("core")
+
+            def body(buf):
+                pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], buf)
+                buf[...] = buf[...] + c.astype(jnp.float32)
+                pltpu.sync_copy(buf, o_hbm.at[pl.ds(c * 8, 8)])
+
+            pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32))
+
+        return k(x)
+
+    x = RNG.standard_normal((32, 128)).astype(np.float32)
+    want = x + np.repeat(np.arange(4, dtype=np.float32), 8)[:, None]
+    got = interp.interpret(f, grid_order=order, detect_races=True, uninitialized="raise")(x)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_roll_matches_jnp_roll():
+    def kernel(x_ref, o_ref, p_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], 3, 1)
+        p_ref[...] = pltpu.roll(x_ref[...], 1, 1, stride=2, stride_axis=0)
+
+    x = RNG.standard_normal((8, 128)).astype(np.float32)
+    f = pl.pallas_call(kernel, out_shape=[jax.ShapeDtypeStruct((8, 128), jnp.float32)] * 2,
+                       interpret=True)
+    o, p = interp.interpret(f)(x)
+    np.testing.assert_array_equal(o, np.roll(x, 3, 1))
+    np.testing.assert_array_equal(p, np.stack([np.roll(x[i], 1 + 2 * i) for i in range(8)]))
+    wo, wp = xla_cpu(f, x)
+    np.testing.assert_array_equal(o, wo)
+    np.testing.assert_array_equal(p, wp)
+
+
+def test_bitcast_packs_second_minor_dim():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pltpu.bitcast(x_ref[...], jnp.int32)
+
+    x = RNG.integers(-2**15, 2**15, (16, 128)).astype(np.int16)
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.int32),
+                       interpret=True)
+    got = interp.interpret(f)(x)
+    # element (a, b) holds x[2a, b] in its low half and x[2a+1, b] in its high half
+    want = (x[0::2].astype(np.uint16).astype(np.uint32)
+            | (x[1::2].astype(np.uint16).astype(np.uint32) << 16)).view(np.int32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(xla_cpu(f, x), want)
