@@ -1,0 +1,214 @@
+"""State: refs (jax.new_ref), every indexer and ref transform, addupdate with duplicates, run_state.
+
+Against XLA:CPU where JAX can discharge the program (indexers), against values computed by hand
+with NumPy where it cannot (ref transpose/reshape views: JAX's discharge raises on them)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+from jax._src.state import primitives as state_prims
+from jax.experimental import pallas as pl
+
+import interp
+from conformance.values import assert_same_bits
+from tests.support import reference, xla_cpu
+
+new_ref = jax.new_ref
+X = np.arange(24, dtype=np.float32).reshape(4, 6) - 5.5
+
+
+def same(fn, *args):
+    ref, xla = reference(fn, *args), xla_cpu(fn, *args)
+    for r, x in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(xla)):
+        assert isinstance(r, np.ndarray)
+        assert_same_bits(r, x)
+    return ref
+
+
+INDEXERS = {
+    "ellipsis": lambda r, i, a: r[...],
+    "int": lambda r, i, a: r[2],
+    "negative_int": lambda r, i, a: r[-1, -2],
+    "dynamic_int": lambda r, i, a: r[i],
+    "slice": lambda r, i, a: r[1:3, ::2],
+    "ds_dynamic": lambda r, i, a: r[pl.ds(i, 2)],
+    "ds_strided": lambda r, i, a: r[:, pl.ds(1, 2, stride=3)],
+    "array": lambda r, i, a: r[a],
+    "array_then_slice": lambda r, i, a: r[a, 1:4],
+    "int_then_array": lambda r, i, a: r[1, a],
+    "arrays_separated": lambda r, i, a: r.at[:, :][a, 2:4],
+    "two_arrays": lambda r, i, a: r[a, a],
+    "at_chain": lambda r, i, a: r.at[1:][:, a],
+    "at_chain_int": lambda r, i, a: r.at[:, ::2][1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEXERS))
+def test_get_every_indexer(name):
+    idx = INDEXERS[name]
+    f = lambda x, i, a: idx(new_ref(x), i, a)
+    same(f, X, np.int32(1), np.array([0, 3, 3, -1], np.int32))
+
+
+# Writes through the same indexers (array indexers with distinct entries: a set with duplicate
+# indices has no single defined result).
+SETTERS = {
+    "ellipsis": lambda r, i, a, v: r.__setitem__(..., v),
+    "int": lambda r, i, a, v: r.__setitem__(2, v),
+    "negative_int": lambda r, i, a, v: r.__setitem__((-1, -2), v),
+    "dynamic_int": lambda r, i, a, v: r.__setitem__(i, v),
+    "slice": lambda r, i, a, v: r.__setitem__((slice(1, 3), slice(None, None, 2)), v),
+    "ds_dynamic": lambda r, i, a, v: r.__setitem__(pl.ds(i, 2), v),
+    "ds_strided": lambda r, i, a, v: r.__setitem__((slice(None), pl.ds(1, 2, stride=3)), v),
+    "array": lambda r, i, a, v: r.__setitem__(a, v),
+    "array_then_slice": lambda r, i, a, v: r.__setitem__((a, slice(1, 4)), v),
+    "int_then_array": lambda r, i, a, v: r.__setitem__((1, a), v),
+    "at_chain": lambda r, i, a, v: r.at[1:].__setitem__((slice(None), a), v),
+    "at_chain_int": lambda r, i, a, v: r.at[:, ::2].__setitem__(1, v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTERS))
+def test_swap_every_indexer(name):
+    def f(x, i, a):
+        r = new_ref(x)
+        old = INDEXERS[name](r, i, a)
+        SETTERS[name](r, i, a, old * 2 + 1)
+        return old, r[...]
+    same(f, X, np.int32(1), np.array([0, 3, -2], np.int32))
+
+
+def test_swap_with_unique_array_indices():
+    def f(x, a, v):
+        r = new_ref(x)
+        old = r.swap(v, idx=(a, slice(1, 4))) if hasattr(r, "swap") else None
+        r[1, a] = v[:, 0]
+        return old, r[...]
+    same(f, X, np.array([2, 0, -1], np.int32), np.full((3, 3), 7.0, np.float32))
+
+
+def test_addupdate_accumulates_every_duplicate():
+    idx = np.array([1, 3, 1, 1, 0, 3], np.int32)
+    v = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0], np.float32)
+
+    def f(x, idx, v):
+        r = new_ref(x)
+        state_prims.ref_addupdate(r, (idx,), v)
+        state_prims.ref_addupdate(r, (pl.ds(2, 3),), v[:3])
+        return r[...]
+    x = np.zeros(6, np.float32)
+    expected = x.copy()
+    for k, j in enumerate(idx):  # independent: one addition per update
+        expected[j] += v[k]
+    expected[2:5] += v[:3]
+    out = same(f, x, idx, v)
+    assert_same_bits(out, expected)
+
+
+def test_addupdate_2d_array_and_slice_bfloat16():
+    bf = np.dtype(ml_dtypes.bfloat16)
+    x = np.zeros((3, 4), bf)
+    v = np.arange(12, dtype=np.float32).reshape(3, 4).astype(bf)
+    idx = np.array([2, 0, 2], np.int32)
+
+    def f(x, idx, v):
+        r = new_ref(x)
+        state_prims.ref_addupdate(r, (idx, slice(None)), v)
+        return r[...]
+    expected = np.zeros((3, 4), np.float32)
+    for k, j in enumerate(idx):
+        expected[j] += v[k].astype(np.float32)
+    out = same(f, x, idx, v)
+    assert_same_bits(out, expected.astype(bf))
+
+
+def test_ref_transforms_against_numpy():
+    # Transposed/reshaped/bitcast views of a ref (JAX's discharge cannot evaluate them).
+    def f(x):
+        r = new_ref(x)
+        t = r.T[1]
+        rs = r.reshape(6, 4)[2]
+        bc = r.bitcast(jnp.int32)[0]
+        r.T[0, 1] = 100.0
+        r.reshape(6, 4)[5, 3] = -100.0
+        r.at[1:].reshape(9, 2)[0, 1] = 55.0
+        return t, rs, bc, r[...]
+    t, rs, bc, final = reference(f, X)
+    assert_same_bits(t, X.T[1])
+    assert_same_bits(rs, X.reshape(6, 4)[2])
+    assert_same_bits(bc, X.view(np.int32)[0])
+    expected = X.copy()
+    expected.T[0, 1] = 100.0
+    expected.reshape(6, 4)[5, 3] = -100.0
+    expected[1:].reshape(9, 2)[0, 1] = 55.0
+    assert_same_bits(final, expected)
+
+
+def test_out_of_bounds_is_loud():
+    f = lambda x, i: new_ref(x)[i]
+    with pytest.raises(interp.OutOfBoundsError):
+        reference(f, X, np.int32(4))
+    with pytest.raises(interp.OutOfBoundsError):
+        reference(lambda x, i: new_ref(x)[pl.ds(i, 3)], X, np.int32(2))
+    with pytest.raises(interp.OutOfBoundsError):
+        reference(lambda x, a: new_ref(x)[a], X, np.array([0, 9], np.int32))
+
+
+def test_refs_in_loops_and_calls():
+    def f(x):
+        r = new_ref(x)
+
+        def body(i, c):
+            r[i] = r[i] * 2 + c
+            return c + 1
+        lax.fori_loop(0, 4, body, jnp.float32(1))
+        jax.jit(lambda ref: ref.__setitem__(0, ref[0] + ref[3]))(r)
+        lax.cond(x[0, 0] < 0, lambda: r.__setitem__(1, r[2]), lambda: None)
+        return r[...]
+    same(f, X)
+
+
+def test_freeze():
+    if not hasattr(jax, "ref") or not hasattr(jax.ref, "freeze"):
+        pytest.skip("jax.ref.freeze not in this JAX")
+
+    def f(x):
+        r = new_ref(x)
+        r[1] = x[0]
+        return jax.ref.freeze(r)
+    out = same(f, X)
+    assert_same_bits(out[1], X[0])
+
+
+def test_run_state():
+    from jax._src.state.discharge import run_state
+
+    def body(refs):
+        a_ref, b_ref = refs
+        b_ref[...] = a_ref[...] * 2
+        a_ref[1:3] = b_ref[0:2] + 1
+
+    f = lambda a, b: run_state(body)((a, b))
+    a, b = np.arange(5, dtype=np.int32), np.zeros(5, np.int32)
+    out = same(f, a, b)
+    assert_same_bits(out[0], np.array([0, 1, 3, 3, 4], np.int32))
+
+
+def test_ref_value_is_copied():
+    # new_ref owns a copy: writing it never changes the initial value.
+    def f(x):
+        r = new_ref(x)
+        r[0] = x[1]
+        return x, r[...]
+    x0, _ = same(f, X)
+    assert_same_bits(x0, X)
+
+
+def test_coverage_lists_family():
+    cov = interp.coverage()
+    for name in ("get", "swap", "addupdate", "new_ref", "freeze", "run_state", "broadcast_to"):
+        assert cov[name] == "supported", (name, cov.get(name))
