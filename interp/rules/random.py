@@ -176,6 +176,12 @@ def random_bits(eqn, keys, *, bit_width, shape):
     shape = tuple(shape)
     if native is None:
         return _run_traced(eqn, _impl_fn(keys.impl, "bits", keys.ndim, bit_width, shape), keys.data)
+    if bit_width == 64 and eqn.out_dtype != np.uint64:
+        # jax_enable_x64=False: inside the impl uint64 is canonicalised to uint32, so the rbg impls
+        # ask rng_bit_generator for 32-bit draws and the others keep the low word (hi << 32 is 0).
+        if native.name in ("rbg", "unsafe_rbg"):
+            return native.random_bits(keys.data, 32, shape, _partitionable())
+        return native.random_bits(keys.data, 64, shape, _partitionable()).astype(U32)
     return native.random_bits(keys.data, bit_width, shape, _partitionable())
 
 

@@ -1,0 +1,1 @@
+"""Known-answer vectors for the PRNG (data files read by spec.random and the tests)."""

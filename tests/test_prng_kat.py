@@ -1,0 +1,152 @@
+"""Known-answer vectors: Random123's for the counter-based cores, JAX's own expected values for
+the key operations (spec/kat/). Independent of XLA: these pin the generators to their published
+definitions."""
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import jax
+import numpy as np
+import pytest
+
+import interp
+from interp import prng
+from tests.support import x64
+
+
+def _random123_vectors():
+    text = resources.files("spec.kat").joinpath("random123_kat_vectors.txt").read_text()
+    cases = []
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or line.startswith("#") or fields[0] not in _LAYOUT:
+            continue
+        name, rounds, words = fields[0], int(fields[1]), [int(w, 16) for w in fields[2:]]
+        cases.append(pytest.param(name, rounds, words, id=f"{name}_{rounds}_{len(cases)}"))
+    return cases
+
+
+# name -> (counter words, key words, generator(key..., counter..., rounds))
+_LAYOUT = {
+    "threefry2x32": (2, 2, prng.threefry2x32),
+    "threefry4x32": (4, 4, prng.threefry4x32),
+    "philox4x32": (4, 2, prng.philox4x32),
+    "philox2x32": (2, 1, prng.philox2x32),
+}
+_KATS = _random123_vectors()
+
+
+def test_every_generator_has_vectors():
+    names = {p.values[0] for p in _KATS}
+    assert names == set(_LAYOUT)
+    assert len(_KATS) >= 24  # 3 vectors x several round counts per generator
+
+
+@pytest.mark.parametrize("name,rounds,words", _KATS)
+def test_random123_kat(name, rounds, words):
+    nctr, nkey, gen = _LAYOUT[name]
+    ctr = [np.uint32(w) for w in words[:nctr]]
+    key = [np.uint32(w) for w in words[nctr:nctr + nkey]]
+    expected = words[nctr + nkey:]
+    got = gen(*key, *ctr, rounds=rounds)
+    assert [int(g) for g in got] == expected
+
+
+@pytest.mark.parametrize("name", ["threefry2x32", "threefry4x32", "philox4x32", "philox2x32"])
+def test_kat_vectorised(name):
+    """The same vectors as one broadcast batch (the chunked path), including a batch spanning
+    several chunks, give each vector's answer at every position."""
+    nctr, nkey, gen = _LAYOUT[name]
+    rounds = 20 if name.startswith("threefry") else 10
+    rows = [p.values[2] for p in _KATS if p.values[0] == name and p.values[1] == rounds]
+    words = np.array(rows, dtype=np.uint64).astype(np.uint32)  # (3, nctr + nkey + nout)
+    reps = prng.CHUNK  # 3 * CHUNK elements: more than one chunk
+    tiled = np.tile(words, (reps, 1))
+    ctr = [tiled[:, i] for i in range(nctr)]
+    key = [tiled[:, nctr + i] for i in range(nkey)]
+    got = np.stack(gen(*key, *ctr, rounds=rounds), axis=-1)
+    np.testing.assert_array_equal(got, tiled[:, nctr + nkey:])
+
+
+_JAX = json.loads(resources.files("spec.kat").joinpath("jax_expected_values.json").read_text())
+
+
+@pytest.fixture
+def partitionable(request):
+    old = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", request.param)
+    yield request.param
+    jax.config.update("jax_threefry_partitionable", old)
+
+
+def _bits(key, width, shape):
+    from jax._src.random import core as random_core
+    key, _ = random_core._check_prng_key("bits", key)
+    return random_core._random_bits(key, width, shape)
+
+
+@pytest.mark.parametrize("partitionable", [False], indirect=True)
+@pytest.mark.parametrize("enable_x64", [False, True])
+def test_jax_expected_values_legacy(partitionable, enable_x64):
+    v = _JAX["legacy"]
+    shape = tuple(v["bits_shape"])
+    with x64(enable_x64):
+        key = jax.random.PRNGKey(v["bits_seed"])
+        for width in (8, 16, 32):
+            got = interp.interpret(lambda k: _bits(k, width, shape))(key)
+            np.testing.assert_array_equal(got, np.array(v[f"bits{width}"], f"uint{width}"))
+        got64 = interp.interpret(lambda k: _bits(k, 64, shape))(key)
+        exp64 = v["bits64_x64"] if enable_x64 else v["bits64_x32"]
+        np.testing.assert_array_equal(got64, np.array(exp64, "uint64" if enable_x64 else "uint32"))
+        k0 = jax.random.PRNGKey(0)
+        np.testing.assert_array_equal(interp.interpret(lambda k: jax.random.split(k, 4))(k0),
+                                      np.array(v["split_seed0_4"], np.uint32))
+        np.testing.assert_array_equal(interp.interpret(lambda k: jax.random.fold_in(k, 4))(k0),
+                                      np.array(v["fold_in_seed0_4"], np.uint32))
+
+
+@pytest.mark.parametrize("partitionable", [True], indirect=True)
+def test_jax_expected_values_partitionable(partitionable):
+    v = _JAX["partitionable"]
+    k0 = jax.random.key(0)
+    got = interp.interpret(lambda k: jax.random.key_data(jax.random.split(k, 4)))(k0)
+    np.testing.assert_array_equal(got, np.array(v["split_seed0_4"], np.uint32))
+    key = jax.random.key(v["bits_seed"])
+    for width in (8, 32):
+        got = interp.interpret(lambda k: _bits(k, width, tuple(v["bits_shape"])))(key)
+        np.testing.assert_array_equal(got, np.array(v[f"bits{width}"], f"uint{width}"))
+
+
+def test_fold_in_is_partitionable_split_row():
+    """fold_in(k, d) hashes the counter (0, d): row d of the partitionable split."""
+    fry = prng.IMPLS["threefry2x32"]
+    key = fry.seed(np.int64(0))
+    rows = fry.split(key, (6,), partitionable=True)
+    for d in range(6):
+        np.testing.assert_array_equal(fry.fold_in(key, np.uint32(d)), rows[d])
+
+
+def test_seed_words():
+    """threefry_seed: (seed >> 32 logical, seed & 0xFFFFFFFF) after the seed's own type."""
+    cases = [(np.int64(2**32 + 5), (1, 5)), (np.int64(-1), (0xFFFFFFFF, 0xFFFFFFFF)),
+             (np.int32(-1), (0, 0xFFFFFFFF)), (np.int8(-2), (0, 0xFFFFFFFE)),
+             (np.uint64(2**64 - 1), (0xFFFFFFFF, 0xFFFFFFFF)), (np.uint16(7), (0, 7))]
+    for seed, (hi, lo) in cases:
+        got_hi, got_lo = prng.seed_words(seed)
+        assert (int(got_hi), int(got_lo)) == (hi, lo), seed
+
+
+def test_pallas_tpu_bits_emulation():
+    """Deterministic, depends on every input, never constant, and uint32 of the asked shape."""
+    a = prng.pallas_tpu_bits([1, 2], (0, 0), (8, 128))
+    assert a.dtype == np.uint32 and a.shape == (8, 128)
+    np.testing.assert_array_equal(a, prng.pallas_tpu_bits([1, 2], (0, 0), (8, 128)))
+    others = [prng.pallas_tpu_bits([1, 3], (0, 0), (8, 128)),
+              prng.pallas_tpu_bits([1, 2], (0, 1), (8, 128)),
+              prng.pallas_tpu_bits([1, 2], (0, 0), (8, 128), draw=1),
+              prng.pallas_tpu_bits([1, 2], (0, 0), (8, 128), options_seed=1),
+              prng.pallas_tpu_bits([1], (0, 0), (8, 128))]
+    for o in others:
+        assert np.mean(a == o) < 0.01
+    assert len(np.unique(a)) > 1000
