@@ -13,6 +13,7 @@ import numpy as np
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, MeshPlan, current_run, _alloc_scratch
 from ..pallas.memory import KernelRef
+from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
 
 _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -247,3 +248,32 @@ def bitcast(eqn, x, *, ty, dim=None):
 def _bits(dtype):
     from ..dtypes import bit_width
     return bit_width(dtype)
+
+
+# -- TPU hardware PRNG ---------------------------------------------------------------------------
+# The hardware generator is undocumented and generation-specific; the reference uses the
+# documented deterministic emulation of the PRNG family (interp.prng.pallas_tpu_bits): the same
+# seeds, grid point and draw number give the same bits, anything else independent bits (JAX's
+# TPU interpret mode returns zeros).
+
+@register("prng_seed", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits): bits are "
+                               "deterministic and well mixed but not the TPU's own")
+def prng_seed(eqn, *seeds):
+    run = current_run()
+    run.prng = [np.array([int(np.asarray(s)) for s in seeds], np.int64), 0]
+    return []
+
+
+@register("prng_random_bits", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits)")
+def prng_random_bits(eqn, *, shape):
+    from .. import prng
+    run = current_run()
+    if run.prng is None:
+        raise UndefinedBehaviorError(f"{run.where()}: prng_random_bits before any prng_seed "
+                                     "(the hardware PRNG state is undefined)")
+    seeds, draw = run.prng
+    run.prng[1] += 1
+    point = tuple(run.point.values()) if isinstance(run.point, dict) else tuple(run.point)
+    bits = prng.pallas_tpu_bits(seeds, point, tuple(shape), draw=draw,
+                                options_seed=run.options.seed)
+    return np.asarray(bits, np.uint32).view(eqn.out_dtype)
