@@ -54,12 +54,11 @@ def _descending_key(x: np.ndarray) -> np.ndarray:
     return ~x   # bitwise not reverses the order of every integer type without overflow
 
 
-def _top_k(eqn, operand, k, axis, largest=True):
+def _top_k(eqn, operand, k, axis, key_fn):
     x = np.moveaxis(np.asarray(operand), axis, -1)
     if D.is_complex(x.dtype):
         raise eqn.unsupported("top_k of complex values")
-    key = _descending_key(x) if largest else ~_descending_key(x)
-    order = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    order = np.argsort(key_fn(x), axis=-1, kind="stable")[..., :k]
     values = np.take_along_axis(x, order, axis=-1)
     return [np.ascontiguousarray(np.moveaxis(values, -1, axis)),
             np.ascontiguousarray(np.moveaxis(order, -1, axis)).astype(eqn.out_avals[1].dtype)]
@@ -68,16 +67,20 @@ def _top_k(eqn, operand, k, axis, largest=True):
 @register("top_k")
 def top_k(eqn, operand, *, k, axis=None, is_stable=True, **params):
     # JAX 0.10.2 has no is_stable (always stable); axis defaults to the last dimension.
-    return _top_k(eqn, operand, k, np.ndim(operand) - 1 if axis is None else axis)
+    return _top_k(eqn, operand, k, np.ndim(operand) - 1 if axis is None else axis, _descending_key)
 
 
-@register("approx_top_k", partial="aggregate_to_topk=False (backend-sized candidate sets) is not "
-                                  "implemented")
+@register("approx_top_k")
 def approx_top_k(eqn, operand, *, k, reduction_dimension, recall_target, is_max_k,
                  reduction_input_size_override, aggregate_to_topk, **params):
-    # On CPU (and as the reference) approx_top_k with aggregate_to_topk is the exact top-k / bottom-k:
-    # XLA's ApproxTopK falls back to sort + slice off TPU; recall_target only permits less.
-    if not aggregate_to_topk:
-        raise eqn.unsupported("aggregate_to_topk=False")
+    # Off TPU, XLA's ApproxTopK is exact: a stable sort with JAX's sort order (-0.0 == +0.0,
+    # every NaN above +inf) and a slice; recall_target only permits less. Without
+    # aggregate_to_topk, CPU/GPU still return exactly k candidates (the reference's result).
     axis = reduction_dimension % np.ndim(operand)
-    return _top_k(eqn, operand, k, axis, largest=is_max_k)
+    if eqn.out_aval.shape[axis] != k:
+        raise eqn.unsupported("approx_top_k returning a TPU-sized candidate set")
+
+    def key_fn(x):
+        (key,) = _sort_keys(x)
+        return ~key if is_max_k else key
+    return _top_k(eqn, operand, k, axis, key_fn)

@@ -128,7 +128,7 @@ def wide_type(*dtypes) -> np.dtype:
     return F64 if bits <= 53 else LONGDOUBLE
 
 
-def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn) -> np.ndarray:
+def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn, refine=None) -> np.ndarray:
     """Correctly rounded sums from approximate wide sums.
 
     ``s`` holds sums of ``k`` exactly representable terms computed in float64 / long double in
@@ -139,22 +139,40 @@ def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn)
     value of ``out_dtype``, that value is the correctly rounded exact sum; elsewhere
     ``exact_fn(flat_index) -> (n, e)`` gives the exact sum, rounded here. Non-finite ``s`` are
     exact already (no finite partial sum can overflow the wide type): they are rounded as is.
+    ``refine(flat_indices) -> (s, absbound)`` (optional, for float64 ``s``) recomputes the
+    undecided elements in long double (2**11 times tighter bound) before the exact fallback.
     """
     s = np.asarray(s)
     wide = s.dtype
     out_dtype = np.dtype(out_dtype)
     u = UNIT[wide]
     with np.errstate(over="ignore", invalid="ignore"):
-        bound = (2.0 * (np.asarray(k, wide) + 4) * np.asarray(u, wide)) * np.asarray(absbound, wide)
-        lo = np.where(bound > 0, np.nextafter(s - bound, np.asarray(-np.inf, wide)), s)
-        hi = np.where(bound > 0, np.nextafter(s + bound, np.asarray(np.inf, wide)), s)
-        r_lo, r_hi = round_float(lo, out_dtype), round_float(hi, out_dtype)
+        bound = np.asarray(absbound, wide) * (2.0 * (np.asarray(k, wide) + 4) * np.asarray(u, wide))
+        # Widen by the rounding of s -/+ bb itself (<= u |s -/+ bb|), so that the computed
+        # lo <= s - bound and hi >= s + bound: bb = bound + 4u (|s| + bound).
+        bb = np.abs(s)
+        bb += bound
+        bb *= np.asarray(4 * u, wide)
+        bb += bound
+        r_lo, r_hi = round_float(s - bb, out_dtype), round_float(s + bb, out_dtype)
+    uint = D.storage_uint(out_dtype)
+    certain = r_lo.view(uint) == r_hi.view(uint)
+    out = r_lo
     special = ~np.isfinite(s)
-    certain = (r_lo.view(D.storage_uint(out_dtype)) == r_hi.view(D.storage_uint(out_dtype))) | special
-    out = np.where(special, round_float(s, out_dtype), r_lo)
-    out = np.where((bound == 0) & (s == 0), np.zeros((), out_dtype), out)  # exact zero: +0
-    out = np.array(out, out_dtype)
-    for i in np.flatnonzero(~certain):
+    if special.any():
+        certain |= special
+        out = np.where(special, round_float(s, out_dtype), out)
+    zero = (s == 0) & (bound == 0)
+    if zero.any():
+        out = np.where(zero, np.zeros((), out_dtype), out)  # exact zero: +0
+    out = np.asarray(out, out_dtype)
+    todo = np.flatnonzero(~certain)
+    if todo.size and refine is not None and wide == F64 and UNIT[LONGDOUBLE] < UNIT[F64]:
+        s2, a2 = refine(todo)
+        out.flat[todo] = certified_round(np.asarray(s2, LONGDOUBLE), a2, np.broadcast_to(k, s.shape).flat[todo],
+                                         out_dtype, lambda j: exact_fn(todo[j]))
+        return out
+    for i in todo:
         out.flat[i] = round_exact(*exact_fn(i), out_dtype)
     return out
 
@@ -177,7 +195,11 @@ def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
     if x.shape[-1] == 0:
         return np.zeros(x.shape[:-1], out_dtype)
     flat = x.reshape(-1, x.shape[-1])
-    return certified_round(s, a, x.shape[-1], out_dtype, lambda i: exact_dot(flat[i].astype(F64)))
+
+    def refine(idx):
+        t = flat[idx].astype(LONGDOUBLE)
+        return np.sum(t, axis=-1), np.sum(np.abs(t), axis=-1)
+    return certified_round(s, a, x.shape[-1], out_dtype, lambda i: exact_dot(flat[i].astype(F64)), refine)
 
 
 def wrap_int(v: np.ndarray, dtype) -> np.ndarray:

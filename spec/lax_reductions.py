@@ -1,0 +1,116 @@
+"""Semantics of the reduction family (interp/rules/lax_reductions.py).
+
+Float sums: the reference result of every output element is the exact (infinitely precise) sum
+of its terms, rounded once to the output dtype with round-to-nearest-even. It does not depend on
+any summation order, so it is the one right answer backends are measured against (under
+DOT_PRODUCT / ABS error bounds in spec/compliance.py, because a backend sums in the output type
+in an order of its own choosing).
+
+How the reference computes it fast (interp/rules/lax_reductions.py ``certified_round``):
+  1. s = the sum in float64 (float32 and narrower inputs: every term exact) or long double
+     (float64 inputs), in NumPy's pairwise order; A = sum |x| in the same type.
+  2. Any order of k-1 additions has |s - exact| <= gamma_{k-1} A (Higham, Accuracy and Stability
+     of Numerical Algorithms, 2nd ed., eq. 4.4); the reference uses 2 (k + 4) u A, widened by the
+     rounding of s +- bound itself.
+  3. Where round(s - bound) == round(s + bound) bitwise, that is the answer (rounding is monotone).
+  4. Otherwise the element is recomputed in long double (a 2**11 times tighter bound), and if still
+     undecided, exactly: Python integers (mantissa << exponent), rounded to nearest-even by integer
+     arithmetic. float64 -> bfloat16/float8 rounding goes through round-to-odd float32 because
+     ml_dtypes' casts from float64 round twice.
+  An exact zero sum is +0.0 (XLA starts from the +0.0 init value: -0.0 + -0.0 chains end at +0.0;
+  checked against XLA:CPU). Non-finite sums are exact already (no finite partial sum can overflow
+  the wide type): NaN if any NaN or +inf and -inf meet, else the infinity.
+"""
+from __future__ import annotations
+
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
+
+XLA_OPS = "https://openxla.org/xla/operation_semantics"
+STABLEHLO = "https://openxla.org/stablehlo/spec"
+RULES = "interp/rules/lax_reductions.py"
+JAX_LAX = "jax/_src/lax/lax.py"
+JAX_WIN = "jax/_src/lax/windowed_reductions.py"
+JAX_LOOPS = "jax/_src/lax/control_flow/loops.py"
+
+_SUM_EDGES = (
+    "float: exact sum rounded once to the output dtype (round to nearest even), never order dependent",
+    "float: an exact zero sum is +0.0, also for all -0.0 terms (XLA's +0.0 init value)",
+    "float: NaN if any term is NaN or both +inf and -inf occur; else +-inf if an infinity occurs",
+    "float: a finite exact sum beyond the output range rounds to +-inf (float8 types without inf: "
+    "the value convert_element_type gives, NaN for e4m3fn)",
+    "float: subnormal terms and results are kept (XLA:CPU flushes them: allowance flush-to-zero)",
+    "integer: wraps around modulo 2**bits of the output type",
+    "complex: real and imaginary parts each correctly rounded",
+)
+
+SEMANTICS = table(
+    Semantics("reduce_sum", "Sum over `axes`.", _SUM_EDGES,
+              (XLA_OPS + "#reduce", JAX_LAX + " reduce_sum_p", RULES + " certified_round"),
+              CORRECTLY_ROUNDED,
+              "Backends: DOT_PRODUCT-style bound |b - ref| <= (K u_out) sum|x| + ulp/2 (XLA sums in the "
+              "output type, in tree or vectorised order)."),
+    Semantics("reduce_prod", "Product over `axes`.",
+              ("float: exact product rounded once (carried as mantissa * 2**E, so intermediate "
+               "over/underflow cannot happen; undecided elements recomputed exactly with integers)",
+               "float: NaN if any NaN or 0 * inf; else +-0 if any zero, +-inf if any infinity; sign = xor of signs",
+               "integer: wraps around", "complex: multiplied left to right in complex128 / clongdouble, "
+               "rounded once (not certified: coverage says partial)"),
+              (XLA_OPS + "#reduce", JAX_LAX + " reduce_prod_p"), CORRECTLY_ROUNDED),
+    Semantics("reduce_max", "Maximum over `axes` (XLA max: NaN propagates, -0.0 < +0.0).",
+              ("any NaN in the slice gives NaN", "max(-0.0, +0.0) = +0.0",
+               "empty slice: -inf (lowest integer, False)", "complex: unsupported (raises)"),
+              (XLA_OPS + "#reduce", "research/numerics.md (XLA:CPU max/min)"), EXACT),
+    Semantics("reduce_min", "Minimum over `axes` (XLA min: NaN propagates, -0.0 < +0.0).",
+              ("any NaN in the slice gives NaN", "min(-0.0, +0.0) = -0.0", "empty slice: +inf / highest"),
+              (XLA_OPS + "#reduce",), EXACT),
+    Semantics("reduce_and", "Bitwise/logical AND over `axes`.", ("empty: all ones / True",), (XLA_OPS + "#reduce",)),
+    Semantics("reduce_or", "Bitwise/logical OR over `axes`.", ("empty: 0 / False",), (XLA_OPS + "#reduce",)),
+    Semantics("reduce_xor", "Bitwise/logical XOR over `axes`.", ("empty: 0 / False",), (XLA_OPS + "#reduce",)),
+    Semantics("reduce", "Generic (multi-operand) reduce with a computation jaxpr.",
+              ("the computation is evaluated elementwise on whole slices: pairwise halving of the reduced "
+               "axis, then combined with the init values (acc first)",
+               "XLA leaves the order unspecified: results are only defined for associative computations "
+               "whose init value is an identity; the reference's tree order is one valid order"),
+              (XLA_OPS + "#reduce", STABLEHLO + "#reduce"), EXACT),
+    Semantics("argmax", "Index of the maximum along one axis.",
+              ("NaN is the maximum: the first NaN's index", "ties (including -0.0 vs +0.0): lowest index",
+               "result in index_dtype"), (JAX_LAX + " _compute_argminmax", "research/numerics.md"), EXACT),
+    Semantics("argmin", "Index of the minimum along one axis.",
+              ("NaN is the minimum: the first NaN's index", "ties (including -0.0 vs +0.0): lowest index"),
+              (JAX_LAX + " _compute_argminmax",), EXACT),
+    Semantics("reduce_window_sum", "Windowed sum (padding, strides, base and window dilation).",
+              _SUM_EDGES + ("padding and base-dilation holes contribute 0",),
+              (XLA_OPS + "#reducewindow", JAX_WIN), CORRECTLY_ROUNDED),
+    Semantics("reduce_window_max", "Windowed max.", ("padding/holes are -inf (lowest integer)", "NaN propagates",
+                                                     "-0.0 < +0.0"), (XLA_OPS + "#reducewindow", JAX_WIN), EXACT),
+    Semantics("reduce_window_min", "Windowed min.", ("padding/holes are +inf (highest integer)", "NaN propagates"),
+              (XLA_OPS + "#reducewindow", JAX_WIN), EXACT),
+    Semantics("reduce_window", "Generic windowed reduce with a computation jaxpr.",
+              ("padding/holes hold the init value", "window elements combined pairwise, then with the init value",
+               "closed-over consts: unsupported"), (XLA_OPS + "#reducewindow", JAX_WIN), EXACT),
+    Semantics("select_and_scatter_add", "Gradient of max/min pooling: each window selects one operand "
+              "element and adds its source value there.",
+              ("selection scans the window in row-major order over in-bounds elements; the selected element "
+               "is replaced by candidate e unless select(selected, e) (XLA SelectAndScatter); padding is never selected",
+               "with select=ge: the first maximum wins ties; a NaN is selected when met and replaced by the next element",
+               "each output element is the correctly rounded sum of the source values scattered to it (+0 if none)"),
+              (XLA_OPS + "#selectandscatter", JAX_WIN), CORRECTLY_ROUNDED),
+    Semantics("select_and_gather_add", "JVP of max/min pooling: per window, the tangent of the selected operand element.",
+              ("JAX's lowering: a reduce_window over (operand, tangent) pairs from init (-inf for ge, +inf for le; "
+               "tangent 0) that keeps the accumulator when select(acc, e), in window order; padding holds the init",
+               "a window whose elements all equal the init value yields tangent 0"),
+              (JAX_WIN + " _select_and_gather_add_lowering",), EXACT),
+    Semantics("cumsum", "Inclusive prefix sum along `axis` (reverse: suffix sums).", _SUM_EDGES,
+              (JAX_LOOPS + " cumsum_p",), CORRECTLY_ROUNDED),
+    Semantics("cumprod", "Inclusive prefix product.", ("float: every prefix product correctly rounded (as reduce_prod)",
+                                                       "integer: wraps", "complex: not certified"),
+              (JAX_LOOPS + " cumprod_p",), CORRECTLY_ROUNDED),
+    Semantics("cummax", "Inclusive prefix max (NaN propagates, -0.0 < +0.0).", (), (JAX_LOOPS,), EXACT),
+    Semantics("cummin", "Inclusive prefix min (NaN propagates, -0.0 < +0.0).", (), (JAX_LOOPS,), EXACT),
+    Semantics("cumlogsumexp", "Inclusive prefix log(sum(exp(x))).",
+              ("computed with logaddexp accumulated in float64 (long double for float64), rounded once",
+               "accuracy-defined: relative error before the final rounding about k * 2**-52; not certified "
+               "correctly rounded (coverage: partial)", "-inf terms contribute nothing; NaN propagates"),
+              (JAX_LOOPS + " cumlogsumexp_p",), CORRECTLY_ROUNDED,
+              "Backends: ULP/ABS bound; XLA evaluates an associative scan of logaddexp in the input type."),
+)
