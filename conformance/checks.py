@@ -139,9 +139,13 @@ def check(mode: C.Mode, ref, out, *, magnitude: float | None = None, bound=None)
         elif mode.kind == C.DOT_PRODUCT:
             if bound is None:
                 raise ValueError("DOT_PRODUCT needs sum |a||b|")
-            u = eps / 2
+            # Accumulation is at least float32 (XLA accumulates bf16/f16/fp8 dots and reductions
+            # in f32), output rounding at the output dtype, inputs at input_bits if a backend
+            # rounds them first (matmul-precision allowances).
+            u_out = eps / 2
+            u_acc = min(u_out, 2.0 ** -24)
             u_in = 2.0 ** -mode.input_bits if mode.input_bits else 0.0
-            gamma = mode.k * u / (1 - mode.k * u) + 2 * u_in + u_in * u_in + u
+            gamma = mode.k * u_acc / (1 - mode.k * u_acc) + 2 * u_in + u_in * u_in + u_out
             tol = gamma * np.abs(np.asarray(bound, np.float64))
             detail = f"{mode.describe()}; gamma={gamma:.3g}"
         else:

@@ -1,0 +1,62 @@
+"""Reductions, cumulative ops, windows, sort and top_k.
+
+Float sums are checked with the DOT_PRODUCT bound (K = reduced length, b = 1): backends may
+reduce in any order (XLA:CPU vectorises, GPUs use trees), so only the error bound is defined.
+max/min/argmax/sort/top_k and integer reductions are exact (NaN propagation, ties, -0/+0 order).
+"""
+from __future__ import annotations
+
+import numpy as np
+import jax.numpy as jnp
+from jax import lax
+
+from spec import compliance as C
+
+from ._elementwise import BF16, BOOL, F16, F32, F64, I32, U8
+from ._programs import program_cases
+
+
+def _abs64(x):
+    return np.abs(np.asarray(x, np.float64))
+
+
+def cases():
+    P = program_cases
+    fam = "lax_reductions"
+    yield from P(fam, "reduce_sum_axis1", lambda x: jnp.sum(x, axis=1), [(4, 100)], (F32,), primitives=["reduce_sum"],
+                 modes=C.dot_product(100), dot_bound=lambda x: [_abs64(x).sum(1)], specials=0,
+                 nightly_dtypes=(F64,))
+    yield from P(fam, "reduce_sum_rank3", lambda x: jnp.sum(x, axis=(0, 2)), [(3, 4, 5)], (F32,),
+                 primitives=["reduce_sum"], modes=C.dot_product(15), specials=0,
+                 dot_bound=lambda x: [_abs64(x).sum((0, 2))])
+    yield from P(fam, "reduce_sum_int", lambda x: jnp.sum(x, axis=0, dtype=x.dtype), [(50, 3)], (I32, U8),
+                 primitives=["reduce_sum"])
+    yield from P(fam, "reduce_prod_int", lambda x: jnp.prod(x, axis=1, dtype=x.dtype), [(3, 9)], (I32,),
+                 primitives=["reduce_prod"])
+    yield from P(fam, "reduce_max", lambda x: jnp.max(x, axis=1), [(5, 17)], (F32, BF16, I32),
+                 primitives=["reduce_max"], specials=0.4, nightly_dtypes=(F16, F64))
+    yield from P(fam, "reduce_min", lambda x: jnp.min(x, axis=0), [(17, 5)], (F32, I32), primitives=["reduce_min"],
+                 specials=0.4)
+    yield from P(fam, "argmax_nan_ties", lambda x: jnp.argmax(x, axis=1), [(6, 9)], (F32, I32),
+                 primitives=["argmax"], specials=0.5, nightly_dtypes=(BF16,))
+    yield from P(fam, "argmin", lambda x: jnp.argmin(x, axis=0), [(9, 6)], (F32,), primitives=["argmin"],
+                 specials=0.5)
+    yield from P(fam, "reduce_and_or", lambda x: (jnp.all(x, axis=1), jnp.any(x, axis=0)), [(4, 7)], (BOOL,),
+                 primitives=["reduce_and", "reduce_or"])
+    yield from P(fam, "cumsum", lambda x: jnp.cumsum(x, axis=1), [(3, 40)], (F32,), primitives=["cumsum"],
+                 modes=C.dot_product(40), dot_bound=lambda x: [np.cumsum(_abs64(x), axis=1)], specials=0)
+    yield from P(fam, "cumsum_int", lambda x: jnp.cumsum(x, axis=0, dtype=x.dtype), [(20, 3)], (I32,),
+                 primitives=["cumsum"])
+    yield from P(fam, "cummax", lambda x: lax.cummax(x, axis=1), [(3, 20)], (F32, I32), primitives=["cummax"],
+                 specials=0.3)
+    yield from P(fam, "reduce_window_max", lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (2, 3), (1, 2),
+                                                                       "SAME"), [(6, 9)], (F32,),
+                 primitives=["reduce_window_max"], specials=0.3)
+    yield from P(fam, "sort_specials", lambda x: jnp.sort(x, axis=1), [(4, 30)], (F32, I32, BF16),
+                 primitives=["sort"], specials=0.5, nightly_dtypes=(F16, F64))
+    yield from P(fam, "sort_two_operands", lambda k, v: lax.sort((k, v), dimension=0, num_keys=1), [(25,), (25,)],
+                 (F32,), primitives=["sort"], specials=0.5)
+    yield from P(fam, "argsort_stable", lambda x: jnp.argsort(x, axis=-1, stable=True), [(3, 20)], (F32, I32),
+                 primitives=["sort"], specials=0.5)
+    yield from P(fam, "top_k", lambda x: lax.top_k(x, 5), [(4, 16)], (F32, I32), primitives=["top_k"],
+                 specials=0.2)
