@@ -348,7 +348,8 @@ class CallPlan:
                 inside = False
             outer_sl.append(slice(lo, hi))
             inner_sl.append(slice(lo - start, hi - start))
-        outer = tuple(outer_sl)
+        # The trailing Ellipsis keeps a view even when every dimension is squeezed (0-d block).
+        outer = tuple(outer_sl) + (Ellipsis,)
         if inside:
             ref.array = arr[outer]
             ref.init = init[outer] if init is not None else None
@@ -356,7 +357,7 @@ class CallPlan:
         # Partial block: a copy whose out-of-array part is never-written memory.
         mode = self.options.uninitialized
         block = fill_uninitialized(bp.ref_shape, bp.dtype, mode)
-        inner = tuple(s for s in inner_sl if s is not None)
+        inner = tuple(s for s in inner_sl if s is not None) + (Ellipsis,)
         block[inner] = arr[outer]
         ref.array = block
         if mode == "raise":

@@ -196,17 +196,15 @@ def _show(index) -> str:
 
 
 def _index_shape(shape, index) -> tuple:
-    """The shape ``array[index]`` has for a normalized index (NumPy advanced-indexing rules)."""
-    return np.empty(shape, dtype=np.bool_)[index].shape if shape else ()
+    """The shape ``array[index]`` has for a normalized index (NumPy advanced-indexing rules),
+    also for indices out of bounds (masked accesses)."""
+    if not shape:
+        return ()
+    return np.broadcast_to(np.empty((), np.bool_), _extent(shape, index))[index].shape
 
 
-def _selected_coords(shape, index, mask) -> tuple:
-    """Integer coordinates (one array per dimension) of the elements ``index`` selects where
-    ``mask`` holds, computed without touching memory, so masked-out lanes may lie out of bounds.
-
-    Indexing a zero-copy "coordinate array" (broadcast arange) over an extent large enough for
-    every index gives exactly NumPy's placement of basic and advanced indices.
-    """
+def _extent(shape, index) -> tuple:
+    """``shape`` grown so that every index of ``index`` lies inside it."""
     ext = []
     for ix, size in zip(index, shape):
         if isinstance(ix, slice):
@@ -217,7 +215,17 @@ def _selected_coords(shape, index, mask) -> tuple:
             arr = np.asarray(ix)
             hi = int(arr.max()) + 1 if arr.size else 0
         ext.append(max(size, hi))
-    ext = tuple(ext)
+    return tuple(ext) + tuple(shape[len(index):])
+
+
+def _selected_coords(shape, index, mask) -> tuple:
+    """Integer coordinates (one array per dimension) of the elements ``index`` selects where
+    ``mask`` holds, computed without touching memory, so masked-out lanes may lie out of bounds.
+
+    Indexing a zero-copy "coordinate array" (broadcast arange) over an extent large enough for
+    every index gives exactly NumPy's placement of basic and advanced indices.
+    """
+    ext = _extent(shape, index)
     coords = []
     for d in range(len(ext)):
         grid = np.arange(ext[d]).reshape(tuple(-1 if a == d else 1 for a in range(len(ext))))
