@@ -51,7 +51,9 @@ def _finite(a) -> bool:
 
 
 def _nan(shape, like=np.float64):
-    return np.full(shape, np.nan, dtype=np.result_type(like, np.float64))
+    """All-NaN; complex NaN is nan+nanj, as XLA:CPU's failure results."""
+    dtype = np.result_type(like, np.float64)
+    return np.full(shape, complex(np.nan, np.nan) if dtype.kind == "c" else np.nan, dtype)
 
 
 def _phase_normalize(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +65,9 @@ def _phase_normalize(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pivot = v[k, np.arange(v.shape[1])]
     mag = np.abs(pivot)
     scale = np.where(mag > 0, np.conj(pivot) / np.where(mag > 0, mag, 1), 1).astype(v.dtype)
-    return v * scale, scale
+    out = v * scale
+    out[k, np.arange(v.shape[1])] = mag  # exactly real: p * conj(p) / |p| may round off imag
+    return out, scale
 
 
 # --- Cholesky -----------------------------------------------------------------------------------
@@ -98,8 +102,9 @@ def cholesky_update(eqn, r, w):
                 c, s = xs * rh, -ys * rh
             row = c * r[k, :] - s * z
             z = c * z + s * r[k, :]
+            z[k] = 0  # eliminated (exactly, not up to rounding)
             r[k, :] = row
-        return (r,)
+        return (np.triu(r),)  # upper triangular by definition: exact zeros below
     return _batched(eqn, core, [r, w], [2, 1])[0]
 
 
@@ -349,12 +354,16 @@ def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm=None, *
                 return (s,)
             return (s, _nan(eqn.out_avals[1].shape[-2:], a.dtype),
                     _nan(eqn.out_avals[2].shape[-2:], a.dtype))
+        # One LAPACK call for every parameter combination, so that s is bit-identical whether
+        # or not vectors (full or reduced) are asked for.
+        u, s, vh = np.linalg.svd(a, full_matrices=True)
         if not compute_uv:
-            return (np.linalg.svd(a, compute_uv=False)[lo:hi],)
-        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+            return (s[lo:hi],)
         u_r, scale = _phase_normalize(u[:, :rank])
         u = np.concatenate([u_r, u[:, rank:]], axis=1)
         vh = np.concatenate([vh[:rank] * np.conj(scale)[:, None], vh[rank:]], axis=0)
+        if not full_matrices:
+            u, vh = u[:, :rank], vh[:rank]
         if subset_by_index is not None:
             u, s, vh = u[:, lo:hi], s[lo:hi], vh[lo:hi]
         return s, u, vh

@@ -1,0 +1,320 @@
+"""lax.linalg: residual-based checks (A = QR, orthogonality, A V = V diag(w), reconstruction), the
+documented conventions, and bitwise equality with XLA:CPU for what is exact (pivots,
+permutations, structural zeros, NaN on failure)."""
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from jax._src.lax import linalg as L
+
+import interp
+from conformance.values import assert_same_bits
+from tests.support import reference, x64, xla_cpu
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+
+
+def rand(dtype, shape, seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.standard_normal(shape)
+    if np.issubdtype(np.dtype(dtype), np.complexfloating):
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def H(a):
+    return np.conj(np.swapaxes(a, -1, -2))
+
+
+def check_close(actual, expected, dtype, scale=1.0, factor=50):
+    """|actual - expected| <= factor * eps * n * scale: residuals of a result computed in float64
+    and rounded once to ``dtype`` are a few eps of the output type."""
+    actual, expected = np.asarray(actual, np.complex128), np.asarray(expected, np.complex128)
+    eps = np.finfo(np.dtype(dtype)).eps
+    n = max(actual.shape[-1] if actual.ndim else 1, 1)
+    err = np.max(np.abs(actual - expected)) if actual.size else 0.0
+    assert err <= factor * eps * n * scale, f"error {err:.3g} > {factor * eps * n * scale:.3g}"
+
+
+@pytest.fixture(params=DTYPES)
+def dtype(request):
+    with x64(request.param in ("float64", "complex128")):
+        yield np.dtype(request.param)
+
+
+# The costlier tests (XLA compiles per case): one real narrow and one complex wide type.
+@pytest.fixture(params=["float32", "complex128"])
+def dtype2(request):
+    with x64(request.param == "complex128"):
+        yield np.dtype(request.param)
+
+
+def spd(dtype, n=5, batch=(), seed=0):
+    a = rand(dtype, batch + (n, n), seed)
+    return (a @ H(a) + n * np.eye(n)).astype(dtype)
+
+
+def test_cholesky(dtype):
+    a = spd(dtype, batch=(2,))
+    garbage = a + np.triu(np.full_like(a, 1e3), 1)  # the upper triangle is not read
+    chol = lambda x: L.cholesky(x, symmetrize_input=False)
+    l = reference(chol, garbage)
+    assert l.dtype == dtype
+    assert_same_bits(l, reference(chol, a))
+    assert np.all(np.triu(l, 1) == 0)
+    check_close(l @ H(l), a, dtype, scale=np.abs(a).max())
+    check_close(l, xla_cpu(L.cholesky, a), dtype, scale=np.abs(l).max())
+
+
+def test_cholesky_not_positive_definite_is_nan(dtype):
+    a = -spd(dtype)
+    out = reference(L.cholesky, a)
+    assert np.isnan(out[np.tril_indices(5)]).all()  # (the wrapper zeroes the upper triangle)
+    assert_same_bits(out, xla_cpu(L.cholesky, a))
+
+
+@pytest.mark.parametrize("shape,full,pivoting", [((6, 4), False, False), ((6, 4), True, False),
+                                                 ((4, 6), False, False), ((5, 5), False, True),
+                                                 ((6, 4), True, True)])
+def test_qr(dtype2, shape, full, pivoting):
+    dtype = dtype2
+    a = rand(dtype, (2,) + shape)
+    f = lambda x: L.qr(x, full_matrices=full, pivoting=pivoting)
+    out, xla = reference(f, a), xla_cpu(f, a)
+    q, r = out[:2]
+    k = q.shape[-1]
+    assert np.all(np.tril(r, -1) == 0)
+    check_close(H(q) @ q, np.broadcast_to(np.eye(k), (2, k, k)), dtype)
+    target = a
+    if pivoting:
+        p = out[2]
+        assert_same_bits(p, xla[2])  # column pivots: exact
+        target = np.take_along_axis(a, p[:, None, :], axis=-1)
+    check_close(q @ r, target, dtype, scale=np.abs(a).max())
+    # Same LAPACK Householder convention as XLA:CPU: R's diagonal has the same signs.
+    d, dx = np.diagonal(r, axis1=-2, axis2=-1), np.diagonal(xla[1], axis1=-2, axis2=-1)
+    check_close(d, dx, dtype, scale=np.abs(d).max())
+
+
+def test_geqrf_householder_product_ormqr(dtype2):
+    dtype = dtype2
+    a, c = rand(dtype, (6, 4)), rand(dtype, (6, 3), seed=1)
+    qr, taus = reference(L.geqrf, a)
+    xqr, xtaus = xla_cpu(L.geqrf, a)
+    check_close(qr, xqr, dtype, scale=np.abs(a).max())
+    check_close(taus, xtaus, dtype)
+    q = reference(L.householder_product, qr, taus)
+    check_close(q @ np.triu(qr[:4]), a, dtype, scale=np.abs(a).max())
+    for left, transpose in [(True, False), (True, True), (False, False), (False, True)]:
+        cc = c if left else H(c)
+        f = lambda qr, t, c: L.ormqr(qr, t, c, left=left, transpose=transpose)
+        check_close(reference(f, qr, taus, cc), xla_cpu(f, qr, taus, cc), dtype, scale=4)
+
+
+def test_lu_pivots_exact(dtype2):
+    dtype = dtype2
+    a = rand(dtype, (3, 6, 6))
+    lu, piv, perm = reference(L.lu, a)
+    xlu, xpiv, xperm = xla_cpu(L.lu, a)
+    assert_same_bits(piv, xpiv)
+    assert_same_bits(perm, xperm)
+    eye = np.eye(6)
+    lower = np.tril(lu, -1) + eye
+    upper = np.triu(lu)
+    check_close(lower @ upper, np.take_along_axis(a, perm[:, :, None], axis=1), dtype,
+                scale=np.abs(a).max())
+    check_close(lu, xlu, dtype, scale=np.abs(lu).max() * 10)
+
+
+def test_lu_rectangular_and_singular():
+    a = np.array([[0, 0, 1], [0, 0, 2], [1, 1, 0], [2, 2, 0]], np.float32)
+    out, xla = reference(L.lu, a), xla_cpu(L.lu, a)
+    for r, x in zip(out, xla):
+        assert_same_bits(r, x)
+
+
+def test_lu_pivots_to_permutation():
+    piv = np.array([[2, 2, 3, 3], [0, 3, 2, 3]], np.int32)
+    f = lambda p: L.lu_pivots_to_permutation(p, 6)
+    out = reference(f, piv)
+    assert_same_bits(out, xla_cpu(f, piv))
+    assert_same_bits(out[0], np.array([2, 0, 3, 1, 4, 5], np.int32))  # by hand
+
+
+def _phase_ok(v):
+    k = np.argmax(np.abs(v), axis=-2)
+    pivot = np.take_along_axis(v, k[..., None, :], axis=-2)
+    assert np.all(np.imag(pivot) == 0) and np.all(np.real(pivot) > 0)
+
+
+def test_eigh(dtype):
+    a = spd(dtype, n=6, batch=(2,)) - 6 * np.eye(6, dtype=dtype)
+    v, w = reference(L.eigh, a)
+    xv, xw = xla_cpu(L.eigh, a)
+    assert w.dtype == np.finfo(dtype).dtype and v.dtype == dtype
+    assert np.all(np.diff(w, axis=-1) >= 0)
+    scale = np.abs(w).max()
+    check_close(w, xw, dtype, scale=scale)
+    check_close(a @ v, v * w[..., None, :], dtype, scale=scale)
+    check_close(H(v) @ v, np.broadcast_to(np.eye(6), v.shape), dtype)
+    _phase_ok(v)
+    sub = reference(lambda x: L.eigh(x, subset_by_index=(2, 5)), a)
+    assert_same_bits(sub[1], w[:, 2:5])
+    assert_same_bits(sub[0], v[:, :, 2:5])
+
+
+def test_eig(dtype):
+    a = rand(dtype, (5, 5))
+    w, vl, vr = reference(L.eig, a)
+    xw = xla_cpu(L.eig, a)[0]
+    scale = np.abs(w).max()
+    check_close(np.sort_complex(w), np.sort_complex(xw), dtype, scale=scale)
+    check_close(a @ vr, vr * w, dtype, scale=scale)
+    check_close(H(vl) @ a, w[:, None] * H(vl), dtype, scale=scale)
+    check_close(np.linalg.norm(vr, axis=0), np.ones(5), dtype)
+    _phase_ok(vr)
+    _phase_ok(vl)
+
+
+@pytest.mark.parametrize("shape,full", [((6, 4), True), ((6, 4), False), ((3, 5), False)])
+def test_svd(dtype2, shape, full):
+    dtype = dtype2
+    a = rand(dtype, (2,) + shape)
+    u, s, vh = reference(lambda x: L.svd(x, full_matrices=full), a)
+    xs = xla_cpu(lambda x: L.svd(x, full_matrices=full, compute_uv=False), a)
+    k = min(shape)
+    scale = s.max()
+    check_close(s, xs, dtype, scale=scale)
+    assert np.all(np.diff(s, axis=-1) <= 0)
+    check_close((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], a, dtype, scale=scale)
+    check_close(H(u) @ u, np.broadcast_to(np.eye(u.shape[-1]), (2,) + (u.shape[-1],) * 2), dtype)
+    _phase_ok(u[..., :k])
+    assert_same_bits(reference(lambda x: L.svd(x, compute_uv=False), a), s)
+
+
+@pytest.mark.parametrize("left_side,lower,transpose_a,conjugate_a,unit_diagonal", [
+    (True, True, False, False, False), (True, False, True, False, True),
+    (True, True, True, True, False), (False, True, False, False, True),
+    (False, False, True, True, False), (False, True, False, True, False)])
+def test_triangular_solve(left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    dtype = np.dtype(np.complex64)
+    a = rand(dtype, (4, 4)) + 4 * np.eye(4, dtype=dtype)
+    b = rand(dtype, (4, 3) if left_side else (3, 4), seed=2)
+    f = lambda a, b: L.triangular_solve(a, b, left_side=left_side, lower=lower,
+                                        transpose_a=transpose_a, conjugate_a=conjugate_a,
+                                        unit_diagonal=unit_diagonal)
+    x = reference(f, a, b)
+    t = np.tril(a) if lower else np.triu(a)
+    if unit_diagonal:
+        np.fill_diagonal(t, 1)
+    op = np.conj(t) if conjugate_a else t
+    op = op.T if transpose_a else op
+    check_close(op @ x if left_side else x @ op, b, dtype, scale=8)
+    check_close(x, xla_cpu(f, a, b), dtype, scale=8)
+
+
+def test_triangular_solve_zero_pivot_is_ieee():
+    a = np.array([[1.0, 0.0], [2.0, 0.0]], np.float32)
+    b = np.array([[1.0], [3.0]], np.float32)
+    f = lambda a, b: L.triangular_solve(a, b, left_side=True, lower=True)
+    out = reference(f, a, b)
+    assert out[0, 0] == 1 and np.isinf(out[1, 0])
+
+
+def test_schur(dtype):
+    a = rand(dtype, (5, 5))
+    t, z = reference(L.schur, a)
+    check_close(z @ t @ H(z), a, dtype, scale=np.abs(a).max() * 4)
+    check_close(H(z) @ z, np.eye(5), dtype)
+    assert np.all(np.tril(t, -2) == 0)
+    if np.issubdtype(dtype, np.complexfloating):
+        assert np.all(np.tril(t, -1) == 0)
+
+
+def _hess_q(h, taus):
+    n = h.shape[0]
+    q = np.eye(n, dtype=np.complex128)
+    for i in reversed(range(n - 1)):
+        v = np.zeros(n, np.complex128)
+        v[i + 1] = 1
+        v[i + 2:] = h[i + 2:, i]
+        q = q - taus[i] * np.outer(v, np.conj(v) @ q)
+    return q
+
+
+def test_hessenberg(dtype):
+    a = rand(dtype, (5, 5))
+    h, taus = reference(L.hessenberg, a)
+    xh, xtaus = xla_cpu(L.hessenberg, a)
+    q = _hess_q(h, taus)
+    check_close(q @ np.triu(h, -1) @ H(q), a, dtype, scale=np.abs(a).max() * 4)
+    check_close(np.triu(h, -1), np.triu(xh, -1), dtype, scale=np.abs(a).max() * 4)
+    check_close(taus, xtaus, dtype)
+
+
+def test_tridiagonal(dtype):
+    a = spd(dtype, n=5)
+    _, d, e, taus = reference(L.tridiagonal, a)
+    _, xd, xe, _ = xla_cpu(L.tridiagonal, a)
+    scale = np.abs(a).max()
+    check_close(d, xd, dtype, scale=scale)
+    check_close(e, xe, dtype, scale=scale)
+    t = np.diag(d.astype(np.float64)) + np.diag(e, 1) + np.diag(e, -1)
+    check_close(np.linalg.eigvalsh(t), np.linalg.eigvalsh(a.astype(np.complex128)), dtype,
+                scale=scale)
+
+
+def test_tridiagonal_solve():
+    rng = np.random.RandomState(3)
+    dl, d, du = (rng.standard_normal((2, 6)).astype(np.float32) for _ in range(3))
+    d += 4
+    b = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    x = reference(L.tridiagonal_solve, dl, d, du, b)
+    m = np.zeros((2, 6, 6))
+    for k in range(2):
+        m[k] = np.diag(d[k]) + np.diag(dl[k, 1:], -1) + np.diag(du[k, :-1], 1)
+    check_close(m @ x, b, np.float32, scale=8)
+    check_close(x, xla_cpu(L.tridiagonal_solve, dl, d, du, b), np.float32, scale=8)
+    zero = np.zeros(6, np.float32)
+    singular = reference(L.tridiagonal_solve, zero, zero, zero, b[0])
+    assert_same_bits(singular, xla_cpu(L.tridiagonal_solve, zero, zero, zero, b[0]))
+
+
+def test_cholesky_update():
+    a = spd(np.float32, n=5)
+    r = np.linalg.cholesky(a.astype(np.float64)).T.astype(np.float32)
+    w = rand(np.float32, (5,), seed=4)
+    out = reference(L.cholesky_update, r, w)
+    assert np.all(np.tril(out, -1) == 0) and np.all(np.diag(out) > 0)
+    expect = r.T.astype(np.float64) @ r + np.outer(w, w)
+    check_close(out.T @ out, expect, np.float32, scale=np.abs(expect).max())
+    check_close(out, xla_cpu(L.cholesky_update, r, w), np.float32, scale=np.abs(out).max())
+
+
+def test_symmetric_product():
+    a, c = rand(np.float32, (2, 4, 3)), spd(np.float32, n=4, batch=(2,))
+    f = lambda a, c: L.symmetric_product(a, c, alpha=2.0, beta=-0.5)
+    out, xla = reference(f, a, c), xla_cpu(f, a, c)
+    check_close(np.tril(out), np.tril(xla), np.float32, scale=np.abs(out).max())
+    check_close(out, 2 * a @ np.swapaxes(a, -1, -2) - 0.5 * c, np.float32,
+                scale=np.abs(out).max())
+
+
+def test_jnp_linalg_programs():
+    a = spd(np.float32, n=4)
+    b = rand(np.float32, (4, 2), seed=5)
+    x = reference(jax.numpy.linalg.solve, a, b)
+    check_close(a @ x, b, np.float32, scale=np.abs(a).max() * 4)
+    check_close(reference(jax.numpy.linalg.det, a), xla_cpu(jax.numpy.linalg.det, a),
+                np.float32, scale=abs(float(np.linalg.det(a))))
+
+
+def test_coverage_lists_family():
+    cov = interp.coverage()
+    for name in ("cholesky", "qr", "lu", "lu_pivots_to_permutation", "eigh", "svd",
+                 "triangular_solve", "hessenberg", "tridiagonal", "cholesky_update",
+                 "symmetric_product", "geqrf", "householder_product", "ormqr"):
+        assert cov[name] == "supported", (name, cov.get(name))
+    for name in ("geqp3", "schur", "eig", "tridiagonal_solve"):
+        assert cov[name].startswith("partial"), (name, cov.get(name))
