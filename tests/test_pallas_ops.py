@@ -237,3 +237,27 @@ def test_gpu_paged_attention():
 
     want = xla_cpu(ref, q, k_pages, v_pages, block_tables, lengths)
     _close(interp.interpret(f)(q, k_pages, v_pages, block_tables, lengths), want)
+
+
+def test_tpu_ragged_paged_attention():
+    # Fails in both of JAX's interpret modes (a static TypedInt index in masked_swap; a
+    # ReshapeTransform in the TPU interpret get callback): the reference must run it.
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
+    heads_q, heads_kv, d, page, pages_per_seq, num_pages = 4, 2, 128, 16, 4, 16
+    q_lens, kv_lens = [5, 12, 1], [20, 40, 64]
+    cu_q = np.array([0] + list(np.cumsum(q_lens)) + [sum(q_lens)], np.int32)
+    tokens = 32
+    q = _f32(tokens, heads_q, d, scale=0.3)
+    kv_pages = _f32(num_pages, page, 2 * heads_kv, d, scale=0.3)
+    page_indices = RNG.permutation(num_pages)[:4 * pages_per_seq].reshape(4, pages_per_seq)
+    page_indices = page_indices.astype(np.int32)
+    kv = np.array(kv_lens + [0], np.int32)
+    num_seqs = np.array([3], np.int32)
+    args = (q, kv_pages, kv, page_indices, cu_q, num_seqs)
+    f = functools.partial(rpa.ragged_paged_attention, sm_scale=0.125,
+                          num_kv_pages_per_block=2, num_queries_per_block=8)
+    ref = functools.partial(rpa.ref_ragged_paged_attention, sm_scale=0.125)
+    got = interp.interpret(f)(*args)
+    want = np.asarray(ref(*args))  # eager on CPU: the reference reads num_seqs as a Python int
+    n = sum(q_lens)  # rows past the last sequence's queries are not defined by the kernel
+    _close(got[:n], want[:n])
