@@ -39,6 +39,8 @@ class Op:
     specials: bool = True        # generate the all-pairs special-value case
     in_dtype: Callable | None = None  # dtype of operand i given the case dtype (default: same)
     nightly_dtypes: tuple = ()   # dtypes only in the nightly profile
+    mode: object = None          # compliance mode (default: from the primitive and dtype)
+    dot_bound: Callable | None = None
 
 
 def _inputs(op: Op, dtype, shape):
@@ -55,7 +57,7 @@ def _special_inputs(op: Op, dtype):
     def make(rng):
         dts = [op.in_dtype(i, dtype) if op.in_dtype else dtype for i in range(op.arity)]
         if len(set(dts)) == 1:
-            return special_grid(dtype, op.arity)
+            return special_grid(dts[0], op.arity)
         # Mixed operand dtypes (select_n's predicate, shifts...): specials of each, broadcast.
         pools = [special_grid(dt, 1)[0] for dt in dts]
         grids = np.meshgrid(*[np.arange(p.size) for p in pools], indexing="ij")
@@ -70,7 +72,7 @@ def elementwise_cases(family: str, ops: list[Op]):
             x64 = dtype in X64 or (op.in_dtype is not None and
                                    any(op.in_dtype(i, dtype) in X64 for i in range(op.arity)))
             base = f"{family}/{op.primitive}/{dtype_id(dtype)}"
-            common = dict(fn=op.fn, x64=x64, primitives=(op.primitive,))
+            common = dict(fn=op.fn, x64=x64, primitives=(op.primitive,), modes=op.mode, dot_bound=op.dot_bound)
             if op.specials:
                 yield Case(id=f"{base}/specials", inputs=_special_inputs(op, dtype),
                            profile="nightly" if nightly_dtype else "quick", **common)

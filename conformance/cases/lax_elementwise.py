@@ -3,7 +3,10 @@ every primitive x dtype x shape, and all pairs of special values (NaN, +-inf, +-
 integer extremes, division by zero, shifts out of range)."""
 from __future__ import annotations
 
+import numpy as np
 from jax import lax
+
+from spec import compliance as C
 
 from ._elementwise import (BOOL, BF16, C64, C128, F16, F32, F64, FLOATS, I8, I32, I64, INTS, U8, U32, U64,
                            Op, elementwise_cases)
@@ -30,14 +33,17 @@ def _real_of(i, dtype):
 OPS = [
     Op("add", lax.add, 2, Q_NUM + (C64,), nightly_dtypes=N_NUM + (C128,)),
     Op("sub", lax.sub, 2, Q_NUM, nightly_dtypes=N_NUM),
-    Op("mul", lax.mul, 2, Q_NUM + (C64,), nightly_dtypes=N_NUM + (C128,)),
+    Op("mul", lax.mul, 2, Q_NUM, nightly_dtypes=N_NUM),
+    # Complex multiply is a length-2 dot product per part (no IEEE rounding requirement).
+    Op("mul_complex", lax.mul, 2, (C64,), nightly_dtypes=(C128,), mode=C.dot_product(2, "higham"),
+       dot_bound=lambda a, b: [np.abs(a.astype(np.complex128)) * np.abs(b.astype(np.complex128))]),
     Op("div", lax.div, 2, Q_NUM, nightly_dtypes=N_NUM),
     Op("rem", lax.rem, 2, Q_NUM, nightly_dtypes=N_NUM),
     Op("max", lax.max, 2, Q_NUM, nightly_dtypes=N_NUM),
     Op("min", lax.min, 2, Q_NUM, nightly_dtypes=N_NUM),
     Op("nextafter", lax.nextafter, 2, (F32,), nightly_dtypes=(F64,)),
     Op("neg", lax.neg, 1, Q_NUM, nightly_dtypes=N_NUM),
-    Op("abs", lax.abs, 1, Q_NUM, nightly_dtypes=N_NUM),
+    Op("abs", lax.abs, 1, (F32, BF16, F16, I32, I8), nightly_dtypes=(F64, I64)),   # signed only
     Op("sign", lax.sign, 1, Q_NUM, nightly_dtypes=N_NUM),
     Op("floor", lax.floor, 1, Q_FLT, nightly_dtypes=N_FLT),
     Op("ceil", lax.ceil, 1, Q_FLT, nightly_dtypes=N_FLT),
@@ -75,7 +81,7 @@ OPS = [
 def cases():
     for case in elementwise_cases("lax_elementwise", OPS):
         # The primitive names of the two variants are the lax ones.
-        prim = {"round_even": "round", "integer_pow_neg": "integer_pow"}.get(case.primitives[0])
+        prim = {"round_even": "round", "integer_pow_neg": "integer_pow", "mul_complex": "mul"}.get(case.primitives[0])
         if prim:
             import dataclasses
             case = dataclasses.replace(case, primitives=(prim,))

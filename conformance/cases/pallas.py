@@ -30,7 +30,9 @@ def _case(name, build, inputs, *, targets=("generic",), modes=None, primitives=(
 
 # ---------------------------------------------------------------------------------- kernels
 def _add_kernel(x_ref, y_ref, o_ref):
-    o_ref[...] = x_ref[...] + y_ref[...] * 2
+    # (x + y) * 2, not x + 2 * y: a multiply feeding an add would be contracted into an FMA by
+    # XLA:CPU (an allowance the equation replay cannot apply inside a kernel).
+    o_ref[...] = (x_ref[...] + y_ref[...]) * 2
 
 
 def build_add(shape, block):
@@ -43,7 +45,7 @@ def build_add(shape, block):
 
 
 def _exp_kernel(x_ref, o_ref):
-    o_ref[...] = jnp.exp(x_ref[...]) - 1
+    o_ref[...] = jnp.exp(x_ref[...]) * 2   # exact scaling keeps exp's ULP budget meaningful
 
 
 def build_exp(interpret):
