@@ -227,6 +227,11 @@ def name(eqn, x, **params):
     return x  # checkpoint_name: a tag for remat policies
 
 
+@register("stop_gradient")
+def stop_gradient(eqn, x, **params):
+    return x  # the value is unchanged; only differentiation sees it
+
+
 @register("create_token", "after_all")
 def create_token(eqn, *tokens):
     return TOKEN
