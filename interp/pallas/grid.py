@@ -344,7 +344,9 @@ class CallPlan:
                 outer_sl.append(start)
                 inner_sl.append(None)
                 continue
-            if lo != start or hi != start + size:
+            # A BoundedSlice window may be shorter than its block: the block buffer keeps the
+            # block size and only its first `size` rows hold data.
+            if lo != start or hi != start + size or size != kind[1]:
                 inside = False
             outer_sl.append(slice(lo, hi))
             inner_sl.append(slice(lo - start, hi - start))
