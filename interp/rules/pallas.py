@@ -19,7 +19,9 @@ from ..registry import RULES, register
 _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-@register("pallas_call")
+@register("pallas_call", partial="Indirect block dimensions, block transforms (Mosaic GPU "
+                                 "tiling/swizzle), pallas_call over a mesh and custom grid "
+                                 "environments are unsupported")
 def pallas_call(eqn, *args, **params):
     # The plan (block specs, index-map plans, kernel plan) is built once per equation.
     plan = _call_plans.get(eqn)
@@ -28,7 +30,8 @@ def pallas_call(eqn, *args, **params):
     return plan.run(args)
 
 
-@register("mpmd_map")
+@register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); cores run one "
+                              "at a time, so a cross-core wait is reported, not waited for")
 def mpmd_map(eqn, *args, **params):
     # pl.kernel / core_map over a core mesh.
     plan = _call_plans.get(eqn)
@@ -114,7 +117,7 @@ def _same_dtype(eqn, ref, dtype):
 
 # -- scoped allocation ---------------------------------------------------------------------------
 
-@register("run_scoped")
+@register("run_scoped", partial="collective_axes (cross-core shared allocations) unsupported")
 def run_scoped(eqn, *consts, jaxpr, collective_axes=(), **params):
     if collective_axes:
         raise eqn.unsupported(f"run_scoped with collective_axes={collective_axes}")
@@ -142,7 +145,7 @@ def _sem(eqn, ref, transforms):
     return target, index
 
 
-@register("semaphore_signal")
+@register("semaphore_signal", partial="local semaphores only (no device_id / core_index)")
 def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, **params):
     ref, transforms, inc, device_id, core_index = args_tree.unflatten(flat)
     if device_id is not None or core_index is not None:
@@ -197,14 +200,14 @@ def _dma_operands(eqn, flat, tree):
     return (s_ref, s_idx), (d_ref, d_idx), sems[0], sems[1]
 
 
-@register("dma_start")
+@register("dma_start", partial="local DMAs only (remote device_id unsupported)")
 def dma_start(eqn, *flat, tree, add=False, **params):
     (s_ref, s_idx), (d_ref, d_idx), dst_sem, src_sem = _dma_operands(eqn, flat, tree)
     current_run().dma.start(s_ref, s_idx, d_ref, d_idx, dst_sem, src_sem, bool(add))
     return []
 
 
-@register("dma_wait")
+@register("dma_wait", partial="local DMAs only (remote device_id unsupported)")
 def dma_wait(eqn, *flat, tree, is_wait_send=False, **params):
     (s_ref, s_idx), (d_ref, d_idx), dst_sem, src_sem = _dma_operands(eqn, flat, tree)
     if dst_sem is None:
