@@ -245,3 +245,32 @@ def test_bitcast_packs_second_minor_dim():
             | (x[1::2].astype(np.uint16).astype(np.uint32) << 16)).view(np.int32)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(xla_cpu(f, x), want)
+
+
+def test_dma_moves_never_written_memory_without_reading_it():
+    # Copying never-written scratch is not an error by itself (uninitialized='raise'); reading
+    # the copy is, and it names the destination buffer.
+    def kernel(o_ref, a, b, sem):
+        a[0:4, :] = jnp.ones((4, 128), jnp.float32)
+        pltpu.sync_copy(a, b) if hasattr(pltpu, "sync_copy") else None
+        o_ref[0:4, :] = b[0:4, :]
+        o_ref[4:8, :] = b[4:8, :]
+
+    def partial_reader(o_ref, a, b, sem):
+        a[0:4, :] = jnp.ones((4, 128), jnp.float32)
+        c = pltpu.make_async_copy(a, b, sem.at[0])
+        c.start()
+        c.wait()
+        o_ref[0:4, :] = b[0:4, :]
+        o_ref[4:8, :] = jnp.zeros((4, 128), jnp.float32)
+
+    kw = dict(out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+              scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.VMEM((8, 128), jnp.float32),
+                              pltpu.SemaphoreType.DMA((1,))])
+    want = np.concatenate([np.ones((4, 128)), np.zeros((4, 128))]).astype(np.float32)
+    got = interp.interpret(pl.pallas_call(partial_reader, **kw), uninitialized="raise",
+                           detect_races=True)(),
+    np.testing.assert_array_equal(got[0], want)
+    if hasattr(pltpu, "sync_copy"):
+        with pytest.raises(UninitializedReadError, match=r"scratch \(vmem\) buffer 'b.*\[4:8, 0:128\]"):
+            interp.interpret(pl.pallas_call(kernel, **kw), uninitialized="raise")()

@@ -58,6 +58,11 @@ class Region:
         return f"{self.ref.short()}{_show(self.index)}"
 
 
+def _shape(ref, index) -> tuple:
+    from .memory import _index_shape
+    return _index_shape(ref.array.shape, index)
+
+
 class Dma:
     __slots__ = ("src", "dst", "dst_sem", "src_sem", "add", "nbytes", "point", "done")
 
@@ -81,16 +86,19 @@ class DmaEngine:
 
     # -- DMAs ---------------------------------------------------------------------------------
     def start(self, src, src_index, dst, dst_index, dst_sem, src_sem, add: bool) -> None:
-        value = src.read(src_index)   # bounds / init / race checks of the source
+        src.check_index(src_index)
         dst.check_index(dst_index)
-        dshape = np.empty(dst.array.shape, np.bool_)[dst_index].shape if dst.array.ndim else ()
-        if value.shape != dshape:
+        if self.run.pending is not None:
+            self.run.raise_pending()
+        sshape = _shape(src, src_index)
+        dshape = _shape(dst, dst_index)
+        if sshape != dshape:
             raise RaceError(f"{self.run.where()}: DMA from {src.short()}{_show(src_index)} "
-                            f"{list(value.shape)} to {dst.short()}{_show(dst_index)} "
+                            f"{list(sshape)} to {dst.short()}{_show(dst_index)} "
                             f"{list(dshape)}: shapes differ")
-        nbytes = value.size * value.dtype.itemsize
+        nbytes = int(np.prod(sshape, dtype=np.int64)) * src.array.dtype.itemsize
         if not self.detect:
-            self._copy(src, src_index, dst, dst_index, value, add)
+            self._transfer(src, src_index, dst, dst_index, add)
             self._signal_completion(dst_sem, src_sem, nbytes)
             return
         dma = Dma(Region(src, src_index), Region(dst, dst_index), dst_sem, src_sem, add, nbytes,
@@ -106,15 +114,22 @@ class DmaEngine:
                                 f"(started at grid point {other.point})")
         self.inflight.append(dma)
 
-    def _copy(self, src, src_index, dst, dst_index, value, add) -> None:
-        tracker_detect, self.detect = self.detect, False  # the DMA's own accesses are not races
-        try:
-            if add:
-                dst.accumulate(dst_index, value)
-            else:
-                dst.write(dst_index, value)
-        finally:
-            self.detect = tracker_detect
+    @staticmethod
+    def _transfer(src, src_index, dst, dst_index, add) -> None:
+        """The copy itself. Never-written source elements stay never-written in the destination
+        (a DMA moves memory; only a later read of it is an uninitialized read)."""
+        value = np.array(src.array[src_index], copy=True)
+        written = None if src.init is None else np.array(src.init[src_index], copy=True)
+        if add:
+            if dst.init is not None:
+                dst._check_init(dst_index)
+            if written is not None and not written.all():
+                src._check_init(src_index)
+            dst.array[dst_index] = dst.array[dst_index] + value
+            return
+        dst.array[dst_index] = value
+        if dst.init is not None:
+            dst.init[dst_index] = True if written is None else written
 
     def _signal_completion(self, dst_sem, src_sem, nbytes) -> None:
         if dst_sem is not None:
@@ -125,16 +140,13 @@ class DmaEngine:
     def _complete(self, dma: Dma) -> None:
         self.inflight.remove(dma)
         src, dst = dma.src, dma.dst
-        value = np.array(src.ref.array[src.index], copy=True)
-        if src.ref.init is not None:
-            src.ref._check_init(src.index)
-        self._copy(src.ref, src.index, dst.ref, dst.index, value, dma.add)
+        self._transfer(src.ref, src.index, dst.ref, dst.index, dma.add)
         dma.done = True
         self._signal_completion(dma.dst_sem, dma.src_sem, dma.nbytes)
 
     def wait_dma(self, sem, ref, index, *, send: bool) -> None:
         """dma_wait: wait until ``sem`` holds the byte count of ``ref[index]``, then subtract it."""
-        shape = np.empty(ref.array.shape, np.bool_)[index].shape if ref.array.ndim else ()
+        shape = _shape(ref, index)
         nbytes = int(np.prod(shape, dtype=np.int64)) * ref.array.dtype.itemsize
         self._wait(sem, nbytes, kind="dma_wait (send)" if send else "dma_wait", send=send)
 
