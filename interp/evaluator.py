@@ -99,21 +99,45 @@ class EqnContext:
         return f"EqnContext({self.name})"
 
 
-def _check_aval(ctx: EqnContext, aval, value, i: int) -> None:
+def _checkable(aval) -> "tuple | None":
+    """(shape, dtype) a rule's result must have, or None where no check applies (tokens, refs,
+    extended dtypes: their values are not plain arrays)."""
     dtype = getattr(aval, "dtype", None)
     if dtype is None or is_extended(dtype) or type(aval).__name__ != "ShapedArray":
+        return None
+    return (tuple(aval.shape), np.dtype(dtype))
+
+
+def _check_aval(ctx: EqnContext, aval, value, i: int) -> None:
+    expect = _checkable(aval)
+    if expect is None:
         return
     vshape = getattr(value, "shape", None)
     vdtype = getattr(value, "dtype", None)
-    if vshape != aval.shape or vdtype != dtype:
+    if vshape != expect[0] or vdtype != expect[1]:
         raise AssertionError(
             f"reference rule for '{ctx.name}' returned output {i} as "
             f"{vdtype}{list(vshape) if vshape is not None else type(value).__name__}, "
-            f"expected {dtype}{list(aval.shape)} (this is a bug in the reference)")
+            f"expected {expect[1]}{list(expect[0])} (this is a bug in the reference)")
+
+
+def _store_multiple(ctx: EqnContext, env: list, outs: tuple, result, check: bool) -> None:
+    if len(result) != len(outs):
+        raise AssertionError(f"reference rule for '{ctx.name}' returned {len(result)} "
+                             f"outputs, expected {len(outs)} (bug in the reference)")
+    for i, (s, v) in enumerate(zip(outs, result)):
+        if check:
+            _check_aval(ctx, ctx.out_avals[i], v, i)
+        env[s] = v
 
 
 class Plan:
-    """A jaxpr compiled for repeated evaluation."""
+    """A jaxpr compiled for repeated evaluation.
+
+    ``steps`` holds one tuple per equation: (rule, EqnContext, input slots, output slot(s),
+    multiple_results, params, slots to release after the step, expected (shape, dtype) of a single
+    result or None). Dropped outputs (``_``) get a slot of their own that is released at once.
+    """
     __slots__ = ("jaxpr", "options", "nslots", "template", "const_slots", "in_slots", "out_slots",
                  "steps", "__weakref__")
 
@@ -124,9 +148,10 @@ class Plan:
         template: list = []
 
         def new_slot(var) -> int:
-            slot_of[var] = len(template)
             template.append(None)
-            return slot_of[var]
+            if not isinstance(var, DropVar):
+                slot_of[var] = len(template) - 1
+            return len(template) - 1
 
         def read_slot(atom) -> int:
             if isinstance(atom, Literal):
@@ -136,23 +161,31 @@ class Plan:
 
         self.const_slots = [new_slot(v) for v in jaxpr.constvars]
         self.in_slots = [new_slot(v) for v in jaxpr.invars]
+        check = options.check_avals
         steps = []
         last_use: dict[int, int] = {}
+        dropped: dict[int, list[int]] = {}
         for k, eqn in enumerate(jaxpr.eqns):
             ctx = EqnContext(eqn, options)
             rule = _lookup_rule(ctx)
             ins = tuple(read_slot(a) for a in eqn.invars)
             for s in ins:
                 last_use[s] = k
-            outs = tuple(-1 if isinstance(v, DropVar) else new_slot(v) for v in eqn.outvars)
-            steps.append([rule, ctx, ins, outs, eqn.primitive.multiple_results, eqn.params, ()])
+            outs = tuple(new_slot(v) for v in eqn.outvars)
+            dropped[k] = [s for s, v in zip(outs, eqn.outvars) if isinstance(v, DropVar)]
+            multiple = eqn.primitive.multiple_results
+            expect = None
+            if not multiple:
+                outs = outs[0]
+                expect = _checkable(ctx.out_avals[0]) if check else None
+            steps.append([rule, ctx, ins, outs, multiple, eqn.params, (), expect])
         self.out_slots = tuple(read_slot(a) for a in jaxpr.outvars)
         keep = set(self.out_slots) | set(self.const_slots) | set(self.in_slots)
         # Release intermediate buffers after their last use so large programs do not hold them all.
-        frees: dict[int, list[int]] = {}
+        frees: dict[int, list[int]] = dropped
         for s, k in last_use.items():
             if s not in keep and template[s] is None:
-                frees.setdefault(k, []).append(s)
+                frees[k].append(s)
         for k, step in enumerate(steps):
             step[6] = tuple(frees.get(k, ()))
         self.steps = [tuple(s) for s in steps]
@@ -160,36 +193,33 @@ class Plan:
         self.nslots = len(template)
 
     def run(self, consts: Sequence, args: Sequence) -> list:
-        jaxpr = self.jaxpr
         if len(args) != len(self.in_slots):
             raise TypeError(f"jaxpr takes {len(self.in_slots)} arguments, got {len(args)}")
         if len(consts) != len(self.const_slots):
             raise TypeError(f"jaxpr takes {len(self.const_slots)} constants, got {len(consts)}")
-        env = list(self.template)
+        env = self.template.copy()
         for s, v in zip(self.const_slots, consts):
             env[s] = v
         for s, v in zip(self.in_slots, args):
             env[s] = v
         check = self.options.check_avals
-        for rule, ctx, ins, outs, multiple, params, frees in self.steps:
+        # The hot loop: one rule call per equation, the result check inlined for the common case.
+        for rule, ctx, ins, out, multiple, params, frees, expect in self.steps:
             result = rule(ctx, *[env[s] for s in ins], **params)
             if multiple:
-                if len(result) != len(outs):
-                    raise AssertionError(f"reference rule for '{ctx.name}' returned {len(result)} "
-                                         f"outputs, expected {len(outs)} (bug in the reference)")
-                for i, (s, v) in enumerate(zip(outs, result)):
-                    if check:
-                        _check_aval(ctx, ctx.out_avals[i], v, i)
-                    if s >= 0:
-                        env[s] = v
+                _store_multiple(ctx, env, out, result, check)
             else:
-                if check:
-                    _check_aval(ctx, ctx.out_avals[0], result, 0)
-                if outs[0] >= 0:
-                    env[outs[0]] = result
-            for s in frees:
-                env[s] = None
-        del jaxpr
+                if expect is not None:
+                    try:
+                        bad = result.shape != expect[0] or result.dtype != expect[1]
+                    except AttributeError:
+                        bad = True
+                    if bad:
+                        _check_aval(ctx, ctx.out_avals[0], result, 0)
+                env[out] = result
+            if frees:
+                for s in frees:
+                    env[s] = None
         return [env[s] for s in self.out_slots]
 
 
