@@ -200,22 +200,32 @@ def _index_shape(shape, index) -> tuple:
     also for indices out of bounds (masked accesses)."""
     if not shape:
         return ()
-    return np.broadcast_to(np.empty((), np.bool_), _extent(shape, index))[index].shape
+    ext, (shifted, _) = _extended(shape, index)
+    return np.broadcast_to(np.empty((), np.bool_), ext)[shifted].shape
 
 
-def _extent(shape, index) -> tuple:
-    """``shape`` grown so that every index of ``index`` lies inside it."""
-    ext = []
+def _extended(shape, index):
+    """(extent, index shifted into it): an extent that holds every position ``index`` names, also
+    out-of-bounds ones (negative ones included, by shifting them), so indexing a virtual array of
+    that extent gives NumPy's result shape and element order without touching memory."""
+    ext, shifted = [], []
     for ix, size in zip(index, shape):
         if isinstance(ix, slice):
             step = ix.step or 1
             n = max(0, -(-(ix.stop - ix.start) // step))
+            lo = min(0, ix.start)
             hi = ix.start + (n - 1) * step + 1 if n else 0
+            shifted.append(slice(ix.start - lo, ix.start - lo + n * step, step) if n
+                           else slice(0, 0, 1))
         else:
             arr = np.asarray(ix)
+            lo = min(0, int(arr.min())) if arr.size else 0
             hi = int(arr.max()) + 1 if arr.size else 0
-        ext.append(max(size, hi))
-    return tuple(ext) + tuple(shape[len(index):])
+            shifted.append(arr - lo if lo else ix)
+        ext.append(max(size, hi) - lo)
+        shifted[-1] = (shifted[-1], lo)
+    index_out = tuple(ix for ix, _ in shifted)
+    return tuple(ext) + tuple(shape[len(index):]), (index_out, tuple(lo for _, lo in shifted))
 
 
 def _selected_coords(shape, index, mask) -> tuple:
@@ -225,9 +235,10 @@ def _selected_coords(shape, index, mask) -> tuple:
     Indexing a zero-copy "coordinate array" (broadcast arange) over an extent large enough for
     every index gives exactly NumPy's placement of basic and advanced indices.
     """
-    ext = _extent(shape, index)
+    ext, (shifted, lows) = _extended(shape, index)
     coords = []
-    for d in range(len(ext)):
-        grid = np.arange(ext[d]).reshape(tuple(-1 if a == d else 1 for a in range(len(ext))))
-        coords.append(np.broadcast_to(grid, ext)[index][mask])
+    for d in range(len(index)):
+        grid = np.arange(lows[d], lows[d] + ext[d]).reshape(
+            tuple(-1 if a == d else 1 for a in range(len(ext))))
+        coords.append(np.broadcast_to(grid, ext)[shifted][mask])
     return tuple(coords)
