@@ -285,3 +285,21 @@ def test_plan_reuse_and_inputs_untouched():
     for _ in range(2):
         np.testing.assert_array_equal(f(x), keep)
     np.testing.assert_array_equal(x, keep)
+
+
+def test_dynamic_grid_bound():
+    # grid=(n,) with n traced: the bound is an operand of the pallas_call (DynamicGridDim).
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + pl.num_programs(0).astype(jnp.float32)
+
+    def f(x, n):
+        return pl.pallas_call(kernel, grid=(n,),
+                              in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+                              interpret=True)(x)
+
+    x = RNG.standard_normal((32, 128)).astype(np.float32)
+    got = interp.interpret(f)(x, np.int32(3))
+    np.testing.assert_array_equal(got[:24], x[:24] + np.float32(3))
+    assert np.isnan(got[24:]).all()  # block 3 is outside the dynamic grid: never written
