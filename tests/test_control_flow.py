@@ -300,3 +300,10 @@ def test_coverage_lists_family():
                  "pure_callback", "io_callback", "debug_callback", "debug_print",
                  "optimization_barrier", "platform_index", "custom_linear_solve"):
         assert cov[name] == "supported", (name, cov.get(name))
+
+
+def test_every_rule_has_semantics():
+    from interp.registry import RULES
+    from spec.control_flow import SEMANTICS
+    mine = {n for n, r in RULES.items() if r.__module__ == cf.__name__}
+    assert mine - {"pjit", "checkpoint"} <= set(SEMANTICS), mine - set(SEMANTICS)

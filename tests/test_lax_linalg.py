@@ -318,3 +318,11 @@ def test_coverage_lists_family():
         assert cov[name] == "supported", (name, cov.get(name))
     for name in ("geqp3", "schur", "eig", "tridiagonal_solve"):
         assert cov[name].startswith("partial"), (name, cov.get(name))
+
+
+def test_every_rule_has_semantics():
+    from interp.registry import RULES
+    from interp.rules import lax_linalg
+    from spec.lax_linalg import SEMANTICS
+    mine = {n for n, r in RULES.items() if r.__module__ == lax_linalg.__name__}
+    assert mine == set(SEMANTICS), mine ^ set(SEMANTICS)

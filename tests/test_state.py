@@ -212,3 +212,11 @@ def test_coverage_lists_family():
     cov = interp.coverage()
     for name in ("get", "swap", "addupdate", "new_ref", "freeze", "run_state", "broadcast_to"):
         assert cov[name] == "supported", (name, cov.get(name))
+
+
+def test_every_rule_has_semantics():
+    from interp.registry import RULES
+    from interp.rules import state
+    from spec.state import SEMANTICS
+    mine = {n for n, r in RULES.items() if r.__module__ == state.__name__}
+    assert mine <= set(SEMANTICS), mine - set(SEMANTICS)

@@ -1,0 +1,97 @@
+"""Semantics of control flow, calls and callbacks (interp/rules/control_flow.py)."""
+from __future__ import annotations
+
+from .base import EXACT, Semantics, table
+
+CF = "jax/_src/lax/control_flow/"
+XLA_COND = "https://openxla.org/xla/operation_semantics#conditional"
+XLA_WHILE = "https://openxla.org/xla/operation_semantics#while"
+CALLBACK = "jax/_src/callback.py"
+
+_CALL = "Evaluates the callee jaxpr on the operands; the value is the callee's value."
+
+SEMANTICS = table(
+    Semantics("cond", "Runs branches[index] on the operands.",
+              ("integer index outside [0, len(branches)) runs the LAST branch (XLA's default branch); "
+               "lax.switch clamps before binding, the raw primitive does not",
+               "a boolean index runs branch 0 for False and branch 1 for True",
+               "branches_platforms only records what platform_index selected"),
+              (XLA_COND, CF + "conditionals.py _cond_lowering"), EXACT,
+              "tests: tests/test_control_flow.py::test_cond_index_out_of_range_runs_last_branch "
+              "confirms XLA:CPU for -1, 3, 100 and INT32_MIN."),
+    Semantics("platform_index", "The branch index lax.platform_dependent lowers per platform.",
+              ("the reference evaluates as the 'cpu' platform: the index of the branch listing 'cpu', "
+               "else the default (None) branch; no such branch raises UnsupportedPrimitiveError",),
+              (CF + "conditionals.py _platform_index_lowering",), EXACT,
+              "Chosen because the reference's results are compared with XLA:CPU."),
+    Semantics("while", "Runs body_jaxpr while cond_jaxpr is true; cond/body consts lead the operands.",
+              ("cond_nconsts and body_nconsts operands are the cond's and body's constants",
+               "a batched (non-scalar) predicate (vmap): the loop runs while any element is true and "
+               "elements whose predicate was false before the step keep their carry value "
+               "(select on the leading dimensions of the predicate), tokens are joined",
+               "the cond and body plans are compiled once and reused every iteration"),
+              (XLA_WHILE, CF + "loops.py _while_lowering, _pred_bcast_select_hlo"), EXACT),
+    Semantics("scan", "Loops over the leading axis of xs with a carry, stacking ys.",
+              ("operands are consts, carry, xs: JAX <= 0.10 gives num_consts/num_carry, JAX 0.12 the flat "
+               "trees ft_in = (consts, carry, xs) and ft_out = (carry, ys)",
+               "reverse=True visits i = length-1 .. 0 and writes ys[i] (ys keep input order)",
+               "unroll (int or bool) changes the lowering only, never a value",
+               "length may exceed 0 with no xs (length-only scans); length 0 returns the initial carry "
+               "and empty ys"),
+              (CF + "loops.py _scan_impl (both versions)",), EXACT),
+    Semantics("jit", _CALL, ("shardings, layouts, donation, inline and compiler options do not change "
+                             "values",), ("jax/_src/pjit.py",), EXACT),
+    Semantics("closed_call", _CALL, (), ("jax/_src/core.py",), EXACT),
+    Semantics("core_call", _CALL, (), ("jax/_src/core.py",), EXACT),
+    Semantics("remat2", _CALL + " (jax.checkpoint)",
+              ("policy, prevent_cse and differentiated only steer what autodiff saves",),
+              ("jax/_src/ad_checkpoint.py",), EXACT),
+    Semantics("eval_jaxpr", _CALL, (), ("jax/_src/core.py eval_jaxpr_p",), EXACT),
+    Semantics("composite", "Evaluates the decomposition jaxpr (name/attributes/version let a backend "
+              "substitute a kernel; the meaning is the decomposition).", (),
+              ("jax/_src/lax/lax.py _composite_impl",), EXACT),
+    Semantics("custom_jvp_call", "Outside differentiation: the primal function call_jaxpr.",
+              ("jvp_jaxpr_fun/jvp_jaxpr_thunk, num_consts and symbolic_zeros matter only to AD; AD of a "
+               "custom_jvp function is expanded by JAX at trace time (tests: grad of custom rules)",),
+              ("jax/_src/custom_derivatives.py",), EXACT),
+    Semantics("custom_vjp_call", "Outside differentiation: the primal function call_jaxpr.",
+              ("fwd/bwd are used by JAX when it differentiates, at trace time",),
+              ("jax/_src/custom_derivatives.py",), EXACT),
+    Semantics("custom_vjp_call_jaxpr", "Older JAX spelling: the primal fun_jaxpr.", (),
+              ("jax/_src/custom_derivatives.py",), EXACT),
+    Semantics("custom_vmap_call", _CALL, (), ("jax/_src/custom_batching.py custom_vmap_impl",), EXACT),
+    Semantics("linear_call", "The callee jaxpr (the transpose is used only by AD).", (),
+              ("jax/_src/custom_derivatives.py _linear_call_impl",), EXACT),
+    Semantics("custom_linear_solve", "The value of the `solve` jaxpr on (solve consts, b).",
+              ("matvec/vecmat/transpose_solve are used only by AD",),
+              (CF + "solves.py _custom_linear_solve_impl",), EXACT),
+    Semantics("call_hi_primitive", "A hijax primitive means its lojax expansion: prim.expand traced "
+              "once per primitive instance into a jaxpr that is evaluated.",
+              ("e.g. jnp.searchsorted in JAX 0.12 (SearchSorted)",
+               "HiPrims over hi types (non-array avals) raise UnsupportedPrimitiveError"),
+              ("jax/_src/hijax.py _call_hi_primitive_to_lojax", "jax/_src/numpy/hijax.py SearchSorted"),
+              EXACT),
+    Semantics("optimization_barrier", "Identity on all operands.", (),
+              ("https://openxla.org/xla/operation_semantics#optimizationbarrier",), EXACT),
+    Semantics("name", "Identity (checkpoint_name tags a value for remat policies).", (),
+              ("jax/_src/ad_checkpoint.py name_p",), EXACT),
+    Semantics("stop_gradient", "Identity on values.", (), ("jax/_src/lax/lax.py",), EXACT),
+    Semantics("create_token", "A token (carries nothing; orders effects).", (), ("jax/_src/lax/lax.py",), EXACT),
+    Semantics("after_all", "A token joining its operand tokens.", (), ("jax/_src/lax/lax.py",), EXACT),
+    Semantics("dce_sink", "Keeps its operands alive; no value.", (), ("jax/_src/lax/lax.py",), EXACT),
+    Semantics("pure_callback", "Calls the host function with NumPy arrays; checks its results.",
+              ("operands are passed as np.ndarray (as XLA host callbacks do), in program order",
+               "results are np.asarray'd and canonicalised (int64 -> int32 without x64); a wrong count, "
+               "shape or dtype raises RuntimeError with JAX's messages",
+               "vmap_method and sharding affect tracing/placement only"),
+              (CALLBACK + " pure_callback_impl, _FlatCallback; emit_python_callback._wrapped_callback",),
+              EXACT),
+    Semantics("io_callback", "As pure_callback; calls happen once per evaluation in program order "
+              "(which satisfies ordered=True; unordered calls are also made in program order).", (),
+              (CALLBACK + " io_callback_impl",), EXACT),
+    Semantics("debug_callback", "Calls the host function with NumPy arrays; no results.", (),
+              ("jax/_src/debugging.py debug_callback_impl",), EXACT),
+    Semantics("debug_print", "Formats and prints with JAX's own formatter (np_printoptions, fmt, "
+              "static args), without placing values on a device.", (),
+              ("jax/_src/debugging.py debug_print_impl, _format_print_callback",), EXACT),
+)

@@ -1,0 +1,93 @@
+"""Semantics of the lax.linalg primitives (interp/rules/lax_linalg.py).
+
+All decompositions are computed in float64/complex128 with the LAPACK routine XLA:CPU calls
+(through SciPy) and rounded once to the output dtype: the results are defined by accuracy
+(residuals of a few ulps of the output type; the class CONVENTION below means "accuracy-defined,
+under the stated conventions", never bitwise), plus the conventions below where a decomposition
+is not unique. Leading dimensions are batch dimensions. Pivots, permutations and structural zeros
+are exact.
+"""
+from __future__ import annotations
+
+from .base import CONVENTION, EXACT, Semantics, table
+
+LA = "jax/_src/lax/linalg.py"
+PHASE = ("each eigen/singular vector is scaled by a unit scalar so that its first entry of largest "
+         "magnitude is real and positive (exactly real)")
+FAIL_NAN = "a LAPACK failure (info != 0) gives all-NaN results (complex NaN is nan+nanj), as XLA:CPU"
+
+SEMANTICS = table(
+    Semantics("cholesky", "Lower Cholesky factor (potrf 'L'); the upper triangle of the input is not read.",
+              ("the result's strictly upper triangle is exactly zero",
+               "not positive definite (or non-finite lower triangle): " + FAIL_NAN),
+              (LA + " _cholesky_cpu_lowering",), CONVENTION,
+              "Residual-defined: L L^H = A within a few ulps; not bitwise with XLA:CPU's float32 potrf."),
+    Semantics("cholesky_update", "Upper R' with R'^T R' = R^T R + w w^T: JAX's Givens rotations in float64.",
+              ("strictly lower triangle exactly zero; diagonal positive",),
+              (LA + " _cholesky_update_jax_fn",), CONVENTION),
+    Semantics("symmetric_product", "alpha * A A^T + beta * C, the whole matrix (JAX documents only the "
+              "lower triangle as guaranteed on every platform).", (),
+              (LA + " _symmetric_product_jax_fn",), CONVENTION),
+    Semantics("geqrf", "Householder QR in LAPACK's packed form (R upper, reflectors below, taus).",
+              ("LAPACK dgeqrf/zgeqrf convention: H(i) = I - tau v v^H, v(i) = 1; R's diagonal signs are "
+               "LAPACK's (not made positive)",),
+              (LA + " geqrf",), CONVENTION),
+    Semantics("geqp3", "Column-pivoted QR (LAPACK geqp3); jpvt 1-based in and out, as LAPACK.",
+              ("only all-free columns (jpvt input all zero) are supported",),
+              (LA + " geqp3, _qr_lowering (subtracts 1)",), CONVENTION),
+    Semantics("householder_product", "Q = H(1)...H(k) from reflectors and taus, first n columns (orgqr).", (),
+              (LA + " householder_product",), CONVENTION),
+    Semantics("ormqr", "Q C, Q^H C, C Q or C Q^H without forming Q in the caller (transpose is the "
+              "conjugate transpose for complex).", (), (LA + " ormqr",), CONVENTION),
+    Semantics("qr", "JAX's composition: geqrf (or geqp3 with pivoting) then householder_product.",
+              ("R is upper triangular with exact zeros; R's diagonal signs follow LAPACK (same as "
+               "XLA:CPU); pivots are 0-based and exact",
+               "m == 0 or n == 0: Q the identity columns, R zeros, as JAX"),
+              (LA + " _qr_lowering",), CONVENTION),
+    Semantics("lu", "Partial-pivoting LU (getrf): packed L\\U, 0-based pivots, the permutation.",
+              ("pivots and permutation are exact (LAPACK's first maximal |a| in float64)",
+               "singular matrices are no failure (info > 0 is kept, as XLA:CPU)"),
+              (LA + " _lu_cpu_gpu_lowering",), CONVENTION),
+    Semantics("lu_pivots_to_permutation", "Applies swaps i <-> pivots[i] in order to the identity.",
+              ("negative pivots in [-size, 0) wrap (jnp indexing); others outside [0, size) raise "
+               "UndefinedBehaviorError (JAX's gather clamps and its scatter drops them)",),
+              (LA + " _generic_lu_pivots_to_permutation",), EXACT),
+    Semantics("triangular_solve", "Solves op(A) X = B or X op(A) = B reading one triangle of A.",
+              ("op(A) is A, A^T, conj(A) or A^H by transpose_a/conjugate_a; unit_diagonal ignores the "
+               "diagonal of A",
+               "substitution in the wide type with IEEE division: a zero pivot gives inf/NaN as trsm"),
+              (LA + " triangular_solve",), CONVENTION),
+    Semantics("tridiagonal_solve", "gtsv (partial pivoting); dl[0] and du[-1] are not read.",
+              ("singular system: " + FAIL_NAN, "perturb_singular=True: unsupported"),
+              (LA + " _tridiagonal_solve_cpu_lowering",), CONVENTION),
+    Semantics("eigh", "Hermitian eigendecomposition (syevd/heevd on the `lower` triangle): (V, w).",
+              ("eigenvalues ascending (also for sort_eigenvalues=False: the order is then "
+               "implementation-defined and this is the order chosen)", PHASE,
+               "within a repeated eigenvalue the basis is LAPACK's",
+               "subset_by_index (lo, hi): columns/values lo..hi-1 of the full result (XLA:CPU does "
+               "not support it)",
+               "non-finite input: " + FAIL_NAN),
+              (LA + " _eigh_cpu_gpu_lowering",), CONVENTION),
+    Semantics("eig", "General eigendecomposition (geev): w, then left and right eigenvectors as asked.",
+              ("eigenvalues in LAPACK's order (complex pairs with the positive imaginary part first)",
+               "eigenvectors have unit 2-norm; " + PHASE, "left eigenvectors: vl^H A = w vl^H",
+               "non-finite input: " + FAIL_NAN),
+              (LA + " _eig_cpu_lowering",), CONVENTION),
+    Semantics("svd", "Singular value decomposition (gesdd): s descending, U, V^H.",
+              ("each pair (u_i, v_i) is scaled so that u_i satisfies: " + PHASE,
+               "with full_matrices=True the extra columns of U / rows of V^H (a basis of the "
+               "orthogonal complement) are LAPACK's",
+               "s is bit-identical whatever compute_uv/full_matrices are (one LAPACK call)",
+               "subset_by_index selects indices of the descending order; empty matrices as JAX "
+               "_empty_svd; non-finite input: " + FAIL_NAN),
+              (LA + " _svd_cpu_gpu_lowering, _empty_svd",), CONVENTION),
+    Semantics("schur", "Schur decomposition (gees): T and Z with A = Z T Z^H.",
+              ("real input: real Schur form with LAPACK's standardized 2x2 blocks; complex input: "
+               "upper triangular T", "sort_eig_vals/select_callable: unsupported",
+               "non-finite input: " + FAIL_NAN),
+              (LA + " _schur_cpu_lowering",), CONVENTION),
+    Semantics("hessenberg", "Hessenberg reduction (gehrd) in LAPACK's packed form and n-1 taus.", (),
+              (LA + " _hessenberg_cpu_lowering",), CONVENTION),
+    Semantics("tridiagonal", "Tridiagonal reduction (sytrd/hetrd on the `lower` triangle): packed a, "
+              "d and e (real), taus.", (), (LA + " _tridiagonal_cpu_gpu_lowering",), CONVENTION),
+)

@@ -1,0 +1,53 @@
+"""Semantics of refs and state primitives (interp/rules/state.py, interp/refs.py)."""
+from __future__ import annotations
+
+from .base import EXACT, Semantics, table
+
+ST = "jax/_src/state/"
+_INDEX = ("the transform tree unflattens to NDIndexers (ints, Slice(start, size, stride) incl. pl.ds "
+          "with dynamic start and strides, integer arrays already broadcast by JAX's broadcast_to) and "
+          "reshape/transpose/bitcast/memory-space transforms; a single indexer maps straight onto the "
+          "Ref's normalized index, a chain of views follows every element's flat position through the "
+          "transforms",
+          "array indexers place their dimensions NumPy-style, which is NDIndexer.get_indexer_shape: in "
+          "place when adjacent, in front when separated by a slice",
+          "negative ints/array entries in [-size, 0) count from the end for jax.new_ref refs "
+          "(JAX's discharge: dynamic_slice and jnp indexing normalise them); Pallas kernel refs do not "
+          "wrap (Ref.wraps_negative_indices)",
+          "anything outside the ref raises OutOfBoundsError with check_bounds=True (the default): JAX's "
+          "discharge clamps reads, drops scattered writes and clamps dynamic slices, three different "
+          "answers, so the reference makes it loud",
+          "bitcast views must keep the element width; other transforms raise UnsupportedPrimitiveError")
+
+SEMANTICS = table(
+    Semantics("get", "Reads ref[transforms] (a copy).", _INDEX,
+              (ST + "discharge.py transform_array, _index_array", ST + "indexing.py NDIndexer"), EXACT),
+    Semantics("swap", "Returns ref[transforms] and writes the new value there.",
+              _INDEX + ("with duplicate array indices the last write in row-major index order wins "
+                        "(XLA leaves the choice open: tests use distinct indices)",),
+              (ST + "discharge.py transform_swap_array",), EXACT),
+    Semantics("addupdate", "ref[transforms] += value.",
+              _INDEX + ("every duplicate array index receives every update (np.add.at), each addition "
+                        "rounded to the ref dtype in row-major index order",
+                        "through a bitcast view: unsupported, as in JAX"),
+              (ST + "discharge.py _addupdate_discharge",), EXACT),
+    Semantics("new_ref", "A fresh ref holding a copy of the value (weak type dropped).",
+              ("memory_space, kind and pin do not change values",), ("jax/_src/core.py ref_p",), EXACT),
+    Semantics("mutable_array", "Older spelling of new_ref.", (), ("jax/_src/core.py",), EXACT),
+    Semantics("empty_ref", "A fresh ref with uninitialized contents.",
+              ("options.uninitialized='nan': NaN, integers their minimum (JAX's run_state default "
+               "initialization); 'zero': zeros; 'raise' (and bool refs under 'nan'): "
+               "UnsupportedPrimitiveError, the plain Ref does not track reads",),
+              ("jax/_src/core.py empty_ref_p", ST + "discharge.py _default_initialization"), EXACT),
+    Semantics("freeze", "The ref's current value (a copy).", (), ("jax/_src/core.py freeze_p",), EXACT),
+    Semantics("free_ref", "No value; the ref is not used again.", (), ("jax/_src/core.py",), EXACT),
+    Semantics("run_state", "Runs the body on fresh refs holding the inputs; returns their final values.",
+              ("is_initialized=False inputs start as empty_ref does", "which_linear only matters to AD"),
+              (ST + "discharge.py _run_state_impl",), EXACT),
+    Semantics("broadcast_to", "NumPy broadcast_to (used to broadcast integer indexers).", (),
+              (ST + "primitives.py _broadcast_to_impl",), EXACT),
+    Semantics("pin", "Identity (memory placement).", (), (ST + "primitives.py",), EXACT),
+    Semantics("unpin", "Identity (memory placement).", (), (ST + "primitives.py",), EXACT),
+    Semantics("accum_grad_in_ref", "Identity.", (), ("jax/_src/core.py",), EXACT),
+    Semantics("with_memory_space_constraint", "Identity.", (), (ST + "primitives.py",), EXACT),
+)
