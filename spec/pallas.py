@@ -136,4 +136,31 @@ SEMANTICS = table(
     Semantics("bitcast", "pltpu.bitcast: packs/unpacks consecutive elements along dim (second "
               "minor by default; the only choice before JAX 0.12), element 0 in the low bits.",
               sources=(_TPU + " _bitcast_lowering_rule",)),
+    Semantics("reciprocal", "1/x correctly rounded (computed wide, rounded once), also for "
+              "approx=True, where hardware may return an approximation (Mosaic: a bf16 "
+              "reciprocal): the compliance mode says how far.", sources=(_PRIMS,),
+              exactness="correctly-rounded"),
+    Semantics("einshape_lo", "pltpu.einshape: the split / merge / transpose steps of "
+              "jax._src.pallas.einshape.get_einshape_transforms.",
+              sources=("jax/_src/pallas/einshape.py",)),
+    Semantics("atomic_rmw", "Triton atomics (xchg, add, max, min, and, or, xor) return the value "
+              "each lane saw; lanes hitting one element apply in row-major lane order, each "
+              "result rounded; masked-out lanes are not accessed.",
+              sources=("jax/_src/pallas/triton/primitives.py",),
+              notes="Float max/min propagate NaN; Triton's integer-trick float min/max leaves NaN "
+                    "handling undefined."),
+    Semantics("atomic_cas", "Compare-and-swap of a scalar ref; returns the old value.",
+              sources=("jax/_src/pallas/triton/primitives.py",)),
+    Semantics("debug_barrier", "Triton thread barrier: no effect on values.",
+              sources=("jax/_src/pallas/triton/primitives.py",)),
+    Semantics("add_dependency", "pltpu.touch: a scheduling dependency; no effect on values.",
+              sources=(_TPU,)),
+    Semantics("trace_value", "pltpu.trace_value: a profiler annotation; no effect on values.",
+              sources=(_TPU,)),
+    Semantics("prng_seed", "Seeds the TPU core's hardware PRNG (emulated: interp.prng."
+              "pallas_tpu_bits; the hardware generator is undocumented).", sources=(_TPU,)),
+    Semantics("prng_random_bits", "int32 bits of the emulated hardware PRNG: a function of the "
+              "seeds, the grid point, the draw number since the last prng_seed and Options.seed. "
+              "Before any prng_seed: UndefinedBehaviorError (JAX's TPU interpret mode returns "
+              "zeros).", sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
 )
