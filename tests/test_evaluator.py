@@ -1,0 +1,185 @@
+"""The interpreter core: plans and their caching, options, errors, interpret()'s pytree handling,
+static arguments, keyword arguments, and JAX configuration read at call time."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import interp
+from interp import evaluator
+from interp.errors import UnsupportedPrimitiveError
+from interp.options import Options
+from interp.registry import RULES
+from tests.support import x64
+
+ints = np.arange(6, dtype=np.int32) - 2
+
+
+# --- plans --------------------------------------------------------------------------------------
+
+def test_plan_cached_per_jaxpr_and_options():
+    closed = jax.make_jaxpr(lambda x: x * 2 + 1)(ints)
+    a = evaluator.get_plan(closed.jaxpr, Options())
+    assert evaluator.get_plan(closed.jaxpr, Options()) is a
+    b = evaluator.get_plan(closed.jaxpr, Options(uninitialized="zero"))
+    assert b is not a and b.options.uninitialized == "zero"
+
+
+def test_loop_body_plan_built_once(monkeypatch):
+    built = []
+
+    class CountingPlan(evaluator.Plan):
+        __slots__ = ()
+
+        def __init__(self, jaxpr, options):
+            built.append(jaxpr)
+            super().__init__(jaxpr, options)
+
+    monkeypatch.setattr(evaluator, "Plan", CountingPlan)
+    f = interp.interpret(lambda x: lax.fori_loop(0, 50, lambda i, c: c * 3 + i, x))
+    np.testing.assert_array_equal(f(ints), jax.jit(lambda x: lax.fori_loop(
+        0, 50, lambda i, c: c * 3 + i, x))(ints))
+    n = len(built)
+    assert n <= 3  # the program and the loop body (and its cond for a while): not one per iteration
+    f(ints + 1)
+    assert len(built) == n  # a second call re-traces nothing and builds nothing
+
+
+def test_interpret_traces_once_per_signature():
+    traces = []
+
+    def f(x, y):
+        traces.append(1)
+        return x + y
+
+    g = interp.interpret(f)
+    g(ints, ints)
+    g(ints + 1, ints)
+    assert len(traces) == 1
+    g(ints.astype(np.float32), ints.astype(np.float32))
+    g(np.int32(1), ints)
+    assert len(traces) == 3
+
+
+def test_plan_steps_release_intermediates():
+    closed = jax.make_jaxpr(lambda x: ((x + 1) * 2 - 3, x))(ints)
+    plan = evaluator.get_plan(closed.jaxpr, Options())
+    freed = {s for step in plan.steps for s in step[6]}
+    inputs_outputs = set(plan.in_slots) | set(plan.out_slots)
+    assert freed and not freed & inputs_outputs
+
+
+def test_dropped_outputs():
+    f = lambda x: lax.scan(lambda c, a: (c + a, c * a), 0, x)[1]  # the final carry is dropped
+    np.testing.assert_array_equal(interp.interpret(f)(ints), jax.jit(f)(ints))
+
+
+# --- options ------------------------------------------------------------------------------------
+
+def test_options_validated():
+    with pytest.raises(ValueError):
+        interp.interpret(lambda x: x, uninitialized="garbage")
+    with pytest.raises(ValueError):
+        interp.interpret(lambda x: x, grid_order="random")
+    with pytest.raises(TypeError, match="unknown interpreter option"):
+        interp.interpret(lambda x: x, no_such_option=True)
+    f = interp.interpret(lambda x: x, uninitialized="zero", seed=3)
+    assert f.options == Options(uninitialized="zero", seed=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.options.seed = 4
+
+
+def test_eval_jaxpr_options_and_consts():
+    c = jnp.arange(6, dtype=jnp.int32)
+    closed = jax.make_jaxpr(lambda x: x * c)(ints)
+    out = interp.eval_jaxpr(closed, ints, check_avals=False)
+    assert isinstance(out, list) and type(out[0]) is np.ndarray
+    np.testing.assert_array_equal(out[0], ints * np.arange(6))
+    with pytest.raises(TypeError):
+        interp.eval_jaxpr(closed, ints, ints)
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+def _made_up(name, **params):
+    from jax.extend.core import Primitive
+    p = Primitive(name)
+    p.def_abstract_eval(lambda x, **kw: x)
+    return lambda x: p.bind(x, **params)
+
+
+def test_unsupported_primitive_error():
+    prim = _made_up("test_evaluator_unknown", colour="blue")
+    with pytest.raises(UnsupportedPrimitiveError) as e:
+        interp.interpret(prim)(ints)
+    assert isinstance(e.value, NotImplementedError)
+    assert e.value.primitive == "test_evaluator_unknown" and e.value.params == {"colour": "blue"}
+    assert "test_evaluator_unknown" in str(e.value) and jax.__version__ in str(e.value)
+    assert interp.coverage().get("test_evaluator_unknown") in (None, "unsupported")
+
+
+def test_wrong_result_aval_is_a_bug(monkeypatch):
+    prim = _made_up("test_evaluator_bad_rule")
+    monkeypatch.setitem(RULES, "test_evaluator_bad_rule", lambda eqn, x: x.astype(np.int64))
+    with pytest.raises(AssertionError, match="test_evaluator_bad_rule.*bug in the reference"):
+        interp.interpret(prim)(ints)
+    # check_avals=False trusts the rule (used by rules that evaluate many tiny sub-jaxprs).
+    out = interp.interpret(prim, check_avals=False)(ints)
+    assert out.dtype == np.int64
+    monkeypatch.setitem(RULES, "test_evaluator_bad_rule", lambda eqn, x: float(x[0]))
+    with pytest.raises(AssertionError, match="returned output 0 as"):
+        interp.interpret(prim)(ints)
+
+
+# --- interpret(): pytrees, static arguments, kwargs ---------------------------------------------
+
+def test_pytrees_in_and_out():
+    def f(d, t):
+        return {"sum": d["a"] + t[0], "nested": (d["b"] * 2, [t[1], None])}
+    args = ({"a": ints, "b": ints.astype(np.float32)}, (np.int32(3), ints))
+    out = interp.interpret(f)(*args)
+    want = jax.jit(f)(*args)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(want)
+    for o, w in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(want)):
+        assert type(o) is np.ndarray and o.dtype == w.dtype
+        np.testing.assert_array_equal(o, w)
+
+
+def test_static_argnums_and_argnames():
+    def f(x, n, *, mode):
+        return x * n if mode == "mul" else x + n
+    g = interp.interpret(f, static_argnums=1, static_argnames="mode")
+    np.testing.assert_array_equal(g(ints, 3, mode="mul"), ints * 3)
+    np.testing.assert_array_equal(g(ints, 3, mode="add"), ints + 3)
+    np.testing.assert_array_equal(g(ints, 4, mode="add"), ints + 4)
+
+
+def test_dynamic_kwargs():
+    g = interp.interpret(lambda x, *, y: x - y)
+    np.testing.assert_array_equal(g(ints, y=ints * 2), -ints)
+
+
+def test_python_scalars_are_weakly_typed():
+    out = interp.interpret(lambda x, s: x * s)(ints.astype(np.float32), 2)
+    assert out.dtype == np.float32
+
+
+def test_jax_config_read_at_call_time():
+    f = interp.interpret(lambda n: jnp.arange(3) + n)
+    with x64(False):
+        assert f(1).dtype == np.int32
+    with x64(True):
+        assert f(1).dtype == np.int64
+        assert f(np.int64(2)).dtype == np.int64
+    with x64(False):
+        assert f(1).dtype == np.int32
+
+
+def test_outputs_never_jax_arrays():
+    out = interp.interpret(lambda x: (x, x + 1, jnp.float32(2)))(ints)
+    assert all(type(o) is np.ndarray for o in out)
