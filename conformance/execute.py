@@ -51,12 +51,12 @@ _REF_CACHE: dict = {}
 
 def _reference(case: Case, seed: int):
     """(inputs, outputs or exception, seconds): cached so several runners in one worker share it."""
-    key = (case.id, seed)
+    key = (case.id, seed, id(case))
     if key not in _REF_CACHE:
         if len(_REF_CACHE) >= 8:
             _REF_CACHE.pop(next(iter(_REF_CACHE)))
-        _REF_CACHE[key] = _compute_reference(case, seed)
-    return _REF_CACHE[key]
+        _REF_CACHE[key] = (case, _compute_reference(case, seed))   # the case is kept: id() stays unique
+    return _REF_CACHE[key][1]
 
 
 def _compute_reference(case: Case, seed: int):

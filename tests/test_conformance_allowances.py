@@ -1,0 +1,147 @@
+"""Allowance explanations, known divergences and the first divergent equation, on XLA:CPU's real
+behaviour (it flushes f32 subnormals and contracts mul+add into FMAs) and on hand-made outputs."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from conformance.case import PALLAS, Case
+from conformance.execute import compare, first_divergent_eqn, run_case
+from conformance.replay import Variant, flush_subnormals, reference_replay
+from spec import allowances as A
+from spec import compliance as C
+from spec import divergences as DV
+
+TINY = np.float32(np.finfo(np.float32).tiny)
+
+
+def _case(fn, inputs, **kw):
+    return Case(id="testing/" + kw.pop("name", "case"), fn=fn, inputs=lambda rng: inputs, **kw)
+
+
+def test_flush_subnormals():
+    x = np.array([1e-45, -1e-40, 1.0, 0.0, -0.0, np.nan], np.float32)
+    out = flush_subnormals(x)
+    assert out.view(np.uint32).tolist()[:5] == [0, 0x80000000, 0x3F800000, 0, 0x80000000]
+    assert np.isnan(out[5])
+    h = np.array([6e-8], np.float16)                      # f16 keeps subnormals on XLA:CPU
+    assert flush_subnormals(h)[0] == h[0]
+
+
+def test_flush_to_zero_explains_xla_cpu():
+    # x * 0.25 of the smallest normal is subnormal: correctly rounded it is TINY/4, XLA:CPU gives 0.
+    case = _case(lambda x: x * np.float32(0.25), [np.array([TINY, 3 * TINY, 1.0], np.float32)],
+                 primitives=("mul",))
+    rec = run_case(case, "xla:cpu")
+    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "flush-to-zero"
+    assert rec["mismatches"] == 2 and rec["first_mismatch"]["index"] == [0]
+
+
+def test_fma_contraction_explains_xla_cpu():
+    a, b, c = np.float32(1 + 2 ** -23), np.float32(1 - 2 ** -23), np.float32(-1)
+    # Unfused: a*b rounds to 1.0, so a*b + c = 0. Fused: exactly -2^-46.
+    case = _case(lambda a, b, c: a * b + c, [np.array([a]), np.array([b]), np.array([c])], primitives=("mul",))
+    jaxpr = jax.make_jaxpr(case.fn)(*case.make_inputs(0))
+    fused, _ = reference_replay(jaxpr, case.make_inputs(0), Variant(fma=True))
+    assert fused[0][0] == np.float32(-(2.0 ** -46))
+    plain, _ = reference_replay(jaxpr, case.make_inputs(0))
+    assert plain[0][0] == 0
+    rec = run_case(case, "xla:cpu")
+    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "fma-contraction"
+
+
+def test_unexplained_difference_is_a_fail_with_values():
+    case = _case(lambda x: x + 1, [np.arange(4, dtype=np.float32)], primitives=("add",))
+    ref = [np.arange(4, dtype=np.float32) + 1]
+    out = [ref[0].copy()]
+    out[0][2] = np.nextafter(out[0][2], np.float32(9))
+    rec = {}
+    compare(case, "xla:cpu", case.make_inputs(0), ref, out, rec, first_divergence=False)
+    assert rec["outcome"] == "fail" and rec["max_ulp"] == 1 and rec["mismatches"] == 1
+    assert rec["first_mismatch"]["index"] == [2] and rec["first_mismatch"]["output"] == 0
+
+
+def test_matmul_precision_allowance_on_tpu_runner_only():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((4, 64)).astype(np.float32), rng.standard_normal((64, 3)).astype(np.float32)
+    case = _case(lambda a, b: a @ b, [a, b], modes=C.dot_product(64), primitives=("dot_general",),
+                 dot_bound=lambda a, b: [np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))])
+    # What one bf16 pass computes: inputs rounded to bf16, exact products, f32 result.
+    bf = lambda x: x.astype(jnp.bfloat16).astype(np.float64)  # noqa: E731
+    one_pass = [(bf(a) @ bf(b)).astype(np.float32)]
+    exact = [(a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)]
+    for runner, outcome in (("xla:tpu", "pass-with-allowance"), ("xla:cpu", "fail")):
+        rec = {}
+        compare(case, runner, [a, b], exact, one_pass, rec, first_divergence=False)
+        assert rec["outcome"] == outcome
+    assert rec["max_abs_err"] > 0
+    rec = {}
+    compare(case, "xla:tpu", [a, b], exact, one_pass, rec)
+    assert rec["allowance"] == "matmul-precision-bf16"
+
+
+def test_known_divergence_tpu_interpret_prng_zeros():
+    case = Case(id="testing/prng", fn=None, build=lambda interpret: None, inputs=lambda rng: [], kind=PALLAS,
+                modes=C.statistical(), primitives=("pallas_call", "prng_random_bits"))
+    ref = [np.random.default_rng(0).integers(-2 ** 31, 2 ** 31, (16, 128)).astype(np.int32)]
+    zeros = [np.zeros((16, 128), np.int32)]
+    rec = {}
+    compare(case, "pallas:tpu-interpret", [], ref, zeros, rec)
+    assert rec["outcome"] == "known-divergence"
+    assert rec["known_divergence"]["id"] == "tpu-interpret-prng-zeros"
+    # Other runners returning zeros are plain failures; random bits pass.
+    rec = {}
+    compare(case, "pallas:mosaic-tpu", [], ref, zeros, rec)
+    assert rec["outcome"] == "fail"
+    rec = {}
+    compare(case, "pallas:tpu-interpret", [], ref, ref, rec)
+    assert rec["outcome"] == "pass"
+
+
+def test_divergence_version_ranges():
+    d = DV.Divergence("x", "link", "s", runners=("xla:cpu",), jax_versions=("0.11", "0.12.1"))
+    f = lambda v: DV.Failure("c", "xla:cpu", v, (), [np.zeros(1)], [np.zeros(1)], (0,), 0.0)  # noqa: E731
+    assert [d.matches(f(v)) for v in ("0.10.2", "0.11.0", "0.12.0.1", "0.12.1")] == [False, True, True, False]
+
+
+def test_every_allowance_and_divergence_cites_a_source():
+    for a in A.ALLOWANCES:
+        assert a.sources and (a.variant or a.mode_change), a.name
+    for d in DV.DIVERGENCES:
+        assert d.link and d.runners, d.id
+    assert {a.name for a in A.for_runner("xla:cpu")} >= {"flush-to-zero", "fma-contraction"}
+    assert "matmul-precision-bf16" not in {a.name for a in A.for_runner("xla:cpu")}
+
+
+def test_first_divergent_equation_on_xla_cpu():
+    # neg is exact everywhere; the multiply produces a subnormal that XLA:CPU flushes; the add
+    # after it only propagates the difference.
+    def prog(x):
+        y = -x
+        z = y * np.float32(0.5)
+        return z + np.float32(0)
+    x = np.array([TINY, 2.0], np.float32)
+    jaxpr = jax.make_jaxpr(prog)(x)
+    div = first_divergent_eqn(jaxpr, [x], "xla:cpu")
+    assert div["index"] == 1 and div["primitive"] == "mul"
+    assert div["first_mismatch"]["index"] == [0]
+    # Calls (jit, as jnp functions make) are inlined: the divergence is found inside the call.
+    inner = jax.jit(lambda x: -x * np.float32(0.5))
+    jaxpr = jax.make_jaxpr(lambda x: inner(x) + np.float32(1))(x)
+    assert [e.primitive.name for e in jaxpr.jaxpr.eqns][0] in ("jit", "pjit")
+    div = first_divergent_eqn(jaxpr, [x], "xla:cpu")
+    assert div["index"] == 1 and div["primitive"] == "mul"
+
+
+def test_reference_unsupported_and_backend_unsupported_records():
+    prim = jax.extend.core.Primitive("conformance_test_unknown")
+    prim.def_abstract_eval(lambda x: x)
+    prim.def_impl(lambda x: x)
+    case = _case(lambda x: prim.bind(x), [np.zeros(2, np.float32)])
+    rec = run_case(case, "xla:cpu")
+    assert rec["outcome"] == "reference-unsupported" and "conformance_test_unknown" in rec["detail"]
+    rec = run_case(case, "pallas:interpret")
+    assert rec["outcome"] == "backend-unsupported" and "pallas" in rec["detail"]
+    rec = run_case(case, "xla:tpu")
+    assert rec["outcome"] == "backend-unsupported" and "tpu" in rec["detail"]

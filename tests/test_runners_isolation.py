@@ -1,0 +1,114 @@
+"""Runners: detection, what each runner accepts, environment capture, and crash/timeout isolation
+(a case that aborts, one that segfaults and one that hangs; every other result is kept)."""
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conformance.case import LAX, PALLAS, Case
+from hardware_runners import detect, get_runner
+from hardware_runners.environment import environment
+from hardware_runners.isolation import Worker, run_isolated
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# --- cases served to the isolated worker (JAX_CONFORMANCE_CASES names this module) ----------
+def _abort(x):
+    print("about to abort", flush=True)
+    os.abort()
+
+
+def _segfault(x):
+    import ctypes
+    print("about to segfault", flush=True)
+    ctypes.string_at(0)
+
+
+def _hang(x):
+    print("about to hang", flush=True)
+    time.sleep(600)
+
+
+def _ints(rng):
+    return [np.arange(6, dtype=np.int32)]
+
+
+def cases():
+    yield Case(id="testing/ok", fn=lambda x: -x, inputs=_ints, primitives=("neg",))
+    yield Case(id="testing/abort", fn=_abort, inputs=_ints)
+    yield Case(id="testing/segfault", fn=_segfault, inputs=_ints)
+    yield Case(id="testing/hang", fn=_hang, inputs=_ints)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    env = dict(os.environ, JAX_CONFORMANCE_CASES="test_runners_isolation",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE, os.environ.get("PYTHONPATH", "")]))
+    w = Worker(env=env)
+    yield w
+    w.close()
+
+
+def test_crash_and_timeout_isolation_keeps_other_results(worker):
+    plan = ["testing/ok", "testing/abort", "testing/ok", "testing/segfault", "testing/hang", "testing/ok"]
+    recs = [run_isolated(worker, cid, "xla:cpu", 0, timeout=3.0 if cid == "testing/hang" else 120.0)
+            for cid in plan]
+    assert [r["outcome"] for r in recs] == ["pass", "crash", "pass", "crash", "timeout", "pass"]
+    assert "SIGABRT" in recs[1]["output"] and "about to abort" in recs[1]["output"]
+    assert "SIGSEGV" in recs[3]["output"] and "about to segfault" in recs[3]["output"]
+    assert "about to hang" in recs[4]["output"] and "no result after 3" in recs[4]["output"]
+    for r in recs:
+        assert r["reproducer"] == f"jax-conformance repro {r['case']} --runner xla:cpu --seed 0"
+    assert worker.starts == 4   # the first start and one restart after each crash or timeout
+
+
+def test_isolation_overhead_is_small(worker):
+    run_isolated(worker, "testing/ok", "xla:cpu", 0, timeout=60)     # warm (compile cached in the worker)
+    t0 = time.perf_counter()
+    recs = [run_isolated(worker, "testing/ok", "xla:cpu", s, timeout=60) for s in range(5)]
+    per_case = (time.perf_counter() - t0) / 5
+    inside = sum(r["total_s"] for r in recs) / 5
+    assert all(r["outcome"] == "pass" for r in recs)
+    # The pipe round trip and pickling add well under 50 ms to a case.
+    assert per_case - inside < 0.05, (per_case, inside)
+
+
+def test_detection_on_this_machine():
+    rows = {r["name"]: r for r in detect()}
+    for name in ("reference", "xla:cpu", "pallas:interpret", "pallas:tpu-interpret"):
+        assert rows[name]["available"], rows[name]
+    assert not rows["xla:tpu"]["available"] and "tpu" in rows["xla:tpu"]["reason"]
+    assert not rows["pallas:mosaic-tpu"]["available"] and rows["pallas:mosaic-tpu"]["reason"]
+    assert not rows["pallas:triton"]["available"] and "gpu" in rows["pallas:triton"]["reason"]
+
+
+def test_runners_declare_what_they_can_run():
+    lax_case = Case(id="t/lax", fn=lambda x: x, inputs=_ints)
+    tpu_kernel = Case(id="t/k", fn=None, build=lambda i: None, inputs=_ints, kind=PALLAS, pallas_targets=("tpu",))
+    prng_kernel = Case(id="t/p", fn=None, build=lambda i: None, inputs=_ints, kind=PALLAS,
+                       pallas_targets=("tpu",), needs=frozenset({"hardware-prng"}))
+    assert get_runner("xla:cpu").supports(lax_case)[0]
+    ok, why = get_runner("xla:cpu").supports(tpu_kernel)
+    assert not ok and "pallas" in why
+    ok, why = get_runner("pallas:interpret").supports(lax_case)
+    assert not ok and "lax" in why
+    assert get_runner("pallas:tpu-interpret").supports(tpu_kernel)[0]
+    ok, why = get_runner("pallas:gpu-interpret").supports(tpu_kernel)
+    assert not ok and "tpu" in why
+    assert get_runner("pallas:tpu-interpret").supports(prng_kernel)[0]
+    assert get_runner("pallas:interpret").supports(prng_kernel)[0]   # it tries; JAX refuses prng_seed
+    assert LAX in get_runner("reference").kinds and PALLAS in get_runner("reference").kinds
+    with pytest.raises(KeyError):
+        get_runner("xla:nonexistent-platform")
+
+
+def test_environment_capture():
+    env = environment()
+    import jax
+    assert env["jax"] == jax.__version__ and env["jaxlib"]
+    assert env["devices"].get("cpu:cpu", 0) >= 1
+    assert env["python"] == sys.version.split()[0] and env["host"]
+    assert "xla_flags" in env and "plugins" in env
