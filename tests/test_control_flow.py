@@ -307,3 +307,18 @@ def test_every_rule_has_semantics():
     from spec.control_flow import SEMANTICS
     mine = {n for n, r in RULES.items() if r.__module__ == cf.__name__}
     assert mine - {"pjit", "checkpoint"} <= set(SEMANTICS), mine - set(SEMANTICS)
+
+
+def test_scan_over_and_into_key_arrays():
+    # Typed PRNG keys as carry, as xs and as ys (the PRNG family's KeyArray values).
+    def f(k, ks):
+        def body(c, kx):
+            c, sub = jax.random.split(c)
+            return c, (sub, jax.random.bits(sub, (2,)) ^ jax.random.bits(kx, (2,)))
+        return lax.scan(body, k, ks)
+    k = jax.random.key(0)
+    ks = jax.random.split(jax.random.key(1), 3)
+    (carry, (subs, bits)), (xcarry, (xsubs, xbits)) = reference(f, k, ks), jax.jit(f)(k, ks)
+    assert_same_bits(bits, np.asarray(xbits))
+    assert_same_bits(subs.data, np.asarray(jax.random.key_data(xsubs)))
+    assert_same_bits(carry.data, np.asarray(jax.random.key_data(xcarry)))

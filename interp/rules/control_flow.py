@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import jax
 
-from ..evaluator import TOKEN, Token, get_closed_plan, to_reference_value
+from ..errors import UnsupportedPrimitiveError
+from ..evaluator import TOKEN, Token, is_extended
 from ..registry import register
 
 
@@ -97,6 +98,13 @@ def _scan_layout(params) -> tuple[int, int]:
     return len(consts), len(carry)
 
 
+def _row(x, i):
+    """x[i] for an array or a typed key array (the PRNG family's KeyArray: impl + key data)."""
+    if hasattr(x, "impl") and hasattr(x, "data"):
+        return type(x)(x.impl, x.data[i])
+    return x[i]
+
+
 @register("scan")
 def scan(eqn, *args, jaxpr, length, reverse, unroll, **params):
     # unroll only changes how XLA lowers the loop, never the result; _split_transpose is a
@@ -108,14 +116,22 @@ def scan(eqn, *args, jaxpr, length, reverse, unroll, **params):
     carry = list(args[num_consts:num_consts + num_carry])
     xs = args[num_consts + num_carry:]
     y_avals = eqn.out_avals[num_carry:]
-    ys = [np.empty(a.shape, a.dtype) for a in y_avals]  # out avals include the length axis
+    # ys are preallocated (the out avals include the length axis); key-array ys are collected.
+    ys = [[None] * length if is_extended(a.dtype) else np.empty(a.shape, a.dtype) for a in y_avals]
     for t in range(length):
         i = length - 1 - t if reverse else t
-        out = run(own, consts + carry + [x[i] for x in xs])
+        out = run(own, consts + carry + [_row(x, i) for x in xs])
         carry = out[:num_carry]
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v
-    return carry + ys
+    return carry + [_stack_keys(y, a) if isinstance(y, list) else y for y, a in zip(ys, y_avals)]
+
+
+def _stack_keys(values, aval):
+    if not values:
+        raise UnsupportedPrimitiveError("scan", {}, "empty scan over key-array ys")
+    first = values[0]
+    return type(first)(first.impl, np.stack([v.data for v in values]))
 
 
 # --- calls: evaluate the callee jaxpr -----------------------------------------------------------
