@@ -322,3 +322,14 @@ def test_scan_over_and_into_key_arrays():
     assert_same_bits(bits, np.asarray(xbits))
     assert_same_bits(subs.data, np.asarray(jax.random.key_data(xsubs)))
     assert_same_bits(carry.data, np.asarray(jax.random.key_data(xcarry)))
+
+
+def test_placement_and_checks_are_identities():
+    from jax.experimental import checkify
+    dev = jax.devices("cpu")[0]
+
+    def f(x):
+        y = jax.lax.with_sharding_constraint(x * 2, jax.sharding.SingleDeviceSharding(dev))
+        checkify.debug_check(y[0] < 1000, "never raised outside checkify")
+        return jax.device_put(y, dev) + 1
+    same(f, ints)

@@ -231,6 +231,58 @@ def _hi_expansion(eqn, prim):
     return closed
 
 
+@register("remat_opt")
+def remat_opt(eqn, *args, fwd_jaxpr, **params):
+    # The primal value and residuals are fwd_jaxpr's (custom_derivatives.py _remat_opt_impl).
+    return _run(eqn, fwd_jaxpr, args)
+
+
+@register("xla_metadata_call")
+def xla_metadata_call(eqn, *args, jaxpr, **params):
+    return _run(eqn, jaxpr, args)  # metadata annotates the HLO, not the values
+
+
+@register("custom_partitioning")
+def custom_partitioning(eqn, *args, call, **params):
+    return _run(eqn, call, args)  # partitioning callbacks only matter to SPMD lowering
+
+
+@register("custom_jvp_call_jaxpr")
+def custom_jvp_call_jaxpr(eqn, *args, fun_jaxpr, **params):
+    return _run(eqn, fun_jaxpr, args)  # older JAX spelling of custom_jvp_call
+
+
+@register("unreachable")
+def unreachable(eqn, *args, out_avals, exc_type, message):
+    # Evaluating it raises, as its impl does (custom_derivatives.py unreachable_impl).
+    raise exc_type(message)
+
+
+@register("check")
+def check(eqn, *args, err_tree, debug):
+    # checkify: debug checks are no-ops unless checkify discharges them; a functionalized error
+    # raises when it is set (checkify.py check_impl).
+    if debug:
+        return []
+    from jax._src import checkify as _checkify
+    exc = jax.tree_util.tree_unflatten(err_tree, list(args)).get_exception()
+    if exc:
+        raise _checkify.JaxRuntimeError(str(exc)) from exc
+    return []
+
+
+# --- placement and sharding: identities on one host ----------------------------------------------
+
+@register("sharding_constraint", "reshard", "layout_constraint", "relayout", "xla_metadata_value")
+def placement_identity(eqn, x, **params):
+    return x
+
+
+@register("device_put")
+def device_put(eqn, *xs, **params):
+    return list(xs)
+
+
 # --- identities ---------------------------------------------------------------------------------
 
 @register("optimization_barrier")
