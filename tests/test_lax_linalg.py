@@ -4,6 +4,7 @@ permutations, structural zeros, NaN on failure)."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax._src.lax import linalg as L
@@ -326,3 +327,22 @@ def test_every_rule_has_semantics():
     from spec.lax_linalg import SEMANTICS
     mine = {n for n, r in RULES.items() if r.__module__ == lax_linalg.__name__}
     assert mine == set(SEMANTICS), mine ^ set(SEMANTICS)
+
+
+@pytest.mark.parametrize("name", ["cholesky", "qr", "eigh", "svd", "solve", "triangular_solve"])
+def test_grad_and_vmap(name):
+    # AD and batching produce ordinary primitives at trace time: compare with XLA:CPU within the
+    # accuracy of the float32 results (float64 intermediates in the reference).
+    fns = {
+        "cholesky": lambda a: jnp.sum(L.cholesky(a) ** 2),
+        "qr": lambda a: jnp.sum(L.qr(a, full_matrices=False)[1] ** 2),
+        "eigh": lambda a: jnp.sum(L.eigh(a)[1] ** 3),
+        "svd": lambda a: jnp.sum(L.svd(a, compute_uv=False)),
+        "solve": lambda a: jnp.sum(jnp.linalg.solve(a, jnp.ones((a.shape[-1],), a.dtype))),
+        "triangular_solve": lambda a: jnp.sum(L.triangular_solve(a, a, left_side=True, lower=True)),
+    }
+    f = fns[name]
+    a = spd(np.float32, n=4, batch=(3,))
+    g = jax.vmap(jax.grad(f))
+    want = xla_cpu(g, a)
+    check_close(reference(g, a), want, np.float32, scale=np.abs(want).max())
