@@ -192,6 +192,7 @@ def _seed(rng):
 
 
 def cases():
+    yield from gpu_cases()
     yield _case("add/f32/16x256_blocks_8x128", build_add((16, 256), (8, 128)), _rows([(16, 256), (16, 256)]),
                 primitives=("pallas_call", "add", "mul"))
     yield _case("add/i32/rank3_2x8x384_blocks_1x8x128", build_add((2, 8, 384), (1, 8, 128)),
@@ -225,3 +226,38 @@ def cases():
                    build=shipped(_ops_tpu_threefry(shape)), reference_fn=_claimed_threefry(shape), inputs=_seed,
                    kind=PALLAS, pallas_targets=("tpu",), primitives=("pallas_call", "threefry2x32"), profile=prof,
                    jax_config=(("jax_threefry_partitionable", True),))
+
+
+# ------------------------------------------------------------------ shipped GPU (Triton) kernels
+def _gpu_softmax(interpret):
+    from jax.experimental.pallas.ops.gpu import softmax as sm
+    return lambda x: sm.softmax(x, axis=-1, interpret=interpret)
+
+
+def _gpu_layer_norm(interpret):
+    from jax.experimental.pallas.ops.gpu import layer_norm as ln
+    return lambda x, w, b: ln.layer_norm(x, w, b, interpret=interpret)
+
+
+def _jnp_layer_norm(x, w, b, eps=1e-5):
+    mu = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + eps) * w + b
+
+
+def gpu_cases():
+    # Measured worst abs error (HLO interpret on XLA:CPU vs float64, seeds 0..9, jax 0.12.0.1):
+    # softmax 0.08, layer norm 1.3 eps*max|in|; the budgets are about 8x that (source "measured").
+    softmax_in = _rows([(4, 8, 128)], specials=0, low=-20, high=20)
+    ln_in = _rows([(2, 8, 256), (256,), (256,)], specials=0, low=-3, high=3)   # the kernel is vmapped twice
+    yield _case("ops/gpu_softmax/f32/rank3_4x8x128", _gpu_softmax, softmax_in, targets=("triton",),
+                modes=C.abs_rel(1, 8, "measured"), primitives=("pallas_call", "exp", "div"))
+    yield Case(id="pallas/claims/gpu_softmax_vs_jax_nn_softmax/f32/rank3_4x8x128", fn=None, build=_gpu_softmax,
+               reference_fn=lambda x: jax.nn.softmax(x, axis=-1), inputs=softmax_in, kind=PALLAS,
+               pallas_targets=("triton",), modes=C.abs_rel(1, 8, "measured"),
+               primitives=("pallas_call", "exp", "div"))
+    yield _case("ops/gpu_layer_norm/f32/rank3_2x8x256", _gpu_layer_norm, ln_in, targets=("triton",),
+                modes=C.abs_rel(12, 8, "measured"), primitives=("pallas_call", "rsqrt"))
+    yield Case(id="pallas/claims/gpu_layer_norm_vs_jnp/f32/rank3_2x8x256", fn=None, build=_gpu_layer_norm,
+               reference_fn=_jnp_layer_norm, inputs=ln_in, kind=PALLAS, pallas_targets=("triton",),
+               modes=C.abs_rel(12, 8, "measured"), primitives=("pallas_call", "rsqrt"))
