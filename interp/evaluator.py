@@ -168,6 +168,11 @@ class Plan:
         for k, eqn in enumerate(jaxpr.eqns):
             ctx = EqnContext(eqn, options)
             rule = _lookup_rule(ctx)
+            # A rule may specialise itself once per equation (dtype dispatch, parameter parsing)
+            # by having a ``prepare(ctx)`` attribute returning the function to call instead.
+            prepare = getattr(rule, "prepare", None)
+            if prepare is not None:
+                rule = prepare(ctx)
             ins = tuple(read_slot(a) for a in eqn.invars)
             for s in ins:
                 last_use[s] = k

@@ -183,3 +183,23 @@ def test_jax_config_read_at_call_time():
 def test_outputs_never_jax_arrays():
     out = interp.interpret(lambda x: (x, x + 1, jnp.float32(2)))(ints)
     assert all(type(o) is np.ndarray for o in out)
+
+
+def test_rule_prepare_hook(monkeypatch):
+    # A rule with a ``prepare(ctx)`` attribute is specialised once per equation at plan time.
+    prepared = []
+
+    def rule(eqn, x):
+        raise AssertionError("the prepared function is called instead")
+
+    def prepare(ctx):
+        prepared.append(ctx.name)
+        return lambda eqn, x: x + np.int32(1)
+
+    rule.prepare = prepare
+    prim = _made_up("test_evaluator_prepared")
+    monkeypatch.setitem(RULES, "test_evaluator_prepared", rule)
+    f = interp.interpret(lambda x: prim(prim(x)))
+    np.testing.assert_array_equal(f(ints), ints + 2)
+    np.testing.assert_array_equal(f(ints), ints + 2)
+    assert prepared == ["test_evaluator_prepared"] * 2
