@@ -199,10 +199,15 @@ class _Replay:
     def _excess(self, eqn, invals):
         name = eqn.primitive.name
         dtype = getattr(eqn.outvars[0].aval, "dtype", None)
-        if name == "convert_element_type" and np.dtype(eqn.params["new_dtype"]) == np.float32:
+        if name == "convert_element_type":
+            new = np.dtype(eqn.params["new_dtype"])
             src = eqn.invars[0]
-            if not isinstance(src, jcore.Literal) and src in self.shadow:
+            if new == np.float32 and not isinstance(src, jcore.Literal) and src in self.shadow:
                 return [self.shadow[src]]   # convert(convert(x, bf16), f32) -> x
+            if new in SHADOWED and np.dtype(eqn.invars[0].aval.dtype) == np.float32:
+                # Even an explicit f32 -> bf16 rounding disappears when its consumers are upcast.
+                self.shadow[eqn.outvars[0]] = np.asarray(invals[0], np.float32)
+                return [np.asarray(invals[0]).astype(new)]
             return None
         if dtype is None or np.dtype(dtype) not in SHADOWED or name not in SHADOW_OPS:
             return None

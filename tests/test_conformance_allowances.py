@@ -145,3 +145,33 @@ def test_reference_unsupported_and_backend_unsupported_records():
     assert rec["outcome"] == "backend-unsupported" and "pallas" in rec["detail"]
     rec = run_case(case, "xla:tpu")
     assert rec["outcome"] == "backend-unsupported" and "tpu" in rec["detail"]
+
+
+def test_excess_precision_replay_keeps_bf16_chains_in_f32():
+    # bf16: 1 + 2^-8 rounds to 1 (ties to even), so (a + b) - a is 0 when every op rounds to bf16;
+    # kept in f32 (GPU/TPU excess precision) the chain gives 2^-8 exactly.
+    a = np.array([1.0], jnp.bfloat16)
+    b = np.array([2.0 ** -8], jnp.bfloat16)
+    jaxpr = jax.make_jaxpr(lambda a, b: (a + b) - a)(a, b)
+    plain, _ = reference_replay(jaxpr, [a, b])
+    wide, _ = reference_replay(jaxpr, [a, b], Variant(excess=True))
+    assert float(plain[0][0]) == 0.0 and float(wide[0][0]) == 2.0 ** -8
+    assert wide[0].dtype == jnp.bfloat16
+    # An explicit round trip through bf16 is removed: convert(convert(x, bf16), f32) -> x.
+    x = np.array([1 + 2.0 ** -10], np.float32)
+    jaxpr = jax.make_jaxpr(lambda x: (x.astype(jnp.bfloat16) * 2).astype(np.float32))(x)
+    wide, _ = reference_replay(jaxpr, [x], Variant(excess=True))
+    plain, _ = reference_replay(jaxpr, [x])
+    assert float(plain[0][0]) == 2.0 and float(wide[0][0]) == 2 + 2.0 ** -9
+
+
+def test_algebraic_rewrite_replay():
+    x = np.array([100.0, 1.0], np.float32)
+    jaxpr = jax.make_jaxpr(lambda x: jnp.log(jnp.exp(x)))(x)
+    plain, _ = reference_replay(jaxpr, [x])
+    rewritten, _ = reference_replay(jaxpr, [x], Variant(rewrites=True))
+    assert np.isinf(plain[0][0]) and rewritten[0].tolist() == [100.0, 1.0]
+    y = np.array([1e30, -3.0], np.float32)
+    jaxpr = jax.make_jaxpr(lambda y: jnp.sqrt(y * y))(y)
+    assert np.isinf(reference_replay(jaxpr, [y])[0][0][0])
+    assert (reference_replay(jaxpr, [y], Variant(rewrites=True))[0][0] == np.abs(y)).all()
