@@ -23,7 +23,7 @@ from jax._src.random import prng as jax_prng
 
 from .. import prng
 from ..evaluator import EXTENDED_VALUE_CONVERTERS, EqnContext
-from ..registry import RULES, register
+from ..registry import EXTENDED_RULES, RULES, register
 
 U32 = np.uint32
 
@@ -68,8 +68,62 @@ class KeyArray:
     def __array__(self, *args, **kwargs):
         raise TypeError("a key array has no NumPy value; use its .data (the key data)")
 
+    # Generic rules (control flow) move opaque values with indexing and a few NumPy functions:
+    # these act on the leading (key array) dimensions of the data, like JAX's KeyTyRules.
+    def _check_index(self, idx):
+        parts = idx if isinstance(idx, tuple) else (idx,)
+        if any(p is Ellipsis or p is None for p in parts):
+            raise TypeError("key arrays take only basic/advanced indices of their key dimensions")
+        return idx
+
+    def __getitem__(self, idx):
+        return KeyArray(self.impl, self.data[self._check_index(idx)])
+
+    def __setitem__(self, idx, value):
+        self.data[self._check_index(idx)] = as_key(value).data
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = _ARRAY_FUNCTIONS.get(func)
+        return NotImplemented if handler is None else handler(*args, **kwargs)
+
     def __repr__(self):
         return f"KeyArray({self.dtype.name}{list(self.shape)}, data={self.data.tolist()})"
+
+
+def _logical_axis(axis: int, ndim: int) -> int:
+    return axis + ndim if axis < 0 else axis
+
+
+def _np_where(cond, x, y):
+    x, y = as_key(x), as_key(y)
+    cond = np.asarray(cond)
+    return KeyArray(x.impl, np.where(cond.reshape(cond.shape + (1,) * len(x.impl.key_shape)),
+                                     x.data, y.data))
+
+
+def _np_stack(arrays, axis=0):
+    arrays = [as_key(a) for a in arrays]
+    axis = _logical_axis(axis, arrays[0].ndim + 1)
+    return KeyArray(arrays[0].impl, np.stack([a.data for a in arrays], axis=axis))
+
+
+def _np_concatenate(arrays, axis=0):
+    arrays = [as_key(a) for a in arrays]
+    axis = _logical_axis(axis, arrays[0].ndim)
+    return KeyArray(arrays[0].impl, np.concatenate([a.data for a in arrays], axis=axis))
+
+
+_ARRAY_FUNCTIONS = {
+    np.where: _np_where,
+    np.stack: _np_stack,
+    np.concatenate: _np_concatenate,
+    np.copy: lambda a, *args, **kw: KeyArray(as_key(a).impl, as_key(a).data.copy()),
+    np.shape: lambda a: as_key(a).shape,
+    np.ndim: lambda a: as_key(a).ndim,
+}
 
 
 def as_key(x) -> KeyArray:
@@ -439,3 +493,9 @@ def eq(eqn, x, y):
 @register("ne", extended=True)
 def ne(eqn, x, y):
     return ~_key_eq(eqn, x, y)
+
+
+# The primitives this family implements (a missing one of these is a bug here, not elsewhere).
+OWN_PRIMITIVES = frozenset(
+    [n for n, f in RULES.items() if f.__module__ == __name__]
+    + [n for n, f in EXTENDED_RULES.items() if f.__module__ == __name__])

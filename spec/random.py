@@ -1,0 +1,281 @@
+"""PRNG semantics: the generators, key operations and samplers as the reference implements them
+(``interp/prng.py``, ``interp/rules/random.py``), with their sources and exactness.
+
+Sources (the installed JAX is the ground truth for its version; both ends of the range were read):
+  * jax/_src/random/prng.py (PRNGImpl, key arrays, random_* primitives, iota_2x32_shape)
+  * jax/_src/random/threefry2x32.py, rbg.py, philox4x32.py, threefry4x32.py, philox2x32.py
+  * jax/_src/random/core.py (samplers; random_gamma primitive)
+  * jax/_src/lax/lax.py (rng_bit_generator lowering: u32[4] key <-> u64[2] state; rng_uniform)
+  * jax/_src/lax/control_flow/loops.py (_rng_bit_generator_batching_rule)
+  * xla/hlo/builder/lib/prng.cc (ThreeFry2x32, Philox4x32, SplitShapeIntoHalves, counters)
+  * xla/service/rng_bit_generator_expander.cc (state layouts, RNG_DEFAULT)
+  * Random123 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) and its
+    tests/kat_vectors (spec/kat/random123_kat_vectors.txt)
+  * ../shared/research/prng.md (these algorithms as read from the sources, verified on XLA:CPU)
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .base import CONVENTION, EXACT, Semantics, table
+
+_JAX = "jax/_src/random/"
+_XLA_PRNG = "xla/hlo/builder/lib/prng.cc"
+
+SEMANTICS = table(
+    Semantics(
+        "threefry2x32",
+        "Threefry-2x32 with 20 rounds (Random123 threefry2x32_20): key (k0, k1), counter "
+        "(x0, x1) -> (y0, y1), elementwise over broadcast uint32 arrays.",
+        edge_cases=(
+            "ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA); x += (ks0, ks1); rotations 13,15,26,6 | 17,29,16,24",
+            "after every 4 rounds, injection s = 1..5: x0 += ks[s % 3]; x1 += ks[(s + 1) % 3] + s",
+            "all arithmetic modulo 2**32",
+        ),
+        sources=(_JAX + "threefry2x32.py (_threefry2x32_lowering)", _XLA_PRNG + " ThreeFry2x32",
+                 "Random123 threefry.h"),
+    ),
+    Semantics(
+        "threefry4x32",
+        "Threefry-4x32 with 20 rounds (Random123 threefry4x32_20).",
+        edge_cases=("rotation pairs (10,26) (11,21) (13,27) (23,5) (6,20) (17,11) (25,10) (18,20); "
+                    "even rounds mix (x0,x1),(x2,x3), odd rounds (x0,x3),(x2,x1)",
+                    "injection s after every 4 rounds: x_i += ks[(s + i) % 5], x3 += s; "
+                    "ks4 = k0^k1^k2^k3^0x1BD11BDA"),
+        sources=(_JAX + "threefry4x32.py", "Random123 threefry.h"),
+    ),
+    Semantics(
+        "philox4x32",
+        "Philox-4x32 with 10 rounds (Random123 philox4x32_10): key (k0, k1), 4-word counter.",
+        edge_cases=("round: (hi0, lo0) = 0xD2511F53 * x0, (hi1, lo1) = 0xCD9E8D57 * x2 (64-bit "
+                    "products); x = (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0)",
+                    "key bumped before every round but the first: k0 += 0x9E3779B9, k1 += 0xBB67AE85"),
+        sources=(_JAX + "philox4x32.py", _XLA_PRNG + " Philox4x32", "Random123 philox.h"),
+    ),
+    Semantics(
+        "philox2x32",
+        "Philox-2x32 with 10 rounds: (hi, lo) = 0xD256D193 * x0; x = (hi ^ x1 ^ k, lo); "
+        "k += 0x9E3779B9 before every round but the first.",
+        sources=(_JAX + "philox2x32.py", "Random123 philox.h"),
+    ),
+    Semantics(
+        "iota_2x32_shape",
+        "(hi, lo) uint32 words of the row-major index of every element of `shape` (a uint64 iota).",
+        sources=(_JAX + "prng.py (iota_2x32_shape_lowering)",),
+    ),
+    Semantics(
+        "random_seed",
+        "Key data from integer seeds, per implementation (vmapped over the seed array).",
+        edge_cases=(
+            "threefry_seed: (shift_right_logical(seed, 32), seed & 0xFFFFFFFF): hi is 0 for seeds "
+            "narrower than 64 bits; lo is the seed modulo 2**32 (sign-extended)",
+            "jax_enable_x64=False: Python int seeds are converted to int32 before tracing "
+            "(2**32 + 5 -> 5); jax_random_seed_offset is added by an `add` equation before "
+            "random_seed",
+            "rbg/unsafe_rbg: (h, h) with h the threefry key; philox4x32: philox((0,0), "
+            "(hi, lo, 0, 0))[:2]; threefry4x32: threefry4x32((hi, lo, 0, 0), 0); philox2x32: "
+            "philox2x32(0, (hi, lo))[0]",
+        ),
+        sources=(_JAX + "prng.py", _JAX + "threefry2x32.py (threefry_seed)", _JAX + "rbg.py",
+                 _JAX + "philox4x32.py", _JAX + "threefry4x32.py", _JAX + "philox2x32.py"),
+    ),
+    Semantics(
+        "random_split",
+        "New keys of shape keys.shape + shape.",
+        edge_cases=(
+            "threefry2x32, jax_threefry_partitionable=True (read from jax.config when the rule "
+            "runs, as JAX's lowering reads it): key i = threefry(k, (hi(i), lo(i)))",
+            "threefry2x32, partitionable=False: threefry_2x32(k, iota(2n)).reshape(*shape, 2) "
+            "(legacy: pad to even, hash first half against second half)",
+            "rbg: threefry split of each half key; unsafe_rbg: rng_bit_generator(k, (10n, 4))[::10]",
+            "philox4x32: philox(k, (0, 0, hi(i), lo(i)))[:2]; threefry4x32: threefry4x32(k, "
+            "(0, 0, hi(i), lo(i))); philox2x32: philox2x32(k, (hi(i), lo(i)))[0]",
+            "batched unsafe_rbg keys: the rng_bit_generator batching rule draws the whole batch "
+            "from the first key",
+        ),
+        sources=(_JAX + "threefry2x32.py (_threefry_split_foldlike/_original)", _JAX + "rbg.py"),
+    ),
+    Semantics(
+        "random_fold_in",
+        "Key combined with uint32 data (broadcast over keys and messages).",
+        edge_cases=(
+            "threefry2x32 (both modes): threefry(k, (0, d)) == row d of the partitionable split",
+            "rbg: threefry fold_in of each half; unsafe_rbg: k ^ rng_bit_generator(rbg_seed(d), "
+            "(10, 4))[-1], batched messages drawing from the first message's seed",
+            "philox4x32: philox(k, (0, 0, 0, d))[:2]; threefry4x32: threefry4x32(k, (0, 0, 0, d)); "
+            "philox2x32: philox2x32(k, (0, d))[0]",
+            "non-uint32 messages wrap modulo 2**32 (jnp.asarray(d, uint32))",
+        ),
+        sources=(_JAX + "threefry2x32.py (_threefry_fold_in)", _JAX + "rbg.py"),
+    ),
+    Semantics(
+        "random_bits",
+        "uint{8,16,32,64} bits of shape keys.shape + shape.",
+        edge_cases=(
+            "threefry2x32 partitionable: (y0, y1) = threefry(k, (hi(i), lo(i))); 64: y0 << 32 | y1; "
+            "32: y0 ^ y1; 8/16: low bits of y0 ^ y1",
+            "threefry2x32 legacy: w = threefry_2x32(k, iota(ceil(bw * n / 32))); 64: w[i] << 32 | "
+            "w[n + i]; 8/16: little-endian view of w, first n",
+            "philox4x32: philox(k, (hi, lo, 0, 0)); 64: y0 << 32 | y1; else xor of all 4 words. "
+            "threefry4x32: 64: (y0^y2) << 32 | (y1^y3). philox2x32: 64: y0 << 32 | y1, else y0^y1",
+            "rbg/unsafe_rbg: rng_bit_generator(k, shape, uint{bw}, RNG_DEFAULT); batched keys: "
+            "one draw of shape keys.shape + shape from the first key (batching rule)",
+            "jax_enable_x64=False and bit_width 64: the result is uint32: the low word (hi << 32 "
+            "vanishes in uint32), and 32-bit draws for rbg/unsafe_rbg",
+            "threefry legacy with >= 2**32 - 1 words (16 GiB) is not implemented: raises",
+        ),
+        sources=(_JAX + "threefry2x32.py (threefry_random_bits)", _JAX + "rbg.py"),
+    ),
+    Semantics("random_wrap", "uint32[..., *key_shape] -> key array (same data).",
+              sources=(_JAX + "prng.py",)),
+    Semantics("random_unwrap", "key array -> its uint32 key data.", sources=(_JAX + "prng.py",)),
+    Semantics("random_clone", "Identity on key arrays (exists for key-reuse checking).",
+              sources=(_JAX + "core.py (random_clone_p)",)),
+    Semantics(
+        "random_gamma",
+        "Marsaglia-Tsang gamma samples: evaluated as its lowering defines it (_gamma_impl with "
+        "use_vmap=True traced by JAX, then run op by op in the reference).",
+        sources=(_JAX + "core.py (_gamma_impl, _gamma_one)",),
+        notes="exactness follows the lax ops it is made of (log, sqrt, pow): see SAMPLERS['gamma']",
+    ),
+    Semantics(
+        "rng_bit_generator",
+        "XLA RngBitGenerator: (new state, bits) for THREE_FRY, PHILOX and DEFAULT (= PHILOX on "
+        "XLA:CPU and XLA:GPU), uint8/16/32/64 outputs.",
+        edge_cases=(
+            "JAX's uint32[4] key is the u64[2] state s[i] = w[2i] | w[2i+1] << 32; the new state is "
+            "converted back",
+            "THREE_FRY: key k0 = lo32(s0), k1 = hi32(s0), counter s1. 64-bit: element i hashes "
+            "(lo32(s1+i), hi32(s1+i)), result y0 | y1 << 32. 32/16/8-bit: SplitShapeIntoHalves "
+            "(first even dim, else the first largest), counters over the half shape, y0 and y1 "
+            "interleaved along that dim, cropped; a scalar is y0 of counter s1; new s1 = s1 + "
+            "elements hashed",
+            "PHILOX: key (lo32(s0), hi32(s0)); 128-bit counter (s1, s2) for u64[3] and (s1, s0) "
+            "for u64[2]; block j hashes counter + j (carry into the high word); 32-bit: element "
+            "4j + w is word w of block j; 64-bit: 2j = y0 | y1 << 32, 2j + 1 = y2 | y3 << 32; new "
+            "counter + blocks (u64[2]: only the low word is stored)",
+            "8/16-bit outputs are the low bits of 32-bit draws",
+            "RNG_DEFAULT on TPU is backend-specific and not reproduced",
+        ),
+        sources=(_XLA_PRNG, "xla/service/rng_bit_generator_expander.cc",
+                 "jax/_src/lax/lax.py (_rng_bit_generator_lowering)",
+                 "https://openxla.org/xla/operation_semantics#rngbitgenerator"),
+    ),
+    Semantics(
+        "rng_uniform",
+        "XLA's stateful Rng (UNIFORM): values uniform on [a, b). XLA:CPU draws from hidden "
+        "global state (two runs of one program differ), so no bit pattern is defined; the "
+        "reference emulates it deterministically: Threefry bits keyed by Options.seed and the "
+        "number of earlier evaluations of the equation; floats from the top mantissa bits "
+        "(exact grid), integers a + bits64 % (b - a).",
+        edge_cases=("b <= a raises (undefined)",),
+        sources=("jax/_src/lax/lax.py (rng_uniform)", "https://openxla.org/xla/operation_semantics#rng"),
+        exactness=CONVENTION,
+        notes="compliance: STATISTICAL",
+    ),
+    Semantics(
+        "key-array structural primitives",
+        "broadcast_in_dim, reshape, squeeze, transpose, slice, dynamic_slice, dynamic_update_slice, "
+        "gather, scatter, concatenate, split, stack, unstack, tile, rev, copy and select_n on key "
+        "arrays act on the key data with the key's trailing dimensions appended (broadcast "
+        "dimensions, slice sizes, gather offset dims and scatter window dims extended, zero start "
+        "indices added); eq/ne compare all key words. Control flow (jit, cond, while, scan "
+        "carries) passes key arrays through.",
+        sources=("jax/_src/random/prng.py (KeyTyRules)", "jax/_src/interpreters/mlir.py "
+                 "(broadcast_in_dim on extended dtypes)", "jax/_src/lax/slicing.py "
+                 "(_gather_lower_opaque, _scatter_lower_opaque)", "jax/_src/lax/lax.py "
+                 "(_compare_lower_hlo_opaque, _select_hlo_lowering_opaque)"),
+    ),
+    Semantics(
+        "pallas_tpu_bits",
+        "Emulation of the TPU hardware PRNG (Pallas prng_seed / prng_random_bits / stateful_* "
+        "samplers; interp.prng.pallas_tpu_bits). The hardware bits are generation-specific and "
+        "undocumented and cannot be reproduced (JAX's TPU interpret mode returns zeros). The "
+        "reference folds the seed values, their count, the grid indices, the draw number since "
+        "the last prng_seed and Options.seed into the Threefry key (0, 0) with JAX's fold_in, "
+        "then draws JAX's partitionable random_bits: deterministic, sensitive to every input, "
+        "never constant.",
+        sources=("jax/_src/pallas/mosaic/primitives.py (prng_seed_p, prng_random_bits_p)",
+                 "docs/pallas/tpu/prng.rst"),
+        exactness=CONVENTION,
+        notes="compliance against hardware: STATISTICAL",
+    ),
+)
+
+
+# --- samplers ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Sampler:
+    """How exactly a jax.random sampler's reference result matches XLA:CPU.
+
+    exactness: "exact" (bitwise: built from exactly defined ops), "fma" (bitwise except where
+    XLA:CPU contracts a multiply-add into one FMA: explained, not hidden), or "ulp" (goes through
+    transcendental functions whose XLA:CPU approximations differ from the correctly rounded
+    reference). ulp: the measured worst case vs XLA:CPU per float dtype (key 42, tests/
+    test_random.py); None where it could not be measured yet.
+    """
+    exactness: str
+    ulp: dict = dataclasses.field(default_factory=dict)
+    dtypes: tuple = ("float32",)
+    notes: str = ""
+
+    def float_dtypes_tested(self, dtype: str) -> bool:
+        return dtype in self.dtypes
+
+
+_ALL_FLOATS = ("float32", "float16", "bfloat16")
+_UNMEASURED = {"float32": None}
+
+
+def _ulp(notes="", dtypes=("float32",), **ulp):
+    return Sampler("ulp", ulp or {d: None for d in dtypes}, dtypes, notes)
+
+
+SAMPLERS = {
+    "bits": Sampler("exact"),
+    "uniform": Sampler("exact", dtypes=_ALL_FLOATS,
+                       notes="mantissa bits | exponent of 1, bitcast, - 1; bf16/f16/fp8 from 8 or "
+                             "16-bit draws"),
+    "uniform_range": Sampler("fma", notes="u * (max - min) + min: XLA:CPU fuses into one FMA "
+                                          "(allowance fma-contraction); the reference rounds twice "
+                                          "as the program says"),
+    "randint": Sampler("exact"),
+    "bernoulli": Sampler("exact"),
+    "choice": Sampler("exact"),
+    "choice_p": Sampler("exact", notes="cumsum of p then searchsorted: exact while the cumsum "
+                                       "order matches"),
+    "permutation": Sampler("exact"),
+    "shuffle": Sampler("exact"),
+    "rademacher": Sampler("exact"),
+    "categorical": _ulp("gumbel (log) then argmax: an index differs only where a gumbel value does", float32=0),
+    "normal": _ulp("sqrt(2) * erf_inv(uniform(-1, 1)): XLA uses Giles' erf_inv polynomial",
+                   dtypes=_ALL_FLOATS, float32=3, float16=1, bfloat16=0),
+    "truncated_normal": _ulp("erf, erf_inv", float32=135),
+    "gumbel": _ulp("-log(-log(u))", float32=511),
+    "exponential": _ulp("-log1p(-u)", float32=1),
+    "laplace": _ulp("log1p", float32=1),
+    "logistic": _ulp("log(u) - log1p(-u)", float32=8),
+    "gamma": _ulp("rejection loop: log, sqrt, pow; a differing acceptance changes a sample", float32=6),
+    "beta": _ulp("two gammas (log space)", float32=6),
+    "dirichlet": _ulp("gammas (log space), exp", float32=11),
+    "poisson": _ulp("Knuth / rejection (log, lgamma): integer counts", float32=0),
+    "binomial": _ulp("BTRS rejection (log, lgamma)", float32=0),
+    "multivariate_normal": _ulp("cholesky/svd and normal", float32=3),
+    "orthogonal": _ulp("QR of a normal matrix", float32=43),
+    "ball": _ulp("generalized normal and pow", float32=4),
+    "maxwell": _ulp("norm of 3 normals", float32=5),
+    "double_sided_maxwell": _ulp("maxwell", float32=12),
+    "weibull_min": _ulp("pow, log", float32=1),
+    "pareto": _ulp("exp(exponential / b)", float32=2),
+    "t": _ulp("normal / sqrt(gamma)", float32=6),
+    "chisquare": _ulp("gamma", float32=28),
+    "f": _ulp("gamma ratio", float32=11),
+    "cauchy": _ulp("tan(pi * (u - 0.5))", float32=1),
+    "loggamma": _ulp("gamma in log space", float32=640),
+    "triangular": _ulp("sqrt", float32=0),
+    "geometric": _ulp("floor(log1p(-u) / log1p(-p)) + 1: integer counts", float32=0),
+    "generalized_normal": _ulp("gamma and pow", float32=4),
+    "lognormal": _ulp("exp(sigma * normal)", float32=3),
+    "wald": _ulp("normal, sqrt", float32=16),
+}
