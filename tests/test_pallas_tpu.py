@@ -274,3 +274,20 @@ def test_dma_moves_never_written_memory_without_reading_it():
     if hasattr(pltpu, "sync_copy"):
         with pytest.raises(UninitializedReadError, match=r"scratch \(vmem\) buffer 'b.*\[4:8, 0:128\]"):
             interp.interpret(pl.pallas_call(kernel, **kw), uninitialized="raise")()
+
+
+def test_race_regions_are_exact_element_sets():
+    # Race checks compare the exact elements (by address) two accesses touch: interleaved
+    # strided halves do not overlap; refs viewing the same memory are compared too.
+    from interp.pallas.dma import Region
+    from interp.pallas.memory import KernelRef
+    buf = KernelRef(np.zeros((8, 128), np.float32), "buf", None)
+    full = slice(0, 128, 1)
+    even = Region(buf, (slice(0, 8, 2), full))
+    odd = Region(buf, (slice(1, 8, 2), full))
+    assert not even.overlaps(odd)
+    assert even.overlaps(Region(buf, (2, slice(5, 6, 1))))
+    assert not even.overlaps(Region(buf, (np.array([1, 3, 7]), full)))
+    view = KernelRef(buf.array[4:], "view", None)
+    assert Region(view, (0, full)).overlaps(even)
+    assert not Region(view, (1, full)).overlaps(even)

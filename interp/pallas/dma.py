@@ -34,21 +34,49 @@ def _addresses(ref, index) -> np.ndarray:
 
 
 class Region:
-    """A set of elements of one buffer: ref, normalized index, exact addresses, address bounds."""
-    __slots__ = ("ref", "index", "addr", "lo", "hi")
+    """A set of elements of one buffer (ref, normalized index) for overlap tests.
+
+    The byte-address interval is computed from the index alone (cheap, the common disjoint case
+    ends there); the exact element addresses are only enumerated when two intervals meet.
+    """
+    __slots__ = ("ref", "index", "lo", "hi", "_addr")
 
     def __init__(self, ref, index):
         self.ref = ref
         self.index = index
-        self.addr = np.unique(_addresses(ref, index))
-        itemsize = ref.array.dtype.itemsize
-        self.lo = int(self.addr[0]) if self.addr.size else 0
-        self.hi = int(self.addr[-1]) + itemsize if self.addr.size else 0
+        self._addr = None
+        arr = ref.array
+        lo = hi = arr.__array_interface__["data"][0]
+        empty = False
+        for ix, stride in zip(index, arr.strides):
+            if isinstance(ix, slice):
+                step = ix.step or 1
+                n = max(0, -(-(ix.stop - ix.start) // step))
+                if n == 0:
+                    empty = True
+                    break
+                first, last = ix.start, ix.start + (n - 1) * step
+            else:
+                a = np.asarray(ix)
+                if a.size == 0:
+                    empty = True
+                    break
+                first, last = int(a.min()), int(a.max())
+            lo += min(first * stride, last * stride)
+            hi += max(first * stride, last * stride)
+        if empty:
+            self.lo = self.hi = 0
+        else:
+            self.lo, self.hi = lo, hi + arr.dtype.itemsize
+
+    @property
+    def addr(self) -> np.ndarray:
+        if self._addr is None:
+            self._addr = np.unique(_addresses(self.ref, self.index))
+        return self._addr
 
     def overlaps(self, other: "Region") -> bool:
-        if not self.addr.size or not other.addr.size:
-            return False
-        if self.hi <= other.lo or other.hi <= self.lo:
+        if self.hi <= other.lo or other.hi <= self.lo or self.lo == self.hi or other.lo == other.hi:
             return False
         if self.ref.array.dtype.itemsize != other.ref.array.dtype.itemsize:
             return True  # bitcast views: conservative, the byte ranges interleave
