@@ -220,3 +220,21 @@ def test_every_rule_has_semantics():
     from spec.state import SEMANTICS
     mine = {n for n, r in RULES.items() if r.__module__ == state.__name__}
     assert mine <= set(SEMANTICS), mine - set(SEMANTICS)
+
+
+def test_empty_ref_follows_uninitialized_option():
+    from jax._src.core import empty_ref
+
+    def f(x):
+        r = empty_ref(jax.ShapeDtypeStruct((3,), jnp.float32))
+        i = empty_ref(jax.ShapeDtypeStruct((2,), jnp.int32))
+        r[0] = x
+        return r[...], i[...]
+    f_nan = interp.interpret(f)
+    vals, ivals = f_nan(np.float32(2))
+    assert vals[0] == 2 and np.isnan(vals[1:]).all()
+    assert_same_bits(ivals, np.full(2, np.iinfo(np.int32).min, np.int32))
+    vals, ivals = interp.interpret(f, uninitialized="zero")(np.float32(2))
+    assert_same_bits(vals, np.array([2, 0, 0], np.float32))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="empty_ref"):
+        interp.interpret(f, uninitialized="raise")(np.float32(2))
