@@ -333,3 +333,15 @@ def test_placement_and_checks_are_identities():
         checkify.debug_check(y[0] < 1000, "never raised outside checkify")
         return jax.device_put(y, dev) + 1
     same(f, ints)
+
+
+def test_batched_while_with_key_carry():
+    def f(k, n):
+        def body(c):
+            i, key = c
+            return i + 1, jax.random.split(key)[0]
+        return lax.while_loop(lambda c: c[0] < n, body, (0, k))[1]
+    g = jax.vmap(f)
+    keys = jax.random.split(jax.random.key(3), 3)
+    n = np.array([0, 2, 5], np.int32)
+    assert_same_bits(reference(g, keys, n).data, np.asarray(jax.random.key_data(jax.jit(g)(keys, n))))

@@ -58,6 +58,8 @@ def _select_where(pred, new, old):
     batched predicate, jax/_src/lax/control_flow/loops.py _pred_bcast_select_hlo)."""
     if isinstance(old, Token):
         return TOKEN
+    if hasattr(old, "impl") and hasattr(old, "data"):  # typed key array: select its key data
+        return type(old)(old.impl, _select_where(pred, new.data, old.data))
     p = np.reshape(pred, pred.shape + (1,) * (np.ndim(old) - pred.ndim))
     return np.where(p, new, old)
 
