@@ -8,13 +8,13 @@ around in the output type. max/min propagate NaN and order -0.0 below +0.0 (XLA'
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
+import jax
+import jax.extend.core as jcore
 import numpy as np
 
 from .. import dtypes as D
-from ..evaluator import get_plan, split_jaxpr
 from ..registry import register
 
 LONGDOUBLE = np.dtype(np.longdouble)
@@ -440,30 +440,50 @@ register("argmin")(_arg_extremum(np.argmin))
 # --------------------------------------------------------------------------------------------
 # Generic reduce with a computation jaxpr, evaluated on whole slices at once.
 
-def _vector_plan(eqn, jaxpr):
-    """A plan of a scalar computation jaxpr that we run on arrays (elementwise broadcasting):
-    the per-equation aval check is off because the avals are the scalar ones."""
-    jaxpr_open, consts = split_jaxpr(jaxpr)
-    return get_plan(jaxpr_open, dataclasses.replace(eqn.options, check_avals=False)), consts
+_BATCHED: dict = {}
 
 
-def tree_reduce_last(eqn, jaxpr, xs: list, inits: list) -> list:
+def _batched(jaxpr, consts, dtypes: tuple, length: int):
+    """The computation jaxpr vmapped over vectors of ``length`` elements (traced once per
+    computation, length and dtypes): every primitive in it then has its real array shape, so
+    other families' rules see ordinary equations."""
+    key = (id(jaxpr), length, dtypes)
+    hit = _BATCHED.get(key)
+    if hit is None or hit[0] is not jaxpr:
+        closed = jaxpr if isinstance(jaxpr, jcore.ClosedJaxpr) or not hasattr(jcore, "ClosedJaxpr") \
+            else jcore.ClosedJaxpr(jaxpr, list(consts))
+        fun = jax.vmap(jcore.jaxpr_as_fun(closed))
+        traced = jax.make_jaxpr(fun)(*[jax.ShapeDtypeStruct((length,), d) for d in dtypes])
+        hit = _BATCHED[key] = (jaxpr, traced)
+    return hit[1]
+
+
+def _apply(eqn, jaxpr, consts, args: list) -> list:
+    """The scalar computation applied elementwise to equally shaped arrays."""
+    shape = args[0].shape
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in args]
+    n = flat[0].size
+    if n == 0:
+        return [np.zeros(shape, a.dtype) for a in args[:len(args) // 2]]
+    batched = _batched(jaxpr, consts, tuple(a.dtype for a in flat), n)
+    return [np.asarray(o).reshape(shape) for o in eqn.eval_jaxpr(batched, *flat)]
+
+
+def tree_reduce_last(eqn, jaxpr, consts, xs: list, inits: list) -> list:
     """Reduce the last axis of each array in ``xs`` with the computation ``jaxpr``
     (``(acc..., x...) -> acc...``): pairwise halving, then combined with the init values."""
-    plan, consts = _vector_plan(eqn, jaxpr)
     n = xs[0].shape[-1]
     while n > 1:
         h = n // 2
         left = [x[..., :h] for x in xs]
         right = [x[..., h:2 * h] for x in xs]
-        combined = [np.broadcast_to(np.asarray(c, x.dtype), left[0].shape)
-                    for c, x in zip(plan.run(consts, left + right), xs)]
-        xs = [np.concatenate([c, x[..., 2 * h:]], axis=-1) for c, x in zip(combined, xs)]
+        combined = _apply(eqn, jaxpr, consts, left + right)
+        xs = [np.concatenate([c.astype(x.dtype), x[..., 2 * h:]], axis=-1) for c, x in zip(combined, xs)]
         n = xs[0].shape[-1]
     shape = xs[0].shape[:-1]
     acc = [np.broadcast_to(np.asarray(i, x.dtype), shape) for i, x in zip(inits, xs)]
     if n == 1:
-        acc = plan.run(consts, acc + [x[..., 0] for x in xs])
+        acc = _apply(eqn, jaxpr, consts, acc + [x[..., 0] for x in xs])
     return [np.array(np.broadcast_to(a, shape), dtype=x.dtype) for a, x in zip(acc, xs)]
 
 
@@ -472,7 +492,7 @@ def reduce(eqn, *args, computation=None, jaxpr, dimensions, **params):
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
     xs = [_move_last(np.asarray(x), dimensions) for x in operands]
-    return tree_reduce_last(eqn, jaxpr, xs, inits)
+    return tree_reduce_last(eqn, jaxpr, (), xs, inits)
 
 
 # --------------------------------------------------------------------------------------------
@@ -545,10 +565,8 @@ def reduce_window_min(eqn, x, **params):
 def reduce_window(eqn, *args, jaxpr, consts, **params):
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
-    if consts:
-        raise eqn.unsupported("reduce_window with closed-over constants")
     ws = [windows(np.asarray(x), np.asarray(i), **_window_params(params)) for x, i in zip(operands, inits)]
-    return tree_reduce_last(eqn, jaxpr, ws, inits)
+    return tree_reduce_last(eqn, jaxpr, consts, ws, inits)
 
 
 _SELECT = {"ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}
