@@ -28,7 +28,8 @@ from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 import interp  # noqa: E402
 
 
-def _matmul_call(n, bs=128, interpret=True):
+def matmul_call(n, bs=128, interpret=True):
+    """An f32 n x n blocked matmul (blocks bs, grid (n/bs)^3) with a VMEM accumulator."""
     def kernel(x_ref, y_ref, o_ref, acc):
         @pl.when(pl.program_id(2) == 0)
         def _():
@@ -63,7 +64,10 @@ def _numpy_matmul(x, y, bs=128):
     return out
 
 
-def _dma_call(n_blocks, interpret=True):
+def double_buffered_call(n_blocks, *, scale=2.0, wait_late=False, interpret=True):
+    """Copies (times ``scale``) an HBM operand block by block through two VMEM buffers: the DMA
+    of block i+1 starts before block i is consumed (the manual pipelining of the TPU docs).
+    ``wait_late`` consumes a buffer before waiting for its DMA: a race."""
     def kernel(x_hbm, o_ref, buf, sem):
         i = pl.program_id(0)
         slot = i % 2
@@ -79,8 +83,12 @@ def _dma_call(n_blocks, interpret=True):
         def _():
             copy(i + 1, 1 - slot).start()
 
-        copy(i, slot).wait()
-        o_ref[...] = buf[slot] * 2.0
+        if wait_late:
+            o_ref[...] = buf[slot] * scale
+            copy(i, slot).wait()
+        else:
+            copy(i, slot).wait()
+            o_ref[...] = buf[slot] * scale
 
     return pl.pallas_call(
         kernel, grid=(n_blocks,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
@@ -150,7 +158,7 @@ def _cases(quick: bool):
         y = rng.standard_normal((n, n)).astype(np.float32)
         cases.append(dict(
             name=f"matmul {n}^3 f32, blocks 128 (grid {n // 128}^3)",
-            make=lambda interpret, n=n: _matmul_call(n, interpret=interpret),
+            make=lambda interpret, n=n: matmul_call(n, interpret=interpret),
             args=(x, y), numpy=lambda x=x, y=y: _numpy_matmul(x, y), tol=1e-3,
             tpu_repeats=1 if n > 512 else 2))
     s = 512 if not quick else 256
@@ -162,7 +170,7 @@ def _cases(quick: bool):
     xd = rng.standard_normal((64, 128)).astype(np.float32)
     cases.append(dict(
         name="DMA double-buffer kernel 64x128 (grid 8)",
-        make=lambda interpret: _dma_call(8, interpret=interpret),
+        make=lambda interpret: double_buffered_call(8, interpret=interpret),
         args=(xd,), numpy=lambda: _numpy_dma(xd), tol=0, tpu_repeats=3))
     return cases
 

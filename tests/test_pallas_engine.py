@@ -236,32 +236,14 @@ def test_scratch_persists_across_grid_steps():
 
 
 def test_blocked_matmul_with_accumulator_matches_xla():
-    k = 64
-    x = RNG.standard_normal((32, k)).astype(np.float32)
-    y = RNG.standard_normal((k, 32)).astype(np.float32)
-
-    def kernel(x_ref, y_ref, o_ref, acc):
-        @pl.when(pl.program_id(2) == 0)
-        def _():
-            acc[...] = jnp.zeros_like(acc)
-
-        acc[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
-
-        @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
-        def _():
-            o_ref[...] = acc[...]
-
-    f = pl.pallas_call(kernel, grid=(2, 2, 4),
-                       in_specs=[pl.BlockSpec((16, 16), lambda i, j, kk: (i, kk)),
-                                 pl.BlockSpec((16, 16), lambda i, j, kk: (kk, j))],
-                       out_specs=pl.BlockSpec((16, 16), lambda i, j, kk: (i, j)),
-                       out_shape=jax.ShapeDtypeStruct((32, 32), jnp.float32),
-                       scratch_shapes=[pltpu.VMEM((16, 16), jnp.float32)], interpret=True)
-    got = interp.interpret(f)(x, y)
+    from bench.pallas import matmul_call
+    x = RNG.standard_normal((64, 64)).astype(np.float32)
+    y = RNG.standard_normal((64, 64)).astype(np.float32)
+    got = interp.interpret(matmul_call(64, bs=16))(x, y)
     # Exact expectation: each 16-term partial dot correctly rounded to f32, then accumulated
     # in f32 in k order, which is what the kernel's equations say.
     xb, yb = x.astype(np.float64), y.astype(np.float64)
-    want = np.zeros((32, 32), np.float32)
+    want = np.zeros((64, 64), np.float32)
     for kk in range(4):
         part = (xb[:, kk * 16:(kk + 1) * 16] @ yb[kk * 16:(kk + 1) * 16]).astype(np.float32)
         want = (want + part).astype(np.float32)

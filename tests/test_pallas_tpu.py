@@ -20,39 +20,8 @@ RNG = np.random.default_rng(1)
 
 
 def _double_buffered_copy(n_blocks, *, wait_late=False):
-    """Copies an HBM operand block by block through two VMEM buffers: the DMA of block i+1
-    is started before block i is consumed (the manual pipelining pattern of the TPU docs).
-    ``wait_late`` consumes the buffer before waiting for its DMA: a race."""
-
-    def kernel(x_hbm, o_ref, buf, sem):
-        i = pl.program_id(0)
-        slot = i % 2
-
-        def copy(j, s):
-            return pltpu.make_async_copy(x_hbm.at[pl.ds(j * 8, 8)], buf.at[s], sem.at[s])
-
-        @pl.when(i == 0)
-        def _():
-            copy(0, 0).start()
-
-        @pl.when(i + 1 < n_blocks)
-        def _():
-            copy(i + 1, 1 - slot).start()
-
-        if wait_late:
-            o_ref[...] = buf[slot]
-            copy(i, slot).wait()
-        else:
-            copy(i, slot).wait()
-            o_ref[...] = buf[slot]
-
-    return pl.pallas_call(
-        kernel, grid=(n_blocks,),
-        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
-        out_shape=jax.ShapeDtypeStruct((n_blocks * 8, 128), jnp.float32),
-        scratch_shapes=[pltpu.VMEM((2, 8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
-        interpret=True)
+    from bench.pallas import double_buffered_call
+    return double_buffered_call(n_blocks, scale=1.0, wait_late=wait_late)
 
 
 @pytest.mark.parametrize("detect_races", [False, True])

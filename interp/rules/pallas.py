@@ -23,21 +23,22 @@ _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
                                  "tiling/swizzle), pallas_call over a mesh and custom grid "
                                  "environments are unsupported")
 def pallas_call(eqn, *args, **params):
+    return _plan(eqn, CallPlan).run(args)
+
+
+def _plan(eqn, cls):
     # The plan (block specs, index-map plans, kernel plan) is built once per equation.
     plan = _call_plans.get(eqn)
     if plan is None:
-        plan = _call_plans[eqn] = CallPlan(eqn)
-    return plan.run(args)
+        plan = _call_plans[eqn] = cls(eqn)
+    return plan
 
 
 @register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); cores run one "
                               "at a time, so a cross-core wait is reported, not waited for")
 def mpmd_map(eqn, *args, **params):
     # pl.kernel / core_map over a core mesh.
-    plan = _call_plans.get(eqn)
-    if plan is None:
-        plan = _call_plans[eqn] = MeshPlan(eqn)
-    return plan.run(args)
+    return _plan(eqn, MeshPlan).run(args)
 
 
 def _axis_index(eqn, *, axis_name, **params):
