@@ -43,7 +43,8 @@ def cmd_run(args) -> int:
     pkg = os.path.dirname(os.path.abspath(__file__))
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--runners", ",".join(runners), "--profile", args.profile,
-           "--results-dir", results_dir, "--seed", str(args.seed), "--case-timeout", str(args.timeout)]
+           "--results-dir", results_dir, "--seed", str(args.seed), "--seeds", str(args.seeds),
+           "--case-timeout", str(args.timeout)]
     if args.cases:
         cmd += ["--cases", args.cases]
     if args.workers != "0" and _xdist_available():
@@ -163,6 +164,7 @@ def main(argv=None) -> int:
     r.add_argument("--out", default="conformance-report")
     r.add_argument("--history", default=None, help="SQLite nightly history database")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seeds", type=int, default=1, help="seeds per case (a deeper nightly: 3)")
     r.add_argument("--timeout", type=float, default=120.0, help="seconds per (case, runner)")
     r.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")
     r.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers ('0': no xdist)")

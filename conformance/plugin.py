@@ -23,7 +23,8 @@ def pytest_addoption(parser):
                 help="comma-separated runners (default: every runner this machine can run)")
     g.addoption("--profile", default="quick", choices=("quick", "nightly"), help="case profile")
     g.addoption("--results-dir", default=None, help="write one JSONL results file per worker here")
-    g.addoption("--seed", type=int, default=0, help="input seed (cases are deterministic per id and seed)")
+    g.addoption("--seed", type=int, default=0, help="first input seed (cases are deterministic per id and seed)")
+    g.addoption("--seeds", type=int, default=1, help="run every case with this many seeds (seed, seed+1, ...)")
     g.addoption("--case-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per (case, runner)")
     g.addoption("--isolation", default="subprocess", choices=("subprocess", "none"),
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
@@ -52,6 +53,8 @@ def pytest_generate_tests(metafunc):
         keys = [k.strip() for k in filt.split(",") if k.strip()]
         cases = {cid: c for cid, c in cases.items() if any(k in cid for k in keys)}
     params = []
+    first, nseeds = config.getoption("--seed"), max(1, config.getoption("--seeds"))
+    seeds = list(range(first, first + nseeds))
     for runner in selected_runners(config):
         try:
             kinds = get_runner(runner).kinds
@@ -60,10 +63,11 @@ def pytest_generate_tests(metafunc):
         for cid, case in cases.items():
             if kinds and case.kind not in kinds:
                 continue
-            params.append(pytest.param((cid, runner), id=f"{cid}@{runner}",
-                                       marks=pytest.mark.xdist_group(cid)))
+            for seed in seeds:
+                pid = f"{cid}@{runner}" if nseeds == 1 else f"{cid}@{runner}#seed{seed}"
+                params.append(pytest.param((cid, runner, seed), id=pid, marks=pytest.mark.xdist_group(cid)))
     # Case-major order: the runners of one case share its reference result in one worker.
-    params.sort(key=lambda p: (p.values[0][0], p.values[0][1] != "reference"))
+    params.sort(key=lambda p: (p.values[0][0], p.values[0][2], p.values[0][1] != "reference"))
     metafunc.parametrize("conformance_item", params)
 
 
@@ -83,8 +87,7 @@ class _Session:
                                "profile": config.getoption("--profile"), "run_id": os.environ.get(
                                    "JAX_CONFORMANCE_RUN_ID"), "environment": environment()})
 
-    def run(self, case_id: str, runner: str) -> dict:
-        seed = self.config.getoption("--seed")
+    def run(self, case_id: str, runner: str, seed: int) -> dict:
         first_div = not self.config.getoption("--no-first-divergence")
         if self.config.getoption("--isolation") == "none":
             from conformance.cases import get
@@ -117,8 +120,8 @@ def conformance_session(request):
 
 
 def check_item(session: _Session, item) -> None:
-    case_id, runner = item
-    rec = session.run(case_id, runner)
+    case_id, runner, seed = item
+    rec = session.run(case_id, runner, seed)
     outcome = rec["outcome"]
     if outcome in ("pass", "pass-with-allowance"):
         return
