@@ -89,8 +89,7 @@ def delay(eqn, nanos):
 @register("masked_load")
 def masked_load(eqn, *flat, args_tree, **params):
     ref, transforms, mask, other = args_tree.unflatten(flat)
-    target, index, dtype = indexing.resolve(eqn, ref, transforms)
-    _same_dtype(eqn, target, dtype)
+    target, index = _target(eqn, ref, transforms)
     if mask is None:
         out = target.read(index)
     else:
@@ -101,8 +100,7 @@ def masked_load(eqn, *flat, args_tree, **params):
 @register("masked_swap")
 def masked_swap(eqn, *flat, args_tree, **params):
     ref, transforms, val, mask = args_tree.unflatten(flat)
-    target, index, dtype = indexing.resolve(eqn, ref, transforms)
-    _same_dtype(eqn, target, dtype)
+    target, index = _target(eqn, ref, transforms)
     if mask is None:
         old = target.read(index)
         target.write(index, val)
@@ -111,9 +109,12 @@ def masked_swap(eqn, *flat, args_tree, **params):
     return np.asarray(old).reshape(eqn.out_aval.shape)
 
 
-def _same_dtype(eqn, ref, dtype):
-    if dtype != ref.dtype:
-        raise eqn.unsupported(f"masked access through a bitcast view ({ref.dtype} as {dtype})")
+def _target(eqn, ref, transforms):
+    """(ref, normalized index) of a masked / atomic access (no bitcast views for these)."""
+    target, index, dtype = indexing.resolve(eqn, ref, transforms)
+    if dtype != target.dtype:
+        raise eqn.unsupported(f"masked access through a bitcast view ({target.dtype} as {dtype})")
+    return target, index
 
 
 # -- scoped allocation ---------------------------------------------------------------------------
@@ -327,8 +328,7 @@ def atomic_rmw(eqn, *flat, args_tree, atomic_type):
     # same element apply in row-major lane order (each addition rounded), and each lane returns
     # the value it saw.
     ref, transforms, val, mask = args_tree.unflatten(flat)
-    target, index, dtype = indexing.resolve(eqn, ref, transforms)
-    _same_dtype(eqn, target, dtype)
+    target, index = _target(eqn, ref, transforms)
     op = _ATOMIC[str(getattr(atomic_type, "value", atomic_type)).lower()]
     shape = eqn.out_aval.shape
     lanes = np.ones(shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), shape)
