@@ -193,6 +193,7 @@ def _seed(rng):
 
 def cases():
     yield from gpu_cases()
+    yield from mosaic_gpu_cases()
     yield _case("add/f32/16x256_blocks_8x128", build_add((16, 256), (8, 128)), _rows([(16, 256), (16, 256)]),
                 primitives=("pallas_call", "add", "mul"))
     yield _case("add/i32/rank3_2x8x384_blocks_1x8x128", build_add((2, 8, 384), (1, 8, 128)),
@@ -261,3 +262,23 @@ def gpu_cases():
     yield Case(id="pallas/claims/gpu_layer_norm_vs_jnp/f32/rank3_2x8x256", fn=None, build=_gpu_layer_norm,
                reference_fn=_jnp_layer_norm, inputs=ln_in, kind=PALLAS, pallas_targets=("triton",),
                modes=C.abs_rel(12, 8, "measured"), primitives=("pallas_call", "rsqrt"))
+
+
+# ---------------------------------------------------------------------- Mosaic GPU kernels
+def _mgpu_axpb_kernel(x_ref, o_ref):
+    o_ref[...] = (x_ref[...] + 1) * 2     # no mul feeding an add (FMA contraction, see above)
+
+
+def build_mgpu_axpb(interpret):
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    return lambda x: pl.pallas_call(_mgpu_axpb_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                    compiler_params=plgpu.CompilerParams(), interpret=interpret)(x)
+
+
+def mosaic_gpu_cases():
+    try:
+        from jax.experimental.pallas import mosaic_gpu as plgpu  # noqa: F401
+    except Exception:  # noqa: BLE001  (this JAX cannot import Mosaic GPU: no such cases here)
+        return
+    yield _case("mosaic_gpu/axpb/f32/2x256", build_mgpu_axpb, _rows([(2, 256)]), targets=("mosaic-gpu",),
+                primitives=("pallas_call", "add", "mul"))
