@@ -24,6 +24,19 @@ NDIndexer = _indexing.NDIndexer
 _NEUTRAL = tuple(getattr(_state_types, n) for n in ("MemorySpaceCastTransform",)
                  if hasattr(_state_types, n))
 
+# How a view transform moves elements: transform class name -> fn(positions, transform) giving the
+# flat buffer position of every element of the transformed view, from those of its input view.
+# Exact for any transform that only rearranges elements. Other families (Pallas GPU/TPU layout
+# transforms) register theirs here.
+POSITION_TRANSFORMS: dict = {
+    "ReshapeTransform": lambda pos, t: pos.reshape(t.shape),
+    "RefReshaper": lambda pos, t: pos.reshape(t.shape),
+    "TransposeTransform": lambda pos, t: pos.transpose(t.permutation),
+    "TransposeRef": lambda pos, t: pos.transpose(t.permutation),
+    "RefTransposer": lambda pos, t: pos.transpose(t.permutation),
+}
+_BITCASTS = ("BitcastTransform", "RefBitcaster")
+
 
 # --- index normalisation ------------------------------------------------------------------------
 
@@ -83,11 +96,9 @@ def _resolve(eqn, ref: Ref, flat_idx, tree):
             index = normalize_indexer(t, pos.shape, wrap)
             Ref(pos, ref.describe(), ref.check_bounds).check_index(index)
             pos = pos[index]
-        elif type(t).__name__ in ("ReshapeTransform", "RefReshaper"):
-            pos = pos.reshape(t.shape)
-        elif type(t).__name__ in ("TransposeTransform", "TransposeRef", "RefTransposer"):
-            pos = pos.transpose(t.permutation)
-        elif type(t).__name__ in ("BitcastTransform", "RefBitcaster"):
+        elif type(t).__name__ in POSITION_TRANSFORMS:
+            pos = POSITION_TRANSFORMS[type(t).__name__](pos, t)
+        elif type(t).__name__ in _BITCASTS:
             if np.dtype(t.dtype).itemsize != np.dtype(dtype).itemsize:
                 raise eqn.unsupported(f"ref bitcast {dtype} -> {np.dtype(t.dtype)} changes the "
                                       "element width")
