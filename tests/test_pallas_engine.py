@@ -285,3 +285,32 @@ def test_dynamic_grid_bound():
     got = interp.interpret(f)(x, np.int32(3))
     np.testing.assert_array_equal(got[:24], x[:24] + np.float32(3))
     assert np.isnan(got[24:]).all()  # block 3 is outside the dynamic grid: never written
+
+
+def _offset_kernel(x_ref, o_ref):
+    o_ref[...] = (x_ref[...] + pl.program_id(0).astype(jnp.float32) * 100
+                  + jnp.float32(pl.num_programs(0)))
+
+
+def _offset_call(interpret):
+    return pl.pallas_call(_offset_kernel, grid=(2,),
+                          in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+                          interpret=interpret)
+
+
+def test_vmapped_pallas_call_hides_the_batch_grid_axis():
+    # vmap prepends a grid axis (vmapped_dims); program_id / num_programs in the kernel do not
+    # see it.
+    x = RNG.standard_normal((3, 16, 128)).astype(np.float32)
+    g = jax.vmap(_offset_call(True))
+    want = x + np.repeat(np.array([0, 100], np.float32), 8)[:, None] + 2
+    np.testing.assert_array_equal(interp.interpret(g)(x), want)
+    np.testing.assert_array_equal(xla_cpu(g, x), want)
+
+
+def test_kernel_traced_for_tpu_interpret_mode_runs_in_the_reference():
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    got = interp.interpret(_offset_call(pltpu.InterpretParams()))(x)
+    np.testing.assert_array_equal(got, xla_cpu(_offset_call(True), x))
