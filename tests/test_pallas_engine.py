@@ -314,3 +314,32 @@ def test_kernel_traced_for_tpu_interpret_mode_runs_in_the_reference():
     x = RNG.standard_normal((16, 128)).astype(np.float32)
     got = interp.interpret(_offset_call(pltpu.InterpretParams()))(x)
     np.testing.assert_array_equal(got, xla_cpu(_offset_call(True), x))
+
+
+def test_shuffled_order_exposes_a_reduction_axis_marked_parallel():
+    # The k axis accumulates into the output, so it must be 'arbitrary'; declaring it
+    # 'parallel' is a bug that sequential execution hides and a shuffled order exposes.
+    x = RNG.standard_normal((4, 8, 128)).astype(np.float32)
+
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += x_ref[...]
+
+    def call(semantics):
+        return pl.pallas_call(kernel, grid=(4,),
+                              in_specs=[pl.BlockSpec((None, 8, 128), lambda k: (k, 0, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda k: (0, 0)),
+                              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                              compiler_params=pltpu.CompilerParams(
+                                  dimension_semantics=(semantics,)))
+
+    want = ((x[0] + x[1]) + x[2]) + x[3]
+    np.testing.assert_array_equal(interp.interpret(call("arbitrary"), grid_order="shuffled")(x),
+                                  want)
+    np.testing.assert_array_equal(interp.interpret(call("parallel"))(x), want)
+    shuffled = [interp.interpret(call("parallel"), grid_order="shuffled", seed=s)(x)
+                for s in range(4)]
+    assert any(not np.array_equal(r, want) for r in shuffled)
