@@ -79,6 +79,9 @@ SEMANTICS = table(
               ("jax/_src/custom_partitioning.py _custom_partitioning_impl",), EXACT),
     Semantics("custom_jvp_call_jaxpr", "Older JAX spelling: the primal fun_jaxpr.", (),
               ("jax/_src/custom_derivatives.py",), EXACT),
+    Semantics("custom_lin", "Evaluating a linearized custom_vjp function forward raises TypeError "
+              "(\"can't apply forward-mode autodiff (jvp) to a custom_vjp function.\"), as JAX does.", (),
+              ("jax/_src/interpreters/ad.py raise_custom_vjp_error_on_jvp",), EXACT),
     Semantics("unreachable", "Raises exc_type(message) when evaluated.", (),
               ("jax/_src/custom_derivatives.py unreachable_impl",), EXACT),
     Semantics("check", "checkify: debug=True is a no-op (checkify.debug_check outside checkify); a "

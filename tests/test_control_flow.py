@@ -345,3 +345,17 @@ def test_batched_while_with_key_carry():
     keys = jax.random.split(jax.random.key(3), 3)
     n = np.array([0, 2, 5], np.int32)
     assert_same_bits(reference(g, keys, n).data, np.asarray(jax.random.key_data(jax.jit(g)(keys, n))))
+
+
+def test_linearized_custom_vjp_raises_like_jax():
+    @jax.custom_vjp
+    def g(x):
+        return x * 3.0
+
+    g.defvjp(lambda x: (x * 3.0, x), lambda r, ct: (ct * r,))
+    f = lambda x: jax.linearize(g, x)[1](1.0)
+    with pytest.raises(TypeError, match="custom_vjp") as xla_err:
+        xla_cpu(f, 2.0)
+    with pytest.raises(TypeError, match="custom_vjp") as ref_err:
+        reference(f, 2.0)
+    assert str(ref_err.value) == str(xla_err.value)

@@ -254,6 +254,13 @@ def custom_jvp_call_jaxpr(eqn, *args, fun_jaxpr, **params):
     return _run(eqn, fun_jaxpr, args)  # older JAX spelling of custom_jvp_call
 
 
+@register("custom_lin")
+def custom_lin(eqn, *args, **params):
+    # A linearized custom_vjp function evaluated forward: JAX raises this (ad.py
+    # raise_custom_vjp_error_on_jvp), and so does XLA:CPU's jit of the same program.
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
 @register("unreachable")
 def unreachable(eqn, *args, out_avals, exc_type, message):
     # Evaluating it raises, as its impl does (custom_derivatives.py unreachable_impl).
