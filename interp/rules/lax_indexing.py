@@ -244,21 +244,23 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
         last = _last_writes(targets)
         out[targets[last]] = values[last]
         return
-    if kind == "apply":  # a general update computation: one scalar evaluation per update
+    if kind == "apply" or (D.is_complex(dtype) and kind in ("mul", "min", "max")):
+        # A general update computation (generic scatter), or a complex combiner whose rounding
+        # (mul) or order (lexicographic min/max) the elementwise rules define: evaluate the
+        # equation's scalar update_jaxpr once per update, in order (slow path, rarely used).
+        if update_jaxpr is None:
+            raise eqn.unsupported(f"scatter-{kind} of {dtype} without an update_jaxpr")
         plan = eqn.plan(update_jaxpr)
         consts = list(update_consts)
         for t, v in zip(targets.tolist(), values):
-            out[t] = np.asarray(plan.run(consts, [out[t][()], v])[0], dtype)
+            out[t] = np.asarray(plan.run(consts, [np.asarray(out[t]), np.asarray(v)])[0], dtype)
         return
-    if D.is_bool(dtype):
-        ufunc = {"add": np.logical_or, "mul": np.logical_and,
-                 "min": np.logical_and, "max": np.logical_or}.get(kind)
+    if D.is_bool(dtype):  # JAX allows scatter, scatter-min and scatter-max on bool
+        ufunc = {"min": np.logical_and, "max": np.logical_or}.get(kind)
         if ufunc is None:
             raise eqn.unsupported(f"scatter-{kind} of bool")
         ufunc.at(out, targets, values)
         return
-    if D.is_complex(dtype) and kind in ("mul", "min", "max"):
-        raise eqn.unsupported(f"scatter-{kind} of complex (not implemented)")
     ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
              "min": np.minimum, "max": np.maximum}[kind]
     if dtype in D.ML_INTS + D.ML_UINTS:
@@ -271,7 +273,8 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
         # min/max select one input, so computing in float64 is exact.
         wide, vals = out.astype(np.float64), values.astype(np.float64)
         orig = wide.copy()
-        ufunc.at(wide, targets, vals)
+        with np.errstate(invalid="ignore"):
+            ufunc.at(wide, targets, vals)
         _fix_zero_signs(wide, orig, targets, vals, want_negative=(kind == "min"))
         out[...] = wide.astype(dtype)
         return
@@ -312,6 +315,6 @@ def _scatter(kind):
 register("scatter")(_scatter("set"))
 register("scatter-add")(_scatter("add"))
 register("scatter-sub")(_scatter("sub"))
-register("scatter-mul", partial="complex operands")(_scatter("mul"))
-register("scatter-min", partial="complex operands")(_scatter("min"))
-register("scatter-max", partial="complex operands")(_scatter("max"))
+register("scatter-mul")(_scatter("mul"))
+register("scatter-min")(_scatter("min"))
+register("scatter-max")(_scatter("max"))
