@@ -359,3 +359,19 @@ def test_linearized_custom_vjp_raises_like_jax():
     with pytest.raises(TypeError, match="custom_vjp") as ref_err:
         reference(f, 2.0)
     assert str(ref_err.value) == str(xla_err.value)
+
+
+@pytest.mark.parametrize("method", ["sequential", "expand_dims"])
+def test_vmap_of_pure_callback(method):
+    shapes = []
+
+    def host(a):
+        shapes.append(a.shape)
+        return (a * 2).astype(np.int32)
+
+    f = jax.vmap(lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x,
+                                             vmap_method=method))
+    x = ints.reshape(3, 2)
+    same(f, x)
+    # sequential calls the host once per row; expand_dims once with the batch axis
+    assert shapes[-1] == ((2,) if method == "sequential" else (3, 2))
