@@ -25,6 +25,10 @@ SEMANTICS = table(
               ("off TPU XLA computes it exactly: a stable sort with JAX's sort order (-0.0 == +0.0, every NaN "
                "above +inf) and the first k (max_k: descending, so NaN first; min_k: ascending, NaN last)",
                "recall_target and reduction_input_size_override do not change the CPU result",
+               "XLA:CPU's order of NaN and of -0.0/+0.0 ties depends on k (observed JAX 0.12: k == n sorts "
+               "with JAX's comparator like the reference; 1 < k < n uses TopK's IEEE total order for max_k; "
+               "k == 1 is a comparison reduction where NaN breaks the order; jaxlib 0.10.2 differs again for k == n): with NaN or signed-zero ties "
+               "only the reference's result is defined here, backends are compared on NaN-free inputs",
                "aggregate_to_topk=False: CPU/GPU still return k candidates; a TPU-sized result shape is unsupported"),
               ("jax/_src/lax/ann.py _approx_top_k_lowering (fallback=True on CPU/GPU)",), EXACT,
               "TPU returns approximate results by design: backends other than CPU/GPU need a recall check."),
