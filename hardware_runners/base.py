@@ -8,7 +8,6 @@ cases it can run (``supports``), each time with the reason when not.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Sequence
 
 import numpy as np
@@ -194,10 +193,3 @@ def available_runners() -> list[str]:
 
 
 DEFAULT_CPU_RUNNERS = ("reference", "xla:cpu", "pallas:interpret", "pallas:tpu-interpret")
-
-
-@contextlib.contextmanager
-def x64_context(enabled: bool):
-    import jax
-    with jax.enable_x64(enabled):
-        yield

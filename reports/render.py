@@ -257,7 +257,9 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
         if vals:
             parts.append(_histogram_svg(vals, f"{rn}: {len(vals)} float cases, log2(1+ulp) bins"))
     # History.
-    if history:
+    if history and not history.get("has_previous"):
+        parts.append("<h2>Since the previous run</h2><p>First run in this history database.</p>")
+    elif history:
         parts.append("<h2>Since the previous run</h2><ul>")
         for key in ("new_failures", "fixed", "changed", "new_cases", "removed"):
             items = history.get(key) or []
