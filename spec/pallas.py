@@ -75,10 +75,12 @@ SEMANTICS = table(
         "mpmd_map",
         "pl.kernel / core_map over a core mesh: the body runs once per core on whole operands.",
         edge_cases=(
-            "cores run one at a time (row-major; shuffled with grid_order='shuffled'); scratch is "
-            "per core except shared memory spaces (VMEM_SHARED)",
-            "a semaphore wait that no earlier core or DMA can satisfy raises RaceError (a "
-            "cross-core handshake that needs concurrency is reported, not hung)",
+            "cores run one at a time (row-major; shuffled with grid_order='shuffled'); a core "
+            "waiting on a semaphore yields to the others (deterministic baton passing), so "
+            "barriers and signals between cores (device_id naming a core of the mesh) work",
+            "scratch and the barrier semaphore are per core except shared memory spaces "
+            "(VMEM_SHARED)",
+            "every unfinished core waiting with nothing left to signal: RaceError (deadlock)",
             "axis_index(core axis) is the core's coordinate",
         ),
         sources=(_CORE, "jax/_src/pallas/mpmd.py"),
@@ -125,7 +127,9 @@ SEMANTICS = table(
     Semantics("dma_wait", "Waits until the semaphore holds the byte count of the waited ref and "
               "subtracts it; completes in-flight DMAs on that semaphore in start order; a wait no "
               "DMA can satisfy raises RaceError (deadlock on hardware).", sources=(_TPU,)),
-    Semantics("semaphore_signal", "Adds inc to a semaphore (local only).", sources=(_PRIMS,)),
+    Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
+              "of a core-mesh kernel, to that core's copy of it (other devices: unsupported).",
+              sources=(_PRIMS,)),
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
               "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),
     Semantics("semaphore_read", "The semaphore's current value as int32.", sources=(_PRIMS,)),

@@ -260,3 +260,61 @@ def test_race_regions_are_exact_element_sets():
     view = KernelRef(buf.array[4:], "view", None)
     assert Region(view, (0, full)).overlaps(even)
     assert not Region(view, (1, full)).overlaps(even)
+
+
+def _exchange_kernel(barrier):
+    """Two cores: each copies its half of x to o, (optionally) meets the other core at a
+    barrier, then reads the other core's half of o into p (+1)."""
+    mesh = _tensorcore_mesh(2)
+
+    def f(x):
+        @pl.kernel(out_type=(jax.ShapeDtypeStruct(x.shape, x.dtype),) * 2, mesh=mesh,
+                   scratch_types=[pltpu.SemaphoreType.REGULAR])
+        def k(x_hbm, o_hbm, p_hbm, sem):
+            c = jax.lax.axis_index("core")
+            pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], o_hbm.at[pl.ds(c * 8, 8)])
+            if barrier:
+                pltpu.core_barrier(sem, core_axis_name="core")
+
+            def body(buf):
+                pltpu.sync_copy(o_hbm.at[pl.ds((1 - c) * 8, 8)], buf)
+                buf[...] = buf[...] + 1
+                pltpu.sync_copy(buf, p_hbm.at[pl.ds(c * 8, 8)])
+
+            pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32))
+
+        return k(x)
+
+    return f
+
+
+@pytest.mark.parametrize("order", ["sequential", "shuffled"])
+def test_cores_meet_at_a_barrier(order):
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    o, p = interp.interpret(_exchange_kernel(True), grid_order=order, detect_races=True)(x)
+    np.testing.assert_array_equal(o, x)
+    np.testing.assert_array_equal(p, np.concatenate([x[8:], x[:8]]) + 1)
+
+
+def test_missing_barrier_reads_the_other_cores_unwritten_half():
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    _, p = interp.interpret(_exchange_kernel(False))(x)
+    assert np.isnan(p[:8]).all()  # core 0 ran before core 1 wrote its half
+    with pytest.raises(UninitializedReadError, match=r"grid point \{'core': 0\}"):
+        interp.interpret(_exchange_kernel(False), uninitialized="raise")(x)
+
+
+def test_cores_waiting_on_each_other_deadlock_loudly():
+    mesh = _tensorcore_mesh(2)
+
+    def f(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh,
+                   scratch_types=[pltpu.SemaphoreType.REGULAR])
+        def k(x_hbm, o_hbm, sem):
+            pl.semaphore_wait(sem, 1)  # nobody ever signals
+            pltpu.sync_copy(x_hbm, o_hbm)
+
+        return k(x)
+
+    with pytest.raises(RaceError, match=r"deadlock.*core \(0,\).*core \(1,\)"):
+        interp.interpret(f)(np.ones((8, 128), np.float32))

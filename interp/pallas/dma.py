@@ -207,6 +207,13 @@ class DmaEngine:
                 if any(s is not None and _sem_key(s) == key for s in sems):
                     self._complete(dma)
         have = int(ref.array[index])
+        mesh = getattr(self.run, "mesh", None)
+        if have < amount and mesh is not None and mesh.scheduler is not None:
+            # Other cores may signal it: let them run until it is ready (or all are stuck).
+            mesh.scheduler.wait_until(
+                self.run.core, lambda: int(ref.array[index]) >= amount,
+                f"{kind} on {ref.short()}{_show(index)} for {amount}")
+            have = int(ref.array[index])
         if have < amount:
             raise RaceError(
                 f"{self.run.where()}: {kind} on {ref.short()}{_show(index)} needs {amount} but "

@@ -18,6 +18,7 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 
@@ -58,6 +59,9 @@ class KernelRun:
         self.tracker = self.dma if options.detect_races else None
         self.prng = None                  # TPU hardware PRNG state (prng_seed)
         self.pending = None               # (ref, index, message): see KernelRef.read
+        self.barrier = None               # the barrier semaphore (get_barrier_semaphore)
+        self.mesh = None                  # MeshState of a core-mesh kernel
+        self.core = None                  # this core's point in the mesh
 
     def raise_pending(self):
         from ..errors import UninitializedReadError
@@ -452,11 +456,13 @@ def _tpu_pipeline(params) -> bool:
 
 class MeshPlan:
     """``mpmd_map`` (``pl.kernel`` / ``core_map`` over a TPU core mesh): the body runs once per
-    core of the mesh on whole (HBM) operands; scratch is core-local except shared memory spaces.
+    core of the mesh on whole (HBM) operands; scratch and the barrier semaphore are core-local
+    except shared memory spaces.
 
-    Cores run one after another (in a seeded random order with ``grid_order="shuffled"``, since
-    they run concurrently on hardware). A core that waits for a signal from a core that has not
-    run yet cannot make progress: the semaphore model reports it (RaceError) rather than hang.
+    Cores run one at a time (``interp.pallas.cores``): in core order, or a seeded random order
+    with ``grid_order="shuffled"`` since they are concurrent on hardware; a core that waits on a
+    semaphore lets the others run, so barriers and cross-core signals work, and a wait no core
+    can satisfy is a deadlock (RaceError).
     """
 
     def __init__(self, eqn):
@@ -483,8 +489,7 @@ class MeshPlan:
     def run(self, args):
         opts = self.options
         n_in = len(args)
-        run = KernelRun(self.name, self.sizes, opts)
-        run.kernel_grid = ()
+        main = KernelRun(self.name, self.sizes, opts)
         arrays = [np.array(a, copy=True) for a in args]  # the kernel may write its inputs
         inits = [None] * n_in
         for o, aval in enumerate(self.out_avals):
@@ -494,28 +499,100 @@ class MeshPlan:
             else:
                 arrays.append(fill_uninitialized(aval.shape, aval.dtype, opts.uninitialized))
                 inits.append(np.zeros(aval.shape, bool) if opts.uninitialized == "raise" else None)
-        refs = [KernelRef(a, self.names[k], run, init=inits[k],
-                          kind="input (hbm)" if k < n_in else "output (hbm)",
-                          check_bounds=opts.check_bounds) for k, a in enumerate(arrays)]
+        def operand_refs(run):
+            return [KernelRef(a, self.names[k], run, init=inits[k],
+                              kind="input (hbm)" if k < n_in else "output (hbm)",
+                              check_bounds=opts.check_bounds) for k, a in enumerate(arrays)]
+
+        refs = operand_refs(main)
         scratch_vars = self.invars[len(refs):]
-        shared = [_alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
+        shared = [_alloc_scratch(v.aval, self.names[len(refs) + i], main, opts)
                   if "shared" in _memory_space_name(v.aval) else None
                   for i, v in enumerate(scratch_vars)]
         points = list(itertools.product(*[range(s) for s in self.sizes]))
         if opts.grid_order == "shuffled":
             points = [points[i] for i in np.random.default_rng(opts.seed).permutation(len(points))]
-        all_sems = [r for r in shared if r is not None and r.kind == "semaphore"]
-        with run:
-            for point in points:
-                run.point = dict(zip(self.axes, point))
-                run.axis_env = run.point
-                local = [s if s is not None else
-                         _alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
-                         for i, (s, v) in enumerate(zip(shared, scratch_vars))]
-                all_sems += [r for r, s in zip(local, shared) if s is None and r.kind == "semaphore"]
-                self.kernel_plan.run(self.kernel_consts, refs + local)
+        mesh = MeshState(self.axes, self.sizes)
+        runs, locals_ = {}, {}
+        for point in points:
+            run = KernelRun(self.name, self.sizes, opts)
+            run.kernel_grid = ()
+            run.point = dict(zip(self.axes, point))
+            run.axis_env = run.point
+            run.mesh = mesh
+            run.core = point
+            run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
+                                    kind="semaphore", check_bounds=opts.check_bounds)
+            mesh.barriers[point] = run.barrier
+            runs[point] = run
+            locals_[point] = [s if s is not None else
+                              _alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
+                              for i, (s, v) in enumerate(zip(shared, scratch_vars))]
+        mesh.register(locals_)
+
+        def body(point):
+            run = runs[point]
+            with run:
+                # Each core's operand refs (same memory) name that core in messages.
+                self.kernel_plan.run(self.kernel_consts, operand_refs(run) + locals_[point])
                 if run.pending is not None:
                     run.raise_pending()
-            run.dma.check_exit(all_sems, "kernel")
-        _check_outputs_written(run, refs[n_in:], inits[n_in:])
+
+        if len(points) == 1:
+            body(points[0])
+        else:
+            from .cores import CoreScheduler
+            mesh.scheduler = CoreScheduler(points, self.name)
+            mesh.scheduler.run({p: functools.partial(body, p) for p in points})
+        for point in points:
+            run = runs[point]
+            sems = [r for r in locals_[point] if r.kind == "semaphore"]
+            run.dma.check_exit(sems + [run.barrier], "kernel")
+        main.dma.check_exit([r for r in shared if r is not None and r.kind == "semaphore"],
+                            "kernel")
+        _check_outputs_written(main, refs[n_in:], inits[n_in:])
         return arrays[n_in:]
+
+
+class MeshState:
+    """What the cores of one mesh kernel share: the scheduler and each core's buffers (for
+    signals addressed to another core)."""
+
+    def __init__(self, axes, sizes):
+        self.axes, self.sizes = axes, sizes
+        self.scheduler = None
+        self.slots = {}    # id(core-local ref) -> slot index
+        self.locals = {}   # core point -> [refs]
+        self.barriers = {}
+
+    def register(self, locals_):
+        self.locals = locals_
+        for refs in locals_.values():
+            for i, r in enumerate(refs):
+                self.slots[id(r)] = i
+
+    def core_of(self, device_id, here):
+        """The core a (mesh-axis dict / int) device id names, relative to core ``here``."""
+        point = dict(zip(self.axes, here))
+        if isinstance(device_id, dict):
+            for k, v in device_id.items():
+                names = k if isinstance(k, tuple) else (k,)
+                if len(names) != 1 or names[0] not in point:
+                    return None
+                point[names[0]] = int(v)
+        else:
+            vals = [int(v) for v in (device_id if isinstance(device_id, (tuple, list))
+                                     else [device_id])]
+            if len(vals) != len(self.axes):
+                return None
+            point = dict(zip(self.axes, vals))
+        target = tuple(point[a] for a in self.axes)
+        return target if target in self.locals else None
+
+    def counterpart(self, ref, core):
+        """The buffer on ``core`` that corresponds to this core's ``ref`` (itself if shared)."""
+        for here, barrier in self.barriers.items():
+            if ref is barrier:
+                return self.barriers[core]
+        slot = self.slots.get(id(ref))
+        return ref if slot is None else self.locals[core][slot]

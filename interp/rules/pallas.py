@@ -34,8 +34,8 @@ def _plan(eqn, cls):
     return plan
 
 
-@register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); cores run one "
-                              "at a time, so a cross-core wait is reported, not waited for")
+@register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); no DMAs to "
+                              "another core's memory")
 def mpmd_map(eqn, *args, **params):
     # pl.kernel / core_map over a core mesh.
     return _plan(eqn, MeshPlan).run(args)
@@ -147,12 +147,23 @@ def _sem(eqn, ref, transforms):
     return target, index
 
 
-@register("semaphore_signal", partial="local semaphores only (no device_id / core_index)")
+@register("semaphore_signal", partial="signals to other devices unsupported (cores of a "
+                                      "core mesh are supported)")
 def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, **params):
     ref, transforms, inc, device_id, core_index = args_tree.unflatten(flat)
+    run = current_run()
+    target, index = _sem(eqn, ref, transforms)
     if device_id is not None or core_index is not None:
-        raise eqn.unsupported("semaphore_signal to another device or core (remote signal)")
-    current_run().dma.signal(_sem(eqn, ref, transforms), inc)
+        # A signal to another core of this kernel's core mesh: its copy of the semaphore.
+        core = None
+        if run.mesh is not None:
+            core = run.mesh.core_of(device_id if device_id is not None else
+                                    {run.mesh.axes[0]: core_index}, run.core)
+        if core is None:
+            raise eqn.unsupported(f"semaphore_signal to device {device_id!r} / core "
+                                  f"{core_index!r}: only the cores of a core-mesh kernel")
+        target = run.mesh.counterpart(target, core)
+    run.dma.signal((target, index), inc)
     return []
 
 
@@ -176,9 +187,11 @@ def semaphore_read(eqn, *flat, args_tree, **params):
 def get_barrier_semaphore(eqn, **params):
     # One barrier semaphore per kernel; with one device, barriers only ever signal this kernel.
     run = current_run()
-    if getattr(run, "barrier", None) is None:
+    if run.barrier is None:
         run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
                                 kind="semaphore", check_bounds=run.options.check_bounds)
+        if run.mesh is not None:
+            run.mesh.barriers[run.core] = run.barrier
     return run.barrier
 
 
