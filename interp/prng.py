@@ -165,31 +165,36 @@ _PHILOX_W = (U32(0x9E3779B9), U32(0xBB67AE85))
 _PHILOX_M2 = U64(0xD256D193)
 
 
+import sys as _sys
+
+_LO, _HI = (0, 1) if _sys.byteorder == "little" else (1, 0)
+
+
 def _mulhilo(m: np.uint64, x: np.ndarray, wide: np.ndarray):
-    """(hi, lo) 32-bit halves of the 64-bit product m * x."""
+    """(hi, lo) 32-bit halves of the 64-bit products m * x, as strided views into ``wide``."""
     np.multiply(x, m, out=wide, casting="unsafe")
-    lo = wide.astype(U32)
-    np.right_shift(wide, _S32, out=wide)
-    return wide.astype(U32), lo
+    halves = wide.view(U32)
+    return halves[_HI::2], halves[_LO::2]
 
 
 def _philox4x32_core(keys, xs, rounds):
     k0, k1 = keys
     x0, x1, x2, x3 = xs
-    wide = np.empty(x0.shape, U64)
+    wide0 = np.empty(x0.shape, U64)
+    wide1 = np.empty(x0.shape, U64)
     for r in range(rounds):
         if r:
             k0 = k0 + _PHILOX_W[0]
             k1 = k1 + _PHILOX_W[1]
-        hi0, lo0 = _mulhilo(_PHILOX_M4[0], x0, wide)
-        hi1, lo1 = _mulhilo(_PHILOX_M4[1], x2, wide)
+        hi0, lo0 = _mulhilo(_PHILOX_M4[0], x0, wide0)
+        hi1, lo1 = _mulhilo(_PHILOX_M4[1], x2, wide1)
         # (x0, x1, x2, x3) <- (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0)
         np.bitwise_xor(hi1, x1, out=x0)
         x0 ^= k0
         np.bitwise_xor(hi0, x3, out=x2)
         x2 ^= k1
-        x1[...] = lo1
-        x3[...] = lo0
+        np.copyto(x1, lo1)
+        np.copyto(x3, lo0)
 
 
 def philox4x32(k0, k1, x0, x1, x2, x3, rounds: int = 10):
@@ -208,7 +213,7 @@ def _philox2x32_core(keys, xs, rounds):
         hi, lo = _mulhilo(_PHILOX_M2, x0, wide)
         np.bitwise_xor(hi, x1, out=x0)
         x0 ^= k0
-        x1[...] = lo
+        np.copyto(x1, lo)
 
 
 def philox2x32(k0, x0, x1, rounds: int = 10):
@@ -223,7 +228,18 @@ def philox2x32(k0, x0, x1, rounds: int = 10):
 def iota_2x32_shape(shape) -> tuple[np.ndarray, np.ndarray]:
     """(hi, lo) uint32 words of the row-major index of every element of ``shape`` (JAX's
     ``iota_2x32_shape``: a uint64 iota reshaped to ``shape``, split into two words)."""
-    idx = np.arange(math.prod(shape), dtype=U64).reshape(shape)
+    hi, lo = _counters(shape)
+    return np.broadcast_to(hi, lo.shape).copy(), lo
+
+
+def _counters(shape):
+    """Like :func:`iota_2x32_shape`, with ``hi`` a scalar 0 whenever the size is below 2**32 (the
+    common case: no per-element memory for the high word)."""
+    shape = tuple(shape)
+    n = math.prod(shape)
+    if n <= 1 << 32:
+        return U32(0), np.arange(n, dtype=U32).reshape(shape)
+    idx = np.arange(n, dtype=U64).reshape(shape)
     return (idx >> _S32).astype(U32), (idx & _MASK32).astype(U32)
 
 
@@ -288,7 +304,7 @@ class Threefry2x32Impl:
         kb = keys.shape[:-1]
         k0, k1 = keys[..., 0], keys[..., 1]
         if partitionable:  # _threefry_split_foldlike: hash (hi, lo) of each index
-            hi, lo = iota_2x32_shape(shape)
+            hi, lo = _counters(shape)
             y0, y1 = threefry2x32(_expand(k0, len(shape)), _expand(k1, len(shape)), hi, lo)
             return np.stack([y0, y1], axis=-1)
         n = math.prod(shape)  # _threefry_split_original: threefry_2x32(key, iota(2n))
@@ -305,7 +321,7 @@ class Threefry2x32Impl:
         kb = keys.shape[:-1]
         k0, k1 = keys[..., 0], keys[..., 1]
         if partitionable:
-            hi, lo = iota_2x32_shape(shape)
+            hi, lo = _counters(shape)
             y0, y1 = threefry2x32(_expand(k0, len(shape)), _expand(k1, len(shape)), hi, lo)
             return _bits_from_words((y0, y1), bit_width)
         size = math.prod(shape)
@@ -408,7 +424,7 @@ class Philox4x32Impl:
 
     def split(self, keys, shape, partitionable: bool):
         n = len(shape)
-        hi, lo = iota_2x32_shape(shape)
+        hi, lo = _counters(shape)
         y = philox4x32(_expand(keys[..., 0], n), _expand(keys[..., 1], n), U32(0), U32(0), hi, lo)
         return np.stack(y[:2], axis=-1)
 
@@ -419,7 +435,7 @@ class Philox4x32Impl:
 
     def random_bits(self, keys, bit_width: int, shape, partitionable: bool):
         n = len(shape)
-        hi, lo = iota_2x32_shape(shape)
+        hi, lo = _counters(shape)
         y = philox4x32(_expand(keys[..., 0], n), _expand(keys[..., 1], n), hi, lo, U32(0), U32(0))
         return _bits_from_words(y[:2] if bit_width == 64 else y, bit_width)
 
@@ -436,7 +452,7 @@ class Threefry4x32Impl:
 
     def split(self, keys, shape, partitionable: bool):
         n = len(shape)
-        hi, lo = iota_2x32_shape(shape)
+        hi, lo = _counters(shape)
         k = [_expand(keys[..., i], n) for i in range(4)]
         return np.stack(threefry4x32(*k, U32(0), U32(0), hi, lo), axis=-1)
 
@@ -447,7 +463,7 @@ class Threefry4x32Impl:
 
     def random_bits(self, keys, bit_width: int, shape, partitionable: bool):
         n = len(shape)
-        hi, lo = iota_2x32_shape(shape)
+        hi, lo = _counters(shape)
         k = [_expand(keys[..., i], n) for i in range(4)]
         y0, y1, y2, y3 = threefry4x32(*k, hi, lo, U32(0), U32(0))
         if bit_width == 64:
@@ -465,7 +481,7 @@ class Philox2x32Impl:
         return philox2x32(U32(0), hi, lo)[0][..., None]
 
     def split(self, keys, shape, partitionable: bool):
-        hi, lo = iota_2x32_shape(shape)
+        hi, lo = _counters(shape)
         return philox2x32(_expand(keys[..., 0], len(shape)), hi, lo)[0][..., None]
 
     def fold_in(self, keys, msgs):
@@ -473,7 +489,7 @@ class Philox2x32Impl:
         return philox2x32(keys[..., 0], U32(0), msgs)[0][..., None]
 
     def random_bits(self, keys, bit_width: int, shape, partitionable: bool):
-        hi, lo = iota_2x32_shape(shape)
+        hi, lo = _counters(shape)
         y = philox2x32(_expand(keys[..., 0], len(shape)), hi, lo)
         return _bits_from_words(y, bit_width)
 
