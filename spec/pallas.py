@@ -53,8 +53,10 @@ SEMANTICS = table(
             "outputs start as never-written memory; input_output_aliases: the output starts as "
             "the input and the pair shares one buffer for the whole call (one HBM buffer on "
             "hardware): writes through either are seen by later reads of both",
-            "inputs the kernel writes (Write effect) get a private copy; the caller's arrays are "
-            "never modified",
+            "an input block is a buffer fetched when its block index changes: the kernel's writes "
+            "to it last while the index stays, are never written back, and a later fetch sees the "
+            "caller's data again (interpret=True carries such writes instead); the caller's "
+            "arrays are never modified",
             "revisits: consecutive grid steps with the same output block index keep the block; "
             "on TPU (any target but Triton / Mosaic GPU) a block index that returns after another "
             "one (non-consecutive revisit) is undefined (the pipeline does not reload outputs): "

@@ -343,3 +343,26 @@ def test_shuffled_order_exposes_a_reduction_axis_marked_parallel():
     shuffled = [interp.interpret(call("parallel"), grid_order="shuffled", seed=s)(x)
                 for s in range(4)]
     assert any(not np.array_equal(r, want) for r in shuffled)
+
+
+def test_writes_to_an_input_block_last_until_its_index_changes():
+    # An input block is a buffer fetched when its block index changes: the kernel's writes to
+    # it are seen while the index stays, never written back, and a later fetch of the same
+    # block sees the caller's data again (JAX's interpret=True instead carries the writes).
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+        x_ref[...] = jnp.full_like(x_ref, 99.0)
+
+    f = pl.pallas_call(kernel, grid=(4,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (jnp.where(i == 2, 1, 0), 0))],
+                       out_specs=pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0)),
+                       out_shape=jax.ShapeDtypeStruct((4, 8, 128), jnp.float32), interpret=True)
+    # block indices visited: 0, 0, 1, 0
+    got = interp.interpret(f)(x)
+    np.testing.assert_array_equal(got[0], x[:8])
+    np.testing.assert_array_equal(got[1], np.full((8, 128), 99, np.float32))  # same fetch
+    np.testing.assert_array_equal(got[2], x[8:])
+    np.testing.assert_array_equal(got[3], x[:8])  # fetched again: the caller's data
+    assert not np.any(x == 99)

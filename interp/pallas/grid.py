@@ -234,8 +234,13 @@ class CallPlan:
             if type(eff).__name__ in ("WriteEffect", "AccumEffect"):
                 # RefEffect.input: an invar position (or the invar itself)
                 written.add(eff.input if isinstance(eff.input, int) else pos.get(eff.input))
+        aliased_inputs = set(self.aliases.values())
+        self.private_inputs = {i for i in range(self.num_inputs)
+                               if self.num_scalars + i in written and i not in aliased_inputs
+                               and not self.blocks[i].whole}
+        # Whole (ANY/HBM) inputs the kernel writes are copied once per call.
         self.written_inputs = {i for i in range(self.num_inputs)
-                               if self.num_scalars + i in written}
+                               if self.num_scalars + i in written and self.blocks[i].whole}
         sem = _dimension_semantics(p.get("compiler_params"))
         self.parallel_axes = tuple(i for i, s in enumerate(sem)
                                    if "parallel" in str(s).lower()) if sem else ()
@@ -301,12 +306,15 @@ class CallPlan:
                     win = bp.window(ids, scalar_refs)
                     ref = refs[k]
                     is_out = k >= self.num_inputs
+                    if win == last_window[k] and k in self.private_inputs:
+                        continue  # the kernel's own (possibly modified) buffer stays
                     if is_out and win != last_window[k]:
                         if self.revisit_undefined and win in visited[k]:
                             self._reset_block(arrays[k], inits[k], win, bp, mode)
                         visited[k].add(win)
                     last_window[k] = win
-                    self._bind_block(ref, arrays[k], inits[k], win, bp, is_out, writeback, ids)
+                    self._bind_block(ref, arrays[k], inits[k], win, bp, is_out, writeback, ids,
+                                     copy=k in self.private_inputs)
                 kernel_plan.run(kconsts, kernel_args_prefix + refs + scratch_refs)
                 if run.pending is not None:
                     run.raise_pending()
@@ -329,8 +337,9 @@ class CallPlan:
                     axes[a] = [int(i) for i in rng.permutation(grid[a])]
         return itertools.product(*axes)
 
-    def _bind_block(self, ref, arr, init, win, bp, is_out, writeback, ids):
-        """Point ``ref`` at the block ``win`` of ``arr``: a view when in bounds, else a copy."""
+    def _bind_block(self, ref, arr, init, win, bp, is_out, writeback, ids, copy=False):
+        """Point ``ref`` at the block ``win`` of ``arr``: a view when in bounds, else (or with
+        ``copy``) a copy."""
         inner_sl, outer_sl = [], []
         inside = True
         for d, ((start, size), kind) in enumerate(zip(win, bp.kinds)):
@@ -356,7 +365,7 @@ class CallPlan:
             inner_sl.append(slice(lo - start, hi - start))
         # The trailing Ellipsis keeps a view even when every dimension is squeezed (0-d block).
         outer = tuple(outer_sl) + (Ellipsis,)
-        if inside:
+        if inside and not copy:
             ref.array = arr[outer]
             ref.init = init[outer] if init is not None else None
             return
