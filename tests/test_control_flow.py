@@ -8,10 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jax.experimental import io_callback
 
 import interp
-from conformance.values import assert_same_bits
+from conformance.values import arrays, assert_same_bits
 from interp.rules import control_flow as cf
 from tests.support import reference, xla_cpu
 
@@ -375,3 +377,24 @@ def test_vmap_of_pure_callback(method):
     same(f, x)
     # sequential calls the host once per row; expand_dims once with the batch axis
     assert shapes[-1] == ((2,) if method == "sequential" else (3, 2))
+
+
+def _moves_floats(xs):
+    ys = lax.scan(lambda c, x: (x, lax.cond(x[0] == x[0], lambda: c, lambda: x)), xs[0], xs)
+    return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, -c[1]), (0, ys[1]))
+
+
+def _wraps_ints(xs):
+    c, ys = lax.scan(lambda c, x: (c * x + x, c ^ x), xs[0], xs, reverse=True)
+    return lax.fori_loop(0, 3, lambda i, cy: (cy[0] * 3 + cy[1][i], cy[1] - cy[0]), (c, ys))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint32", "float32"])
+@settings(max_examples=10)
+@given(data=st.data())
+def test_scan_while_cond_on_special_values(dtype, data):
+    # Integer programs wrap; the float program only moves, negates and selects values (exact),
+    # so every special value (NaN, inf, -0, subnormals, integer extremes) must come through
+    # bit-exactly. (Module-level programs: XLA compiles each once.)
+    xs = data.draw(arrays(np.dtype(dtype), (5, 3)))
+    same(_moves_floats if np.dtype(dtype).kind == "f" else _wraps_ints, xs)
