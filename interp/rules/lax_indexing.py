@@ -218,10 +218,13 @@ def _scatter_targets(eqn, operand_shape, indices, updates, dn, mode):
     return flat.reshape(-1), updates.reshape(-1)
 
 
-def _last_writes(targets):
-    """Positions (into ``targets``) of the last write to each distinct target."""
-    rev_first = np.unique(targets[::-1], return_index=True)[1]
-    return len(targets) - 1 - rev_first
+def _last_writes(targets, size):
+    """(written positions, index into ``targets`` of the last write to each): the largest update
+    number per target (ufunc.at is unbuffered and maximum order-independent, so this is exact)."""
+    owner = np.full(size, -1, np.int64)
+    np.maximum.at(owner, targets, np.arange(targets.size, dtype=np.int64))
+    written = np.flatnonzero(owner >= 0)
+    return written, owner[written]
 
 
 def _fix_zero_signs(out, orig, targets, values, want_negative: bool):
@@ -241,8 +244,8 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
     order, each combination rounded to the dtype (XLA:CPU's sequential scatter loop)."""
     dtype = out.dtype
     if kind == "set":
-        last = _last_writes(targets)
-        out[targets[last]] = values[last]
+        written, last = _last_writes(targets, out.size)
+        out[written] = values[last]
         return
     if kind == "apply" or (D.is_complex(dtype) and kind in ("mul", "min", "max")):
         # A general update computation (generic scatter), or a complex combiner whose rounding
@@ -275,7 +278,8 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
         orig = wide.copy()
         with np.errstate(invalid="ignore"):
             ufunc.at(wide, targets, vals)
-        _fix_zero_signs(wide, orig, targets, vals, want_negative=(kind == "min"))
+        if np.any(vals == 0):  # otherwise every zero result is an untouched operand zero
+            _fix_zero_signs(wide, orig, targets, vals, want_negative=(kind == "min"))
         out[...] = wide.astype(dtype)
         return
     # Native ints wrap; float16/32/64 and complex add/sub round each step in the dtype; the
