@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import RaceError
@@ -26,7 +28,7 @@ def _addresses(ref, index) -> np.ndarray:
     arr = ref.array
     shape = np.empty(arr.shape, np.bool_)[index].shape if arr.ndim else ()
     coords = _selected_coords(arr.shape, index, np.ones(shape, bool)) if arr.ndim else ()
-    addr = np.full(int(np.prod(shape, dtype=np.int64)), arr.__array_interface__["data"][0],
+    addr = np.full(math.prod(shape), arr.__array_interface__["data"][0],
                    dtype=np.int64)
     for c, stride in zip(coords, arr.strides):
         addr += np.asarray(c, np.int64) * stride
@@ -124,7 +126,7 @@ class DmaEngine:
             raise RaceError(f"{self.run.where()}: DMA from {src.short()}{_show(src_index)} "
                             f"{list(sshape)} to {dst.short()}{_show(dst_index)} "
                             f"{list(dshape)}: shapes differ")
-        nbytes = int(np.prod(sshape, dtype=np.int64)) * src.array.dtype.itemsize
+        nbytes = math.prod(sshape) * src.array.dtype.itemsize
         if not self.detect:
             self._transfer(src, src_index, dst, dst_index, add)
             self._signal_completion(dst_sem, src_sem, nbytes)
@@ -175,7 +177,7 @@ class DmaEngine:
     def wait_dma(self, sem, ref, index, *, send: bool) -> None:
         """dma_wait: wait until ``sem`` holds the byte count of ``ref[index]``, then subtract it."""
         shape = _shape(ref, index)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * ref.array.dtype.itemsize
+        nbytes = math.prod(shape) * ref.array.dtype.itemsize
         self._wait(sem, nbytes, kind="dma_wait (send)" if send else "dma_wait", send=send)
 
     # -- semaphores ---------------------------------------------------------------------------
