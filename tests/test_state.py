@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jax import lax
 from jax._src.state import primitives as state_prims
 from jax.experimental import pallas as pl
@@ -238,3 +240,23 @@ def test_empty_ref_follows_uninitialized_option():
     assert_same_bits(vals, np.array([2, 0, 0], np.float32))
     with pytest.raises(interp.UnsupportedPrimitiveError, match="empty_ref"):
         interp.interpret(f, uninitialized="raise")(np.float32(2))
+
+
+def _scatter_add_program(x, idx, v):
+    r = new_ref(x)
+    state_prims.ref_addupdate(r, (idx,), v)
+    return r[...]
+
+
+@settings(max_examples=15)
+@given(idx=st.lists(st.integers(-6, 5), min_size=8, max_size=8),
+       v=st.lists(st.integers(-1000, 1000), min_size=8, max_size=8))
+def test_addupdate_duplicates_hypothesis(idx, v):
+    # int32 values: every order of additions gives the same sum, so XLA:CPU must agree bitwise.
+    x = np.arange(6, dtype=np.int32) * 7
+    idx, v = np.array(idx, np.int32), np.array(v, np.int32)
+    expected = x.copy()
+    for j, u in zip(idx, v):
+        expected[j] += u  # negative indices count from the end
+    out = same(_scatter_add_program, x, idx, v)
+    assert_same_bits(out, expected)
