@@ -12,7 +12,7 @@ from spec import compliance as C
 
 from ..case import Case
 
-IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+IMPLS = ("threefry2x32", "rbg", "unsafe_rbg", "philox4x32", "threefry4x32", "philox2x32")
 SAMPLERS = {
     # name: (fn(key) -> array, mode or None (exact), profile)
     "bits32": (lambda k: jax.random.bits(k, (4, 33), jnp.uint32), None, "quick"),
@@ -24,6 +24,11 @@ SAMPLERS = {
     "normal_f32": (lambda k: jax.random.normal(k, (5, 17)), C.ulp(C.JTU_F32_ULP + 2, "jtu-tolerance"), "quick"),
     "split_fold_in": (lambda k: jax.random.key_data(jax.random.split(jax.random.fold_in(k, 7), 3)), None, "quick"),
     "permutation": (lambda k: jax.random.permutation(k, 20), None, "nightly"),
+    "rademacher": (lambda k: jax.random.rademacher(k, (64,), jnp.int32), None, "nightly"),
+    "randint_u8": (lambda k: jax.random.randint(k, (50,), 0, 256, jnp.uint8), None, "nightly"),
+    # -log1p(-u): log1p's budget (negation is exact).
+    "exponential_f32": (lambda k: jax.random.exponential(k, (64,)), C.mode_for_primitive("log1p", np.float32),
+                        "nightly"),
 }
 
 
@@ -33,13 +38,23 @@ def _program(impl, sampler):
     return f
 
 
+def _available(impl: str) -> bool:
+    try:
+        jax.random.key(0, impl=impl)
+        return True
+    except Exception:  # noqa: BLE001  (an implementation this JAX does not ship: no cases)
+        return False
+
+
 def cases():
-    for impl in IMPLS:
+    for impl in filter(_available, IMPLS):
         for partitionable in (True, False):
             if impl != "threefry2x32" and not partitionable:
                 continue   # the flag only changes threefry
             for name, (fn, mode, prof) in SAMPLERS.items():
                 tag = f"{impl}-{'partitionable' if partitionable else 'legacy'}"
+                if impl not in ("threefry2x32", "rbg") and name not in ("bits32", "uniform_f32", "split_fold_in"):
+                    prof = "nightly"   # the newer impls: bits, a sampler and key ops in the quick profile
                 yield Case(id=f"random/{name}/{tag}", fn=_program(impl, fn),
                            inputs=lambda rng: [rng.integers(0, 2 ** 31 - 1, size=(1,)).astype(np.int32)],
                            modes=mode, primitives=("random_bits", "random_seed"), profile=prof,
