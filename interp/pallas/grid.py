@@ -11,7 +11,8 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
    indices in a seeded random permutation),
 3. per grid step evaluates the index maps and hands the kernel *views* of in-bounds blocks; a block
    that sticks out of its array (partial edge block, Element padding) is a copy whose out-of-array
-   part is never-written memory, and for outputs only its in-array part is written back,
+   part is never-written memory, and for outputs only its in-array part is written back; an input
+   block the kernel writes is a copy fetched when its block index changes (a VMEM buffer),
 4. revisits: a block index that changes back to one visited earlier (non-consecutive revisit) is
    undefined on TPU (the pipeline does not reload outputs): such an output block is reset to
    never-written memory before the step, so kernels that rely on it show NaN / raise.
@@ -25,15 +26,10 @@ import threading
 import numpy as np
 import jax
 
-from ..errors import OutOfBoundsError, UnsupportedPrimitiveError
-from ..evaluator import get_plan, split_jaxpr
+from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
+from ..evaluator import Literal, get_plan, split_jaxpr
 from .dma import DmaEngine
-from .memory import KernelRef, fill_uninitialized
-
-try:  # jax._src is the only home of these classes (both supported JAX versions)
-    from jax._src.pallas import core as pallas_core
-except ImportError:  # pragma: no cover
-    pallas_core = None
+from .memory import KernelRef, fill_uninitialized, poison_value
 
 _local = threading.local()
 
@@ -64,7 +60,6 @@ class KernelRun:
         self.core = None                  # this core's point in the mesh
 
     def raise_pending(self):
-        from ..errors import UninitializedReadError
         _, _, message = self.pending
         self.pending = None
         raise UninitializedReadError(message)
@@ -100,7 +95,7 @@ WHOLE_ARRAY_SPACES = ("any", "hbm")
 class BlockPlan:
     """How one operand (input or output) is cut into blocks."""
 
-    def __init__(self, bm, name, num_grid, num_scalars, options):
+    def __init__(self, bm, name, num_grid, options):
         self.name = name
         self.array_shape = tuple(bm.array_aval.shape)
         self.dtype = np.dtype(bm.array_aval.dtype)
@@ -134,16 +129,14 @@ class BlockPlan:
         self.ref_shape = tuple(k[1] for k in kinds if k[0] != "squeezed")
         jaxpr, consts = split_jaxpr(bm.index_map_jaxpr)
         self.index_consts = consts
-        self.out_tree = bm.index_map_out_tree
-        self.has_bounded = any(k[0] == "bounded" for k in kinds)
         # An index map without equations is a selection of its grid-index inputs and literals:
         # skip the interpreter for it (the common case, and the hot loop).
         self.direct = None
-        if not jaxpr.eqns and not consts and not self.has_bounded:
+        if not jaxpr.eqns and not consts:
             pos = {v: i for i, v in enumerate(jaxpr.invars)}
             direct = []
             for a in jaxpr.outvars:
-                if hasattr(a, "val") and not hasattr(a, "count"):  # Literal
+                if isinstance(a, Literal):
                     direct.append(("lit", int(a.val)))
                 elif a in pos and pos[a] < num_grid:
                     direct.append(("idx", pos[a]))
@@ -161,36 +154,26 @@ class BlockPlan:
         return [int(o) for o in outs]
 
     def window(self, ids, scalar_refs):
-        """Per dimension (start, size) in array coordinates (may stick out of the array)."""
-        idx = self.block_indices(ids, scalar_refs)
-        if self.has_bounded:
-            return self._bounded_window(idx)
+        """Per dimension (start, size) in array coordinates (may stick out of the array).
+
+        The index map returns a block index per dimension, except for BoundedSlice dimensions,
+        for which it returns a pl.ds(start, size) (two leaves) with size <= the block size."""
+        it = iter(self.block_indices(ids, scalar_refs))
         win = []
-        for (kind, size, pad_lo), i in zip(self.kinds, idx):
+        for kind, size, pad_lo in self.kinds:
+            i = next(it)
             if kind == "blocked":
                 win.append((i * size, size))
             elif kind == "element":
                 win.append((i - pad_lo, size))
-            else:  # squeezed
+            elif kind == "squeezed":
                 win.append((i, 1))
-        return tuple(win)
-
-    def _bounded_window(self, flat):
-        # The index map returns, per BoundedSlice dimension, a pl.ds(start, size) (start and size
-        # leaves) and a block index for the other kinds.
-        win = []
-        it = iter(flat)
-        for kind, size, pad_lo in self.kinds:
-            if kind == "bounded":
-                start, n = next(it), next(it)
+            else:  # bounded
+                n = next(it)
                 if n > size:
                     raise OutOfBoundsError(f"operand '{self.name}': BoundedSlice of size {n} "
                                            f"exceeds its block size {size}")
-                win.append((start, n))
-            else:
-                i = next(it)
-                win.append((i * size, size) if kind == "blocked" else
-                           (i - pad_lo, size) if kind == "element" else (i, 1))
+                win.append((i, n))
         return tuple(win)
 
 
@@ -221,7 +204,7 @@ class CallPlan:
         names = _operand_names(kernel_jaxpr)
         self.scalar_names = names[:self.num_scalars]
         self.blocks = [BlockPlan(bm, names[self.num_scalars + i], len(self.grid_spec),
-                                 self.num_scalars, eqn.options)
+                                 eqn.options)
                        for i, bm in enumerate(gm.block_mappings)]
         self.scratch = [(v.aval, names[self.num_scalars + nb + i])
                         for i, v in enumerate(invars[self.num_scalars + nb:])]
@@ -387,7 +370,6 @@ class CallPlan:
     def _reset_block(self, arr, init, win, bp, mode):
         sl = tuple(slice(max(s, 0), max(min(s + n, dim), 0)) if kind[0] != "squeezed" else s
                    for (s, n), kind, dim in zip(win, bp.kinds, bp.array_shape))
-        from .memory import poison_value
         arr[sl] = 0 if mode == "zero" else poison_value(bp.dtype)
         if init is not None:
             init[sl] = False
@@ -396,7 +378,6 @@ class CallPlan:
 def _check_outputs_written(run, refs, inits) -> None:
     """uninitialized='raise': the call's results are read by its caller, so an output element the
     kernel never wrote is a read of never-written memory."""
-    from ..errors import UninitializedReadError
     for ref, init in zip(refs, inits):
         if init is not None and not init.all():
             bad = tuple(int(i) for i in np.argwhere(~init)[0])
