@@ -141,7 +141,7 @@ def test_dynamic_slice_wrapper_negative_indices():
 @st.composite
 def gather_cases(draw):
     """A random well-formed gather: operand/indices shapes, every dimension-number field."""
-    rank = draw(st.integers(1, 4))
+    rank = draw(st.integers(0, 4))
     shape = draw(st.lists(st.integers(0, 4), min_size=rank, max_size=rank))
     dims = list(range(rank))
     batching = sorted(draw(st.permutations(dims))[:draw(st.integers(0, min(2, rank)))])
@@ -164,7 +164,7 @@ def gather_cases(draw):
     dnums = GD(offset_dims=tuple(offset_dims), collapsed_slice_dims=tuple(collapsed),
                start_index_map=tuple(start_index_map), operand_batching_dims=tuple(batching),
                start_indices_batching_dims=tuple(positions))
-    bound = max(shape) + 2
+    bound = max(shape, default=0) + 2
     indices = np.array(draw(st.lists(st.integers(-2, bound),
                                      min_size=int(np.prod(batch_shape)) * len(start_index_map),
                                      max_size=int(np.prod(batch_shape)) * len(start_index_map))),
@@ -241,7 +241,7 @@ def test_gather_size_zero():
 def scatter_cases(draw):
     """A random well-formed scatter: shapes and every dimension-number field, indices with
     duplicates and out-of-bounds values."""
-    rank = draw(st.integers(1, 4))
+    rank = draw(st.integers(0, 4))
     shape = draw(st.lists(st.integers(0, 4), min_size=rank, max_size=rank))
     dims = list(range(rank))
     batching = sorted(draw(st.permutations(dims))[:draw(st.integers(0, min(2, rank)))])

@@ -173,7 +173,7 @@ def gather(eqn, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_
               if d not in dn.collapsed_slice_dims and d not in dn.operand_batching_dims]
     flat = (start @ strides).reshape(batch_shape + (1,) * len(window)) + \
         _offset_grid(window, sizes, strides)
-    result = operand.reshape(-1)[flat]  # batch dims first, then window dims
+    result = np.asarray(operand.reshape(-1)[flat])  # batch dims first, then window dims
     if in_bounds is not None:
         result[~in_bounds] = _fill_value(eqn, fill_value, operand.dtype)
     nb = len(batch_shape)
