@@ -398,3 +398,12 @@ def test_scan_while_cond_on_special_values(dtype, data):
     # bit-exactly. (Module-level programs: XLA compiles each once.)
     xs = data.draw(arrays(np.dtype(dtype), (5, 3)))
     same(_moves_floats if np.dtype(dtype).kind == "f" else _wraps_ints, xs)
+
+
+def test_searchsorted_two_shapes_in_one_program():
+    # (HiPrim equality ignores avals: two SearchSorted of different shapes must not share an
+    # expansion.)
+    def f(a, b, q):
+        return jnp.searchsorted(a, q), jnp.searchsorted(b, q)
+    same(f, np.array([1, 5, 9], np.int32), np.array([0, 2, 4, 6, 8, 10], np.int32),
+         np.array([3, 7], np.int32))

@@ -5,6 +5,8 @@ once and its plan reused for every iteration. Semantics and sources: ``spec/cont
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import jax
 
@@ -210,11 +212,13 @@ def call_hi_primitive(eqn, *args, _prim):
     return _run(eqn, _hi_expansion(eqn, _prim), args)
 
 
-_HI_CACHE: dict = {}
+# One expansion per equation (EqnContexts hash by identity). Not keyed by the HiPrim: HiPrim
+# equality compares type and params only, not the avals (two shapes would share an expansion).
+_HI_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _hi_expansion(eqn, prim):
-    key = prim  # HiPrims are hashable by (type, params, avals)
+    key = eqn
     closed = _HI_CACHE.get(key)
     if closed is None:
         avals = prim.in_avals_flat
