@@ -178,3 +178,24 @@ def test_hardware_prng_emulation_is_deterministic_and_seeded():
     g = pl.pallas_call(unseeded, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.int32))
     with pytest.raises(UndefinedBehaviorError, match="before any prng_seed"):
         interp.interpret(g)()
+
+
+def test_masked_load_lanes_outside_the_ref_on_both_sides():
+    # Triton-style: a window starting before the ref and ending after it, with the
+    # out-of-range lanes masked off; only selected lanes are accessed.
+    from jax.experimental.pallas import triton as plgpu
+
+    def kernel(x_ref, o_ref):
+        i = pl.program_id(0) * 8 - 4
+        lane = i + jnp.arange(16)
+        mask = (lane >= 0) & (lane < 16)
+        o_ref[...] = plgpu.load(x_ref.at[pl.ds(i, 16)], mask=mask, other=-1.0)
+
+    f = pl.pallas_call(kernel, grid=(2,), out_specs=pl.BlockSpec((None, 16), lambda i: (i, 0)),
+                       out_shape=jax.ShapeDtypeStruct((2, 16), jnp.float32),
+                       compiler_params=plgpu.CompilerParams())
+    x = RNG.standard_normal(16).astype(np.float32)
+    want = np.full((2, 16), -1, np.float32)
+    want[0, 4:] = x[:12]
+    want[1, :12] = x[4:]
+    np.testing.assert_array_equal(interp.interpret(f)(x), want)
