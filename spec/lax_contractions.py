@@ -23,7 +23,8 @@ JAX_CONV = "jax/_src/lax/convolution.py"
 
 _DOT_EDGES = (
     "float: exact sum of exact products, rounded once to the output dtype (preferred_element_type)",
-    "float: an exact zero result is +0.0 (XLA accumulates from +0.0)",
+    "float: an exact zero result is +0.0 (XLA accumulates from +0.0), except K == 1 where the single "
+    "product is the result (-0.0 kept; XLA:CPU simplifies such dots to a multiply)",
     "float: NaN if a product is NaN (0 * inf) or +inf and -inf products meet; else +-inf",
     "integer: wraps around modulo 2**bits of the output type; bool: OR of ANDs",
     "mixed input dtypes: converted to the output dtype first, except two float8 types "

@@ -18,7 +18,7 @@ How the reference computes it fast (interp/rules/lax_reductions.py ``certified_r
      arithmetic. float64 -> bfloat16/float8 rounding goes through round-to-odd float32 because
      ml_dtypes' casts from float64 round twice.
   An exact zero sum is +0.0 (XLA starts from the +0.0 init value: -0.0 + -0.0 chains end at +0.0;
-  checked against XLA:CPU). Non-finite sums are exact already (no finite partial sum can overflow
+  checked against XLA:CPU), except a sum of a single term, which is that term. Non-finite sums are exact already (no finite partial sum can overflow
   the wide type): NaN if any NaN or +inf and -inf meet, else the infinity.
 """
 from __future__ import annotations
@@ -34,7 +34,12 @@ JAX_LOOPS = "jax/_src/lax/control_flow/loops.py"
 
 _SUM_EDGES = (
     "float: exact sum rounded once to the output dtype (round to nearest even), never order dependent",
-    "float: an exact zero sum is +0.0, also for all -0.0 terms (XLA's +0.0 init value)",
+    "float: an exact zero sum of two or more terms is +0.0, also for all -0.0 terms (XLA accumulates "
+    "from its +0.0 init value); a sum of exactly one term is that term (-0.0 kept: XLA does not "
+    "accumulate it); cumsum of length >= 2 is a zero-padded reduce_window, so every prefix counts as "
+    "several terms (checked against XLA:CPU on both JAX versions)",
+    "float: partial sums never overflow in the reference; XLA sums in the output type, where a "
+    "finite exact sum can overflow to inf (and inf + -inf to NaN): a backend property",
     "float: NaN if any term is NaN or both +inf and -inf occur; else +-inf if an infinity occurs",
     "float: a finite exact sum beyond the output range rounds to +-inf (float8 types without inf: "
     "the value convert_element_type gives, NaN for e4m3fn)",

@@ -67,7 +67,8 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
     af, bf = a.astype(F64), b.astype(F64)   # every input value is exact in float64
     aw, bw = af.astype(wide), bf.astype(wide)
     with np.errstate(all="ignore"):
-        s = np.matmul(aw, bw)
+        # K == 1: the product itself (BLAS would add it to +0.0, losing the sign of -0.0 products).
+        s = aw * bw if k == 1 else np.matmul(aw, bw)
         # Rows/columns with inf/NaN: recompute without BLAS (its kernels may mishandle them);
         # the IEEE result is then order independent because no finite partial sum overflows.
         for i in range(nb):
@@ -93,7 +94,7 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
         mi, ni = np.divmod(rest, n)
         p = af[bi, mi].astype(LONGDOUBLE) * np.swapaxes(bf, 1, 2)[bi, ni].astype(LONGDOUBLE)
         return np.sum(p, axis=-1), np.sum(np.abs(p), axis=-1)
-    return certified_round(s, absbound, k, out_dtype, exact, refine)
+    return certified_round(s, absbound, k, out_dtype, exact, refine, single=k == 1)
 
 
 def matmul(eqn, a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:

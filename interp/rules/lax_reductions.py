@@ -128,7 +128,8 @@ def wide_type(*dtypes) -> np.dtype:
     return F64 if bits <= 53 else LONGDOUBLE
 
 
-def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn, refine=None) -> np.ndarray:
+def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn, refine=None,
+                    single=False) -> np.ndarray:
     """Correctly rounded sums from approximate wide sums.
 
     ``s`` holds sums of ``k`` exactly representable terms computed in float64 / long double in
@@ -141,6 +142,8 @@ def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn,
     exact already (no finite partial sum can overflow the wide type): they are rounded as is.
     ``refine(flat_indices) -> (s, absbound)`` (optional, for float64 ``s``) recomputes the
     undecided elements in long double (2**11 times tighter bound) before the exact fallback.
+    An exact zero is +0.0 (XLA accumulates from a +0.0 init value), except where ``single``
+    (a sum of exactly one term, which XLA does not accumulate): that term's sign is kept.
     """
     s = np.asarray(s)
     wide = s.dtype
@@ -156,13 +159,13 @@ def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn,
         bb += bound
         r_lo, r_hi = round_float(s - bb, out_dtype), round_float(s + bb, out_dtype)
     uint = D.storage_uint(out_dtype)
-    certain = r_lo.view(uint) == r_hi.view(uint)
+    certain = (r_lo.view(uint) == r_hi.view(uint)) | (bb == 0)   # bb == 0: s is exact (r_lo keeps -0.0)
     out = r_lo
     special = ~np.isfinite(s)
     if special.any():
         certain |= special
         out = np.where(special, round_float(s, out_dtype), out)
-    zero = (s == 0) & (bound == 0)
+    zero = (s == 0) & (bound == 0) & ~np.asarray(single, bool)
     if zero.any():
         out = np.where(zero, np.zeros((), out_dtype), out)  # exact zero: +0
     out = np.asarray(out, out_dtype)
@@ -190,7 +193,8 @@ def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
     wide = wide_type(x.dtype)
     xw = x.astype(wide)
     with np.errstate(invalid="ignore", over="ignore"):
-        s = np.sum(xw, axis=-1)
+        # One term: itself (NumPy's sum would add it to +0.0, losing a -0.0).
+        s = xw[..., 0] if x.shape[-1] == 1 else np.sum(xw, axis=-1)
         a = np.sum(np.abs(xw), axis=-1)
     if x.shape[-1] == 0:
         return np.zeros(x.shape[:-1], out_dtype)
@@ -199,7 +203,8 @@ def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
     def refine(idx):
         t = flat[idx].astype(LONGDOUBLE)
         return np.sum(t, axis=-1), np.sum(np.abs(t), axis=-1)
-    return certified_round(s, a, x.shape[-1], out_dtype, lambda i: exact_dot(flat[i].astype(F64)), refine)
+    return certified_round(s, a, x.shape[-1], out_dtype, lambda i: exact_dot(flat[i].astype(F64)), refine,
+                           single=x.shape[-1] == 1)
 
 
 def wrap_int(v: np.ndarray, dtype) -> np.ndarray:
@@ -688,7 +693,8 @@ def _float_cumsum(x, out_dtype):
     def exact(i):
         row, k = divmod(i, n)
         return exact_dot(flat[row, :k + 1].astype(F64))
-    return certified_round(s, a, np.arange(1, n + 1), out_dtype, exact)
+    # XLA's cumsum is a reduce_window over n elements (zero padded): one term only when n == 1.
+    return certified_round(s, a, np.arange(1, n + 1), out_dtype, exact, single=n == 1)
 
 
 register("cumsum")(_cumulative(_cumsum))

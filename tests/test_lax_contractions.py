@@ -1,0 +1,368 @@
+"""dot_general, ragged_dot_general, conv_general_dilated, fft.
+
+Float results are checked bitwise against an independent exact oracle (np.einsum over Python
+Fractions, then the nearest value of the output dtype) and XLA:CPU within the dot-product bound
+|xla - ref| <= (K + 2) u_out sum_k |a_k b_k| + K tiny (XLA accumulates in the output type and
+flushes subnormals). Integer, bool and integer-valued float programs (every partial sum exact)
+are compared bitwise with XLA:CPU: that checks every dimension-number, stride, padding, dilation
+and group configuration exactly.
+"""
+from __future__ import annotations
+
+import string
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import lax
+
+from interp import dtypes as D
+from tests.support import x64, xla_cpu
+from tests.test_lax_reductions import assert_same_bits, nearest, ref
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def to_frac(x):
+    x = np.asarray(x)
+    return np.vectorize(lambda v: Fraction(float(v)), otypes=[object])(x.astype(np.float64))
+
+
+def einsum_spec(lhs_ndim, rhs_ndim, dimension_numbers):
+    """The einsum string of a dot_general (output: batch, lhs free, rhs free)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    letters = iter(string.ascii_letters)
+    lhs = [next(letters) for _ in range(lhs_ndim)]
+    rhs = [None] * rhs_ndim
+    for a, b in zip(lc, rc):
+        rhs[b] = lhs[a]
+    for a, b in zip(lb, rb):
+        rhs[b] = lhs[a]
+    rhs = [r or next(letters) for r in rhs]
+    out = [lhs[d] for d in lb] + [lhs[d] for d in range(lhs_ndim) if d not in lc and d not in lb] + \
+        [rhs[d] for d in range(rhs_ndim) if d not in rc and d not in rb]
+    return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
+
+
+def exact_dot_general(a, b, dn):
+    return np.einsum(einsum_spec(a.ndim, b.ndim, dn), to_frac(a), to_frac(b))
+
+
+def abs_dot_general(a, b, dn):
+    return np.einsum(einsum_spec(a.ndim, b.ndim, dn), np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+
+
+def check_oracle(out, exact, dtype):
+    out = np.asarray(out)
+    exact = np.asarray(exact, dtype=object).reshape(out.shape)
+    for i in np.ndindex(out.shape):
+        assert_same_bits(out[i], nearest(exact[i], dtype), err_msg=f"at {i}")
+
+
+def check_xla_bound(xla, out, absdot, k, dtype):
+    fi = D.finfo(dtype)
+    bound = (k + 2) * float(fi.eps) / 2 * absdot + k * float(fi.tiny)
+    err = np.abs(np.asarray(xla, np.float64) - np.asarray(out, np.float64))
+    assert np.all(err <= bound), f"max error {err.max()} vs bound at {np.argmax(err - bound)}"
+
+
+DOT_CONFIGS = [
+    # lhs shape, rhs shape, ((lhs contracting, rhs contracting), (lhs batch, rhs batch))
+    ((4, 6), (6, 5), (((1,), (0,)), ((), ()))),            # matmul
+    ((6, 4), (5, 6), (((0,), (1,)), ((), ()))),            # both transposed
+    ((7,), (7,), (((0,), (0,)), ((), ()))),                # vector dot
+    ((3,), (4,), (((), ()), ((), ()))),                    # outer product (K = 1)
+    ((2, 3, 4), (4, 3, 5), (((1, 2), (1, 0)), ((), ()))),  # two contracting dims
+    ((3, 4, 5), (3, 5, 2), (((2,), (1,)), ((0,), (0,)))),  # batch first
+    ((4, 2, 5), (5, 6, 2), (((2,), (0,)), ((1,), (2,)))),  # batch in the middle / last
+    ((2, 3, 4), (3, 2, 4), (((), ()), ((0, 1), (1, 0)))),  # batch only (no contraction)
+    ((2, 0, 3), (3, 4), (((2,), (0,)), ((), ()))),         # empty free dimension
+    ((2, 3), (0, 3), (((), ()), ((), ()))),                # empty rhs
+    ((3, 0), (0, 2), (((1,), (0,)), ((), ()))),            # K = 0: zeros
+]
+
+
+@pytest.mark.parametrize("lshape,rshape,dn", DOT_CONFIGS, ids=lambda v: str(v).replace(" ", ""))
+def test_dot_general_configs(lshape, rshape, dn):
+    rng = np.random.default_rng(len(lshape) * 7 + sum(lshape))
+    a = (rng.standard_normal(lshape) * np.exp2(rng.integers(-20, 20, lshape))).astype(np.float32)
+    b = (rng.standard_normal(rshape) * np.exp2(rng.integers(-20, 20, rshape))).astype(np.float32)
+    fn = lambda a, b: lax.dot_general(a, b, dn)  # noqa: E731
+    out = ref(fn, a, b)
+    xla = xla_cpu(fn, a, b)
+    assert out.shape == xla.shape and out.dtype == xla.dtype
+    check_oracle(out, exact_dot_general(a, b, dn), F32)
+    k = int(np.prod([lshape[d] for d in dn[0][0]]))
+    check_xla_bound(xla, out, abs_dot_general(a, b, dn), k, F32)
+    ai, bi = np.round(a).clip(-8, 8), np.round(b).clip(-8, 8)   # integer-valued: XLA exact too
+    assert_same_bits(ref(fn, ai, bi), xla_cpu(fn, ai, bi))
+
+
+def test_dot_zero_signs():
+    """An exact zero is +0.0, except a single product (K == 1), whose sign XLA keeps."""
+    for k in (1, 2, 5):
+        a = np.full((2, k), -0.0, np.float32)
+        b = np.ones((k, 3), np.float32)
+        assert_same_bits(ref(lambda a, b: a @ b, a, b), xla_cpu(lambda a, b: a @ b, a, b), err_msg=f"K={k}")
+        x = np.full((2, k), -0.0, np.float32)
+        fns = (lambda x: lax.reduce(x, np.float32(0), lax.add, (1,)), lambda x: lax.cumsum(x, 1),
+               lambda x: lax.reduce_window(x, np.float32(0), lax.add, (1, k), (1, 1), "VALID"))
+        for fn in fns:
+            assert_same_bits(ref(fn, x), xla_cpu(fn, x), err_msg=f"K={k}")
+
+
+def test_dot_hard_rounding_cases():
+    """Ties and near-ties that a float64 sum alone would misround, and cancellation."""
+    cases = [([1.0, 2 ** -24], [1.0, 1.0]), ([1.0, 2 ** -24, 2 ** -40], [1.0, 1.0, 2 ** -31]),
+             ([1.0, 2 ** -24, -(2 ** -40)], [1.0, 1.0, 2 ** -31]),
+             ([2 ** 40, 3.0, -(2 ** 40)], [2 ** 40, 1.0, 2 ** 40]), ([1e-30, 3e-8], [1e-20, 1e-38]),
+             ([-0.0, 1.0], [1.0, -0.0]), ([3e38, 3e38, -3e38], [1.0, 1.0, 1.0])]
+    for a, b in cases:
+        a, b = np.array([a], np.float32), np.array(b, np.float32)
+        out = ref(lambda a, b: a @ b, a, b)
+        check_oracle(out, exact_dot_general(a, b, (((1,), (0,)), ((), ()))), F32)
+
+
+def test_dot_random_large_k_against_oracle():
+    """K = 300 with cancellation: many elements need the refinement tiers; all exact."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 300)).astype(np.float32)
+    b = np.concatenate([a[:2].T, -a[:2].T * np.float32(1 + 2 ** -20)], axis=1).astype(np.float32)
+    out = ref(lambda a, b: a @ b, a, b)
+    check_oracle(out, exact_dot_general(a, b, (((1,), (0,)), ((), ()))), F32)
+
+
+@pytest.mark.parametrize("dtypes", [(np.int8, None), (np.int8, np.int32), (np.uint8, np.uint32),
+                                    (np.int32, None), (np.uint16, np.int32), (np.int8, np.float32)],
+                         ids=str)
+def test_dot_integer_wraparound_bitwise(dtypes):
+    """Integer results wrap; int8 inputs with a float32 result: every partial sum is exact."""
+    dt, pref = dtypes
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(0)
+    a = rng.integers(info.min, info.max, (3, 9), endpoint=True).astype(dt)
+    b = rng.integers(info.min, info.max, (9, 4), endpoint=True).astype(dt)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=pref)  # noqa: E731
+    assert_same_bits(ref(fn, a, b), xla_cpu(fn, a, b))
+
+
+def test_dot_bool_and_int64():
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 2, (3, 5)).astype(bool), rng.integers(0, 2, (5, 4)).astype(bool)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())))  # noqa: E731
+    assert_same_bits(ref(fn, a, b), xla_cpu(fn, a, b))
+    with x64():
+        a = np.array([[2 ** 62, 3], [-(2 ** 63), 1]], np.int64)
+        b = np.array([[4, 1], [5, -7]], np.int64)
+        assert_same_bits(ref(fn, a, b), xla_cpu(fn, a, b))
+
+
+def test_dot_mixed_and_narrow_inputs():
+    rng = np.random.default_rng(2)
+    a32 = rng.standard_normal((3, 8)).astype(np.float32)
+    b16 = rng.standard_normal((8, 2)).astype(BF16)
+    # Mixed input dtypes: converted to the output dtype (f32) first, as the CPU lowering does.
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)  # noqa: E731
+    out = ref(fn, a32, b16)
+    check_oracle(out, exact_dot_general(a32, b16.astype(np.float32), (((1,), (0,)), ((), ()))), F32)
+    # bf16 x bf16 accumulated exactly, rounded once to f32 (preferred) or bf16 (default).
+    a16 = a32.astype(BF16)
+    check_oracle(ref(fn, a16, b16), exact_dot_general(a16, b16, (((1,), (0,)), ((), ()))), F32)
+    fn16 = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())))  # noqa: E731
+    check_oracle(ref(fn16, a16, b16), exact_dot_general(a16, b16, (((1,), (0,)), ((), ()))), BF16)
+    # float8 inputs of two kinds (kept as they are), f32 result.
+    e4 = a32.astype(ml_dtypes.float8_e4m3fn)
+    e5 = np.asarray(b16, np.float32).astype(ml_dtypes.float8_e5m2)
+    out = ref(fn, e4, e5)
+    check_oracle(out, exact_dot_general(e4, e5, (((1,), (0,)), ((), ()))), F32)
+    check_xla_bound(xla_cpu(fn, e4, e5), out, abs_dot_general(e4, e5, (((1,), (0,)), ((), ()))), 8, F32)
+
+
+def test_dot_complex_and_float64():
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((2, 5)) + 1j * rng.standard_normal((2, 5))).astype(np.complex64)
+    b = (rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))).astype(np.complex64)
+    out = ref(lambda a, b: a @ b, a, b)
+    ar, ai, br, bi = (to_frac(v) for v in (a.real, a.imag, b.real, b.imag))
+    check_oracle(out.real, ar @ br - ai @ bi, F32)
+    check_oracle(out.imag, ar @ bi + ai @ br, F32)
+    with x64():
+        a = rng.standard_normal((3, 40)) * np.exp2(rng.integers(-40, 40, (3, 40)))
+        b = rng.standard_normal((40, 2))
+        out = ref(lambda a, b: a @ b, a, b)
+        check_oracle(out, to_frac(a) @ to_frac(b), F64)
+
+
+def test_dot_nonfinite():
+    a = np.array([[1.0, np.inf, 2.0], [0.0, 1.0, 1.0], [np.nan, 0.0, 0.0], [1.0, 2.0, 3.0]], np.float32)
+    b = np.array([[1.0, 0.0, -np.inf], [2.0, 1.0, 1.0], [3.0, 1.0, np.inf]], np.float32)
+    out = ref(lambda a, b: a @ b, a, b)
+    assert_same_bits(out, xla_cpu(lambda a, b: a @ b, a, b))
+    # Independent statement: inf * 0 -> NaN; +inf meeting -inf -> NaN; one infinity -> it.
+    want = np.array([[np.inf, np.inf, np.nan], [5.0, 2.0, np.nan], [np.nan] * 3, [14.0, 5.0, np.nan]], np.float32)
+    assert_same_bits(out, want)
+
+
+def test_dot_precision_and_algorithms():
+    a = np.ones((2, 3), np.float32)
+    for p in (lax.Precision.HIGHEST, (lax.Precision.DEFAULT, lax.Precision.HIGH)):
+        fn = lambda a: lax.dot_general(a, a.T, (((1,), (0,)), ((), ())), precision=p)  # noqa: E731
+        assert_same_bits(ref(fn, a), xla_cpu(fn, a))
+    import interp
+    fn = lambda a: lax.dot_general(a, a.T, (((1,), (0,)), ((), ())),  # noqa: E731
+                                   precision=lax.DotAlgorithmPreset.BF16_BF16_F32)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="dot_general"):
+        interp.interpret(fn)(a)
+
+
+# ---------------------------------------------------------------- ragged_dot
+
+@pytest.mark.parametrize("sizes", [[2, 0, 3], [1, 1, 1], [5, 1, 1], [0, 0, 0]], ids=str)
+def test_ragged_dot_noncontracting(sizes):
+    rng = np.random.default_rng(5)
+    x = rng.integers(-5, 5, (6, 4)).astype(np.float32)
+    w = rng.integers(-5, 5, (3, 4, 2)).astype(np.float32)
+    gs = np.array(sizes, np.int32)
+    fn = lambda x, w, g: lax.ragged_dot(x, w, g)  # noqa: E731
+    assert_same_bits(ref(fn, x, w, gs), xla_cpu(fn, x, w, gs))
+    xf = rng.standard_normal((6, 4)).astype(np.float32)
+    out = ref(fn, xf, w, gs)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for r in range(6):
+        g = np.searchsorted(starts, r, side="right") - 1
+        exact = to_frac(xf[r]) @ to_frac(w[g]) if g < 3 and r < starts[-1] else np.zeros(2, object)
+        check_oracle(out[r], exact, F32)
+
+
+def test_ragged_dot_contracting():
+    from jax._src.lax.lax import RaggedDotDimensionNumbers
+    rng = np.random.default_rng(6)
+    x = rng.integers(-5, 5, (3, 7)).astype(np.float32)
+    y = rng.integers(-5, 5, (7, 2)).astype(np.float32)
+    gs = np.array([3, 0, 4], np.int32)
+    rdn = RaggedDotDimensionNumbers(dot_dimension_numbers=(((1,), (0,)), ((), ())),
+                                    lhs_ragged_dimensions=(1,), rhs_group_dimensions=())
+    fn = lambda x, y, g: lax.ragged_dot_general(x, y, g, rdn)  # noqa: E731
+    assert_same_bits(ref(fn, x, y, gs), xla_cpu(fn, x, y, gs))
+
+
+# ---------------------------------------------------------------- convolution
+
+CONV_CONFIGS = [
+    # lhs shape, rhs shape, dimension numbers, strides, padding, lhs_dilation, rhs_dilation, groups, batch groups
+    ((2, 3, 7, 6), (4, 3, 3, 2), ("NCHW", "OIHW", "NCHW"), (1, 1), "VALID", (1, 1), (1, 1), 1, 1),
+    ((2, 7, 6, 3), (3, 2, 3, 4), ("NHWC", "HWIO", "NHWC"), (2, 1), "SAME", (1, 1), (1, 1), 1, 1),
+    ((2, 4, 7, 6), (6, 2, 3, 2), ("NCHW", "OIHW", "NCHW"), (1, 2), ((1, 2), (0, 1)), (2, 1), (1, 2), 2, 1),
+    ((4, 3, 5, 6), (6, 3, 2, 2), ("NCHW", "OIHW", "NCHW"), (1, 1), ((0, 1), (1, 0)), (1, 1), (2, 1), 1, 2),
+    ((2, 6, 9), (3, 2, 4), ("NCH", "OIH", "NCH"), (2,), ((2, -1),), (1,), (1,), 3, 1),
+    ((1, 2, 4, 5, 3), (2, 2, 2, 3, 2), ("NCDHW", "OIDHW", "NCDHW"), (1, 2, 1), ((1, 0), (0, 1), (2, 2)), (1, 1, 2),
+     (1, 1, 1), 1, 1),
+    ((3, 6, 2, 5), (2, 2, 2, 4), ("HWCN", "IHWO", "NWHC"), (1, 1), ((1, 1), (2, 0)), (2, 1), (1, 1), 1, 1),
+    ((2, 1, 5), (3, 1, 1), ("NCH", "OIH", "NCH"), (1,), "VALID", (1,), (1,), 1, 1),   # K = 1
+    ((2, 3, 8), (4, 3, 3), ("NCW", "OIW", "NWC"), (3,), ((-1, 2),), (2,), (3,), 1, 1),
+]
+
+
+def _conv_fn(dn, strides, padding, lhs_dil, rhs_dil, g, bg):
+    return lambda l, r: lax.conv_general_dilated(l, r, strides, padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
+                                                 dimension_numbers=dn, feature_group_count=g,
+                                                 batch_group_count=bg)
+
+
+@pytest.mark.parametrize("config", CONV_CONFIGS, ids=lambda c: f"{c[2][0]}-g{c[7]}-bg{c[8]}-{c[3]}")
+def test_conv_configs(config):
+    lshape, rshape, dn, strides, padding, lhs_dil, rhs_dil, g, bg = config
+    fn = _conv_fn(dn, strides, padding, lhs_dil, rhs_dil, g, bg)
+    rng = np.random.default_rng(sum(lshape))
+    li = rng.integers(-4, 5, lshape).astype(np.float32)
+    ri = rng.integers(-4, 5, rshape).astype(np.float32)
+    assert_same_bits(ref(fn, li, ri), xla_cpu(fn, li, ri))   # integer-valued: exact on both sides
+    lf = (rng.standard_normal(lshape) * np.exp2(rng.integers(-10, 10, lshape))).astype(np.float32)
+    rf = rng.standard_normal(rshape).astype(np.float32)
+    out = ref(fn, lf, rf)
+    with x64():
+        absconv = np.asarray(jax.jit(fn)(np.abs(lf).astype(np.float64), np.abs(rf).astype(np.float64)))
+    k = int(np.prod(rshape)) // (rshape[dn[1].index("O")])
+    check_xla_bound(xla_cpu(fn, lf, rf), out, absconv, k, F32)
+
+
+def test_conv_correctly_rounded():
+    """One configuration against the exact oracle (patch sums as Fractions, by direct loops)."""
+    rng = np.random.default_rng(11)
+    lhs = (rng.standard_normal((1, 2, 5, 4)) * 3).astype(np.float32)
+    rhs = rng.standard_normal((3, 2, 2, 3)).astype(np.float32)
+    fn = _conv_fn(("NCHW", "OIHW", "NCHW"), (1, 1), ((1, 0), (1, 1)), (1, 1), (1, 1), 1, 1)
+    out = ref(fn, lhs, rhs)
+    lp = np.pad(to_frac(lhs), ((0, 0), (0, 0), (1, 0), (1, 1)), constant_values=Fraction(0))
+    rf = to_frac(rhs)
+    exact = np.empty(out.shape, object)
+    for o, y, x in np.ndindex(out.shape[1:]):
+        exact[0, o, y, x] = np.sum(lp[0, :, y:y + 2, x:x + 3] * rf[o])
+    check_oracle(out, exact, F32)
+
+
+# ---------------------------------------------------------------- fft
+
+def _dft(x: np.ndarray, inverse=False) -> np.ndarray:
+    """Direct O(n^2) DFT along the last axis in long double (independent of pocketfft)."""
+    n = x.shape[-1]
+    k = np.arange(n)
+    ang = (2 * np.pi * np.longdouble(1)) * ((np.outer(k, k) % n).astype(np.longdouble) / n)
+    w = np.cos(ang) + (1j if inverse else -1j) * np.sin(ang)
+    out = x.astype(np.clongdouble) @ w.T.astype(np.clongdouble)
+    return out / n if inverse else out
+
+
+def test_fft_all_types():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    c = (rng.standard_normal((3, 16)) + 1j * rng.standard_normal((3, 16))).astype(np.complex64)
+    fns = {"fft": (jnp.fft.fft, c), "ifft": (jnp.fft.ifft, c), "rfft": (jnp.fft.rfft, x),
+           "irfft": (lambda v: jnp.fft.irfft(v, 16), jnp.fft.rfft(x)),
+           "fft2": (jnp.fft.fft2, c), "rfftn": (lambda v: jnp.fft.rfftn(v, axes=(0, 1)), x)}
+    for name, (fn, arg) in fns.items():
+        arg = np.asarray(arg)
+        out, xla = ref(fn, arg), xla_cpu(fn, arg)
+        assert out.dtype == xla.dtype and out.shape == xla.shape, name
+        scale = np.sqrt(np.sum(np.abs(arg.astype(np.complex128)) ** 2))
+        # XLA within c log2(n) eps |x|_2 (its own f32 FFT).
+        assert np.max(np.abs(out - xla)) <= 8 * 4 * 2 ** -23 * scale, name
+    # Against the direct DFT: the reference is within half an ulp plus pocketfft's float64 error.
+    want = _dft(c.astype(np.complex128))
+    got = ref(jnp.fft.fft, c)
+    for part in (np.real, np.imag):
+        w = part(want).astype(np.float64)
+        err = np.abs(part(got).astype(np.float64) - w)
+        assert np.all(err <= np.spacing(np.abs(part(got))) * 0.5 + 1e-13 * np.abs(c).sum())
+    got = ref(lambda v: jnp.fft.ifft(v), c)
+    assert np.allclose(got, _dft(c.astype(np.complex128), inverse=True).astype(np.complex64), rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- grad / vmap
+
+def test_grad_and_vmap_of_dot_and_conv():
+    rng = np.random.default_rng(10)
+    a = rng.integers(-3, 4, (3, 4)).astype(np.float32)
+    b = rng.integers(-3, 4, (4, 5)).astype(np.float32)
+    lhs = rng.integers(-3, 4, (2, 3, 6, 5)).astype(np.float32)
+    rhs = rng.integers(-3, 4, (4, 3, 3, 2)).astype(np.float32)
+    conv = _conv_fn(("NCHW", "OIHW", "NCHW"), (2, 1), ((1, 1), (0, 1)), (1, 1), (1, 2), 1, 1)
+    gconv = _conv_fn(("NHWC", "HWIO", "NHWC"), (1, 1), "SAME", (1, 1), (1, 1), 3, 1)
+    lg = rng.integers(-3, 4, (2, 5, 4, 6)).astype(np.float32)
+    rg = rng.integers(-3, 4, (2, 3, 2, 6)).astype(np.float32)
+    progs = [
+        (jax.grad(lambda a, b: jnp.sum((a @ b) ** 2), argnums=(0, 1)), (a, b)),
+        (jax.vmap(lambda r, b: r @ b, in_axes=(0, None)), (a, b)),
+        (jax.vmap(jnp.dot, in_axes=(1, 1)), (a, a)),
+        (jax.grad(lambda l, r: jnp.sum(conv(l, r) ** 2), argnums=(0, 1)), (lhs, rhs)),
+        (jax.grad(lambda l, r: jnp.sum(gconv(l, r) * 1.5), argnums=(0, 1)), (lg, rg)),
+        (jax.vmap(lambda l: conv(l[None], rhs)[0]), (lhs,)),
+    ]
+    for k, (fn, args) in enumerate(progs):
+        got, want = ref(fn, *args), xla_cpu(fn, *args)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+            assert_same_bits(g, w, err_msg=f"program {k}")
