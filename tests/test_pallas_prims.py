@@ -199,3 +199,40 @@ def test_masked_load_lanes_outside_the_ref_on_both_sides():
     want[0, 4:] = x[:12]
     want[1, :12] = x[4:]
     np.testing.assert_array_equal(interp.interpret(f)(x), want)
+
+
+def test_kernel_body_loops_conditionals_strides_and_hints_match_interpret_mode():
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+
+    def kernel(x_ref, o_ref, acc):
+        acc[...] = jnp.zeros_like(acc)
+
+        def body(i, carry):
+            start = pl.multiple_of(i * 2, 2)
+            acc[...] += x_ref[pl.ds(start, 4, stride=2), :]  # rows start, +2, +4, +6
+            return carry + 1
+
+        n = jax.lax.fori_loop(0, 4, body, 0)
+
+        @pl.when(acc[0, 0] > 0)
+        def _():
+            acc[...] = -acc[...]
+
+        o_ref[0:4, :] = acc[...] + n.astype(jnp.float32)
+        o_ref[4:8, :] = jnp.tile(x_ref[0:2, 0:64], (2, 2))  # what Mosaic's repeat lowers from
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((4, 128), jnp.float32)], interpret=True)
+    np.testing.assert_array_equal(interp.interpret(f)(x), xla_cpu(f, x))
+
+
+def test_debug_print_and_delay_in_a_kernel(capsys):
+    def kernel(x_ref, o_ref):
+        pl.debug_print("first={}", x_ref[0])
+        pl.delay(100)
+        o_ref[...] = x_ref[...]
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8,), jnp.float32))
+    x = np.arange(8, dtype=np.float32) + 3
+    np.testing.assert_array_equal(interp.interpret(f)(x), x)
+    assert "first=3.0" in capsys.readouterr().out
