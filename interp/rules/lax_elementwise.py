@@ -1,1 +1,546 @@
-"""Rules: lax_elementwise (to be written)."""
+"""Rules: elementwise arithmetic, comparison, bitwise, shifts, rounding, select, clamp, complex parts.
+
+How results are made exact (spec/lax_elementwise.py states every case and its source):
+- Integers are computed in int64/uint64 and wrapped two's-complement into the dtype
+  (``wrap_int``), so int2/int4 and every overflow wrap exactly as XLA does.
+- float16/float32/float64 add, sub, mul, div, fmod use NumPy's IEEE operations, which are
+  correctly rounded (float16 goes through float32: 24 >= 2*11+2 bits, so no harmful double
+  rounding). Narrow ml_dtypes floats (bfloat16, float8, float4) are computed exactly or
+  correctly rounded in float64 and rounded once by ``convert`` (round-to-odd keeps it one rounding).
+- Exact operations on narrow floats (neg, abs, floor, compare, max...) read the values in float32,
+  which holds every narrow-float value exactly, and select or convert back.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from interp import dtypes as D
+from interp.errors import UndefinedBehaviorError
+from interp.registry import register
+from interp.rules.lax_conversions import component_dtype, convert, to_wide_int, wrap_int
+
+_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
+
+
+def _exact(x: np.ndarray) -> np.ndarray:
+    """Float values in a NumPy float type that holds them exactly (narrow floats -> float32)."""
+    x = np.asarray(x)
+    return convert(x, np.float32) if x.dtype in D.ML_FLOATS else x
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """Narrow float values as float64, where + - * / are correctly rounded before the final rounding."""
+    return _exact(x).astype(np.float64)
+
+
+def _float_arith(fn, dtype, *xs):
+    """``fn`` applied to float (or complex) operands of ``dtype``, rounded once to ``dtype``."""
+    dtype = np.dtype(dtype)
+    with np.errstate(all="ignore"):
+        if dtype in _NATIVE_FLOATS or D.is_complex(dtype):
+            return np.asarray(fn(*xs)).astype(dtype)
+        return convert(np.asarray(fn(*[_wide(x) for x in xs])), dtype)
+
+
+def _int_arith(fn, dtype, *xs):
+    """``fn`` on int64/uint64 operands, wrapped into ``dtype``."""
+    with np.errstate(all="ignore"):
+        return wrap_int(fn(*[to_wide_int(x) for x in xs]), dtype)
+
+
+def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None):
+    dtype = eqn.out_dtype
+    if D.is_int(dtype):
+        return _int_arith(int_fn, dtype, *xs)
+    if D.is_complex(dtype) and complex_fn is not None:
+        return complex_fn(dtype, *xs)
+    if D.is_float(dtype) or D.is_complex(dtype):
+        return _float_arith(float_fn, dtype, *xs)
+    raise eqn.unsupported(f"{eqn.name} of {dtype}")
+
+
+# --- complex multiply / divide ------------------------------------------------------------------
+
+def _two_sum(a, b):
+    """s = fl(a+b) and the exact error e (a + b == s + e), for float64 arrays."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def _odd_sum(a, b):
+    """a + b rounded to odd in float64 (its last bit is sticky when inexact), for exact a, b."""
+    s, e = _two_sum(a, b)
+    fix = (e != 0) & np.isfinite(s) & ((np.ascontiguousarray(s).view(np.uint64) & np.uint64(1)) == 0)
+    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
+def _complex_mul(dtype, x, y):
+    """(a+bi)(c+di) = (ac-bd) + (ad+bc)i, each part of the textbook formula rounded once.
+
+    complex64: the products are exact in float64 and the sum is rounded to odd, so each part is
+    the correctly rounded value of the formula. complex128: computed in long double and rounded
+    once (correctly rounded unless the two products cancel below long double's 64 bits).
+    """
+    with np.errstate(all="ignore"):
+        if dtype == np.complex64:
+            a, b = x.real.astype(np.float64), x.imag.astype(np.float64)
+            c, d = y.real.astype(np.float64), y.imag.astype(np.float64)
+            re, im = _odd_sum(a * c, -(b * d)), _odd_sum(a * d, b * c)
+            out = np.empty(np.broadcast(re, im).shape, dtype)
+            out.real, out.imag = re.astype(np.float32), im.astype(np.float32)
+            return out
+        w = np.clongdouble
+        xa, ya = np.asarray(x).astype(w), np.asarray(y).astype(w)
+        a, b, c, d = xa.real, xa.imag, ya.real, ya.imag
+        out = np.empty(np.broadcast(a, c).shape, dtype)
+        out.real, out.imag = (a * c - b * d).astype(np.float64), (a * d + b * c).astype(np.float64)
+        return out
+
+
+def _complex_div(dtype, x, y):
+    """x / y computed in the wider complex type (NumPy's Smith algorithm) and rounded once."""
+    wide = D.wide_float(dtype)
+    with np.errstate(all="ignore"):
+        return (np.asarray(x).astype(wide) / np.asarray(y).astype(wide)).astype(dtype)
+
+
+# --- arithmetic -----------------------------------------------------------------------------------
+
+@register("add", "add_any")
+def add(eqn, x, y, **params):
+    return _arith(eqn, np.add, np.add, x, y)
+
+
+@register("sub")
+def sub(eqn, x, y):
+    return _arith(eqn, np.subtract, np.subtract, x, y)
+
+
+@register("mul")
+def mul(eqn, x, y, *, out_dtype=None):
+    if out_dtype is not None:
+        # JAX lowers mul(out_dtype=T) as convert(x, T) * convert(y, T) (jax/_src/lax/lax.py
+        # _nary_lower_hlo)
+        x, y = convert(x, out_dtype), convert(y, out_dtype)
+    return _arith(eqn, np.multiply, np.multiply, x, y, complex_fn=_complex_mul)
+
+
+def _int_divmod(x, y):
+    """XLA's integer division and remainder on int64/uint64 operands (truncating).
+
+    x / 0 == -1 (all ones for unsigned), x % 0 == x; INT_MIN / -1 == INT_MIN (wraps), % == 0.
+    """
+    zero = y == 0
+    if x.dtype == np.int64:
+        minus_one = y == -1
+        safe = np.where(zero | minus_one, 1, y)
+        q = x // safe
+        r = x - q * safe
+        # floor -> truncation: step toward zero where the remainder's sign differs from x's
+        adjust = (r != 0) & ((r < 0) != (x < 0))
+        q = np.where(adjust, q + 1, q)
+        r = np.where(adjust, r - safe, r)
+        q = np.where(minus_one, -x, q)   # wraps: -INT_MIN == INT_MIN
+        r = np.where(minus_one, 0, r)
+        return np.where(zero, -1, q), np.where(zero, x, r)
+    safe = np.where(zero, np.uint64(1), y)
+    q, r = x // safe, x % safe
+    return np.where(zero, ~np.uint64(0), q), np.where(zero, x, r)
+
+
+@register("div")
+def div(eqn, x, y):
+    return _arith(eqn, lambda a, b: _int_divmod(a, b)[0], np.divide, x, y, complex_fn=_complex_div)
+
+
+@register("rem")
+def rem(eqn, x, y):
+    # floats: C fmod (exact, sign of the dividend): XLA's kRemainder
+    return _arith(eqn, lambda a, b: _int_divmod(a, b)[1], np.fmod, x, y)
+
+
+@register("neg")
+def neg(eqn, x):
+    if D.is_float(x.dtype) and x.dtype not in _NATIVE_FLOATS:
+        return convert(np.negative(_exact(x)), x.dtype)
+    return _arith(eqn, np.negative, np.negative, x)
+
+
+@register("square")
+def square(eqn, x):
+    return mul(eqn, x, x)
+
+
+@register("abs")
+def abs_(eqn, x):
+    if D.is_complex(x.dtype):
+        wide = D.wide_float(component_dtype(x.dtype))
+        with np.errstate(all="ignore"):
+            return np.hypot(x.real.astype(wide), x.imag.astype(wide)).astype(eqn.out_dtype)
+    if D.is_float(x.dtype):
+        return convert(np.abs(_exact(x)), x.dtype)
+    return _int_arith(np.abs, x.dtype, x)   # abs(INT_MIN) wraps to INT_MIN
+
+
+@register("sign")
+def sign(eqn, x):
+    dtype = x.dtype
+    if D.is_int(dtype):
+        return _int_arith(np.sign, dtype, x)
+    if D.is_complex(dtype):
+        # x / |x|, and 0 for 0 (XLA EmitComplexSign)
+        wide = D.wide_float(dtype)
+        xw = x.astype(wide)
+        with np.errstate(all="ignore"):
+            mag = np.abs(xw)
+            return np.where(mag == 0, xw, xw / np.where(mag == 0, 1, mag)).astype(dtype)
+    e = _exact(x)
+    # +-1, and the input itself for +-0 and NaN (sign(-0.0) == -0.0)
+    out = np.where((e == 0) | np.isnan(e), e, np.where(e > 0, 1.0, -1.0).astype(e.dtype))
+    return convert(out.astype(e.dtype), dtype)
+
+
+def _integer_pow_value(eqn, x, y: int):
+    """JAX's lowering of integer_pow: binary exponentiation, every product rounded to the dtype,
+    a negative exponent as 1 / x**|y| (jax/_src/lax/lax.py _integer_pow / _integer_pow_lowering)."""
+    def times(a, b):
+        return mul(eqn, a, b)
+
+    if y == 0:
+        return np.ones_like(x)   # ones also for NaN/inf/0 inputs
+    n = -y if y < 0 else y
+    acc, base = None, x
+    while n > 0:
+        if n & 1:
+            acc = base if acc is None else times(acc, base)
+        n >>= 1
+        if n > 0:
+            base = times(base, base)
+    if y < 0:
+        return div(eqn, np.ones_like(acc), acc)
+    return acc
+
+
+@register("integer_pow")
+def integer_pow(eqn, x, *, y):
+    if y == 3:
+        # the lowering's special case (x*x)*x is the same value as the general loop's x*(x*x)
+        return mul(eqn, mul(eqn, x, x), x)
+    return _integer_pow_value(eqn, x, y)
+
+
+@register("mulhi")
+def mulhi(eqn, x, y):
+    """The high half of the 2N-bit product (chlo.mulhi)."""
+    dtype = x.dtype
+    nbits = D.bit_width(dtype)
+    with np.errstate(all="ignore"):
+        if nbits < 64:
+            return wrap_int(to_wide_int(x) * to_wide_int(y) >> nbits, dtype) if D.is_signed(dtype) \
+                else wrap_int((to_wide_int(x).astype(np.uint64) * to_wide_int(y).astype(np.uint64))
+                              >> np.uint64(nbits), dtype)
+        u, v = x.astype(np.uint64), y.astype(np.uint64)
+        m32, s32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+        ul, uh, vl, vh = u & m32, u >> s32, v & m32, v >> s32
+        ll, lh, hl, hh = ul * vl, ul * vh, uh * vl, uh * vh
+        mid = (lh & m32) + (hl & m32) + (ll >> s32)
+        hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+        if D.is_signed(dtype):
+            # signed high half = unsigned high half - (x<0 ? y : 0) - (y<0 ? x : 0)  (mod 2**64)
+            hi = hi - np.where(x < 0, v, np.uint64(0)) - np.where(y < 0, u, np.uint64(0))
+        return hi.astype(np.uint64).view(np.int64).astype(dtype) if D.is_signed(dtype) else hi
+
+
+# --- max / min / clamp ----------------------------------------------------------------------------
+
+def _max_min(x, y, take_max: bool):
+    """XLA's max/min: NaN if either is NaN; max(-0, +0) = +0, min(-0, +0) = -0."""
+    x, y = np.asarray(x), np.asarray(y)
+    dtype = np.result_type(x, y) if not (D.is_float(x.dtype) or D.is_complex(x.dtype)) else x.dtype
+    if D.is_bool(x.dtype):
+        return (x | y) if take_max else (x & y)
+    if D.is_int(x.dtype):
+        return (np.maximum if take_max else np.minimum)(x, y).astype(dtype)
+    if D.is_complex(x.dtype):
+        raise UndefinedBehaviorError("max/min of complex values is not supported by the reference")
+    ex, ey = _exact(x), _exact(y)
+    pick_x = (ex > ey) if take_max else (ex < ey)
+    both_zero = (ex == 0) & (ey == 0)
+    # among equal zeros prefer +0 for max, -0 for min
+    pick_x = np.where(both_zero, np.signbit(ex) != take_max, pick_x)
+    pick_x = pick_x | np.isnan(ex)
+    out = np.where(pick_x, x, y)
+    # y NaN and x not: y is already picked (comparisons with NaN are false)
+    return np.asarray(out, dtype=x.dtype)
+
+
+@register("max", partial="complex operands")
+def max_(eqn, x, y):
+    if D.is_complex(eqn.out_dtype):
+        raise eqn.unsupported("max of complex operands")
+    return _max_min(x, y, True)
+
+
+@register("min", partial="complex operands")
+def min_(eqn, x, y):
+    if D.is_complex(eqn.out_dtype):
+        raise eqn.unsupported("min of complex operands")
+    return _max_min(x, y, False)
+
+
+@register("clamp", partial="complex operands")
+def clamp(eqn, lo, x, hi):
+    # XLA: clamp(lo, x, hi) = min(max(x, lo), hi); so lo > hi gives hi
+    if D.is_complex(x.dtype):
+        raise eqn.unsupported("clamp of complex operands")
+    out = _max_min(_max_min(x, np.broadcast_to(lo, np.shape(x)), True), np.broadcast_to(hi, np.shape(x)), False)
+    return np.asarray(np.broadcast_to(out, eqn.out_aval.shape), dtype=eqn.out_dtype)
+
+
+# --- comparisons -----------------------------------------------------------------------------------
+
+def _cmp_operands(x, y):
+    if D.is_float(x.dtype):
+        return _exact(x), _exact(y)
+    return x, y
+
+
+def _compare(op):
+    def rule(eqn, x, y):
+        a, b = _cmp_operands(x, y)
+        with np.errstate(all="ignore"):
+            return np.asarray(op(a, b), dtype=np.bool_)
+    return rule
+
+
+for _name, _op in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                   ("gt", np.greater), ("ge", np.greater_equal)):
+    register(_name)(_compare(_op))
+
+
+def _total_order_key(x: np.ndarray) -> np.ndarray:
+    """XLA's TOTALORDER comparison key (int64): -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
+
+    IEEE layouts: the bits as a sign-magnitude integer made two's complement. XLA:CPU compares
+    the fnuz float8 types as their float32 upcast, where the NaN pattern 0x80 is -NaN (below
+    everything), and float8_e8m0fnu (no sign bit) in bit order with NaN (0xFF) on top.
+    """
+    if not D.is_float(x.dtype):
+        return x
+    nbits = D.bit_width(x.dtype)
+    u = np.ascontiguousarray(x).view(D.storage_uint(x.dtype))
+    if x.dtype == _E8M0:
+        return u.astype(np.int64)
+    if nbits == 64:
+        s = u.view(np.int64)
+        return np.where(s < 0, s ^ np.int64(0x7FFFFFFFFFFFFFFF), s)
+    u = u.astype(np.int64) & ((1 << nbits) - 1)
+    signed = np.where(u >= (1 << (nbits - 1)), u - (1 << nbits), u)
+    key = np.where(signed < 0, signed ^ ((1 << (nbits - 1)) - 1), signed)
+    if x.dtype.name.endswith("fnuz"):
+        key = np.where(u == (1 << (nbits - 1)), -(1 << nbits), key)   # the NaN: -NaN, lowest
+    return key
+
+
+def _total_compare(op):
+    def rule(eqn, x, y):
+        if D.is_complex(x.dtype):
+            raise eqn.unsupported("total-order comparison of complex operands")
+        return np.asarray(op(_total_order_key(x), _total_order_key(y)), dtype=np.bool_)
+    return rule
+
+
+for _name, _op in (("eq_to", np.equal), ("le_to", np.less_equal), ("lt_to", np.less)):
+    # JAX binds these only on real keys (its sort comparator splits complex into parts)
+    register(_name, partial="complex operands")(_total_compare(_op))
+
+
+@register("is_finite")
+def is_finite(eqn, x):
+    return np.asarray(np.isfinite(_exact(x)), dtype=np.bool_)
+
+
+# --- bitwise and shifts ----------------------------------------------------------------------------
+
+def _bitwise(op):
+    def rule(eqn, x, y):
+        if D.is_bool(x.dtype):
+            return np.asarray(op(x, y), dtype=np.bool_)
+        return _int_arith(op, x.dtype, x, y)
+    return rule
+
+
+for _name, _op in (("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor)):
+    register(_name)(_bitwise(_op))
+
+
+@register("not")
+def not_(eqn, x):
+    if D.is_bool(x.dtype):
+        return np.logical_not(x)
+    return _int_arith(np.invert, x.dtype, x)
+
+
+def _unsigned_bits(x: np.ndarray) -> np.ndarray:
+    """The n-bit two's complement pattern of integers as uint64."""
+    nbits = D.bit_width(x.dtype)
+    u = to_wide_int(x).astype(np.uint64)
+    return u & np.uint64((1 << nbits) - 1) if nbits < 64 else u
+
+
+def _shift(kind: str):
+    def rule(eqn, x, s):
+        dtype = eqn.out_dtype
+        nbits = D.bit_width(dtype)
+        # the shift amount is read as unsigned: negative amounts are >= the bit width
+        amount = _unsigned_bits(np.asarray(s, dtype=dtype))
+        big = amount >= np.uint64(nbits)
+        a = np.where(big, np.uint64(0), amount)
+        with np.errstate(all="ignore"):
+            if kind == "left":
+                out = np.where(big, np.uint64(0), _unsigned_bits(x) << a)
+            elif kind == "logical":
+                out = np.where(big, np.uint64(0), _unsigned_bits(x) >> a)
+            else:
+                # arithmetic: sign-extended value shifted; >= width fills with the sign
+                v = to_wide_int(x)
+                if v.dtype == np.uint64:   # uint64: the sign is the top bit
+                    v = v.view(np.int64)
+                elif D.is_unsigned(dtype):
+                    v = np.where(v >= (1 << (nbits - 1)), v - (1 << nbits), v)
+                out = np.where(big, np.where(v < 0, -1, 0), v >> a.astype(np.int64))
+        return wrap_int(out, dtype)
+    return rule
+
+
+register("shift_left")(_shift("left"))
+register("shift_right_logical")(_shift("logical"))
+register("shift_right_arithmetic")(_shift("arithmetic"))
+
+
+@register("population_count")
+def population_count(eqn, x):
+    return wrap_int(np.bitwise_count(_unsigned_bits(x)).astype(np.int64), x.dtype)
+
+
+@register("clz")
+def clz(eqn, x):
+    u = _unsigned_bits(x)
+    nbits = D.bit_width(x.dtype)
+    length = np.zeros(u.shape, np.int64)   # bit length by binary search over 32, 16, ..., 1
+    for step in (32, 16, 8, 4, 2, 1):
+        has = (u >> np.uint64(step)) != 0
+        length = np.where(has, length + step, length)
+        u = np.where(has, u >> np.uint64(step), u)
+    length = length + (u != 0)
+    return wrap_int(nbits - length, x.dtype)
+
+
+# --- rounding ----------------------------------------------------------------------------------------
+
+@register("floor")
+def floor(eqn, x):
+    return convert(np.floor(_exact(x)), x.dtype)
+
+
+@register("ceil")
+def ceil(eqn, x):
+    return convert(np.ceil(_exact(x)), x.dtype)
+
+
+@register("round")
+def round_(eqn, x, *, rounding_method):
+    e = _exact(x)
+    method = getattr(rounding_method, "name", rounding_method)
+    if method in ("TO_NEAREST_EVEN", 1):
+        out = np.rint(e)
+    elif method in ("AWAY_FROM_ZERO", 0):
+        t = np.trunc(e)
+        with np.errstate(all="ignore"):
+            # |e - t| is exact (the fraction part); step away from zero from one half up
+            out = np.where(np.abs(e - t) >= 0.5, t + np.sign(e), t)
+    else:
+        raise eqn.unsupported(f"rounding_method={rounding_method!r}")
+    return convert(out.astype(e.dtype), x.dtype)
+
+
+@register("nextafter", partial="float8_e8m0fnu operands")
+def nextafter(eqn, x, y):
+    """chlo.next_after: NaN if either is NaN; y if x == y; from +-0 the smallest subnormal with
+    y's sign; else the bit pattern of x stepped by one toward y."""
+    dtype = eqn.out_dtype
+    if dtype in _NATIVE_FLOATS:
+        return np.nextafter(x, y).astype(dtype)
+    if dtype == _E8M0:
+        raise eqn.unsupported("nextafter of float8_e8m0fnu (no sign bit, no zero; XLA:CPU's "
+                              "result is not a defined stepping)")
+    shape = eqn.out_aval.shape
+    x, y = np.broadcast_to(x, shape), np.broadcast_to(y, shape)
+    ex, ey = _exact(x), _exact(y)
+    nbits = D.bit_width(dtype)
+    ut = D.storage_uint(dtype)
+    xb = np.ascontiguousarray(x).view(ut).astype(np.int64) & ((1 << nbits) - 1)
+    yb = np.ascontiguousarray(y).view(ut).astype(np.int64) & ((1 << nbits) - 1)
+    sign = 1 << (nbits - 1)
+    away_from_zero = (ey > ex) == (ex > 0)
+    out = np.where(away_from_zero, xb + 1, xb - 1)
+    out = np.where(ex == 0, (yb & sign) | 1, out)
+    out = np.where(ex == ey, yb, out)
+    out = np.asarray(out & ((1 << nbits) - 1)).astype(ut).view(dtype)
+    return np.where(np.isnan(ex) | np.isnan(ey), np.array(np.nan, dtype), out).astype(dtype)
+
+
+# --- select -------------------------------------------------------------------------------------------
+
+@register("select_n")
+def select_n(eqn, which, *cases):
+    if len(cases) == 1:
+        return np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
+    w = np.asarray(which)
+    if D.is_bool(w.dtype):
+        idx = w.astype(np.int64)
+    else:
+        idx = to_wide_int(w)
+        if np.any((idx < 0) | (idx >= len(cases))):
+            bad = idx[(idx < 0) | (idx >= len(cases))].ravel()[0]
+            raise UndefinedBehaviorError(
+                f"select_n: predicate value {bad} is out of range for {len(cases)} cases "
+                "(the result is undefined in JAX/XLA)")
+    out = np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
+    for k in range(1, len(cases)):
+        out = np.where(idx == k, cases[k], out)
+    return np.asarray(out, dtype=eqn.out_dtype)
+
+
+# --- complex parts ------------------------------------------------------------------------------------
+
+@register("complex")
+def complex_(eqn, x, y):
+    out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
+    out.real, out.imag = x, y
+    return out
+
+
+@register("real")
+def real(eqn, x):
+    return np.ascontiguousarray(np.real(x)).astype(eqn.out_dtype)
+
+
+@register("imag")
+def imag(eqn, x):
+    return np.ascontiguousarray(np.imag(x)).astype(eqn.out_dtype)
+
+
+@register("conj")
+def conj(eqn, x, *, input_dtype=None):
+    # jax/_src/lax/lax.py _conj_impl: complex(real(x), -imag(x)); complex(x, 0) for real x
+    out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
+    if D.is_complex(x.dtype):
+        out.real, out.imag = x.real, np.negative(x.imag)
+    else:
+        out.real, out.imag = x, 0
+    return out
