@@ -169,4 +169,7 @@ SEMANTICS = table(
               "seeds, the grid point, the draw number since the last prng_seed and Options.seed. "
               "Before any prng_seed: UndefinedBehaviorError (JAX's TPU interpret mode returns "
               "zeros).", sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
+    Semantics("has_memory_space", "Whether a pl.ANY operand lives in a memory space: the "
+              "compiler's placement; the reference keeps ANY operands in HBM (True only for HBM).",
+              sources=(_TPU,)),
 )

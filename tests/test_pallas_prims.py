@@ -236,3 +236,18 @@ def test_debug_print_and_delay_in_a_kernel(capsys):
     x = np.arange(8, dtype=np.float32) + 3
     np.testing.assert_array_equal(interp.interpret(f)(x), x)
     assert "first=3.0" in capsys.readouterr().out
+
+
+def test_has_memory_space_of_an_any_operand():
+    if not hasattr(pltpu, "has_memory_space"):
+        pytest.skip("pltpu.has_memory_space is not in this JAX")
+
+    def kernel(x_hbm, o_ref):
+        o_ref[0] = jnp.where(pltpu.has_memory_space(x_hbm, pltpu.HBM), 1, 0)
+        o_ref[1] = jnp.where(pltpu.has_memory_space(x_hbm, pltpu.VMEM), 1, 0)
+
+    f = pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+                       out_shape=jax.ShapeDtypeStruct((2,), jnp.int32))
+    # The reference keeps pl.ANY operands in HBM.
+    np.testing.assert_array_equal(interp.interpret(f)(np.ones((8, 128), np.float32)), [1, 0])

@@ -385,3 +385,11 @@ def atomic_cas(eqn, ref, cmp, val):
     if old == cmp:
         ref.write((), val)
     return np.asarray(old)
+
+
+@register("has_memory_space")
+def has_memory_space(eqn, ref, *, memory_space):
+    # Where the compiler places a pl.ANY operand is its choice; the reference keeps every ANY
+    # operand in HBM (interp.pallas.grid: whole operands), so only HBM answers True.
+    name = str(getattr(memory_space, "value", memory_space)).lower()
+    return np.bool_(name == "hbm")
