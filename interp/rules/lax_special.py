@@ -1,1 +1,736 @@
-"""Rules: lax_special (to be written)."""
+"""Rules: transcendental and special functions (lax_special).
+
+These primitives are defined only by accuracy, so the reference returns the CORRECTLY ROUNDED value
+of the exact function (spec/lax_special.py). How, per output dtype:
+
+* A fast wide evaluation ``w``: float64 NumPy/SciPy for outputs up to float32 (every float8/float4,
+  bfloat16, float16, float32), long double NumPy ufuncs for float64 outputs (x87 extended, 64-bit
+  significand), complex128 / complex long double for complex64 / complex128.
+* Ziv's test: with ``rel`` a proven-with-margin bound on the wide evaluation's relative error, if
+  ``w*(1-rel)`` and ``w*(1+rel)`` round to the same value of the output dtype, that value is the
+  correctly rounded result. Elements that fail the test (and every element of a function with no
+  wide evaluation good enough, e.g. SciPy functions for float64 outputs) are recomputed with mpmath,
+  itself run in a precision loop until two precisions round to the same result.
+* Rounding is done once, exactly: ml_dtypes converts float64 to bfloat16/float8 through float32
+  (double rounding), so narrow outputs are first rounded to float32 with round-to-odd, which makes
+  the second rounding correct (24 >= p + 2 bits for every narrow format).
+
+Special values (NaN, infinities, signed zeros, poles, domain edges) come from the wide evaluation,
+which follows C99 Annex F/G, and the per-function fix-ups below, which follow XLA where it defines
+them differently (each one is stated in spec/lax_special.py with its source).
+"""
+from __future__ import annotations
+
+import fractions
+import math
+
+import mpmath
+import numpy as np
+import scipy.special as sc
+
+from interp import dtypes as D
+from interp.registry import register
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+LD = np.dtype(np.longdouble)
+C128 = np.dtype(np.complex128)
+CLD = np.dtype(np.clongdouble)
+# float64 results are evaluated in long double only where it really is wider (x87 extended).
+HAVE_LD = np.finfo(np.longdouble).nmant >= 63
+
+# ----------------------------------------------------------------------------------------------
+# Rounding, exactly once.
+
+
+def _round_odd(w: np.ndarray, to: np.dtype) -> np.ndarray:
+    """Round ``w`` to the narrower ``to`` with round-to-odd: the exact value when representable,
+    otherwise the neighbour whose last significand bit is 1. Rounding that result to nearest in a
+    format at least 2 bits narrower is the correctly rounded result of ``w`` (Boldo & Melquiond)."""
+    with np.errstate(all="ignore"):
+        r = w.astype(to)
+        inexact = (r.astype(w.dtype) != w) & np.isfinite(r) & ~np.isnan(w)
+    uint = D.storage_uint(to)
+    fix = inexact & ((np.asarray(r).view(uint) & 1) == 0)
+    if np.any(fix):
+        r = np.array(r, copy=True)
+        toward = np.where(r.astype(w.dtype)[fix] < w[fix], np.inf, -np.inf).astype(to)
+        r[fix] = np.nextafter(r[fix], toward)
+    return r
+
+
+def round_to(w, dtype) -> np.ndarray:
+    """Correctly rounded conversion of a float64 or long double array to the float ``dtype``."""
+    w = np.asarray(w)
+    dtype = np.dtype(dtype)
+    with np.errstate(all="ignore"):
+        if w.dtype == LD and dtype not in (F64, F32):
+            w = _round_odd(w, F64)          # numpy narrows long double via double
+        if dtype in (F64, F32, np.dtype(np.float16)):
+            return w.astype(dtype)          # NumPy converts these directly (one rounding)
+        return _round_odd(w, F32).astype(dtype)
+
+
+def _fmt(dtype):
+    """(significand bits p, minimum normal exponent) of a float dtype."""
+    fi = D.finfo(dtype)
+    return fi.nmant + 1, fi.minexp
+
+
+def _mpf_round_odd53(v) -> float:
+    """An mpmath real rounded to float64 with round-to-odd (exact integer arithmetic)."""
+    sign, man, exp, bc = v._mpf_
+    if not man:
+        if exp == 0 or v == 0:
+            return 0.0
+        # +-inf or nan
+        return float(v)
+    e = exp + bc - 1                      # floor(log2 |v|)
+    q = max(e, -1022) - 52                # exponent of the last significand bit
+    if exp >= q:
+        n = man << (exp - q)
+    elif q - exp > bc + 2:
+        n = 1                             # far below the last bit: sticky only
+    else:
+        n, rem = divmod(man, 1 << (q - exp))
+        n |= 1 if rem else 0              # sticky bit: round to odd
+    try:
+        out = math.ldexp(n, q)
+    except OverflowError:
+        out = math.inf
+    return -out if sign else out
+
+
+def mp_round(values, dtype) -> np.ndarray:
+    """mpmath reals (a list) rounded once to ``dtype``."""
+    odd = np.array([_mpf_round_odd53(v) for v in values], dtype=F64)
+    dtype = np.dtype(dtype)
+    if dtype == F64:
+        return np.array([_mpf_nearest53(v) for v in values], dtype=F64)
+    return round_to(odd, dtype)
+
+
+def _mpf_nearest53(v) -> float:
+    """An mpmath real rounded to nearest-even float64 (subnormals included, exact arithmetic)."""
+    sign, man, exp, bc = v._mpf_
+    if not man:
+        return 0.0 if (exp == 0 or v == 0) else float(v)
+    e = exp + bc - 1
+    q = max(e, -1022) - 52
+    if exp >= q:
+        n = man << (exp - q)
+    elif q - exp > bc + 2:
+        n = 0                             # below half of the smallest subnormal
+    else:
+        shift = q - exp
+        n, rem = divmod(man, 1 << shift)
+        half = 1 << (shift - 1)
+        if rem > half or (rem == half and n & 1):
+            n += 1
+    try:
+        out = math.ldexp(n, q)
+    except OverflowError:
+        out = math.inf
+    return -out if sign else out
+
+
+def _mp_eval(mpfn, args, dtype, prec0=128):
+    """``mpfn`` on exact mpmath copies of ``args`` (tuple of floats), rounded to ``dtype``, with
+    the precision raised until two precisions agree on the rounded result."""
+    prec = prec0
+    last = None
+    while True:
+        with mpmath.workprec(prec):
+            try:
+                v = mpfn(*[mpmath.mpf(float(a)) for a in args])
+            except (ArithmeticError, ValueError, mpmath.libmp.NoConvergence):
+                return None
+            if isinstance(v, mpmath.mpc):
+                if v.imag != 0:
+                    return None
+                v = v.real
+            r = mp_round([v], dtype)[0]
+        if last is not None and (r == last or (np.isnan(r) and np.isnan(last))):
+            return r
+        last = r
+        prec += 64
+        if prec > 4096:
+            return r
+
+
+def _uncertain(w, rel, dtype) -> np.ndarray:
+    """Elements whose correct rounding is not decided by ``w`` with relative error <= ``rel``."""
+    with np.errstate(all="ignore"):
+        d = np.abs(w) * w.dtype.type(rel)
+        lo, hi = round_to(w - d, dtype), round_to(w + d, dtype)
+        u = D.storage_uint(dtype)
+        return np.isfinite(w) & (w != 0) & (lo.view(u) != hi.view(u))
+
+
+class Fn:
+    """A real function: ``wide`` (NumPy/SciPy float64), ``ld`` (long double ufunc path or None),
+    ``mp`` (mpmath), ``rel`` (relative error bound of ``wide``; of ``ld`` it is ``ld_rel``)."""
+
+    def __init__(self, wide, mp, rel=2.0 ** -44, ld=None, ld_rel=2.0 ** -56, exact_f64=False,
+                 mp_max=None):
+        self.wide, self.mp, self.rel, self.ld, self.ld_rel = wide, mp, rel, ld, ld_rel
+        # Above this argument magnitude mpmath's series are too slow or do not converge: the
+        # wide (SciPy) value is kept there, so the primitive is registered partial.
+        self.mp_max = mp_max
+        self.exact_f64 = exact_f64       # wide in float64 is already correctly rounded (sqrt)
+
+
+def evaluate(fn: Fn, args, dtype) -> np.ndarray:
+    """Correctly rounded ``fn(*args)`` in the float ``dtype``; shapes already broadcast."""
+    dtype = np.dtype(dtype)
+    args = [np.asarray(a) for a in args]
+    with np.errstate(all="ignore"):
+        w64 = fn.wide(*[a.astype(F64) for a in args]) if fn.wide is not None else None
+        if dtype == F64 and fn.exact_f64:
+            return np.asarray(w64, F64)
+        if dtype == F64 and HAVE_LD and fn.ld is not None:
+            w, rel = np.asarray(fn.ld(*[a.astype(LD) for a in args]), LD), fn.ld_rel
+        elif dtype == F64 or w64 is None:
+            w, rel = w64, None           # no wide evaluation accurate enough: mpmath everywhere
+        else:
+            w, rel = np.asarray(w64, F64), fn.rel
+        if w is None:
+            # mpmath only: specials decided by finite-ness of inputs
+            shape = np.broadcast_shapes(*[a.shape for a in args])
+            out = np.full(shape, np.nan, dtype)
+            redo = np.ones(shape, bool)
+        else:
+            w = np.asarray(w)
+            out = round_to(w, dtype)
+            if rel is None:
+                redo = np.isfinite(w)
+            else:
+                redo = _uncertain(w, rel, dtype)
+    idx = np.flatnonzero(redo)
+    if idx.size:
+        flat_args = [np.broadcast_to(a, redo.shape).reshape(-1) for a in args]
+        flat_out = out.reshape(-1)
+        wz = None if w is None else np.asarray(w).reshape(-1)
+        for i in idx:
+            vals = tuple(float(a[i]) for a in flat_args)
+            if not all(math.isfinite(v) for v in vals):
+                continue                  # limits at infinity: the wide evaluation's (C99) value
+            if fn.mp_max is not None and max(abs(v) for v in vals) > fn.mp_max:
+                continue
+            r = _mp_eval(fn.mp, vals, dtype)
+            if r is None:
+                continue                  # mpmath declined (pole, complex result): keep wide
+            r = np.asarray(r, F64) if dtype == F64 else np.asarray(r).astype(dtype)
+            if r == 0 and wz is not None:
+                # mpmath has no signed zero: the sign comes from the wide (C99) evaluation
+                r = np.copysign(r, np.asarray(wz[i], F64)).astype(dtype)
+            flat_out[i] = r
+        out = flat_out.reshape(redo.shape)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Complex functions: componentwise correct rounding with the same scheme; the wide error bound is
+# normwise (|error| <= rel * |w| per component), so small components fall back to mpmath.
+
+
+class CFn:
+    def __init__(self, wide, mp, rel=2.0 ** -44, ld_rel=2.0 ** -56):
+        self.wide, self.mp, self.rel, self.ld_rel = wide, mp, rel, ld_rel
+
+
+def _real_dtype(dtype):
+    return np.dtype(np.float32) if np.dtype(dtype) == np.complex64 else F64
+
+
+def evaluate_complex(fn: CFn, args, dtype) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    part = _real_dtype(dtype)
+    wide = CLD if (dtype == np.complex128 and HAVE_LD) else C128
+    rel = fn.ld_rel if wide == CLD else fn.rel
+    if dtype == np.complex128 and not HAVE_LD:
+        rel = 0.0
+    args = [np.asarray(a) for a in args]
+    with np.errstate(all="ignore"):
+        w = np.asarray(fn.wide(*[a.astype(wide) if D.is_complex(a.dtype) or D.is_float(a.dtype)
+                                 else a for a in args]))
+        w = w.astype(wide)
+        re_w, im_w = w.real, w.imag
+        mag = np.abs(w)
+        out = np.empty(w.shape, dtype)
+        out.real = round_to(re_w, part)
+        out.imag = round_to(im_w, part)
+        u = D.storage_uint(part)
+        redo = np.zeros(w.shape, bool)
+        for c in (re_w, im_w):
+            d = mag * mag.dtype.type(rel) if rel else mag
+            lo, hi = round_to(c - d, part), round_to(c + d, part)
+            redo |= np.isfinite(w.real) & np.isfinite(w.imag) & (lo.view(u) != hi.view(u))
+    idx = np.flatnonzero(redo)
+    if idx.size:
+        flat_args = [np.broadcast_to(a, w.shape).reshape(-1) for a in args]
+        flat_out = out.reshape(-1)
+        wr, wi = re_w.reshape(-1), im_w.reshape(-1)
+        for i in idx:
+            vals = [a[i] for a in flat_args]
+            # mpmath has no signed zero: on a branch cut with imaginary part -0 use conjugate
+            # symmetry f(conj z) = conj f(z), which every function here has.
+            conj = D.is_complex(vals[0].dtype) and vals[0].imag == 0 and math.copysign(1, vals[0].imag) < 0
+            r = _mp_eval_complex(fn.mp, vals, part, conj)
+            if r is None:
+                continue
+            re, im = r
+            if re == 0:
+                re = np.copysign(re, np.asarray(wr[i], F64)).astype(part)
+            if im == 0:
+                im = np.copysign(im, np.asarray(wi[i], F64)).astype(part)
+            flat_out[i] = complex(0)
+            flat_out.real[i], flat_out.imag[i] = re, im
+        out = flat_out.reshape(w.shape)
+    return out
+
+
+def _to_mp(v, conj):
+    if np.iscomplexobj(v):
+        z = mpmath.mpc(float(v.real), float(v.imag))
+        return mpmath.conj(z) if conj else z
+    return mpmath.mpf(float(v)) if D.is_float(np.asarray(v).dtype) else mpmath.mpf(int(v))
+
+
+def _mp_eval_complex(mpfn, vals, part, conj, prec0=128):
+    prec, last = prec0, None
+    while True:
+        with mpmath.workprec(prec):
+            try:
+                z = mpmath.mpc(mpfn(*[_to_mp(v, conj) for v in vals]))
+            except (ArithmeticError, ValueError, mpmath.libmp.NoConvergence):
+                return None
+            if conj:
+                z = mpmath.conj(z)
+            r = (mp_round([z.real], part)[0], mp_round([z.imag], part)[0])
+        if last is not None and all(a == b or (np.isnan(a) and np.isnan(b)) for a, b in zip(r, last)):
+            return r
+        last, prec = r, prec + 64
+        if prec > 4096:
+            return r
+
+
+# ----------------------------------------------------------------------------------------------
+# The functions.
+
+def _cbrt_mp(x):
+    return mpmath.sign(x) * mpmath.cbrt(abs(x))
+
+
+def _logistic_wide(x):
+    return sc.expit(x)
+
+
+def _logistic_ld(x):
+    # 1/(1+exp(-x)): three correctly rounded-ish long double steps, relative error < 4 ulp(LD).
+    with np.errstate(over="ignore"):
+        return np.reciprocal(np.exp(-x) + x.dtype.type(1))
+
+
+def _lgamma_mp(x):
+    if x <= 0 and x == mpmath.floor(x):
+        raise ValueError("pole")
+    return mpmath.re(mpmath.loggamma(x))
+
+
+def _digamma_mp(x):
+    if x <= 0 and x == mpmath.floor(x):
+        raise ValueError("pole")
+    return mpmath.digamma(x)
+
+
+def _polygamma_wide(n, x):
+    ok = (n == np.floor(n)) & (n >= 0)
+    out = sc.polygamma(np.where(ok, n, 0).astype(np.int64), x)
+    return np.where(ok, out, np.nan)
+
+
+def _polygamma_mp(n, x):
+    if n != mpmath.floor(n) or n < 0:
+        raise ValueError("non-integer order")
+    if x <= 0 and x == mpmath.floor(x):
+        raise ValueError("pole")
+    return mpmath.psi(int(n), x)
+
+
+def _zeta_mp(s, q):
+    if s <= 1 or q <= 0:
+        raise ValueError("outside the domain the reference evaluates with mpmath")
+    return mpmath.zeta(s, q)
+
+
+def _igamma_mp(a, x):
+    return mpmath.gammainc(a, 0, x, regularized=True)
+
+
+def _igammac_mp(a, x):
+    return mpmath.gammainc(a, x, mpmath.inf, regularized=True)
+
+
+def _igamma_grad_a_mp(a, x):
+    # d/da P(a, x) = [ln(x) g(a,x) - x^a/a^2 2F2(a,a;a+1,a+1;-x)] / Gamma(a) - P(a,x) psi(a),
+    # with g the lower incomplete gamma function (DLMF 8.2.1 differentiated under the integral;
+    # the 2F2 form is the series of int_0^x t^(a-1) ln(t) e^-t dt). Cancellation is handled by the
+    # precision loop of _mp_eval.
+    if a <= 0 or x < 0:
+        raise ValueError("domain")
+    if x == 0:
+        return mpmath.mpf(0)
+    g = mpmath.gammainc(a, 0, x)
+    p = g / mpmath.gamma(a)
+    h = mpmath.hyp2f2(a, a, a + 1, a + 1, -x)
+    return (mpmath.log(x) * g - x ** a / a ** 2 * h) / mpmath.gamma(a) - p * mpmath.digamma(a)
+
+
+def _betainc_mp(a, b, x):
+    return mpmath.betainc(a, b, 0, x, regularized=True)
+
+
+def _i0e_mp(x):
+    return mpmath.besseli(0, x) * mpmath.exp(-abs(x))
+
+
+def _i1e_mp(x):
+    return mpmath.besseli(1, x) * mpmath.exp(-abs(x))
+
+
+def _rsqrt_wide(x):
+    return 1.0 / np.sqrt(x)
+
+
+def _rsqrt_ld(x):
+    return x.dtype.type(1) / np.sqrt(x)
+
+
+def _pow_mp(x, y):
+    v = mpmath.power(x, y)
+    return v
+
+
+def _igamma_wide(a, x):
+    return sc.gammainc(a, x)
+
+
+def _igammac_wide(a, x):
+    return sc.gammaincc(a, x)
+
+
+def _igamma_grad_a_wide(a, x):
+    return None
+
+
+# Largest argument magnitude for which the reference runs mpmath's incomplete gamma / beta / zeta.
+MP_MAX = 2.0 ** 24
+
+REAL: dict[str, Fn] = {
+    "exp": Fn(np.exp, mpmath.exp, ld=np.exp),
+    "exp2": Fn(np.exp2, lambda x: mpmath.mpf(2) ** x, ld=np.exp2),
+    "expm1": Fn(np.expm1, mpmath.expm1, ld=np.expm1),
+    "log": Fn(np.log, mpmath.log, ld=np.log),
+    "log1p": Fn(np.log1p, mpmath.log1p, ld=np.log1p),
+    "log2": Fn(np.log2, lambda x: mpmath.log(x, 2), ld=np.log2),
+    "tanh": Fn(np.tanh, mpmath.tanh, ld=np.tanh),
+    "logistic": Fn(_logistic_wide, lambda x: 1 / (1 + mpmath.exp(-x)), ld=_logistic_ld, ld_rel=2.0 ** -58),
+    "sin": Fn(np.sin, mpmath.sin, ld=np.sin),
+    "cos": Fn(np.cos, mpmath.cos, ld=np.cos),
+    "tan": Fn(np.tan, mpmath.tan, ld=np.tan),
+    "asin": Fn(np.arcsin, mpmath.asin, ld=np.arcsin),
+    "acos": Fn(np.arccos, mpmath.acos, ld=np.arccos),
+    "atan": Fn(np.arctan, mpmath.atan, ld=np.arctan),
+    "sinh": Fn(np.sinh, mpmath.sinh, ld=np.sinh),
+    "cosh": Fn(np.cosh, mpmath.cosh, ld=np.cosh),
+    "asinh": Fn(np.arcsinh, mpmath.asinh, ld=np.arcsinh),
+    "acosh": Fn(np.arccosh, mpmath.acosh, ld=np.arccosh),
+    "atanh": Fn(np.arctanh, mpmath.atanh, ld=np.arctanh),
+    "atan2": Fn(np.arctan2, mpmath.atan2, ld=np.arctan2),
+    # float64 sqrt is IEEE correctly rounded; narrower formats: 53 >= 2p + 2, so one more rounding
+    # of the float64 result is still correct (no Ziv step needed, but harmless).
+    "sqrt": Fn(np.sqrt, mpmath.sqrt, exact_f64=True),
+    "rsqrt": Fn(_rsqrt_wide, lambda x: 1 / mpmath.sqrt(x), ld=_rsqrt_ld),
+    "cbrt": Fn(np.cbrt, _cbrt_mp, ld=np.cbrt),
+    "pow": Fn(np.power, _pow_mp, ld=np.power),
+    # SciPy (Cephes / Boost) in float64: relative error bounds with a wide margin over the
+    # measured/documented accuracy; float64 outputs always use mpmath.
+    "erf": Fn(sc.erf, mpmath.erf, rel=2.0 ** -40),
+    "erfc": Fn(sc.erfc, mpmath.erfc, rel=2.0 ** -40),
+    "erf_inv": Fn(sc.erfinv, mpmath.erfinv, rel=2.0 ** -40),
+    "lgamma": Fn(sc.gammaln, _lgamma_mp, rel=2.0 ** -40),
+    "digamma": Fn(sc.psi, _digamma_mp, rel=2.0 ** -40),
+    "polygamma": Fn(_polygamma_wide, _polygamma_mp, rel=2.0 ** -36, mp_max=MP_MAX),
+    "zeta": Fn(sc.zeta, _zeta_mp, rel=2.0 ** -36, mp_max=MP_MAX),
+    "igamma": Fn(_igamma_wide, _igamma_mp, rel=2.0 ** -32, mp_max=MP_MAX),
+    "igammac": Fn(_igammac_wide, _igammac_mp, rel=2.0 ** -32, mp_max=MP_MAX),
+    "igamma_grad_a": Fn(None, _igamma_grad_a_mp, mp_max=MP_MAX),
+    "regularized_incomplete_beta": Fn(sc.betainc, _betainc_mp, rel=2.0 ** -32, mp_max=MP_MAX),
+    "bessel_i0e": Fn(sc.i0e, _i0e_mp, rel=2.0 ** -44),
+    "bessel_i1e": Fn(sc.i1e, _i1e_mp, rel=2.0 ** -44),
+}
+
+
+COMPLEX: dict[str, CFn] = {
+    "exp": CFn(np.exp, mpmath.exp),
+    "exp2": CFn(np.exp2, lambda z: mpmath.power(2, z)),
+    "expm1": CFn(np.expm1, mpmath.expm1),
+    "log": CFn(np.log, mpmath.log),
+    "log1p": CFn(np.log1p, mpmath.log1p),
+    "log2": CFn(np.log2, lambda z: mpmath.log(z) / mpmath.log(2)),
+    "tanh": CFn(np.tanh, mpmath.tanh),
+    "logistic": CFn(lambda z: 1 / (1 + np.exp(-z)), lambda z: 1 / (1 + mpmath.exp(-z))),
+    "sin": CFn(np.sin, mpmath.sin),
+    "cos": CFn(np.cos, mpmath.cos),
+    "tan": CFn(np.tan, mpmath.tan),
+    "asin": CFn(np.arcsin, mpmath.asin),
+    "acos": CFn(np.arccos, mpmath.acos),
+    "atan": CFn(np.arctan, mpmath.atan),
+    "sinh": CFn(np.sinh, mpmath.sinh),
+    "cosh": CFn(np.cosh, mpmath.cosh),
+    "asinh": CFn(np.arcsinh, mpmath.asinh),
+    "acosh": CFn(np.arccosh, mpmath.acosh),
+    "atanh": CFn(np.arctanh, mpmath.atanh),
+    "sqrt": CFn(np.sqrt, mpmath.sqrt),
+    "rsqrt": CFn(lambda z: 1 / np.sqrt(z), lambda z: 1 / mpmath.sqrt(z)),
+    "pow": CFn(np.power, mpmath.power),
+}
+
+
+def _int_exponent(y, dtype):
+    """pow(x, int y): JAX converts y to x's dtype first (jax/_src/lax/lax.py _pow_lower)."""
+    exact = np.asarray(y).astype(LD if HAVE_LD else F64)   # int64 fits a 64-bit significand
+    if D.is_complex(dtype):
+        part = _real_dtype(dtype)
+        out = np.zeros(exact.shape, dtype)
+        out.real = round_to(exact, part)
+        return out
+    return round_to(exact, dtype)
+
+
+def _rule(name):
+    real, cplx = REAL.get(name), COMPLEX.get(name)
+
+    def rule(eqn, *args, accuracy=None, **params):
+        # `accuracy` (0.10.2 and 0.12) requests a tolerance or mode: a correctly rounded result
+        # satisfies every request, so it does not change the reference.
+        if params:
+            raise eqn.unsupported(f"unexpected parameters {sorted(params)}")
+        dtype = np.dtype(eqn.out_dtype)
+        args = [np.asarray(a) for a in args]
+        if name == "pow" and D.is_int(args[1].dtype):
+            args[1] = _int_exponent(args[1], dtype)
+        if D.is_complex(dtype) and cplx is None:
+            raise eqn.unsupported(f"complex {name} is not implemented by the reference")
+        if D.is_complex(dtype):
+            out = evaluate_complex(cplx, args, dtype)
+        elif D.is_float(dtype) and real is not None:
+            out = evaluate(real, args, dtype)
+        else:
+            raise eqn.unsupported(f"dtype {dtype}")
+        fix = FIXUPS.get(name)
+        if fix is not None and D.is_float(dtype):
+            out = fix(out, *args)
+        return np.asarray(out, dtype).reshape(eqn.out_aval.shape)
+
+    rule.__name__ = f"{name}_rule"
+    return rule
+
+
+def _odd_zero(out, x):
+    """Odd functions keep the sign of a zero argument (SciPy's erfinv/i1e return +0 for -0)."""
+    return np.where(x == 0, x.astype(out.dtype), out)
+
+
+def _fix_lgamma(out, x):
+    # C99 F.9.5.3: lgamma(+-inf) = +inf (SciPy gives -inf for -inf); XLA:CPU agrees with C99.
+    return np.where(np.isinf(x), np.array(np.inf, out.dtype), out)
+
+
+def _fix_digamma(out, x):
+    # XLA's digamma (chlo.digamma decomposition) returns -inf at +-0 and NaN at negative integers;
+    # SciPy gives +inf for -0. Measured on XLA:CPU, jax 0.10.2 and 0.12.0.1.
+    return np.where(x == 0, np.array(-np.inf, out.dtype), out)
+
+
+def _fix_igamma(out, a, x):
+    # Domain a >= 0, x >= 0 (DLMF 8.2): NaN outside. At a = +-0 the limits P(0, x > 0) = 1,
+    # Q(0, x > 0) = 0 (SciPy's convention); XLA is not consistent there (igamma(0, x) is NaN for
+    # x < 1 and 1 for x >= 1 on XLA:CPU): recorded in spec/lax_special.py.
+    return np.where((a < 0) | (x < 0), np.array(np.nan, out.dtype), out)
+
+
+def _fix_zeta(out, s, q):
+    # The reference evaluates the Hurwitz zeta function on s >= 1, q > 0 (Cephes' domain); every
+    # other input gives NaN (XLA's own conventions there are implementation artifacts, recorded
+    # in spec/lax_special.py), and NaN inputs give NaN (SciPy's zeta(nan, 0) is inf).
+    bad = ~((s >= 1) & (q > 0))
+    return np.where(bad, np.array(np.nan, out.dtype), out)
+
+
+def _fix_polygamma(out, n, x):
+    # polygamma(n, x) for integer n >= 0 (XLA: NaN for non-integer n). At the poles x = 0, -1, ...
+    # the limit exists only for odd n (+inf); even n >= 2 gives NaN; n = 0 is digamma (-inf at
+    # +-0, NaN at negative integers, as XLA). psi^(n)(+inf) = (-1)^(n+1) * 0, psi^(n)(-inf) = NaN.
+    dtype = out.dtype
+    integer = (n == np.floor(n)) & (n >= 0) & np.isfinite(n)
+    pole = (x <= 0) & (x == np.floor(x))
+    odd = integer & (np.fmod(n, 2) == 1)
+    out = np.where(pole & odd, np.array(np.inf, dtype), out)
+    out = np.where(pole & ~odd & (n > 0), np.array(np.nan, dtype), out)
+    out = np.where(pole & (n == 0), np.where(x == 0, np.array(-np.inf, dtype), np.array(np.nan, dtype)), out)
+    out = np.where(x == np.inf, np.where(odd, np.array(0.0, dtype), np.array(-0.0, dtype)), out)
+    out = np.where((x == np.inf) & (n == 0), np.array(np.inf, dtype), out)
+    out = np.where(~integer | (x == -np.inf) | np.isnan(x), np.array(np.nan, dtype), out)
+    return out
+
+
+FIXUPS: dict = {
+    "erf_inv": _odd_zero,
+    "bessel_i1e": _odd_zero,
+    "lgamma": _fix_lgamma,
+    "digamma": _fix_digamma,
+    "igamma": _fix_igamma,
+    "igamma_grad_a": _fix_igamma,
+    "igammac": _fix_igamma,
+    "zeta": _fix_zeta,
+    "polygamma": _fix_polygamma,
+}
+
+for _name in REAL:
+    register(_name)(_rule(_name))
+
+
+# ----------------------------------------------------------------------------------------------
+# one_minus_square (JAX 0.12): 1 - x^2, exact value rounded once (JAX lowers it to (1+x)*(1-x),
+# two roundings; the primitive means 1 - x^2: jax/_src/lax/lax.py one_minus_square_p).
+
+
+def _wrap_int(v: np.ndarray, dtype) -> np.ndarray:
+    """int64/uint64 values wrapped to ``dtype``'s bit width (two's complement)."""
+    bits = D.bit_width(dtype)
+    if bits < 64:
+        v = v.astype(np.uint64) & np.uint64((1 << bits) - 1)
+        if D.is_signed(dtype):
+            v = v.astype(np.int64)
+            v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+    return v.astype(dtype)
+
+
+def _fraction_round(fr, dtype):
+    """An exact rational (or +-inf) rounded once to the float ``dtype``."""
+    if not isinstance(fr, fractions.Fraction):
+        return np.array(fr, F64).astype(dtype)
+    try:
+        f = float(fr)                      # CPython: correctly rounded, subnormals included
+    except OverflowError:
+        return np.array(math.inf if fr > 0 else -math.inf, F64).astype(dtype)
+    if np.dtype(dtype) == F64:
+        return np.array(f, F64)
+    if fractions.Fraction(f) != fr and (np.array(f, F64).view(np.uint64) & 1) == 0:
+        f = float(np.nextafter(f, math.inf if fractions.Fraction(f) < fr else -math.inf))  # round to odd
+    return round_to(np.array(f, F64), dtype)
+
+
+def _oms_fraction(v: float):
+    if not math.isfinite(v):
+        return 1.0 - v * v                  # -inf or nan
+    x = fractions.Fraction(v)
+    return 1 - x * x
+
+
+@register("one_minus_square")
+def one_minus_square(eqn, x):
+    dtype = np.dtype(eqn.out_dtype)
+    x = np.asarray(x)
+    if D.is_int(dtype):
+        wide = np.uint64 if D.is_unsigned(dtype) else np.int64
+        with np.errstate(over="ignore"):
+            v = x.astype(wide)
+            return _wrap_int(wide(1) - v * v, dtype).reshape(x.shape)
+    if D.is_complex(dtype):
+        part = _real_dtype(dtype)
+        out = np.empty(x.shape, dtype)
+        re, im = x.real.astype(F64).ravel(), x.imag.astype(F64).ravel()
+        ore = np.empty(re.shape, part)
+        oim = np.empty(re.shape, part)
+        for i in range(re.size):
+            a, b = re[i], im[i]
+            if math.isfinite(a) and math.isfinite(b):
+                fa, fb = fractions.Fraction(a), fractions.Fraction(b)
+                ore[i] = _fraction_round(1 - fa * fa + fb * fb, part)
+                oim[i] = _fraction_round(-2 * fa * fb, part)
+            else:                           # C99 complex arithmetic on 1 - z*z
+                with np.errstate(all="ignore"):
+                    z = complex(a, b)
+                    w = 1 - z * z
+                ore[i], oim[i] = w.real, w.imag
+        out.real, out.imag = ore.reshape(x.shape), oim.reshape(x.shape)
+        return out
+    if not D.is_float(dtype):
+        raise eqn.unsupported(f"dtype {dtype}")
+    if dtype == F64:
+        vals = [_fraction_round(_oms_fraction(float(v)), F64) for v in x.ravel()]
+        return np.array(vals, F64).reshape(x.shape)
+    # Narrower floats: x*x is exact in float64 (2p <= 48 bits); TwoSum gives 1 - x*x = hi + lo
+    # exactly, round-to-odd folds lo into hi, then one rounding to the dtype.
+    with np.errstate(all="ignore"):
+        s = x.astype(F64) ** 2
+        hi = 1.0 - s
+        bb = hi - 1.0
+        lo = (1.0 - (hi - bb)) + (-s - bb)
+        lo = np.where(np.isfinite(lo), lo, 0.0)
+        fix = (lo != 0) & ((hi.view(np.uint64) & 1) == 0)
+        hi = np.where(fix, np.nextafter(hi, np.where(lo > 0, np.inf, -np.inf)), hi)
+    return round_to(hi, dtype).reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# polynomial (JAX 0.12): Horner's rule, acc = acc * x + c from the highest coefficient down, each
+# multiply and add rounded to the dtype, exactly as JAX's lowering writes it
+# (jax/_src/lax/lax.py _polynomial_lower). Backends that contract mul+add into FMA differ.
+
+
+def _horner_op(dtype):
+    """(mul, add) rounding once to ``dtype``."""
+    if D.is_int(dtype):
+        wide = np.uint64 if D.is_unsigned(dtype) else np.int64
+
+        def mul(a, b):
+            with np.errstate(over="ignore"):
+                return _wrap_int(a.astype(wide) * b.astype(wide), dtype)
+
+        def add(a, b):
+            with np.errstate(over="ignore"):
+                return _wrap_int(a.astype(wide) + b.astype(wide), dtype)
+        return mul, add
+    if dtype in D.ML_FLOATS:
+        # float32 has >= 2p + 2 bits for every narrow format: one product or sum computed in
+        # float32 and rounded to the dtype is correctly rounded (no harmful double rounding).
+        def mul(a, b):
+            return (a.astype(F32) * b.astype(F32)).astype(dtype)
+
+        def add(a, b):
+            return (a.astype(F32) + b.astype(F32)).astype(dtype)
+        return mul, add
+    # float16/32/64 and complex: NumPy's own ops round once to the dtype (float16 via float32).
+    return np.multiply, np.add
+
+
+@register("polynomial")
+def polynomial(eqn, x, *coeffs, unroll=None, **params):
+    # `unroll` only chooses how the lowering unrolls the Horner loop; it does not change values.
+    if params:
+        raise eqn.unsupported(f"unexpected parameters {sorted(params)}")
+    dtype = np.dtype(eqn.out_dtype)
+    if not (D.is_int(dtype) or D.is_float(dtype) or D.is_complex(dtype)):
+        raise eqn.unsupported(f"dtype {dtype}")
+    mul, add = _horner_op(dtype)
+    shape = eqn.out_aval.shape
+    x = np.broadcast_to(np.asarray(x, dtype), shape)
+    acc = np.broadcast_to(np.asarray(coeffs[-1], dtype), shape)
+    with np.errstate(all="ignore"):
+        for c in reversed(coeffs[:-1]):
+            acc = add(mul(acc, x), np.broadcast_to(np.asarray(c, dtype), shape))
+    return np.array(acc, dtype).reshape(shape)
