@@ -172,4 +172,7 @@ SEMANTICS = table(
     Semantics("has_memory_space", "Whether a pl.ANY operand lives in a memory space: the "
               "compiler's placement; the reference keeps ANY operands in HBM (True only for HBM).",
               sources=(_TPU,)),
+    Semantics("get_global", "A buffer per get_global equation that persists for the whole call: "
+              "every grid step and every core of a core mesh see the same one (never-written / "
+              "zeroed semaphore at the start).", sources=(_PRIMS,)),
 )

@@ -251,3 +251,18 @@ def test_has_memory_space_of_an_any_operand():
                        out_shape=jax.ShapeDtypeStruct((2,), jnp.int32))
     # The reference keeps pl.ANY operands in HBM.
     np.testing.assert_array_equal(interp.interpret(f)(np.ones((8, 128), np.float32)), [1, 0])
+
+
+def test_get_global_persists_across_grid_steps():
+    if not hasattr(pl, "get_global"):
+        pytest.skip("pl.get_global is not in this JAX")
+
+    def kernel(o_ref):
+        sem = pl.get_global(pltpu.SemaphoreType.REGULAR)
+        pl.semaphore_signal(sem, 1)
+        o_ref[0] = pl.semaphore_read(sem)
+
+    f = pl.pallas_call(kernel, grid=(3,),
+                       out_specs=pl.BlockSpec((1,), lambda i: (i,), memory_space=pltpu.SMEM),
+                       out_shape=jax.ShapeDtypeStruct((3,), jnp.int32))
+    np.testing.assert_array_equal(interp.interpret(f)(), [1, 2, 3])

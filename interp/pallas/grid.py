@@ -58,6 +58,7 @@ class KernelRun:
         self.barrier = None               # the barrier semaphore (get_barrier_semaphore)
         self.mesh = None                  # MeshState of a core-mesh kernel
         self.core = None                  # this core's point in the mesh
+        self.globals = {}                 # get_global buffers by equation
 
     def raise_pending(self):
         _, _, message = self.pending
@@ -554,6 +555,7 @@ class MeshState:
         self.slots = {}    # id(core-local ref) -> slot index
         self.locals = {}   # core point -> [refs]
         self.barriers = {}
+        self.globals = {}   # get_global buffers by equation, shared by the cores
 
     def register(self, locals_):
         self.locals = locals_

@@ -393,3 +393,15 @@ def has_memory_space(eqn, ref, *, memory_space):
     # operand in HBM (interp.pallas.grid: whole operands), so only HBM answers True.
     name = str(getattr(memory_space, "value", memory_space)).lower()
     return np.bool_(name == "hbm")
+
+
+@register("get_global")
+def get_global(eqn, *, what):
+    # One buffer per get_global equation for the whole call: every grid step (and every core of a
+    # core mesh) sees the same one. JAX's interpret mode cannot discharge it.
+    run = current_run()
+    owner = run.mesh if run.mesh is not None else run
+    ref = owner.globals.get(eqn)
+    if ref is None:
+        ref = owner.globals[eqn] = _alloc_scratch(what, "global", run, run.options)
+    return ref
