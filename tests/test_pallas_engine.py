@@ -366,3 +366,20 @@ def test_writes_to_an_input_block_last_until_its_index_changes():
     np.testing.assert_array_equal(got[2], x[8:])
     np.testing.assert_array_equal(got[3], x[:8])  # fetched again: the caller's data
     assert not np.any(x == 99)
+
+
+@pytest.mark.parametrize("dtype,poison", [
+    (np.float32, np.nan), (jnp.bfloat16, np.nan), (np.int32, np.iinfo(np.int32).min),
+    (np.int8, -128), (np.uint8, 255), (np.uint32, 2**32 - 1), (np.bool_, True)])
+def test_never_written_outputs_hold_the_documented_poison(dtype, poison):
+    def kernel(o_ref):
+        pass
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), dtype))
+    out = interp.interpret(f)()
+    assert out.dtype == np.dtype(dtype)
+    want = np.full((8, 128), poison).astype(dtype)
+    bits = {1: np.uint8, 2: np.uint16, 4: np.uint32}[out.dtype.itemsize]
+    np.testing.assert_array_equal(out.view(bits), want.view(bits))  # NaN: the same quiet NaN
+    np.testing.assert_array_equal(interp.interpret(f, uninitialized="zero")(),
+                                  np.zeros((8, 128), dtype))
