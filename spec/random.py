@@ -212,8 +212,13 @@ class Sampler:
     exactness: "exact" (bitwise: built from exactly defined ops), "fma" (bitwise except where
     XLA:CPU contracts a multiply-add into one FMA: explained, not hidden), or "ulp" (goes through
     transcendental functions whose XLA:CPU approximations differ from the correctly rounded
-    reference). ulp: the measured worst case vs XLA:CPU per float dtype (key 42, tests/
-    test_random.py); None where it could not be measured yet.
+    reference). ulp: the measured worst case vs XLA:CPU per float dtype: jax.random.key(42), the
+    shapes and parameters of tests/test_random.py SAMPLERS, the larger of JAX 0.10.2 and
+    0.12.0.1 (XLA:CPU of each); integer-valued samplers (poisson, binomial, geometric,
+    categorical) measure the largest difference of the integers. None: not measured yet.
+    The large ones are XLA's approximations, not the reference's: gumbel -log(-log(u)) (XLA's
+    log near 1 loses relative accuracy), loggamma and chisquare (log-space gamma), orthogonal
+    (XLA's QR), truncated_normal (erf/erf_inv near the bounds).
     """
     exactness: str
     ulp: dict = dataclasses.field(default_factory=dict)

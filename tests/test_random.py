@@ -197,7 +197,8 @@ def test_key_arrays_through_control_flow():
         kc = lax.cond(True, lambda q: jax.random.fold_in(q, 3), lambda q: q, k)
         ks, bits = lax.scan(lambda key, _: (jax.random.split(key)[1], jax.random.bits(key)),
                             k, None, length=4)
-        return [jax.random.key_data(x) for x in (kw, kc, ks)] + [bits]
+        _, kys = lax.scan(lambda c, q: (c, jax.random.fold_in(q, 1)), 0, jax.random.split(k, 3))
+        return [jax.random.key_data(x) for x in (kw, kc, ks, kys, jax.random.clone(k))] + [bits]
 
     k = jax.random.key(5)
     _same(interp.interpret(f)(k), xla_cpu(f, k))

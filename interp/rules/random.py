@@ -221,7 +221,8 @@ def random_fold_in(eqn, keys, msgs):
     return KeyArray(keys.impl, native.fold_in(keys.data, np.asarray(msgs).astype(U32)))
 
 
-@register("random_bits")
+@register("random_bits", partial="threefry2x32 with jax_threefry_partitionable=False and 2**32 - 1 "
+                                  "or more output words (16 GiB; JAX splits the key into blocks) raises")
 def random_bits(eqn, keys, *, bit_width, shape):
     keys = as_key(keys)
     if bit_width not in (8, 16, 32, 64):
