@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import dtypes as D
 from ..registry import register
-from .lax_reductions import F64, LONGDOUBLE, UNIT, certified_round, exact_dot, round_float, wide_type, window_indices, wrap_int
+from .lax_reductions import (F64, UNIT, certified_round, refine_sums, round_float, sum_error_bound, wide_type,
+                             window_indices, wrap_int)
 
 FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
 
@@ -83,18 +84,19 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
         nbn = np.sqrt(np.sum(bw * bw, axis=1))
         absbound = na[:, :, None] * nbn[:, None, :] * (1 + 2 * (k + 4) * UNIT[wide])
 
+    bound = sum_error_bound(absbound, k, wide)
+    bt = np.swapaxes(bf, 1, 2)
+
     def exact(i):
         bi, rest = divmod(int(i), m * n)
         mi, ni = divmod(rest, n)
-        return exact_dot(af[bi, mi], bf[bi, :, ni])
+        return af[bi, mi], bt[bi, ni]
 
     def refine(idx):
-        # Undecided elements again, summed in long double: the products are exact there too.
         bi, rest = np.divmod(idx, m * n)
         mi, ni = np.divmod(rest, n)
-        p = af[bi, mi].astype(LONGDOUBLE) * np.swapaxes(bf, 1, 2)[bi, ni].astype(LONGDOUBLE)
-        return np.sum(p, axis=-1), np.sum(np.abs(p), axis=-1)
-    return certified_round(s, absbound, k, out_dtype, exact, refine, single=k == 1)
+        return refine_sums(af[bi, mi], bt[bi, ni], wide)
+    return certified_round(s, bound, out_dtype, exact, refine, single=k == 1)
 
 
 def matmul(eqn, a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:

@@ -128,20 +128,26 @@ def wide_type(*dtypes) -> np.dtype:
     return F64 if bits <= 53 else LONGDOUBLE
 
 
-def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn, refine=None,
+def sum_error_bound(absbound, k, wide) -> np.ndarray:
+    """A bound of |computed - exact| for a sum of ``k`` exact terms computed in ``wide`` in any
+    order: gamma_{k-1} * sum|term| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd
+    ed., eq. 4.4), taken generously as 2 (k + 4) u * absbound (``absbound`` >= sum|term|)."""
+    wide = np.dtype(wide)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(absbound, wide) * (2.0 * (np.asarray(k, wide) + 4) * np.asarray(UNIT[wide], wide))
+
+
+def certified_round(s: np.ndarray, bound: np.ndarray, out_dtype, exact_fn, refine=None,
                     single=False) -> np.ndarray:
     """Correctly rounded sums from approximate wide sums.
 
-    ``s`` holds sums of ``k`` exactly representable terms computed in float64 / long double in
-    any order, ``absbound`` an upper bound of ``sum |term|`` (both same shape; ``k`` a number or
-    an array broadcastable to it). Any summation order has ``|s - exact| <= gamma_k * sum|term|``
-    (Higham, Accuracy and Stability of Numerical Algorithms, 4.2); we use the generous
-    ``2 (k + 4) u * absbound``. Where the whole interval ``[s - bound, s + bound]`` rounds to one
-    value of ``out_dtype``, that value is the correctly rounded exact sum; elsewhere
-    ``exact_fn(flat_index) -> (n, e)`` gives the exact sum, rounded here. Non-finite ``s`` are
-    exact already (no finite partial sum can overflow the wide type): they are rounded as is.
-    ``refine(flat_indices) -> (s, absbound)`` (optional, for float64 ``s``) recomputes the
-    undecided elements in long double (2**11 times tighter bound) before the exact fallback.
+    ``s`` holds approximations (float64 / long double) of exact sums with ``|s - exact| <= bound``
+    (see :func:`sum_error_bound`). Where the whole interval ``[s - bound, s + bound]`` rounds to
+    one value of ``out_dtype``, that value is the correctly rounded exact sum (rounding is
+    monotone). The undecided elements go to ``refine(flat_indices) -> (s, bound)`` (a more precise
+    method, long double or double-double) if given, then to ``exact_fn(flat_index) -> (a, b)``,
+    the float64 vectors whose exact dot (sum if b is omitted) is computed and rounded. Non-finite ``s`` are exact already (no finite partial
+    sum can overflow the wide type): they are rounded as they are.
     An exact zero is +0.0 (XLA accumulates from a +0.0 init value), except where ``single``
     (a sum of exactly one term, which XLA does not accumulate): that term's sign is kept.
     """
@@ -150,7 +156,7 @@ def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn,
     out_dtype = np.dtype(out_dtype)
     u = UNIT[wide]
     with np.errstate(over="ignore", invalid="ignore"):
-        bound = np.asarray(absbound, wide) * (2.0 * (np.asarray(k, wide) + 4) * np.asarray(u, wide))
+        bound = np.asarray(bound, wide)
         # Widen by the rounding of s -/+ bb itself (<= u |s -/+ bb|), so that the computed
         # lo <= s - bound and hi >= s + bound: bb = bound + 4u (|s| + bound).
         bb = np.abs(s)
@@ -170,14 +176,66 @@ def certified_round(s: np.ndarray, absbound: np.ndarray, k, out_dtype, exact_fn,
         out = np.where(zero, np.zeros((), out_dtype), out)  # exact zero: +0
     out = np.asarray(out, out_dtype)
     todo = np.flatnonzero(~certain)
-    if todo.size and refine is not None and wide == F64 and UNIT[LONGDOUBLE] < UNIT[F64]:
-        s2, a2 = refine(todo)
-        out.flat[todo] = certified_round(np.asarray(s2, LONGDOUBLE), a2, np.broadcast_to(k, s.shape).flat[todo],
-                                         out_dtype, lambda j: exact_fn(todo[j]))
+    if todo.size and refine is not None:
+        s2, b2 = refine(todo)
+        out.flat[todo] = certified_round(s2, b2, out_dtype, lambda j: exact_fn(todo[j]),
+                                         single=np.broadcast_to(single, s.shape).flat[todo])
         return out
     for i in todo:
-        out.flat[i] = round_exact(*exact_fn(i), out_dtype)
+        out.flat[i] = round_exact(*exact_dot(*exact_fn(i)), out_dtype)
     return out
+
+
+def refine_sums(a: np.ndarray, b: np.ndarray | None, wide) -> tuple[np.ndarray, np.ndarray]:
+    """Second tier for undecided elements: ``sum(a * b)`` (rows of (F, K) float64 arrays holding
+    the exact input values; ``b`` None for plain sums) recomputed more precisely.
+
+    wide float64 -> long double: the products are exact there too, the bound 2**11 times tighter.
+    wide long double (float64 inputs) -> double-double (Ogita, Rump, Oishi, "Accurate sum and dot
+    product", SIAM J. Sci. Comput. 26(6), 2005, Sum2/Dot2): each product is split exactly into
+    four float64 terms (frexp + Veltkamp split into 26-bit halves), scaled by the row's largest
+    exponent, and summed with TwoSum; |s + c - exact| <= gamma_{n-1}^2 sum|term| plus 2**-1074 per
+    term for the scaling of tiny terms.
+    """
+    if wide == F64 and UNIT[LONGDOUBLE] < UNIT[F64]:
+        t = a.astype(LONGDOUBLE) if b is None else a.astype(LONGDOUBLE) * b.astype(LONGDOUBLE)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.sum(t, axis=-1), sum_error_bound(np.sum(np.abs(t), axis=-1), t.shape[-1], LONGDOUBLE)
+    if b is None:
+        b = np.ones_like(a)
+    rows = max(1, (1 << 20) // max(1, 4 * a.shape[-1]))      # bounded memory: chunks of rows
+    parts = [_double_double_dot(a[i:i + rows], b[i:i + rows]) for i in range(0, a.shape[0], rows)]
+    return (np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, LONGDOUBLE),
+            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, LONGDOUBLE))
+
+
+def _double_double_dot(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    fa, ea = np.frexp(a)
+    fb, eb = np.frexp(b)
+    split = lambda f: (f * 134217729.0 - (f * 134217729.0 - f))  # noqa: E731  (Veltkamp, 2**27 + 1)
+    ha, hb = split(fa), split(fb)
+    la, lb = fa - ha, fb - hb
+    e = (ea + eb).astype(np.int64)
+    nonzero = (fa != 0) & (fb != 0)
+    lowest = np.iinfo(np.int64).min
+    emax = np.max(np.where(nonzero, e, lowest), axis=-1, initial=lowest)
+    emax = np.where(emax == lowest, 0, emax)
+    shift = np.maximum(e - emax[:, None], -1100)
+    # Terms as rows (one contiguous vector per step of the TwoSum loop).
+    terms = np.concatenate([np.ldexp(x * y, shift).T for x, y in ((ha, hb), (ha, lb), (la, hb), (la, lb))])
+    n = terms.shape[0]
+    s = np.zeros(terms.shape[1])
+    c = np.zeros(terms.shape[1])
+    for t in terms:
+        x = s + t
+        z = x - s
+        c += (s - (x - z)) + (t - z)
+        s = x
+    g = n * UNIT[F64] / (1 - n * UNIT[F64])
+    v = s.astype(LONGDOUBLE) + c.astype(LONGDOUBLE)
+    bound = (2 * g * g) * np.sum(np.abs(terms), axis=0).astype(LONGDOUBLE) + n * 2.0 ** -1073 \
+        + np.abs(v) * (2 * UNIT[LONGDOUBLE])
+    return np.ldexp(v, emax), np.ldexp(bound, emax)
 
 
 def _move_last(x: np.ndarray, axes) -> np.ndarray:
@@ -198,13 +256,9 @@ def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
         a = np.sum(np.abs(xw), axis=-1)
     if x.shape[-1] == 0:
         return np.zeros(x.shape[:-1], out_dtype)
-    flat = x.reshape(-1, x.shape[-1])
-
-    def refine(idx):
-        t = flat[idx].astype(LONGDOUBLE)
-        return np.sum(t, axis=-1), np.sum(np.abs(t), axis=-1)
-    return certified_round(s, a, x.shape[-1], out_dtype, lambda i: exact_dot(flat[i].astype(F64)), refine,
-                           single=x.shape[-1] == 1)
+    flat = x.reshape(-1, x.shape[-1]).astype(F64)
+    return certified_round(s, sum_error_bound(a, x.shape[-1], wide), out_dtype, lambda i: (flat[i],),
+                           lambda idx: refine_sums(flat[idx], None, wide), single=x.shape[-1] == 1)
 
 
 def wrap_int(v: np.ndarray, dtype) -> np.ndarray:
@@ -688,13 +742,13 @@ def _float_cumsum(x, out_dtype):
         a = np.cumsum(np.abs(xw), axis=-1)
     if n == 0:
         return np.zeros(x.shape, out_dtype)
-    flat = x.reshape(-1, n)
+    flat = x.reshape(-1, n).astype(F64)
 
     def exact(i):
         row, k = divmod(i, n)
-        return exact_dot(flat[row, :k + 1].astype(F64))
+        return (flat[row, :k + 1],)
     # XLA's cumsum is a reduce_window over n elements (zero padded): one term only when n == 1.
-    return certified_round(s, a, np.arange(1, n + 1), out_dtype, exact, single=n == 1)
+    return certified_round(s, sum_error_bound(a, np.arange(1, n + 1), wide), out_dtype, exact, single=n == 1)
 
 
 register("cumsum")(_cumulative(_cumsum))
