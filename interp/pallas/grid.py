@@ -99,6 +99,9 @@ class BlockPlan:
     def __init__(self, bm, name, num_grid, options):
         self.name = name
         self.array_shape = tuple(bm.array_aval.shape)
+        if jax.dtypes.issubdtype(bm.array_aval.dtype, jax.dtypes.extended):
+            raise UnsupportedPrimitiveError("pallas_call", {}, f"operand '{name}' of extended "
+                                            f"dtype {bm.array_aval.dtype} (e.g. Pallas PRNG keys)")
         self.dtype = np.dtype(bm.array_aval.dtype)
         self.space = _memory_space_name(bm.transformed_block_aval)
         self.whole = self.space in WHOLE_ARRAY_SPACES
