@@ -20,8 +20,9 @@ _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @register("pallas_call", partial="Indirect block dimensions, block transforms (Mosaic GPU "
-                                 "tiling/swizzle), pallas_call over a mesh and custom grid "
-                                 "environments are unsupported")
+                                 "tiling/swizzle), operands of extended dtype (Pallas PRNG "
+                                 "keys), pallas_call over a mesh and custom grid environments "
+                                 "are unsupported")
 def pallas_call(eqn, *args, **params):
     return _plan(eqn, CallPlan).run(args)
 
