@@ -109,8 +109,8 @@ def random_array(rng: np.random.Generator, dtype, shape, *, specials: float = 0.
         return rng.integers(0, 2, size=shape).astype(bool)
     if D.is_int(dtype):
         info = D.iinfo(dtype)
-        lo = int(info.min) if low is None else low
-        hi = int(info.max) if high is None else high
+        lo = int(info.min) if low is None else max(int(low), int(info.min))
+        hi = int(info.max) if high is None else min(int(high), int(info.max))
         if positive:
             lo = max(lo, 0)
         wide = np.int64 if D.is_signed(dtype) else np.uint64

@@ -41,9 +41,9 @@ def float_ordinal(x: np.ndarray) -> np.ndarray:
     """Map floats to integers so that consecutive values differ by 1 and +0 == -0 == 0."""
     x = np.asarray(x)
     width = D.bit_width(x.dtype)
-    b = bits(x).astype(np.int64) & ((1 << width) - 1)
-    mag = b & ((1 << (width - 1)) - 1)
-    return np.where(b >> (width - 1), -mag, mag)
+    b = bits(x).astype(np.uint64)
+    mag = (b & np.uint64((1 << (width - 1)) - 1)).astype(np.int64)
+    return np.where((b >> np.uint64(width - 1)) & np.uint64(1), -mag, mag)
 
 
 def ulp_distance(ref: np.ndarray, out: np.ndarray) -> np.ndarray:

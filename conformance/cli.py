@@ -5,6 +5,7 @@
     jax-conformance repro CASE --runner R [--seed S]
     jax-conformance devices
     jax-conformance list [--profile P] [--family F]
+    jax-conformance coverage [--profile P]
 """
 from __future__ import annotations
 
@@ -154,6 +155,54 @@ def cmd_list(args) -> int:
     return 0
 
 
+def exercised_primitives(profile: str) -> tuple[dict, list]:
+    """{primitive: number of cases whose jaxpr (sub-jaxprs and kernels included) contains it}, and
+    the ids of cases that could not be traced."""
+    import collections
+    import jax.extend.core as jcore
+    from conformance.cases import all_cases
+    import jax
+    counts: collections.Counter = collections.Counter()
+    failed = []
+
+    def walk(j, seen):
+        j = getattr(j, "jaxpr", j)
+        for e in j.eqns:
+            seen.add(e.primitive.name)
+            for v in e.params.values():
+                for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                    if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
+                        walk(sub, seen)
+    for cid, case in all_cases(profile).items():
+        try:
+            inputs = case.make_inputs(0)
+            with case.context():
+                closed = jax.make_jaxpr(case.reference_program())(*inputs)
+        except Exception:  # noqa: BLE001  (listed as untraceable)
+            failed.append(cid)
+            continue
+        seen: set = set()
+        walk(closed, seen)
+        counts.update(seen)
+    return dict(counts), failed
+
+
+def cmd_coverage(args) -> int:
+    import interp
+    counts, failed = exercised_primitives(args.profile)
+    cov = interp.coverage()
+    supported = sorted(p for p, s in cov.items() if s != "unsupported")
+    missing = [p for p in supported if p not in counts]
+    print(f"{len(counts)} primitives exercised by the {args.profile} cases; "
+          f"{len(supported) - len(missing)} of the {len(supported)} the reference supports")
+    for p in sorted(counts, key=lambda p: (-counts[p], p)):
+        print(f"  {p}: {counts[p]} cases ({cov.get(p, 'not a registered primitive')})")
+    print(f"supported by the reference but in no case ({len(missing)}): {', '.join(missing)}")
+    if failed:
+        print(f"cases that could not be traced ({len(failed)}): {', '.join(failed)}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="jax-conformance", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,6 +239,9 @@ def main(argv=None) -> int:
     ls.add_argument("--profile", default="quick", choices=("quick", "nightly"))
     ls.add_argument("--family", default=None)
     ls.set_defaults(func=cmd_list)
+    cv = sub.add_parser("coverage", help="which primitives the cases exercise, and which they miss")
+    cv.add_argument("--profile", default="quick", choices=("quick", "nightly"))
+    cv.set_defaults(func=cmd_coverage)
     args = p.parse_args(argv)
     return args.func(args)
 

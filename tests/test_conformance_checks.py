@@ -23,6 +23,10 @@ def test_ulp_distance_hand_values():
     out = np.array([up, down2, -0.0, np.nan, 1.0, np.finfo(np.float32).max, -1e-45], np.float32)
     d = checks.ulp_distance(ref, out)
     assert d.tolist() == [1, 2, 0, 0, math.inf, 1, 2]
+    # float64 across zero: the two smallest subnormals of opposite signs are 2 apart.
+    t = np.array([5e-324], np.float64)
+    assert checks.ulp_distance(t, -t).tolist() == [2]
+    assert checks.ulp_distance(np.array([1.0]), np.array([1.0 + 2 ** -52 * 3])).tolist() == [3]
     # bfloat16: 1.0 and 1.0078125 are neighbours (7 explicit mantissa bits).
     b = np.array([1.0, 1.0078125], D.bfloat16)
     assert checks.ulp_distance(b[:1], b[1:]).tolist() == [1]

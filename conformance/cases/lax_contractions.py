@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import jax.numpy as jnp
 from jax import lax
 
 from spec import compliance as C
@@ -54,6 +55,23 @@ def cases():
         a, b, preferred_element_type=np.float32), inputs=lambda rng: [random_array(rng, BF16, (8, 64), specials=0),
                                                                      random_array(rng, BF16, (64, 8), specials=0)],
         modes=C.dot_product(64), dot_bound=lambda a, b: [_a(a) @ _a(b)], primitives=("dot_general",))
+    # ragged_dot: rows of lhs grouped, each group multiplied by its own rhs matrix.
+    yield Case(id="lax_contractions/ragged_dot/f32", fn=lambda a, b, g: lax.ragged_dot(a, b, g),
+               inputs=lambda rng: [random_array(rng, F32, (10, 16), specials=0), random_array(rng, F32, (3, 16, 4),
+                                                                                        specials=0),
+                                   np.array([3, 0, 7], np.int32)],
+               modes=C.dot_product(16), primitives=("ragged_dot_general",),
+               dot_bound=lambda a, b, g: [np.concatenate([_a(a[s:e]) @ _a(b[k]) for k, (s, e) in enumerate(
+                   zip(np.cumsum(np.r_[0, g[:-1]]), np.cumsum(g)))])])
+    # fft: error bound c * log2(n) * eps * sum |x| (Cooley-Tukey; sum |x| bounds every output).
+    yield Case(id="lax_contractions/fft/c64/64", fn=lambda x: jnp.fft.fft(x),
+               inputs=lambda rng: [random_array(rng, np.complex64, (3, 64), specials=0)],
+               modes=C.dot_product(4 * 6), primitives=("fft",),
+               dot_bound=lambda x: [np.repeat(np.abs(x.astype(np.complex128)).sum(-1, keepdims=True), 64, -1)])
+    yield Case(id="lax_contractions/rfft_irfft/f32/32", fn=lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=32),
+               inputs=lambda rng: [random_array(rng, F32, (2, 32), specials=0)],
+               modes=C.dot_product(8 * 5), primitives=("fft",),
+               dot_bound=lambda x: [np.repeat(2 * _a(x).sum(-1, keepdims=True), 32, -1)])
     conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "VALID")   # noqa: E731
     for dtype, prof in ((F32, "quick"), (BF16, "nightly")):
         yield Case(id=f"lax_contractions/conv_general_dilated/nchw_valid/{dtype.name}", fn=conv,

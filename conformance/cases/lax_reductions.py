@@ -6,6 +6,7 @@ max/min/argmax/sort/top_k and integer reductions are exact (NaN propagation, tie
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 import jax.numpy as jnp
 from jax import lax
@@ -60,3 +61,21 @@ def cases():
                  primitives=["sort"], specials=0.5)
     yield from P(fam, "top_k", lambda x: lax.top_k(x, 5), [(4, 16)], (F32, I32), primitives=["top_k"],
                  specials=0.2)
+    yield from P(fam, "cummin_reverse", lambda x: lax.cummin(x, axis=0, reverse=True), [(12, 3)], (F32, I32),
+                 primitives=["cummin"], specials=0.3)
+    yield from P(fam, "cumprod_int", lambda x: lax.cumprod(x, axis=1), [(3, 12)], (I32,), primitives=["cumprod"])
+    yield from P(fam, "reduce_xor", lambda x: lax.reduce_xor(x, (1,)), [(5, 9)], (I32, U8),
+                 primitives=["reduce_xor"])
+    yield from P(fam, "reduce_window_min_padded",
+                 lambda x: lax.reduce_window(x, jnp.inf, lax.min, (3, 2), (2, 1), ((1, 1), (0, 1))), [(7, 6)],
+                 (F32,), primitives=["reduce_window_min"], specials=0.3)
+    yield from P(fam, "reduce_window_sum_int", lambda x: lax.reduce_window(x, 0, lax.add, (2, 2), (1, 1), "VALID"),
+                 [(5, 6)], (I32,), primitives=["reduce_window_sum"])
+    yield from P(fam, "reduce_generic_argmax_pair",
+                 lambda x, i: lax.reduce((x, i), (jnp.float32(-jnp.inf), jnp.int32(0)),
+                                         lambda a, b: (jnp.maximum(a[0], b[0]),
+                                                       jnp.where(a[0] >= b[0], a[1], b[1])), (1,)),
+                 [(4, 10)], (F32,), int_inputs={1: (0, 100, (4, 10))}, primitives=["reduce"], specials=0)
+    yield from P(fam, "max_pool_grad", jax.grad(lambda x: jnp.sum(lax.reduce_window(
+        x, -jnp.inf, lax.max, (2, 2), (2, 2), "VALID") * 3)), [(6, 8)], (F32,),
+        primitives=["select_and_scatter_add"], specials=0)

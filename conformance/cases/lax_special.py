@@ -2,6 +2,7 @@
 primitive x float dtype x shape and the special values."""
 from __future__ import annotations
 
+import numpy as np
 from jax import lax
 
 from ._elementwise import BF16, F16, F32, F64, Op, elementwise_cases
@@ -36,7 +37,15 @@ OPS = [
     Op("erf_inv", lax.erf_inv, 1, (F32,), nightly_dtypes=N + (BF16,), low=-1, high=1),
     Op("lgamma", lax.lgamma, 1, (F32,), nightly_dtypes=N, low=-20, high=100),
     Op("digamma", lax.digamma, 1, (F32,), nightly_dtypes=N, low=-20, high=100),
-]
+    Op("bessel_i0e", lax.bessel_i0e, 1, (F32,), nightly_dtypes=N, low=-50, high=50),
+    Op("bessel_i1e", lax.bessel_i1e, 1, (F32,), nightly_dtypes=N, low=-50, high=50),
+    Op("igamma", lax.igamma, 2, (), nightly_dtypes=(F32, F64), positive=True, high=30),
+    Op("igammac", lax.igammac, 2, (), nightly_dtypes=(F32, F64), positive=True, high=30),
+    Op("zeta", lax.zeta, 2, (), nightly_dtypes=(F32,), low=1, high=20),
+    Op("polygamma", lambda x: lax.polygamma(np.float32(1), x) if x.dtype == np.float32 else
+       lax.polygamma(np.float64(1), x), 1, (), nightly_dtypes=(F32,), positive=True, high=20),
+] + ([Op("log2", lax.log2, 1, (F32,), nightly_dtypes=N + (BF16,), positive=True, high=1e6)]
+     if hasattr(lax, "log2") else [])
 
 
 def cases():

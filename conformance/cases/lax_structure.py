@@ -30,7 +30,7 @@ def cases():
                  nightly_dtypes=NDT)
     yield from P(fam, "transpose_rank3", lambda x: lax.transpose(x, (2, 0, 1)), [(2, 3, 7)], DT,
                  primitives=["transpose"], nightly_dtypes=NDT)
-    yield from P(fam, "pad_negative_interior", lambda x: lax.pad(x, jnp.array(-1, x.dtype),
+    yield from P(fam, "pad_negative_interior", lambda x: lax.pad(x, jnp.array(7, x.dtype),
                                                                  ((1, -2, 1), (-1, 2, 0))), [(4, 6)], DT,
                  primitives=["pad"], nightly_dtypes=NDT)
     yield from P(fam, "concatenate", lambda x, y: lax.concatenate([x, y, x], 1), [(3, 2), (3, 5)], DT,
@@ -59,6 +59,13 @@ def cases():
                  int_inputs={1: (-12, 12, (12,))}, primitives=["scatter"])
     yield from P(fam, "scatter_add_int_dups", lambda x, i, u: x.at[i].add(u), [(5,), (16,)], (I32,),
                  int_inputs={1: (0, 4, (16,))}, primitives=["scatter-add"])
+    for op in ("mul", "min", "max"):
+        yield from P(fam, f"scatter_{op}_dups", lambda x, i, u, op=op: getattr(x.at[i], op)(u), [(5,), (16,)],
+                     (I32,) + ((F32,) if op != "mul" else ()), int_inputs={1: (0, 4, (16,))},
+                     primitives=[f"scatter-{op}"])
+    yield from P(fam, "gather_rank3_batched", lambda x, i: jnp.take_along_axis(x, i, axis=2, mode="clip"),
+                 [(2, 3, 5)], DT, int_inputs={1: (-2, 7, (2, 3, 4))}, primitives=["gather"])
+    yield from P(fam, "copy_p", lambda x: jnp.copy(x) + 0, [(3, 4)], (I32,), primitives=["copy"])
     yield from P(fam, "roll_tile", lambda x: jnp.tile(jnp.roll(x, 2, axis=1), (2, 1)), [(3, 5)], DT,
                  primitives=["slice", "concatenate"])
     yield from P(fam, "select_where", lambda p, x, y: jnp.where(p > 0, x, y), [(4, 6), (4, 6), (4, 6)], (F32,),
