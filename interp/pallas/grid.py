@@ -34,11 +34,17 @@ from .memory import KernelRef, fill_uninitialized, poison_value
 _local = threading.local()
 
 
-def current_run() -> "KernelRun":
+def maybe_current_run() -> "KernelRun | None":
+    """The innermost running kernel of this thread, or None."""
     stack = getattr(_local, "stack", None)
-    if not stack:
+    return stack[-1] if stack else None
+
+
+def current_run() -> "KernelRun":
+    run = maybe_current_run()
+    if run is None:
         raise RuntimeError("Pallas kernel primitive evaluated outside a pallas_call")
-    return stack[-1]
+    return run
 
 
 class KernelRun:
@@ -512,7 +518,6 @@ class MeshPlan:
             run = KernelRun(self.name, self.sizes, opts)
             run.kernel_grid = ()
             run.point = dict(zip(self.axes, point))
-            run.axis_env = run.point
             run.mesh = mesh
             run.core = point
             run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,

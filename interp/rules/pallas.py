@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 
 from ..pallas import indexing
-from ..pallas.grid import CallPlan, MeshPlan, current_run, _alloc_scratch
+from ..pallas.grid import CallPlan, MeshPlan, _alloc_scratch, current_run, maybe_current_run
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
@@ -43,16 +43,16 @@ def mpmd_map(eqn, *args, **params):
 
 
 def _axis_index(eqn, *, axis_name, **params):
-    env = getattr(current_run(), "axis_env", None) or {}
+    run = maybe_current_run()
+    mesh = run.mesh if run is not None else None
     names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
-    if not all(n in env for n in names):
+    if mesh is None or not all(n in mesh.axes for n in names):
         raise eqn.unsupported(f"axis_index of {axis_name!r} outside a Pallas core mesh")
     # Several names: the row-major linear index over them (jax.lax.axis_index semantics).
-    run = current_run()
-    sizes = dict(zip(run.point.keys(), run.grid)) if isinstance(run.point, dict) else {}
+    sizes = dict(zip(mesh.axes, mesh.sizes))
     idx = 0
     for n in names:
-        idx = idx * sizes.get(n, 1) + env[n]
+        idx = idx * sizes[n] + run.point[n]
     return np.int32(idx)
 
 
@@ -73,7 +73,8 @@ def num_programs(eqn, *, axis):
     return np.int32(current_run().kernel_grid[axis])
 
 
-# -- hints and timing: no effect on values (pl.debug_print is JAX's debug_print: control_flow) -----------------------------------------
+# -- hints and timing: no effect on values ----------------------------------------------------
+# (pl.debug_print binds JAX's debug_print, whose rule is in control_flow)
 
 @register("multiple_of", "max_contiguous")
 def hint(eqn, x, **params):
