@@ -14,9 +14,10 @@ from ..case import Case, random_array
 
 F32 = np.dtype(np.float32)
 N = 8
-# Measured on XLA:CPU against float64 (seeds 0..9): every result below stays within 40 eps*max|in|;
-# the budgets add about 8x margin (source "measured").
-MODE = C.abs_rel(256, 64, "measured")
+# Measured on XLA:CPU (jax 0.12.0.1) against the same programs in float64, seeds 0..9: worst abs
+# error 3.4 eps*max|in| (eigh; svd 2.4, qr 2.7, cholesky/solves < 0.2); the budget is 8x that plus a
+# small relative term (source "measured").
+MODE = C.abs_rel(32, 8, "measured")
 
 
 def _spd(rng):
