@@ -412,3 +412,12 @@ def test_uniform_every_float_dtype(dtype):
         fn = lambda k: jax.random.uniform(k, (4099,), dt)  # noqa: E731
         k = jax.random.key(9)
         _same(_run_or_xfail(fn, k), xla_cpu(fn, k), dtype)
+
+
+def test_randint_64_bit_widths():
+    """randint for the widths that need jax_enable_x64 (and uint16), bit-exact."""
+    with x64(True):
+        fn = lambda k: [jax.random.randint(k, (300,), lo, hi, d) for lo, hi, d in (  # noqa: E731
+            (-2**40, 2**50, jnp.int64), (0, 2**62, jnp.uint64), (3, 60000, jnp.uint16))]
+        k = jax.random.key(8)
+        _same(_run_or_xfail(fn, k), xla_cpu(fn, k))
