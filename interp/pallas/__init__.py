@@ -1,4 +1,16 @@
-"""The Pallas engine of the reference: grid loop and block specs (``grid``), kernel memory with
-poisoning and names (``memory``), the DMA / semaphore model with race detection (``dma``)."""
-from .grid import CallPlan, KernelRun, current_run  # noqa: F401
+"""The Pallas engine of the reference.
+
+* ``grid``: ``CallPlan`` (pallas_call: grid loop, block specs, index maps, aliasing, revisits,
+  shuffled parallel axes) and ``MeshPlan`` (``pl.kernel`` / ``core_map`` over a core mesh);
+  plans are built once per equation and reused per call and grid step.
+* ``memory``: ``KernelRef``, the kernel buffers (views of operands where possible) with
+  poisoning of never-written memory, bounds checks, masked accesses and error messages that name
+  the kernel, the buffer, the grid point and the index.
+* ``dma``: the DMA / semaphore model and race detection (``Options.detect_races``).
+* ``cores``: the cores of a core mesh taking turns (semaphore waits yield, deadlocks are loud).
+* ``indexing``: the single call point into the state family's indexer normalisation.
+
+Semantics and sources: ``spec/pallas.py``; rules: ``interp/rules/pallas.py``.
+"""
+from .grid import CallPlan, KernelRun, MeshPlan, current_run  # noqa: F401
 from .memory import KernelRef, poison_value  # noqa: F401
