@@ -64,9 +64,9 @@ SEMANTICS = table(
             "scratch (VMEM/SMEM) persists across grid steps and starts never-written; semaphore "
             "scratch starts at 0",
             "uninitialized='raise': reading never-written memory raises UninitializedReadError at "
-            "the read (not the old value a swap returns, which is poison); an output element the kernel never "
-            "wrote raises when the call returns (its caller reads it); DMAs move never-written "
-            "state along with the data",
+            "the read (not the old value a swap returns, which is poison); an output element "
+            "the kernel never wrote raises when the call returns (its caller reads it); DMAs "
+            "move never-written state along with the data",
             "detect_races=True: DMAs in flight and semaphores not at zero when the call ends raise "
             "RaceError",
         ),
