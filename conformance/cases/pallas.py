@@ -115,6 +115,27 @@ def build_prng(interpret):
         in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)], interpret=interpret)(seed)
 
 
+def _dma_kernel(x_hbm, o_hbm):
+    pltpu = _tpu()
+
+    def body(buf, sem):
+        # HBM -> VMEM copy of rows 8..23, scale in VMEM, VMEM -> HBM, each DMA awaited.
+        cp = pltpu.make_async_copy(x_hbm.at[pl.ds(8, 16)], buf, sem)
+        cp.start()
+        cp.wait()
+        buf[...] = buf[...] * 3
+        back = pltpu.make_async_copy(buf, o_hbm, sem)
+        back.start()
+        back.wait()
+    pl.run_scoped(body, pltpu.VMEM((16, 128), jnp.float32), pltpu.SemaphoreType.DMA)
+
+
+def build_dma(interpret):
+    return lambda x: pl.pallas_call(_dma_kernel, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+                                    in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                                    out_specs=pl.BlockSpec(memory_space=pl.ANY), interpret=interpret)(x)
+
+
 def _rows(shape, dtype=F32, **kw):
     return lambda rng: [random_array(rng, dtype, s, **kw) for s in shape]
 
@@ -211,6 +232,8 @@ def cases():
     yield _case("scalar_prefetch_gather/f32", build_prefetch_gather,
                 lambda rng: [rng.permutation(4).astype(np.int32), random_array(rng, F32, (4, 8, 128))],
                 targets=("tpu",), primitives=("pallas_call",))
+    yield _case("dma_run_scoped/f32/32x128", build_dma, _rows([(32, 128)]), targets=("tpu",),
+                primitives=("pallas_call", "dma_start", "dma_wait", "run_scoped"))
     yield _case("tpu_prng/random_bits", build_prng, _seed, targets=("tpu",), needs=frozenset({"hardware-prng"}),
                 modes=C.statistical(), primitives=("pallas_call", "prng_seed", "prng_random_bits"))
     yield _case("ops/tpu_matmul/f32/128x256x128", shipped(_ops_tpu_matmul),
