@@ -314,3 +314,54 @@ def test_cores_waiting_on_each_other_deadlock_loudly():
 
     with pytest.raises(RaceError, match=r"deadlock.*core \(0,\).*core \(1,\)"):
         interp.interpret(f)(np.ones((8, 128), np.float32))
+
+
+def _dma_kernel(body):
+    return pl.pallas_call(body, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                          out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                          scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32),
+                                          pltpu.SemaphoreType.DMA((2,))])
+
+
+def test_dma_races_on_source_and_overlapping_destinations():
+    def writes_source(x_hbm, o_ref, buf, sem):
+        buf[0:8, :] = jnp.ones((8, 128), jnp.float32)
+        c = pltpu.make_async_copy(buf.at[pl.ds(0, 8)], o_ref, sem.at[0])
+        c.start()
+        buf[0:8, :] = jnp.zeros((8, 128), jnp.float32)  # the source changes under the DMA
+        c.wait()
+
+    def overlapping(x_hbm, o_ref, buf, sem):
+        a = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[pl.ds(0, 8)], sem.at[0])
+        b = pltpu.make_async_copy(x_hbm.at[pl.ds(8, 8)], buf.at[pl.ds(4, 8)], sem.at[1])
+        a.start()
+        b.start()
+        a.wait()
+        b.wait()
+        o_ref[...] = buf[0:8, :]
+
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    with pytest.raises(RaceError, match=r"write of scratch \(vmem\) buffer .*\[0:8, 0:128\].*"
+                                        r"DMA's source"):
+        interp.interpret(_dma_kernel(writes_source), detect_races=True)(x)
+    with pytest.raises(RaceError, match=r"DMA into .*\[4:12, 0:128\] overlaps the DMA in flight"):
+        interp.interpret(_dma_kernel(overlapping), detect_races=True)(x)
+
+
+def test_dma_out_of_bounds_source():
+    def kernel(x_hbm, o_ref, buf, sem):
+        start = pl.program_id(0) * 12  # dynamic: 0, then 12 (rows 12..19 of 16)
+        c = pltpu.make_async_copy(x_hbm.at[pl.ds(start, 8)], buf.at[pl.ds(0, 8)], sem.at[0])
+        c.start()
+        c.wait()
+        o_ref[...] = buf[0:8, :]
+
+    f = pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                       out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32),
+                                       pltpu.SemaphoreType.DMA((2,))])
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    with pytest.raises(OutOfBoundsError, match=r"grid point \(1,\): input \(any\) buffer "
+                                               r"'x_hbm.*\[12:20:1\], size 16"):
+        interp.interpret(f)(x)
