@@ -56,8 +56,8 @@ class KernelRef(Ref):
     ``init`` is ``None`` when every element is known to be written (inputs, "nan"/"zero" modes),
     otherwise a bool array of ``array``'s shape (a view like ``array`` for blocks).
     ``run`` is the :class:`interp.pallas.grid.KernelRun` the ref belongs to (names, grid point,
-    DMA tracker); ``buffer`` identifies the underlying memory for race checks (refs that view the
-    same operand share it), with ``offset`` the position of this ref's origin in it.
+    DMA tracker); ``kind`` says what the buffer is in messages (input, output, scratch, semaphore).
+    Race checks compare element addresses, so refs viewing the same memory are compared exactly.
     """
     __slots__ = ("run", "init", "kind")
 
