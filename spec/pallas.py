@@ -37,8 +37,9 @@ SEMANTICS = table(
         "traced for (interpret=True, InterpretParams, TPU/Triton/Mosaic GPU compiler params).",
         edge_cases=(
             "grid order: row-major over the grid; grid_order='shuffled' visits every axis whose "
-            "dimension_semantics is 'parallel' in a permutation seeded by Options.seed (other axes "
-            "keep their order, so consecutive revisits along 'arbitrary' axes stay consecutive)",
+            "dimension_semantics is 'parallel' (every axis for Triton / Mosaic GPU kernels, whose "
+            "programs have no order) in a permutation seeded by Options.seed (other axes keep "
+            "their order, so consecutive revisits along 'arbitrary' axes stay consecutive)",
             "dynamic grid bounds come from the leading operands (DynamicGridDim)",
             "Blocked(b): block index i covers [i*b, i*b+b); a block that starts inside the array "
             "but ends past it (partial edge block) reads never-written memory (poison) outside "

@@ -383,3 +383,16 @@ def test_never_written_outputs_hold_the_documented_poison(dtype, poison):
     np.testing.assert_array_equal(out.view(bits), want.view(bits))  # NaN: the same quiet NaN
     np.testing.assert_array_equal(interp.interpret(f, uninitialized="zero")(),
                                   np.zeros((8, 128), dtype))
+
+
+def test_shuffled_order_applies_to_every_axis_of_a_triton_kernel():
+    from jax.experimental.pallas import triton as plgpu
+    x = RNG.standard_normal((8 * 8, 128)).astype(np.float32)
+    last_wins = pl.pallas_call(_copy_kernel, grid=(8,),
+                               in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                               out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                               out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                               compiler_params=plgpu.CompilerParams())
+    blocks = x.reshape(8, 8, 128)
+    got = [interp.interpret(last_wins, grid_order="shuffled", seed=s)(x) for s in range(6)]
+    assert len({int(np.argmax([np.array_equal(g, b) for b in blocks])) for g in got}) > 1

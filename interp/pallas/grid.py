@@ -238,6 +238,10 @@ class CallPlan:
         self.parallel_axes = tuple(i for i, s in enumerate(sem)
                                    if "parallel" in str(s).lower()) if sem else ()
         self.revisit_undefined = _tpu_pipeline(p)
+        if not self.revisit_undefined:
+            # GPU programs (Triton / Mosaic GPU) run concurrently in no defined order: every
+            # grid axis is parallel.
+            self.parallel_axes = tuple(range(len(self.grid_spec)))
         self.out_avals = p["out_avals"]
 
     # --------------------------------------------------------------------------------------
