@@ -1,0 +1,239 @@
+"""Semantics of the transcendental and special-function primitives (interp/rules/lax_special.py),
+the input domains the tests and conformance cases sample, and the ULP budgets XLA:CPU is held to.
+
+Principle (DESIGN.md 2): these primitives are defined only by accuracy. The reference returns the
+CORRECTLY ROUNDED value of the exact mathematical function (round to nearest, ties to even, in the
+output dtype; subnormals kept). Each backend is then measured in ULPs from that value.
+
+How the reference gets there (see the module docstring of interp/rules/lax_special.py):
+  * outputs up to float32 (all float8/float4 types, bfloat16, float16, float32): NumPy/SciPy in
+    float64; float64 outputs: NumPy long double ufuncs (x87 extended, 64-bit significand) where
+    NumPy has the function, else mpmath;
+  * Ziv's rounding test with a relative error bound ``rel`` for that wide evaluation (WIDE_REL_BOUND
+    below): an element is accepted only if ``w*(1-rel)`` and ``w*(1+rel)`` round to the same value;
+    otherwise it is recomputed with mpmath (128 bits, raised by 64 until two precisions round alike);
+  * one rounding: bfloat16/float8/float4 go float64 -> float32 with round-to-odd -> dtype (ml_dtypes
+    itself converts float64 via float32 with two round-to-nearest steps, which is wrong in rare
+    ties: e.g. 1 + 2**-8 + 2**-40 -> bfloat16 must be 1.0078125, ml_dtypes gives 1.0).
+
+When is the result not guaranteed correctly rounded (stated honestly):
+  * the bounds in WIDE_REL_BOUND are assumptions about glibc's libm (documented < 4 ulp for these
+    double functions, bound used 2**-44 = 512 ulp) and SciPy (Cephes/Boost: documented errors of a
+    few 1e-16 relative in the tested domains; bounds 2**-40 .. 2**-32). Inside the domains in DOMAINS
+    this is checked against mpmath at >= 100 bits by tests/test_lax_special.py (bitwise).
+    Near a zero of the function the relative error of SciPy can exceed the bound (e.g. lgamma at
+    x = 1, 2 is exactly 0, handled; lgamma at its negative-axis zeros, digamma at its negative
+    roots): a wrong rounding there is possible but not observed in the tests;
+  * arguments above MP_MAX = 2**24 for igamma/igammac/igamma_grad_a/zeta/polygamma/betainc: the
+    mpmath series are too slow or do not converge, the SciPy value is kept (partial in coverage);
+  * complex results use a normwise bound, so a component tiny relative to |f(z)| goes to mpmath;
+    C99 special values (inf/NaN components) come from NumPy, which follows C99 Annex G.
+
+Subnormals: the reference never flushes. XLA:CPU flushes subnormal inputs and outputs of these
+functions (it runs with FTZ/DAZ; numerics.md), so XLA is compared only where inputs and the
+reference result are normal or zero: the backend allowance "flush-to-zero".
+"""
+from __future__ import annotations
+
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
+
+JAX_LAX = "jax/_src/lax/lax.py"
+JAX_SPECIAL = "jax/_src/lax/special.py"
+C99_F = "ISO C99 Annex F.9 (IEC 60559 special values of <math.h> functions)"
+C99_G = "ISO C99 Annex G.6 (complex special values and branch cuts; NumPy follows it)"
+XLA_ACC = "xla/codegen/intrinsic/accuracy/accuracy_budget.h (XLA's ULP budgets)"
+DLMF = "NIST DLMF (https://dlmf.nist.gov)"
+MEASURED = "measured on XLA:CPU, jax 0.10.2 and 0.12.0.1, 2026-11-22 (tests/test_lax_special.py)"
+
+_CR = "correctly rounded value of the exact function in the output dtype (compute wider, round once)"
+_ACC = "the `accuracy` parameter (a Tolerance or AccuracyMode) is accepted and ignored: a " \
+       "correctly rounded result satisfies every accuracy request"
+_CPLX = "complex: each component correctly rounded (Ziv test with a normwise bound, mpmath " \
+        "fallback); branch cuts and infinities per C99 Annex G (NumPy), signed zeros kept"
+
+
+def _s(name, summary, edges=(), sources=(), notes="", exactness=CORRECTLY_ROUNDED):
+    return Semantics(name, summary, tuple(edges), tuple(sources), exactness, notes)
+
+
+SEMANTICS = table(
+    _s("exp", f"e^x; {_CR}; {_CPLX}", ["exp(-inf) = +0", "exp(+inf) = +inf", "exp(+-0) = 1"],
+       [JAX_LAX, C99_F, C99_G], _ACC),
+    _s("exp2", f"2^x; {_CR}", ["exp2(-inf) = +0", "exp2(n) = 2^n exactly for integer n in range"],
+       [JAX_LAX, C99_F], _ACC + "; XLA:CPU is 58 ulp off in float32 and 91 ulp in bfloat16 "
+       "(exp2(111) in bfloat16 is not 2^111): recorded in XLA_CPU_ULP"),
+    _s("expm1", f"e^x - 1; {_CR}; {_CPLX}", ["expm1(-inf) = -1", "expm1(-0) = -0"], [JAX_LAX, C99_F], _ACC),
+    _s("log", f"natural log; {_CR}; {_CPLX}",
+       ["log(+-0) = -inf", "log(x < 0) = NaN", "log(+inf) = +inf", "log(1) = +0"], [JAX_LAX, C99_F, C99_G], _ACC),
+    _s("log1p", f"log(1 + x); {_CR}; {_CPLX}", ["log1p(-1) = -inf", "log1p(x < -1) = NaN", "log1p(-0) = -0"],
+       [JAX_LAX, C99_F], _ACC),
+    _s("log2", f"log base 2 (JAX >= 0.11; older JAX lowers jnp.log2 to log/div); {_CR}; {_CPLX}",
+       ["log2(2^n) = n exactly", "log2(+-0) = -inf", "log2(x < 0) = NaN"], [JAX_LAX, C99_F], _ACC),
+    _s("tanh", f"{_CR}; {_CPLX}", ["tanh(+-inf) = +-1", "tanh(-0) = -0"], [JAX_LAX, C99_F], _ACC),
+    _s("logistic", f"1 / (1 + e^-x); {_CR}; complex: same formula, componentwise correctly rounded",
+       ["logistic(-inf) = +0", "logistic(+inf) = 1", "logistic(0) = 0.5"], [JAX_LAX], _ACC),
+    _s("sin", f"{_CR} (exact argument reduction for every finite x); {_CPLX}",
+       ["sin(+-inf) = NaN", "sin(-0) = -0"], [JAX_LAX, C99_F], _ACC),
+    _s("cos", f"{_CR}; {_CPLX}", ["cos(+-inf) = NaN", "cos(+-0) = 1"], [JAX_LAX, C99_F], _ACC),
+    _s("tan", f"{_CR}; {_CPLX}", ["tan(+-inf) = NaN", "tan(-0) = -0"], [JAX_LAX, C99_F], _ACC),
+    _s("asin", f"{_CR}; {_CPLX}", ["asin(|x| > 1) = NaN", "asin(-0) = -0"], [JAX_LAX, C99_F, C99_G]),
+    _s("acos", f"{_CR}; {_CPLX}", ["acos(|x| > 1) = NaN", "acos(1) = +0"], [JAX_LAX, C99_F, C99_G]),
+    _s("atan", f"{_CR}; {_CPLX}", ["atan(+-inf) = +-pi/2 rounded", "atan(-0) = -0"], [JAX_LAX, C99_F, C99_G]),
+    _s("sinh", f"{_CR}; {_CPLX}", ["sinh(+-inf) = +-inf", "sinh(-0) = -0"], [JAX_LAX, C99_F]),
+    _s("cosh", f"{_CR}; {_CPLX}", ["cosh(+-inf) = +inf", "cosh(+-0) = 1"], [JAX_LAX, C99_F]),
+    _s("asinh", f"{_CR}; {_CPLX}", ["asinh(+-inf) = +-inf", "asinh(-0) = -0"], [JAX_LAX, C99_F, C99_G]),
+    _s("acosh", f"{_CR}; {_CPLX}", ["acosh(1) = +0", "acosh(x < 1) = NaN", "acosh(+inf) = +inf"],
+       [JAX_LAX, C99_F, C99_G]),
+    _s("atanh", f"{_CR}; {_CPLX}", ["atanh(+-1) = +-inf", "atanh(|x| > 1) = NaN", "atanh(-0) = -0"],
+       [JAX_LAX, C99_F, C99_G]),
+    _s("atan2", f"atan2(y, x); {_CR}; complex operands are rejected (UnsupportedPrimitiveError)",
+       ["atan2(+-0, +0) = +-0", "atan2(+-0, -0) = +-pi", "atan2(+-y, +inf) = +-0 for finite y > 0",
+        "atan2(+-y, -inf) = +-pi", "atan2(+-inf, +inf) = +-pi/4", "atan2(+-inf, -inf) = +-3pi/4",
+        "atan2(+-inf, finite) = +-pi/2"], [JAX_LAX, C99_F + " F.9.1.4"]),
+    _s("sqrt", f"{_CR}; float64 is IEEE sqrt itself; {_CPLX}",
+       ["sqrt(-0) = -0", "sqrt(x < 0) = NaN", "sqrt(+inf) = +inf"], [JAX_LAX, "IEEE 754-2019 5.4.1"], _ACC),
+    _s("rsqrt", f"1 / sqrt(x); {_CR}; {_CPLX}",
+       ["rsqrt(+0) = +inf", "rsqrt(-0) = -inf", "rsqrt(x < 0) = NaN", "rsqrt(+inf) = +0"],
+       [JAX_LAX, "IEEE 754-2019 9.2 rSqrt"], _ACC),
+    _s("cbrt", f"real cube root (odd); {_CR}; no complex (JAX rejects it)",
+       ["cbrt(-8) = -2", "cbrt(-0) = -0", "cbrt(+-inf) = +-inf"], [JAX_LAX, C99_F], _ACC),
+    _s("pow", f"x^y; {_CR}; an integer y is first converted to x's dtype (JAX's lowering converts "
+              "it: jax/_src/lax/lax.py _pow_lower), correctly rounded; complex: principal value "
+              "exp(y log x) per C99 (NumPy), componentwise correctly rounded",
+       ["pow(x, +-0) = 1 for every x, NaN included", "pow(1, y) = 1 for every y, NaN included",
+        "pow(-1, +-inf) = 1", "pow(+-0, y < 0 odd integer) = +-inf", "pow(+-0, y < 0 other) = +inf",
+        "pow(+-0, y > 0 odd integer) = +-0", "pow(x < 0, non-integer y) = NaN (pow(-8, 1/3) = NaN)",
+        "pow(x < 0, integer y) = +-|x|^y", "pow(+-inf, y) and pow(x, +-inf) per C99 F.9.4.4"],
+       [JAX_LAX, C99_F + " F.9.4.4"]),
+    _s("erf", _CR, ["erf(+-inf) = +-1", "erf(-0) = -0"], [JAX_SPECIAL, C99_F]),
+    _s("erfc", _CR, ["erfc(-inf) = 2", "erfc(+inf) = +0"], [JAX_SPECIAL, C99_F]),
+    _s("erf_inv", f"inverse of erf on [-1, 1]; {_CR}",
+       ["erf_inv(+-1) = +-inf", "erf_inv(|x| > 1) = NaN", "erf_inv(-0) = -0 (SciPy's erfinv gives +0)"],
+       [JAX_SPECIAL, "numerics.md: XLA:CPU erf_inv(+-1) = +-inf"]),
+    _s("lgamma", f"log|Gamma(x)|; {_CR}",
+       ["lgamma(+-0) = +inf", "lgamma(negative integer) = +inf", "lgamma(+-inf) = +inf",
+        "lgamma(1) = lgamma(2) = +0"], [JAX_SPECIAL, C99_F + " F.9.5.3"]),
+    _s("digamma", f"psi(x) = Gamma'(x)/Gamma(x); {_CR}",
+       ["digamma(+-0) = -inf (XLA's convention; SciPy gives +inf for -0)",
+        "digamma(negative integer) = NaN", "digamma(+inf) = +inf", "digamma(-inf) = NaN"],
+       [JAX_SPECIAL, "chlo.digamma decomposition (stablehlo/transforms ChloDecompositionPatterns)",
+        MEASURED]),
+    _s("polygamma", f"psi^(n)(x) for integer n >= 0; {_CR}",
+       ["non-integer or negative n = NaN (as XLA)", "n = 0: digamma",
+        "x a non-positive integer: +inf for odd n, NaN for even n >= 2 (two-sided limits differ)",
+        "psi^(n)(+inf) = (-1)^(n+1) * 0", "psi^(n)(-inf) = NaN"],
+       [JAX_SPECIAL, DLMF + " 5.15"],
+       "XLA:CPU returns NaN at psi^(n)(+inf) and for large n (n! overflow): recorded divergences"),
+    _s("zeta", f"Hurwitz zeta(s, q) = sum_k (k + q)^-s on s >= 1, q > 0; {_CR}",
+       ["zeta(1, q) = +inf", "zeta(s, +inf) = +0", "zeta(+inf, q) = +0 for q > 1, 1 for q = 1, "
+        "+inf for q < 1", "s < 1 or q <= 0 or NaN input = NaN"],
+       [JAX_SPECIAL, DLMF + " 25.11", "Cephes zeta.c (domain x > 1, q > 0)"],
+       "XLA:CPU returns +inf for q = 0 and NaN at zeta(+inf, q) and for q = +inf; the reference does "
+       "not evaluate the continuation to q < 0"),
+    _s("igamma", f"regularized lower incomplete gamma P(a, x); {_CR}",
+       ["a < 0 or x < 0 = NaN", "P(a, 0) = 0", "P(a > 0, +inf) = 1", "P(+-0, x > 0) = 1 (the limit; "
+        "XLA:CPU gives NaN for 0 < x < 1 and 1 for x >= 1)"],
+       [JAX_SPECIAL, DLMF + " 8.2.4"]),
+    _s("igammac", f"regularized upper incomplete gamma Q(a, x) = 1 - P(a, x); {_CR}",
+       ["a < 0 or x < 0 = NaN", "Q(a, 0) = 1", "Q(+-0, x > 0) = 0"], [JAX_SPECIAL, DLMF + " 8.2.4"]),
+    _s("igamma_grad_a", f"d/da P(a, x); {_CR} (mpmath for every element: "
+                        "[ln(x) g(a,x) - x^a/a^2 2F2(a,a;a+1,a+1;-x)]/Gamma(a) - P(a,x) psi(a))",
+       ["a < 0 or x < 0 = NaN", "x = 0 gives 0"], [JAX_SPECIAL, DLMF + " 8.2"],
+       "slow (about 25 ms per element); arguments above 2**24 give NaN (no wide evaluation)"),
+    _s("regularized_incomplete_beta", f"I_x(a, b); {_CR}",
+       ["x outside [0, 1] = NaN", "a <= 0 or b <= 0 per SciPy's betainc (NaN)"],
+       [JAX_SPECIAL, DLMF + " 8.17.2"]),
+    _s("bessel_i0e", f"exp(-|x|) I0(x); {_CR}", ["i0e(+-inf) = +0", "i0e(0) = 1"], [JAX_SPECIAL]),
+    _s("bessel_i1e", f"exp(-|x|) I1(x) (odd); {_CR}", ["i1e(+-inf) = +-0", "i1e(-0) = -0"], [JAX_SPECIAL]),
+    _s("one_minus_square", "1 - x^2 (JAX >= 0.12). Floats: exact value rounded once (JAX lowers it to "
+       "(1 + x) * (1 - x), two roundings, which can be 1 ulp away); integers: wrap-around; complex: "
+       "each component of 1 - z^2 exactly rounded", ["one_minus_square(+-inf) = -inf"], [JAX_LAX]),
+    _s("polynomial", "Horner's rule acc = acc * x + c_k from the highest coefficient down (JAX >= "
+       "0.12), each multiply and add rounded to the dtype as JAX's lowering writes it (integers "
+       "wrap); `unroll` does not change values", [], [JAX_LAX + " _polynomial_lower"],
+       "XLA:CPU contracts the multiply-add into an FMA, so it can differ from this unfused result "
+       "(allowance fma-contraction)", exactness=EXACT),
+)
+
+# Relative error bound assumed for the wide evaluation of each function (outputs up to float32,
+# computed in float64 with glibc libm / SciPy); float64 outputs use long double (2**-56) or mpmath.
+WIDE_REL_BOUND = {
+    "libm": 2.0 ** -44, "erf": 2.0 ** -40, "erfc": 2.0 ** -40, "erf_inv": 2.0 ** -40,
+    "lgamma": 2.0 ** -40, "digamma": 2.0 ** -40, "polygamma": 2.0 ** -36, "zeta": 2.0 ** -36,
+    "igamma": 2.0 ** -32, "igammac": 2.0 ** -32, "regularized_incomplete_beta": 2.0 ** -32,
+    "bessel_i0e": 2.0 ** -44, "bessel_i1e": 2.0 ** -44,
+}
+
+# Input domains sampled by tests and conformance cases: one (lo, hi) per operand. Wide positive
+# ranges are sampled log-uniformly. Special values (NaN, +-inf, +-0, extremes) are added separately.
+DOMAINS = {
+    "exp": [(-80, 80)], "exp2": [(-120, 120)], "expm1": [(-80, 80)], "log": [(1e-30, 1e30)],
+    "log1p": [(-0.999, 1e10)], "log2": [(1e-30, 1e30)], "tanh": [(-20, 20)], "logistic": [(-80, 80)],
+    "sin": [(-1e4, 1e4)], "cos": [(-1e4, 1e4)], "tan": [(-1e4, 1e4)], "asin": [(-1, 1)],
+    "acos": [(-1, 1)], "atan": [(-1e6, 1e6)], "sinh": [(-80, 80)], "cosh": [(-80, 80)],
+    "asinh": [(-1e10, 1e10)], "acosh": [(1, 1e10)], "atanh": [(-1, 1)], "sqrt": [(1e-30, 1e30)],
+    "rsqrt": [(1e-30, 1e30)], "cbrt": [(-1e30, 1e30)], "erf": [(-6, 6)], "erfc": [(-6, 12)],
+    "erf_inv": [(-1, 1)], "lgamma": [(-50, 1e4)], "digamma": [(-50, 1e4)],
+    "bessel_i0e": [(-100, 100)], "bessel_i1e": [(-100, 100)], "atan2": [(-1e3, 1e3), (-1e3, 1e3)],
+    "pow": [(1e-3, 10), (-20, 20)], "polygamma": [(0, 4), (0.1, 50)], "zeta": [(1.01, 20), (0.1, 50)],
+    "igamma": [(0.1, 50), (0.01, 60)], "igammac": [(0.1, 50), (0.01, 60)],
+    "igamma_grad_a": [(0.1, 20), (0.01, 30)],
+    "regularized_incomplete_beta": [(0.1, 20), (0.1, 20), (0.0, 1.0)],
+}
+
+# XLA:CPU's distance from the correctly rounded reference, in ULPs of the output dtype, on DOMAINS
+# with flush-to-zero excluded: primitive -> dtype -> (budget, source). Each budget is derived by
+# one fixed rule from a measurement (/tmp-free: rerun with the sampler of the tests): the maximum
+# distance seen over both JAX versions on 400 points per float32/bfloat16/float16 case (60 for
+# float64, 30 for the mpmath-only float64 functions), seed 0, then budget = 2 x that maximum, at
+# least 1 (sampling more points finds rarer, larger errors; the factor is fixed in advance, never
+# adjusted to make a test pass). sqrt is IEEE correctly rounded on XLA:CPU: budget 0. It is a
+# regression bound for this backend, not a claim about what is acceptable. Where XLA's own
+# accuracy_budget.h has a number, the entry compares: XLA:CPU exceeds its own budget for float32
+# tanh (4 ulp vs 3) and erf (3 ulp vs 2). Large measured errors worth an upstream report: exp2
+# (58 ulp float32; bfloat16 exp2(111) is 91 ulp off although 2^111 is exact), erfc float32 (54 ulp
+# near 8.9, where the result is ~1e-36), sinh/cosh float32 (24 ulp near |x| = 73), igamma/igammac/
+# betainc (up to ~400 ulp in float64). bessel_i0e(0) is 1.0000001 in float32 on XLA:CPU (test 3).
+_M = MEASURED
+XLA_CPU_ULP: dict[str, dict[str, tuple[int, str]]] = {}
+
+
+def _budget(name, **per_dtype):
+    XLA_CPU_ULP[name] = {dt: (v if isinstance(v, tuple) else (v, _M)) for dt, v in per_dtype.items()}
+_budget("exp", float32=(2, _M + "; measured max 1; within accuracy_budget.h's 6"), bfloat16=1, float16=1, float64=2)
+_budget("exp2", float32=116, bfloat16=182, float16=22, float64=88)
+_budget("expm1", float32=2, bfloat16=1, float16=1, float64=1)
+_budget("log", float32=2, bfloat16=1, float16=1, float64=1)
+_budget("log1p", float32=(2, _M + "; measured max 1; within accuracy_budget.h's 1"), bfloat16=1, float16=1, float64=1)
+_budget("log2", float32=2, bfloat16=2, float16=2, float64=2)
+_budget("tanh", float32=(8, _M + "; measured max 4; EXCEEDS accuracy_budget.h's 3"), bfloat16=1, float16=1, float64=14)
+_budget("logistic", float32=4, bfloat16=2, float16=2, float64=2)
+_budget("sin", float32=2, bfloat16=1, float16=1, float64=1)
+_budget("cos", float32=2, bfloat16=1, float16=1, float64=1)
+_budget("tan", float32=2, bfloat16=1, float16=1, float64=1)
+_budget("asin", float32=2, bfloat16=2, float16=2, float64=2)
+_budget("acos", float32=2, bfloat16=2, float16=2, float64=2)
+_budget("atan", float32=2, bfloat16=1, float16=1, float64=2)
+_budget("sinh", float32=48, bfloat16=1, float16=1, float64=34)
+_budget("cosh", float32=48, bfloat16=1, float16=1, float64=34)
+_budget("asinh", float32=2, bfloat16=2, float16=1, float64=1)
+_budget("acosh", float32=4, bfloat16=2, float16=2, float64=2)
+_budget("atanh", float32=4, bfloat16=2, float16=2, float64=2)
+_budget("sqrt", float32=(0, _M + "; measured max 0; within accuracy_budget.h's 1"), bfloat16=0, float16=0, float64=0)
+_budget("rsqrt", float32=(2, _M + "; measured max 1; within accuracy_budget.h's 1"), bfloat16=1, float16=1, float64=2)
+_budget("cbrt", float32=2, bfloat16=1, float16=1, float64=4)
+_budget("erf", float32=(6, _M + "; measured max 3; EXCEEDS accuracy_budget.h's 2"), bfloat16=1, float16=1, float64=2)
+_budget("erfc", float32=108, bfloat16=1, float16=1, float64=112)
+_budget("erf_inv", float32=8, bfloat16=1, float16=1, float64=8)
+_budget("lgamma", float32=2, bfloat16=1, float16=1, float64=4)
+_budget("digamma", float32=4, bfloat16=1, float16=1, float64=2)
+_budget("bessel_i0e", float32=4, bfloat16=1, float16=1, float64=4)
+_budget("bessel_i1e", float32=12, bfloat16=1, float16=1, float64=4)
+_budget("atan2", float32=2, bfloat16=1, float16=1, float64=1)
+_budget("pow", float32=1, bfloat16=1, float16=1, float64=1)
+_budget("polygamma", float32=32, bfloat16=1, float16=1, float64=22)
+_budget("zeta", float32=14, bfloat16=1, float16=1, float64=14)
+_budget("igamma", float32=356, bfloat16=1, float16=1, float64=794)
+_budget("igammac", float32=356, bfloat16=1, float16=1, float64=260)
+_budget("igamma_grad_a", float32=132, bfloat16=1, float16=1, float64=128)
+_budget("regularized_incomplete_beta", float32=322, bfloat16=1, float16=1, float64=152)
