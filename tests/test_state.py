@@ -84,6 +84,14 @@ def test_swap_every_indexer(name):
     same(f, X, np.int32(1), np.array([0, 3, -2], np.int32))
 
 
+def test_index_held_in_a_ref():
+    def f(x, idx):
+        r, ir = new_ref(x), new_ref(idx)
+        return r[ir]
+    out = same(f, X[0], np.array([4, 0, 2, -1], np.int32))
+    assert_same_bits(out, X[0][[4, 0, 2, -1]])
+
+
 def test_swap_with_unique_array_indices():
     def f(x, a, v):
         r = new_ref(x)

@@ -122,9 +122,11 @@ def scan(eqn, *args, jaxpr, length, reverse, unroll, **params):
     y_avals = eqn.out_avals[num_carry:]
     # ys are preallocated (the out avals include the length axis); key-array ys are collected.
     ys = [[None] * length if is_extended(a.dtype) else np.empty(a.shape, a.dtype) for a in y_avals]
+    plain_xs = not any(hasattr(x, "impl") for x in xs)
     for t in range(length):
         i = length - 1 - t if reverse else t
-        out = run(own, consts + carry + [_row(x, i) for x in xs])
+        rows = [x[i] for x in xs] if plain_xs else [_row(x, i) for x in xs]
+        out = run(own, consts + carry + rows)
         carry = out[:num_carry]
         for y, v in zip(ys, out[num_carry:]):
             y[i] = v

@@ -63,6 +63,8 @@ def normalize_indexer(indexer, shape, wrap: bool) -> tuple:
                 start += size
             out.append(slice(start, start + (n - 1) * stride + 1 if n else start, stride))
         else:
+            if isinstance(ix, Ref):  # an indexer held in a ref (Pallas): read it whole
+                ix = ix.read(tuple(slice(0, n, 1) for n in ix.shape))
             a = np.asarray(ix)
             if not D.is_int(a.dtype):
                 raise TypeError(f"ref index of dtype {a.dtype}")
