@@ -161,6 +161,20 @@ def test_dot_bool_and_int64():
         assert_same_bits(ref(fn, a, b), xla_cpu(fn, a, b))
 
 
+def test_float64_refinement_tiers():
+    """float64 dots/sums with heavy cancellation: long double cannot decide most elements, the
+    double-double tier (and the exact fallback) must; every element against the exact oracle."""
+    rng = np.random.default_rng(8)
+    with x64():
+        a = rng.standard_normal((3, 200)) * np.exp2(rng.integers(-30, 30, (3, 200)))
+        b = np.concatenate([a[:2].T, -a[:2].T * (1 + 2.0 ** -40), a[2:].T * 2.0 ** -600], axis=1)
+        out = ref(lambda a, b: a @ b, a, b)
+        check_oracle(out, to_frac(a) @ to_frac(b), F64)
+        x = np.concatenate([a, -a * (1 + 2.0 ** -45)], axis=1)
+        out = ref(lambda x: lax.reduce(x, 0.0, lax.add, (1,)), x)
+        check_oracle(out, np.array([np.sum(to_frac(r)) for r in x], object), F64)
+
+
 def test_dot_mixed_and_narrow_inputs():
     rng = np.random.default_rng(2)
     a32 = rng.standard_normal((3, 8)).astype(np.float32)
