@@ -7,7 +7,7 @@ import threading
 import jax
 import numpy as np
 
-from .evaluator import eval_jaxpr
+from .evaluator import JaxRef, eval_jaxpr
 from .options import make_options
 
 # JAX configuration that changes what a trace means; read at every call, like JAX.
@@ -22,6 +22,8 @@ def _config_key() -> tuple:
 def _leaf_key(x) -> tuple:
     if isinstance(x, (bool, int, float, complex)):
         return (type(x),)  # Python scalars trace as weakly typed scalars
+    if isinstance(x, JaxRef):  # (np.shape would iterate a jax.Ref)
+        return (type(x), tuple(x.shape), str(x.dtype))
     return (type(x), np.shape(x), str(getattr(x, "dtype", None)), bool(getattr(x, "weak_type", False)))
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import jax
 from jax import core as _jax_core  # noqa: F401  (keeps jax.core importable for rules)
+from jax._src import core as jax_core_private
 import jax.extend.core as jcore
 
 from .errors import UnsupportedPrimitiveError
@@ -307,9 +308,33 @@ def eval_jaxpr(closed_jaxpr, *flat_args, options: Options | None = None, **optio
     if len(consts) != len(jaxpr.constvars):
         raise TypeError("eval_jaxpr needs a closed jaxpr (its constants were not found)")
     consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
-    args = [to_reference_value(a, v.aval) for a, v in zip(flat_args, jaxpr.invars)]
     if len(flat_args) != len(jaxpr.invars):
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(flat_args)}")
+    # jax.Ref arguments: the program works on a reference Ref holding a copy of the buffer, and
+    # the final value is written back, so the caller sees the mutation as with jax.jit.
+    ref_args = [(i, a) for i, a in enumerate(flat_args) if isinstance(a, JaxRef)]
+    args = [_ref_argument(a, opts) if isinstance(a, JaxRef) else to_reference_value(a, v.aval)
+            for a, v in zip(flat_args, jaxpr.invars)]
     outs = get_plan(jaxpr, opts).run(consts, args)
+    for i, a in ref_args:
+        _write_back(a, args[i])
     return [o if isinstance(o, (Token,)) or is_extended(getattr(o, "dtype", None)) else np.asarray(o)
             for o in outs]
+
+
+JaxRef = getattr(jax_core_private, "Ref", ())
+
+
+def _ref_argument(ref, options: Options):
+    from .refs import Ref
+    buf = getattr(getattr(ref, "_refs", None), "_buf", None)
+    if buf is None:
+        raise UnsupportedPrimitiveError("<argument>", {"type": type(ref).__name__},
+                                        "a jax.Ref argument that is not a plain array ref")
+    return Ref(np.array(buf, copy=True), name="argument", check_bounds=options.check_bounds)
+
+
+def _write_back(ref, value) -> None:
+    """Store the final value in the caller's jax.Ref: a host-to-device transfer, no computation."""
+    buf = ref._refs._buf
+    ref._refs._buf = jax.device_put(np.array(value.array, copy=True), buf.sharding)

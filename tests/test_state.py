@@ -268,3 +268,15 @@ def test_addupdate_duplicates_hypothesis(idx, v):
         expected[j] += u  # negative indices count from the end
     out = same(_scatter_add_program, x, idx, v)
     assert_same_bits(out, expected)
+
+
+def test_jax_ref_argument_is_mutated_like_jit():
+    def f(r, v):
+        r[1:3] = r[0:2] * 2 + v
+        return r[0]
+
+    mine, theirs = new_ref(X[0].copy()), new_ref(X[0].copy())
+    out = reference(f, mine, np.float32(1))
+    xla = jax.jit(f)(theirs, np.float32(1))
+    assert_same_bits(out, np.asarray(xla))
+    assert_same_bits(np.asarray(mine[...]), np.asarray(theirs[...]))
