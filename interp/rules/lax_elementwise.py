@@ -12,6 +12,8 @@ How results are made exact (spec/lax_elementwise.py states every case and its so
 """
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 
@@ -35,12 +37,19 @@ def _wide(x: np.ndarray) -> np.ndarray:
     return _exact(x).astype(np.float64)
 
 
+_NATIVE_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64,
+                                            np.uint8, np.uint16, np.uint32, np.uint64))
+# IEEE overflow/invalid/underflow are results here, not errors: NumPy's RuntimeWarnings for them
+# are silenced for this module (cheaper than an errstate context around every hot-path operation).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
+
+
 def _float_arith(fn, dtype, *xs):
     """``fn`` applied to float (or complex) operands of ``dtype``, rounded once to ``dtype``."""
     dtype = np.dtype(dtype)
     with np.errstate(all="ignore"):
         if dtype in _NATIVE_FLOATS or D.is_complex(dtype):
-            return np.asarray(fn(*xs)).astype(dtype)
+            return np.asarray(fn(*xs)).astype(dtype, copy=False)
         return convert(np.asarray(fn(*[_wide(x) for x in xs])), dtype)
 
 
@@ -50,9 +59,16 @@ def _int_arith(fn, dtype, *xs):
         return wrap_int(fn(*[to_wide_int(x) for x in xs]), dtype)
 
 
-def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None):
+def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None, wraps_natively=False):
+    """Dispatch on the output dtype. ``wraps_natively``: NumPy's same-type integer ``int_fn`` is
+    already two's complement wrap-around (add, sub, mul, neg, abs, bitwise), so the common
+    types skip the int64 round trip; float16/32/64 ``float_fn`` is IEEE in the type."""
     dtype = eqn.out_dtype
+    if dtype in _NATIVE_FLOATS:
+        return float_fn(*xs)
     if D.is_int(dtype):
+        if wraps_natively and dtype in _NATIVE_INTS:
+            return int_fn(*xs)
         return _int_arith(int_fn, dtype, *xs)
     if D.is_complex(dtype) and complex_fn is not None:
         return complex_fn(dtype, *xs)
@@ -112,12 +128,12 @@ def _complex_div(dtype, x, y):
 
 @register("add", "add_any")
 def add(eqn, x, y, **params):
-    return _arith(eqn, np.add, np.add, x, y)
+    return _arith(eqn, np.add, np.add, x, y, wraps_natively=True)
 
 
 @register("sub")
 def sub(eqn, x, y):
-    return _arith(eqn, np.subtract, np.subtract, x, y)
+    return _arith(eqn, np.subtract, np.subtract, x, y, wraps_natively=True)
 
 
 @register("mul")
@@ -126,7 +142,7 @@ def mul(eqn, x, y, *, out_dtype=None):
         # JAX lowers mul(out_dtype=T) as convert(x, T) * convert(y, T) (jax/_src/lax/lax.py
         # _nary_lower_hlo)
         x, y = convert(x, out_dtype), convert(y, out_dtype)
-    return _arith(eqn, np.multiply, np.multiply, x, y, complex_fn=_complex_mul)
+    return _arith(eqn, np.multiply, np.multiply, x, y, complex_fn=_complex_mul, wraps_natively=True)
 
 
 def _int_divmod(x, y):
@@ -167,7 +183,7 @@ def rem(eqn, x, y):
 def neg(eqn, x):
     if D.is_float(x.dtype) and x.dtype not in _NATIVE_FLOATS:
         return convert(np.negative(_exact(x)), x.dtype)
-    return _arith(eqn, np.negative, np.negative, x)
+    return _arith(eqn, np.negative, np.negative, x, wraps_natively=True)
 
 
 @register("square")
@@ -204,9 +220,12 @@ def sign(eqn, x):
     return convert(out.astype(e.dtype), dtype)
 
 
-def _integer_pow_value(eqn, x, y: int):
+@register("integer_pow")
+def integer_pow(eqn, x, *, y):
     """JAX's lowering of integer_pow: binary exponentiation, every product rounded to the dtype,
-    a negative exponent as 1 / x**|y| (jax/_src/lax/lax.py _integer_pow / _integer_pow_lowering)."""
+    a negative exponent as 1 / x**|y| (jax/_src/lax/lax.py _integer_pow / _integer_pow_lowering;
+    its special cases y in {1, 2, 3, -1} give the same values: y == 3 is (x*x)*x there and
+    x*(x*x) here, the same rounded product)."""
     def times(a, b):
         return mul(eqn, a, b)
 
@@ -223,14 +242,6 @@ def _integer_pow_value(eqn, x, y: int):
     if y < 0:
         return div(eqn, np.ones_like(acc), acc)
     return acc
-
-
-@register("integer_pow")
-def integer_pow(eqn, x, *, y):
-    if y == 3:
-        # the lowering's special case (x*x)*x is the same value as the general loop's x*(x*x)
-        return mul(eqn, mul(eqn, x, x), x)
-    return _integer_pow_value(eqn, x, y)
 
 
 @register("mulhi")
@@ -260,22 +271,17 @@ def mulhi(eqn, x, y):
 def _max_min(x, y, take_max: bool):
     """XLA's max/min: NaN if either is NaN; max(-0, +0) = +0, min(-0, +0) = -0."""
     x, y = np.asarray(x), np.asarray(y)
-    dtype = np.result_type(x, y) if not (D.is_float(x.dtype) or D.is_complex(x.dtype)) else x.dtype
     if D.is_bool(x.dtype):
         return (x | y) if take_max else (x & y)
     if D.is_int(x.dtype):
-        return (np.maximum if take_max else np.minimum)(x, y).astype(dtype)
-    if D.is_complex(x.dtype):
-        raise UndefinedBehaviorError("max/min of complex values is not supported by the reference")
+        return np.asarray((np.maximum if take_max else np.minimum)(x, y), dtype=x.dtype)
     ex, ey = _exact(x), _exact(y)
     pick_x = (ex > ey) if take_max else (ex < ey)
     both_zero = (ex == 0) & (ey == 0)
     # among equal zeros prefer +0 for max, -0 for min
     pick_x = np.where(both_zero, np.signbit(ex) != take_max, pick_x)
-    pick_x = pick_x | np.isnan(ex)
-    out = np.where(pick_x, x, y)
-    # y NaN and x not: y is already picked (comparisons with NaN are false)
-    return np.asarray(out, dtype=x.dtype)
+    pick_x = pick_x | np.isnan(ex)   # (a NaN y is picked already: comparisons with NaN are false)
+    return np.asarray(np.where(pick_x, x, y), dtype=x.dtype)
 
 
 @register("max", partial="complex operands")
@@ -474,7 +480,8 @@ def nextafter(eqn, x, y):
     y's sign; else the bit pattern of x stepped by one toward y."""
     dtype = eqn.out_dtype
     if dtype in _NATIVE_FLOATS:
-        return np.nextafter(x, y).astype(dtype)
+        # x == y -> y explicitly: NumPy's float16 nextafter(-0.0, +0.0) gives -0.0 before NumPy 2.5
+        return np.asarray(np.where(x == y, y, np.nextafter(x, y)), dtype=dtype)
     if dtype == _E8M0:
         raise eqn.unsupported("nextafter of float8_e8m0fnu (no sign bit, no zero; XLA:CPU's "
                               "result is not a defined stepping)")
