@@ -32,7 +32,10 @@ SEMANTICS = table(
                         "through a bitcast view: unsupported, as in JAX"),
               (ST + "discharge.py _addupdate_discharge",), EXACT),
     Semantics("new_ref", "A fresh ref holding a copy of the value (weak type dropped).",
-              ("memory_space, kind and pin do not change values",), ("jax/_src/core.py ref_p",), EXACT),
+              ("memory_space, kind and pin do not change values",
+               "a jax.Ref passed as an argument to interpret()/eval_jaxpr() is evaluated on a copy and "
+               "its final value is written back to the caller's ref, as jax.jit mutates it"),
+              ("jax/_src/core.py ref_p",), EXACT),
     Semantics("mutable_array", "Older spelling of new_ref.", (), ("jax/_src/core.py",), EXACT),
     Semantics("empty_ref", "A fresh ref with uninitialized contents.",
               ("options.uninitialized='nan': NaN, integers their minimum (JAX's run_state default "
