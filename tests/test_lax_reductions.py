@@ -385,6 +385,17 @@ def test_cumsum_correctly_rounded(dtype, reverse, data):
                     float(D.finfo(dtype).eps) * abs(float(out[i, k]))
 
 
+def test_cumsum_float64_cancellation():
+    """float64 prefix sums whose long double bound is too wide: refined (double-double) or exact."""
+    rng = np.random.default_rng(12)
+    with x64():
+        x = rng.standard_normal((2, 40)) * np.exp2(rng.integers(-20, 20, (2, 40)))
+        x = np.concatenate([x, -x[:, ::-1] * (1 + 2.0 ** -44)], axis=1)
+        out = ref(lambda x: lax.cumsum(x, 1), x)
+        exact = np.array([[exact_sum(x[i, :k + 1]) for k in range(80)] for i in range(2)], object)
+        check_against_oracle(out, exact, F64)
+
+
 def test_cumulative_integers_bitwise():
     x = np.array([[100, 100, -128, 127, 5], [-1, -1, -1, -1, -1]], np.int8)
     for fn in (lambda x: lax.cumsum(x, 1), lambda x: lax.cumprod(x, 1, reverse=True),

@@ -65,8 +65,8 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
         if D.is_int(x.dtype) and D.bit_width(x.dtype) > 32:
             raise NotImplementedError("64-bit integer inputs with a float result")
     wide = wide_type(a.dtype, b.dtype)
-    af, bf = a.astype(F64), b.astype(F64)   # every input value is exact in float64
-    aw, bw = af.astype(wide), bf.astype(wide)
+    af, bf = a.astype(F64, copy=False), b.astype(F64, copy=False)   # every input value is exact in float64
+    aw, bw = af.astype(wide, copy=False), bf.astype(wide, copy=False)
     with np.errstate(all="ignore"):
         # K == 1: the product itself (BLAS would add it to +0.0, losing the sign of -0.0 products).
         s = aw * bw if k == 1 else np.matmul(aw, bw)

@@ -757,8 +757,14 @@ def _float_cumsum(x, out_dtype):
     def exact(i):
         row, k = divmod(i, n)
         return (flat[row, :k + 1],)
+
+    def refine(idx):
+        row, k = np.divmod(idx, n)
+        prefix = np.where(np.arange(n)[None, :] <= k[:, None], flat[row], 0.0)   # exact zeros beyond
+        return refine_sums(prefix, None, wide)
     # XLA's cumsum is a reduce_window over n elements (zero padded): one term only when n == 1.
-    return certified_round(s, sum_error_bound(a, np.arange(1, n + 1), wide), out_dtype, exact, single=n == 1)
+    return certified_round(s, sum_error_bound(a, np.arange(1, n + 1), wide), out_dtype, exact, refine,
+                           single=n == 1)
 
 
 register("cumsum")(_cumulative(_cumsum))
