@@ -13,9 +13,10 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     req_fd, resp_fd = int(argv[0]), int(argv[1])
     from hardware_runners.isolation import _recv, _send
-    from conformance.cases import get
+    from conformance.cases import all_cases, get
     from conformance.execute import base_record, run_case
     import interp  # noqa: F401  (import everything before saying ready)
+    all_cases("nightly")   # build the case registry now: a case's timeout covers only the case
     _send(resp_fd, "ready")
     worker_id = os.environ.get("PYTEST_XDIST_WORKER", "main")
     while True:

@@ -61,7 +61,7 @@ def test_cli_run_report_list_devices_repro(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     # The main job (pytest in a subprocess, cases in an isolated worker), on three cases.
     cmd = [sys.executable, "-m", "conformance", "run", "--runners", "reference,xla:cpu", "--cases", CASES,
-           "--out", str(out), "--history", str(db), "-n", "0"]
+           "--out", str(out), "--history", str(db), "-n", "0", "--", "--isolation", "none"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "xla:cpu" in proc.stdout and "pass-with-allowance 1" in proc.stdout
