@@ -190,6 +190,18 @@ def test_rem_max_min_pairs(name, dtype):
     check_vs_xla(fn, x, y)
 
 
+@pytest.mark.parametrize("dtype", D.COMPLEX, ids=ids(D.COMPLEX))
+def test_complex_max_min_pairs(dtype):
+    # lexicographic (real, imag) as x > y ? x : y; NaN parts make the comparison false
+    x, y = pair_grid(dtype)
+    check_vs_xla(lax.max, x, y)
+    check_vs_xla(lax.min, x, y)
+    z = np.array([1 + 5j, np.nan + 0j, 1 + 0j], dtype)
+    w = np.array([1 + 2j, 1 + 0j, np.nan + 0j], dtype)
+    got = interp.interpret(lax.max)(z, w)
+    assert got[0] == 1 + 5j and got[1] == 1 + 0j and np.isnan(got[2].real)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, D.bfloat16, np.float64],
                          ids=ids([np.float16, np.float32, D.bfloat16, np.float64]))
 def test_float_arith_correctly_rounded(dtype):

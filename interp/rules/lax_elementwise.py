@@ -284,17 +284,28 @@ def _max_min(x, y, take_max: bool):
     return np.asarray(np.where(pick_x, x, y), dtype=x.dtype)
 
 
-@register("max", partial="complex operands")
+def _complex_max_min(x, y, take_max: bool):
+    """XLA:CPU's complex max/min: lexicographic on (real, imag), as ``x > y ? x : y`` (max) and
+    ``x < y ? x : y`` (min), so a NaN part makes the comparison false and y is returned."""
+    xr, xi, yr, yi = np.real(x), np.imag(x), np.real(y), np.imag(y)
+    if take_max:
+        pick_x = (xr > yr) | ((xr == yr) & (xi > yi))
+    else:
+        pick_x = (xr < yr) | ((xr == yr) & (xi < yi))
+    return np.asarray(np.where(pick_x, x, y), dtype=np.result_type(x, y))
+
+
+@register("max")
 def max_(eqn, x, y):
     if D.is_complex(eqn.out_dtype):
-        raise eqn.unsupported("max of complex operands")
+        return _complex_max_min(x, y, True)
     return _max_min(x, y, True)
 
 
-@register("min", partial="complex operands")
+@register("min")
 def min_(eqn, x, y):
     if D.is_complex(eqn.out_dtype):
-        raise eqn.unsupported("min of complex operands")
+        return _complex_max_min(x, y, False)
     return _max_min(x, y, False)
 
 
