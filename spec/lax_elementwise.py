@@ -87,7 +87,9 @@ SEMANTICS = table(
                "complex: lexicographic on (real, imag) as x < y ? x : y (a NaN part returns y)"),
               (STABLEHLO + "#minimum", NUMERICS, "tests/test_lax_elementwise.py test_complex_max_min_pairs"), EXACT),
     Semantics("clamp", "min(max(x, lo), hi) (lo and hi may be scalars).",
-              ("lo > hi gives hi: clamp(3, 2, 1) == 1", "NaN in any operand gives NaN"),
+              ("lo > hi gives hi: clamp(3, 2, 1) == 1", "NaN in any operand gives NaN",
+               "complex operands: unsupported (loud); XLA:CPU's complex clamp is not min(max(x, lo), hi) "
+               "with its lexicographic complex max/min (clamp(0j, 0j, -100j) gives 0j)"),
               (XLA_OPS + "#clamp", STABLEHLO + "#clamp", NUMERICS), EXACT),
     *[Semantics(name, f"Comparison {name} (FLOAT/SIGNED/UNSIGNED compare type).",
                 ("any comparison with NaN is False except ne (True)", "-0.0 == +0.0",
