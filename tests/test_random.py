@@ -421,3 +421,19 @@ def test_randint_64_bit_widths():
             (-2**40, 2**50, jnp.int64), (0, 2**62, jnp.uint64), (3, 60000, jnp.uint16))]
         k = jax.random.key(8)
         _same(_run_or_xfail(fn, k), xla_cpu(fn, k))
+
+
+@pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
+def test_traced_fallback_for_unknown_impls(impl, monkeypatch):
+    """An impl without a NumPy implementation (a user-registered PRNGImpl) runs its own
+    functions traced by JAX, like its lowering: forced here for known impls, against XLA:CPU."""
+    import interp.rules.random as rules
+    monkeypatch.setattr(rules, "_native", lambda impl: None)
+
+    def f(seed):
+        k = jax.random.key(seed, impl=impl)
+        ks = jax.random.split(k, (2, 3))
+        return [jax.random.key_data(ks), jax.random.key_data(jax_prng.random_fold_in(ks, np.uint32(9))),
+                jax_prng.random_bits(ks, 8, (5,)), jax.random.bits(k, (3,), jnp.uint32)]
+
+    _same(interp.interpret(f)(np.int32(77)), xla_cpu_o0(f, np.int32(77)))
