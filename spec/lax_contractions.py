@@ -6,8 +6,11 @@ products of its inputs, rounded once to the output dtype (round to nearest even)
 computes a float64 BLAS product (products of float32-and-narrower inputs are exact in float64;
 float64 inputs use long double), bounds its error by gamma_K * |a|_2 |b|_2 (Cauchy-Schwarz
 bound of sum |a_k b_k|), keeps every element whose error interval rounds to one output value, and
-recomputes the others in long double and then exactly (see spec/lax_reductions.py for the
-method). Rows/columns holding inf/NaN are recomputed without BLAS: IEEE specials are order
+recomputes the others in long double (double-double for float64 inputs) and then exactly (see
+spec/lax_reductions.py for the method). Measured cost (bench/contractions.py, loaded 2-core
+machine): f32 matmul 256^3 ~1.2x, 1024^3 ~3-4x the hand-written float32 ``a @ b`` (~1.05-3.4x a
+float64 ``a @ b``): a float64 GEMM is the floor of this design; float64 inputs use a long double
+product (no BLAS) and are 50-150x slower than ``a @ b``. Rows/columns holding inf/NaN are recomputed without BLAS: IEEE specials are order
 independent (NaN if any 0*inf, NaN or +inf meeting -inf).
 
 Backends are judged under DOT_PRODUCT: |backend - ref| <= (K u_acc + u_in + u_out) sum|a_k b_k|

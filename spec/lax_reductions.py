@@ -8,15 +8,19 @@ in an order of its own choosing).
 
 How the reference computes it fast (interp/rules/lax_reductions.py ``certified_round``):
   1. s = the sum in float64 (float32 and narrower inputs: every term exact) or long double
-     (float64 inputs), in NumPy's pairwise order; A = sum |x| in the same type.
-  2. Any order of k-1 additions has |s - exact| <= gamma_{k-1} A (Higham, Accuracy and Stability
-     of Numerical Algorithms, 2nd ed., eq. 4.4); the reference uses 2 (k + 4) u A, widened by the
-     rounding of s +- bound itself.
+     (float64 inputs), accumulated by NumPy in its own order; A >= sum |x| (k * max|x| for sums,
+     |a|_2 |b|_2 for dot products, sum |x| otherwise).
+  2. Any order of k-1 additions has |s - exact| <= gamma_{k-1} sum|x| (Higham, Accuracy and
+     Stability of Numerical Algorithms, 2nd ed., eq. 4.4); the reference uses gamma_{k+1} A
+     (A itself rounded upwards), widened by the rounding of s +- bound itself.
   3. Where round(s - bound) == round(s + bound) bitwise, that is the answer (rounding is monotone).
-  4. Otherwise the element is recomputed in long double (a 2**11 times tighter bound), and if still
-     undecided, exactly: Python integers (mantissa << exponent), rounded to nearest-even by integer
-     arithmetic. float64 -> bfloat16/float8 rounding goes through round-to-odd float32 because
-     ml_dtypes' casts from float64 round twice.
+  4. Otherwise the element is recomputed by a second tier: float32-and-narrower inputs in long
+     double (products still exact, a 2**11 times tighter bound); float64 inputs in double-double
+     (Ogita, Rump, Oishi 2005, Dot2: each product split exactly into four float64 terms, TwoSum
+     accumulation, bound gamma_{n-1}^2 sum|term|). Still undecided elements are computed exactly
+     with Python integers (mantissa << exponent) and rounded to nearest-even by integer arithmetic.
+  float64 -> bfloat16/float8 rounding goes through round-to-odd float32 because ml_dtypes' casts
+  from float64 round twice.
   An exact zero sum is +0.0 (XLA starts from the +0.0 init value: -0.0 + -0.0 chains end at +0.0;
   checked against XLA:CPU), except a sum of a single term, which is that term. Non-finite sums are exact already (no finite partial sum can overflow
   the wide type): NaN if any NaN or +inf and -inf meet, else the infinity.

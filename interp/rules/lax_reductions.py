@@ -130,11 +130,13 @@ def wide_type(*dtypes) -> np.dtype:
 
 def sum_error_bound(absbound, k, wide) -> np.ndarray:
     """A bound of |computed - exact| for a sum of ``k`` exact terms computed in ``wide`` in any
-    order: gamma_{k-1} * sum|term| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd
-    ed., eq. 4.4), taken generously as 2 (k + 4) u * absbound (``absbound`` >= sum|term|)."""
+    order (any tree of k-1 additions, blocked or vectorised, FMA or not: the terms are exact):
+    gamma_{k-1} * sum|term| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+    eq. 4.4), taken as gamma_{k+1} * absbound (``absbound`` >= sum|term|)."""
     wide = np.dtype(wide)
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(absbound, wide) * (2.0 * (np.asarray(k, wide) + 4) * np.asarray(UNIT[wide], wide))
+        ku = (np.asarray(k, wide) + 1) * np.asarray(UNIT[wide], wide)
+        return np.asarray(absbound, wide) * (ku / (1 - ku))
 
 
 def certified_round(s: np.ndarray, bound: np.ndarray, out_dtype, exact_fn, refine=None,
