@@ -50,7 +50,13 @@ SOURCES = {
               "|fl(a.b) - a.b| <= gamma_K sum|a_k||b_k|, gamma_K = K u / (1 - K u)",
     "tosa": "TOSA specification 1.0, section 1.8 'Floating-point accuracy': compliance modes "
             "(exact, ULP, dot product, fp special, statistical)",
-    "measured": "measured on XLA:CPU by this project (spec/compliance.py history)",
+    "measured": "measured on XLA:CPU by this project against the same program in float64 (the case "
+                "module states the measurement and the margin)",
+    "definition": "defined bit for bit by the program: integer and bit operations, and float operations "
+                  "that are exactly rounded (PRNG bits, uniform samplers, data movement)",
+    "faithful": "a correctly rounded result is defined but not required of backends: one ulp (a faithful "
+                "result) is allowed for primitives without a stated budget",
+    "spec-semantics": "the primitive's exactness class in its family's spec/<family>.py SEMANTICS table",
 }
 
 
@@ -180,7 +186,7 @@ def mode_for_primitive(primitive: str, dtype, semantics: Mapping | None = None) 
             return exact("spec-semantics")
         if entry.exactness == "convention":
             return fp_special("spec-semantics")
-    return ulp(1, "measured")
+    return ulp(1, "faithful")
 
 
 def combine(modes) -> Mode:

@@ -141,5 +141,5 @@ def test_mode_for_primitive_defaults():
     assert (m.ulp, m.source) == (C.JTU_F32_ULP, "jtu-tolerance")
     assert C.mode_for_primitive("tanh", D.bfloat16).ulp == 1
     assert C.mode_for_primitive("tanh", np.float64).ulp == C.JTU_F64_ULP
-    for m in (C.exact(), C.ulp(1, "measured")):
+    for m in (C.exact(), C.ulp(1, "measured"), C.mode_for_primitive("not_a_primitive", np.float32)):
         assert m.source in C.SOURCES

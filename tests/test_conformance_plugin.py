@@ -26,6 +26,12 @@ def test_case_ids_are_unique_readable_and_inputs_deterministic():
     assert all((x.view("u4") == y.view("u4")).all() for x, y in zip(a, b))
     assert not all((x.view("u4") == y.view("u4")).all() for x, y in zip(a, case.make_inputs(1)))
     assert rng_for("x", 0).integers(1 << 30) == rng_for("x", 0).integers(1 << 30)
+    # Every stated mode cites a known source.
+    from spec import compliance as C
+    for cid, c in nightly.items():
+        for m in (c.modes if isinstance(c.modes, (list, tuple)) else [c.modes]):
+            if isinstance(m, C.Mode):
+                assert m.source in C.SOURCES, (cid, m)
 
 
 def test_pytest_plugin_items_outcomes_and_results(tmp_path):
