@@ -25,28 +25,47 @@ BOOL = np.dtype(np.bool_)
 ALL = (BOOL,) + SIGNED + UNSIGNED + FLOATS + COMPLEX
 
 
+_CATEGORIES: dict = {}
+
+
+def _category(dtype) -> str:
+    """'float' | 'signed' | 'unsigned' | 'complex' | 'bool' | 'other' (cached: rules ask per call)."""
+    category = _CATEGORIES.get(dtype)
+    if category is None:
+        category = _CATEGORIES[dtype] = _classify(np.dtype(dtype))
+    return category
+
+
+def _classify(dtype: np.dtype) -> str:
+    for name, members in (("float", FLOATS), ("signed", SIGNED), ("unsigned", UNSIGNED),
+                          ("complex", COMPLEX)):
+        if dtype in members:
+            return name
+    return "bool" if dtype == BOOL else "other"
+
+
 def is_float(dtype) -> bool:
-    return np.dtype(dtype) in FLOATS
+    return _category(dtype) == "float"
 
 
 def is_signed(dtype) -> bool:
-    return np.dtype(dtype) in SIGNED
+    return _category(dtype) == "signed"
 
 
 def is_unsigned(dtype) -> bool:
-    return np.dtype(dtype) in UNSIGNED
+    return _category(dtype) == "unsigned"
 
 
 def is_int(dtype) -> bool:
-    return is_signed(dtype) or is_unsigned(dtype)
+    return _category(dtype) in ("signed", "unsigned")
 
 
 def is_complex(dtype) -> bool:
-    return np.dtype(dtype) in COMPLEX
+    return _category(dtype) == "complex"
 
 
 def is_bool(dtype) -> bool:
-    return np.dtype(dtype) == BOOL
+    return _category(dtype) == "bool"
 
 
 def bit_width(dtype) -> int:
