@@ -17,8 +17,10 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from jax import lax
 
+from conformance.values import arrays
 from interp import dtypes as D
 from tests.support import x64, xla_cpu
 from tests.test_lax_reductions import assert_same_bits, nearest, ref
@@ -113,6 +115,39 @@ def test_dot_zero_signs():
                lambda x: lax.reduce_window(x, np.float32(0), lax.add, (1, k), (1, 1), "VALID"))
         for fn in fns:
             assert_same_bits(ref(fn, x), xla_cpu(fn, x), err_msg=f"K={k}")
+
+
+def _matmul(a, b):
+    return lax.dot_general(a, b, (((1,), (0,)), ((), ())))
+
+
+def _ieee_dot(a_row, b_col):
+    """IEEE value of a dot product with inf/NaN terms (None when every product is finite)."""
+    with np.errstate(invalid="ignore"):
+        p = a_row.astype(np.float64) * b_col.astype(np.float64)
+    if np.all(np.isfinite(p)):
+        return None
+    if np.isnan(p).any() or (np.isposinf(p).any() and np.isneginf(p).any()):
+        return np.nan
+    return np.inf if np.isposinf(p).any() else -np.inf
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, np.dtype(np.float16)], ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_dot_hypothesis_specials(dtype, data):
+    """Random inputs mixing NaN, +-inf, +-0, subnormals and extremes: every element equals the
+    oracle (finite products) or the IEEE special value."""
+    a = data.draw(arrays(dtype, (3, 5)))
+    b = data.draw(arrays(dtype, (5, 2)))
+    out = ref(_matmul, a, b)
+    exact = exact_dot_general(np.nan_to_num(a.astype(np.float64), posinf=0, neginf=0),
+                              np.nan_to_num(b.astype(np.float64), posinf=0, neginf=0), (((1,), (0,)), ((), ())))
+    for i in range(3):
+        for j in range(2):
+            special = _ieee_dot(a[i], b[:, j])
+            want = nearest(exact[i, j], dtype) if special is None else np.array(special).astype(dtype)
+            assert_same_bits(out[i, j], want, err_msg=f"{a[i]} . {b[:, j]}")
 
 
 def test_dot_hard_rounding_cases():
