@@ -83,13 +83,15 @@ def _print_summary(results, out, history=None) -> None:
     for rn in results.runners:
         c = counts[rn]
         print(f"  {rn:<{width}}  " + ", ".join(f"{o} {c[o]}" for o in OUTCOMES if c.get(o)))
-    big = results.largest_divergences(8)
-    if big:
-        print("largest divergences:")
+    for rn in results.runners:
+        big = [r for r in results.largest_divergences(len(results.records)) if r["runner"] == rn][:3]
+        if big:
+            print(f"largest divergences on {rn}:")
         for r in big:
             extra = f" ({(r.get('known_divergence') or {}).get('id')})" if r["outcome"] == "known-divergence" else ""
-            print(f"  {r['runner']:<{width}}  {r['case']}: {r['outcome']}{extra}, max ulp {r.get('max_ulp')}, "
-                  f"max abs err {r.get('max_abs_err')}")
+            div = (r.get("first_divergent_eqn") or {}).get("primitive")
+            print(f"    {r['case']}: {r['outcome']}{extra}, max ulp {r.get('max_ulp')}, "
+                  f"max abs err {r.get('max_abs_err')}" + (f", first divergent eqn: {div}" if div else ""))
     allowed = {}
     for r in results.records:
         if r["outcome"] == "pass-with-allowance":
