@@ -227,12 +227,10 @@ def test_gather_fill_defaults_per_dtype():
 
 
 def test_gather_size_zero():
-    x = distinct_values((0, 3))
     same_as_xla(lambda x, i: take_rows(x, i, "fill"), distinct_values((4, 0)),
                 np.array([[1], [9]], np.int32))
     same_as_xla(lambda x, i: take_rows(x, i, "clip"), distinct_values((4, 3)),
                 np.zeros((0, 1), np.int32))
-    del x
 
 
 # ---- scatter -----------------------------------------------------------------------------------
@@ -416,7 +414,6 @@ def test_scatter_index_dtypes_extremes(index_dtype, mode):
 def test_scatter_duplicates_known_answers():
     """Hand-computed: duplicates apply in order. Last write wins; float32 additions round one at a
     time ((((1e8 + 1) - 1e8) + 1) + 1) + 1 == 3, where an exact sum would give 4."""
-    one = np.zeros((1, 1), np.int32)
     idx = np.zeros((6, 1), np.int32)
     dn = SD(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
     u = np.array([1e8, 1, -1e8, 1, 1, 1], np.float32)
@@ -425,7 +422,6 @@ def test_scatter_duplicates_known_answers():
     assert reference(lambda x, i, u: lax.scatter(x, i, u, dn), x, idx, u)[0] == 1.0
     assert reference(lambda x, i, u: lax.scatter(x, i, u, dn), x, idx[:3],
                      np.array([10, 20, 30], np.float32))[0] == 30.0
-    del one
     same_as_xla(lambda x, i, u: (lax.scatter_add(x, i, u, dn), lax.scatter(x, i, u, dn)), x, idx, u)
 
 
