@@ -71,6 +71,27 @@ def flush_subnormals(x):
     return out
 
 
+def fma_round_f32(p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """p + c correctly rounded to float32, for float64 ``p`` and ``c`` (one rounding: an FMA).
+
+    s = fl64(p + c) with its exact error e (TwoSum); rounding s to f32 is correct unless s lies
+    exactly halfway between two f32 values and e is not 0, where e decides the direction.
+    """
+    p, c = np.broadcast_arrays(np.asarray(p, np.float64), np.asarray(c, np.float64))
+    with np.errstate(all="ignore"):
+        s = p + c
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)                    # TwoSum: s + e == p + c exactly
+        r = s.astype(np.float32)
+        toward = np.where(s > r.astype(np.float64), np.float32(np.inf), np.float32(-np.inf))
+        other = np.nextafter(r, toward.astype(np.float32))
+        midpoint = np.isfinite(s) & (r.astype(np.float64) != s) & \
+            ((r.astype(np.float64) + other.astype(np.float64)) / 2 == s)
+        # At a midpoint the exact value is beyond it in the direction of e.
+        go_other = midpoint & (e != 0) & (np.sign(e) == np.sign(other.astype(np.float64) - s))
+        return np.asarray(np.where(go_other, other, r), np.float32)
+
+
 def _wide_f32(op: str, *xs):
     """float32 shadow arithmetic for excess precision (NumPy's f32 ops are correctly rounded)."""
     xs = [np.asarray(x, np.float32) for x in xs]
@@ -185,15 +206,13 @@ class _Replay:
             m = self._from(eqn.invars[i], "mul")
             if m is None or np.dtype(m.outvars[0].aval.dtype) != np.float32:
                 continue
-            a, b = (np.asarray(x, np.longdouble) for x in self._operands[id(m)])
-            c = np.asarray(invals[1 - i], np.longdouble)
+            a, b = (np.asarray(x, np.float64) for x in self._operands[id(m)])
+            c = np.asarray(invals[1 - i], np.float64)
             with np.errstate(all="ignore"):
-                prod = a * b  # exact: 48 significant bits fit in long double (and double)
-                if name == "add":
-                    r = prod + c
-                else:
-                    r = prod - c if i == 0 else c - prod
-                return [np.asarray(r).astype(np.float32)]
+                prod = a * b  # exact: 48 significant bits fit in a double
+                if name == "sub":
+                    prod, c = (prod, -c) if i == 0 else (-prod, c)
+                return [fma_round_f32(prod, c)]
         return None
 
     def _excess(self, eqn, invals):

@@ -175,3 +175,14 @@ def test_algebraic_rewrite_replay():
     jaxpr = jax.make_jaxpr(lambda y: jnp.sqrt(y * y))(y)
     assert np.isinf(reference_replay(jaxpr, [y])[0][0][0])
     assert (reference_replay(jaxpr, [y], Variant(rewrites=True))[0][0] == np.abs(y)).all()
+
+
+def test_fma_replay_rounds_once_even_at_f32_midpoints():
+    from conformance.replay import fma_round_f32
+    a = np.float32(1 + 2.0 ** -12)
+    p = np.float64(a) * np.float64(a)                   # 1 + 2^-11 + 2^-24: an f32 midpoint, exact in f64
+    lo, hi = np.float32(1 + 2.0 ** -11), np.float32(1 + 2.0 ** -11 + 2.0 ** -23)
+    tiny = np.float64(2.0 ** -60)                        # below half an f64 ulp of p: fl64(p + tiny) == p
+    got = fma_round_f32(np.array([p, p, p]), np.array([0.0, tiny, -tiny]))
+    assert got.tolist() == [lo, hi, lo]                  # tie to even; otherwise the side of the exact sum
+    assert float(np.float32(p + tiny)) == lo             # double rounding would have given lo
