@@ -175,18 +175,24 @@ def _cases(quick: bool):
     return cases
 
 
-def run(quick: bool = False, repeats: int = 5):
+HEADER = (f"{'case':<48} {'mode':<24} {'first s':>9} {'steady s':>10} "
+          f"{'max |diff| vs interpret=True':>30}")
+
+
+def run(quick: bool = False, repeats: int = 5, report=None):
+    """Rows (case, mode, first s, steady s, max |diff| vs interpret=True); ``report(rows)`` is
+    called after each case so long runs show their progress."""
     rows = []
     for case in _cases(quick):
         args = case["args"]
         results = {}
         make = case["make"]
         ref_fn = make(None) if case.get("shipped") else make(True)
-        # The reference (a new interpret() wrapper: the first call traces and builds plans).
-        results["reference"] = _time(lambda: interp.interpret(ref_fn)(*args), 0)
+        # The reference: a new interpret() wrapper, so the first call traces and builds plans.
+        first = _time(lambda: interp.interpret(ref_fn)(*args), 0)[0]
         f_ref = interp.interpret(ref_fn)
         f_ref(*args)
-        results["reference"] = (results["reference"][0],) + _time(lambda: f_ref(*args), repeats)[1:]
+        results["reference"] = (first,) + _time(lambda: f_ref(*args), repeats)[1:]
         f_race = interp.interpret(ref_fn, detect_races=True)
         results["reference detect_races"] = _time(lambda: f_race(*args), repeats)
         if case.get("shipped"):
@@ -200,10 +206,19 @@ def run(quick: bool = False, repeats: int = 5):
         if case["numpy"] is not None:
             results["NumPy grid loop"] = _time(case["numpy"], repeats)
         want = np.asarray(results["interpret=True"][2])
+        new = []
         for label, (first, steady, out) in results.items():
-            err = float(np.max(np.abs(np.asarray(out, np.float64) - want))) if out is not None else float("nan")
-            rows.append((case["name"], label, first, steady, err))
+            err = float(np.max(np.abs(np.asarray(out, np.float64) - want)))
+            new.append((case["name"], label, first, steady, err))
+        rows += new
+        if report is not None:
+            report(new)
     return rows
+
+
+def _print_rows(rows):
+    for name, label, first, steady, err in rows:
+        print(f"{name:<48} {label:<24} {first:9.3f} {steady:10.4f} {err:30.2e}", flush=True)
 
 
 def main(argv=None):
@@ -212,11 +227,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller shapes (512 only, S=256)")
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args(argv)
-    rows = run(quick=a.quick, repeats=a.repeats)
-    print(f"JAX {jax.__version__}; first = first call (trace + plan/compile + run), steady = median")
-    print(f"{'case':<48} {'mode':<24} {'first s':>9} {'steady s':>10} {'max |diff| vs interpret=True':>30}")
-    for name, label, first, steady, err in rows:
-        print(f"{name:<48} {label:<24} {first:9.3f} {steady:10.4f} {err:30.2e}")
+    print(f"JAX {jax.__version__}; first = first call (trace + plan/compile + run), "
+          "steady = median", flush=True)
+    print(HEADER, flush=True)
+    rows = run(quick=a.quick, repeats=a.repeats, report=_print_rows)
     # Ratios the issue sets targets for.
     by = {(n, l): (f, s) for n, l, f, s, _ in rows}
     print("\nratios (targets: steady <= 1.5x NumPy loop; first >= 10x faster than interpret=True; "
