@@ -67,7 +67,9 @@ SEMANTICS = table(
               (XLA_OPS + "#reduce", JAX_LAX + " reduce_prod_p"), CORRECTLY_ROUNDED),
     Semantics("reduce_max", "Maximum over `axes` (XLA max: NaN propagates, -0.0 < +0.0).",
               ("any NaN in the slice gives NaN", "max(-0.0, +0.0) = +0.0",
-               "empty slice: -inf (lowest integer, False)", "complex: unsupported (raises)"),
+               "empty slice: -inf (lowest integer, False)",
+               "complex64: lexicographic (real, then imaginary, each with -0.0 < +0.0), as XLA:CPU; "
+               "complex with NaN and complex128: unsupported (raise)"),
               (XLA_OPS + "#reduce", "research/numerics.md (XLA:CPU max/min)"), EXACT),
     Semantics("reduce_min", "Minimum over `axes` (XLA min: NaN propagates, -0.0 < +0.0).",
               ("any NaN in the slice gives NaN", "min(-0.0, +0.0) = -0.0", "empty slice: +inf / highest"),

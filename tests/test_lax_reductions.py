@@ -318,6 +318,24 @@ def test_max_min_edge_cases():
     assert_same_bits(ref(lambda x: jnp.max(x, 0, initial=-np.inf), e), np.full(3, -np.inf, np.float32))
 
 
+def test_complex_max_min_lexicographic():
+    """XLA orders complex numbers by (real, imaginary); complex64 max/min/cummax/windowed max."""
+    rng = np.random.default_rng(13)
+    x = (rng.integers(-2, 3, (4, 6)) + 1j * rng.integers(-2, 3, (4, 6))).astype(np.complex64)
+    x[0, 0], x[0, 1], x[1, 2] = complex(-0.0, 0.0), complex(0.0, -0.0), complex(np.inf, -1)
+    fns = (lambda x: lax.reduce_max_p.bind(x, axes=(1,), **RED_PARAMS),
+           lambda x: lax.reduce_min_p.bind(x, axes=(0,), **RED_PARAMS),
+           lambda x: lax.cummax(x, 1), lambda x: lax.cummin(x, 0),
+           lambda x: lax.reduce_window(x, np.complex64(-np.inf), lax.max, (2, 2), (1, 1), "SAME"))
+    for k, fn in enumerate(fns):
+        assert_same_bits(ref(fn, x), xla_cpu(fn, x), err_msg=f"fn {k}")
+
+
+# reduce_max_p's parameters: out_sharding exists on newer JAX only.
+RED_PARAMS = {"out_sharding": None} if "out_sharding" in str(
+    jax.make_jaxpr(lambda x: jnp.max(x, 0))(np.ones((2,), np.float32))) else {}
+
+
 # ---------------------------------------------------------------- products
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)

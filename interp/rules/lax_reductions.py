@@ -343,6 +343,18 @@ def _extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
         if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
             return reduce(x.astype(np.int8)).astype(x.dtype)
         return reduce(x)
+    if x.dtype == np.complex64:
+        # XLA compares complex numbers lexicographically (real, then imaginary part): one int64
+        # key holds both float32 keys, so the same reductions apply.
+        if np.isnan(x.real).any() or np.isnan(x.imag).any():
+            raise eqn.unsupported(f"complex {kind} with NaN (XLA's result is not defined here)")
+        re = float_key(np.ascontiguousarray(x.real), nan_key=kind).astype(np.int64)
+        im = float_key(np.ascontiguousarray(x.imag), nan_key=kind).astype(np.int64)
+        k = reduce((re << 32) | (im + (1 << 31)))
+        out = np.empty(k.shape, x.dtype)
+        out.real = key_to_float((k >> 32).astype(np.int32), np.float32)
+        out.imag = key_to_float(((k & 0xFFFFFFFF) - (1 << 31)).astype(np.int32), np.float32)
+        return out
     raise eqn.unsupported(f"{kind} of {x.dtype}")
 
 
@@ -350,13 +362,13 @@ def _extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
 # reduce_* over axes
 
 def _lowest(dtype):
-    if D.is_float(dtype):
+    if D.is_float(dtype) or D.is_complex(dtype):   # complex: -inf + 0j, JAX's max identity
         return -np.inf
     return False if D.is_bool(dtype) else int(D.iinfo(dtype).min)
 
 
 def _highest(dtype):
-    if D.is_float(dtype):
+    if D.is_float(dtype) or D.is_complex(dtype):
         return np.inf
     return True if D.is_bool(dtype) else int(D.iinfo(dtype).max)
 
@@ -378,8 +390,9 @@ def _reduce_extremum(kind):
     return rule
 
 
-register("reduce_max")(_reduce_extremum("max"))
-register("reduce_min")(_reduce_extremum("min"))
+_COMPLEX_PARTIAL = "complex128 operands and complex operands holding NaN are not implemented"
+register("reduce_max", partial=_COMPLEX_PARTIAL)(_reduce_extremum("max"))
+register("reduce_min", partial=_COMPLEX_PARTIAL)(_reduce_extremum("min"))
 
 
 def _bitwise_reduce(ufunc, logical, identity):
@@ -620,13 +633,13 @@ def reduce_window_sum(eqn, x, **params):
     return np.asarray(sum_last(eqn, windows(x, 0, **_window_params(params)), eqn.out_dtype))
 
 
-@register("reduce_window_max")
+@register("reduce_window_max", partial=_COMPLEX_PARTIAL)
 def reduce_window_max(eqn, x, **params):
     w = windows(np.asarray(x), _lowest(x.dtype), **_window_params(params))
     return np.asarray(_extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
 
 
-@register("reduce_window_min")
+@register("reduce_window_min", partial=_COMPLEX_PARTIAL)
 def reduce_window_min(eqn, x, **params):
     w = windows(np.asarray(x), _highest(x.dtype), **_window_params(params))
     return np.asarray(_extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
@@ -772,8 +785,8 @@ def _float_cumsum(x, out_dtype):
 register("cumsum")(_cumulative(_cumsum))
 register("cumprod", partial="complex products are computed in a wider type, not certified")(
     _cumulative(lambda eqn, x: products_last(eqn, x, cumulative=True)))
-register("cummax")(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
-register("cummin")(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
+register("cummax", partial=_COMPLEX_PARTIAL)(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
+register("cummin", partial=_COMPLEX_PARTIAL)(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
 
 
 def _cumlogsumexp(eqn, x):
