@@ -44,10 +44,10 @@ def cmd_run(args) -> int:
     pkg = os.path.dirname(os.path.abspath(__file__))
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--runners", ",".join(runners), "--profile", args.profile,
-           "--results-dir", results_dir, "--seed", str(args.seed), "--seeds", str(args.seeds),
+           "--results-dir", results_dir, "--case-seed", str(args.seed), "--case-seeds", str(args.seeds),
            "--case-timeout", str(args.timeout)]
     if args.cases:
-        cmd += ["--cases", args.cases]
+        cmd += ["--case-filter", args.cases]
     if args.workers != "0" and _xdist_available():
         cmd += ["-n", args.workers, "--dist", "loadgroup"]
     cmd += args.pytest_args

@@ -3,6 +3,10 @@
     pytest -n auto --dist loadgroup --pyargs conformance --runners xla:cpu,pallas:interpret \
         --profile quick --results-dir results/
 
+Options besides the three above carry a ``case-`` prefix (``--case-seed``, ``--case-seeds``,
+``--case-timeout``, ``--case-isolation``, ``--case-filter``): an installed pytest11 plugin shares
+pytest's option namespace with every other plugin.
+
 Every item writes one results record (reports/schema.py) to ``<results-dir>/results-<worker>.jsonl``
 and maps its outcome to pytest's: pass and pass-with-allowance pass, known-divergence is an
 xfail naming the upstream issue, backend-/reference-unsupported are skips with the reason, fail /
@@ -23,12 +27,12 @@ def pytest_addoption(parser):
                 help="comma-separated runners (default: every runner this machine can run)")
     g.addoption("--profile", default="quick", choices=("quick", "nightly"), help="case profile")
     g.addoption("--results-dir", default=None, help="write one JSONL results file per worker here")
-    g.addoption("--seed", type=int, default=0, help="first input seed (cases are deterministic per id and seed)")
-    g.addoption("--seeds", type=int, default=1, help="run every case with this many seeds (seed, seed+1, ...)")
+    g.addoption("--case-seed", type=int, default=0, help="first input seed (cases are deterministic per id and seed)")
+    g.addoption("--case-seeds", type=int, default=1, help="run every case with this many seeds (seed, seed+1, ...)")
     g.addoption("--case-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per (case, runner)")
-    g.addoption("--isolation", default="subprocess", choices=("subprocess", "none"),
+    g.addoption("--case-isolation", default="subprocess", choices=("subprocess", "none"),
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
-    g.addoption("--cases", default=None, help="only case ids containing one of these comma-separated strings")
+    g.addoption("--case-filter", default=None, help="only case ids containing one of these comma-separated strings")
     g.addoption("--no-first-divergence", action="store_true",
                 help="do not localise failures to the first divergent equation")
 
@@ -48,12 +52,12 @@ def pytest_generate_tests(metafunc):
     from hardware_runners import get_runner
     config = metafunc.config
     cases = all_cases(config.getoption("--profile"))
-    filt = config.getoption("--cases")
+    filt = config.getoption("--case-filter")
     if filt:
         keys = [k.strip() for k in filt.split(",") if k.strip()]
         cases = {cid: c for cid, c in cases.items() if any(k in cid for k in keys)}
     params = []
-    first, nseeds = config.getoption("--seed"), max(1, config.getoption("--seeds"))
+    first, nseeds = config.getoption("--case-seed"), max(1, config.getoption("--case-seeds"))
     seeds = list(range(first, first + nseeds))
     for runner in selected_runners(config):
         try:
@@ -89,7 +93,7 @@ class _Session:
 
     def run(self, case_id: str, runner: str, seed: int) -> dict:
         first_div = not self.config.getoption("--no-first-divergence")
-        if self.config.getoption("--isolation") == "none":
+        if self.config.getoption("--case-isolation") == "none":
             from conformance.cases import get
             from conformance.execute import run_case
             rec = run_case(get(case_id), runner, seed, first_divergence=first_div)

@@ -39,8 +39,8 @@ def test_pytest_plugin_items_outcomes_and_results(tmp_path):
     junit = tmp_path / "junit.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", os.path.join(ROOT, "conformance"), "-p", "no:cacheprovider", "-q",
-         "-o", "addopts=", "--runners", "reference,xla:cpu,pallas:interpret", "--cases", CASES,
-         "--isolation", "none", "--results-dir", str(res), f"--junitxml={junit}", "-rA"],
+         "-o", "addopts=", "--runners", "reference,xla:cpu,pallas:interpret", "--case-filter", CASES,
+         "--case-isolation", "none", "--results-dir", str(res), f"--junitxml={junit}", "-rA"],
         capture_output=True, text=True, env=ENV, cwd=str(tmp_path), timeout=300)
     out = proc.stdout + proc.stderr
     assert "test_conformance[lax_special/exp/float32/3x5@xla:cpu]" in out, out[-3000:]
@@ -67,7 +67,7 @@ def test_cli_run_report_list_devices_repro(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
     # The main job (pytest in a subprocess, cases in an isolated worker), on three cases.
     cmd = [sys.executable, "-m", "conformance", "run", "--runners", "reference,xla:cpu", "--cases", CASES,
-           "--out", str(out), "--history", str(db), "-n", "0", "--", "--isolation", "none"]
+           "--out", str(out), "--history", str(db), "-n", "0", "--", "--case-isolation", "none"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "xla:cpu" in proc.stdout and "pass-with-allowance 1" in proc.stdout
