@@ -203,7 +203,12 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
             w = np.asarray(w)
             out = round_to(w, dtype)
             if rel is None:
-                redo = np.isfinite(w)
+                # every element with finite arguments, except SciPy's NaN (a domain error); an
+                # infinite SciPy value may be an overflow of its float64 algorithm (lgamma(5e-324))
+                finite_args = np.ones(w.shape, bool)
+                for a in args:
+                    finite_args &= np.isfinite(np.asarray(a, F64))
+                redo = finite_args & ~np.isnan(w)
             else:
                 redo = _uncertain(w, rel, dtype)
     idx = np.flatnonzero(redo)
