@@ -85,3 +85,16 @@ def test_cli_run_report_list_devices_repro(tmp_path, capsys):
     assert main(["repro", "lax_special/exp/float32/3x5", "--runner", "xla:cpu", "--seed", "0"]) == 0
     text = capsys.readouterr().out
     assert '"outcome": "pass-with-allowance"' in text and "exp" in text
+
+
+def test_a_broken_family_module_is_a_loud_case_not_a_dead_suite(monkeypatch, tmp_path):
+    import conformance.cases as cases_pkg
+    from conformance.execute import run_case
+    (tmp_path / "broken_family_for_test.py").write_text("raise ImportError('no such thing')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("JAX_CONFORMANCE_CASES", "broken_family_for_test")
+    monkeypatch.setattr(cases_pkg, "_cache", {})
+    cases = cases_pkg.all_cases("quick")
+    assert "lax_elementwise/add/int32/3x5" in cases
+    rec = run_case(cases["broken_family_for_test/module-error"], "xla:cpu")
+    assert rec["outcome"] == "crash" and "no such thing" in rec["output"]

@@ -31,15 +31,28 @@ def all_cases(profile: str = "nightly") -> dict[str, Case]:
         rank = PROFILES.index(profile)
         out: dict[str, Case] = {}
         for modname in key[1]:
-            mod = importlib.import_module(modname)
-            for case in mod.cases():
-                if PROFILES.index(case.profile) > rank:
-                    continue
+            try:
+                mod = importlib.import_module(modname)
+                family = [c for c in mod.cases() if PROFILES.index(c.profile) <= rank]
+            except Exception as e:  # noqa: BLE001  (one broken family must not hide the others)
+                family = [_broken_family(modname, e)]
+            for case in family:
                 if case.id in out:
                     raise ValueError(f"duplicate case id {case.id}")
                 out[case.id] = case
         _cache[key] = out
     return _cache[key]
+
+
+def _broken_family(modname: str, error: Exception) -> Case:
+    """A case standing for a family module that failed to import or to generate its cases: it
+    fails loudly (a crash record with the error) wherever it runs."""
+    import traceback
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-3000:]
+
+    def fail(*_):
+        raise RuntimeError(f"case family {modname} is broken:\n{text}")
+    return Case(id=f"{modname.rsplit('.', 1)[-1]}/module-error", fn=fail, inputs=lambda rng: [])
 
 
 def get(case_id: str) -> Case:
