@@ -135,7 +135,12 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
 def _check_all(case: Case, inputs, refs, outs, modes) -> list[checks.Check]:
     """Check every output; ``refs`` is a list of reference output lists (the reference and its
     recomputations under an allowance): an element complies if it complies with any of them."""
-    bounds = case.dot_bound(*inputs) if any(m.kind == C.DOT_PRODUCT for m in modes) else None
+    bounds = None
+    if any(m.kind == C.DOT_PRODUCT for m in modes):
+        if case.dot_bound is None:
+            raise ValueError(f"case {case.id} uses a DOT_PRODUCT mode but gives no dot_bound "
+                             "(the sum |a||b| per output; a bug in the case)")
+        bounds = case.dot_bound(*inputs)
     magnitude = None
     if any(m.kind == C.ABS_REL for m in modes):
         magnitude = case.magnitude(*inputs) if case.magnitude else max_abs(inputs)
