@@ -196,8 +196,8 @@ def refine_sums(a: np.ndarray, b: np.ndarray | None, wide) -> tuple[np.ndarray, 
     wide long double (float64 inputs) -> double-double (Ogita, Rump, Oishi, "Accurate sum and dot
     product", SIAM J. Sci. Comput. 26(6), 2005, Sum2/Dot2): each product is split exactly into
     four float64 terms (frexp + Veltkamp split into 26-bit halves), scaled by the row's largest
-    exponent, and summed with TwoSum; |s + c - exact| <= gamma_{n-1}^2 sum|term| plus 2**-1074 per
-    term for the scaling of tiny terms.
+    exponent, and summed with TwoSum; |s + c - exact| <= gamma_{n-1}^2 sum|term| plus 2**-1073 per
+    term (relative to the largest) for the rounding or dropping of tiny terms.
     """
     if wide == F64 and UNIT[LONGDOUBLE] < UNIT[F64]:
         t = a.astype(LONGDOUBLE) if b is None else a.astype(LONGDOUBLE) * b.astype(LONGDOUBLE)
@@ -222,9 +222,13 @@ def _double_double_dot(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
     lowest = np.iinfo(np.int64).min
     emax = np.max(np.where(nonzero, e, lowest), axis=-1, initial=lowest)
     emax = np.where(emax == lowest, 0, emax)
-    shift = np.maximum(e - emax[:, None], -1100)
+    shift = e - emax[:, None]
+    # Products below 2**-1100 of the row's largest are dropped (counted in the bound below).
+    tiny = shift < -1100
+    shift = np.maximum(shift, -1100)
     # Terms as rows (one contiguous vector per step of the TwoSum loop).
-    terms = np.concatenate([np.ldexp(x * y, shift).T for x, y in ((ha, hb), (ha, lb), (la, hb), (la, lb))])
+    terms = np.concatenate([np.where(tiny, 0.0, np.ldexp(x * y, shift)).T
+                            for x, y in ((ha, hb), (ha, lb), (la, hb), (la, lb))])
     n = terms.shape[0]
     s = np.zeros(terms.shape[1])
     c = np.zeros(terms.shape[1])
