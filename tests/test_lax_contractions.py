@@ -205,6 +205,12 @@ def test_float64_refinement_tiers():
         b = np.concatenate([a[:2].T, -a[:2].T * (1 + 2.0 ** -40), a[2:].T * 2.0 ** -600], axis=1)
         out = ref(lambda a, b: a @ b, a, b)
         check_oracle(out, to_frac(a) @ to_frac(b), F64)
+        # Products 2**2000 apart (the double-double tier drops the tiny ones into its bound).
+        wide_a = np.array([[2.0 ** 500, 1.0, -(2.0 ** 500), 2.0 ** -600, 3.0], [1.0, 2.0 ** -1000, -1.0, 2.0 ** -60, 0.0]])
+        wide_b = np.array([[2.0 ** 500, 2.0 ** 500], [2.0 ** -1000, -(2.0 ** -1000)], [2.0 ** 500, 2.0 ** 500],
+                           [2.0 ** -470, 2.0 ** -474], [2.0 ** -1070, -(2.0 ** -1073)]])
+        out = ref(lambda a, b: a @ b, wide_a, wide_b)
+        check_oracle(out, to_frac(wide_a) @ to_frac(wide_b), F64)
         x = np.concatenate([a, -a * (1 + 2.0 ** -45)], axis=1)
         out = ref(lambda x: lax.reduce(x, 0.0, lax.add, (1,)), x)
         check_oracle(out, np.array([np.sum(to_frac(r)) for r in x], object), F64)
