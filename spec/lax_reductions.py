@@ -106,6 +106,12 @@ SEMANTICS = table(
                "with select=ge: the first maximum wins ties; a NaN is selected when met and replaced by the next element",
                "each output element is the correctly rounded sum of the source values scattered to it (+0 if none)"),
               (XLA_OPS + "#selectandscatter", JAX_WIN), CORRECTLY_ROUNDED),
+    Semantics("select_and_scatter", "Generic SelectAndScatter with select and scatter computations.",
+              ("selection as select_and_scatter_add, with the select computation",
+               "each output starts at init_value; the scatter computation folds in the source values that "
+               "selected it, in row-major window order (XLA leaves the order unspecified: results are defined "
+               "for associative, commutative scatter computations)"),
+              (XLA_OPS + "#selectandscatter", JAX_WIN + " _select_and_scatter"), EXACT),
     Semantics("select_and_gather_add", "JVP of max/min pooling: per window, the tangent of the selected operand element.",
               ("JAX's lowering: a reduce_window over (operand, tangent) pairs from init (-inf for ge, +inf for le; "
                "tangent 0) that keeps the accumulator when select(acc, e), in window order; padding holds the init",

@@ -546,6 +546,20 @@ def test_max_pool_gradients(window, strides, padding):
         assert_same_bits(ref(jvp, x, t), xla_cpu(jvp, x, t))
 
 
+def test_generic_select_and_scatter():
+    """select_and_scatter with select/scatter computations (JAX's internal _select_and_scatter)."""
+    from jax._src.lax.windowed_reductions import _select_and_scatter
+    x = np.array([[1., 3., 3., 2., 2., 5., 0., 7.], [5., 5., 5., 1., -1., 4., 0., 7.]], np.float32)
+    cases = [(lax.ge, (1, 3), (1, 2), ((0, 0), (0, 0)), lax.mul, 0.5),
+             (lax.lt, (2, 3), (1, 2), ((0, 1), (1, 0)), lax.add, 0.0),
+             (lax.gt, (1, 2), (1, 1), ((0, 0), (1, 1)), lax.max, -1.0)]
+    for select, window, strides, padding, scatter, init in cases:
+        shape = jax.eval_shape(lambda x: lax.reduce_window(x, 0.0, lax.add, window, strides, padding), x).shape
+        src = (np.arange(np.prod(shape)) % 5 + 1).astype(np.float32).reshape(shape)
+        fn = lambda x, s: _select_and_scatter(x, select, window, strides, padding, s, np.float32(init), scatter)  # noqa: E731
+        assert_same_bits(ref(fn, x, src), xla_cpu(fn, x, src), err_msg=str((select, window, scatter)))
+
+
 def test_select_and_scatter_add_sums_correctly_rounded():
     """Overlapping windows scatter several values to one element: the sum is rounded once."""
     x = np.array([[1.0, 9.0, 1.0, 1.0]], np.float32)          # element 1 is every window's max

@@ -660,16 +660,19 @@ def reduce_window(eqn, *args, jaxpr, consts, **params):
 _SELECT = {"ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}
 
 
-def _select_positions(eqn, operand: np.ndarray, select_prim, idx: np.ndarray, init=None):
+def _select_fn(eqn, select_prim):
+    select = _SELECT.get(getattr(select_prim, "name", str(select_prim)))
+    if select is None:
+        raise eqn.unsupported(f"select_prim {select_prim}")
+    return select
+
+
+def _select_positions(x: np.ndarray, select, idx: np.ndarray, init=None):
     """For each window (rows of ``idx``), the window element XLA's select picks: scanning the
     window in order, the selected element is replaced by a candidate ``e`` unless
     ``select(selected, e)``. With ``init`` None padding is skipped (SelectAndScatter); otherwise
     padding holds ``init`` and the scan starts from it (select_and_gather_add's reduce_window).
-    Returns the chosen flat index per window (-1: padding/none)."""
-    select = _SELECT.get(getattr(select_prim, "name", str(select_prim)))
-    if select is None:
-        raise eqn.unsupported(f"select_prim {select_prim}")
-    x = _as_compute(operand).ravel()
+    ``x`` is the flat operand. Returns the chosen flat index per window (-1: padding/none)."""
     shape = idx.shape[:-1]
     if init is None:
         sel_val = np.zeros(shape, x.dtype)
@@ -716,8 +719,35 @@ def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensio
                            padding, **params):
     operand = np.asarray(operand)
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
-    chosen = _select_positions(eqn, operand, select_prim, idx)
+    chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx)
     out = scatter_sum(eqn, operand.size, chosen, np.asarray(source), eqn.out_dtype)
+    return out.reshape(operand.shape)
+
+
+@register("select_and_scatter")
+def select_and_scatter(eqn, operand, source, init_value, *, select_jaxpr, select_consts, scatter_jaxpr,
+                       scatter_consts, window_dimensions, window_strides, padding, **params):
+    """Generic SelectAndScatter: selection as in select_and_scatter_add with the select
+    computation; each output starts at init_value and the scatter computation folds in the
+    source values selecting it, in row-major window order (XLA leaves that order unspecified:
+    defined for associative, commutative scatter computations)."""
+    operand, source = np.asarray(operand), np.asarray(source)
+    idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
+    select = lambda a, b: _apply(eqn, select_jaxpr, select_consts, [a, b])[0].astype(bool)  # noqa: E731
+    chosen = _select_positions(operand.ravel(), select, idx).ravel()
+    out = np.full(operand.size, np.asarray(init_value), operand.dtype)
+    src = source.ravel()
+    keep = np.flatnonzero(chosen >= 0)
+    targets = chosen[keep]
+    # Rounds: the r-th contribution of every target at once (targets distinct within a round).
+    order = np.argsort(targets, kind="stable")
+    targets, vals = targets[order], src[keep][order]
+    starts = np.searchsorted(targets, targets, side="left")
+    rank = np.arange(targets.size) - starts
+    for r in range(int(rank.max()) + 1 if rank.size else 0):
+        sel = rank == r
+        t = targets[sel]
+        out[t] = _apply(eqn, scatter_jaxpr, scatter_consts, [out[t], vals[sel]])[0]
     return out.reshape(operand.shape)
 
 
@@ -726,7 +756,7 @@ def select_and_gather_add(eqn, tangents, operand, *, select_prim, **params):
     operand, tangents = np.asarray(operand), np.asarray(tangents)
     idx = window_indices(operand.shape, **_window_params(params))
     init = -np.inf if getattr(select_prim, "name", "") in ("ge", "gt") else np.inf
-    chosen = _select_positions(eqn, operand, select_prim, idx, init=init)
+    chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx, init=init)
     t = np.ravel(tangents)
     vals = t[np.where(chosen >= 0, chosen, 0)] if t.size else np.zeros(chosen.shape, t.dtype)
     return np.where(chosen >= 0, vals, np.zeros((), t.dtype)).astype(tangents.dtype)
