@@ -103,16 +103,32 @@ def independent_round(v, dtype):
     return np.array(math.copysign(mag, n if n else float(v)), F64).astype(dtype)
 
 
+def _stable(compute, prec=192):
+    """``compute()`` (rounded results) at doubling precision until two precisions agree: mpmath
+    works to a fixed absolute precision in places (atanh, log near 1...)."""
+    last = None
+    while prec <= 8192:
+        with mpmath.workprec(prec):
+            got = compute()
+        if got is None or (last is not None and all(
+                np.asarray(a).tobytes() == np.asarray(b).tobytes() for a, b in zip(got, last))):
+            return got
+        last, prec = got, prec * 2
+    return last
+
+
 def mp_reference(name, args, dtype):
     """The correctly rounded value of ``name`` at exact float arguments, or None."""
-    with mpmath.workprec(192):
+    def compute():
         try:
             v = MP[name](*[mpmath.mpf(float(a)) for a in args])
         except (ValueError, ZeroDivisionError):
             return None
         if v is None or isinstance(v, mpmath.mpc) or not mpmath.isfinite(v):
             return None
-        return independent_round(v, dtype)
+        return (independent_round(v, dtype),)
+    got = _stable(compute)
+    return None if got is None else got[0]
 
 
 def _domain_strategy(name, dtype, size):
@@ -185,9 +201,9 @@ def _sample(rng, lo, hi, n, integer=False):
     return np.round(u) if integer else u
 
 
-# float64 of the slow functions is left to the nightly profile: each XLA compile of them takes seconds
+# the slow functions (each XLA compile takes seconds, each float64 point runs mpmath) only in float32
 BUDGET_CASES = [(n, dt) for n in sorted(S.XLA_CPU_ULP) for dt in ("float32", "bfloat16", "float64")
-                if n in FUNCS and dt in S.XLA_CPU_ULP[n] and not (n in SLOW and dt == "float64")]
+                if n in FUNCS and dt in S.XLA_CPU_ULP[n] and not (n in SLOW and dt != "float32")]
 
 
 @pytest.mark.parametrize("name,dtype_name", BUDGET_CASES)
@@ -326,7 +342,7 @@ CMP = {"rsqrt": lambda z: 1 / mpmath.sqrt(z)}
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.complex64), np.dtype(np.complex128)], ids=str)
 @pytest.mark.parametrize("name", CFUNCS)
-@settings(max_examples=2)
+@settings(max_examples=1)
 @given(st.lists(st.tuples(st.floats(-20, 20), st.floats(-20, 20)), min_size=4, max_size=4))
 def test_complex_correctly_rounded(name, dtype, parts):
     part = F32 if dtype == np.complex64 else F64
@@ -338,16 +354,22 @@ def test_complex_correctly_rounded(name, dtype, parts):
         re, im = float(z[i].real), float(z[i].imag)
         # mpmath has no signed zero: on a branch cut with imaginary part -0, use f(conj z) = conj f(z)
         conj = im == 0 and math.copysign(1, im) < 0
-        with mpmath.workprec(192):
+        if (re == 0 or im == 0) and name in ("asin", "acos", "atan", "asinh", "acosh", "atanh"):
+            continue     # on the cuts mpmath picks the side regardless of the sign of zero (C99 G.6 does not)
+        def compute():
             try:
                 w = mpmath.mpc(f(mpmath.mpc(re, -im if conj else im)))
             except (ValueError, ZeroDivisionError):
-                continue
+                return None
             if conj:
                 w = mpmath.conj(w)
             if not (mpmath.isfinite(w.real) and mpmath.isfinite(w.imag)):
-                continue
-            want_re, want_im = independent_round(w.real, part), independent_round(w.imag, part)
+                return None
+            return independent_round(w.real, part), independent_round(w.imag, part)
+        want = _stable(compute)
+        if want is None:
+            continue
+        want_re, want_im = want
         for g, wnt in ((got[i].real, want_re), (got[i].imag, want_im)):
             if float(wnt) == 0:
                 assert float(g) == 0
