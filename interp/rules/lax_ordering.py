@@ -73,9 +73,11 @@ def top_k(eqn, operand, *, k, axis=None, is_stable=True, **params):
 @register("approx_top_k")
 def approx_top_k(eqn, operand, *, k, reduction_dimension, recall_target, is_max_k,
                  reduction_input_size_override, aggregate_to_topk, **params):
-    # Off TPU, XLA's ApproxTopK is exact: a stable sort with JAX's sort order (-0.0 == +0.0,
-    # every NaN above +inf) and a slice; recall_target only permits less. Without
-    # aggregate_to_topk, CPU/GPU still return exactly k candidates (the reference's result).
+    # Off TPU, XLA's ApproxTopK is exact (recall_target only permits less). The reference
+    # defines it as a stable sort with JAX's sort order (-0.0 == +0.0, every NaN above +inf) and a
+    # slice; XLA:CPU agrees except for the order of NaN and signed-zero ties, which depends on k
+    # and on the jaxlib version (spec/lax_ordering.py). Without aggregate_to_topk, CPU/GPU still
+    # return exactly k candidates.
     axis = reduction_dimension % np.ndim(operand)
     if eqn.out_aval.shape[axis] != k:
         raise eqn.unsupported("approx_top_k returning a TPU-sized candidate set")
