@@ -542,6 +542,8 @@ def _batched(jaxpr, consts, dtypes: tuple, length: int):
             else jcore.ClosedJaxpr(jaxpr, list(consts))
         fun = jax.vmap(jcore.jaxpr_as_fun(closed))
         traced = jax.make_jaxpr(fun)(*[jax.ShapeDtypeStruct((length,), d) for d in dtypes])
+        if len(_BATCHED) > 512:     # bounded: entries hold their jaxpr alive
+            _BATCHED.clear()
         hit = _BATCHED[key] = (jaxpr, traced)
     return hit[1]
 
