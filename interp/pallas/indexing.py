@@ -17,7 +17,13 @@ def split_transformed(x):
 def resolve(eqn, ref, transforms):
     """(ref, normalized index, dtype the elements are viewed as) of ``ref`` under ``transforms``."""
     from ..rules import state
-    flat, tree = jax.tree_util.tree_flatten(tuple(transforms or ()))
+    transforms = tuple(transforms or ())
+    if len(transforms) == 1 and isinstance(transforms[0], state.NDIndexer):
+        # The common case (x_ref.at[...] / pl.ds): the state family's normaliser directly,
+        # without flattening the indexer to re-build it.
+        return ref, state.normalize_indexer(transforms[0], ref.shape,
+                                            ref.wraps_negative_indices), ref.dtype
+    flat, tree = jax.tree_util.tree_flatten(transforms)
     index, dtype = state._resolve(eqn, ref, flat, tree)
     return ref, index, np.dtype(dtype)
 
