@@ -1,0 +1,193 @@
+"""Fusion: Pallas fuser programs (input fusions and epilogues pulled into a pallas_call through
+the fuser's block-spec rules), block-scaled matmul in every BlockScaleConfig mode, and the
+excess-precision family (programs whose per-equation rounding a fusing compiler may skip).
+
+The fuser programs all call one fusible kernel (``fusible_double``: a (8, 128)-blocked
+``pallas_call`` computing ``2 * x``, exact in every float type) between an input fusion and an
+output fusion that exercise one block-spec rule family each. ``FUSER_PROGRAMS`` is shared with
+tests/test_fusion.py, which checks the fused and unfused programs against each other."""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+
+from spec import compliance as C
+
+from ..case import LAX, PALLAS, Case, random_array
+
+F32, BF16, F16 = np.dtype(np.float32), np.dtype(jnp.bfloat16), np.dtype(np.float16)
+M, N = 16, 256          # the kernel's operand shape
+BM, BN = 8, 128         # its block shape: a (2, 2) grid
+
+
+# ---------------------------------------------------------------------------- the fusible kernel
+def _double_kernel(x_sp, z_sp, x_refs, z_refs, o_refs, *, x_fn, z_fn):
+    pids = (pl.program_id(0), pl.program_id(1))
+    sp = (x_sp, z_sp)
+    x = x_fn(pids, sp, jax.tree.map(lambda r: r[...], x_refs))
+    out = z_fn(pids, sp, jax.tree.map(lambda r: r[...], z_refs), x * 2)
+    for r, v in zip(jax.tree.leaves(o_refs), jax.tree.leaves(out)):
+        r[...] = v
+
+
+def fusible_double(interpret=True):
+    """A fusible ``2 * x`` for (M, N) operands, written as the fuser's tests write kernels
+    (tests/pallas/tpu_fusible_matmul_test.py): values and scalar prefetch taken out of the fusions,
+    block specs pulled through the input fusion and pushed through the output fusion."""
+    from jax.experimental.pallas import fuser
+    from jax.experimental.pallas import tpu as pltpu
+
+    @fuser.fusible
+    def double(x, z):
+        typ = jax.ShapeDtypeStruct(x.shape, x.dtype)
+        if z is None:
+            z = lambda v: v   # noqa: E731
+        spec = pl.BlockSpec((BM, BN), lambda i, j, *_: (i, j))
+        x_fn, x_values, x_sp = fuser.get_fusion_values(x)
+        z_fn, z_values, z_sp = fuser.get_fusion_values(z, typ)
+        x_fn, (x_specs,), _ = fuser.pull_block_spec(
+            x_fn, spec, scalar_prefetch_handler=fuser.make_scalar_prefetch_handler(0), grid_len=2)(x_values)
+        z_out_specs = fuser.push_block_spec(z, spec)(typ)
+        z_fn, (z_specs, _), _ = fuser.pull_block_spec(
+            z_fn, z_out_specs, scalar_prefetch_handler=fuser.make_scalar_prefetch_handler(1), grid_len=2)(
+                z_values, typ)
+        out_type = jax.eval_shape(z, typ)
+        # Scalar prefetch operands get a leading unit dimension (as in JAX's fuser tests; 0.10.2
+        # indexes them with [0]).
+        sp = jax.tree.map(lambda v: v[None], (x_sp, z_sp))
+        out = pl.pallas_call(
+            functools.partial(_double_kernel, x_fn=x_fn, z_fn=z_fn),
+            grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=len(sp),
+                                                   grid=(M // BM, N // BN), in_specs=[x_specs, z_specs],
+                                                   out_specs=[z_out_specs]),
+            out_shape=[out_type], interpret=interpret)(*sp, x_values, z_values)
+        return out[0]
+    return double
+
+
+# ---------------------------------------------------------------------------- fuser programs
+def _f32(rng, shape, ints=False):
+    if ints:   # small integers: sums of them are exact in any order (reductions)
+        return rng.integers(-8, 9, shape).astype(np.float32)
+    return random_array(rng, F32, shape, specials=0, low=-4, high=4)
+
+
+def _prng_fusion(k, x, key_data):
+    # random_seed has no block-spec rule: the key comes in as data (random_wrap has one).
+    key = jax.random.wrap_key_data(key_data, impl="threefry2x32")
+    return k(x + jax.random.uniform(key, (M, N), jnp.float32))
+
+
+# name -> (program(kernel) -> fn, inputs(rng) -> args, rule family the block specs go through).
+# Every program's arithmetic is exact or one IEEE operation per element, and no multiply feeds an
+# add (XLA:CPU contracts those into FMAs): fused, unfused and XLA:CPU agree bit for bit.
+FUSER_PROGRAMS = {
+    "elementwise": (lambda k: lambda x, y: k(jnp.maximum(x, y) * x) + y,
+                    lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
+    "broadcast": (lambda k: lambda x, b: k(x + b[None, :]) - b[None, :],
+                  lambda r: [_f32(r, (M, N)), _f32(r, (N,))]),
+    "broadcast_scalar": (lambda k: lambda x, s: k(x * s),
+                         lambda r: [_f32(r, (M, N)), _f32(r, ())]),
+    "reshape": (lambda k: lambda x: k(x.reshape(M, N)),
+                lambda r: [_f32(r, (M, 2, N // 2))]),
+    "transpose": (lambda k: lambda y: k(y.T),
+                  lambda r: [_f32(r, (N, M))]),
+    "slice": (lambda k: lambda x: k(x[8:8 + M]),
+              lambda r: [_f32(r, (3 * M, N))]),
+    "dynamic_slice": (lambda k: lambda x, i: k(x[i]),
+                      lambda r: [_f32(r, (3, M, N)), np.int32(r.integers(0, 3))]),
+    "slice_epilogue": (lambda k: lambda x, b: k(x) + b[1],
+                       lambda r: [_f32(r, (M, N)), _f32(r, (4, M, N))]),
+    "concatenate": (lambda k: lambda x, y: k(jnp.concatenate([x, y], axis=1)),
+                    lambda r: [_f32(r, (M, N // 2)), _f32(r, (M, N // 2))]),
+    "select": (lambda k: lambda x, y: k(jnp.where(x > y, x, y)),
+               lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
+    "reduce_sum": (lambda k: lambda x: k(x.sum(axis=-1)),
+                   lambda r: [_f32(r, (M, N, 4), ints=True)]),
+    "convert": (lambda k: lambda x: k(x.astype(jnp.float32)).astype(jnp.bfloat16),
+                lambda r: [random_array(r, BF16, (M, N), specials=0)]),
+    "prng": (lambda k: lambda x, i: _prng_fusion(k, x, i),
+             lambda r: [_f32(r, (M, N)), r.integers(0, 2**32, (2,), dtype=np.uint32)]),
+    "multiple_outputs": (lambda k: lambda x, y: (lambda o: (o + y, jnp.maximum(o, y)))(k(x)),
+                         lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
+}
+
+
+def fuser_program(name: str, interpret=True, fused: bool = True):
+    """The program ``name`` with the fusible kernel, ``fuser.fuse``d or not."""
+    from jax.experimental.pallas import fuser
+    prog = FUSER_PROGRAMS[name][0](fusible_double(interpret))
+    return fuser.fuse(prog) if fused else prog
+
+
+# ---------------------------------------------------------------------------- excess precision
+# Each program rounds to a narrow type between two operations: the reference rounds per
+# equation; a backend that keeps f32 (excess precision) or contracts mul+add into an FMA
+# differs, and the case says which allowance may explain it.
+def _excess(name, fn, dtype, shapes, mode, prims):
+    return Case(id=f"fusion/excess_precision/{name}/{np.dtype(dtype).name}", fn=fn,
+                inputs=lambda rng: [random_array(rng, dtype, s, specials=0, low=-3, high=3) for s in shapes],
+                modes=mode, primitives=prims, tags=("excess-precision",))
+
+
+def _excess_cases():
+    for dt in (BF16, F16):
+        yield _excess("add_chain", lambda x, y, z: (x + y) + z, dt, [(64,)] * 3, C.exact(), ("add",))
+        yield _excess("mul_add", lambda x, y, z: x * y + z, dt, [(64,)] * 3, C.exact(), ("mul", "add"))
+        yield _excess("round_trip", lambda x, y: (x.astype(jnp.float32) * y.astype(jnp.float32)).astype(dt)
+                      .astype(jnp.float32) + 1, dt, [(64,)] * 2, C.exact(), ("convert_element_type", "mul"))
+        yield _excess("convert_pair", lambda x: x.astype(jnp.float32).astype(dt) * x, dt, [(64,)], C.exact(),
+                      ("convert_element_type",))
+        yield _excess("reduce_sum", lambda x: jnp.sum(x, axis=-1), dt, [(8, 64)], C.dot_product(64),
+                      ("reduce_sum",))
+    yield _excess("f32_mul_add", lambda x, y, z: x * y + z, F32, [(64,)] * 3, C.exact(), ("mul", "add"))
+
+
+# ---------------------------------------------------------------------------- block-scaled matmul
+def _scaled_matmul_inputs(rng, mode, b=2, m=4, n=3, k=64):
+    """(lhs, rhs, lhs_scales, rhs_scales) of one BlockScaleConfig mode, scales of moderate size."""
+    cfg = jax.nn.get_scaled_dot_general_config(mode, **({"global_scale": jnp.float32(1)} if mode == "nvfp4"
+                                                        else {}))
+    dt, st, bs = np.dtype(cfg.data_type), np.dtype(cfg.scale_type), cfg.block_size
+    fmax = float(jnp.finfo(dt).max)
+
+    def data(shape):
+        return np.clip(rng.standard_normal(shape) * fmax / 3, -fmax, fmax).astype(dt)
+
+    def scales(shape):
+        if mode == "nvfp4":   # e4m3fn scales: positive values in [2^-4, 16)
+            return np.exp2(rng.uniform(-4, 4, shape)).astype(st)
+        return np.exp2(rng.integers(-8, 9, shape).astype(np.float64)).astype(st)
+    return [data((b, m, k)), data((b, n, k)), scales((b, m, k // bs)), scales((b, n, k // bs))]
+
+
+def scaled_matmul_bound(a, b, sa, sb):
+    """sum_k |a_k sa_k| |b_k sb_k| per output element (the DOT_PRODUCT bound), in float64."""
+    def deq(x, s):
+        return np.abs(x.astype(np.float64) * np.repeat(s.astype(np.float64), x.shape[-1] // s.shape[-1], -1))
+    return [np.einsum("bmk,bnk->bmn", deq(a, sa), deq(b, sb))]
+
+
+def _scaled_matmul_cases():
+    for mode in ("mxfp8", "nvfp4", "mxfp4"):
+        yield Case(id=f"fusion/scaled_matmul/{mode}", fn=lambda a, b, sa, sb: jax.nn.scaled_matmul(a, b, sa, sb),
+                   inputs=functools.partial(_scaled_matmul_inputs, mode=mode), modes=C.dot_product(64),
+                   dot_bound=scaled_matmul_bound, primitives=("scaled_matmul_wrapper",), tags=("block-scaled",))
+
+
+def _fuser_cases():
+    for name, (_, inputs) in FUSER_PROGRAMS.items():
+        yield Case(id=f"fusion/fuser/{name}", fn=None, kind=PALLAS, pallas_targets=("tpu",),
+                   build=lambda interpret, name=name: fuser_program(name, interpret), inputs=inputs,
+                   modes=C.exact(), primitives=("pallas_call",), tags=("fuser",))
+
+
+def cases():
+    yield from _fuser_cases()
+    yield from _scaled_matmul_cases()
+    yield from _excess_cases()
