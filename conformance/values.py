@@ -52,7 +52,8 @@ def normalize_nans(x: np.ndarray) -> np.ndarray:
 
 def bits(x: np.ndarray) -> np.ndarray:
     """The raw storage bits of ``x`` as unsigned integers."""
-    x = np.ascontiguousarray(x)
+    x = np.asarray(x)
+    x = x if x.flags.c_contiguous else x.copy()  # (ascontiguousarray would make 0-d arrays 1-d)
     if D.is_bool(x.dtype):
         return x.view(np.uint8)
     return x.view(D.storage_uint(x.dtype)) if x.dtype.itemsize <= 8 else x.view(np.uint64)
@@ -68,10 +69,11 @@ def assert_same_bits(actual, expected, *, nan_payloads: bool = False, err_msg: s
     a, e = bits(actual), bits(expected)
     bad = np.flatnonzero(a.ravel() != e.ravel())
     if bad.size:
-        i = np.unravel_index(bad[0], actual.shape) if actual.shape else ()
+        i = np.unravel_index(bad[0], actual.shape)
         raise AssertionError(
             f"{bad.size} of {actual.size} elements differ bitwise {err_msg}; first at index {i}: "
-            f"actual {actual[i]!r} (bits {a[i]:#x}) vs expected {expected[i]!r} (bits {e[i]:#x})")
+            f"actual {actual[i]!r} (bits {int(a[i]):#x}) vs expected {expected[i]!r} "
+            f"(bits {int(e[i]):#x})")
 
 
 def arrays(dtype, shape, *, specials: bool = True, elements=None):
