@@ -1,0 +1,95 @@
+"""Semantics: fusion (interp/rules/fusion.py). Block-scaled matmul and the Pallas fuser.
+
+Backend notes (what the conformance cases and tests/test_fusion.py found):
+- XLA:CPU runs ``scaled_matmul`` (JAX >= 0.11; 0.10.2 has no CPU lowering) by converting data and
+  scales to the result type, multiplying, and an ordinary f32 dot: the dequantised values are
+  exact there for moderate scales, the sum is checked under DOT_PRODUCT(K). In f16/bf16 results the
+  dequantisation itself can overflow/underflow (e8m0 2^-127 is 0 in f16): outside DOT_PRODUCT.
+- ``lax.scaled_dot``'s composite decomposition (XLA:CPU) dequantises in bf16: exact for fp8/fp4
+  data with e8m0 scales in range, rounded otherwise.
+- The fuser's PRNG rule draws per block from ``fold_in(fold_in(key, i), j)``
+  (block_spec.py _random_bits_eval_rule): a fused program's random values differ from the
+  unfused one's by design; the reference reproduces the fused program's rule exactly.
+- JAX 0.10.2 quantises bfloat16 inputs in bfloat16; XLA:CPU then departs from the program in two
+  ways recorded below (JAX 0.11+ computes the block scale in float32: both disappear).
+"""
+from __future__ import annotations
+
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
+
+_SM = "jax/_src/cudnn/scaled_matmul_stablehlo.py"
+_SD = "jax/_src/lax/scaled_dot.py"
+_FUSER = "jax/_src/pallas/fuser/"
+_OCP_MX = "https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf"
+
+_BLOCK_SCALED = (
+    "dequantisation data * scale is exact: both factors have at most 24 significant bits and "
+    "their product's exponent lies inside float64's range (fp8/fp4 data with e8m0/e4m3 scales use "
+    "at most 8 bits); float64 factors are unsupported (loud)",
+    "the result is the exact dot product of the dequantised operands rounded once to "
+    "preferred_element_type (round to nearest even; overflow to +-inf, gradual underflow)",
+    "an e8m0 scale 0xFF is NaN and makes its block's products NaN; inf data * scale is inf",
+    "an exactly zero sum is +0 unless every product is -0",
+)
+
+SEMANTICS = table(
+    Semantics(
+        "scaled_matmul_wrapper",
+        "Block-scaled batched matmul (jax.nn.scaled_matmul): lhs (B, M, K), rhs (B, N, K), scales "
+        "(B, M|N, K // block); each scale multiplies `block` consecutive elements of the contracting "
+        "dimension; out (B, M, N) = sum_k (lhs sl)(rhs sr) in preferred_element_type.",
+        edge_cases=_BLOCK_SCALED,
+        sources=(f"{_SM} scaled_matmul_wrapper, _scaled_matmul_abstract, _scaled_matmul_cpu_lowering_impl",
+                 _OCP_MX),
+        exactness=CORRECTLY_ROUNDED,
+        notes="BlockScaleConfig modes: mxfp8 (e4m3fn/e5m2 data, e8m0fnu scales, block 32), nvfp4 "
+              "(e2m1fn data, e4m3fn scales, block 16, global scale applied after the matmul by "
+              "scaled_dot_general in ordinary primitives), mxfp4 (e2m1fn data, e8m0fnu scales, block 32; "
+              "not in JAX 0.10.2)."),
+    Semantics(
+        "scaled_matmul",
+        "The primitive scaled_matmul_wrapper binds under jit: the same meaning.",
+        edge_cases=_BLOCK_SCALED, sources=(f"{_SM} _scaled_matmul_p",), exactness=CORRECTLY_ROUNDED),
+    Semantics(
+        "scaled_dot",
+        "jax.lax.scaled_dot: dot_general(lhs * lhs_scale, rhs * rhs_scale, dimension_numbers) with "
+        "each scale of the operand's rank repeated over contiguous blocks of every contracting "
+        "dimension (size ratio >= 2).",
+        edge_cases=_BLOCK_SCALED,
+        sources=(f"{_SD} scaled_dot, _scale_broadcast, _scaled_dot_impl",),
+        exactness=CORRECTLY_ROUNDED,
+        notes="XLA's decomposition dequantises in bfloat16: a backend difference, not the meaning."),
+    Semantics(
+        "fusible",
+        "JAX 0.10.2 fuser.fusible outside fuser.fuse: the traced body on trivial fusions "
+        "(impl: core.eval_jaxpr(jaxpr, consts, *args)). Newer JAX binds a Fusible HiPrim through "
+        "call_hi_primitive, whose generic rule (control_flow.py) evaluates its expansion, the same "
+        "body.",
+        sources=(f"{_FUSER}fusible.py",)),
+    Semantics(
+        "custom_fusion",
+        "fuser.custom_fusion: the wrapped function (its eval/pull/push rules and pallas_impl are used "
+        "only when fuser.fuse pulls it into a kernel, where it no longer appears as this primitive).",
+        sources=(f"{_FUSER}custom_fusion_lib.py _custom_fusion_impl",)),
+)
+
+# Not implemented (no rule: interp.coverage() says "unsupported"):
+# - pack_dtype / unpack_dtype (fusible_dtype.py): values of a FusionDType extended dtype; they have
+#   no eager implementation in JAX either and are removed by fuser.fuse's physicalisation
+#   (resolve_fusion_dtypes) before anything runs.
+UNSUPPORTED = {
+    "pack_dtype": "FusionDType values exist only before fuser physicalisation (no JAX impl either)",
+    "unpack_dtype": "FusionDType values exist only before fuser physicalisation (no JAX impl either)",
+}
+
+# Backend departures found by tests/test_fusion.py (JAX 0.10.2, XLA:CPU, bfloat16 quantize):
+DIVERGENCES = {
+    "xla-cpu-bf16-mxfp8-zero-block": (
+        "quantize(mxfp8) of a bfloat16 all-zero block divides by e8m0_to_dtype(0, bf16) = 2^-127, a "
+        "bf16 subnormal that XLA:CPU flushes to 0: 0/0 gives NaN data where the program gives 0."),
+    "xla-cpu-bf16-nvfp4-scale": (
+        "quantize(nvfp4, global_scale 0.375) on bfloat16: XLA:CPU's data differ in a few elements; its "
+        "scales equal the program with the division by the constant MAX rewritten as multiplication by "
+        "a rounded reciprocal (JAX 0.12's source comment describes this rewriting and computes the "
+        "ratio in float32 to avoid it)."),
+}
