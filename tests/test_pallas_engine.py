@@ -308,6 +308,8 @@ def test_vmapped_pallas_call_hides_the_batch_grid_axis():
     want = x + np.repeat(np.array([0, 100], np.float32), 8)[:, None] + 2
     np.testing.assert_array_equal(interp.interpret(g)(x), want)
     np.testing.assert_array_equal(xla_cpu(g, x), want)
+    # the batch axis is parallel: any order gives the same result
+    np.testing.assert_array_equal(interp.interpret(g, grid_order="shuffled", seed=2)(x), want)
 
 
 def test_kernel_traced_for_tpu_interpret_mode_runs_in_the_reference():

@@ -235,8 +235,12 @@ class CallPlan:
         self.written_inputs = {i for i in range(self.num_inputs)
                                if self.num_scalars + i in written and self.blocks[i].whole}
         sem = _dimension_semantics(p.get("compiler_params"))
-        self.parallel_axes = tuple(i for i, s in enumerate(sem)
-                                   if "parallel" in str(s).lower()) if sem else ()
+        # dimension_semantics describe the kernel's own axes; vmap adds batch axes (vmapped_dims),
+        # which are independent, hence parallel.
+        own = [d for d in range(len(self.grid_spec)) if d not in self.vmapped]
+        self.parallel_axes = tuple(sorted(
+            set(self.vmapped) |
+            {own[i] for i, s in enumerate(sem) if "parallel" in str(s).lower() and i < len(own)}))
         self.revisit_undefined = _tpu_pipeline(p)
         if not self.revisit_undefined:
             # GPU programs (Triton / Mosaic GPU) run concurrently in no defined order: every
