@@ -41,6 +41,8 @@ SEMANTICS = table(
             "programs have no order) in a permutation seeded by Options.seed (other axes keep "
             "their order, so consecutive revisits along 'arbitrary' axes stay consecutive)",
             "dynamic grid bounds come from the leading operands (DynamicGridDim)",
+            "vmap of a pallas_call adds batch grid axes (vmapped_dims): parallel, and not seen by "
+            "program_id / num_programs",
             "Blocked(b): block index i covers [i*b, i*b+b); a block that starts inside the array "
             "but ends past it (partial edge block) reads never-written memory (poison) outside "
             "the array and its writes outside the array are dropped; a block starting outside "
