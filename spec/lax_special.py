@@ -112,9 +112,10 @@ SEMANTICS = table(
        [JAX_SPECIAL, "numerics.md: XLA:CPU erf_inv(+-1) = +-inf"]),
     _s("lgamma", f"log|Gamma(x)|; {_CR}",
        ["lgamma(+-0) = +inf", "lgamma(negative integer) = +inf", "lgamma(+-inf) = +inf",
-        "lgamma(1) = lgamma(2) = +0"], [JAX_SPECIAL, C99_F + " F.9.5.3"]),
+        "lgamma(1) = lgamma(2) = +0 (XLA:CPU of JAX 0.10.2 gives lgamma(1) = 4.7683716e-07 in "
+        "float32; 0.12 gives +0)"], [JAX_SPECIAL, C99_F + " F.9.5.3"]),
     _s("digamma", f"psi(x) = Gamma'(x)/Gamma(x); {_CR}",
-       ["digamma(+-0) = -inf (XLA's convention; SciPy gives +inf for -0)",
+       ["digamma(+-0) = -inf (XLA:CPU of JAX 0.12; JAX 0.10.2's XLA gives NaN; SciPy gives +inf for -0)",
         "digamma(negative integer) = NaN", "digamma(+inf) = +inf", "digamma(-inf) = NaN"],
        [JAX_SPECIAL, "chlo.digamma decomposition (stablehlo/transforms ChloDecompositionPatterns)",
         MEASURED]),
@@ -231,7 +232,10 @@ _budget("bessel_i0e", float32=4, bfloat16=1, float16=1, float64=4)
 _budget("bessel_i1e", float32=12, bfloat16=1, float16=1, float64=4)
 _budget("atan2", float32=2, bfloat16=1, float16=1, float64=1)
 _budget("pow", float32=1, bfloat16=1, float16=1, float64=1)
-_budget("polygamma", float32=18446744073709551614, bfloat16=18446744073709551614, float16=18446744073709551614, float64=22)
+# polygamma: the 0.10.2 measurement also sampled x = 0 (a pole), where XLA:CPU of jax 0.10.2 gives
+# polygamma(0, 0) = NaN and of 0.12 gives -inf (= the reference): budgets from the 0.12 run, whose
+# sample had no such point; the pole is in test_special_values.
+_budget("polygamma", float32=32, bfloat16=1, float16=1, float64=22)
 _budget("zeta", float32=14, bfloat16=1, float16=1, float64=14)
 _budget("igamma", float32=1432, bfloat16=1, float16=2, float64=794)
 _budget("igammac", float32=716, bfloat16=1, float16=1, float64=260)

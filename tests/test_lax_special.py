@@ -234,6 +234,9 @@ def test_xla_cpu_within_ulp_budget(name, dtype_name, seed):
 # 3. special values, bitwise
 
 INF, NAN = math.inf, math.nan
+# XLA changed some special-function edge cases between the JAX versions tested ("new": XLA:CPU of
+# JAX >= 0.12 agrees with the reference, that of 0.10.2 does not; recorded in spec/lax_special.py)
+NEW_JAX = tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 12)
 PI = math.pi
 # (name, args, expected, xla_agrees): expected from C99 Annex F / IEEE 754 / XLA as cited in spec.
 SPECIALS = [
@@ -270,12 +273,12 @@ SPECIALS = [
     ("erfc", (INF,), 0.0, True), ("erf_inv", (1.0,), INF, True), ("erf_inv", (-1.0,), -INF, True),
     ("erf_inv", (1.5,), NAN, True), ("erf_inv", (-0.0,), -0.0, True),
     ("lgamma", (0.0,), INF, True), ("lgamma", (-0.0,), INF, True), ("lgamma", (-3.0,), INF, True),
-    ("lgamma", (-INF,), INF, True), ("lgamma", (INF,), INF, True), ("lgamma", (1.0,), 0.0, True),
+    ("lgamma", (-INF,), INF, True), ("lgamma", (INF,), INF, True), ("lgamma", (1.0,), 0.0, "new"),
     ("lgamma", (2.0,), 0.0, True),
-    ("digamma", (0.0,), -INF, True), ("digamma", (-0.0,), -INF, True), ("digamma", (-2.0,), NAN, True),
+    ("digamma", (0.0,), -INF, "new"), ("digamma", (-0.0,), -INF, "new"), ("digamma", (-2.0,), NAN, True),
     ("digamma", (INF,), INF, True),
     ("polygamma", (1.5, 2.0), NAN, True), ("polygamma", (1.0, 0.0), INF, True),
-    ("polygamma", (0.0, 0.0), -INF, True), ("polygamma", (1.0, INF), 0.0, False),
+    ("polygamma", (0.0, 0.0), -INF, "new"), ("polygamma", (1.0, INF), 0.0, False),
     ("polygamma", (2.0, INF), -0.0, False),
     ("zeta", (1.0, 2.0), INF, True), ("zeta", (0.5, 2.0), NAN, True), ("zeta", (2.0, 0.0), NAN, False),
     ("zeta", (2.0, INF), 0.0, False), ("zeta", (INF, 1.0), 1.0, False),
@@ -301,20 +304,24 @@ def test_special_values(name, dtype):
     cases = [(a, e, agree) for n, a, e, agree in SPECIALS if n == name]
     arrs = [np.array([c[0][k] for c in cases], dtype) for k in range(len(cases[0][0]))]
     want = np.array([c[1] for c in cases], dtype)
-    agree = np.array([c[2] for c in cases])
+    agree = [c[2] for c in cases]
     with x64(True):
         ref = run_ref(name, *arrs)
         # XLA:CPU compiles of the special functions are slow: check it in float32 only
         xla = np.asarray(xla_cpu(FUNCS[name], *arrs)) if dtype == F32 else None
+    wrong = []
     for i, (a, _, _) in enumerate(cases):
         assert_same_bits(ref[i:i + 1], want[i:i + 1], err_msg=f"reference {name}{a}")
         if xla is None:
             continue
         same = bool(np.isnan(xla[i]) and np.isnan(want[i])) or \
             (xla[i] == want[i] and np.signbit(xla[i]) == np.signbit(want[i]))
+        agrees = agree[i] if agree[i] != "new" else NEW_JAX
         # where XLA:CPU diverges (recorded in spec/lax_special.py) it must still diverge, else the
         # case moves to the agreeing ones
-        assert same == agree[i], f"XLA:CPU {name}{a} = {xla[i]!r}, expected {want[i]!r}, agrees={agree[i]}"
+        if same != agrees:
+            wrong.append(f"XLA:CPU {name}{a} = {xla[i]!r}, expected {want[i]!r}, listed as agreeing={agrees}")
+    assert not wrong, wrong
 
 
 def test_accuracy_parameter_is_accepted():
