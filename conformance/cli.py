@@ -36,6 +36,8 @@ def _xdist_available() -> bool:
 
 def cmd_run(args) -> int:
     runners = _runners_arg(args.runners)
+    if args.timeout is None:
+        args.timeout = 60.0 if args.profile == "quick" else 300.0
     results_dir = os.path.join(args.out, "results")
     os.makedirs(results_dir, exist_ok=True)
     for old in glob.glob(os.path.join(results_dir, "*.jsonl")):
@@ -216,7 +218,8 @@ def main(argv=None) -> int:
     r.add_argument("--history", default=None, help="SQLite nightly history database")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--seeds", type=int, default=1, help="seeds per case (a deeper nightly: 3)")
-    r.add_argument("--timeout", type=float, default=120.0, help="seconds per (case, runner)")
+    r.add_argument("--timeout", type=float, default=None,
+                   help="seconds per (case, runner) (default: 60 quick, 300 nightly)")
     r.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")
     r.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers ('0': no xdist)")
     r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any fail/crash/timeout")
