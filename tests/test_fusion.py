@@ -40,16 +40,8 @@ needs_cpu_scaled_matmul = pytest.mark.skipif(
     not XLA_SCALED_MATMUL, reason="JAX 0.10.2 has no XLA:CPU lowering of scaled_matmul")
 
 
-def _has_mode(mode):
-    try:
-        jax.nn.get_scaled_dot_general_config(mode)
-        return True
-    except ValueError:
-        return False
-
-
 # JAX 0.10.2 has no mxfp4 BlockScaleConfig (get_scaled_dot_general_config: "Unsupported mode").
-needs_mxfp4 = pytest.mark.skipif(not _has_mode("mxfp4"), reason="this JAX has no mxfp4 BlockScaleConfig")
+needs_mxfp4 = pytest.mark.skipif(not F._has_mode("mxfp4"), reason="this JAX has no mxfp4 BlockScaleConfig")
 
 
 def _mode_param(mode, *rest):
