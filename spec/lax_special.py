@@ -29,6 +29,9 @@ When is the result not guaranteed correctly rounded (stated honestly):
   * complex results use a normwise bound, so a component tiny relative to |f(z)| goes to mpmath;
     C99 special values (inf/NaN components) come from NumPy, which follows C99 Annex G.
 
+Overflow in formats without infinities follows convert_element_type (the correctly rounded value
+is converted like a float64 would be): float8_e4m3fn gives NaN, float4_e2m1fn saturates to +-6.
+
 Subnormals: the reference never flushes. XLA:CPU flushes subnormal inputs and outputs of these
 functions (it runs with FTZ/DAZ; numerics.md), so XLA is compared only where inputs and the
 reference result are normal or zero: the backend allowance "flush-to-zero".

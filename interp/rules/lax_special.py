@@ -607,8 +607,17 @@ FIXUPS: dict = {
     "polygamma": _fix_polygamma,
 }
 
+_LARGE = ("arguments above 2**24: SciPy's float64 value is kept, not verified correctly rounded "
+          "(mpmath's series are too slow there)")
+PARTIAL = {
+    "igamma": _LARGE, "igammac": _LARGE, "regularized_incomplete_beta": _LARGE,
+    "polygamma": _LARGE,
+    "zeta": _LARGE + "; q <= 0 (the continuation to negative q) is not evaluated: NaN",
+    "igamma_grad_a": "arguments above 2**24 give NaN (no float64 implementation to fall back on)",
+}
+
 for _name in REAL:
-    register(_name)(_rule(_name))
+    register(_name, partial=PARTIAL.get(_name))(_rule(_name))
 
 
 # ----------------------------------------------------------------------------------------------
