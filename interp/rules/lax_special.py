@@ -408,6 +408,23 @@ def _i1e_mp(x):
     return mpmath.besseli(1, x) * mpmath.exp(-abs(x))
 
 
+def _erfinv_mp(x):
+    """erf^-1 by Newton's method from SciPy's float64 seed (mpmath.erfinv is ~4 ms per call):
+    y <- y - (erf(y) - x) / (2/sqrt(pi) exp(-y^2)); quadratic convergence from ~1e-16."""
+    if abs(x) >= 1:
+        raise ValueError("erf_inv(+-1) = +-inf, |x| > 1 is NaN: kept from the wide evaluation")
+    if x == 0:
+        return mpmath.mpf(0)
+    y = mpmath.mpf(float(sc.erfinv(float(x))))
+    c = 2 / mpmath.sqrt(mpmath.pi)
+    for _ in range(12):
+        step = (mpmath.erf(y) - x) / (c * mpmath.exp(-y * y))
+        y -= step
+        if step == 0 or abs(step) < abs(y) * mpmath.mpf(2) ** (-mpmath.mp.prec - 4):
+            break
+    return y
+
+
 def _rsqrt_wide(x):
     return 1.0 / np.sqrt(x)
 
@@ -467,7 +484,7 @@ REAL: dict[str, Fn] = {
     # measured/documented accuracy; float64 outputs always use mpmath.
     "erf": Fn(sc.erf, mpmath.erf, rel=2.0 ** -40),
     "erfc": Fn(sc.erfc, mpmath.erfc, rel=2.0 ** -40),
-    "erf_inv": Fn(sc.erfinv, mpmath.erfinv, rel=2.0 ** -40),
+    "erf_inv": Fn(sc.erfinv, _erfinv_mp, rel=2.0 ** -40),
     "lgamma": Fn(sc.gammaln, _lgamma_mp, rel=2.0 ** -40),
     "digamma": Fn(sc.psi, _digamma_mp, rel=2.0 ** -40),
     "polygamma": Fn(_polygamma_wide, _polygamma_mp, rel=2.0 ** -36, mp_max=MP_MAX),
