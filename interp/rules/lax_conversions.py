@@ -74,7 +74,7 @@ def _to_odd_float32(x: np.ndarray) -> np.ndarray:
     f = x.astype(np.float32)
     back = f.astype(x.dtype)
     inexact = (back != x) & ~np.isnan(x) & np.isfinite(x)
-    even = (np.ascontiguousarray(f).view(np.uint32) & np.uint32(1)) == 0
+    even = (np.asarray(f).view(np.uint32) & np.uint32(1)) == 0
     toward = np.where(x > back, np.float32(np.inf), np.float32(-np.inf))
     return np.where(inexact & even, np.nextafter(f, toward), f).astype(np.float32)
 
