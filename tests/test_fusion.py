@@ -289,3 +289,12 @@ def test_excess_precision_cases_round_per_equation():
     # f32 rounding can only matter when it creates a tie; none occur for these inputs.)
     assert_same_bits(got, want)
     assert len([c for c in cases if "excess_precision" in c]) >= 10
+
+
+def test_zero_dim_narrow_float_division():
+    """0-d bfloat16 arithmetic computed in float64 and rounded once (the quantisers' amax / MAX on
+    one block): regression for a 0-d result coming back as shape (1,) from the float64 -> bf16
+    rounding (lax_conversions._to_odd_float32)."""
+    x = np.asarray(1, jnp.bfloat16)
+    fn = lambda v: v / jnp.bfloat16(6)   # noqa: E731
+    assert_same_bits(interp.interpret(fn)(x), xla_cpu(fn, x))

@@ -111,6 +111,8 @@ FUSER_PROGRAMS = {
                    lambda r: [_f32(r, (M, N, 4), ints=True)]),
     "convert": (lambda k: lambda x: k(x.astype(jnp.float32)).astype(jnp.bfloat16),
                 lambda r: [random_array(r, BF16, (M, N), specials=0)]),
+    "bf16_chain": (lambda k: lambda x, y, z: k((x + y) * z) - x,
+                   lambda r: [random_array(r, BF16, (M, N), specials=0) for _ in range(3)]),
     "prng": (lambda k: lambda x, i: _prng_fusion(k, x, i),
              lambda r: [_f32(r, (M, N)), r.integers(0, 2**32, (2,), dtype=np.uint32)]),
     "multiple_outputs": (lambda k: lambda x, y: (lambda o: (o + y, jnp.maximum(o, y)))(k(x)),
