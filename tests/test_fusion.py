@@ -298,3 +298,28 @@ def test_zero_dim_narrow_float_division():
     x = np.asarray(1, jnp.bfloat16)
     fn = lambda v: v / jnp.bfloat16(6)   # noqa: E731
     assert_same_bits(interp.interpret(fn)(x), xla_cpu(fn, x))
+
+
+def test_fusible_with_captured_constants_unfused():
+    """A fusible body that closes over an array (the Fusible call's consts) and calls its input
+    fusion directly, evaluated outside fuser.fuse."""
+    from jax.experimental.pallas import fuser
+    c = jnp.asarray(np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6))
+
+    @fuser.fusible
+    def shift(x, z):
+        assert z is None
+        return (x() + c) * c   # (no multiply feeding an add: XLA:CPU would contract it)
+
+    fn = lambda x: shift(x)   # noqa: E731
+    x = np.arange(24, dtype=np.float32).reshape(4, 6) / 8
+    assert_same_bits(interp.interpret(fn)(x), xla_cpu(fn, x))
+
+
+def test_float64_block_scaled_operands_are_unsupported():
+    """A float64 factor makes data * scale inexact in float64: the reference says so."""
+    from tests.support import x64
+    with x64():
+        a = np.ones((1, 2, 64)); s = np.ones((1, 2, 2))
+        with pytest.raises(interp.UnsupportedPrimitiveError, match="float64"):
+            interp.interpret(jax.nn.scaled_matmul)(a, a, s, s)

@@ -542,3 +542,31 @@ def test_grad_and_vmap_against_xla():
     v = jax.vmap(lambda u: lax.zeta(u, 2.0))
     s = np.array([1.5, 2.0, 3.0], np.float32)
     assert_same_bits(interp.interpret(v)(s), interp.interpret(lambda u: lax.zeta(u, np.float32(2.0)))(s))
+
+
+COMPLEX_BUDGET_CASES = [(n, dt) for n in sorted(S.XLA_CPU_ULP_COMPLEX) for dt in S.XLA_CPU_ULP_COMPLEX[n]
+                        if hasattr(lax, n)]
+
+
+@pytest.mark.parametrize("name,dtype_name", COMPLEX_BUDGET_CASES)
+def test_xla_cpu_complex_within_ulp_budget(name, dtype_name):
+    """The measurement's own sample (seed 0, 200 points): a regression bound for XLA:CPU."""
+    dtype = np.dtype(dtype_name)
+    budget, _ = S.XLA_CPU_ULP_COMPLEX[name][dtype_name]
+    rng = np.random.default_rng(0)
+    n = 200
+
+    def z():
+        return (rng.uniform(-10, 10, n) + 1j * rng.uniform(-10, 10, n)).astype(dtype)
+    args = [z()] if name != "pow" else [z(), z()]
+    f = getattr(lax, name)
+    with x64(True):
+        ref = np.asarray(interp.interpret(f)(*args))
+        xla = np.asarray(xla_cpu(f, *args))
+    part = np.float32 if dtype == np.complex64 else np.float64
+    tiny = np.finfo(part).tiny
+    normal = np.ones(n, bool)
+    for c in (ref.real, ref.imag):
+        normal &= ~((np.abs(c) < tiny) & (c != 0))    # allowance: XLA:CPU flushes subnormals
+    d = L.ulp_distance(ref[normal], xla[normal])
+    assert d.max() <= budget, (name, dtype_name, int(d.max()), budget)
