@@ -322,3 +322,11 @@ def test_reduce_precision_by_hand():
     out = rp([1e-8, -1e-8, 2.0 ** -14, 2.0 ** -15], 5, 10)               # reduced subnormals flush
     assert out.tolist() == [0.0, 0.0, 2.0 ** -14, 0.0] and np.signbit(out[1])
     assert np.isnan(rp([np.nan], 5, 10)[0]) and np.isnan(rp([np.nan], 8, 0)[0])
+
+
+def test_scalar_operands_keep_shape():
+    x = np.float64(1 + 2.0 ** -30)
+    assert interp.interpret(convert_fn(D.bfloat16))(x).shape == ()
+    assert interp.interpret(lambda v: lax.bitcast_convert_type(v, jnp.int32))(np.float32(1)).shape == ()
+    assert interp.interpret(lambda v: lax.reduce_precision(v, 5, 2))(np.array(1.3, D.bfloat16)).shape == ()
+    assert interp.interpret(lambda v: lax.reduce_precision(v, 5, 2))(np.float32(1.3)).shape == ()

@@ -579,3 +579,13 @@ def test_grad_vmap_jvp():
         want = xla_eager(fn, *args)
         for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(want)):
             assert_same_bits(a, b)
+
+
+def test_scalar_operands_keep_shape():
+    """0-d operands give 0-d results on every path (bit views, round-to-odd, total order)."""
+    c = np.complex64(1 + 2j)
+    assert interp.interpret(lax.mul)(c, c).shape == ()
+    b = np.array(1.5, D.bfloat16)
+    assert interp.interpret(lax.nextafter)(b, b).shape == ()
+    assert interp.interpret(lambda a, b: _lax_internal.lt_to_p.bind(a, b))(np.float32(1), np.float32(2)).shape == ()
+    assert interp.interpret(lax.real)(c).shape == () and interp.interpret(lax.add)(b, b).shape == ()

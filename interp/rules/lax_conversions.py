@@ -24,6 +24,13 @@ _F4 = np.dtype(ml_dtypes.float4_e2m1fn) if hasattr(ml_dtypes, "float4_e2m1fn") e
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 
 
+def _c_order(x) -> np.ndarray:
+    """``x`` as a C-contiguous array of the same shape (0-d stays 0-d, unlike np.ascontiguousarray),
+    so that ``.view`` of another item type is allowed."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.array(x, order="C")
+
+
 def component_dtype(dtype) -> np.dtype:
     """float32 for complex64, float64 for complex128, else the dtype itself."""
     dtype = np.dtype(dtype)
@@ -187,7 +194,7 @@ def convert_element_type(eqn, x, *, new_dtype, weak_type=False, sharding=None, *
 
 def _logical_bits(x: np.ndarray) -> np.ndarray:
     """The element bits of ``x`` as unsigned integers of its storage size (sub-byte types masked)."""
-    x = np.ascontiguousarray(x)
+    x = _c_order(x)
     u = x.view(D.storage_uint(x.dtype))
     nbits = D.bit_width(x.dtype)
     if nbits < 8 * x.dtype.itemsize:
@@ -201,7 +208,7 @@ def _from_logical_bits(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if nbits < 8 * dtype.itemsize and D.is_signed(dtype):
         # ml_dtypes stores a sub-byte signed integer sign-extended in its byte
         return wrap_int(u.astype(np.uint64), dtype)
-    return np.ascontiguousarray(u.astype(D.storage_uint(dtype))).view(dtype)
+    return _c_order(u.astype(D.storage_uint(dtype))).view(dtype)
 
 
 @register("bitcast_convert_type")
@@ -275,7 +282,7 @@ def reduce_precision(eqn, x, *, exponent_bits, mantissa_bits, **params):
     dtype = x.dtype
     if dtype in _NATIVE_LAYOUT:
         layout = _NATIVE_LAYOUT[dtype]
-        u = np.ascontiguousarray(x).view(D.storage_uint(dtype)).astype(np.uint64)
+        u = _c_order(x).view(D.storage_uint(dtype)).astype(np.uint64)
         out = reduce_precision_bits(u, layout, exponent_bits, mantissa_bits)
         return out.astype(D.storage_uint(dtype)).view(dtype)
     if D.is_float(dtype):
@@ -285,7 +292,7 @@ def reduce_precision(eqn, x, *, exponent_bits, mantissa_bits, **params):
         fits16 = float(fi.max) <= 65504.0 and float(fi.smallest_subnormal) >= 2.0 ** -24
         wide = np.dtype(np.float16 if fits16 else np.float32)
         f = convert(x, wide)
-        u = np.ascontiguousarray(f).view(D.storage_uint(wide)).astype(np.uint64)
+        u = _c_order(f).view(D.storage_uint(wide)).astype(np.uint64)
         out = reduce_precision_bits(u, _NATIVE_LAYOUT[wide], exponent_bits, mantissa_bits)
         return convert(out.astype(D.storage_uint(wide)).view(wide), dtype)
     raise eqn.unsupported(f"reduce_precision of {dtype}")

@@ -20,7 +20,7 @@ import numpy as np
 from interp import dtypes as D
 from interp.errors import UndefinedBehaviorError
 from interp.registry import register
-from interp.rules.lax_conversions import component_dtype, convert, to_wide_int, wrap_int
+from interp.rules.lax_conversions import _c_order, component_dtype, convert, to_wide_int, wrap_int
 
 _NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
@@ -90,7 +90,7 @@ def _two_sum(a, b):
 def _odd_sum(a, b):
     """a + b rounded to odd in float64 (its last bit is sticky when inexact), for exact a, b."""
     s, e = _two_sum(a, b)
-    fix = (e != 0) & np.isfinite(s) & ((np.ascontiguousarray(s).view(np.uint64) & np.uint64(1)) == 0)
+    fix = (e != 0) & np.isfinite(s) & ((_c_order(s).view(np.uint64) & np.uint64(1)) == 0)
     return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
 
 
@@ -349,7 +349,7 @@ def _total_order_key(x: np.ndarray) -> np.ndarray:
     if not D.is_float(x.dtype):
         return x
     nbits = D.bit_width(x.dtype)
-    u = np.ascontiguousarray(x).view(D.storage_uint(x.dtype))
+    u = _c_order(x).view(D.storage_uint(x.dtype))
     if x.dtype == _E8M0:
         return u.astype(np.int64)
     if nbits == 64:
@@ -501,8 +501,8 @@ def nextafter(eqn, x, y):
     ex, ey = _exact(x), _exact(y)
     nbits = D.bit_width(dtype)
     ut = D.storage_uint(dtype)
-    xb = np.ascontiguousarray(x).view(ut).astype(np.int64) & ((1 << nbits) - 1)
-    yb = np.ascontiguousarray(y).view(ut).astype(np.int64) & ((1 << nbits) - 1)
+    xb = _c_order(x).view(ut).astype(np.int64) & ((1 << nbits) - 1)
+    yb = _c_order(y).view(ut).astype(np.int64) & ((1 << nbits) - 1)
     sign = 1 << (nbits - 1)
     away_from_zero = (ey > ex) == (ex > 0)
     out = np.where(away_from_zero, xb + 1, xb - 1)
@@ -545,12 +545,12 @@ def complex_(eqn, x, y):
 
 @register("real")
 def real(eqn, x):
-    return np.ascontiguousarray(np.real(x)).astype(eqn.out_dtype)
+    return _c_order(np.real(x)).astype(eqn.out_dtype)
 
 
 @register("imag")
 def imag(eqn, x):
-    return np.ascontiguousarray(np.imag(x)).astype(eqn.out_dtype)
+    return _c_order(np.imag(x)).astype(eqn.out_dtype)
 
 
 @register("conj")
