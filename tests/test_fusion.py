@@ -323,3 +323,19 @@ def test_float64_block_scaled_operands_are_unsupported():
         a = np.ones((1, 2, 64)); s = np.ones((1, 2, 2))
         with pytest.raises(interp.UnsupportedPrimitiveError, match="float64"):
             interp.interpret(jax.nn.scaled_matmul)(a, a, s, s)
+
+
+def test_nan_scale_and_infinite_data():
+    """An e8m0 scale 0xFF is NaN: every output that contracts with its block is NaN; e5m2 inf data
+    with a finite scale gives +-inf where no NaN or opposite infinity meets it."""
+    a, b, sa, sb = _mode_inputs("mxfp8", ml_dtypes.float8_e5m2, 3)
+    sa = sa.copy()
+    sa[0, 1, 0] = np.uint8(0xFF).view(ml_dtypes.float8_e8m0fnu)
+    a = a.copy()
+    a[1, 2, 5] = np.inf
+    b = np.abs(b.astype(np.float32)).astype(b.dtype) + np.asarray(1, b.dtype)   # positive rhs
+    got = interp.interpret(jax.nn.scaled_matmul)(a, b, sa, sb)
+    assert np.isnan(got[0, 1]).all() and not np.isnan(np.delete(got[0], 1, axis=0)).any()
+    assert (got[1, 2] == np.inf).all()
+    exact_rows = _exact_scaled_matmul(a[:1, :1], b[:1], sa[:1, :1], sb[:1], np.dtype(np.float32))
+    assert_same_bits(got[:1, :1], exact_rows)

@@ -48,13 +48,25 @@ def _dequantise(eqn, x: np.ndarray, scale: np.ndarray, contracting) -> np.ndarra
         return x.astype(F64) * s.astype(F64)
 
 
+def _dot(eqn, a: np.ndarray, b: np.ndarray, dimension_numbers, out_dtype) -> np.ndarray:
+    """Correctly rounded dot_general of exact dequantised operands. Both go to float32 when all
+    their values fit (fp8/fp4 data with moderate scales): the certified matmul then runs on float64
+    BLAS instead of long double (about 10x faster). Both or neither: mixed input dtypes would be
+    converted to the result type first (lax_contractions._lowered_inputs)."""
+    with np.errstate(all="ignore"):
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        if all(np.all((x32.astype(F64) == x) | np.isnan(x)) for x, x32 in ((a, a32), (b, b32))):
+            a, b = a32, b32
+    return dot_general_value(eqn, a, b, dimension_numbers, out_dtype)
+
+
 @register("scaled_matmul_wrapper", "scaled_matmul")
 def scaled_matmul(eqn, lhs, rhs, lhs_scales, rhs_scales, *, preferred_element_type, **params):
     # lhs (B, M, K), rhs (B, N, K), scales (B, M|N, K // block): out (B, M, N)
     # (jax/_src/cudnn/scaled_matmul_stablehlo.py _scaled_matmul_abstract / _cpu_lowering_impl).
     a = _dequantise(eqn, np.asarray(lhs), np.asarray(lhs_scales), (2,))
     b = _dequantise(eqn, np.asarray(rhs), np.asarray(rhs_scales), (2,))
-    return [dot_general_value(eqn, a, b, (((2,), (2,)), ((0,), (0,))), eqn.out_avals[0].dtype)]
+    return [_dot(eqn, a, b, (((2,), (2,)), ((0,), (0,))), eqn.out_avals[0].dtype)]
 
 
 @register("scaled_dot")
@@ -64,7 +76,7 @@ def scaled_dot(eqn, lhs, rhs, lhs_scale, rhs_scale, *, dimension_numbers, prefer
     (lc, rc), _ = dimension_numbers
     a = _dequantise(eqn, np.asarray(lhs), np.asarray(lhs_scale), lc)
     b = _dequantise(eqn, np.asarray(rhs), np.asarray(rhs_scale), rc)
-    return dot_general_value(eqn, a, b, dimension_numbers, eqn.out_dtype)
+    return _dot(eqn, a, b, dimension_numbers, eqn.out_dtype)
 
 
 @register("fusible")
