@@ -258,11 +258,14 @@ def test_quantize_bitwise_against_xla_cpu(mode, global_scale, dtype, request):
 
 
 @needs_cpu_scaled_matmul
-@pytest.mark.parametrize("mode", ["mxfp8", "nvfp4", _mode_param("mxfp4")])
-def test_scaled_dot_general_end_to_end(mode):
+@pytest.mark.parametrize("mode,global_scale", [("mxfp8", None), ("nvfp4", None), ("nvfp4", 0.5),
+                                               _mode_param("mxfp4", None)])
+def test_scaled_dot_general_end_to_end(mode, global_scale):
     """jax.nn.scaled_dot_general (quantise both sides, scaled matmul, global scales) against
-    XLA:CPU: the quantised operands agree bitwise (above), the dot within its bound."""
-    cfg = _quantize_config(mode, 0.5)
+    XLA:CPU: the quantised operands agree bitwise (above), the dot within its bound. nvfp4 without
+    a global scale uses get_scaled_dot_general_config's default of 1."""
+    cfg = jax.nn.get_scaled_dot_general_config(
+        mode, **({} if global_scale is None else {"global_scale": jnp.float32(global_scale)}))
     rng = rng_for(f"scaled_dot_general/{mode}", 0)
     x, y = rng.standard_normal((4, 64)).astype(np.float32), rng.standard_normal((3, 64)).astype(np.float32)
     dn = (((1,), (1,)), ((), ()))
