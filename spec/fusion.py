@@ -10,6 +10,10 @@ Backend notes (what the conformance cases and tests/test_fusion.py found):
 - The fuser's PRNG rule draws per block from ``fold_in(fold_in(key, i), j)``
   (block_spec.py _random_bits_eval_rule): a fused program's random values differ from the
   unfused one's by design; the reference reproduces the fused program's rule exactly.
+- Excess precision (conformance/cases/fusion.py, measured on XLA:CPU, both JAX versions): the bf16
+  and f16 chains (add chains, mul+add, convert round trips and pairs, 64-element sums) come out
+  bitwise equal to per-equation rounding; the f32 mul+add differs (FMA contraction: the
+  fma-contraction allowance in spec/allowances.py explains it).
 - JAX 0.10.2 quantises bfloat16 inputs in bfloat16; XLA:CPU then departs from the program in two
   ways recorded below (JAX 0.11+ computes the block scale in float32: both disappear).
 """
