@@ -46,8 +46,12 @@ def _same(ref, xla, msg=""):
 
 
 def test_every_registered_impl_is_native():
-    """Each impl the installed JAX registers has a NumPy implementation (not the traced fallback)."""
-    assert set(IMPLS) - {"pallas_tpu"} <= set(prng.IMPLS)
+    """Each impl the installed JAX registers has a NumPy implementation (not the traced fallback).
+
+    Pallas TPU's own key impls (registered once jax.experimental.pallas.tpu is imported, which
+    depends on what else ran in this worker) live inside kernels and belong to the Pallas rules."""
+    pallas_impls = {"pallas_tpu", "_pallas_internal_stateful"}
+    assert set(jax_prng.prngs) - pallas_impls <= set(prng.IMPLS)
 
 
 # (impl, jax_threefry_partitionable, jax_enable_x64). Only threefry2x32 and rbg read the
