@@ -76,9 +76,9 @@ SEMANTICS = table(
     Semantics("empty",
               "An array whose contents are undefined (XLA:CPU: zeros; TPU/GPU: AllocateBuffer).",
               ("uninitialized='zero': zeros (bit-identical to XLA:CPU's lowering)",
-               "uninitialized='nan' (default): a poison value, the Pallas interpret-mode "
-               "convention: NaN for floats and complex, iinfo.min for signed, iinfo.max for "
-               "unsigned, False for bool",
+               "uninitialized='nan' (default): the reference's poison value "
+               "(interp/uninitialized.py, shared with Pallas buffers): NaN for floats and complex, "
+               "iinfo.min for signed, iinfo.max for unsigned, True for bool",
                "uninitialized='raise': reads of plain arrays are not tracked, so it gives the "
                "'nan' poison (registered as partial)",
                "extended dtypes raise UnsupportedPrimitiveError"),

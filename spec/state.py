@@ -38,9 +38,9 @@ SEMANTICS = table(
               ("jax/_src/core.py ref_p",), EXACT),
     Semantics("mutable_array", "Older spelling of new_ref.", (), ("jax/_src/core.py",), EXACT),
     Semantics("empty_ref", "A fresh ref with uninitialized contents.",
-              ("options.uninitialized='nan': NaN, integers their minimum (JAX's run_state default "
-               "initialization); 'zero': zeros; 'raise' (and bool refs under 'nan'): "
-               "UnsupportedPrimitiveError, the plain Ref does not track reads",),
+              ("options.uninitialized='nan': the reference's poison value (interp/uninitialized.py: "
+               "NaN, signed ints their minimum, unsigned their maximum, bool True); 'zero': zeros; "
+               "'raise': UnsupportedPrimitiveError, the plain Ref does not track reads",),
               ("jax/_src/core.py empty_ref_p", ST + "discharge.py _default_initialization"), EXACT),
     Semantics("freeze", "The ref's current value (a copy).", (), ("jax/_src/core.py freeze_p",), EXACT),
     Semantics("free_ref", "No value; the ref is not used again.", (), ("jax/_src/core.py",), EXACT),

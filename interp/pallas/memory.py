@@ -18,32 +18,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import UninitializedReadError
 from ..refs import Ref
-
-
-def poison_value(dtype):
-    """The value never-written memory holds under ``uninitialized="nan"``.
-
-    floats and complex: NaN (quiet, positive); signed ints: the minimum (as JAX's interpret mode);
-    unsigned ints: the maximum (all ones: 0 would look like valid data); bool: True (JAX's interpret
-    mode uses False, which is indistinguishable from a real False).
-    """
-    dtype = np.dtype(dtype)
-    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
-        return np.array(np.nan).astype(dtype)[()]
-    if dtypes.is_signed(dtype):
-        return dtype.type(dtypes.iinfo(dtype).min)
-    if dtypes.is_unsigned(dtype):
-        return dtype.type(dtypes.iinfo(dtype).max)
-    if dtypes.is_bool(dtype):
-        return np.True_
-    raise NotImplementedError(f"no poison value for dtype {dtype}")
-
-
-def fill_uninitialized(shape, dtype, mode: str) -> np.ndarray:
-    """A fresh buffer of never-written memory under ``mode`` ("nan", "zero" or "raise")."""
-    if mode == "zero":
-        return np.zeros(shape, dtype)
-    return np.full(shape, poison_value(dtype), dtype)
+from ..uninitialized import fill_uninitialized, poison_value  # noqa: F401  (re-exported)
 
 
 def _first_false(mask: np.ndarray) -> tuple:

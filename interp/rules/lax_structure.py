@@ -17,6 +17,7 @@ import numpy as np
 
 from interp import dtypes as D
 from interp.registry import register
+from interp.uninitialized import fill_uninitialized
 
 
 def _static_only(eqn, dynamic) -> None:
@@ -136,30 +137,14 @@ def unstack(eqn, x, *, axis):
 
 
 def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
-    """The contents of never-written memory under the ``uninitialized`` option.
-
-    "zero": zeros (what XLA:CPU's lowering of lax.empty gives). "nan" and "raise": a poison value
-    that makes accidental reads visible, the convention of Pallas interpret mode
-    (jax/_src/pallas/primitives.py uninitialized_value): NaN for floats and complex, the minimum
-    for signed integers, False for bool; for unsigned integers the maximum (so that it is never a
-    plausible small count or index).
-    """
+    """The contents of never-written memory under the ``uninitialized`` option
+    (interp/uninitialized.py: the same poison values as Pallas buffers)."""
     if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
         raise eqn.unsupported(f"uninitialized value of extended dtype {dtype}")
-    dtype = np.dtype(dtype)
-    if eqn.options.uninitialized == "zero":
-        return np.zeros(shape, dtype)
-    if D.is_float(dtype) or D.is_complex(dtype):
-        value = np.nan
-    elif D.is_signed(dtype):
-        value = int(D.iinfo(dtype).min)
-    elif D.is_unsigned(dtype):
-        value = int(D.iinfo(dtype).max)
-    elif D.is_bool(dtype):
-        value = False
-    else:
-        raise eqn.unsupported(f"uninitialized value of dtype {dtype}")
-    return np.full(shape, np.array(value).astype(dtype), dtype)
+    try:
+        return fill_uninitialized(shape, dtype, eqn.options.uninitialized)
+    except NotImplementedError as e:
+        raise eqn.unsupported(str(e)) from None
 
 
 _EMPTY_PARTIAL = ("uninitialized='raise' cannot track reads of a lax.empty result (arrays are not "

@@ -17,6 +17,7 @@ from jax._src.state import types as _state_types
 from .. import dtypes as D
 from ..refs import Ref
 from ..registry import register
+from ..uninitialized import fill_uninitialized
 
 Slice = _indexing.Slice
 NDIndexer = _indexing.NDIndexer
@@ -163,18 +164,11 @@ def new_ref(eqn, init, **params):
 
 
 def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
-    """Fresh memory under options.uninitialized: NaN (ints: their minimum, as JAX's run_state
-    default initialization) or zero; 'raise' needs read tracking the plain Ref does not have."""
-    mode = eqn.options.uninitialized
-    if mode == "zero":
-        return np.zeros(shape, dtype)
-    if mode == "raise":
+    """Fresh memory under options.uninitialized (interp/uninitialized.py); 'raise' needs read
+    tracking the plain Ref does not have."""
+    if eqn.options.uninitialized == "raise":
         raise eqn.unsupported("uninitialized='raise' for refs created without a value")
-    if D.is_int(dtype):
-        return np.full(shape, D.iinfo(dtype).min, dtype)
-    if D.is_bool(dtype):
-        raise eqn.unsupported("uninitialized='nan' for a bool ref (no poison value)")
-    return np.full(shape, np.nan, dtype)
+    return fill_uninitialized(shape, dtype, eqn.options.uninitialized)
 
 
 @register("empty_ref")
