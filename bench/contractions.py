@@ -6,25 +6,19 @@ float64), plus the share of elements that needed the refinement tiers.
 """
 from __future__ import annotations
 
-import time
 
 import jax
 import numpy as np
 from jax import lax
 
 import interp
+from bench._timing import measure
 
 REPEATS = 3
 
 
 def _best(fn) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(REPEATS):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return measure(fn, REPEATS).best
 
 
 def _row(name, ref_s, hand_s, hand64_s):

@@ -14,8 +14,6 @@ A case whose primitive has no rule yet is reported as missing, not timed.
 from __future__ import annotations
 
 import os
-import statistics
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -27,17 +25,13 @@ from jax import lax  # noqa: E402
 import interp  # noqa: E402
 from interp.evaluator import Plan  # noqa: E402
 from interp.options import Options  # noqa: E402
+from bench._timing import measure
 
 
 def _time(fn, repeats):
     """(median seconds, result) of ``repeats`` calls after one warm-up call."""
-    out = fn()
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts), out
+    t = measure(fn, repeats)
+    return t.median, t.out
 
 
 def _scalar_chain(x):

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
-import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -26,6 +24,7 @@ from jax.experimental import pallas as pl  # noqa: E402
 from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 
 import interp  # noqa: E402
+from bench._timing import measure
 
 
 def matmul_call(n, bs=128, interpret=True):
@@ -116,15 +115,8 @@ def _flash(q, k, v):
 
 
 def _time(fn, repeats):
-    t0 = time.perf_counter()
-    out = fn()
-    first = time.perf_counter() - t0
-    steady = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        steady.append(time.perf_counter() - t0)
-    return first, statistics.median(steady) if steady else float("nan"), out
+    t = measure(fn, repeats)
+    return t.first, t.median, t.out
 
 
 def _jax_mode(make, args, mode, repeats):

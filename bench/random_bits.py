@@ -5,25 +5,19 @@
 """
 from __future__ import annotations
 
-import time
 
 import jax
 import numpy as np
 
 from interp import prng
+from bench._timing import measure as timed
 
 N = 1 << 22
 REPEATS = 3
 
 
 def _best(fn) -> float:
-    fn()  # warm up (compilation, first-touch allocation)
-    best = float("inf")
-    for _ in range(REPEATS):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return timed(fn, REPEATS).best
 
 
 def measure(impl: str, partitionable: bool = True) -> tuple[float, float, bool]:
@@ -56,7 +50,7 @@ def measure(impl: str, partitionable: bool = True) -> tuple[float, float, bool]:
         jax.config.update("jax_threefry_partitionable", old)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     print(f"random_bits, {N} x uint32 (2**22), best of {REPEATS}; XLA:CPU jitted, same run")
     print(f"{'implementation':<28}{'reference ms':>14}{'XLA:CPU ms':>12}{'ratio':>8}  exact")
     cases = [(name, True) for name in prng.IMPLS] + [("threefry2x32", False)]
