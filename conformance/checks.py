@@ -53,7 +53,7 @@ def ulp_distance(ref: np.ndarray, out: np.ndarray) -> np.ndarray:
         return np.maximum(ulp_distance(ref.real, out.real), ulp_distance(ref.imag, out.imag))
     rn, on = np.isnan(ref.astype(np.float64)), np.isnan(out.astype(np.float64))
     with np.errstate(over="ignore"):
-        d = np.abs(float_ordinal(ref) - float_ordinal(out)).astype(np.float64)
+        d = np.array(np.abs(float_ordinal(ref) - float_ordinal(out)), dtype=np.float64)  # 0-d too
     d[rn & on] = 0.0
     d[rn ^ on] = np.inf
     return d

@@ -30,6 +30,9 @@ def test_ulp_distance_hand_values():
     # bfloat16: 1.0 and 1.0078125 are neighbours (7 explicit mantissa bits).
     b = np.array([1.0, 1.0078125], D.bfloat16)
     assert checks.ulp_distance(b[:1], b[1:]).tolist() == [1]
+    # 0-d outputs (a scalar loss): a NaN on one side only is infinitely far.
+    assert checks.ulp_distance(np.float32(1), up).tolist() == 1
+    assert checks.ulp_distance(np.float32(np.nan), np.float32(1)).tolist() == math.inf
 
 
 def test_exact_mode_reports_first_mismatch_and_ignores_nan_payloads():
