@@ -61,7 +61,11 @@ def distinct_values(shape, dtype=np.float32):
 
 def nice_floats(dtype):
     """Float values whose sums and products stay normal for a few steps (XLA:CPU flushes
-    subnormals, the reference does not), plus the specials that are not subnormal."""
+    subnormals, the reference does not), plus the specials that are not subnormal; complex values
+    have such parts."""
+    if D.is_complex(dtype):
+        part = nice_floats(np.float32 if np.dtype(dtype) == np.complex64 else np.float64)
+        return st.tuples(part, part).map(lambda p: np.array(complex(p[0], p[1])).astype(dtype)[()])
     return st.sampled_from([0.0, -0.0, 0.25, -0.5, 1.0, -1.0, 1.5, 2.0, -3.0, 4.0, 8.0, -6.0,
                             np.inf, -np.inf, np.nan]).map(lambda v: np.array(v).astype(dtype)[()])
 
@@ -367,7 +371,7 @@ DUP_OOB = np.array([[1], [3], [1], [-1], [5], [1], [0], [3]], np.int32)
 def test_scatter_every_dtype_duplicates_and_out_of_bounds(dtype, data):
     """Every scatter kind the dtype allows, duplicate rows (applied in order) and out-of-bounds
     rows, in every mode. Arithmetic kinds use values without subnormals (XLA:CPU flushes them)."""
-    arith_elems = nice_floats(dtype) if D.is_float(dtype) else None
+    arith_elems = nice_floats(dtype) if D.is_float(dtype) or D.is_complex(dtype) else None
     x = data.draw(arrays(dtype, (4, 2), elements=arith_elems, specials=arith_elems is None))
     u = data.draw(arrays(dtype, (8, 2), elements=arith_elems, specials=arith_elems is None))
     raw_x, raw_u = data.draw(arrays(dtype, (4, 2))), data.draw(arrays(dtype, (8, 2)))
