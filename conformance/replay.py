@@ -19,14 +19,14 @@ whose outputs are every intermediate value, so both sides can be compared equati
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import jax
 import jax.extend.core as jcore
 
 from interp import dtypes as D
-from interp.evaluator import EqnContext, Token, _lookup_rule, is_extended, literal_value, split_jaxpr
+from interp.evaluator import EqnContext, _lookup_rule, is_extended, literal_value, split_jaxpr
 from interp.options import Options
 
 CALLS = ("jit", "pjit", "closed_call", "core_call")
@@ -106,6 +106,33 @@ def _wide_f32(op: str, *xs):
 SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt")
 
 
+def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None) -> list:
+    """Evaluate ``jaxpr`` equation by equation, entering calls (``CALLS``) instead of evaluating
+    them: ``eval_eqn(eqn, invals) -> outs`` sees every other equation; ``literal(lit)`` gives a
+    literal's value; ``after_call(eqn, inner_jaxpr)`` runs after each call."""
+    env: dict = {}
+
+    def read(a):
+        return literal(a) if isinstance(a, jcore.Literal) else env[a]
+
+    for var, val in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
+        env[var] = val
+    for eqn in jaxpr.eqns:
+        invals = [read(a) for a in eqn.invars]
+        sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
+        if sub is not None:
+            inner, inner_consts = split_jaxpr(sub)
+            outs = walk_inlining_calls(inner, inner_consts, invals, eval_eqn, literal, after_call)
+            if after_call is not None:
+                after_call(eqn, inner)
+        else:
+            outs = eval_eqn(eqn, invals)
+        for ov, o in zip(eqn.outvars, outs):
+            if not isinstance(ov, jcore.DropVar):
+                env[ov] = o
+    return [read(a) for a in jaxpr.outvars]
+
+
 class _Replay:
     def __init__(self, variant: Variant, options: Options, record: bool):
         self.v = variant
@@ -114,41 +141,32 @@ class _Replay:
         self.producer: dict[Any, Any] = {}   # var -> eqn that produced it
         self.shadow: dict[Any, np.ndarray] = {}
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
+        self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
 
     def run(self, jaxpr, consts, args):
-        env: dict = {}
+        return walk_inlining_calls(jaxpr, consts, args, self._eval_top_level, literal_value,
+                                   after_call=self._carry_through_call)
 
-        def read(a):
-            return literal_value(a) if isinstance(a, jcore.Literal) else env[a]
+    def _eval_top_level(self, eqn, invals):
+        outs = self.eval_eqn(eqn, invals)
+        for ov, o in zip(eqn.outvars, outs):
+            if self.record:
+                self.trace.append((eqn, ov, o))
+            if not isinstance(ov, jcore.DropVar):
+                self.producer[ov] = eqn
+        return outs
 
-        for var, val in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
-            env[var] = val
-        for eqn in jaxpr.eqns:
-            invals = [read(a) for a in eqn.invars]
-            sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
-            if sub is not None:
-                inner, inner_consts = split_jaxpr(sub)
-                outs = self.run(inner, inner_consts, invals)
-                # Calls are transparent: producers/shadows of the inner outputs carry over.
-                for ov, iv in zip(eqn.outvars, inner.outvars):
-                    if not isinstance(iv, jcore.Literal):
-                        if iv in self.producer:
-                            self.producer[ov] = self.producer[iv]
-                        if iv in self.shadow:
-                            self.shadow[ov] = self.shadow[iv]
-            else:
-                outs = self.eval_eqn(eqn, invals)
-                if self.record:
-                    for ov, o in zip(eqn.outvars, outs):
-                        self.trace.append((eqn, ov, o))
-            for ov, o in zip(eqn.outvars, outs):
-                if not isinstance(ov, jcore.DropVar):
-                    env[ov] = o
-                    if sub is None:
-                        self.producer[ov] = eqn
-        return [read(a) for a in jaxpr.outvars]
+    def _carry_through_call(self, eqn, inner):
+        # Calls are transparent: producers/shadows of the inner outputs carry over.
+        for ov, iv in zip(eqn.outvars, inner.outvars):
+            if not isinstance(iv, jcore.Literal):
+                if iv in self.producer:
+                    self.producer[ov] = self.producer[iv]
+                if iv in self.shadow:
+                    self.shadow[ov] = self.shadow[iv]
 
     def eval_eqn(self, eqn, invals):
+        self._operands[id(eqn)] = invals
         v = self.v
         name = eqn.primitive.name
         ctx = EqnContext(eqn, self.options)
@@ -237,23 +255,11 @@ class _Replay:
         return [s.astype(dtype)]
 
 
-def _remember_operands(replay: _Replay):
-    # Wrap eval_eqn to keep every equation's (possibly flushed) operands for fma/rewrites.
-    replay._operands = {}
-    inner = replay.eval_eqn
-
-    def eval_eqn(eqn, invals):
-        replay._operands[id(eqn)] = invals
-        return inner(eqn, invals)
-    replay.eval_eqn = eval_eqn
-    return replay
-
-
 def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
                      record: bool = False):
     """(outputs, trace) of the reference evaluated equation by equation under ``variant``."""
     jaxpr, consts = split_jaxpr(closed_jaxpr)
-    r = _remember_operands(_Replay(variant, options or Options(), record))
+    r = _Replay(variant, options or Options(), record)
     outs = r.run(jaxpr, consts, list(args))
     return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], r.trace
 
@@ -268,33 +274,17 @@ def backend_intermediates(closed_jaxpr, args, device=None) -> list:
     in the order ``reference_replay(..., record=True)`` records them."""
     jaxpr, consts = split_jaxpr(closed_jaxpr)
 
-    def run(jaxpr, consts, args, rec):
-        env = {}
-
-        def read(a):
-            return a.val if isinstance(a, jcore.Literal) else env[a]
-        for var, val in zip(list(jaxpr.constvars) + list(jaxpr.invars), list(consts) + list(args)):
-            env[var] = val
-        for eqn in jaxpr.eqns:
-            invals = [read(a) for a in eqn.invars]
-            sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
-            if sub is not None:
-                inner, inner_consts = split_jaxpr(sub)
-                outs = run(inner, inner_consts, invals, rec)
-            else:
-                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
-                outs = list(outs) if eqn.primitive.multiple_results else [outs]
-                for ov, o in zip(eqn.outvars, outs):
-                    if comparable(ov.aval):
-                        rec.append(o)
-            for ov, o in zip(eqn.outvars, outs):
-                if not isinstance(ov, jcore.DropVar):
-                    env[ov] = o
-        return [read(a) for a in jaxpr.outvars]
+    def bind_and_record(rec):
+        def eval_eqn(eqn, invals):
+            outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            outs = list(outs) if eqn.primitive.multiple_results else [outs]
+            rec.extend(o for ov, o in zip(eqn.outvars, outs) if comparable(ov.aval))
+            return outs
+        return eval_eqn
 
     def all_intermediates(*a):
         rec: list = []
-        run(jaxpr, consts, a, rec)
+        walk_inlining_calls(jaxpr, consts, a, bind_and_record(rec), lambda lit: lit.val)
         return rec
 
     if device is not None:
