@@ -11,7 +11,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import jax
-from jax import core as _jax_core  # noqa: F401  (keeps jax.core importable for rules)
 from jax._src import core as jax_core_private
 import jax.extend.core as jcore
 
@@ -304,10 +303,10 @@ def to_reference_value(x, aval=None):
 def eval_jaxpr(closed_jaxpr, *flat_args, options: Options | None = None, **option_kwargs) -> list:
     """Evaluate a (closed) jaxpr on flat arguments in NumPy; returns a list of outputs."""
     opts = make_options(options, **option_kwargs)
-    jaxpr, consts = split_jaxpr(closed_jaxpr)
+    jaxpr = split_jaxpr(closed_jaxpr)[0]
+    plan, consts = get_closed_plan(closed_jaxpr, opts)  # consts converted once, not per call
     if len(consts) != len(jaxpr.constvars):
         raise TypeError("eval_jaxpr needs a closed jaxpr (its constants were not found)")
-    consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
     if len(flat_args) != len(jaxpr.invars):
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(flat_args)}")
     # jax.Ref arguments: the program works on a reference Ref holding a copy of the buffer, and
@@ -315,7 +314,7 @@ def eval_jaxpr(closed_jaxpr, *flat_args, options: Options | None = None, **optio
     ref_args = [(i, a) for i, a in enumerate(flat_args) if isinstance(a, JaxRef)]
     args = [_ref_argument(a, opts) if isinstance(a, JaxRef) else to_reference_value(a, v.aval)
             for a, v in zip(flat_args, jaxpr.invars)]
-    outs = get_plan(jaxpr, opts).run(consts, args)
+    outs = plan.run(consts, args)
     for i, a in ref_args:
         _write_back(a, args[i])
     return [o if isinstance(o, (Token,)) or is_extended(getattr(o, "dtype", None)) else np.asarray(o)
