@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from jax import lax
 
 import interp
+from conformance.checks import ulp_distance
 from conformance.values import arrays, assert_same_bits, bits, normalize_nans, special_values
 from interp import dtypes as D
 from interp.errors import UndefinedBehaviorError
@@ -484,14 +485,6 @@ def test_complex_parts(dtype):
     check_vs_xla(lax.neg, z)
     check_vs_xla(lax.add, z, z[::-1])
     check_vs_xla(lax.sub, z, z[::-1])
-
-
-def ulp_distance(a, b) -> np.ndarray:
-    """ULPs between finite floats of the same type (via the monotone integer key)."""
-    def key(v):
-        u = np.ascontiguousarray(v).view(D.INT_OF_BYTES[v.dtype.itemsize]).astype(np.int64)
-        return np.where(u < 0, -(u & np.int64(np.iinfo(D.INT_OF_BYTES[v.dtype.itemsize]).max)), u)
-    return np.abs(key(a) - key(b))
 
 
 @pytest.mark.parametrize("dtype", D.COMPLEX, ids=ids(D.COMPLEX))
