@@ -42,6 +42,8 @@ class Case:
     tags: tuple[str, ...] = ()
     magnitude: Callable | None = None          # ABS_REL: inputs -> max |input| (default: computed)
     dot_bound: Callable | None = None          # DOT_PRODUCT: inputs -> list of sum|a||b| arrays
+    examples: int | None = None                # at most this many seeds per runner in a seed search
+                                               # (nightly); None: the profile's default. Heavy cases ask for fewer
 
     @property
     def family(self) -> str:

@@ -1,6 +1,7 @@
 """``jax-conformance``: run the suite, build reports, reproduce one case, list devices and cases.
 
     jax-conformance run [--runners R,...] [--profile quick|nightly] [--out DIR] [--history DB]
+                        [--seed S] [--examples N] [--seeds K]
     jax-conformance report RESULTS... --out DIR [--history DB]
     jax-conformance repro CASE --runner R [--seed S]
     jax-conformance devices
@@ -26,6 +27,12 @@ def _runners_arg(value: str | None) -> list[str]:
     return [r.strip() for r in value.split(",") if r.strip()]
 
 
+def _children_cpu_s() -> float:
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _xdist_available() -> bool:
     try:
         import xdist  # noqa: F401
@@ -47,7 +54,9 @@ def cmd_run(args) -> int:
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--runners", ",".join(runners), "--profile", args.profile,
            "--results-dir", results_dir, "--case-seed", str(args.seed), "--case-seeds", str(args.seeds),
-           "--case-timeout", str(args.timeout)]
+           "--case-timeout", str(args.timeout), "--case-shrinks", str(args.shrinks)]
+    if args.examples is not None:
+        cmd += ["--case-examples", str(args.examples)]
     if args.cases:
         cmd += ["--case-filter", args.cases]
     if args.workers != "0" and _xdist_available():
@@ -56,9 +65,15 @@ def cmd_run(args) -> int:
     print(f"jax-conformance run {run_id}: runners {', '.join(runners)}; profile {args.profile}", flush=True)
     env = dict(os.environ, JAX_CONFORMANCE_RUN_ID=run_id)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(pkg), env.get("PYTHONPATH")) if p)
-    t0 = time.time()
+    t0, cpu0 = time.time(), _children_cpu_s()
     rc = subprocess.call(cmd, env=env)
-    print(f"pytest finished in {time.time() - t0:.0f} s (exit status {rc})", flush=True)
+    wall, cpu = time.time() - t0, _children_cpu_s() - cpu0
+    # CPU time of pytest, its xdist workers and their case workers: the machine-independent
+    # half of the run's cost (wall time depends on what else the machine is doing).
+    print(f"pytest finished in {wall:.0f} s wall, {cpu:.0f} s CPU (exit status {rc})", flush=True)
+    with open(os.path.join(args.out, "timing.json"), "w") as f:
+        json.dump({"run_id": run_id, "profile": args.profile, "runners": runners, "wall_s": round(wall, 1),
+                   "cpu_s": round(cpu, 1), "workers": args.workers, "pytest_exit_status": rc}, f, indent=1)
     if rc not in (0, 1):   # 1: some items failed, which the report shows; anything else: no run
         print("pytest did not complete the run; writing a report of what was recorded", file=sys.stderr)
     results, history = _report(results_dir, args.out, args.history, run_id)
@@ -217,7 +232,13 @@ def main(argv=None) -> int:
     r.add_argument("--out", default="conformance-report")
     r.add_argument("--history", default=None, help="SQLite nightly history database")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--seeds", type=int, default=1, help="seeds per case (a deeper nightly: 3)")
+    r.add_argument("--seeds", type=int, default=1,
+                   help="items per (case, runner) with consecutive base seeds, each searched on its own")
+    r.add_argument("--examples", type=int, default=None,
+                   help="seeds run per (case, runner): the base seed, then seeds hypothesis draws "
+                        "(default: 1 quick, 4 nightly; heavy cases cap the default)")
+    r.add_argument("--shrinks", type=int, default=8,
+                   help="at most this many extra seeds run while hypothesis shrinks a failure")
     r.add_argument("--timeout", type=float, default=None,
                    help="seconds per (case, runner) (default: 60 quick, 300 nightly)")
     r.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")

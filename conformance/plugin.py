@@ -4,8 +4,13 @@
         --profile quick --results-dir results/
 
 Options besides the three above carry a ``case-`` prefix (``--case-seed``, ``--case-seeds``,
-``--case-timeout``, ``--case-isolation``, ``--case-filter``): an installed pytest11 plugin shares
-pytest's option namespace with every other plugin.
+``--case-examples``, ``--case-shrinks``, ``--case-timeout``, ``--case-isolation``, ``--case-filter``):
+an installed pytest11 plugin shares pytest's option namespace with every other plugin.
+
+Inputs: an item runs its case with the base seed (``--case-seed``); in the nightly profile (or with
+``--case-examples N``) hypothesis then draws further seeds, deterministically per case id and base
+seed, and shrinks a failure to the smallest failing seed it finds (conformance/execute.py: search).
+The item's record is that of the reported seed, so its reproducer re-creates the failing inputs.
 
 Every item writes one results record (reports/schema.py) to ``<results-dir>/results-<worker>.jsonl``
 and maps its outcome to pytest's: pass and pass-with-allowance pass, known-divergence is an
@@ -19,6 +24,9 @@ import os
 import pytest
 
 DEFAULT_TIMEOUT_S = 120.0
+# Seeds per (case, runner): the quick profile runs the base seed only; nightly searches more.
+PROFILE_EXAMPLES = {"quick": 1, "nightly": 4}
+DEFAULT_SHRINKS = 8
 
 
 def pytest_addoption(parser):
@@ -28,7 +36,13 @@ def pytest_addoption(parser):
     g.addoption("--profile", default="quick", choices=("quick", "nightly"), help="case profile")
     g.addoption("--results-dir", default=None, help="write one JSONL results file per worker here")
     g.addoption("--case-seed", type=int, default=0, help="first input seed (cases are deterministic per id and seed)")
-    g.addoption("--case-seeds", type=int, default=1, help="run every case with this many seeds (seed, seed+1, ...)")
+    g.addoption("--case-seeds", type=int, default=1,
+                help="items per case with consecutive base seeds (seed, seed+1, ...); each searches from its own")
+    g.addoption("--case-examples", type=int, default=None,
+                help="seeds run per item: the base seed, then seeds hypothesis draws "
+                     f"(default per profile: {PROFILE_EXAMPLES}; a case's own `examples` caps the default)")
+    g.addoption("--case-shrinks", type=int, default=DEFAULT_SHRINKS,
+                help="at most this many extra seeds run while hypothesis shrinks a failure")
     g.addoption("--case-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per (case, runner)")
     g.addoption("--case-isolation", default="subprocess", choices=("subprocess", "none"),
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
@@ -45,6 +59,14 @@ def selected_runners(config) -> list[str]:
     return available_runners()
 
 
+def examples_for(case, explicit: int | None, default: int) -> int:
+    """Seeds per item: an explicit --case-examples applies to every case; otherwise the profile's
+    default, capped by the case's own ``examples`` (heavy cases ask for fewer)."""
+    if explicit is not None:
+        return max(1, explicit)
+    return max(1, min(default, case.examples)) if case.examples is not None else default
+
+
 def pytest_generate_tests(metafunc):
     if "conformance_item" not in metafunc.fixturenames:
         return
@@ -59,6 +81,8 @@ def pytest_generate_tests(metafunc):
     params = []
     first, nseeds = config.getoption("--case-seed"), max(1, config.getoption("--case-seeds"))
     seeds = list(range(first, first + nseeds))
+    explicit = config.getoption("--case-examples")
+    default = PROFILE_EXAMPLES[config.getoption("--profile")]
     for runner in selected_runners(config):
         try:
             kinds = get_runner(runner).kinds
@@ -67,9 +91,11 @@ def pytest_generate_tests(metafunc):
         for cid, case in cases.items():
             if kinds and case.kind not in kinds:
                 continue
+            examples = examples_for(case, explicit, default)
             for seed in seeds:
                 pid = f"{cid}@{runner}" if nseeds == 1 else f"{cid}@{runner}#seed{seed}"
-                params.append(pytest.param((cid, runner, seed), id=pid, marks=pytest.mark.xdist_group(cid)))
+                params.append(pytest.param((cid, runner, seed, examples), id=pid,
+                                           marks=pytest.mark.xdist_group(cid)))
     # Case-major order: the runners of one case share its reference result in one worker.
     params.sort(key=lambda p: (p.values[0][0], p.values[0][2], p.values[0][1] != "reference"))
     metafunc.parametrize("conformance_item", params)
@@ -92,6 +118,7 @@ class _Session:
                                    "JAX_CONFORMANCE_RUN_ID"), "environment": environment()})
 
     def run(self, case_id: str, runner: str, seed: int) -> dict:
+        """One (case, runner, seed), in the isolated worker unless --case-isolation none."""
         first_div = not self.config.getoption("--no-first-divergence")
         if self.config.getoption("--case-isolation") == "none":
             from conformance.cases import get
@@ -103,6 +130,13 @@ class _Session:
                 self.worker = Worker()
             rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),
                                first_divergence=first_div)
+        return rec
+
+    def search(self, case_id: str, runner: str, seed: int, examples: int) -> dict:
+        """The item's record (see conformance.execute.search), written to the results file."""
+        from conformance.execute import search
+        rec = search(lambda s: self.run(case_id, runner, s), case_id, seed, examples,
+                     self.config.getoption("--case-shrinks"))
         rec["run_id"] = os.environ.get("JAX_CONFORMANCE_RUN_ID")
         rec["profile"] = self.config.getoption("--profile")
         if self.writer:
@@ -124,8 +158,8 @@ def conformance_session(request):
 
 
 def check_item(session: _Session, item) -> None:
-    case_id, runner, seed = item
-    rec = session.run(case_id, runner, seed)
+    case_id, runner, seed, examples = item
+    rec = session.search(case_id, runner, seed, examples)
     outcome = rec["outcome"]
     if outcome in ("pass", "pass-with-allowance"):
         return
@@ -140,5 +174,10 @@ def check_item(session: _Session, item) -> None:
             lines.append(f"{key}: {rec[key]}")
     if rec.get("output"):
         lines.append("output:\n" + rec["output"][-3000:])
+    if rec.get("examples", 1) > 1:
+        how = f"hypothesis searched {rec['examples']} seeds from base seed {rec['base_seed']}"
+        if rec.get("first_failing_seed") is not None and rec["first_failing_seed"] != rec["seed"]:
+            how += f"; first failing seed {rec['first_failing_seed']}, shrunk to {rec['seed']}"
+        lines.append(how)
     lines.append(f"reproduce: {rec['reproducer']}")
     pytest.fail("\n".join(lines), pytrace=False)
