@@ -1,0 +1,394 @@
+"""Fused vs unfused: both programs evaluated by the reference, equation by equation, and the
+first equation at which the fused program departs from the unfused one.
+
+``fuser.fuse`` moves an input fusion and an epilogue into a ``pallas_call``: their equations are
+re-traced inside the kernel on blocks (the fuser's eval rules), so the fused program holds, per
+grid step, a block of every value the unfused program computes whole. ``diff`` evaluates both
+programs with the reference's own rules (calls, the ``Fusible`` call and ``custom_fusion`` are
+entered; a ``pallas_call`` is run by the Pallas engine with its kernel body walked equation by
+equation), records every intermediate value, and pairs the equations of the two programs:
+
+1. the kernel's own equations (the same code traced in both kernels) pair by primitive, dtype,
+   shape and user source line (``source_info``), in order; a key whose count differs between the
+   two kernels is ambiguous and is not paired this way;
+2. every other equation of the fused kernel was pulled in from the program around the fusible
+   call (the fuser re-traces it at the line where the kernel calls the fusion, so its source line
+   says nothing about where it came from): it pairs with the next equation of the unfused program
+   outside the fusible call with the same primitive and dtype, in program order, for which a block
+   correspondence exists;
+3. equations of the fused program outside the kernel pair by primitive and source line.
+
+Block correspondence: at a grid step, the fused value is compared with the block of the unfused
+value that the kernel step computes: the whole value when the shapes are equal; else the window
+(at this step) of the kernel operand or output whose array has the unfused value's shape and whose
+block has the fused value's shape. Several such operands with different windows (e.g. a transpose
+of a square array) are ambiguous: such a pair is not compared (listed in ``uncompared``).
+
+The report names the first paired equation (fused program order; kernel equations at the first
+grid step where they differ) whose values differ: primitive, both equations and source lines, the
+grid step, the window, the first differing index in the block and both values there.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import jax
+import jax.extend.core as jcore
+
+from interp.evaluator import (EqnContext, _lookup_rule, literal_value, split_jaxpr, to_reference_value)
+from interp.options import Options, make_options
+
+from .replay import comparable, eqn_text, walk_inlining_calls
+
+# Equations that read or write refs move data; the values they move are compared where they are
+# computed (the fused kernel reads a block of the original input where the unfused kernel reads its
+# fused-in operand: the reads differ by design).
+REF_OPS = ("get", "swap", "addupdate", "program_id", "num_programs")
+# Higher-order primitives whose body is walked instead of evaluated as one equation (beyond the
+# calls conformance.replay.walk_inlining_calls enters); the Fusible call of newer JAX is a HiPrim
+# whose expansion holds an eval_jaxpr call.
+FUSIBLE_CALLS = ("fusible", "call_hi_primitive", "custom_fusion")
+ENTERED = FUSIBLE_CALLS + ("eval_jaxpr",)
+# Their values are recorded where they are computed (inside the body / kernel).
+NOT_RECORDED = ENTERED + ("pallas_call",)
+
+
+def source_line(eqn) -> str:
+    """'file:line:col (function)' of the innermost user frame that traced ``eqn``."""
+    from jax._src import source_info_util
+    si = getattr(eqn, "source_info", None)
+    if si is None:
+        return "?"
+    try:
+        return source_info_util.summarize(si) or "?"
+    except Exception:  # noqa: BLE001  (a missing traceback must not hide the comparison)
+        return "?"
+
+
+@dataclasses.dataclass
+class Site:
+    """One output of one equation and the values it took: one per grid step inside a kernel."""
+    eqn: Any
+    out: int                         # which output of the equation
+    where: str                       # "program", "fusible" (inside the Fusible call) or "kernel"
+    order: int                       # position in evaluation order (first grid step for kernels)
+    values: list = dataclasses.field(default_factory=list)   # (grid step or None, value)
+    windows: list = dataclasses.field(default_factory=list)  # per step: [(array shape, block shape, window)]
+
+    @property
+    def primitive(self) -> str:
+        return self.eqn.primitive.name
+
+    @property
+    def aval(self):
+        return self.eqn.outvars[self.out].aval
+
+    def key(self):
+        return (self.primitive, str(np.dtype(self.aval.dtype)), tuple(self.aval.shape), source_line(self.eqn))
+
+
+class _Recorder:
+    """Evaluates a program with the reference's rules and records every comparable value."""
+
+    def __init__(self, options: Options):
+        self.options = options
+        self.sites: list[Site] = []
+        self._where = ["program"]
+        self._kernel: dict | None = None   # while a kernel step runs: position -> Site, step, windows
+        self._order = 0
+
+    # -- the walk ------------------------------------------------------------------------------
+    def run(self, closed_jaxpr, args) -> list:
+        jaxpr, consts = split_jaxpr(closed_jaxpr)
+        consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
+        args = [to_reference_value(a, v.aval) for a, v in zip(args, jaxpr.invars)]
+        return self._walk(jaxpr, consts, args)
+
+    def _walk(self, jaxpr, consts, args) -> list:
+        return walk_inlining_calls(jaxpr, consts, args, self._eval_eqn, literal_value)
+
+    def _eval_eqn(self, eqn, invals) -> list:
+        name = eqn.primitive.name
+        ctx = EqnContext(eqn, self.options)
+        if name in ENTERED:
+            outs = self._enter(ctx, name, eqn.params, invals)
+        elif name == "pallas_call" and self._kernel is None:
+            outs = self._pallas_call(ctx, invals)
+        else:
+            rule = _lookup_rule(ctx)
+            prepare = getattr(rule, "prepare", None)
+            if prepare is not None:
+                rule = prepare(ctx)
+            out = rule(ctx, *invals, **eqn.params)
+            outs = list(out) if eqn.primitive.multiple_results else [out]
+        self._record(eqn, outs)
+        return outs
+
+    def _enter(self, ctx, name, params, invals) -> list:
+        """The body of a Fusible call / custom_fusion, walked equation by equation."""
+        if name in ("call_hi_primitive", "eval_jaxpr"):
+            if name == "call_hi_primitive":
+                from interp.rules.control_flow import _hi_expansion
+                body = _hi_expansion(ctx, params["_prim"])
+            else:
+                body = params.get("call_jaxpr", params.get("jaxpr"))
+            inner, consts = split_jaxpr(body)
+            consts = [to_reference_value(c, v.aval) for c, v in zip(consts, inner.constvars)]
+            rest = invals
+        else:
+            # fusible (JAX 0.10.2) and custom_fusion: consts first; custom_fusion's pallas_impl
+            # consts follow and are skipped, as in its impl rule.
+            n = params["num_consts"]
+            inner = split_jaxpr(params["jaxpr"])[0]
+            consts = invals[:n]
+            rest = invals[n + params.get("pallas_num_consts", 0):]
+        self._where.append("fusible" if self._where[-1] == "program" and name in ("fusible", "call_hi_primitive")
+                           else self._where[-1])
+        try:
+            return self._walk(inner, consts, rest)
+        finally:
+            self._where.pop()
+
+    def _pallas_call(self, ctx, invals) -> list:
+        """The Pallas engine runs the call; its kernel body is walked per grid step."""
+        from interp.pallas.grid import CallPlan, maybe_current_run
+        plan = CallPlan(ctx)   # a private plan: its kernel plan is replaced by the recording walk
+        kernel_jaxpr = split_jaxpr(plan.jaxpr)[0]
+        recorder = self
+
+        class _KernelWalk:
+            def run(self, consts, args):
+                run = maybe_current_run()
+                scalars = args[:plan.num_scalars]
+                windows = [(bp.array_shape, bp.block_shape, bp.kinds, bp.window(run.point, scalars))
+                           for bp in plan.blocks if not bp.whole]
+                recorder._kernel = {"pos": 0, "step": tuple(int(i) for i in run.point), "windows": windows}
+                recorder._where.append("kernel")
+                try:
+                    return recorder._walk(kernel_jaxpr, consts, args)
+                finally:
+                    recorder._where.pop()
+                    recorder._kernel = None
+
+        walk = _KernelWalk()
+        self._kernel_sites: dict[int, Site] = {}
+        plan.kernel_plan = walk
+        return plan.run(invals)
+
+    def _record(self, eqn, outs) -> None:
+        for i, (ov, o) in enumerate(zip(eqn.outvars, outs)):
+            if isinstance(ov, jcore.DropVar) or not comparable(ov.aval) or \
+                    not isinstance(o, (np.ndarray, np.generic)) or eqn.primitive.name in NOT_RECORDED:
+                continue
+            value = np.array(o, copy=True)   # kernel values may be views of buffers written later
+            k = self._kernel
+            if k is None:
+                self.sites.append(Site(eqn, i, self._where[-1], self._next_order(), [(None, value)], [None]))
+                continue
+            pos = k["pos"]
+            k["pos"] += 1
+            site = self._kernel_sites.get(pos)
+            if site is None:
+                site = self._kernel_sites[pos] = Site(eqn, i, "kernel", self._next_order())
+                self.sites.append(site)
+            site.values.append((k["step"], value))
+            site.windows.append(k["windows"])
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+
+def record(fn, args, options: Options | None = None) -> tuple[list, list[Site]]:
+    """(outputs, sites) of ``fn(*args)`` evaluated by the reference."""
+    flat = jax.tree.leaves(args)
+    closed = jax.make_jaxpr(fn)(*args)
+    r = _Recorder(options or make_options(None))
+    outs = r.run(closed, flat)
+    return [np.asarray(o) for o in outs], r.sites
+
+
+# ---------------------------------------------------------------------------------- pairing
+def _block(unfused: np.ndarray, fused: np.ndarray, windows):
+    """(block of ``unfused`` that corresponds to ``fused`` at this step, window) or (None, why)."""
+    if unfused.shape == fused.shape:
+        return unfused, None
+    if windows is None:
+        return None, "shapes differ outside a kernel"
+    found = {}
+    for array_shape, block_shape, kinds, win in windows:
+        if tuple(array_shape) != unfused.shape:
+            continue
+        ref_shape = tuple(s for s, k in zip(block_shape, kinds) if k[0] != "squeezed")
+        if ref_shape != fused.shape:
+            continue
+        if any(start < 0 or start + size > n for (start, size), n in zip(win, array_shape)):
+            continue   # a partial edge block: its out-of-array part is not the unfused value's
+        found[tuple(win)] = kinds
+    if len(found) != 1:
+        return None, ("no kernel operand has this value's shape and block" if not found
+                      else f"ambiguous: {len(found)} windows")
+    (win, kinds), = found.items()
+    index = tuple(start if k[0] == "squeezed" else slice(start, start + size)
+                  for (start, size), k in zip(win, kinds))
+    return unfused[index], win
+
+
+def _pair(fused: list[Site], unfused: list[Site]) -> list[tuple[Site, Site]]:
+    pairs = []
+    u_kernel = [s for s in unfused if s.where == "kernel" and s.primitive not in REF_OPS]
+    f_kernel = [s for s in fused if s.where == "kernel" and s.primitive not in REF_OPS]
+    # 1. the kernel's own equations: same code, same source line.
+    by_key: dict = {}
+    for s in u_kernel:
+        by_key.setdefault(s.key(), []).append(s)
+    f_by_key: dict = {}
+    for s in f_kernel:
+        f_by_key.setdefault(s.key(), []).append(s)
+    own = set()
+    for key, fs in f_by_key.items():
+        us = by_key.get(key, [])
+        if us and len(us) == len(fs):
+            for f, u in zip(fs, us):
+                pairs.append((f, u))
+                own.add(id(f))
+    # 2. equations pulled into the kernel from the program around the fusible call.
+    candidates = [s for s in unfused if s.where == "program" and s.primitive not in REF_OPS]
+    at = 0
+    for f in f_kernel:
+        if id(f) in own:
+            continue
+        fv = f.values[0][1]
+        for j in range(at, len(candidates)):
+            u = candidates[j]
+            if u.primitive != f.primitive or np.dtype(u.aval.dtype) != np.dtype(f.aval.dtype):
+                continue
+            if _block(u.values[0][1], fv, f.windows[0])[0] is None:
+                continue
+            pairs.append((f, u))
+            at = j + 1
+            break
+    # 3. the fused program outside its kernels.
+    outside = {}
+    for s in unfused:
+        if s.where != "kernel":
+            outside.setdefault((s.primitive, source_line(s.eqn)), []).append(s)
+    for f in fused:
+        if f.where != "kernel":
+            us = outside.get((f.primitive, source_line(f.eqn)), [])
+            if len(us) == 1 and us[0].aval.shape == f.aval.shape:
+                pairs.append((f, us[0]))
+    pairs.sort(key=lambda p: p[0].order)
+    return pairs
+
+
+def _first_difference(a: np.ndarray, b: np.ndarray):
+    """(number of differing elements, first differing index) comparing bits (NaNs equal)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return a.size or 1, ()
+    differ = _bits(a) != _bits(b)
+    if _is_float(a.dtype):
+        with np.errstate(invalid="ignore"):
+            differ &= ~(np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64)))
+    n = int(np.count_nonzero(differ))
+    return n, (tuple(int(i) for i in np.argwhere(differ)[0]) if n else None)
+
+
+def _is_float(dtype) -> bool:
+    from interp import dtypes as D
+    return D.is_float(dtype)
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    if x.dtype == np.bool_:
+        return x
+    return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.itemsize in (1, 2, 4, 8) else x
+
+
+def _scalar(x) -> Any:
+    x = np.asarray(x)
+    return x.item() if x.dtype.kind in "biuf" else float(x.astype(np.float64))
+
+
+def _describe(site: Site) -> dict:
+    return {"primitive": site.primitive, "eqn": eqn_text(site.eqn), "source": source_line(site.eqn),
+            "where": site.where}
+
+
+def diff(fused_fn, unfused_fn, args, *, options: Options | None = None) -> dict:
+    """Evaluate both programs in the reference and compare them.
+
+    Returns ``{"agree", "outputs", "first_differing_eqn", "compared", "uncompared"}``:
+    ``agree`` is True when every output is bitwise equal (NaNs equal); ``outputs`` lists each
+    output's mismatch count and first differing index with both values; ``first_differing_eqn``
+    (None when every paired intermediate agrees) names the first equation whose fused values
+    differ from the corresponding block of the unfused values; ``compared`` counts the paired
+    equations, ``uncompared`` lists the fused equations nothing was compared with (and why)."""
+    f_outs, f_sites = record(fused_fn, args, options)
+    u_outs, u_sites = record(unfused_fn, args, options)
+    report: dict = {"outputs": [], "first_differing_eqn": None}
+    agree = len(f_outs) == len(u_outs)
+    for i, (f, u) in enumerate(zip(f_outs, u_outs)):
+        n, idx = _first_difference(f, u)
+        entry = {"output": i, "mismatches": n}
+        if n:
+            agree = False
+            entry.update(index=list(idx), fused=_scalar(f[idx]) if f.shape == u.shape else None,
+                         unfused=_scalar(u[idx]) if f.shape == u.shape else None)
+        report["outputs"].append(entry)
+    report["agree"] = agree
+
+    pairs = _pair(f_sites, u_sites)
+    paired = {id(f) for f, _ in pairs}
+    uncompared = [{"eqn": eqn_text(s.eqn), "why": "no corresponding unfused equation"}
+                  for s in f_sites if id(s) not in paired and s.primitive not in REF_OPS]
+    compared = 0
+    for f, u in pairs:
+        u_steps = {step: v for step, v in u.values}
+        for (step, fv), windows in zip(f.values, f.windows):
+            if f.where == "kernel" and u.where == "kernel":
+                if step not in u_steps:
+                    continue
+                uv, win = u_steps[step], None
+            else:
+                uv, win = _block(u.values[0][1], fv, windows)
+                if uv is None:
+                    uncompared.append({"eqn": eqn_text(f.eqn), "step": step, "why": win})
+                    continue
+            compared += 1
+            n, idx = _first_difference(fv, uv)
+            if n and report["first_differing_eqn"] is None:
+                report["first_differing_eqn"] = {
+                    "fused": _describe(f), "unfused": _describe(u), "primitive": f.primitive,
+                    "block": list(step) if step is not None else None,
+                    "window": [list(w) for w in win] if win is not None else None,
+                    "mismatches": n, "block_size": int(np.size(fv)),
+                    "index": list(idx), "fused_value": _scalar(np.asarray(fv)[idx]),
+                    "unfused_value": _scalar(np.asarray(uv)[idx])}
+    report["compared"] = compared
+    report["pairs"] = len(pairs)
+    report["uncompared"] = uncompared
+    return report
+
+
+def format_report(report: dict) -> str:
+    """A few lines for a failure message."""
+    lines = ["fused and unfused agree" if report["agree"] else "fused and unfused DIFFER"]
+    for o in report["outputs"]:
+        if o["mismatches"]:
+            lines.append(f"  output {o['output']}: {o['mismatches']} elements differ, first at "
+                         f"{o['index']}: fused {o['fused']!r}, unfused {o['unfused']!r}")
+    d = report["first_differing_eqn"]
+    if d is not None:
+        lines.append(f"  first differing equation: {d['primitive']} at grid step {d['block']} "
+                     f"(window {d['window']}), {d['mismatches']}/{d['block_size']} elements, first at "
+                     f"{d['index']}: fused {d['fused_value']!r}, unfused {d['unfused_value']!r}")
+        lines.append(f"    fused:   {d['fused']['eqn']}  [{d['fused']['source']}]")
+        lines.append(f"    unfused: {d['unfused']['eqn']}  [{d['unfused']['source']}]")
+    lines.append(f"  {report['pairs']} equations paired, {report['compared']} block comparisons, "
+                 f"{len(report['uncompared'])} fused values not compared")
+    return "\n".join(lines)
