@@ -5,6 +5,7 @@ import jax
 import numpy as np
 
 import interp
+from conformance.values import assert_same_bits
 
 
 def xla_cpu(fn, *args, **kwargs):
@@ -21,3 +22,14 @@ def reference(fn, *args, **kwargs):
 def x64(enabled: bool = True):
     """Context manager: ``jax_enable_x64`` on (or off) inside the block, on every supported JAX."""
     return jax.enable_x64(enabled)
+
+
+def assert_tree_same_bits(actual, expected, nan_payloads=False):
+    """Same pytree structure, every reference leaf a NumPy array with the same bits as the
+    expected leaf (NaN payloads compared only if ``nan_payloads``)."""
+    a_leaves, a_tree = jax.tree_util.tree_flatten(actual)
+    e_leaves, e_tree = jax.tree_util.tree_flatten(expected)
+    assert a_tree == e_tree
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        assert isinstance(a, np.ndarray), type(a)
+        assert_same_bits(a, e, nan_payloads=nan_payloads, err_msg=f"(output {i})")

@@ -15,7 +15,7 @@ from jax import lax
 import interp
 from conformance.values import arrays, assert_same_bits
 from interp import dtypes as D
-from tests.support import reference, x64, xla_cpu
+from tests.support import assert_tree_same_bits, reference, x64, xla_cpu
 
 GD, SD = lax.GatherDimensionNumbers, lax.ScatterDimensionNumbers
 MODES = ["clip", "fill", "promise_in_bounds"]
@@ -23,34 +23,11 @@ INDEX_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.u
 ALL_DTYPES = [pytest.param(d, id=d.name) for d in D.ALL]
 SCATTERS = {"set": lax.scatter, "add": lax.scatter_add, "sub": lax.scatter_sub,
             "mul": lax.scatter_mul, "min": lax.scatter_min, "max": lax.scatter_max}
-# Rules of this family (and lax_structure); a test that needs another family's rule that is not
-# there yet is skipped and says which, never counted as a pass.
-MINE = {"slice", "dynamic_slice", "dynamic_update_slice", "gather", "scatter", "scatter-add",
-        "scatter-sub", "scatter-mul", "scatter-min", "scatter-max", "broadcast_in_dim", "reshape",
-        "squeeze", "transpose", "rev", "concatenate", "pad", "iota", "split", "copy"}
 
 
-def reference_or_skip(fn, *args):
-    try:
-        return interp.interpret(fn)(*args)
-    except interp.UnsupportedPrimitiveError as e:
-        if e.primitive in MINE:
-            raise
-        pytest.skip(f"needs primitive {e.primitive!r} of another family")
-
-
-def assert_tree_same_bits(actual, expected):
-    a_leaves, a_tree = jax.tree_util.tree_flatten(actual)
-    e_leaves, e_tree = jax.tree_util.tree_flatten(expected)
-    assert a_tree == e_tree
-    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
-        assert isinstance(a, np.ndarray), type(a)
-        assert_same_bits(a, e, err_msg=f"(output {i})")
-
-
-def same_as_xla(fn, *args, skip_missing=False, enable_x64=True):
+def same_as_xla(fn, *args, enable_x64=True):
     with x64(enable_x64):
-        ref = reference_or_skip(fn, *args) if skip_missing else reference(fn, *args)
+        ref = reference(fn, *args)
         assert_tree_same_bits(ref, xla_cpu(fn, *args))
 
 
@@ -137,7 +114,7 @@ def test_dynamic_slice_wrapper_negative_indices():
     x = distinct_values((7, 5))
     same_as_xla(lambda x, i, j: (lax.dynamic_slice(x, (i, j), (3, 2)),
                                  lax.dynamic_update_slice(x, x[:2, :2] * 0, (i, j))),
-                x, np.int32(-2), np.int32(-9), skip_missing=True)
+                x, np.int32(-2), np.int32(-9))
 
 
 # ---- gather ------------------------------------------------------------------------------------
@@ -390,16 +367,8 @@ def test_scatter_complex_combiners(dtype):
     min, max rules) once per update, in order."""
     x = (np.arange(8).reshape(4, 2) + 1j * np.arange(8)[::-1].reshape(4, 2)).astype(dtype)
     u = (np.arange(16).reshape(8, 2) * 0.5 - 1j * (np.arange(16).reshape(8, 2) % 3)).astype(dtype)
-    try:
-        same_as_xla(lambda x, u: [SCATTERS[k](x, DUP_OOB, u, ROWS, mode=m)
-                                  for k in ("mul", "min", "max") for m in MODES], x, u,
-                    skip_missing=True)
-    except AssertionError as e:
-        # Known bug of the elementwise family at the time of writing: its complex mul returns
-        # shape (1,) for 0-d operands (np.ascontiguousarray in _odd_sum makes 0-d arrays 1-d).
-        if "reference rule for 'mul' returned output 0 as complex" in str(e):
-            pytest.xfail("elementwise complex mul of 0-d operands returns shape (1,)")
-        raise
+    same_as_xla(lambda x, u: [SCATTERS[k](x, DUP_OOB, u, ROWS, mode=m)
+                              for k in ("mul", "min", "max") for m in MODES], x, u)
 
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=lambda d: np.dtype(d).name)
@@ -477,7 +446,7 @@ def test_scatter_apply_runs_update_computation_in_order():
     """x.at[i].apply(f) with duplicate i applies f once per occurrence (generic update_jaxpr)."""
     x = np.array([1.0, 2.0, 3.0], np.float32)
     i = np.array([0, 2, 0, 0], np.int32)
-    same_as_xla(lambda x, i: x.at[i].apply(lambda v: v * 2 + 1), x, i, skip_missing=True)
+    same_as_xla(lambda x, i: x.at[i].apply(lambda v: v * 2 + 1), x, i)
 
 
 # ---- through jax.numpy, grad and vmap ----------------------------------------------------------
@@ -494,7 +463,7 @@ def test_numpy_style_indexing(mode):
         return dict(get=at.get(**kw), set=at.set(v, **kw), add=at.add(v, **kw),
                     mul=at.multiply(v, **kw), min=at.min(v, **kw), max=at.max(v, **kw),
                     col=x.at[:, i[:3]].get(**kw), pair=x.at[i[:3], i[1:4]].add(1.0, **kw))
-    same_as_xla(f, x, i, v, skip_missing=True, enable_x64=False)
+    same_as_xla(f, x, i, v, enable_x64=False)
 
 
 def test_numpy_indexing_forms():
@@ -508,7 +477,7 @@ def test_numpy_indexing_forms():
                 jnp.take(x, i, axis=0, mode="fill", fill_value=-1),
                 jnp.take_along_axis(x, along, axis=2),
                 jnp.take_along_axis(x, along, axis=2, mode="clip"))
-    same_as_xla(f, x, i, along, skip_missing=True, enable_x64=False)
+    same_as_xla(f, x, i, along, enable_x64=False)
 
 
 def test_grad_of_indexing_is_a_scatter():
@@ -520,7 +489,7 @@ def test_grad_of_indexing_is_a_scatter():
         return (jnp.sum(x[i] * jnp.arange(15.0).reshape(5, 3))
                 + jnp.sum(lax.dynamic_slice(x, (i[3], 1), (2, 2)) ** 2)
                 + jnp.sum(x.at[i].get(mode="fill", fill_value=0.0)))
-    same_as_xla(jax.grad(loss), x, i, skip_missing=True, enable_x64=False)
+    same_as_xla(jax.grad(loss), x, i, enable_x64=False)
 
 
 def test_vmap_of_indexing_uses_batching_dims():
@@ -532,7 +501,7 @@ def test_vmap_of_indexing_uses_batching_dims():
                 jax.vmap(lambda a, j: a.at[j].add(1.0))(x, i),
                 jax.vmap(lambda a, j: lax.dynamic_slice(a, (j[0], 0), (2, 2)))(x, i),
                 jax.vmap(lambda a, j: lax.dynamic_update_slice(a, -a[:2], (j[1], 0)))(x, i))
-    same_as_xla(f, x, i, skip_missing=True, enable_x64=False)
+    same_as_xla(f, x, i, enable_x64=False)
 
 
 def test_gather_speed_is_vectorised():
