@@ -36,6 +36,7 @@ class Op:
     positive: bool = False       # draw non-negative inputs (besides specials)
     low: float | None = None
     high: float | None = None
+    domains: tuple | None = None  # per operand (low, high), overriding low/high (betainc's x in [0, 1])
     specials: bool = True        # generate the all-pairs special-value case
     in_dtype: Callable | None = None  # dtype of operand i given the case dtype (default: same)
     nightly_dtypes: tuple = ()   # dtypes only in the nightly profile
@@ -48,7 +49,8 @@ def _inputs(op: Op, dtype, shape):
         out = []
         for i in range(op.arity):
             dt = op.in_dtype(i, dtype) if op.in_dtype else dtype
-            out.append(random_array(rng, dt, shape, positive=op.positive, low=op.low, high=op.high))
+            low, high = op.domains[i] if op.domains else (op.low, op.high)
+            out.append(random_array(rng, dt, shape, positive=op.positive, low=low, high=high))
         return out
     return make
 

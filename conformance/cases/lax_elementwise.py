@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from jax import lax
+from jax._src.lax import lax as _lax_internal
 
 from spec import compliance as C
 
@@ -70,6 +71,11 @@ OPS = [
     Op("le", lax.le, 2, (F32, U32), nightly_dtypes=(F16, F64)),
     Op("gt", lax.gt, 2, (F32, I8), nightly_dtypes=(BF16, F64)),
     Op("ge", lax.ge, 2, (F32, U8), nightly_dtypes=(F16, F64)),
+    # Total-order comparisons (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN), the comparators
+    # of sort; no lax API binds them, so the primitives are bound directly.
+    Op("eq_to", lambda x, y: _lax_internal.eq_to_p.bind(x, y), 2, (F32, BF16, I32), nightly_dtypes=(F16, F64, U8)),
+    Op("le_to", lambda x, y: _lax_internal.le_to_p.bind(x, y), 2, (F32, BF16, I32), nightly_dtypes=(F16, F64, U8)),
+    Op("lt_to", lambda x, y: _lax_internal.lt_to_p.bind(x, y), 2, (F32, BF16, I32), nightly_dtypes=(F16, F64, U8)),
     Op("select_n", lax.select_n, 3, (F32, I32), in_dtype=_bool_first, nightly_dtypes=(BF16, F64)),
     Op("clamp", lax.clamp, 3, (F32, I32), nightly_dtypes=(BF16, U8, F64)),
     Op("pow", lax.pow, 2, (F32,), nightly_dtypes=(BF16, F16, F64)),

@@ -5,8 +5,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src import core as _core
+from jax._src.lax import lax as _lax_internal
 
-from ._elementwise import BF16, F32, F64, I8, I32, U8
+from ._elementwise import BF16, BOOL, F16, F32, F64, I8, I32, U8
 from ._programs import program_cases
 
 DT = (F32, I32)
@@ -70,3 +72,17 @@ def cases():
                  primitives=["slice", "concatenate"])
     yield from P(fam, "select_where", lambda p, x, y: jnp.where(p > 0, x, y), [(4, 6), (4, 6), (4, 6)], (F32,),
                  primitives=["select_n", "gt"])
+    # split (a size-0 piece included), stack, tie (orders effects; the value is its second operand).
+    yield from P(fam, "split", lambda x: lax.split(x, (2, 0, 4, 1), axis=1), [(3, 7)], DT, primitives=["split"],
+                 nightly_dtypes=NDT + (BOOL, F16))
+    yield from P(fam, "stack_rank3", lambda x, y: jnp.stack([x, y, x], axis=1), [(2, 5), (2, 5)], DT,
+                 primitives=["stack"], nightly_dtypes=NDT + (BOOL, F16))
+    yield from P(fam, "tie", lambda x, y: _lax_internal.tie_p.bind(x, y), [(4,), (4,)], (F32,), primitives=["tie"])
+    # lax.empty / empty2 (scan's carry placeholder): never-written memory is undefined, so the
+    # programs overwrite all of it and only the overwritten values are compared.
+    yield from P(fam, "empty_overwritten", lambda x: lax.dynamic_update_slice(lax.empty(x.shape, x.dtype), x,
+                                                                             (0,) * x.ndim),
+                 [(3, 5)], DT, primitives=["empty"])
+    yield from P(fam, "empty2_overwritten", lambda x: lax.dynamic_update_slice(
+        lax.broadcast(_lax_internal.empty2(x.dtype, memory_space=_core.MemorySpace.Device), x.shape), x,
+        (0,) * x.ndim), [(3, 5)], DT, primitives=["empty2"])
