@@ -10,11 +10,18 @@ import jax
 import numpy as np
 import jax.numpy as jnp
 from jax import lax
+from jax._src.lax import windowed_reductions as _wr
 
 from spec import compliance as C
 
 from ._elementwise import BF16, BOOL, F16, F32, F64, I32, U8
 from ._programs import program_cases
+
+
+# cumlogsumexp along 40 elements in [-10, 10]: XLA:CPU (jax 0.12.0.1 and 0.10.2) is at most 1.6 eps*max|in|
+# and 1.7 eps relative from the reference over seeds 0..4 (each logaddexp of the scan rounds to the input
+# type; the scan is log2(40) ~ 5 levels deep); the budget is 5x that (source "measured").
+MODE_CUMLOGSUMEXP = C.abs_rel(8, 8, "measured")
 
 
 def _abs64(x):
@@ -79,3 +86,35 @@ def cases():
     yield from P(fam, "max_pool_grad", jax.grad(lambda x: jnp.sum(lax.reduce_window(
         x, -jnp.inf, lax.max, (2, 2), (2, 2), "VALID") * 3)), [(6, 8)], (F32,),
         primitives=["select_and_scatter_add"], specials=0)
+    # Generic reduce_window (a computation that is not add/max/min): integer products wrap, so every
+    # association order gives the same result (exact).
+    yield from P(fam, "reduce_window_generic_int_mul",
+                 lambda x: lax.reduce_window(x, np.array(1, x.dtype), lax.mul, (2, 3), (1, 2), "SAME"), [(5, 7)],
+                 (I32, U8), primitives=["reduce_window"])
+    # Variadic reduce_window: windowed (max, index of the first max) pairs; comparisons only.
+    yield from P(fam, "reduce_window_variadic_argmax",
+                 lambda x, i: lax.reduce_window((x, i), (np.array(-np.inf, x.dtype), np.int32(-1)), _argmax_pair,
+                                                (3, 2), (2, 1), ((1, 0), (0, 1))),
+                 [(6, 5)], (F32,), int_inputs={1: (0, 1000, (6, 5))}, primitives=["reduce_window"], specials=0,
+                 nightly_dtypes=(BF16,))
+    # JVP of max pooling: the tangent of each window's selected (first maximal) element, data movement.
+    yield from P(fam, "max_pool_jvp", lambda x, t: jax.jvp(lambda y: lax.reduce_window(
+        y, -jnp.inf, lax.max, (2, 3), (2, 1), ((0, 1), (1, 0))), (x,), (t,))[1], [(6, 7), (6, 7)], (F32,),
+        primitives=["select_and_gather_add"], specials=0, nightly_dtypes=(F64, BF16))
+    # Generic select_and_scatter (no lax API binds it): integer adds (exact in any order) into the
+    # first maximum of each overlapping window, and a float max-scatter (order-independent).
+    yield from P(fam, "select_and_scatter_ge_int_add", lambda x, s: _wr._select_and_scatter(
+        x, lax.ge, (2, 2), (1, 2), ((0, 1), (1, 0)), s, np.int32(0), lax.add), [(5, 6), (5, 3)], (I32,),
+        primitives=["select_and_scatter"])
+    yield from P(fam, "select_and_scatter_le_max", lambda x, s: _wr._select_and_scatter(
+        x, lax.le, (3, 2), (2, 2), ((1, 1), (0, 0)), s, np.array(-np.inf, x.dtype), lax.max), [(6, 6), (3, 3)],
+        (F32,), primitives=["select_and_scatter"], specials=0, nightly_dtypes=(BF16, F64))
+    # cumlogsumexp: XLA evaluates an associative scan of logaddexp in the input type; the bound is
+    # stated in MODE_CUMLOGSUMEXP.
+    yield from P(fam, "cumlogsumexp", lambda x: lax.cumlogsumexp(x, axis=1), [(3, 40)], (F32,),
+                 primitives=["cumlogsumexp"], specials=0, modes=MODE_CUMLOGSUMEXP, nightly_dtypes=(F64,))
+
+
+def _argmax_pair(a, b):
+    take_a = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+    return lax.select(take_a, a[0], b[0]), lax.select(take_a, a[1], b[1])
