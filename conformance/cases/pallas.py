@@ -213,6 +213,7 @@ def _seed(rng):
 
 
 def cases():
+    yield from primitive_cases()
     yield from gpu_cases()
     yield from mosaic_gpu_cases()
     yield _case("add/f32/16x256_blocks_8x128", build_add((16, 256), (8, 128)), _rows([(16, 256), (16, 256)]),
@@ -305,3 +306,342 @@ def mosaic_gpu_cases():
         return
     yield _case("mosaic_gpu/axpb/f32/2x256", build_mgpu_axpb, _rows([(2, 256)]), targets=("mosaic-gpu",),
                 primitives=("pallas_call", "add", "mul"))
+
+
+# ------------------------------------------------------------------ kernel-body primitives
+# One small kernel per group of kernel-body primitives, each run on every Pallas runner against
+# the reference running the same kernel. Values are defined bit for bit (integer arithmetic,
+# data movement, single correctly rounded float operations), so outputs are EXACT; every
+# output element is written (no dependence on what fresh memory holds). Primitives only one JAX
+# version has are gated on the API's presence.
+_DEF = C.exact("definition")
+
+
+def _triton():
+    from jax.experimental.pallas import triton as plgpu
+    return plgpu
+
+
+# Kernels JAX's own interpret modes cannot run: the build for that mode raises BackendUnsupported
+# with the evidence (the error JAX raises, observed on the JAX versions named). Each entry is
+# re-checked by tests/test_conformance_cases_calls.py::test_interpret_mode_gates_still_hold, which
+# runs JAX's mode without the gate and fails once JAX runs the kernel (then drop the gate).
+_TOUCH_TPU_INTERPRET = ("AttributeError", "'Fake' object has no attribute 'arg_names'",
+                        "JAX's TPU interpret mode cannot evaluate pltpu.touch (add_dependency)")
+_REF_OPERAND_HLO_INTERPRET = ("TypeError", "No ir_type_handler for aval type",
+                              "JAX's HLO interpret mode cannot lower a kernel whose body allocates a "
+                              "barrier / global semaphore ref")
+_REF_OPERAND_TPU_INTERPRET = ("TypeError", "No ir_type_handler for aval type",
+                              "JAX's TPU interpret mode cannot lower pl.get_global")
+_CORE_MESH_HLO_INTERPRET = ("NameError", "unbound axis name",
+                            "JAX's HLO interpret mode does not bind a core mesh's axis names "
+                            "(pl.kernel over a TensorCoreMesh)")
+
+
+def _gated_modes():
+    return {"hlo_interpret": lambda interpret: interpret is True,
+            "tpu_interpret": lambda interpret: type(interpret).__name__ == "InterpretParams"}
+
+
+def gated(build, **evidence):
+    """``build`` for every Pallas mode except those named in ``evidence`` (mode -> (exception
+    type name, message fragment, why)), where the program raises BackendUnsupported instead."""
+    def gated_build(interpret):
+        for mode, (etype, fragment, why) in evidence.items():
+            if _gated_modes()[mode](interpret):
+                def unsupported(*args, why=why, etype=etype, fragment=fragment):
+                    from hardware_runners.base import BackendUnsupported
+                    raise BackendUnsupported(f"{why} (JAX {jax.__version__} raises {etype}: {fragment}...)")
+                return unsupported
+        return build(interpret)
+    gated_build.ungated = build
+    gated_build.evidence = evidence
+    return gated_build
+
+
+def _gated_case(name, build, inputs, **kw):
+    # The reference runs the kernel itself (traced the cheap way), never the gate.
+    return _case(name, build, inputs, reference_fn=build.ungated(True), **kw)
+
+
+def _reference_supports(*prims):
+    import interp
+    cov = interp.coverage()
+    return all(cov.get(p, "unsupported") != "unsupported" for p in prims)
+
+
+def _dyn_grid_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 4 + pl.num_programs(0) * 1000 + pl.program_id(0)
+
+
+def build_dynamic_grid(interpret):
+    # grid=(n,) with n traced: num_programs is a primitive (a static grid folds it to a constant).
+    # The output aliases x, so blocks past the dynamic grid keep x's values on every runner.
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    return lambda x, n: pl.pallas_call(_dyn_grid_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                       grid=(n[0],), in_specs=[spec], out_specs=spec,
+                                       input_output_aliases={0: 0}, interpret=interpret)(x)
+
+
+def _hints_kernel(x_ref, o_ref):
+    # Triton-style: row window starts hinted as multiples of 8, columns as contiguous.
+    i = pl.multiple_of(pl.program_id(0) * 8, 8)
+    cols = _triton().max_contiguous(pl.multiple_of(jnp.arange(128), 128), 128)
+    o_ref[...] = x_ref[pl.ds(i, 8), :][:, cols] ^ 0x5A
+
+
+def build_hints(interpret):
+    return lambda x: pl.pallas_call(_hints_kernel, out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype), grid=(2,),
+                                    out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                                    in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+                                    compiler_params=_triton().CompilerParams(), interpret=interpret)(x)
+
+
+def _vector_kernel(x_ref, h_ref, o_ref, s_ref, b_ref, e_ref):
+    pltpu = _tpu()
+    o_ref[...] = pltpu.roll(x_ref[...], 5, 1)
+    s_ref[...] = pltpu.roll(x_ref[...], 3, 1, stride=1, stride_axis=0)
+    b_ref[...] = pltpu.bitcast(h_ref[...], jnp.int32)
+    if hasattr(pltpu, "einshape"):
+        e_ref[...] = pltpu.einshape("a(bc)->bac", x_ref[...], b=2)
+    else:
+        e_ref[...] = x_ref[...].reshape(8, 2, 64).transpose(1, 0, 2)
+
+
+def build_vector(interpret):
+    i32 = jnp.int32
+    outs = [jax.ShapeDtypeStruct((8, 128), i32)] * 3 + [jax.ShapeDtypeStruct((2, 8, 64), i32)]
+    return lambda x, h: pl.pallas_call(_vector_kernel, out_shape=outs, interpret=interpret)(x, h)
+
+
+def _delay_print_kernel(x_ref, o_ref):
+    pl.delay(64)
+    pl.debug_print("conformance kernel x[0, 0]={}", x_ref[0, 0])
+    o_ref[...] = x_ref[...] - 11
+
+
+def _touch_kernel(x_ref, o_ref):
+    _tpu().touch(x_ref)            # a fake read-write dependency (add_dependency)
+    o_ref[...] = x_ref[...] - 11
+
+
+def _trace_value_kernel(x_ref, o_ref):
+    _tpu().trace_value("first", x_ref[0, 0])   # emitted to a profiler trace, no value effect
+    o_ref[...] = x_ref[...] - 11
+
+
+def build_same_shape(kernel):
+    def build(interpret):
+        return lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                        interpret=interpret)(x)
+    return build
+
+
+def _semaphore_kernel(o_ref, sems):
+    # Counting semaphores: signal, read, wait (decrement), read again; no DMA involved.
+    pl.semaphore_signal(sems.at[1], 3)
+    o_ref[0] = pl.semaphore_read(sems.at[1])
+    pl.semaphore_wait(sems.at[1], 2)
+    o_ref[1] = pl.semaphore_read(sems.at[1])
+    pl.semaphore_signal(sems.at[0])
+    o_ref[2] = pl.semaphore_read(sems.at[0])
+    pl.semaphore_wait(sems.at[0])
+    pl.semaphore_wait(sems.at[1])
+    o_ref[3] = pl.semaphore_read(sems.at[1]) + pl.semaphore_read(sems.at[0])
+
+
+def build_semaphores(interpret):
+    pltpu = _tpu()
+    return lambda: pl.pallas_call(_semaphore_kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.int32),
+                                  out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+                                  scratch_shapes=[pltpu.SemaphoreType.REGULAR((2,))], interpret=interpret)()
+
+
+def _barrier_kernel(o_ref):
+    pltpu = _tpu()
+    sem = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(sem, 2)
+    o_ref[0] = pl.semaphore_read(sem)
+    pl.semaphore_wait(sem, 2)
+    o_ref[1] = pl.semaphore_read(sem)
+
+
+def build_barrier_semaphore(interpret):
+    pltpu = _tpu()
+    return lambda: pl.pallas_call(_barrier_kernel, out_shape=jax.ShapeDtypeStruct((2,), jnp.int32),
+                                  out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+                                  compiler_params=pltpu.CompilerParams(collective_id=0), interpret=interpret)()
+
+
+def _global_kernel(o_ref):
+    pltpu = _tpu()
+    sem = pl.get_global(pltpu.SemaphoreType.REGULAR)
+    pl.semaphore_signal(sem, 1)
+    o_ref[0] = pl.semaphore_read(sem)
+
+
+def build_get_global(interpret):
+    pltpu = _tpu()
+    return lambda: pl.pallas_call(_global_kernel, grid=(3,), out_shape=jax.ShapeDtypeStruct((3,), jnp.int32),
+                                  out_specs=pl.BlockSpec((1,), lambda i: (i,), memory_space=pltpu.SMEM),
+                                  interpret=interpret)()
+
+
+def _memory_space_kernel(x_hbm, o_ref):
+    pltpu = _tpu()
+    o_ref[0] = jnp.where(pltpu.has_memory_space(x_hbm, pltpu.HBM), 1, 0)
+    o_ref[1] = jnp.where(pltpu.has_memory_space(x_hbm, pltpu.VMEM), 1, 0)
+
+
+def build_has_memory_space(interpret):
+    pltpu = _tpu()
+    return lambda x: pl.pallas_call(_memory_space_kernel, out_shape=jax.ShapeDtypeStruct((2,), jnp.int32),
+                                    in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                                    out_specs=pl.BlockSpec(memory_space=pltpu.SMEM), interpret=interpret)(x)
+
+
+def build_memory_space_constraint(interpret):
+    pltpu = _tpu()
+
+    def f(x, y):
+        x = pltpu.with_memory_space_constraint(x, pltpu.HBM)
+        return pl.pallas_call(_add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              interpret=interpret)(x, y)
+    return f
+
+
+def _reciprocal_kernel(x_ref, o_ref):
+    recip = getattr(_tpu(), "reciprocal", None) or pl.reciprocal
+    o_ref[...] = recip(x_ref[...], approx=False)
+
+
+def build_reciprocal(interpret):
+    return lambda x: pl.pallas_call(_reciprocal_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                    interpret=interpret)(x)
+
+
+def _atomics_kernel(i_ref, v_ref, o_ref, old_ref, mx_ref, cas_ref, a_ref, b_ref, *, masked):
+    plgpu = _triton()
+    o_ref[...] = jnp.zeros_like(o_ref)
+    mx_ref[...] = jnp.full(mx_ref.shape, -50, mx_ref.dtype)
+    mask = (jnp.arange(16) % 5 != 3) if masked else None
+    # int32: every order of the duplicate additions gives the same sum. (The values returned to
+    # lanes that hit the same element depend on the lane order: not compared across runners.)
+    plgpu.atomic_add(o_ref, (i_ref[...],), v_ref[...], mask=mask)
+    old_ref[...] = i_ref[...]
+    plgpu.atomic_max(mx_ref, (i_ref[...],), v_ref[...])
+    # compare-and-swap on scalar refs: one that matches (swapped), one that does not.
+    a_ref[...] = v_ref[0]
+    b_ref[...] = v_ref[1]
+    cas_ref[0] = plgpu.atomic_cas(a_ref, v_ref[0], jnp.int32(7))
+    cas_ref[1] = plgpu.atomic_cas(b_ref, v_ref[1] + 1, jnp.int32(9))
+
+
+def build_atomics(interpret, masked=False):
+    plgpu = _triton()
+    kernel = functools.partial(_atomics_kernel, masked=masked)
+    i32 = jnp.int32
+    outs = [jax.ShapeDtypeStruct((16,), i32), jax.ShapeDtypeStruct((16,), i32), jax.ShapeDtypeStruct((16,), i32),
+            jax.ShapeDtypeStruct((2,), i32), jax.ShapeDtypeStruct((), i32), jax.ShapeDtypeStruct((), i32)]
+    return lambda idx, v: pl.pallas_call(kernel, out_shape=outs, compiler_params=plgpu.CompilerParams(),
+                                         interpret=interpret)(idx, v)
+
+
+def _debug_barrier_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1
+    _triton().debug_barrier()
+    o_ref[...] = o_ref[...] * 3
+
+
+def build_debug_barrier(interpret):
+    return lambda x: pl.pallas_call(_debug_barrier_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                    compiler_params=_triton().CompilerParams(), interpret=interpret)(x)
+
+
+def _core_mesh(n):
+    pltpu = _tpu()
+    try:
+        return pltpu.TensorCoreMesh(axis_name="core", num_cores=n)      # JAX 0.12
+    except (AttributeError, TypeError):
+        return pltpu.create_tensorcore_mesh("core", num_cores=n)
+
+
+def build_core_mesh(interpret):
+    # pl.kernel over a 2-core mesh: an mpmd_map whose body reads its core with axis_index.
+    pltpu = _tpu()
+
+    def f(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=_core_mesh(2),
+                   **({"interpret": interpret} if interpret is not None else {}))
+        def k(x_hbm, o_hbm):
+            c = jax.lax.axis_index("core")
+
+            def body(buf):
+                pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], buf)
+                buf[...] = buf[...] * 2 + c
+                pltpu.sync_copy(buf, o_hbm.at[pl.ds(c * 8, 8)])
+            pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.int32))
+        return k(x)
+    return f
+
+
+def _i32(*shapes):
+    return lambda rng: [random_array(rng, I32, s) for s in shapes]
+
+
+def primitive_cases():
+    tpu = ("tpu",)
+    yield _case("dynamic_grid_num_programs/i32/32x128", build_dynamic_grid,
+                lambda rng: [random_array(rng, I32, (32, 128)), rng.integers(1, 4, size=(1,), endpoint=True)
+                             .astype(np.int32)],
+                modes=_DEF, primitives=("pallas_call", "num_programs", "program_id"))
+    yield _case("triton_hints_multiple_of_max_contiguous/i32", build_hints, _i32((16, 128)), targets=("triton",),
+                modes=_DEF, primitives=("pallas_call", "multiple_of", "max_contiguous"))
+    yield _case("tpu_roll_bitcast_einshape/i32", build_vector,
+                lambda rng: [random_array(rng, I32, (8, 128)),
+                             random_array(rng, np.dtype(np.int16), (16, 128))], targets=tpu, modes=_DEF,
+                primitives=("pallas_call", "roll", "bitcast", "einshape_lo"))
+    yield _case("delay_debug_print/i32", build_same_shape(_delay_print_kernel), _i32((8, 128)), targets=tpu,
+                modes=_DEF, primitives=("pallas_call", "delay", "debug_print"))
+    if hasattr(_tpu(), "touch"):
+        yield _gated_case("tpu_touch/i32", gated(build_same_shape(_touch_kernel), tpu_interpret=_TOUCH_TPU_INTERPRET),
+                    _i32((8, 128)), targets=tpu, modes=_DEF, primitives=("pallas_call", "add_dependency"))
+    if hasattr(_tpu(), "trace_value"):
+        yield _case("tpu_trace_value/i32", build_same_shape(_trace_value_kernel), _i32((8, 128)), targets=tpu,
+                    modes=_DEF, primitives=("pallas_call", "trace_value"))
+    yield _case("semaphores_signal_wait_read", build_semaphores, lambda rng: [], targets=tpu, modes=_DEF,
+                primitives=("pallas_call", "semaphore_signal", "semaphore_wait", "semaphore_read"))
+    yield _gated_case("barrier_semaphore", gated(build_barrier_semaphore, hlo_interpret=_REF_OPERAND_HLO_INTERPRET), lambda rng: [], targets=tpu, modes=_DEF,
+                primitives=("pallas_call", "get_barrier_semaphore", "semaphore_signal", "semaphore_wait"))
+    if hasattr(pl, "get_global"):
+        yield _gated_case("get_global_across_grid_steps", gated(build_get_global, hlo_interpret=_REF_OPERAND_HLO_INTERPRET,
+                                                          tpu_interpret=_REF_OPERAND_TPU_INTERPRET), lambda rng: [], targets=tpu, modes=_DEF,
+                    primitives=("pallas_call", "get_global", "semaphore_signal", "semaphore_read"))
+    if hasattr(_tpu(), "has_memory_space"):
+        yield _case("has_memory_space_of_any_operand", build_has_memory_space, _rows([(8, 128)]), targets=tpu,
+                    modes=_DEF, primitives=("pallas_call", "has_memory_space"))
+    if hasattr(_tpu(), "with_memory_space_constraint"):
+        yield _case("with_memory_space_constraint/f32/8x128", build_memory_space_constraint,
+                    _rows([(8, 128), (8, 128)]), targets=tpu, modes=C.exact("ieee754"),
+                    primitives=("pallas_call", "with_memory_space_constraint"))
+    yield _case("reciprocal/f32/8x128", build_reciprocal, _rows([(8, 128)]), modes=C.exact("ieee754"),
+                primitives=("pallas_call", "reciprocal"))
+    # Distinct indices, then duplicate ones: JAX's HLO interpret mode discharges an atomic as
+    # gather -> op -> scatter-set, so lanes hitting the same element lose all but one update
+    # (spec/divergences.py: pallas-interpret-triton-atomic-duplicates).
+    for name, draw in (("distinct", lambda rng: rng.permutation(16)[:16] % 16),
+                       ("duplicates", lambda rng: rng.integers(0, 8, size=(16,)))):
+        yield _case(f"triton_atomics_add_max_cas/{name}_indices/i32", build_atomics,
+                    lambda rng, draw=draw: [draw(rng).astype(np.int32),
+                                            rng.integers(-1000, 1000, size=(16,)).astype(np.int32)],
+                    targets=("triton",), modes=_DEF, primitives=("pallas_call", "atomic_rmw", "atomic_cas"))
+    # A masked atomic: JAX's HLO interpret mode has no discharge for it (backend-unsupported).
+    yield _case("triton_atomics_add_max_cas/masked/i32", functools.partial(build_atomics, masked=True),
+                lambda rng: [rng.integers(0, 8, size=(16,)).astype(np.int32),
+                             rng.integers(-1000, 1000, size=(16,)).astype(np.int32)],
+                targets=("triton",), modes=_DEF, primitives=("pallas_call", "atomic_rmw", "atomic_cas"))
+    if _reference_supports("debug_barrier"):
+        yield _case("triton_debug_barrier/i32", build_debug_barrier, _i32((16,)), targets=("triton",), modes=_DEF,
+                    primitives=("pallas_call", "debug_barrier"))
+    yield _gated_case("core_mesh_axis_index/i32/16x128", gated(build_core_mesh, hlo_interpret=_CORE_MESH_HLO_INTERPRET), _i32((16, 128)), targets=tpu, modes=_DEF,
+                primitives=("mpmd_map", "axis_index", "run_scoped", "dma_start", "dma_wait"))
