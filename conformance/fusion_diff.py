@@ -174,7 +174,13 @@ class _Recorder:
 
         walk = _KernelWalk()
         self._kernel_sites: dict[int, Site] = {}
-        plan.kernel_plan = walk
+        # The plan calls its kernel body once per grid step: replace it (on this private plan only)
+        # by the recording walk. The engine spells that call ``kernel_plan.run(consts, args)`` or,
+        # where the body is specialised per grid point, ``body.run(run, args)``.
+        if hasattr(plan, "body"):
+            plan.body = _BodyWalk(walk, plan.kernel_consts)
+        else:
+            plan.kernel_plan = walk
         return plan.run(invals)
 
     def _record(self, eqn, outs) -> None:
@@ -199,6 +205,14 @@ class _Recorder:
     def _next_order(self) -> int:
         self._order += 1
         return self._order
+
+
+class _BodyWalk:
+    def __init__(self, walk, consts):
+        self.walk, self.consts = walk, consts
+
+    def run(self, run, args):
+        return self.walk.run(self.consts, args)
 
 
 def record(fn, args, options: Options | None = None) -> tuple[list, list[Site]]:
@@ -320,7 +334,13 @@ def _describe(site: Site) -> dict:
 
 
 def diff(fused_fn, unfused_fn, args, *, options: Options | None = None) -> dict:
-    """Evaluate both programs in the reference and compare them.
+    """The report of :func:`run_both` alone."""
+    return run_both(fused_fn, unfused_fn, args, options=options)[0]
+
+
+def run_both(fused_fn, unfused_fn, args, *, options: Options | None = None) -> tuple[dict, list, list]:
+    """Evaluate both programs in the reference and compare them: (report, fused outputs, unfused
+    outputs).
 
     Returns ``{"agree", "outputs", "first_differing_eqn", "compared", "uncompared"}``:
     ``agree`` is True when every output is bitwise equal (NaNs equal); ``outputs`` lists each
@@ -372,7 +392,7 @@ def diff(fused_fn, unfused_fn, args, *, options: Options | None = None) -> dict:
     report["compared"] = compared
     report["pairs"] = len(pairs)
     report["uncompared"] = uncompared
-    return report
+    return report, f_outs, u_outs
 
 
 def format_report(report: dict) -> str:

@@ -86,6 +86,20 @@ UNSUPPORTED = {
     "unpack_dtype": "FusionDType values exist only before fuser physicalisation (no JAX impl either)",
 }
 
+# The installed fuser's block-spec rules for reductions (jax/_src/pallas/fuser/block_spec.py,
+# identical on JAX 0.10.2 and 0.12.0.1; tests/test_fusion.py test_fuser_reduction_rules pins it):
+# - reduce_sum has a pull rule (input fusion: the reduced axes are read whole, case "reduce_sum")
+#   and a push rule (epilogue: the block must span every reduced axis, else fuser.fuse raises
+#   NotImplementedError "reduce_sum over partial blocks not supported yet"; cases
+#   "epilogue_reduce_sum_rows/_cols/_all" use a kernel block (8, 256) / (16, 128) / (16, 256)).
+# - the reductions below have neither rule: fuser.fuse raises NotImplementedError naming the
+#   primitive, as an input fusion or an epilogue.
+# - an epilogue with two outputs of different block specs (a reduction and an elementwise result of
+#   the same kernel output) is refused: "Fusion contains a DAG, cannot uniquely pull block specs".
+FUSER_REDUCTIONS_WITHOUT_RULES = (
+    "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "reduce_xor", "argmax",
+    "argmin", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
+
 # Backend departures found by tests/test_fusion.py (JAX 0.10.2, XLA:CPU, bfloat16 quantize):
 DIVERGENCES = {
     "xla-cpu-bf16-mxfp8-zero-block": (

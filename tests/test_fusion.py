@@ -27,9 +27,11 @@ from jax import lax
 import interp
 from conformance import checks
 from conformance.case import rng_for
+from conformance import fusion_diff as FD
 from conformance.cases import fusion as F
 from conformance.values import assert_same_bits
 from spec import compliance as C
+from spec import fusion as S
 from tests.support import xla_cpu
 from tests.test_lax_reductions import nearest
 
@@ -78,11 +80,15 @@ EXACT_PROGRAMS = [n for n in F.FUSER_PROGRAMS if n != "prng"]
 
 @pytest.mark.parametrize("name", EXACT_PROGRAMS)
 def test_fused_and_unfused_agree_bitwise(name):
+    """Fused and unfused agree at the outputs and at every paired intermediate (the equation
+    pairing of conformance/fusion_diff.py raises no false alarm), and each agrees with XLA:CPU."""
     args = F.FUSER_PROGRAMS[name][1](rng_for(f"fusion/fuser/{name}", 0))
     fused, unfused = F.fuser_program(name), F.fuser_program(name, fused=False)
-    ref_fused = interp.interpret(fused)(*args)
-    ref_unfused = interp.interpret(unfused)(*args)
+    report, ref_fused, ref_unfused = FD.run_both(fused, unfused, args)
     _assert_all_bits(ref_fused, ref_unfused, f"{name}: reference fused vs unfused")
+    assert report["agree"] and report["first_differing_eqn"] is None, FD.format_report(report)
+    # At least the kernel's own 2 * x is compared at every grid step (more where fusions compute).
+    assert report["pairs"] >= 1 and report["compared"] >= report["pairs"], FD.format_report(report)
     _assert_all_bits(ref_fused, xla_cpu(fused, *args), f"{name}: fused, reference vs Pallas HLO interpret")
     _assert_all_bits(ref_unfused, xla_cpu(unfused, *args), f"{name}: unfused, reference vs XLA:CPU")
 
@@ -123,6 +129,98 @@ def test_prng_in_fusion_follows_the_fusers_block_rule():
             rows.append(jnp.concatenate(row, axis=1))
         return (x + jnp.concatenate(rows, axis=0)) * 2
     assert_same_bits(ref_fused, xla_cpu(blockwise, x, kd))
+
+
+def test_prng_fusion_diff_names_random_bits():
+    """The fused-vs-unfused report of the PRNG program localises the designed difference: the
+    first differing equation is random_bits, at grid step (0, 0), on the block [0:8, 0:128]."""
+    args = F.FUSER_PROGRAMS["prng"][1](rng_for("fusion/fuser/prng", 0))
+    report = FD.diff(F.fuser_program("prng"), F.fuser_program("prng", fused=False), args)
+    d = report["first_differing_eqn"]
+    assert not report["agree"] and d is not None, FD.format_report(report)
+    assert (d["primitive"], d["block"], d["window"]) == ("random_bits", [0, 0], [[0, F.BM], [0, F.BN]])
+
+
+# A deliberately wrong fusion: the custom_fusion ``third`` means x / 3 (float32), but its eval rule
+# (what fuser.fuse puts in the kernel) first rounds its operand to bfloat16. The fused program then
+# differs from the unfused one, and the report must name the division.
+def _third(x):
+    return x / 3
+
+
+def _wrong_third():
+    from jax.experimental.pallas import fuser
+    third = fuser.custom_fusion(_third)
+    third.def_pull_block_spec(lambda bss: bss)
+    third.def_push_block_spec(lambda bss: bss)
+    third.def_eval_rule(lambda ctx, x: (x.astype(jnp.bfloat16).astype(jnp.float32) / 3,))
+    return third
+
+
+_THIRD_LINE = f"{_third.__code__.co_filename}:{_third.__code__.co_firstlineno + 1}:"
+
+
+@pytest.mark.parametrize("where", ["input", "epilogue"])
+def test_fusion_diff_names_the_wrong_equation(where):
+    from jax.experimental.pallas import fuser
+    third, k = _wrong_third(), F.fusible_double()
+    prog = (lambda x, y: k(third(x) + y) - y) if where == "input" else (lambda x, y: third(k(x) - y) + y)
+    rng = rng_for(f"fusion_diff/{where}", 0)
+    x, y = F._f32(rng, (F.M, F.N)), F._f32(rng, (F.M, F.N))
+    report = FD.diff(fuser.fuse(prog), prog, (x, y))
+    d = report["first_differing_eqn"]
+    assert not report["agree"] and d is not None, FD.format_report(report)
+    assert d["primitive"] == "div" and d["unfused"]["source"].startswith(_THIRD_LINE), FD.format_report(report)
+    # The first grid step and its window; the values are the wrong rule's and x / 3 there.
+    assert d["block"] == [0, 0] and d["window"] == [[0, F.BM], [0, F.BN]]
+    i = tuple(d["index"])
+    operand = x[i] if where == "input" else x[i] * 2 - y[i]   # exact here: (2x - y) is one rounding
+    operand = np.float32(operand)
+    assert d["unfused_value"] == float(operand / np.float32(3))
+    assert d["fused_value"] == float(np.float32(operand.astype(ml_dtypes.bfloat16)) / np.float32(3))
+    assert d["unfused_value"] != d["fused_value"]
+
+
+def test_fusion_diff_block_correspondence():
+    """Restricting an unfused value to a kernel step's block: the one window of the operand whose
+    array and block shapes match; several different windows (a transpose of a square array) are
+    ambiguous and not compared; squeezed block dimensions index."""
+    u = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    blocked = (("blocked", 8, 0), ("blocked", 16, 0))
+    block, win = FD._block(u, u[8:16, 16:32], [((32, 32), (8, 16), blocked, ((8, 8), (16, 16)))])
+    assert win == ((8, 8), (16, 16)) and np.array_equal(block, u[8:16, 16:32])
+    block, why = FD._block(u, u[:8, :16], [((32, 32), (8, 16), blocked, ((0, 8), (0, 16))),
+                                           ((32, 32), (8, 16), blocked, ((0, 8), (16, 16)))])
+    assert block is None and "ambiguous" in why
+    u3 = u.reshape(4, 8, 32)
+    squeezed = (("squeezed", 1, 0), ("blocked", 8, 0), ("blocked", 16, 0))
+    block, _ = FD._block(u3, u3[2, :, 16:], [((4, 8, 32), (1, 8, 16), squeezed, ((2, 1), (0, 8), (16, 16)))])
+    assert np.array_equal(block, u3[2, :, 16:])
+
+
+def test_fuser_reduction_rules():
+    """What the installed fuser does with reductions (spec/fusion.py FUSER_REDUCTIONS_*), on both
+    JAX versions: reduce_sum is pulled into a kernel (input fusion) and pushed through an epilogue
+    when the kernel's block spans the reduced axes (cases epilogue_reduce_sum_*); over a partial
+    block it raises; reduce_max / reduce_min / reduce_prod / argmax have no block-spec rule."""
+    from jax.experimental.pallas import fuser
+    x = np.ones((F.M, F.N), np.float32)
+    x3 = np.ones((F.M, F.N, 4), np.float32)
+    k = F.fusible_double()
+    with pytest.raises(NotImplementedError, match="reduce_sum over partial blocks"):
+        jax.make_jaxpr(fuser.fuse(lambda v: k(v).sum(axis=1)))(x)
+    for prim, epilogue in (("reduce_max", lambda o: o.max(axis=1)), ("reduce_min", lambda o: o.min(axis=1)),
+                           ("argmax", lambda o: jnp.argmax(o, axis=1))):
+        kk = F.fusible_double(block=(F.BM, F.N))   # a block spanning the reduced axis
+        with pytest.raises(NotImplementedError, match=prim):
+            jax.make_jaxpr(fuser.fuse(lambda v: epilogue(kk(v))))(x)
+    for prim, fusion in (("reduce_max", lambda v: v.max(axis=-1)), ("reduce_prod", lambda v: v.prod(axis=-1))):
+        with pytest.raises(NotImplementedError, match=prim):
+            jax.make_jaxpr(fuser.fuse(lambda v: k(fusion(v))))(x3)
+    from jax._src.pallas.fuser import block_spec
+    for rules in (block_spec.pull_block_spec_rules, block_spec.push_block_spec_rules):
+        names = {p.name for p in rules}
+        assert "reduce_sum" in names and not names & set(S.FUSER_REDUCTIONS_WITHOUT_RULES)
 
 
 def test_custom_fusion_means_its_function():

@@ -35,10 +35,12 @@ def _double_kernel(x_sp, z_sp, x_refs, z_refs, o_refs, *, x_fn, z_fn):
         r[...] = v
 
 
-def fusible_double(interpret=True):
+def fusible_double(interpret=True, block=(BM, BN)):
     """A fusible ``2 * x`` for (M, N) operands, written as the fuser's tests write kernels
     (tests/pallas/tpu_fusible_matmul_test.py): values and scalar prefetch taken out of the fusions,
-    block specs pulled through the input fusion and pushed through the output fusion."""
+    block specs pulled through the input fusion and pushed through the output fusion. ``block``
+    divides (M, N); the grid is (M // block[0], N // block[1])."""
+    bm, bn = block
     from jax.experimental.pallas import fuser
     from jax.experimental.pallas import tpu as pltpu
 
@@ -47,7 +49,7 @@ def fusible_double(interpret=True):
         typ = jax.ShapeDtypeStruct(x.shape, x.dtype)
         if z is None:
             z = lambda v: v   # noqa: E731
-        spec = pl.BlockSpec((BM, BN), lambda i, j, *_: (i, j))
+        spec = pl.BlockSpec((bm, bn), lambda i, j, *_: (i, j))
         x_fn, x_values, x_sp = fuser.get_fusion_values(x)
         z_fn, z_values, z_sp = fuser.get_fusion_values(z, typ)
         x_fn, (x_specs,), _ = fuser.pull_block_spec(
@@ -63,7 +65,7 @@ def fusible_double(interpret=True):
         out = pl.pallas_call(
             functools.partial(_double_kernel, x_fn=x_fn, z_fn=z_fn),
             grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=len(sp),
-                                                   grid=(M // BM, N // BN), in_specs=[x_specs, z_specs],
+                                                   grid=(M // bm, N // bn), in_specs=[x_specs, z_specs],
                                                    out_specs=[z_out_specs]),
             out_shape=[out_type], interpret=interpret)(*sp, x_values, z_values)
         return out[0]
@@ -117,13 +119,30 @@ FUSER_PROGRAMS = {
              lambda r: [_f32(r, (M, N)), r.integers(0, 2**32, (2,), dtype=np.uint32)]),
     "multiple_outputs": (lambda k: lambda x, y: (lambda o: (o + y, jnp.maximum(o, y)))(k(x)),
                          lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
+    "bitcast": (lambda k: lambda u: k(lax.bitcast_convert_type(u, jnp.float32)),
+                lambda r: [_f32(r, (M, N)).view(np.uint32)]),
+    "dynamic_slice_epilogue": (lambda k: lambda x, b, i: k(x) + b[i],
+                               lambda r: [_f32(r, (M, N)), _f32(r, (3, M, N)), np.int32(r.integers(0, 3))]),
+    # Epilogue reductions: reduce_sum's push rule needs blocks spanning the reduced axes
+    # (FUSER_BLOCKS); integer-valued inputs keep every summation order exact (XLA:CPU's too).
+    "epilogue_reduce_sum_rows": (lambda k: lambda x: k(x).sum(axis=1),
+                                 lambda r: [_f32(r, (M, N), ints=True)]),
+    "epilogue_reduce_sum_cols": (lambda k: lambda x, b: k(x).sum(axis=0) + b,
+                                 lambda r: [_f32(r, (M, N), ints=True), _f32(r, (N,))]),
+    "epilogue_reduce_sum_all": (lambda k: lambda x: k(x).sum(),
+                                lambda r: [_f32(r, (M, N), ints=True)]),
 }
+# The kernel's block shape where it is not (BM, BN): the reduced axes of an epilogue reduction
+# lie inside one block (block_spec.py _reduce_sum_push_rule: "reduce_sum over partial blocks not
+# supported yet").
+FUSER_BLOCKS = {"epilogue_reduce_sum_rows": (BM, N), "epilogue_reduce_sum_cols": (M, BN),
+                "epilogue_reduce_sum_all": (M, N)}
 
 
 def fuser_program(name: str, interpret=True, fused: bool = True):
     """The program ``name`` with the fusible kernel, ``fuser.fuse``d or not."""
     from jax.experimental.pallas import fuser
-    prog = FUSER_PROGRAMS[name][0](fusible_double(interpret))
+    prog = FUSER_PROGRAMS[name][0](fusible_double(interpret, FUSER_BLOCKS.get(name, (BM, BN))))
     return fuser.fuse(prog) if fused else prog
 
 
