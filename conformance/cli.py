@@ -62,7 +62,11 @@ def cmd_run(args) -> int:
     if args.workers != "0" and _xdist_available():
         cmd += ["-n", args.workers, "--dist", "loadgroup"]
     cmd += args.pytest_args
-    print(f"jax-conformance run {run_id}: runners {', '.join(runners)}; profile {args.profile}", flush=True)
+    from conformance.plugin import PROFILE_EXAMPLES
+    examples = args.examples if args.examples is not None else PROFILE_EXAMPLES[args.profile]
+    print(f"jax-conformance run {run_id}: runners {', '.join(runners)}; profile {args.profile} "
+          f"({'base seed ' + str(args.seed) if examples == 1 else f'up to {examples} seeds from base seed {args.seed}'} "
+          "per case and runner)", flush=True)
     env = dict(os.environ, JAX_CONFORMANCE_RUN_ID=run_id)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(pkg), env.get("PYTHONPATH")) if p)
     t0, cpu0 = time.time(), _children_cpu_s()

@@ -36,8 +36,23 @@ def _ints(rng):
     return [np.arange(6, dtype=np.int32)]
 
 
+def _aborts(seed: int) -> bool:
+    """Whether the inputs of testing/abort_on_some_seeds abort at this seed (computed independently)."""
+    from conformance.case import rng_for
+    return bool(rng_for("testing/abort_on_some_seeds", seed).random(4).max() > 0.95)
+
+
+def _abort_on_some_seeds(rng):
+    x = rng.random(4)
+    if x.max() > 0.95:
+        print("inputs about to abort", flush=True)
+        os.abort()
+    return [x.astype(np.float32)]
+
+
 def cases():
     yield Case(id="testing/ok", fn=lambda x: -x, inputs=_ints, primitives=("neg",))
+    yield Case(id="testing/abort_on_some_seeds", fn=lambda x: -x, inputs=_abort_on_some_seeds, primitives=("neg",))
     yield Case(id="testing/abort", fn=_abort, inputs=_ints)
     yield Case(id="testing/segfault", fn=_segfault, inputs=_ints)
     yield Case(id="testing/hang", fn=_hang, inputs=_ints)
@@ -113,3 +128,15 @@ def test_environment_capture():
     assert env["devices"].get("cpu:cpu", 0) >= 1
     assert env["python"] == sys.version.split()[0] and env["host"]
     assert "xla_flags" in env and "plugins" in env
+
+
+def test_seed_search_through_isolation_reports_the_crashing_seed_unshrunk(worker):
+    from conformance.execute import search
+    cid = "testing/abort_on_some_seeds"
+    rec = search(lambda s: run_isolated(worker, cid, "xla:cpu", s, 60.0), cid, 0, 12)
+    assert rec["outcome"] == "crash" and "SIGABRT" in rec["output"] and "inputs about to abort" in rec["output"]
+    # The crashing seed is the one recorded and reproduced; the seeds before it passed; a crash
+    # is not shrunk (nothing runs after it).
+    assert rec["seed"] == rec["first_failing_seed"] == rec["seeds_tried"][-1] != 0
+    assert _aborts(rec["seed"]) and not any(_aborts(s) for s in rec["seeds_tried"][:-1])
+    assert rec["reproducer"] == f"jax-conformance repro {cid} --runner xla:cpu --seed {rec['seed']}"
