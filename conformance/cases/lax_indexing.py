@@ -63,5 +63,6 @@ def cases():
     yield from P(fam, "dynamic_update_slice_scalar_window",
                  lambda x, u, i: lax.dynamic_update_slice(x, u, (i[0], i[1])), [(3, 4), (1, 1)], DT,
                  int_inputs={2: (-5, 5, (2,))}, primitives=["dynamic_update_slice"], nightly_dtypes=NDT + (BOOL,))
-    yield from P(fam, "gather_rank3_fill", lambda x, i: x.at[i].get(mode="fill", fill_value=1 if x.dtype == bool else 5), [(4, 2, 3)], DT,
+    yield from P(fam, "gather_rank3_fill",
+                 lambda x, i: x.at[i].get(mode="fill", fill_value=1 if x.dtype == bool else 5), [(4, 2, 3)], DT,
                  int_inputs={1: (-6, 6, (5,))}, primitives=["gather"], nightly_dtypes=NDT + (BOOL,))
