@@ -5,6 +5,7 @@ Plans are cached per (jaxpr, options); loop bodies and repeated calls reuse them
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Sequence
@@ -131,12 +132,52 @@ def _store_multiple(ctx: EqnContext, env: list, outs: tuple, result, check: bool
         env[s] = v
 
 
+# Buffer reuse. A rule (or the function its ``prepare`` returns) may have an ``inplace``
+# attribute: ``inplace(eqn, out, *args, **params)`` computes the same result into ``out``, an
+# array of the result's shape and dtype that may be one of ``args`` (NumPy ufuncs allow out= to
+# alias an input elementwise). The plan offers an input buffer only where (statically) its value
+# dies at this equation, is an intermediate of this plan (never an argument, constant, literal or
+# output), has the result's shape and dtype and is large enough for the allocation to matter; and
+# (at run time) the array owns its memory, is writeable and nothing else refers to it: no other
+# slot, view, closure or caller (the reference count says so, as for NumPy's own temporary
+# elision). Reusing dying buffers avoids a fresh allocation (and its page faults) per equation.
+DONATE_MIN_ELEMENTS = 1 << 14
+
+
+def _refcount_at(args: list, pos: int) -> int:
+    return sys.getrefcount(args[pos])
+
+
+def _sole_refcount() -> int:
+    """The count :func:`_refcount_at` reports for an array held only by ``args`` and the
+    caller's one local: measured with the very call pattern the plan uses (CPython-version proof)."""
+    args = [np.empty(1)]
+    buf = args[0]  # noqa: F841  (the local the plan holds too)
+    return _refcount_at(args, 0)
+
+
+_SOLE = _sole_refcount()
+
+
+def _run_donating(env: list, rule, ctx, ins: tuple, params, donate) -> Any:
+    pos, inplace, slot, shape, dtype = donate
+    args = [env[s] for s in ins]
+    env[slot] = None   # the slot dies at this step (released now so that the count below is exact)
+    buf = args[pos]
+    if (type(buf) is np.ndarray and buf.base is None and buf.flags.writeable
+            and buf.shape == shape and buf.dtype == dtype and _refcount_at(args, pos) == _SOLE):
+        return inplace(ctx, buf, *args, **params)
+    return rule(ctx, *args, **params)
+
+
 class Plan:
     """A jaxpr compiled for repeated evaluation.
 
     ``steps`` holds one tuple per equation: (rule, EqnContext, input slots, output slot(s),
     multiple_results, params, slots to release after the step, expected (shape, dtype) of a single
-    result or None). Dropped outputs (``_``) get a slot of their own that is released at once.
+    result or None, donation or None). Dropped outputs (``_``) get a slot of their own that is
+    released at once. A donation is (argument position, inplace function, its slot, shape, dtype):
+    see DONATE_MIN_ELEMENTS.
     """
     __slots__ = ("jaxpr", "options", "nslots", "template", "const_slots", "in_slots", "out_slots",
                  "steps", "__weakref__")
@@ -183,7 +224,7 @@ class Plan:
             if not multiple:
                 outs = outs[0]
                 expect = _checkable(ctx.out_avals[0]) if check else None
-            steps.append([rule, ctx, ins, outs, multiple, eqn.params, (), expect])
+            steps.append([rule, ctx, ins, outs, multiple, eqn.params, (), expect, None])
         self.out_slots = tuple(read_slot(a) for a in jaxpr.outvars)
         keep = set(self.out_slots) | set(self.const_slots) | set(self.in_slots)
         # Release intermediate buffers after their last use so large programs do not hold them all.
@@ -193,6 +234,7 @@ class Plan:
                 frees[k].append(s)
         for k, step in enumerate(steps):
             step[6] = tuple(frees.get(k, ()))
+            step[8] = _donation(step, k, last_use, keep, template)
         self.steps = [tuple(s) for s in steps]
         self.template = template
         self.nslots = len(template)
@@ -209,8 +251,12 @@ class Plan:
             env[s] = v
         check = self.options.check_avals
         # The hot loop: one rule call per equation, the result check inlined for the common case.
-        for rule, ctx, ins, out, multiple, params, frees, expect in self.steps:
-            result = rule(ctx, *[env[s] for s in ins], **params)
+        for rule, ctx, ins, out, multiple, params, frees, expect, donate in self.steps:
+            if donate is None:
+                result = rule(ctx, *[env[s] for s in ins], **params)
+            else:
+                result = None   # (drop this frame's hold on the previous result before the count)
+                result = _run_donating(env, rule, ctx, ins, params, donate)
             if multiple:
                 _store_multiple(ctx, env, out, result, check)
             else:
@@ -226,6 +272,23 @@ class Plan:
                 for s in frees:
                     env[s] = None
         return [env[s] for s in self.out_slots]
+
+
+def _donation(step: list, k: int, last_use: dict, keep: set, template: list) -> "tuple | None":
+    """The input buffer step ``k`` may compute its result into (see DONATE_MIN_ELEMENTS)."""
+    rule, ctx, ins, _, multiple, _, _, expect, _ = step
+    inplace = getattr(rule, "inplace", None)
+    if inplace is None or multiple or expect is None:
+        return None
+    shape, dtype = expect
+    if int(np.prod(shape, dtype=np.int64)) < DONATE_MIN_ELEMENTS:
+        return None
+    for pos, (s, aval) in enumerate(zip(ins, ctx.in_avals)):
+        if (s in keep or template[s] is not None or last_use.get(s) != k or ins.count(s) != 1
+                or _checkable(aval) != expect):
+            continue
+        return (pos, inplace, s, shape, dtype)
+    return None
 
 
 def _lookup_rule(ctx: EqnContext) -> Callable:

@@ -203,3 +203,104 @@ def test_rule_prepare_hook(monkeypatch):
     np.testing.assert_array_equal(f(ints), ints + 2)
     np.testing.assert_array_equal(f(ints), ints + 2)
     assert prepared == ["test_evaluator_prepared"] * 2
+
+
+# --- buffer reuse (interp/evaluator.py DONATE_MIN_ELEMENTS) --------------------------------------
+
+BIG = np.arange(evaluator.DONATE_MIN_ELEMENTS, dtype=np.float32)
+
+
+def _counting_rule(calls):
+    """A rule computing x + 1, with an ``inplace`` variant that records the buffer it was given."""
+    def rule(eqn, x):
+        calls.append(("fresh", None))
+        return x + np.float32(1)
+
+    def inplace(eqn, out, x):
+        calls.append(("inplace", id(out)))   # (holding ``out`` itself would forbid its reuse)
+        return np.add(x, np.float32(1), out=out)
+    rule.inplace = inplace
+    return rule
+
+
+def test_dying_intermediate_buffer_is_reused(monkeypatch):
+    calls = []
+    monkeypatch.setitem(RULES, "test_evaluator_plus1", _counting_rule(calls))
+    prim = _made_up("test_evaluator_plus1")
+    x = BIG.copy()
+    out = interp.interpret(lambda x: prim(prim(prim(x))))(x)
+    np.testing.assert_array_equal(out, BIG + 3)
+    np.testing.assert_array_equal(x, BIG)                  # the caller's array is never written
+    assert [c[0] for c in calls] == ["fresh", "inplace", "inplace"]
+    assert calls[1][1] == calls[2][1]                       # one buffer serves the whole chain
+    # Small arrays: not worth it (an allocation costs less than the check).
+    calls.clear()
+    interp.interpret(lambda x: prim(prim(x)))(BIG[:8])
+    assert [c[0] for c in calls] == ["fresh", "fresh"]
+
+
+def test_no_reuse_of_outputs_aliases_or_caller_arrays(monkeypatch):
+    calls = []
+    monkeypatch.setitem(RULES, "test_evaluator_plus1", _counting_rule(calls))
+    monkeypatch.setitem(RULES, "test_evaluator_alias", lambda eqn, x: x)   # returns its input object
+    plus1, alias = _made_up("test_evaluator_plus1"), _made_up("test_evaluator_alias")
+
+    # t is an output: never handed to a rule as scratch, even through an alias that dies.
+    def program(x):
+        t = plus1(x)
+        return plus1(alias(t)), t
+    u, t = interp.interpret(program)(BIG)
+    np.testing.assert_array_equal(t, BIG + 1)
+    np.testing.assert_array_equal(u, BIG + 2)
+    assert [c[0] for c in calls] == ["fresh", "fresh"]
+    # An alias of the caller's argument: the reference count shows the caller still holds it.
+    calls.clear()
+    x = BIG.copy()
+    out = interp.interpret(lambda x: plus1(alias(x)))(x)
+    np.testing.assert_array_equal(x, BIG)
+    np.testing.assert_array_equal(out, BIG + 1)
+    assert [c[0] for c in calls] == ["fresh"]
+    # A value used twice by the equation is not scratch either (its other use reads it).
+    calls.clear()
+    closed = jax.make_jaxpr(lambda x: plus1(x) * plus1(x))(BIG)
+    out = interp.eval_jaxpr(closed, BIG)[0]
+    np.testing.assert_array_equal(out, (BIG + 1) * (BIG + 1))
+
+
+def test_reuse_with_real_rules_is_invisible():
+    """Elementwise chains, values used again later, jit-wrapped identities, a value returned
+    twice: results equal NumPy's, and the caller's arrays are untouched."""
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.standard_normal(BIG.size).astype(np.float32) for _ in range(3))
+    keep = [a.copy() for a in (x, y, z)]
+
+    def program(x, y, z):
+        t = x * y
+        u = t + z                      # t dies here: u may be computed into t's buffer
+        v = jax.jit(lambda a: a)(x) - u   # an alias of the caller's x dies here: never reused
+        w = jnp.maximum(v, z) * v
+        return u, w, w, -w
+
+    got = interp.interpret(program)(x, y, z)
+    t = x * y
+    u = t + z
+    v = x - u
+    w = np.maximum(v, z) * v
+    for g, want in zip(got, (u, w, w, -w)):
+        np.testing.assert_array_equal(g, want)
+    assert got[1] is not got[3]
+    for a, b in zip((x, y, z), keep):
+        np.testing.assert_array_equal(a, b)
+    for dtype in (np.int8, np.float16):
+        a = (rng.standard_normal(BIG.size) * 100).astype(dtype)
+        got = interp.interpret(lambda a: (a * a + a) - a)(a)
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(got, (a * a + a) - a)
+
+
+def test_sole_reference_count_calibration():
+    args = [np.zeros(3)]
+    buf = args[0]
+    assert evaluator._refcount_at(args, 0) == evaluator._SOLE
+    other = buf  # noqa: F841  (a second holder)
+    assert evaluator._refcount_at(args, 0) == evaluator._SOLE + 1

@@ -77,6 +77,47 @@ def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None, wraps_natively=False):
     raise eqn.unsupported(f"{eqn.name} of {dtype}")
 
 
+# --- plan-time specialisation ---------------------------------------------------------------------
+# Where the equation's operands and result share one NumPy-native dtype, the exact operation is a
+# single NumPy ufunc (IEEE in float16/32/64, two's complement wrap-around in the integer types).
+# ``prepare`` returns that ufunc as the rule (no per-call dtype dispatch: cheap on scalars) with an
+# ``inplace`` variant, so the plan may compute the result into a dying input buffer (no fresh
+# allocation per equation: see interp/evaluator.py DONATE_MIN_ELEMENTS).
+
+def _same_native_dtype(ctx, natives) -> bool:
+    dtype = ctx.out_dtype
+    return dtype in natives and all(getattr(a, "dtype", None) == dtype for a in ctx.in_avals)
+
+
+def _ufunc_rule(ufunc):
+    def rule(eqn, *xs, **params):
+        return ufunc(*xs)
+
+    def inplace(eqn, out, *xs, **params):
+        return ufunc(*xs, out=out)
+    rule.inplace = inplace
+    rule.__name__ = f"native_{ufunc.__name__}"
+    return rule
+
+
+_UFUNC_RULES = {u: _ufunc_rule(u) for u in (np.add, np.subtract, np.multiply, np.divide, np.negative)}
+
+
+def _specialise(ufunc, natives):
+    """A ``prepare`` hook: the ufunc rule where the dtypes allow it, else the general rule."""
+    def attach(general):
+        def prepare(ctx):
+            if _same_native_dtype(ctx, natives) and ctx.params.get("out_dtype") is None:
+                return _UFUNC_RULES[ufunc]
+            return general
+        general.prepare = prepare
+        return general
+    return attach
+
+
+_NATIVE_NUMBERS = _NATIVE_FLOATS + _NATIVE_INTS
+
+
 # --- complex multiply / divide ------------------------------------------------------------------
 
 def _two_sum(a, b):
@@ -127,16 +168,19 @@ def _complex_div(dtype, x, y):
 # --- arithmetic -----------------------------------------------------------------------------------
 
 @register("add", "add_any")
+@_specialise(np.add, _NATIVE_NUMBERS)
 def add(eqn, x, y, **params):
     return _arith(eqn, np.add, np.add, x, y, wraps_natively=True)
 
 
 @register("sub")
+@_specialise(np.subtract, _NATIVE_NUMBERS)
 def sub(eqn, x, y):
     return _arith(eqn, np.subtract, np.subtract, x, y, wraps_natively=True)
 
 
 @register("mul")
+@_specialise(np.multiply, _NATIVE_NUMBERS)
 def mul(eqn, x, y, *, out_dtype=None):
     if out_dtype is not None:
         # JAX lowers mul(out_dtype=T) as convert(x, T) * convert(y, T) (jax/_src/lax/lax.py
@@ -169,6 +213,7 @@ def _int_divmod(x, y):
 
 
 @register("div")
+@_specialise(np.divide, _NATIVE_FLOATS)
 def div(eqn, x, y):
     return _arith(eqn, lambda a, b: _int_divmod(a, b)[0], np.divide, x, y, complex_fn=_complex_div)
 
@@ -180,6 +225,7 @@ def rem(eqn, x, y):
 
 
 @register("neg")
+@_specialise(np.negative, _NATIVE_NUMBERS)
 def neg(eqn, x):
     if D.is_float(x.dtype) and x.dtype not in _NATIVE_FLOATS:
         return convert(np.negative(_exact(x)), x.dtype)
@@ -295,6 +341,35 @@ def _complex_max_min(x, y, take_max: bool):
     return np.asarray(np.where(pick_x, x, y), dtype=np.result_type(x, y))
 
 
+def _native_max_min(take_max: bool):
+    """max/min of float16/32/64 (or native integer) operands: NumPy's maximum/minimum, which
+    propagate NaN as XLA does; only where the result is a zero can they differ from XLA (among
+    equal zeros they return either operand), and those elements are redone by :func:`_max_min`."""
+    ufunc = np.maximum if take_max else np.minimum
+
+    def rule(eqn, x, y):
+        r = ufunc(x, y)
+        if np.count_nonzero(r) == np.size(r) or not D.is_float(r.dtype):
+            return r
+        if type(r) is not np.ndarray or r.ndim == 0:
+            return _max_min(x, y, take_max)
+        zero = r == 0
+        shape = r.shape
+        r[zero] = _max_min(np.broadcast_to(x, shape)[zero], np.broadcast_to(y, shape)[zero], take_max)
+        return r
+    return rule
+
+
+_NATIVE_MAX_MIN = {True: _native_max_min(True), False: _native_max_min(False)}
+
+
+def _prepare_max_min(take_max: bool):
+    def prepare(ctx):
+        return _NATIVE_MAX_MIN[take_max] if _same_native_dtype(ctx, _NATIVE_NUMBERS) else \
+            (max_ if take_max else min_)
+    return prepare
+
+
 @register("max")
 def max_(eqn, x, y):
     if D.is_complex(eqn.out_dtype):
@@ -307,6 +382,10 @@ def min_(eqn, x, y):
     if D.is_complex(eqn.out_dtype):
         return _complex_max_min(x, y, False)
     return _max_min(x, y, False)
+
+
+max_.prepare = _prepare_max_min(True)
+min_.prepare = _prepare_max_min(False)
 
 
 @register("clamp", partial="complex operands")
