@@ -30,6 +30,7 @@ from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimit
 from ..evaluator import Literal, get_plan, split_jaxpr
 from .dma import DmaEngine
 from .memory import KernelRef, fill_uninitialized, poison_value
+from .specialize import KernelBody
 
 _local = threading.local()
 
@@ -97,6 +98,7 @@ def _memory_space_name(aval) -> str:
 
 
 WHOLE_ARRAY_SPACES = ("any", "hbm")
+MAX_CACHED = 1 << 16   # windows / placements remembered per operand
 
 
 class BlockPlan:
@@ -155,6 +157,44 @@ class BlockPlan:
                     break
             self.direct = direct
         self.index_plan = None if self.direct is not None else get_plan(jaxpr, options)
+        self._windows: dict = {}     # grid point -> window (direct index maps)
+        self._placements: dict = {}  # window -> placement
+
+    def placement(self, win, kernel, ids):
+        """(in bounds, slices of the array, slices of the block buffer) of window ``win``: the
+        geometry of a window depends on nothing else, so it is computed once per window."""
+        p = self._placements.get(win)
+        if p is None:
+            p = self._place(win, kernel, ids)
+            if len(self._placements) < MAX_CACHED:
+                self._placements[win] = p
+        return p
+
+    def _place(self, win, kernel, ids):
+        inner_sl, outer_sl = [], []
+        inside = True
+        for d, ((start, size), kind) in enumerate(zip(win, self.kinds)):
+            n = self.array_shape[d]
+            lo, hi = max(start, 0), min(start + size, n)
+            ok = (0 <= start < n) if kind[0] == "blocked" else \
+                (self.extent[d][0] <= start and start + size <= self.extent[d][1])
+            if not ok:
+                raise OutOfBoundsError(
+                    f"kernel '{kernel}' at grid point {ids}: the block of operand "
+                    f"'{self.name}' covers [{start}:{start + size}] of dimension {d} (size {n}"
+                    f"{', padding %s' % (self.pads[d],) if kind[0] == 'element' else ''}): "
+                    "outside the array")
+            if kind[0] == "squeezed":
+                outer_sl.append(start)
+                continue
+            # A BoundedSlice window may be shorter than its block: the block buffer keeps the
+            # block size and only its first `size` rows hold data.
+            if lo != start or hi != start + size or size != kind[1]:
+                inside = False
+            outer_sl.append(slice(lo, hi))
+            inner_sl.append(slice(lo - start, hi - start))
+        # The trailing Ellipsis keeps a view even when every dimension is squeezed (0-d block).
+        return inside, tuple(outer_sl) + (Ellipsis,), tuple(inner_sl) + (Ellipsis,)
 
     def block_indices(self, ids, scalar_refs) -> list:
         if self.direct is not None:
@@ -168,6 +208,16 @@ class BlockPlan:
 
         The index map returns a block index per dimension, except for BoundedSlice dimensions,
         for which it returns a pl.ds(start, size) (two leaves) with size <= the block size."""
+        if self.direct is not None:  # a function of the grid point alone: computed once
+            win = self._windows.get(ids)
+            if win is None:
+                win = self._window(ids, scalar_refs)
+                if len(self._windows) < MAX_CACHED:
+                    self._windows[ids] = win
+            return win
+        return self._window(ids, scalar_refs)
+
+    def _window(self, ids, scalar_refs):
         it = iter(self.block_indices(ids, scalar_refs))
         win = []
         for kind, size, pad_lo in self.kinds:
@@ -196,7 +246,9 @@ class CallPlan:
         self.options = eqn.options
         self.jaxpr = p["jaxpr"]
         kernel_jaxpr, self.kernel_consts = split_jaxpr(self.jaxpr)
-        self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
+        # The body runs specialised per grid point (interp.pallas.specialize): its grid-only
+        # scalar work is evaluated once per point, not once per step.
+        self.body = KernelBody(kernel_jaxpr, self.kernel_consts, eqn.options)
         self.name = (p.get("name") or _kernel_name(kernel_jaxpr) or "kernel")
         self.grid_spec = tuple(gm.grid)
         self.num_dynamic = sum(1 for g in self.grid_spec if not isinstance(g, (int, np.integer)))
@@ -293,7 +345,7 @@ class CallPlan:
         last_window = [None] * len(self.blocks)
         visited = [set() for _ in self.blocks]
         kernel_args_prefix = list(scalar_refs)
-        kernel_plan, kconsts = self.kernel_plan, self.kernel_consts
+        body = self.body
         vm = self.vmapped
         with run:
             for ids in self._grid_points(grid):
@@ -316,7 +368,7 @@ class CallPlan:
                     last_window[k] = win
                     self._bind_block(ref, arrays[k], inits[k], win, bp, is_out, writeback, ids,
                                      copy=k in self.private_inputs)
-                kernel_plan.run(kconsts, kernel_args_prefix + refs + scratch_refs)
+                body.run(run, kernel_args_prefix + refs + scratch_refs)
                 if run.pending is not None:
                     run.raise_pending()
                 for ref, arr, init, sl, inner in writeback:
@@ -341,31 +393,7 @@ class CallPlan:
     def _bind_block(self, ref, arr, init, win, bp, is_out, writeback, ids, copy=False):
         """Point ``ref`` at the block ``win`` of ``arr``: a view when in bounds, else (or with
         ``copy``) a copy."""
-        inner_sl, outer_sl = [], []
-        inside = True
-        for d, ((start, size), kind) in enumerate(zip(win, bp.kinds)):
-            n = bp.array_shape[d]
-            lo, hi = max(start, 0), min(start + size, n)
-            ok = (0 <= start < n) if kind[0] == "blocked" else \
-                (bp.extent[d][0] <= start and start + size <= bp.extent[d][1])
-            if not ok:
-                raise OutOfBoundsError(
-                    f"kernel '{self.name}' at grid point {ids}: the block of operand "
-                    f"'{bp.name}' covers [{start}:{start + size}] of dimension {d} (size {n}"
-                    f"{', padding %s' % (bp.pads[d],) if kind[0] == 'element' else ''}): "
-                    "outside the array")
-            if kind[0] == "squeezed":
-                outer_sl.append(start)
-                inner_sl.append(None)
-                continue
-            # A BoundedSlice window may be shorter than its block: the block buffer keeps the
-            # block size and only its first `size` rows hold data.
-            if lo != start or hi != start + size or size != kind[1]:
-                inside = False
-            outer_sl.append(slice(lo, hi))
-            inner_sl.append(slice(lo - start, hi - start))
-        # The trailing Ellipsis keeps a view even when every dimension is squeezed (0-d block).
-        outer = tuple(outer_sl) + (Ellipsis,)
+        inside, outer, inner = bp.placement(win, self.name, ids)
         if inside and not copy:
             ref.array = arr[outer]
             ref.init = init[outer] if init is not None else None
@@ -373,7 +401,6 @@ class CallPlan:
         # Partial block: a copy whose out-of-array part is never-written memory.
         mode = self.options.uninitialized
         block = fill_uninitialized(bp.ref_shape, bp.dtype, mode)
-        inner = tuple(s for s in inner_sl if s is not None) + (Ellipsis,)
         block[inner] = arr[outer]
         ref.array = block
         if mode == "raise":

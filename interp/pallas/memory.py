@@ -175,6 +175,13 @@ def _index_shape(shape, index) -> tuple:
     also for indices out of bounds (masked accesses)."""
     if not shape:
         return ()
+    if not any(isinstance(ix, np.ndarray) and ix.ndim for ix in index):
+        # Basic indexing (the common case): ints drop their dimension, slices keep a length.
+        out = []
+        for ix in index:
+            if isinstance(ix, slice):
+                out.append(max(0, -(-(ix.stop - ix.start) // (ix.step or 1))))
+        return tuple(out) + tuple(shape[len(index):])
     ext, (shifted, _) = _extended(shape, index)
     return np.broadcast_to(np.empty((), np.bool_), ext)[shifted].shape
 

@@ -1,0 +1,212 @@
+"""The kernel body specialised per grid point.
+
+Most of a Pallas kernel body's scalar work depends on nothing but the grid point: ``program_id``
+arithmetic (``i % 2``, ``i + 1 < n``, block offsets) and the ``pl.when`` conditions built from it.
+Evaluated equation by equation at every grid step, that work costs more than the kernel's real
+work when blocks are small. ``KernelBody`` therefore evaluates, once per grid point, every
+equation whose inputs are all known at that point (pure primitives only, small results), inlines
+the branch a known ``cond`` index selects, and runs the *residual* program: the equations that
+touch refs or data, with the known values as constants. The residual programs are plans shared
+by every grid point that takes the same branches; the known values are kept per grid point.
+
+Values are the ones the generic plan computes (the same rules evaluate the same equations, in
+the same order, inside the same kernel run), so specialisation changes speed, never results.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+
+from ..evaluator import DropVar, Literal, get_plan, literal_value, split_jaxpr, to_reference_value
+from ..registry import RULES
+
+# Results larger than this are not folded: they are cheap to recompute per step, and keeping
+# them per grid point would cost memory.
+FOLD_MAX_ELEMENTS = 64
+# Grid points whose known values are kept (beyond it, further points are specialised per step).
+MAX_POINTS = 1 << 16
+
+# Rules of kernel primitives that read or change the state of the running kernel (PRNG state,
+# semaphores, DMAs, scoped allocations) or of the reference (XLA's stateful Rng, callbacks):
+# never folded, even when JAX declares no effect for them (prng_random_bits has none).
+_PALLAS_PURE = {"program_id", "num_programs", "multiple_of", "max_contiguous", "roll", "bitcast",
+                "reciprocal", "einshape_lo"}
+_STATEFUL = {"rng_uniform", "pure_callback", "io_callback", "debug_callback", "debug_print"}
+
+
+class _Var:
+    """A variable of a residual program (what ``Plan`` reads of a jaxpr variable)."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"spec_var:{self.aval}"
+
+
+class _Jaxpr:
+    """A residual program: the four fields ``Plan`` reads of a jaxpr."""
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "__weakref__")
+
+    def __init__(self, constvars, invars, outvars, eqns):
+        self.constvars, self.invars, self.outvars, self.eqns = constvars, invars, outvars, eqns
+
+
+def _sub_jaxprs(params):
+    for v in params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            j = getattr(x, "jaxpr", x)
+            if hasattr(j, "eqns"):
+                yield j
+
+
+_pure_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _pure(eqn) -> bool:
+    """Whether an equation's value depends only on its inputs (recursively for sub-jaxprs)."""
+    if eqn.effects:
+        return False
+    name = eqn.primitive.name
+    if name in _STATEFUL:
+        return False
+    rule = RULES.get(name)
+    if rule is not None and rule.__module__.endswith("rules.pallas") and name not in _PALLAS_PURE:
+        return False
+    for j in _sub_jaxprs(eqn.params):
+        ok = _pure_cache.get(j)
+        if ok is None:
+            ok = _pure_cache[j] = all(_pure(e) for e in j.eqns)
+        if not ok:
+            return False
+    return True
+
+
+def _small(aval) -> bool:
+    return (type(aval).__name__ == "ShapedArray" and
+            math.prod(aval.shape) <= FOLD_MAX_ELEMENTS and
+            not _extended(aval.dtype))
+
+
+def _extended(dtype) -> bool:
+    import jax
+    return jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+
+
+class KernelBody:
+    """A kernel jaxpr run per grid point through its specialised residual plan."""
+
+    def __init__(self, jaxpr, consts, options):
+        self.jaxpr = jaxpr
+        self.consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
+        self.options = options
+        self.generic = get_plan(jaxpr, options)
+        self.points: dict = {}      # (grid, point) -> (plan, known values)
+        self.variants: dict = {}    # branch choices -> (residual jaxpr, plan)
+        self.single: dict = {}      # eqn -> (one-equation jaxpr, plan) for folding
+        self.foldable: dict = {}    # eqn -> bool
+
+    def run(self, run, refs) -> list:
+        key = (run.grid, run.point)
+        entry = self.points.get(key)
+        if entry is None:
+            entry = self._specialise(refs)
+            if len(self.points) < MAX_POINTS:
+                self.points[key] = entry
+        plan, values = entry
+        return plan.run(values, refs)
+
+    # ------------------------------------------------------------------------------------------
+    def _specialise(self, refs):
+        """Walk the body once at the current grid point (inside its kernel run)."""
+        env = {v: ("k", c) for v, c in zip(self.jaxpr.constvars, self.consts)}
+        env.update((v, ("a", v)) for v in self.jaxpr.invars)
+        eqns, holders, choices = [], [], []
+        self._walk(self.jaxpr, env, eqns, holders, choices)
+        outvars = [self._use(a, env, holders) for a in self.jaxpr.outvars]
+        key = (tuple(choices), len(holders))
+        variant = self.variants.get(key)
+        if variant is None:
+            residual = _Jaxpr([h for h, _ in holders], list(self.jaxpr.invars), outvars, eqns)
+            variant = self.variants[key] = (residual, get_plan(residual, self.options))
+        return variant[1], [v for _, v in holders]
+
+    def _use(self, atom, env, holders):
+        """The residual program's atom for ``atom``: a known value becomes a constant."""
+        if isinstance(atom, Literal):
+            return atom
+        entry = env[atom]
+        if entry[0] != "k":
+            return entry[1]  # a residual variable, or the constant already made for it
+        x = entry[1]
+        h = _Var(atom.aval)
+        holders.append((h, x))
+        env[atom] = ("h", h, x)
+        return h
+
+    def _walk(self, jaxpr, env, out, holders, choices):
+        for eqn in jaxpr.eqns:
+            known = all(isinstance(a, Literal) or env[a][0] != "a" for a in eqn.invars)
+            if known and self._can_fold(eqn):
+                vals = self._evaluate(eqn, [env[a][-1] for a in eqn.invars
+                                            if not isinstance(a, Literal)])
+                for o, v in zip(eqn.outvars, vals):
+                    if not isinstance(o, DropVar):
+                        env[o] = ("k", v)
+                continue
+            if eqn.primitive.name == "cond" and self._known(eqn.invars[0], env):
+                self._inline_cond(eqn, env, out, holders, choices)
+                continue
+            new_in = [self._use(a, env, holders) for a in eqn.invars]
+            new_out = []
+            for o in eqn.outvars:
+                if isinstance(o, DropVar):
+                    new_out.append(o)
+                else:
+                    n = _Var(o.aval)
+                    env[o] = ("a", n)
+                    new_out.append(n)
+            out.append(eqn.replace(invars=new_in, outvars=new_out))
+
+    @staticmethod
+    def _known(atom, env) -> bool:
+        return isinstance(atom, Literal) or env[atom][0] != "a"
+
+    @staticmethod
+    def _value(atom, env):
+        return literal_value(atom) if isinstance(atom, Literal) else env[atom][-1]
+
+    def _inline_cond(self, eqn, env, out, holders, choices):
+        # The branch the known index selects, as the cond rule picks it (control_flow.cond:
+        # an out-of-range index runs the last branch).
+        branches = eqn.params["branches"]
+        i = int(self._value(eqn.invars[0], env))
+        if not 0 <= i < len(branches):
+            i = len(branches) - 1
+        choices.append(i)
+        bj, bconsts = split_jaxpr(branches[i])
+        benv = {v: ("k", to_reference_value(c, v.aval)) for v, c in zip(bj.constvars, bconsts)}
+        for v, a in zip(bj.invars, eqn.invars[1:]):
+            benv[v] = ("k", literal_value(a)) if isinstance(a, Literal) else env[a]
+        self._walk(bj, benv, out, holders, choices)
+        for o, r in zip(eqn.outvars, bj.outvars):
+            if not isinstance(o, DropVar):
+                env[o] = ("k", literal_value(r)) if isinstance(r, Literal) else benv[r]
+
+    def _can_fold(self, eqn) -> bool:
+        ok = self.foldable.get(eqn)
+        if ok is None:
+            ok = self.foldable[eqn] = (bool(eqn.outvars) and _pure(eqn) and
+                                       all(_small(o.aval) for o in eqn.outvars))
+        return ok
+
+    def _evaluate(self, eqn, values) -> list:
+        """Run one equation through its own (cached) plan: the generic rule, checks included."""
+        entry = self.single.get(eqn)
+        if entry is None:
+            invars = [a for a in eqn.invars if not isinstance(a, Literal)]
+            outvars = [_Var(o.aval) if isinstance(o, DropVar) else o for o in eqn.outvars]
+            one = _Jaxpr([], invars, outvars, [eqn.replace(outvars=outvars)])
+            entry = self.single[eqn] = (one, get_plan(one, self.options))
+        return entry[1].run([], values)
