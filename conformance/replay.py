@@ -217,6 +217,15 @@ class _Replay:
 
     def _fma(self, eqn, invals):
         name = eqn.primitive.name
+        if name == "polynomial" and np.dtype(eqn.outvars[0].aval.dtype) == np.float32:
+            # Horner's acc * x + c, each step one FMA (LLVM contracts the lowering's mul + add).
+            shape = eqn.outvars[0].aval.shape
+            x, *coeffs = (np.broadcast_to(np.asarray(v, np.float64), shape) for v in invals)
+            acc = coeffs[-1]
+            with np.errstate(all="ignore"):
+                for c in reversed(coeffs[:-1]):
+                    acc = fma_round_f32(acc * x, c).astype(np.float64)   # f32 * f32 is exact in f64
+            return [np.asarray(acc, np.float32).reshape(shape)]
         if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
             return None
         order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
