@@ -88,8 +88,11 @@ SEMANTICS = table(
               (STABLEHLO + "#minimum", NUMERICS, "tests/test_lax_elementwise.py test_complex_max_min_pairs"), EXACT),
     Semantics("clamp", "min(max(x, lo), hi) (lo and hi may be scalars).",
               ("lo > hi gives hi: clamp(3, 2, 1) == 1", "NaN in any operand gives NaN",
-               "complex operands: unsupported (loud); XLA:CPU's complex clamp is not min(max(x, lo), hi) "
-               "with its lexicographic complex max/min (clamp(0j, 0j, -100j) gives 0j)"),
+               "complex operands (JAX accepts them at trace time): minimum(maximum(x, lo), hi) with the "
+               "spec's lexicographic complex maximum/minimum, i.e. max = x > lo ? x : lo and min = "
+               "m < hi ? m : hi comparing (real, imag) lexicographically; a comparison involving a NaN "
+               "part is false (the same max/min as XLA:CPU's max and min); StableHLO plans to drop complex "
+               "clamp (openxla/stablehlo#560)"),
               (XLA_OPS + "#clamp", STABLEHLO + "#clamp", NUMERICS), EXACT),
     *[Semantics(name, f"Comparison {name} (FLOAT/SIGNED/UNSIGNED compare type).",
                 ("any comparison with NaN is False except ne (True)", "-0.0 == +0.0",
@@ -168,4 +171,10 @@ BACKEND_PROPERTIES = (
      "max/min/clamp of an int2 array with a broadcast int2 scalar constant compare wrongly "
      "(max(-1, int2[0, 1]) gives [-1, -1]); with array operands the result is right.",
      "tests/test_lax_elementwise.py test_clamp"),
+    ("xla:cpu", "complex-clamp",
+     "complex clamp compares real parts only: m = re(lo) >= re(x) ? lo : x, then "
+     "re(m) <= re(hi) ? m : hi (a NaN real part selects x, then hi); clamp(0j, 1j, 1j) gives 0j "
+     "where the spec's lexicographic minimum(maximum(1j, 0j), 1j) is 1j. Its lax.max/lax.min are "
+     "lexicographic, so only the fused clamp differs.",
+     "tests/test_lax_elementwise.py test_complex_clamp"),
 )

@@ -582,3 +582,24 @@ def test_scalar_operands_keep_shape():
     assert interp.interpret(lax.nextafter)(b, b).shape == ()
     assert interp.interpret(lambda a, b: _lax_internal.lt_to_p.bind(a, b))(np.float32(1), np.float32(2)).shape == ()
     assert interp.interpret(lax.real)(c).shape == () and interp.interpret(lax.add)(b, b).shape == ()
+
+
+@pytest.mark.parametrize("dtype", D.COMPLEX, ids=ids(D.COMPLEX))
+def test_complex_clamp(dtype):
+    """Complex clamp is the spec's minimum(maximum(x, lo), hi): bitwise equal to XLA:CPU's own
+    lax.max and lax.min composed. XLA:CPU's fused clamp compares real parts only
+    (spec/lax_elementwise.py BACKEND_PROPERTIES complex-clamp): checked against that model so a
+    change on either side is seen."""
+    parts = [0.0, 1.0, 2.0, -0.0, np.inf, np.nan]
+    v = np.array([complex(a, b) for a in parts for b in parts[:3] + [np.nan]], dtype)
+    lo, x, hi = (a.ravel() for a in np.meshgrid(v[::3], v, v[1::3]))
+    ref = interp.interpret(lax.clamp)(lo, x, hi)
+    assert_same_bits(ref, xla_cpu(lambda l, a, h: lax.min(lax.max(a, l), h), lo, x, hi))
+    assert_same_bits(interp.interpret(lax.clamp)(dtype.type(1j), v, dtype.type(2 + 1j)),
+                     xla_cpu(lambda a: lax.min(lax.max(a, dtype.type(1j)), dtype.type(2 + 1j)), v))
+    # by hand: lexicographic, unlike XLA:CPU's clamp
+    got = interp.interpret(lax.clamp)(dtype.type(0), np.array([1j, -1j, 3 + 0j, 1 + 5j], dtype), dtype.type(1 + 1j))
+    assert_same_bits(got, np.array([1j, 0, 1 + 1j, 1 + 1j], dtype))
+    m = np.where(lo.real >= x.real, lo, x)
+    xla_model = np.where(m.real <= hi.real, m, hi)
+    assert_same_bits(xla_cpu(lax.clamp, lo, x, hi), xla_model)

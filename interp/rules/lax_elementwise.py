@@ -388,12 +388,18 @@ max_.prepare = _prepare_max_min(True)
 min_.prepare = _prepare_max_min(False)
 
 
-@register("clamp", partial="complex operands")
+@register("clamp")
 def clamp(eqn, lo, x, hi):
-    # XLA: clamp(lo, x, hi) = min(max(x, lo), hi); so lo > hi gives hi
+    # StableHLO: clamp(lo, x, hi) = minimum(maximum(x, lo), hi), so lo > hi gives hi. Complex
+    # operands use the lexicographic complex maximum/minimum of the spec (what XLA:CPU's max and
+    # min compute); XLA:CPU's own complex clamp compares real parts only (spec/lax_elementwise.py
+    # BACKEND_PROPERTIES complex-clamp).
+    shape = np.shape(x)
+    lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
     if D.is_complex(x.dtype):
-        raise eqn.unsupported("clamp of complex operands")
-    out = _max_min(_max_min(x, np.broadcast_to(lo, np.shape(x)), True), np.broadcast_to(hi, np.shape(x)), False)
+        out = _complex_max_min(_complex_max_min(x, lo, True), hi, False)
+    else:
+        out = _max_min(_max_min(x, lo, True), hi, False)
     return np.asarray(np.broadcast_to(out, eqn.out_aval.shape), dtype=eqn.out_dtype)
 
 
