@@ -14,8 +14,11 @@ Backend notes (what the conformance cases and tests/test_fusion.py found):
   and f16 chains (add chains, mul+add, convert round trips and pairs, 64-element sums) come out
   bitwise equal to per-equation rounding; the f32 mul+add differs (FMA contraction: the
   fma-contraction allowance in spec/allowances.py explains it).
-- JAX 0.10.2 quantises bfloat16 inputs in bfloat16; XLA:CPU then departs from the program in two
-  ways recorded below (JAX 0.11+ computes the block scale in float32: both disappear).
+- JAX 0.10.2 quantises bfloat16 mxfp8 inputs in bfloat16, and XLA:CPU flushes the subnormal bf16
+  scale of an all-zero block (DIVERGENCES below; JAX 0.11+ computes the scale in float32).
+- nvfp4 quantisation on XLA:CPU multiplies by float32 reciprocals instead of dividing (both JAX
+  versions, DIVERGENCES "xla-cpu-nvfp4-reciprocal"): the data differ from the program exactly
+  where a quotient is an e2m1 rounding midpoint.
 """
 from __future__ import annotations
 
@@ -105,9 +108,20 @@ DIVERGENCES = {
     "xla-cpu-bf16-mxfp8-zero-block": (
         "quantize(mxfp8) of a bfloat16 all-zero block divides by e8m0_to_dtype(0, bf16) = 2^-127, a "
         "bf16 subnormal that XLA:CPU flushes to 0: 0/0 gives NaN data where the program gives 0."),
-    "xla-cpu-bf16-nvfp4-scale": (
-        "quantize(nvfp4, global_scale 0.375) on bfloat16: XLA:CPU's data differ in a few elements; its "
-        "scales equal the program with the division by the constant MAX rewritten as multiplication by "
-        "a rounded reciprocal (JAX 0.12's source comment describes this rewriting and computes the "
-        "ratio in float32 to avoid it)."),
+    "xla-cpu-nvfp4-reciprocal": (
+        "quantize(nvfp4) on XLA:CPU (both JAX versions, any input dtype): XLA's algebraic simplifier "
+        "turns every division of the program into a multiplication by a float32 reciprocal: "
+        "x / global_scale -> x * fl(1/gs) (2.66666675 for 0.375), amax / 6 -> amax * 0.166666672, and "
+        "v / s -> v * fl(1/s) (s the e4m3 block scale); the XLA of JAX 0.10.2 also reassociates the "
+        "data path into x * fl(fl(1/s) * fl(1/gs)) (compiled HLO: fused_computation multiply(x, "
+        "broadcast(multiply(recip_s, 2.66666675)))), JAX 0.12's keeps (x * fl(1/gs)) * fl(1/s). The "
+        "scales equal the program's on the tested inputs (they could differ only where amax / 6 is an "
+        "e4m3 rounding midpoint); the data differ where the exact quotient "
+        "x / gs / s is an e2m1 rounding midpoint (0.25, 0.75, ..., 5), which the reciprocals' "
+        "rounding error moves off the tie. bfloat16 inputs (8 significant bits) produce exact "
+        "midpoints often: issue 6's '2/512 on JAX 0.10.2' are x = 0.025634765625 (quotient exactly "
+        "5.0: program 4, XLA 6) and x = -0.703125 (quotient exactly -0.25: program -0, XLA -0.5), "
+        "global scale 0.375; the same input on JAX 0.12 rounds back onto the ties. "
+        "tests/test_fusion.py checks XLA:CPU's data against this float32 reciprocal arithmetic bit "
+        "for bit on both versions and the reference's departures against the midpoint set."),
 }

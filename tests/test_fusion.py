@@ -325,11 +325,19 @@ def _quantize_config(mode, global_scale=None):
     return jax.nn.get_scaled_dot_general_config(mode, **kw)
 
 
-# JAX 0.10.2 quantises bf16 inputs in bf16 (0.12 computes the block scale in f32), and XLA:CPU
-# then departs from the program (spec/fusion.py DIVERGENCES): it flushes the bf16 scale 2^-127 of an
-# all-zero mxfp8 block to 0 (0/0: NaN data, the reference keeps 0), and it rewrites the bf16
-# ``amax / MAX`` as ``amax * bf16(1 / MAX)``, which selects a larger nvfp4 scale for some blocks.
+# JAX 0.10.2 quantises bf16 mxfp8 inputs in bf16 (0.12 computes the block scale in f32), and XLA:CPU
+# flushes the bf16 scale 2^-127 of an all-zero block to 0 (0/0: NaN data where the program gives 0;
+# spec/fusion.py DIVERGENCES "xla-cpu-bf16-mxfp8-zero-block").
 OLD_BF16_QUANTIZE = JAX_VERSION < (0, 11, 0)
+
+
+def _quantize_input(cfg, mode, global_scale, dtype):
+    rng = rng_for(f"quantize/{mode}/{global_scale}", 0)
+    # Values over many binades, a zero block and exact block maxima: scale selection and clipping.
+    x = (rng.standard_normal((2, 4, 64)) * np.exp2(rng.integers(-6, 7, (2, 4, 1)))).astype(dtype)
+    x[0, 0, :32] = 0
+    x[1, 1, :16] = np.asarray(float(ml_dtypes.finfo(cfg.data_type).max), dtype)
+    return x
 
 
 @pytest.mark.parametrize("mode,global_scale", [_mode_param("mxfp8", None), _mode_param("mxfp4", None),
@@ -337,22 +345,66 @@ OLD_BF16_QUANTIZE = JAX_VERSION < (0, 11, 0)
 @pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16])
 def test_quantize_bitwise_against_xla_cpu(mode, global_scale, dtype, request):
     from jax._src.cudnn.scaled_matmul_stablehlo import quantize
-    if OLD_BF16_QUANTIZE and np.dtype(dtype) == np.dtype(jnp.bfloat16) and (mode, global_scale) in (
-            ("mxfp8", None), ("nvfp4", 0.375)):
+    if OLD_BF16_QUANTIZE and np.dtype(dtype) == np.dtype(jnp.bfloat16) and mode == "mxfp8":
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "JAX 0.10.2 bf16 quantize: XLA:CPU flushes the subnormal bf16 scale / rewrites bf16 "
-            "division by a constant as multiplication by its rounded reciprocal (spec/fusion.py)")))
+            "JAX 0.10.2 bf16 mxfp8 quantize: XLA:CPU flushes the subnormal bf16 scale 2^-127 of the "
+            "zero block (spec/fusion.py DIVERGENCES)")))
     cfg = _quantize_config(mode, global_scale)
-    rng = rng_for(f"quantize/{mode}/{global_scale}", 0)
-    # Values over many binades, a zero block and exact block maxima: scale selection and clipping.
-    x = (rng.standard_normal((2, 4, 64)) * np.exp2(rng.integers(-6, 7, (2, 4, 1)))).astype(dtype)
-    x[0, 0, :32] = 0
-    x[1, 1, :16] = np.asarray(float(ml_dtypes.finfo(cfg.data_type).max), dtype)
+    x = _quantize_input(cfg, mode, global_scale, dtype)
     fn = lambda v: quantize(v, cfg)   # noqa: E731
     got = interp.interpret(fn)(x)
     want = xla_cpu(fn, x)
+    if mode == "nvfp4":
+        # XLA:CPU computes nvfp4 data with reciprocal multiplications: explained element by element.
+        _check_nvfp4_against_xla_arithmetic(x, global_scale, got, want)
+        return
     for g, w, what in zip(got, want, ("data", "scales")):
         assert_same_bits(g, w, err_msg=f"{mode} {what}")
+
+
+E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)   # halfway between adjacent e2m1 values
+
+
+def _xla_cpu_nvfp4_arithmetic(x, global_scale):
+    """quantize(nvfp4) as XLA:CPU's compiled HLO computes it (spec/fusion.py DIVERGENCES
+    "xla-cpu-nvfp4-reciprocal"), in float32 NumPy (one rounding per operation, as XLA:CPU):
+    every division becomes a multiplication by a float32 reciprocal (x / gs -> x * fl(1/gs),
+    amax / 6 -> amax * fl(1/6), v / s -> v * fl(1/s)), and the XLA of JAX 0.10.2 reassociates the
+    data path into x * fl(fl(1/s) * fl(1/gs)). Returns (data quotient before clipping, scales)."""
+    f32 = np.float32
+    d = np.asarray(x).astype(f32).reshape(x.shape[:-1] + (x.shape[-1] // 16, 16))
+    inv_gs = f32(1) / f32(global_scale)
+    e = d * inv_gs
+    amax = np.abs(e).max(-1, keepdims=True)
+    scales = np.clip(amax * (f32(1) / f32(6)), f32(0), f32(448)).astype(ml_dtypes.float8_e4m3fn)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_s = f32(1) / scales.astype(f32)
+        q = d * (inv_s * inv_gs) if JAX_VERSION < (0, 11, 0) else e * inv_s
+    return q.reshape(x.shape), scales.reshape(scales.shape[:-1])
+
+
+def _check_nvfp4_against_xla_arithmetic(x, global_scale, got, want):
+    """The reference is the program; XLA:CPU is the program with reciprocal multiplications. Both
+    are checked: XLA's scales equal the reference's; XLA's data equal the reciprocal arithmetic
+    (wherever a block is not all zero); the reference differs from XLA only where the exact
+    quotient x / gs / s is an e2m1 midpoint (exact ties, common with bf16 inputs' short
+    significands: the reciprocal's rounding error pushes them off the tie)."""
+    q, scales = _xla_cpu_nvfp4_arithmetic(x, global_scale)
+    assert_same_bits(want[1], scales, err_msg="XLA:CPU scales vs reciprocal arithmetic")
+    assert_same_bits(got[1], want[1], err_msg="nvfp4 scales")
+    live = np.repeat(scales.astype(np.float32) > 0, 16, axis=-1)
+    data = np.clip(q, -6, 6).astype(ml_dtypes.float4_e2m1fn)
+    assert_same_bits(np.asarray(want[0])[live], data[live], err_msg="XLA:CPU data vs reciprocal arithmetic")
+    assert_same_bits(np.asarray(got[0])[~live], np.asarray(want[0])[~live], err_msg="zero blocks")
+    differ = np.asarray(got[0]).view(np.uint8) != np.asarray(want[0]).view(np.uint8)
+    with np.errstate(divide="ignore", invalid="ignore"):   # the zero blocks: 0 / 0
+        exact = np.asarray(x).astype(np.float64) / global_scale / np.repeat(scales.astype(np.float64), 16, -1)
+    assert np.isin(np.abs(exact[differ]), E2M1_MIDPOINTS).all(), exact[differ]
+    if OLD_BF16_QUANTIZE and np.asarray(x).dtype == np.dtype(jnp.bfloat16) and global_scale == 0.375:
+        # The two elements of issue 6 (2/512): quotients exactly 5.0 and -0.25.
+        assert sorted(np.abs(exact[differ]).tolist()) == [0.25, 5.0]
+    else:
+        assert not differ.any()
 
 
 @needs_cpu_scaled_matmul
