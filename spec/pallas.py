@@ -51,6 +51,11 @@ SEMANTICS = table(
             "by lo/hi never-written elements; windows beyond the padding raise OutOfBoundsError",
             "Squeezed / None: size-1 dimension dropped in the kernel; index = element offset",
             "BoundedSlice(b): the index map returns pl.ds(start, size) with size <= b",
+            "Indirect(b) (JAX 0.10.2 and 0.12): the index map returns a vector of b indices and "
+            "the block gathers (input) / scatters (output) those rows: defined by emit_pipeline, "
+            "whose DMAs use the vector as an indexer (jax/_src/pallas/mosaic/pipeline.py "
+            "_make_block_slice); pallas_call's own BlockSpecs cannot use it (its index maps must "
+            "return scalars, core.py BlockSpec.to_block_mapping), so there it is unsupported",
             "memory space ANY/HBM: the whole operand, unblocked",
             "scalar prefetch operands: passed to the kernel and to every index map as SMEM refs",
             "outputs start as never-written memory; input_output_aliases: the output starts as "
@@ -76,9 +81,13 @@ SEMANTICS = table(
         sources=(_CORE, _HLO, _TPU_INTERP, _GRID_DOC, _PIPE_DOC),
         exactness=EXACT,
         notes="Speed: blocks in bounds are NumPy views (no copy), padded edge blocks are copies; "
-              "the kernel and index-map plans are built once per equation. Not supported: "
-              "Indirect block dims, block transforms (Mosaic GPU tiling/swizzle), pallas_call "
-              "with a mesh, local_grid_env hooks.",
+              "the kernel and index-map plans are built once per equation; windows of index "
+              "maps that read only grid indices are computed once per grid point; the kernel "
+              "body is specialised per grid point (interp/pallas/specialize.py: pure scalar "
+              "equations of the grid point folded, pl.when / switch on them resolved; same "
+              "rules, same values). Not supported: Indirect dims in pallas_call's BlockSpecs "
+              "(JAX itself rejects them: index maps return scalars), block transforms (Mosaic "
+              "GPU tiling/swizzle), pallas_call with a mesh, local_grid_env hooks.",
     ),
     Semantics(
         "mpmd_map",
@@ -129,6 +138,10 @@ SEMANTICS = table(
             "or writing its source or destination meanwhile, or starting a DMA into a range in "
             "flight, raises RaceError (exact element overlap by address)",
             "add=True accumulates into the destination",
+            "indirect (scatter) destination naming an element twice: the DMA engine writes in "
+            "no defined order, so RaceError unless every write to the element carries the same "
+            "bits; an accumulating DMA applies every duplicate for integers (exact in any order) "
+            "and raises RaceError for floats (rounding depends on the order)",
             "remote DMAs (device_id) are unsupported: the reference runs one device",
         ),
         sources=(_TPU, _TPU_INTERP),

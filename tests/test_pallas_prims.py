@@ -105,6 +105,90 @@ def test_emit_pipeline_inside_a_kernel():
     np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x), 2 * x)
 
 
+def _indirect_pipeline(n, d, b, *, gather: bool):
+    """emit_pipeline over n/b blocks of b rows: ``gather`` reads input rows idx[i*b:(i+1)*b]
+    (pl.Indirect input block), else writes output rows there (pl.Indirect output block)."""
+    def kernel(idx_ref, x_hbm, o_hbm):
+        def body(x_blk, o_blk):
+            o_blk[...] = x_blk[...] * 2.0 + 1.0
+
+        rows = pl.BlockSpec((b, d), lambda i: (i, 0))
+        picked = pl.BlockSpec((pl.Indirect(b), d), lambda i: (idx_ref[pl.ds(i * b, b)], 0))
+        pltpu.emit_pipeline(body, grid=(n // b,), in_specs=[picked if gather else rows],
+                            out_specs=[rows if gather else picked])(x_hbm, o_hbm)
+
+    call = pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                                            pl.BlockSpec(memory_space=pl.ANY)],
+                          out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                          out_shape=jax.ShapeDtypeStruct((n, d), jnp.float32))
+    mesh = _abstract_tpu()
+
+    def f(idx, x):
+        with jax.sharding.use_abstract_mesh(mesh):
+            return call(idx, x)
+    return f
+
+
+@pytest.mark.parametrize("gather", [True, False], ids=["gather", "scatter"])
+def test_indirect_blocks_in_emit_pipeline(gather):
+    # pl.Indirect: the index map returns a vector of row indices (read from SMEM), the pipeline
+    # DMAs gather (input) or scatter (output) those rows. Expectation: NumPy fancy indexing.
+    # (JAX 0.12's interpret modes both fail on this program; the reference must not.)
+    if not hasattr(pl, "Indirect"):
+        pytest.skip("pl.Indirect is not in this JAX")
+    n, d, b = 64, 128, 8
+    x = RNG.standard_normal((n, d)).astype(np.float32)
+    idx = RNG.permutation(n).astype(np.int32)
+    f = _indirect_pipeline(n, d, b, gather=gather)
+    try:
+        jax.make_jaxpr(f)(idx, x)
+    except ValueError as e:
+        pytest.skip(f"emit_pipeline cannot be traced on CPU with this JAX: {e}")
+    y = x * np.float32(2) + np.float32(1)
+    want = y[idx] if gather else np.empty_like(y)
+    if not gather:
+        want[idx] = y
+    for opts in ({}, {"detect_races": True}, {"uninitialized": "raise"}):
+        np.testing.assert_array_equal(interp.interpret(f, **opts)(idx, x), want)
+
+
+def _scatter_dma(n, d, k, *, add=False, dtype=jnp.float32):
+    def kernel(idx_ref, x_ref, o_in, o_hbm, sem):
+        pltpu.async_copy(x_ref, o_hbm.at[idx_ref[...]], sem, add=add).wait()
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)] * 2 +
+                          [pl.BlockSpec(memory_space=pl.ANY)],
+                          out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                          out_shape=jax.ShapeDtypeStruct((n, d), dtype),
+                          input_output_aliases={2: 0},
+                          scratch_shapes=[pltpu.SemaphoreType.DMA(())])
+
+
+def test_indirect_dma_with_duplicate_destinations():
+    # A scatter DMA writes its rows in no defined order: a destination row named twice is
+    # defined only when both writes carry the same bits.
+    from interp.errors import RaceError
+    x = RNG.standard_normal((4, 128)).astype(np.float32)
+    idx = np.array([3, 0, 9, 3], np.int32)
+    base = RNG.standard_normal((16, 128)).astype(np.float32)
+    f = interp.interpret(_scatter_dma(16, 128, 4))
+    with pytest.raises(RaceError, match=r"different values .* element \(3, 0\)"):
+        f(idx, x, base)
+    same = np.stack([x[0], x[1], x[2], x[0]])
+    want = base.copy()
+    want[idx] = same
+    np.testing.assert_array_equal(f(idx, same, base), want)
+    # Accumulating DMA: integer additions land in any order with the same result (each
+    # duplicate receives its addition); float ones would round differently per order.
+    xi = RNG.integers(-2**31, 2**31, (4, 128)).astype(np.int32)
+    bi = RNG.integers(-2**31, 2**31, (16, 128)).astype(np.int32)
+    want = bi.astype(np.int64)
+    np.add.at(want, idx, xi.astype(np.int64))
+    got = interp.interpret(_scatter_dma(16, 128, 4, add=True, dtype=jnp.int32))(idx, xi, bi)
+    np.testing.assert_array_equal(got, want.astype(np.uint32).astype(np.int32))  # wraps
+    with pytest.raises(RaceError, match="order of the float additions"):
+        interp.interpret(_scatter_dma(16, 128, 4, add=True))(idx, x, base)
+
+
 def test_bounded_slice_blocks():
     if not hasattr(pl, "BoundedSlice"):
         pytest.skip("pl.BoundedSlice is not in this JAX")

@@ -144,22 +144,54 @@ class DmaEngine:
                                 f"(started at grid point {other.point})")
         self.inflight.append(dma)
 
-    @staticmethod
-    def _transfer(src, src_index, dst, dst_index, add) -> None:
+    def _transfer(self, src, src_index, dst, dst_index, add) -> None:
         """The copy itself. Never-written source elements stay never-written in the destination
         (a DMA moves memory; only a later read of it is an uninitialized read)."""
         value = np.array(src.array[src_index], copy=True)
         written = None if src.init is None else np.array(src.init[src_index], copy=True)
+        dup = self._duplicates(dst, dst_index, value, add)
         if add:
             if dst.init is not None:
                 dst._check_init(dst_index)
             if written is not None and not written.all():
                 src._check_init(src_index)
-            dst.array[dst_index] = dst.array[dst_index] + value
+            if dup:  # integer scatter-add: every duplicate receives its addition (wrapping)
+                np.add.at(dst.array, dst_index, value)
+            else:
+                dst.array[dst_index] = dst.array[dst_index] + value
             return
         dst.array[dst_index] = value
         if dst.init is not None:
             dst.init[dst_index] = True if written is None else written
+
+    def _duplicates(self, dst, dst_index, value, add) -> bool:
+        """An indirect (scatter) destination that names an element twice: the DMA engine writes
+        its elements in no defined order, so the result is defined only when every write to
+        the element carries the same bits (and, for an accumulating DMA, when the additions
+        are exact in any order: integers). Anything else raises RaceError."""
+        if not any(isinstance(ix, np.ndarray) and ix.ndim for ix in dst_index):
+            return False
+        shape = value.shape
+        coords = _selected_coords(dst.array.shape, dst_index, np.ones(shape, bool))
+        flat = np.ravel_multi_index(coords, dst.array.shape).reshape(shape)
+        order = np.argsort(flat, axis=None, kind="stable")
+        sflat = flat.ravel()[order]
+        same = sflat[1:] == sflat[:-1]
+        if not same.any():
+            return False
+        from .. import dtypes
+        at = tuple(int(i) for i in np.unravel_index(int(sflat[1:][same][0]), dst.array.shape))
+        where = f"{dst.short()} element {at}"
+        if add:
+            if dtypes.is_float(dst.array.dtype) or dtypes.is_complex(dst.array.dtype):
+                raise RaceError(f"{self.run.where()}: accumulating DMA into {where} twice: the "
+                                "order of the float additions is undefined")
+            return True
+        bits = value.reshape(-1).view(np.uint8).reshape(value.size, -1)[order]
+        if not (bits[1:][same] == bits[:-1][same]).all():
+            raise RaceError(f"{self.run.where()}: indirect DMA writes different values to "
+                            f"{where}: which write lands last is undefined")
+        return False
 
     def _signal_completion(self, dst_sem, src_sem, nbytes) -> None:
         if dst_sem is not None:
