@@ -359,3 +359,21 @@ def test_coverage_reports_pallas_primitives():
         assert cov[name] == "supported", (name, cov[name])
     for name in ("pallas_call", "dma_start", "mpmd_map", "prng_random_bits"):
         assert cov[name].startswith("partial: "), (name, cov[name])
+
+
+def test_indirect_block_in_pallas_call_blockspec_is_loud():
+    # pallas_call's index maps return scalars: an Indirect dimension there has no defined meaning
+    # (no lowering takes it), so the reference refuses it instead of guessing.
+    if not hasattr(pl, "Indirect"):
+        pytest.skip("pl.Indirect is not in this JAX")
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    f = pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec((pl.Indirect(8), 128),
+                                                                 lambda i: (i, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                       out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32))
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="Indirect"):
+        interp.interpret(f)(x)
