@@ -225,7 +225,18 @@ def _fuser_cases():
                    modes=C.exact(), primitives=("pallas_call",), tags=("fuser",))
 
 
+def _unfused_cases():
+    # The unfused programs (the Fusible call with its unfused meaning, the kernel run in Pallas'
+    # HLO interpret mode) on the XLA backends: what the fused cases above must agree with.
+    # (Reference fused == reference unfused, with the first differing equation on failure:
+    # tests/test_fusion.py through conformance/fusion_diff.py.)
+    for name, (_, inputs) in FUSER_PROGRAMS.items():
+        yield Case(id=f"fusion/fuser_unfused/{name}", fn=fuser_program(name, fused=False), inputs=inputs,
+                   modes=C.exact(), primitives=("pallas_call",), tags=("fuser",))
+
+
 def cases():
     yield from _fuser_cases()
+    yield from _unfused_cases()
     yield from _scaled_matmul_cases()
     yield from _excess_cases()
