@@ -22,6 +22,7 @@ from jax import lax
 
 from conformance.values import arrays
 from interp import dtypes as D
+import interp
 from tests.support import x64, xla_cpu
 from tests.test_lax_reductions import assert_same_bits, nearest, ref
 
@@ -262,16 +263,145 @@ def test_dot_nonfinite():
     assert_same_bits(out, want)
 
 
-def test_dot_precision_and_algorithms():
+def test_dot_precision_hints():
     a = np.ones((2, 3), np.float32)
     for p in (lax.Precision.HIGHEST, (lax.Precision.DEFAULT, lax.Precision.HIGH)):
         fn = lambda a: lax.dot_general(a, a.T, (((1,), (0,)), ((), ())), precision=p)  # noqa: E731
         assert_same_bits(ref(fn, a), xla_cpu(fn, a))
+
+
+# ---------------------------------------------------------------- explicit dot algorithms
+
+PRESETS = [m for m in lax.DotAlgorithmPreset if m.name != "DEFAULT"]
+# What XLA:CPU compiles (jax/_src/lax/lax.py _handle_dot_precision); it ignores the input
+# rounding of the BF16 ones (spec/lax_contractions.py BACKEND_PROPERTIES).
+CPU_PRESETS = ("F16_F16_F16", "F32_F32_F32", "F64_F64_F64", "BF16_BF16_F32", "BF16_BF16_F32_X3",
+               "BF16_BF16_F32_X6")
+_STORAGE = {"F16": np.float16, "BF16": BF16, "TF32": np.float32, "F32": np.float32, "F64": np.float64}
+_RESULT = {"F16": np.float16, "BF16": BF16, "F32": np.float32, "F64": np.float64}
+_PAIRS = {"X3": [(0, 0), (0, 1), (1, 0)], "X6": [(0, 0), (0, 1), (1, 0), (0, 2), (2, 0), (1, 1)],
+          "X9": [(i, j) for i in range(3) for j in range(3)]}
+
+
+def _tf32(x):
+    """Round-to-nearest-even of a float32 to 10 mantissa bits, by XLA:CPU's reduce_precision
+    (normal values only: XLA:CPU flushes subnormals)."""
+    return xla_cpu(lambda v: lax.reduce_precision(v, exponent_bits=8, mantissa_bits=10), x)
+
+
+def _preset_oracle(name, a, b, out_dtype):
+    """The definition in spec/lax_contractions.py, written independently: input conversion,
+    input rounding / component split in float32, exact sum of the listed products (Fractions),
+    one rounding to the accumulation type, conversion to the result and output dtypes."""
+    parts = name.split("_")
+    storage = np.dtype(_STORAGE[parts[0]])
+    acc = np.dtype(_RESULT[parts[2]])
+    split = parts[3] if len(parts) > 3 else None
+    if split:
+        storage = F32            # the split algorithms take float32 inputs
+    elif parts[0] == "BF16" and a.dtype in (np.dtype(np.float32), BF16):
+        storage = a.dtype        # BF16 presets take float32 storage as it is
+    a, b = (x.astype(storage) for x in (a, b))
+    if parts[0] in ("BF16", "TF32"):
+        rnd = _tf32 if parts[0] == "TF32" else (lambda v: v.astype(BF16).astype(np.float32))
+        comps = []
+        for x in (a.astype(np.float32), b.astype(np.float32)):
+            cs, rest = [], x
+            for _ in range(3 if split in ("X6", "X9") else 2 if split else 1):
+                cs.append(rnd(rest))
+                rest = rest - cs[-1]
+            comps.append(cs)
+        pairs = _PAIRS[split] if split else [(0, 0)]
+        exact = sum(to_frac(comps[0][i]) @ to_frac(comps[1][j]) for i, j in pairs)
+    else:
+        exact = to_frac(a) @ to_frac(b)
+    # (the dot's result type is the accumulation type or the output dtype: one conversion either way)
+    vals = np.array([nearest(q, acc) for q in exact.ravel()]).reshape(exact.shape)
+    return vals.astype(out_dtype)
+
+
+@pytest.mark.parametrize("preset", [p for p in PRESETS if not p.name.startswith("ANY_F8")], ids=str)
+@pytest.mark.parametrize("dtype", [F32, np.dtype(np.float16)], ids=str)
+def test_dot_algorithm_presets_against_oracle(preset, dtype):
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal((3, 40)) * np.exp2(rng.integers(-6, 6, (3, 40)))).astype(dtype)
+    b = (rng.standard_normal((40, 2)) * np.exp2(rng.integers(-6, 6, (40, 2)))).astype(dtype)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=preset)  # noqa: E731
+    with x64(preset.name == "F64_F64_F64"):
+        out = interp.interpret(fn)(a, b)
+    assert out.dtype == jax.eval_shape(fn, a, b).dtype
+    assert_same_bits(out, _preset_oracle(preset.name, a, b, out.dtype), err_msg=preset.name)
+
+
+@pytest.mark.parametrize("name", CPU_PRESETS)
+def test_dot_algorithm_presets_vs_xla_cpu(name):
+    """XLA:CPU under the DOT_PRODUCT bound, with the inputs' rounding (bf16: 8 bits) as the
+    allowance where XLA:CPU skips it; bitwise on integer-valued inputs (every sum exact)."""
+    from conformance.checks import check
+    from spec.compliance import dot_product
+    preset = lax.DotAlgorithmPreset[name]
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((4, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 3)).astype(np.float32)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=preset)  # noqa: E731
+    with x64(name == "F64_F64_F64"):
+        out, xla = interp.interpret(fn)(a, b), xla_cpu(fn, a, b)
+        bits = 8 if name.startswith("BF16") and not name.endswith("X6") else 0
+        c = check(dot_product(96, input_bits=bits), out, xla, bound=np.abs(a.astype(F64)) @ np.abs(b.astype(F64)))
+        assert c.passed, c
+        ai, bi = np.round(a * 4).astype(np.float32), np.round(b * 4).astype(np.float32)
+        assert_same_bits(interp.interpret(fn)(ai, bi), xla_cpu(fn, ai, bi))
+
+
+def test_dot_algorithm_x3_x6_nonfinite():
+    """The split algorithms' low components of inf/NaN are zero (XLA's ZeroNaNs): hi*hi alone
+    decides, so inf stays inf (not inf - inf = NaN) and inf * 0 is NaN, as in an f32 dot."""
+    a = np.array([[np.inf, 1.0], [np.inf, 2.0], [np.nan, 1.0], [1.5, 2.0]], np.float32)
+    b = np.array([[1.0, 0.0], [1.0, 1.0]], np.float32)
+    want = np.array([[np.inf, np.nan], [np.inf, np.nan], [np.nan, np.nan], [3.5, 2.0]], np.float32)
+    for name in ("BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9", "TF32_TF32_F32_X3"):
+        fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
+                                          precision=lax.DotAlgorithmPreset[name])
+        assert_same_bits(interp.interpret(fn)(a, b), want, err_msg=name)
+
+
+def test_dot_algorithm_fp8_and_custom():
     import interp
-    fn = lambda a: lax.dot_general(a, a.T, (((1,), (0,)), ((), ())),  # noqa: E731
-                                   precision=lax.DotAlgorithmPreset.BF16_BF16_F32)
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="dot_general"):
-        interp.interpret(fn)(a)
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((2, 16)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((16, 3)).astype(ml_dtypes.float8_e5m2)
+    exact = to_frac(a) @ to_frac(b)
+    for name, out_dtype in (("ANY_F8_ANY_F8_F32", F32), ("ANY_F8_ANY_F8_F32_FAST_ACCUM", F32),
+                            ("ANY_F8_ANY_F8_ANY", BF16)):
+        fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
+                                          precision=lax.DotAlgorithmPreset[name],
+                                          preferred_element_type=out_dtype)
+        out = interp.interpret(fn)(a, b)
+        assert out.dtype == out_dtype
+        check_oracle(out, exact, out_dtype)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
+                                      precision=lax.DotAlgorithmPreset.ANY_F8_ANY_F8_F32)
+    with pytest.raises(ValueError, match="float8"):
+        interp.interpret(fn)(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    # A DotAlgorithm spelled out: f16 inputs, f32 accumulation.
+    alg = lax.DotAlgorithm(lhs_precision_type=np.float16, rhs_precision_type=np.float16,
+                           accumulation_type=np.float32)
+    x = rng.standard_normal((3, 20)).astype(np.float32)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=alg)  # noqa: E731
+    out = interp.interpret(fn)(x, x.T.copy())
+    x16 = x.astype(np.float16)
+    check_oracle(out, to_frac(x16) @ to_frac(x16.T), F32)
+    alg3 = lax.DotAlgorithm(lhs_precision_type=np.float32, rhs_precision_type=np.float32,
+                            accumulation_type=np.float32, lhs_component_count=2,
+                            rhs_component_count=2, num_primitive_operations=3)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=alg3)  # noqa: E731
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="component"):
+        interp.interpret(fn)(x, x.T.copy())
+    # conv_general_dilated has no algorithm semantics of its own (loud).
+    conv = lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID",  # noqa: E731
+                                                 precision=lax.DotAlgorithmPreset.BF16_BF16_F32)
+    with pytest.raises(interp.UnsupportedPrimitiveError):
+        interp.interpret(conv)(np.ones((1, 1, 4), np.float32), np.ones((1, 1, 2), np.float32))
 
 
 # ---------------------------------------------------------------- ragged_dot

@@ -9,11 +9,13 @@ one value and recomputes the rest exactly. Integer results wrap around in the ou
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import dtypes as D
 from ..registry import register
+from .lax_conversions import _c_order, reduce_precision_bits
 from .lax_reductions import (F64, UNIT, certified_round, refine_sums, round_float, sum_error_bound, wide_type,
                              window_indices, wrap_int)
 
@@ -48,13 +50,134 @@ def _lowered_inputs(eqn, lhs, rhs, out_dtype):
 def _check_precision(eqn, precision):
     """Precision hints (DEFAULT/HIGH/HIGHEST) do not change the meaning of the program: the
     reference is exact and backends that use bf16/TF32 passes get an allowance. Explicit dot
-    algorithms change the meaning (input rounding, accumulation type): only DEFAULT is handled."""
-    for p in (precision if isinstance(precision, tuple) else (precision,)):
-        if p is None or type(p).__name__ == "Precision" or isinstance(p, str):
-            continue
-        if type(p).__name__ == "DotAlgorithmPreset" and p.name == "DEFAULT":
-            continue
-        raise eqn.unsupported(f"dot algorithm {p!r}")
+    algorithms do change it; the contractions without an algorithm rule (conv) raise on them."""
+    if _algorithm_of(precision) is not None:
+        raise eqn.unsupported(f"dot algorithm {precision!r}")
+
+
+def _algorithm_of(precision):
+    """The explicit DotAlgorithm / DotAlgorithmPreset (not DEFAULT) in a precision param, or None."""
+    # (a DotAlgorithm is a NamedTuple itself; a pair of Precisions is a plain tuple)
+    for p in (precision if type(precision) is tuple else (precision,)):
+        kind = type(p).__name__
+        if kind == "DotAlgorithm" or (kind == "DotAlgorithmPreset" and p.name != "DEFAULT"):
+            return p
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Explicit dot algorithms (XLA PrecisionConfig.Algorithm, JAX lax.DotAlgorithmPreset / DotAlgorithm).
+# What a program with an algorithm means, stage by stage as JAX lowers it
+# (jax/_src/lax/lax.py _handle_dot_precision, get_algorithm_compute_types):
+#   1. each input is converted (round to nearest even) to the algorithm's input type, unless its
+#      dtype is one the preset accepts as it is (BF16 presets accept float32 storage);
+#   2. the algorithm rounds every input to its precision type (bf16 / tf32 / f16 / f32 / f64 /
+#      the fp8 types as they are); the _X3/_X6/_X9 algorithms split each float32 input into 2 or 3
+#      components x = c0 + c1 (+ c2), c_i = round(x - c0 - ... - c_{i-1}) computed in float32,
+#      and sum the component products XLA's emitters sum (xla/backends/gpu/codegen/triton/
+#      dot_algorithms.cc EmitBF16x3Matmul/EmitBF16x6Matmul/EmitBF16x9Matmul, after
+#      arXiv:1904.06376; TF32_TF32_F32_X3 the same with tf32 components); an output element
+#      whose inputs hold inf/NaN is the hi*hi sum alone (the emitters' ZeroNaNs drop the low
+#      products' sum where it is not finite);
+#   3. every product is exact and their sum is rounded once to the accumulation type;
+#   4. that value is converted to the dot's result type and then to the output dtype.
+# tf32 rounding is round to nearest even of the float32 significand to 10 bits (reduce_precision
+# with 8 exponent and 10 mantissa bits): the reference's choice where hardware may truncate.
+
+_PAIRS = {1: ((0, 0),),
+          "X3": ((0, 0), (0, 1), (1, 0)),
+          "X6": ((0, 0), (0, 1), (1, 0), (0, 2), (2, 0), (1, 1)),
+          "X9": tuple((i, j) for i in range(3) for j in range(3))}
+_PARTS = {1: 1, "X3": 2, "X6": 3, "X9": 3}
+
+
+class _Algorithm(NamedTuple):
+    lhs: np.dtype             # stage 1: the dtype the lowering converts lhs to
+    rhs: np.dtype
+    precision: "str | None"   # stage 2: "bfloat16" | "tf32" | None (the input type itself)
+    split: "int | str"        # 1, "X3", "X6", "X9"
+    accumulation: np.dtype    # stage 3
+    result: np.dtype          # stage 4: the dot's result type before the final conversion
+
+
+def _pick(dtype, supported):
+    """jax get_algorithm_compute_types.maybe_convert_dtype: keep a supported dtype, else the first."""
+    if supported is None or any(np.dtype(dtype) == np.dtype(t) for t in supported):
+        return np.dtype(dtype)
+    return np.dtype(supported[0])
+
+
+def _algorithm_semantics(eqn, alg, lhs_dtype, rhs_dtype) -> _Algorithm:
+    out = np.dtype(eqn.out_dtype)
+    if type(alg).__name__ == "DotAlgorithm":
+        if (alg.lhs_component_count, alg.rhs_component_count, alg.num_primitive_operations) != (1, 1, 1):
+            raise eqn.unsupported(f"dot algorithm {alg!r}: component decompositions other than the presets' "
+                                  "have no definition to follow")
+        acc = np.dtype(alg.accumulation_type)
+        return _Algorithm(np.dtype(alg.lhs_precision_type), np.dtype(alg.rhs_precision_type), None, 1, acc, acc)
+    name = alg.name
+    if name.startswith("ANY_F8"):
+        if np.dtype(lhs_dtype) not in FP8 or np.dtype(rhs_dtype) not in FP8:
+            raise ValueError(f"The dot algorithm '{name}' requires both inputs to have float8 dtypes. "
+                             f"Got {lhs_dtype} and {rhs_dtype} instead.")   # (as JAX's lowering)
+    lhs = _pick(lhs_dtype, alg.supported_lhs_types)
+    rhs = _pick(rhs_dtype, alg.supported_rhs_types)
+    result = _pick(out, alg.supported_output_types(lhs, rhs))
+    acc = np.dtype(alg.accumulation_type) if alg.accumulation_type is not None else result
+    precision = "bfloat16" if name.startswith("BF16") else "tf32" if name.startswith("TF32") else None
+    split = name.rsplit("_", 1)[1] if name.endswith(("_X3", "_X6", "_X9")) else 1
+    return _Algorithm(lhs, rhs, precision, split, acc, result)
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    u = _c_order(x.astype(np.float32)).view(np.uint32).astype(np.uint64)
+    return reduce_precision_bits(u, (32, 8, 23), 8, 10).astype(np.uint32).view(np.float32)
+
+
+def _components(x: np.ndarray, precision, parts: int) -> list:
+    """Stage 2: the input rounded to the algorithm's precision type, or split into ``parts``
+    components (float32 arrays holding bf16/tf32 values; exact copies of the values)."""
+    if precision is None:
+        return [x]
+    rnd = _round_tf32 if precision == "tf32" else lambda v: v.astype(D.bfloat16).astype(np.float32)
+    rest = convert(x, np.float32)
+    finite = np.isfinite(rest)
+    comps = []
+    with np.errstate(invalid="ignore"):
+        for i in range(parts):
+            c = rnd(rest)
+            comps.append(c if i == 0 else np.where(finite, c, np.float32(0)))
+            rest = rest - c
+    return comps
+
+
+def algorithm_dot_value(eqn, lhs, rhs, dimension_numbers, alg) -> np.ndarray:
+    """dot_general under an explicit algorithm (stages 1-4 above)."""
+    a = _algorithm_semantics(eqn, alg, lhs.dtype, rhs.dtype)
+    out = np.dtype(eqn.out_dtype)
+    if not all(D.is_float(t) for t in (a.lhs, a.rhs, a.accumulation, a.result, out)) or \
+            D.is_complex(lhs.dtype) or D.is_complex(rhs.dtype):
+        raise eqn.unsupported(f"dot algorithm {alg!r} with {lhs.dtype} x {rhs.dtype} -> {out}")
+    lhs, rhs = convert(np.asarray(lhs), a.lhs), convert(np.asarray(rhs), a.rhs)
+    lc = _components(lhs, a.precision, _PARTS[a.split])
+    rc = _components(rhs, a.precision, _PARTS[a.split])
+    pairs = _PAIRS[a.split]
+    if len(pairs) == 1:
+        value = dot_general_value(eqn, lc[0], rc[0], dimension_numbers, a.accumulation)
+    else:
+        # One contraction over (component pair, k): the exact sum of every listed product.
+        (cl, cr), (bl, br) = dimension_numbers
+        inc = lambda dims: tuple(d + 1 for d in dims)  # noqa: E731
+        dn = ((inc(cl) + (0,), inc(cr) + (0,)), (inc(bl), inc(br)))
+        value = dot_general_value(eqn, np.stack([lc[i] for i, _ in pairs]), np.stack([rc[j] for _, j in pairs]),
+                                  dn, a.accumulation)
+        if not (np.isfinite(lc[0]).all() and np.isfinite(rc[0]).all()):
+            # ZeroNaNs: an element whose inputs hold inf/NaN has a non-finite hi*hi sum and is
+            # that sum alone (its low products, such as inf * 0 from a zero low component, are
+            # dropped as a whole).
+            hh = dot_general_value(eqn, lc[0], rc[0], dimension_numbers, a.accumulation)
+            value = np.where(np.isfinite(hh), value, hh)
+    return convert(convert(np.asarray(value), a.result), out)
 
 
 def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
@@ -179,9 +302,11 @@ def dot_general_value(eqn, lhs, rhs, dimension_numbers, out_dtype) -> np.ndarray
     return np.asarray(matmul(eqn, a, b, out_dtype)).reshape(tuple(bshape + mshape + nshape))
 
 
-@register("dot_general", partial="explicit dot algorithms other than DEFAULT are not implemented")
+@register("dot_general")
 def dot_general(eqn, lhs, rhs, *, dimension_numbers, precision=None, **params):
-    _check_precision(eqn, precision)
+    alg = _algorithm_of(precision)
+    if alg is not None:
+        return algorithm_dot_value(eqn, np.asarray(lhs), np.asarray(rhs), dimension_numbers, alg)
     return dot_general_value(eqn, lhs, rhs, dimension_numbers, eqn.out_dtype)
 
 
