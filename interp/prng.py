@@ -1,7 +1,12 @@
 """The bit generators of JAX and XLA as plain NumPy functions (``interp.prng``), bit-exact.
 
-Everything here is vectorised over whole arrays of counters and keys (uint32 NumPy ops, in place,
-in cache-sized chunks); nothing loops over elements in Python.
+Everything here is vectorised over whole arrays of counters and keys; nothing loops over elements
+in Python. The counter-based cores run over the flattened broadcast of their arguments in
+cache-sized chunks (:func:`_hash`): each chunk's words live in one small work array, every round
+is a handful of in-place ufuncs over all of its words at once (Threefry-4x32 and Philox-4x32 mix
+two word pairs per call), chunks are spread over a few threads (NumPy releases the GIL in its
+loops), and the ``random_bits`` callers fold the output words into the result chunk by chunk and
+generate the index counters per chunk, so no full-size intermediate is ever written.
 
 Layers:
 
@@ -23,6 +28,9 @@ The algorithms, their sources and the known-answer vectors are in ``spec/random.
 from __future__ import annotations
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,57 +41,133 @@ _S32 = U64(32)
 UINT_DTYPES = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
                64: np.dtype(np.uint64)}
 
-# Elements per block: four uint32 words of this many elements stay in L2, which makes the
-# twenty passes of a Threefry hash several times faster than whole-array passes.
-CHUNK = 1 << 14
+# Elements per chunk: a chunk's work array (4 words, 64-bit for Philox) and temporaries stay in
+# L2, and each ufunc call still covers enough elements that its fixed cost is small.
+CHUNK = 1 << 16
+# Threads over which the chunks of one call are spread (results do not depend on it).
+THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 # ----------------------------------------------------------------------------------------------
-# Helpers
+# The chunked driver
 
 def _u32(x) -> np.ndarray:
     return np.asarray(x, dtype=U32) if np.asarray(x).dtype == U32 else np.asarray(x).astype(U32)
 
 
+class _Iota:
+    """A counter word given by position: element p of the flattened ``shape`` has the value
+    ``(offset + p) mod 2**32``. Generated chunk by chunk instead of read from a full array."""
+    __slots__ = ("shape", "offset")
+
+    def __init__(self, shape, offset: int = 0):
+        self.shape = tuple(shape)
+        self.offset = offset
+
+    def fill(self, out: np.ndarray, start: int) -> None:
+        global _IOTA
+        if _IOTA.shape[0] < out.shape[0]:
+            _IOTA = np.arange(out.shape[0], dtype=U32)
+        np.add(_IOTA[:out.shape[0]], U32((self.offset + start) & 0xFFFFFFFF), out=out,
+               casting="unsafe")
+
+
+_IOTA = np.arange(0, dtype=U32)
+
+
 def _broadcast_words(*words):
-    """Broadcast uint32 words; returns (shape, list of flat arrays or uint32 scalars)."""
-    arrs = [np.asarray(w) for w in words]
+    """Broadcast uint32 words; returns (shape, list of flat arrays, uint32 scalars or _Iota)."""
+    arrs = [w if isinstance(w, _Iota) else np.asarray(w) for w in words]
     for a in arrs:
-        if a.dtype != U32:
+        if not isinstance(a, _Iota) and a.dtype != U32:
             raise TypeError(f"PRNG words must be uint32, got {a.dtype}")
     shape = np.broadcast_shapes(*(a.shape for a in arrs))
     flat = []
     for a in arrs:
-        if a.size == 1:
+        if isinstance(a, _Iota):
+            if a.shape != shape:
+                raise ValueError("an iota counter must have the broadcast shape")
+            flat.append(a)
+        elif a.size == 1:
             flat.append(U32(a.reshape(())))  # a scalar word: no per-element memory traffic
         else:
             flat.append(np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1))
     return shape, flat
 
 
-def _chunked(core, n_in_words: int, n_out: int, words, rounds):
-    """Run ``core(key words, counter words (1-D chunk buffers, modified in place), rounds)`` over
-    the broadcast of ``words`` in chunks; returns ``n_out`` uint32 arrays of the broadcast shape."""
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _map_chunks(work, size: int) -> None:
+    """Call ``work(starts)`` on the chunk starts of ``range(size)``, split over THREADS threads."""
+    starts = range(0, size, CHUNK)
+    n = min(THREADS, len(starts) // 4)  # a thread only pays for itself on a few chunks
+    if n <= 1:
+        work(starts)
+        return
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < n:
+            _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="interp-prng")
+    per = -(-len(starts) // n)
+    for f in [_pool.submit(work, starts[i:i + per]) for i in range(0, len(starts), per)]:
+        f.result()
+
+
+def _hash(core, nkey: int, words, rounds: int, reduce=None, out_dtype=U32):
+    """Run ``core`` over the broadcast of ``words`` (``nkey`` key words, then counter words).
+
+    ``core(keys, x, rounds, scratch)`` hashes in place the work array ``x`` (``core.dtype``,
+    shape ``(n counter words, m)``, holding a chunk's counter words) under ``keys`` (uint32
+    scalars or length-m arrays); ``scratch`` is a per-thread dict for its temporaries. Without
+    ``reduce`` the result is one uint32 array of the broadcast shape per counter word; with it,
+    ``reduce(x, out)`` folds each chunk's words into the chunk ``out`` of one ``out_dtype`` array.
+    """
     shape, flat = _broadcast_words(*words)
     size = math.prod(shape)
-    outs = [np.empty(size, U32) for _ in range(n_out)]
-    nkey = len(flat) - n_in_words
-    for start in range(0, size, CHUNK):
-        stop = min(size, start + CHUNK)
-        sl = slice(start, stop)
-        keys = [k if np.ndim(k) == 0 else k[sl] for k in flat[:nkey]]
-        xs = [outs[i][sl] for i in range(n_out)]
-        for i, w in enumerate(flat[nkey:]):
-            xs[i][...] = w if np.ndim(w) == 0 else w[sl]
-        core(keys, xs, rounds)
-    return tuple(o.reshape(shape) for o in outs)
+    keys, ctrs = flat[:nkey], flat[nkey:]
+    nw = len(ctrs)
+    direct = reduce is None and core.dtype == U32  # hash in the output itself
+    out = np.empty((nw, size), U32) if reduce is None else np.empty(size, out_dtype)
+
+    def work(starts):
+        buf = None if direct else np.empty((nw, CHUNK), core.dtype)
+        scratch: dict = {}
+        for start in starts:
+            stop = min(size, start + CHUNK)
+            x = out[:, start:stop] if direct else buf[:, :stop - start]
+            for row, w in zip(x, ctrs):
+                if isinstance(w, _Iota):
+                    w.fill(row, start)
+                else:
+                    row[...] = w if np.ndim(w) == 0 else w[start:stop]
+            core([k if np.ndim(k) == 0 else k[start:stop] for k in keys], x, rounds, scratch)
+            if reduce is not None:
+                reduce(x, out[start:stop])
+            elif not direct:
+                np.copyto(out[:, start:stop], x, casting="unsafe")
+
+    with np.errstate(over="ignore"):
+        _map_chunks(work, size)
+    if reduce is not None:
+        return out.reshape(shape)
+    return tuple(o.reshape(shape) for o in out)
 
 
-def _rotl(x: np.ndarray, r: int, tmp: np.ndarray) -> None:
-    """x = rotate_left(x, r) in place (uint32)."""
-    np.left_shift(x, U32(r), out=tmp)
-    np.right_shift(x, U32(32 - r), out=x)
-    np.bitwise_or(x, tmp, out=x)
+def _temp(scratch: dict, name: str, like: np.ndarray) -> np.ndarray:
+    """A per-thread temporary of ``like``'s shape and dtype (the chunk buffer, sliced)."""
+    buf = scratch.get(name)
+    if buf is None or buf.dtype != like.dtype or buf.shape[0] != like.shape[0]:
+        buf = scratch[name] = np.empty((like.shape[0], CHUNK), like.dtype)
+    return buf[:, :like.shape[1]]
+
+
+def _rows(values, dtype, m: int) -> np.ndarray:
+    """Per-row operands for a (rows, m) work array: (rows, 1) for scalars, else (rows, m)."""
+    if all(np.ndim(v) == 0 for v in values):
+        return np.array([[v] for v in values], dtype)
+    return np.stack([np.broadcast_to(np.asarray(v).astype(dtype), (m,)) for v in values])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,16 +178,19 @@ _R_4x32 = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (
 _SKEIN_PARITY = U32(0x1BD11BDA)
 
 
-def _threefry2x32_core(keys, xs, rounds):
+def _threefry2x32_core(keys, x, rounds, scratch):
     k0, k1 = keys
-    x0, x1 = xs
+    x0, x1 = x
     ks = (k0, k1, k0 ^ k1 ^ _SKEIN_PARITY)
-    tmp = np.empty_like(x0)
+    tmp = _temp(scratch, "tmp", x[:1])[0]
     x0 += ks[0]
     x1 += ks[1]
     for r in range(rounds):
         x0 += x1
-        _rotl(x1, _R_2x32[r % 8], tmp)
+        rot = _R_2x32[r % 8]  # x1 = rotl(x1, rot) ^ x0
+        np.left_shift(x1, U32(rot), out=tmp)
+        np.right_shift(x1, U32(32 - rot), out=x1)
+        x1 |= tmp
         x1 ^= x0
         if r % 4 == 3:  # key injection s after every fourth round
             s = r // 4 + 1
@@ -112,114 +199,108 @@ def _threefry2x32_core(keys, xs, rounds):
             x1 += U32(s)
 
 
+_threefry2x32_core.dtype = U32
+
+
 def threefry2x32(k0, k1, x0, x1, rounds: int = 20):
     """Threefry-2x32 (Random123 ``threefry2x32_R``): key (k0, k1), counter (x0, x1) -> (y0, y1).
 
     Arguments are uint32 arrays (or scalars) that broadcast together; this is JAX's
     ``threefry2x32`` primitive and XLA's ``ThreeFry2x32`` with ``rounds=20``.
     """
-    return _chunked(_threefry2x32_core, 2, 2, (k0, k1, x0, x1), rounds)
+    return _hash(_threefry2x32_core, 2, (k0, k1, x0, x1), rounds)
 
 
-def _threefry4x32_core(keys, xs, rounds):
+# Threefry-4x32 mixes the pairs (x0, x1), (x2, x3) in even rounds and (x0, x3), (x2, x1) in odd
+# ones: with a = rows (x0, x2) and b = rows (x1, x3) (b reversed in odd rounds), each round is
+# a += b; b = rotl(b, (ra, rb)) ^ a: five ufuncs for both pairs.
+_ROT_4x32 = [(np.array([[ra], [rb]], U32), np.array([[32 - ra], [32 - rb]], U32))
+             for ra, rb in _R_4x32]
+
+
+def _threefry4x32_core(keys, x, rounds, scratch):
     k0, k1, k2, k3 = keys
-    x0, x1, x2, x3 = xs
     ks = (k0, k1, k2, k3, k0 ^ k1 ^ k2 ^ k3 ^ _SKEIN_PARITY)
-    tmp = np.empty_like(x0)
-    x0 += ks[0]
-    x1 += ks[1]
-    x2 += ks[2]
-    x3 += ks[3]
-    for r in range(rounds):
-        ra, rb = _R_4x32[r % 8]
-        if r % 2 == 0:
-            x0 += x1
-            _rotl(x1, ra, tmp)
-            x1 ^= x0
-            x2 += x3
-            _rotl(x3, rb, tmp)
-            x3 ^= x2
-        else:
-            x0 += x3
-            _rotl(x3, ra, tmp)
-            x3 ^= x0
-            x2 += x1
-            _rotl(x1, rb, tmp)
-            x1 ^= x2
-        if r % 4 == 3:
-            s = r // 4 + 1
-            x0 += ks[s % 5]
-            x1 += ks[(s + 1) % 5]
-            x2 += ks[(s + 2) % 5]
-            x3 += ks[(s + 3) % 5]
-            x3 += U32(s)
+    m = x.shape[1]
+    a, b = x[0::2], x[1::2]
+    tmp = _temp(scratch, "tmp", a)
+    for s in range(rounds // 4 + 1):  # key injection s: before round 4s
+        a += _rows((ks[s % 5], ks[(s + 2) % 5]), U32, m)
+        b += _rows((ks[(s + 1) % 5], ks[(s + 3) % 5] + U32(s)), U32, m)
+        for r in range(4 * s, min(rounds, 4 * s + 4)):
+            bb = b if r % 2 == 0 else b[::-1]
+            left, right = _ROT_4x32[r % 8]
+            a += bb
+            np.left_shift(bb, left, out=tmp)
+            np.right_shift(bb, right, out=bb)
+            bb |= tmp
+            bb ^= a
+
+
+_threefry4x32_core.dtype = U32
 
 
 def threefry4x32(k0, k1, k2, k3, x0, x1, x2, x3, rounds: int = 20):
     """Threefry-4x32 (Random123 ``threefry4x32_R``): 4-word key and counter -> 4 words."""
-    return _chunked(_threefry4x32_core, 4, 4, (k0, k1, k2, k3, x0, x1, x2, x3), rounds)
+    return _hash(_threefry4x32_core, 4, (k0, k1, k2, k3, x0, x1, x2, x3), rounds)
 
 
-_PHILOX_M4 = (U64(0xD2511F53), U64(0xCD9E8D57))
-_PHILOX_W = (U32(0x9E3779B9), U32(0xBB67AE85))
+# Philox works on 64-bit words holding 32-bit values: the 32x32 -> 64-bit products are then one
+# contiguous same-type multiply, and their halves a shift and a mask. With a = rows (x0, x2) and
+# b = rows (x1, x3), a round is p = a * (M0, M1); a = reversed(p >> 32) ^ b ^ (k0, k1);
+# b = reversed(p) & 0xFFFFFFFF, over both pairs at once.
+_PHILOX_M4 = np.array([[0xD2511F53], [0xCD9E8D57]], U64)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
 _PHILOX_M2 = U64(0xD256D193)
 
 
-import sys as _sys
-
-_LO, _HI = (0, 1) if _sys.byteorder == "little" else (1, 0)
-
-
-def _mulhilo(m: np.uint64, x: np.ndarray, wide: np.ndarray):
-    """(hi, lo) 32-bit halves of the 64-bit products m * x, as strided views into ``wide``."""
-    np.multiply(x, m, out=wide, casting="unsafe")
-    halves = wide.view(U32)
-    return halves[_HI::2], halves[_LO::2]
+def _philox_keys(keys, r: int, m: int) -> np.ndarray:
+    """The round-r key words (k_i + r * W_i mod 2**32) as per-row uint64 operands."""
+    return _rows([(np.asarray(k, U64) + U64(r * w)) & _MASK32 for k, w in zip(keys, _PHILOX_W)],
+                 U64, m)
 
 
-def _philox4x32_core(keys, xs, rounds):
-    k0, k1 = keys
-    x0, x1, x2, x3 = xs
-    wide0 = np.empty(x0.shape, U64)
-    wide1 = np.empty(x0.shape, U64)
+def _philox4x32_core(keys, x, rounds, scratch):
+    m = x.shape[1]
+    a, b = x[0::2], x[1::2]
+    p = _temp(scratch, "p", a)
+    hi = _temp(scratch, "hi", a)
     for r in range(rounds):
-        if r:
-            k0 = k0 + _PHILOX_W[0]
-            k1 = k1 + _PHILOX_W[1]
-        hi0, lo0 = _mulhilo(_PHILOX_M4[0], x0, wide0)
-        hi1, lo1 = _mulhilo(_PHILOX_M4[1], x2, wide1)
-        # (x0, x1, x2, x3) <- (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0)
-        np.bitwise_xor(hi1, x1, out=x0)
-        x0 ^= k0
-        np.bitwise_xor(hi0, x3, out=x2)
-        x2 ^= k1
-        np.copyto(x1, lo1)
-        np.copyto(x3, lo0)
+        np.multiply(a, _PHILOX_M4, out=p)
+        np.right_shift(p, _S32, out=hi)
+        np.bitwise_xor(hi[::-1], b, out=a)
+        a ^= _philox_keys(keys, r, m)
+        np.bitwise_and(p[::-1], _MASK32, out=b)
+
+
+_philox4x32_core.dtype = U64
 
 
 def philox4x32(k0, k1, x0, x1, x2, x3, rounds: int = 10):
     """Philox-4x32 (Random123 ``philox4x32_R``): key (k0, k1), 4-word counter -> 4 words."""
-    with np.errstate(over="ignore"):
-        return _chunked(_philox4x32_core, 4, 4, (k0, k1, x0, x1, x2, x3), rounds)
+    return _hash(_philox4x32_core, 2, (k0, k1, x0, x1, x2, x3), rounds)
 
 
-def _philox2x32_core(keys, xs, rounds):
+def _philox2x32_core(keys, x, rounds, scratch):
     (k0,) = keys
-    x0, x1 = xs
-    wide = np.empty(x0.shape, U64)
+    x0, x1 = x[0:1], x[1:2]
+    p = _temp(scratch, "p", x0)
+    hi = _temp(scratch, "hi", x0)
+    k = np.asarray(k0, U64)
     for r in range(rounds):
-        if r:
-            k0 = k0 + _PHILOX_W[0]
-        hi, lo = _mulhilo(_PHILOX_M2, x0, wide)
+        np.multiply(x0, _PHILOX_M2, out=p)
+        np.right_shift(p, _S32, out=hi)
         np.bitwise_xor(hi, x1, out=x0)
-        x0 ^= k0
-        np.copyto(x1, lo)
+        x0 ^= (k + U64(r * _PHILOX_W[0])) & _MASK32
+        np.bitwise_and(p, _MASK32, out=x1)
+
+
+_philox2x32_core.dtype = U64
 
 
 def philox2x32(k0, x0, x1, rounds: int = 10):
     """Philox-2x32 (Random123 ``philox2x32_R``): key k0, counter (x0, x1) -> (y0, y1)."""
-    with np.errstate(over="ignore"):
-        return _chunked(_philox2x32_core, 2, 2, (k0, x0, x1), rounds)
+    return _hash(_philox2x32_core, 1, (k0, x0, x1), rounds)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -279,16 +360,49 @@ def threefry_2x32(k0, k1, count: np.ndarray) -> np.ndarray:
     return np.concatenate([y0, y1], axis=-1)[..., :n]
 
 
-def _bits_from_words(out_words, bit_width: int) -> np.ndarray:
-    """Final step of the partitionable ``random_bits``: 64-bit = hi << 32 | lo, else xor of all
-    words truncated to the width (JAX's ``convert_element_type`` to a narrower uint)."""
-    if bit_width == 64:
-        hi, lo = out_words
-        return (hi.astype(U64) << _S32) | lo.astype(U64)
-    x = out_words[0].copy()
-    for w in out_words[1:]:
-        x ^= w
-    return x if bit_width == 32 else x.astype(UINT_DTYPES[bit_width])
+def _index_counters(kb, shape):
+    """(hi, lo) counter words of each element's row-major index in ``shape``, for keys of batch
+    shape ``kb``: one key and fewer than 2**32 elements (the common case) give ``hi`` = 0 and
+    ``lo`` generated chunk by chunk (:class:`_Iota`); otherwise arrays, as JAX's
+    ``iota_2x32_shape``."""
+    shape = tuple(shape)
+    if math.prod(kb) == 1 and math.prod(shape) < 1 << 32:
+        return U32(0), _Iota(tuple(kb) + shape)
+    return _counters(shape)
+
+
+def _index_hash(core, keys, before, after, shape, rounds, reduce=None, out_dtype=U32):
+    """``core`` over the counters ``(*before, hi(i), lo(i), *after)`` for every index i of
+    ``shape``, under every key of ``keys`` (``uint32[*kb, key words]``): result ``kb + shape``."""
+    kb, n = keys.shape[:-1], len(shape)
+    hi, lo = _index_counters(kb, shape)
+    k = [_expand(keys[..., i], n) for i in range(keys.shape[-1])]
+    return _hash(core, len(k), (*k, *before, hi, lo, *after), rounds, reduce, out_dtype)
+
+
+def _xor_rows(x: np.ndarray, rows) -> np.ndarray:
+    rows = list(rows)
+    if len(rows) == 1:
+        return x[rows[0]]
+    acc = np.bitwise_xor(x[rows[0]], x[rows[1]])
+    for r in rows[2:]:
+        acc ^= x[r]
+    return acc
+
+
+def _bits(core, keys, before, after, shape, rounds, bit_width: int, hi_rows=(0,), lo_rows=(1,)):
+    """Partitionable ``random_bits``: the hash of each index (:func:`_index_hash`) folded into
+    the output chunk by chunk. 64-bit: xor of the ``hi_rows`` words << 32 | xor of the
+    ``lo_rows`` words; narrower: the xor of all words, truncated (JAX's convert_element_type)."""
+    def reduce(x, out):
+        if bit_width == 64:
+            np.copyto(out, _xor_rows(x, hi_rows), casting="unsafe")
+            out <<= _S32
+            out |= _xor_rows(x, lo_rows)
+        else:
+            np.copyto(out, _xor_rows(x, range(x.shape[0])), casting="unsafe")
+
+    return _index_hash(core, keys, before, after, shape, rounds, reduce, UINT_DTYPES[bit_width])
 
 
 class Threefry2x32Impl:
@@ -304,9 +418,7 @@ class Threefry2x32Impl:
         kb = keys.shape[:-1]
         k0, k1 = keys[..., 0], keys[..., 1]
         if partitionable:  # _threefry_split_foldlike: hash (hi, lo) of each index
-            hi, lo = _counters(shape)
-            y0, y1 = threefry2x32(_expand(k0, len(shape)), _expand(k1, len(shape)), hi, lo)
-            return np.stack([y0, y1], axis=-1)
+            return np.stack(_index_hash(_threefry2x32_core, keys, (), (), shape, 20), axis=-1)
         n = math.prod(shape)  # _threefry_split_original: threefry_2x32(key, iota(2n))
         words = threefry_2x32(k0, k1, np.arange(2 * n, dtype=U32))
         return words.reshape(kb + tuple(shape) + (2,))
@@ -321,9 +433,7 @@ class Threefry2x32Impl:
         kb = keys.shape[:-1]
         k0, k1 = keys[..., 0], keys[..., 1]
         if partitionable:
-            hi, lo = _counters(shape)
-            y0, y1 = threefry2x32(_expand(k0, len(shape)), _expand(k1, len(shape)), hi, lo)
-            return _bits_from_words((y0, y1), bit_width)
+            return _bits(_threefry2x32_core, keys, (), (), shape, 20, bit_width)
         size = math.prod(shape)
         max_count = -(-bit_width * size // 32)
         if max_count >= 0xFFFFFFFF:
@@ -423,9 +533,7 @@ class Philox4x32Impl:
         return np.stack(y[:2], axis=-1)
 
     def split(self, keys, shape, partitionable: bool):
-        n = len(shape)
-        hi, lo = _counters(shape)
-        y = philox4x32(_expand(keys[..., 0], n), _expand(keys[..., 1], n), U32(0), U32(0), hi, lo)
+        y = _index_hash(_philox4x32_core, keys, (U32(0), U32(0)), (), shape, 10)
         return np.stack(y[:2], axis=-1)
 
     def fold_in(self, keys, msgs):
@@ -434,10 +542,8 @@ class Philox4x32Impl:
         return np.stack(y[:2], axis=-1)
 
     def random_bits(self, keys, bit_width: int, shape, partitionable: bool):
-        n = len(shape)
-        hi, lo = _counters(shape)
-        y = philox4x32(_expand(keys[..., 0], n), _expand(keys[..., 1], n), hi, lo, U32(0), U32(0))
-        return _bits_from_words(y[:2] if bit_width == 64 else y, bit_width)
+        # 64-bit: y0 << 32 | y1; narrower: y0 ^ y1 ^ y2 ^ y3
+        return _bits(_philox4x32_core, keys, (), (U32(0), U32(0)), shape, 10, bit_width)
 
 
 class Threefry4x32Impl:
@@ -451,10 +557,8 @@ class Threefry4x32Impl:
         return np.stack(threefry4x32(hi, lo, z, z, z, z, z, z), axis=-1)
 
     def split(self, keys, shape, partitionable: bool):
-        n = len(shape)
-        hi, lo = _counters(shape)
-        k = [_expand(keys[..., i], n) for i in range(4)]
-        return np.stack(threefry4x32(*k, U32(0), U32(0), hi, lo), axis=-1)
+        y = _index_hash(_threefry4x32_core, keys, (U32(0), U32(0)), (), shape, 20)
+        return np.stack(y, axis=-1)
 
     def fold_in(self, keys, msgs):
         keys, msgs = _broadcast_keys_msgs(keys, msgs, 4)
@@ -462,13 +566,9 @@ class Threefry4x32Impl:
         return np.stack(threefry4x32(*k, U32(0), U32(0), U32(0), msgs), axis=-1)
 
     def random_bits(self, keys, bit_width: int, shape, partitionable: bool):
-        n = len(shape)
-        hi, lo = _counters(shape)
-        k = [_expand(keys[..., i], n) for i in range(4)]
-        y0, y1, y2, y3 = threefry4x32(*k, hi, lo, U32(0), U32(0))
-        if bit_width == 64:
-            return _bits_from_words((y0 ^ y2, y1 ^ y3), 64)
-        return _bits_from_words((y0, y1, y2, y3), bit_width)
+        # 64-bit: (y0 ^ y2) << 32 | (y1 ^ y3); narrower: y0 ^ y1 ^ y2 ^ y3
+        return _bits(_threefry4x32_core, keys, (), (U32(0), U32(0)), shape, 20, bit_width,
+                     hi_rows=(0, 2), lo_rows=(1, 3))
 
 
 class Philox2x32Impl:
@@ -481,17 +581,14 @@ class Philox2x32Impl:
         return philox2x32(U32(0), hi, lo)[0][..., None]
 
     def split(self, keys, shape, partitionable: bool):
-        hi, lo = _counters(shape)
-        return philox2x32(_expand(keys[..., 0], len(shape)), hi, lo)[0][..., None]
+        return _index_hash(_philox2x32_core, keys, (), (), shape, 10)[0][..., None]
 
     def fold_in(self, keys, msgs):
         keys, msgs = _broadcast_keys_msgs(keys, msgs, 1)
         return philox2x32(keys[..., 0], U32(0), msgs)[0][..., None]
 
     def random_bits(self, keys, bit_width: int, shape, partitionable: bool):
-        hi, lo = _counters(shape)
-        y = philox2x32(_expand(keys[..., 0], len(shape)), hi, lo)
-        return _bits_from_words(y, bit_width)
+        return _bits(_philox2x32_core, keys, (), (), shape, 10, bit_width)
 
 
 IMPLS = {impl.name: impl for impl in (Threefry2x32Impl(), RbgImpl(), UnsafeRbgImpl(),

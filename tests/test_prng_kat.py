@@ -150,3 +150,22 @@ def test_pallas_tpu_bits_emulation():
     for o in others:
         assert np.mean(a == o) < 0.01
     assert len(np.unique(a)) > 1000
+
+
+@pytest.mark.parametrize("name", ["threefry2x32", "philox4x32", "threefry4x32", "philox2x32"])
+def test_chunks_and_threads_do_not_change_bits(name, monkeypatch):
+    """The chunked, threaded driver (many small chunks over three threads, index counters made
+    per chunk) gives the bits of one chunk on one thread, which the XLA:CPU tests pin down."""
+    impl = prng.IMPLS[name]
+    keys = np.arange(1, 1 + impl.key_shape[0], dtype=np.uint32) * np.uint32(0x9E3779B9)
+    batch = np.stack([keys, keys ^ np.uint32(0xFFFF)])
+    cases = lambda: [impl.random_bits(keys, w, (4099,), True) for w in (8, 32, 64)] + [  # noqa: E731
+        impl.split(keys, (3, 1001), True), impl.random_bits(batch, 32, (3, 1001), True)]
+    monkeypatch.setattr(prng, "THREADS", 1)
+    monkeypatch.setattr(prng, "CHUNK", 1 << 16)
+    whole = cases()
+    monkeypatch.setattr(prng, "THREADS", 3)
+    monkeypatch.setattr(prng, "CHUNK", 100)
+    for got, want in zip(cases(), whole):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
