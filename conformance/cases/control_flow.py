@@ -112,12 +112,6 @@ def _custom_vmap(x, y):
     return f(x, y)
 
 
-def _custom_vmap_batched(x, y):
-    # Under vmap the batching rule (not the primal) is traced: one jaxpr, no custom_vmap_call
-    # left; kept as a second program because it is how custom_vmap is meant to be used.
-    return jax.vmap(_custom_vmap)(x, y)
-
-
 def _linear_call(d, t):
     from jax._src.custom_derivatives import linear_call     # jax.custom_derivatives.linear_call
     # f(t) = t / d (a diagonal solve); its transpose is the same division.
@@ -236,6 +230,11 @@ def _xla_metadata_call(x):
     return xla_metadata_call(lambda a: (a * 5) ^ x, conformance="call")(x)
 
 
+def _platform_dependent(x):
+    # The reference evaluates as the CPU platform (interp/rules/control_flow.py platform_index).
+    return lax.platform_dependent(x, cpu=lambda v: v * 3, tpu=lambda v: v * 5, default=lambda v: v - 1)
+
+
 def _tokens(x):
     # Tokens order side effects; their creation and joining never touch values.
     t = lax.after_all(lax.create_token(), lax.create_token())
@@ -306,7 +305,6 @@ def call_cases():
     from jax.experimental import xla_metadata
     yield _case("composite/int32", _composite, _ints((3, 5), (3, 5)), ["composite"])
     yield _case("custom_vmap_call/int32", _custom_vmap, _ints((7,), (7,)), ["custom_vmap_call"])
-    yield _case("custom_vmap_call/vmapped/int32", _custom_vmap_batched, _ints((3, 4), (3, 4)), ["custom_vmap_call"])
     yield _case("linear_call/float32", _linear_call, _floats((6,), (6,), low=0.5, high=8), ["linear_call"], _IEEE)
     yield _case("linear_call/grad/float32", _linear_call_grad, _floats((6,), (6,), low=0.5, high=8),
                 ["linear_call"], _IEEE)
@@ -317,7 +315,7 @@ def call_cases():
     yield _case("custom_partitioning/int32", _custom_partitioning, _ints((8,), (8,)), ["custom_partitioning"])
     yield _case("remat_opt/grad/float32", _remat_opt_grad, _floats((9,)), ["remat_opt"], _IEEE)
     yield _case("remat_opt/checkpointed_grad/float32", _remat_opt_checkpointed_grad, _floats((9,)),
-                ["remat_opt", "remat2", "eval_jaxpr", "closed_call"], _IEEE)
+                ["remat2", "eval_jaxpr", "closed_call"], _IEEE)
     yield _case("remat_policy_names/grad/float32", _remat_policy_grad, _floats((9,)), ["remat2", "name"], _IEEE)
     yield _case("optimization_barrier/int32", _barrier, _ints((4, 3), (4, 3)), ["optimization_barrier"])
     yield _case("placement/sharding_constraint_device_put/int32", _placement, _ints((10,)),
@@ -329,6 +327,7 @@ def call_cases():
     yield _case("xla_metadata_value/int32", _xla_metadata_value, _ints((10,)), ["xla_metadata_value"])
     if hasattr(xla_metadata, "xla_metadata_call"):
         yield _case("xla_metadata_call/int32", _xla_metadata_call, _ints((10,)), ["xla_metadata_call"])
+    yield _case("platform_dependent/int32", _platform_dependent, _ints((6,)), ["platform_index", "cond"])
     yield _case("tokens/create_token_after_all/int32", _tokens, _ints((5,)), ["create_token", "after_all"])
     yield _case("dce_sink/int32", _dce_sink, _ints((5,)), ["dce_sink"])
     yield _case("checkify_debug_check/int32", _debug_check, _ints((5,)), ["check"])

@@ -4,6 +4,7 @@ kernels JAX ships, run on every Pallas runner against the reference running the 
 shipped kernels against the function they claim to compute."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -323,19 +324,36 @@ def _triton():
 
 
 # Kernels JAX's own interpret modes cannot run: the build for that mode raises BackendUnsupported
-# with the evidence (the error JAX raises, observed on the JAX versions named). Each entry is
-# re-checked by tests/test_conformance_cases_calls.py::test_interpret_mode_gates_still_hold, which
-# runs JAX's mode without the gate and fails once JAX runs the kernel (then drop the gate).
-_TOUCH_TPU_INTERPRET = ("AttributeError", "'Fake' object has no attribute 'arg_names'",
-                        "JAX's TPU interpret mode cannot evaluate pltpu.touch (add_dependency)")
-_REF_OPERAND_HLO_INTERPRET = ("TypeError", "No ir_type_handler for aval type",
-                              "JAX's HLO interpret mode cannot lower a kernel whose body allocates a "
-                              "barrier / global semaphore ref")
-_REF_OPERAND_TPU_INTERPRET = ("TypeError", "No ir_type_handler for aval type",
-                              "JAX's TPU interpret mode cannot lower pl.get_global")
-_CORE_MESH_HLO_INTERPRET = ("NameError", "unbound axis name",
-                            "JAX's HLO interpret mode does not bind a core mesh's axis names "
-                            "(pl.kernel over a TensorCoreMesh)")
+# with the evidence (the error JAX raises, per JAX version). Each gate is re-checked by
+# tests/test_conformance_cases_calls.py::test_interpret_mode_gates_still_hold, which runs JAX's
+# mode without the gate and fails once JAX runs the kernel (then drop the gate).
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    why: str
+    errors: tuple[tuple[str, str], ...]   # (exception type name, message fragment): any one of them
+    fixed_in: str | None = None           # first JAX version that runs the kernel (None: none yet)
+
+    def applies(self) -> bool:
+        from spec.divergences import _vtuple
+        return self.fixed_in is None or _vtuple(jax.__version__) < _vtuple(self.fixed_in)
+
+
+_TOUCH_TPU_INTERPRET = Gate("JAX's TPU interpret mode cannot evaluate pltpu.touch (add_dependency)",
+                            (("AttributeError", "'Fake' object has no attribute 'arg_names'"),      # 0.12.0.1
+                             ("ValueError", "does not have a corresponding jaxpr input")))          # 0.10.2
+_REF_OPERAND_HLO_INTERPRET = Gate("JAX's HLO interpret mode cannot lower a kernel whose body allocates a "
+                                  "barrier / global semaphore ref",
+                                  (("TypeError", "No ir_type_handler for aval type"),))
+_REF_OPERAND_TPU_INTERPRET = Gate("JAX's TPU interpret mode cannot lower pl.get_global",
+                                  (("TypeError", "No ir_type_handler for aval type"),))
+# JAX 0.10.2 only (0.12.0.1 runs it): the constrained operand keeps its HBM memory space inside
+# the discharged kernel body, where `add` refuses to mix it with an unconstrained value.
+_MEMORY_SPACE_HLO_INTERPRET = Gate("JAX's HLO interpret mode cannot run a kernel on a "
+                                   "with_memory_space_constraint operand",
+                                   (("ValueError", "memory_space of all inputs passed to `add` must be the same"),),
+                                   fixed_in="0.12.0")
+_CORE_MESH_HLO_INTERPRET = Gate("JAX's HLO interpret mode does not bind a core mesh's axis names "
+                                "(pl.kernel over a TensorCoreMesh)", (("NameError", "unbound axis name"),))
 
 
 def _gated_modes():
@@ -343,19 +361,20 @@ def _gated_modes():
             "tpu_interpret": lambda interpret: type(interpret).__name__ == "InterpretParams"}
 
 
-def gated(build, **evidence):
-    """``build`` for every Pallas mode except those named in ``evidence`` (mode -> (exception
-    type name, message fragment, why)), where the program raises BackendUnsupported instead."""
+def gated(build, **gates: Gate):
+    """``build`` for every Pallas mode except those with a ``Gate`` (keyword: the mode) that
+    applies to this JAX, where the program raises BackendUnsupported with the evidence."""
     def gated_build(interpret):
-        for mode, (etype, fragment, why) in evidence.items():
-            if _gated_modes()[mode](interpret):
-                def unsupported(*args, why=why, etype=etype, fragment=fragment):
+        for mode, gate in gates.items():
+            if _gated_modes()[mode](interpret) and gate.applies():
+                def unsupported(*args, gate=gate):
                     from hardware_runners.base import BackendUnsupported
-                    raise BackendUnsupported(f"{why} (JAX {jax.__version__} raises {etype}: {fragment}...)")
+                    seen = " or ".join(f"{t}: {m}" for t, m in gate.errors)
+                    raise BackendUnsupported(f"{gate.why} (JAX {jax.__version__} raises {seen}...)")
                 return unsupported
         return build(interpret)
     gated_build.ungated = build
-    gated_build.evidence = evidence
+    gated_build.gates = gates
     return gated_build
 
 
@@ -397,7 +416,7 @@ def build_hints(interpret):
                                     compiler_params=_triton().CompilerParams(), interpret=interpret)(x)
 
 
-def _vector_kernel(x_ref, h_ref, o_ref, s_ref, b_ref, e_ref):
+def _vector_kernel(x_ref, h_ref, o_ref, s_ref, b_ref, e_ref, l_ref):
     pltpu = _tpu()
     o_ref[...] = pltpu.roll(x_ref[...], 5, 1)
     s_ref[...] = pltpu.roll(x_ref[...], 3, 1, stride=1, stride_axis=0)
@@ -406,11 +425,16 @@ def _vector_kernel(x_ref, h_ref, o_ref, s_ref, b_ref, e_ref):
         e_ref[...] = pltpu.einshape("a(bc)->bac", x_ref[...], b=2)
     else:
         e_ref[...] = x_ref[...].reshape(8, 2, 64).transpose(1, 0, 2)
+    # pltpu.einshape is a hijax primitive whose expansion binds einshape_lo (what Mosaic lowers);
+    # bound directly too, so the primitive itself is in the kernel's jaxpr.
+    from jax._src.pallas.einshape import einshape_lo
+    l_ref[...] = einshape_lo("a(cd)->(ca)d", h_ref[...], False, c=4)
 
 
 def build_vector(interpret):
     i32 = jnp.int32
-    outs = [jax.ShapeDtypeStruct((8, 128), i32)] * 3 + [jax.ShapeDtypeStruct((2, 8, 64), i32)]
+    outs = [jax.ShapeDtypeStruct((8, 128), i32)] * 3 + [jax.ShapeDtypeStruct((2, 8, 64), i32),
+                                                        jax.ShapeDtypeStruct((4 * 16, 32), jnp.int16)]
     return lambda x, h: pl.pallas_call(_vector_kernel, out_shape=outs, interpret=interpret)(x, h)
 
 
@@ -621,7 +645,8 @@ def primitive_cases():
         yield _case("has_memory_space_of_any_operand", build_has_memory_space, _rows([(8, 128)]), targets=tpu,
                     modes=_DEF, primitives=("pallas_call", "has_memory_space"))
     if hasattr(_tpu(), "with_memory_space_constraint"):
-        yield _case("with_memory_space_constraint/f32/8x128", build_memory_space_constraint,
+        yield _gated_case("with_memory_space_constraint/f32/8x128",
+                          gated(build_memory_space_constraint, hlo_interpret=_MEMORY_SPACE_HLO_INTERPRET),
                     _rows([(8, 128), (8, 128)]), targets=tpu, modes=C.exact("ieee754"),
                     primitives=("pallas_call", "with_memory_space_constraint"))
     yield _case("reciprocal/f32/8x128", build_reciprocal, _rows([(8, 128)]), modes=C.exact("ieee754"),
