@@ -13,6 +13,10 @@ float64 ``a @ b``): a float64 GEMM is the floor of this design; float64 inputs u
 product (no BLAS) and are 50-150x slower than ``a @ b``. Rows/columns holding inf/NaN are recomputed without BLAS: IEEE specials are order
 independent (NaN if any 0*inf, NaN or +inf meeting -inf).
 
+Undecided elements of float32-or-narrower dots are refined by one error-free extraction step in
+float64 (Rump, Ogita, Oishi, SIAM J. Sci. Comput. 31(1) 2008, ExtractVector), bound far below
+float64's rounding, before any exact fallback (interp/rules/lax_contractions.py extracted_sums).
+
 Backends are judged under DOT_PRODUCT: |backend - ref| <= (K u_acc + u_in + u_out) sum|a_k b_k|
 (spec/compliance.py); precision=DEFAULT on TPU / TF32 on GPU is the matmul-precision allowance.
 """
@@ -32,21 +36,65 @@ _DOT_EDGES = (
     "integer: wraps around modulo 2**bits of the output type; bool: OR of ANDs",
     "mixed input dtypes: converted to the output dtype first, except two float8 types "
     "(jax/_src/lax/lax.py _handle_dot_precision, CPU/GPU lowering)",
-    "precision (DEFAULT/HIGH/HIGHEST) does not change the reference; explicit DotAlgorithm presets other "
-    "than DEFAULT are unsupported (raise)",
+    "precision (DEFAULT/HIGH/HIGHEST) does not change the reference (a backend's bf16/TF32 passes are "
+    "the matmul-precision allowance)",
     "complex: real part = exact sum of ar*br - ai*bi, imaginary = exact sum of ar*bi + ai*br, each rounded once",
     "64-bit integer inputs with a float output: unsupported (raise)",
 )
 
+XLA_ALGORITHMS = ("xla/xla_data.proto PrecisionConfig.Algorithm",
+                  "xla/backends/gpu/codegen/triton/dot_algorithms.cc (SplitF32, EmitBF16x3Matmul, "
+                  "EmitBF16x6Matmul, EmitBF16x9Matmul, ZeroNaNs)",
+                  JAX_LAX + " DotAlgorithm, DotAlgorithmPreset, get_algorithm_compute_types, _handle_dot_precision")
+
+_ALGORITHM_EDGES = (
+    "explicit algorithm (DotAlgorithmPreset other than DEFAULT, or DotAlgorithm), as JAX lowers it: "
+    "(1) each input converted (round to nearest even) to the preset's input type unless its dtype is "
+    "one the preset accepts (BF16 presets accept float32 storage); (2) inputs rounded to the precision "
+    "type: BF16_* to bfloat16, TF32_* to tf32 (float32 with a 10-bit significand, round to nearest even: "
+    "the reference's choice, hardware may truncate), F16/F32/F64/ANY_F8 as they are; (3) every product "
+    "exact, the sum rounded once to the accumulation type (F32 for *_F32, the output dtype for "
+    "ANY_F8_ANY_F8_ANY); (4) converted to the dot's result type (the output dtype if the preset "
+    "supports it, else the accumulation type) and then to the output dtype",
+    "_X3 / _X6 / _X9: each float32 input split x = c0 + c1 (+ c2), c_i = bf16(x - c0 - ... - c_{i-1}) "
+    "computed in float32 (TF32_TF32_F32_X3: tf32 components); the sum covers hi*hi + hi*lo + lo*hi (X3), "
+    "+ hi*lo2 + lo2*hi + mid*mid (X6, with c0, c1, c2 = hi, mid, lo), all nine (X9), rounded once",
+    "_X3/_X6/_X9: an output element whose inputs hold inf/NaN is the hi*hi sum alone (XLA's ZeroNaNs drops "
+    "the low products' sum where it is not finite), so inf stays inf",
+    "*_FAST_ACCUM and allow_imprecise_accumulation: the same exact value (the backend's imprecision is "
+    "measured under DOT_PRODUCT)",
+    "ANY_F8_* with a non-float8 input: ValueError (as JAX's lowering); DotAlgorithm with component counts "
+    "other than 1: unsupported (no definition to follow)",
+)
+
+# What XLA:CPU computes differently (jaxlib 0.10.2 and 0.12.0.1), found by the tests.
+BACKEND_PROPERTIES = (
+    ("xla:cpu", "dot-algorithm-input-rounding",
+     "XLA:CPU compiles only DEFAULT, F16_F16_F16, F32_F32_F32, F64_F64_F64, BF16_BF16_F32, BF16_BF16_F32_X3 "
+     "and BF16_BF16_F32_X6 (JAX raises for the others on CPU) and ignores the bf16 input rounding and "
+     "splits: its BF16_BF16_F32(_X3/_X6) results are float32 dots of the unrounded inputs, within "
+     "DOT_PRODUCT with 8-bit inputs of the reference",
+     "tests/test_lax_contractions.py test_dot_algorithm_presets_vs_xla_cpu"),
+)
+
 SEMANTICS = table(
-    Semantics("dot_general", "Generalised tensor contraction with batch dimensions.", _DOT_EDGES,
-              (XLA_OPS + "#dotgeneral", JAX_LAX + " _dot_general_lower"), CORRECTLY_ROUNDED),
+    Semantics("dot_general", "Generalised tensor contraction with batch dimensions.", _DOT_EDGES + _ALGORITHM_EDGES,
+              (XLA_OPS + "#dotgeneral", JAX_LAX + " _dot_general_lower") + XLA_ALGORITHMS, CORRECTLY_ROUNDED),
     Semantics("ragged_dot_general", "Grouped matmul: group g covers [sum(sizes[:g]), sum(sizes[:g+1])) of the "
               "ragged dimension (ragged non-contracting: rows use rhs[g]; ragged contracting: one output per "
-              "group; ragged batch: an ordinary dot_general).",
-              _DOT_EDGES + ("rows outside every group give 0", "group sizes are accumulated in their integer type",
-                            "group_offset, multi-dimensional group_sizes, batch dims in ragged modes: unsupported"),
-              (JAX_LAX + " _ragged_dot_general_impl",), CORRECTLY_ROUNDED),
+              "group, the group axis first; ragged batch: an ordinary dot_general, group_sizes unused).",
+              _DOT_EDGES + _ALGORITHM_EDGES + (
+                  "rows outside every group give 0", "group sizes are accumulated in their integer type",
+                  "group_sizes [prefix..., g]: one set of groups per position of the prefix dims (the batch "
+                  "dims, then the dims before the ragged one among the non-contracting (mode 1) or "
+                  "contracting (mode 2) dims); a 1-D group_sizes is broadcast over them",
+                  "precision / algorithms as dot_general: the semantics are those of JAX's dense formulation "
+                  "(_ragged_dot_general_impl, the lowering of CPU and of every platform without a ragged-dot "
+                  "instruction; the TPU/GPU instruction lowering keeps the input conversions but drops the "
+                  "algorithm)",
+                  "group_offset: JAX defines no result (its implementation and every lowering raise "
+                  "'Unimplemented group_offset support', and an array parameter cannot be traced): raises"),
+              (JAX_LAX + " _ragged_dot_general_impl, _ragged_dot_prefix_dims",), CORRECTLY_ROUNDED),
     Semantics("conv_general_dilated", "Convolution (any dimension numbers, strides, padding incl. negative, lhs "
               "and rhs dilation, feature groups, batch groups).",
               _DOT_EDGES + ("padding and lhs-dilation holes are zeros (they add exact zero products)",

@@ -435,6 +435,77 @@ def test_ragged_dot_contracting():
     assert_same_bits(ref(fn, x, y, gs), xla_cpu(fn, x, y, gs))
 
 
+RAGGED_CONFIGS = [
+    # lhs shape, rhs shape, ((lc, rc), (lb, rb)), lhs ragged dim, rhs group dims, group_sizes shape
+    ((2, 6, 4), (3, 2, 4, 5), (((2,), (2,)), ((0,), (1,))), 1, (0,), (3,)),       # batched, 1-D sizes
+    ((2, 6, 4), (3, 2, 4, 5), (((2,), (2,)), ((0,), (1,))), 1, (0,), (2, 3)),     # sizes per batch
+    ((6, 2, 4), (2, 4, 3, 5), (((2,), (1,)), ((1,), (0,))), 0, (2,), (2, 3)),     # batch not leading
+    ((2, 3, 6, 4), (3, 4, 5), (((3,), (1,)), ((), ())), 2, (0,), (2, 3, 3)),      # sizes per free prefix
+    ((2, 3, 7), (2, 7, 4), (((2,), (1,)), ((0,), (0,))), 2, (), (2, 3)),          # ragged contracting, batched
+    ((2, 5, 7), (7, 3, 5), (((1, 2), (2, 0)), ((), ())), 2, (), (5, 3)),          # contracting prefix
+    ((4, 3, 5), (4, 5, 2), (((2,), (1,)), ((0,), (0,))), 0, (), (4,)),            # ragged batch: plain dot
+]
+
+
+@pytest.mark.parametrize("config", RAGGED_CONFIGS, ids=lambda c: f"ragged{c[3]}-gs{c[5]}")
+def test_ragged_dot_general_batched_modes(config):
+    """Every ragged mode with batch dimensions and multi-dimensional group_sizes: bitwise against
+    XLA:CPU (which runs JAX's dense formulation) on integer-valued inputs; random group sizes
+    whose sums fall short of, or run past, the ragged dimension."""
+    from jax._src.lax.lax import RaggedDotDimensionNumbers
+    lshape, rshape, dn, ragged, gdims, gshape = config
+    rng = np.random.default_rng(14)
+    x = rng.integers(-6, 6, lshape).astype(np.float32)
+    w = rng.integers(-6, 6, rshape).astype(np.float32)
+    n = lshape[ragged]
+    gs = rng.integers(0, n // 2 + 2, gshape).astype(np.int32)
+    rdn = RaggedDotDimensionNumbers(dot_dimension_numbers=dn, lhs_ragged_dimensions=(ragged,),
+                                    rhs_group_dimensions=gdims)
+    fn = lambda x, w, g: lax.ragged_dot_general(x, w, g, rdn)  # noqa: E731
+    assert_same_bits(interp.interpret(fn)(x, w, gs), xla_cpu(fn, x, w, gs))
+    fn16 = lambda x, w, g: lax.ragged_dot_general(x, w, g, rdn, preferred_element_type=jnp.int32)  # noqa: E731
+    xi, wi = x.astype(np.int8), w.astype(np.int8)
+    assert_same_bits(interp.interpret(fn16)(xi, wi, gs), xla_cpu(fn16, xi, wi, gs))
+
+
+def test_ragged_dot_general_by_hand_and_group_offset():
+    """A batched ragged (non-contracting) dot with per-batch group sizes, by hand; group_offset
+    has no semantics in JAX (its implementation raises; it cannot be traced)."""
+    from jax._src.lax.lax import RaggedDotDimensionNumbers
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 3, 4)).astype(np.float32)     # [g, b, k, n]
+    gs = np.array([[2, 3], [4, 0]], np.int32)                    # [b, g]
+    rdn = RaggedDotDimensionNumbers(dot_dimension_numbers=(((2,), (2,)), ((0,), (1,))),
+                                    lhs_ragged_dimensions=(1,), rhs_group_dimensions=(0,))
+    fn = lambda x, w, g: lax.ragged_dot_general(x, w, g, rdn)  # noqa: E731
+    out = interp.interpret(fn)(x, w, gs)
+    for b in range(2):
+        starts = np.concatenate([[0], np.cumsum(gs[b])])
+        for r in range(5):
+            g = np.searchsorted(starts, r, side="right") - 1
+            exact = to_frac(x[b, r]) @ to_frac(w[g, b]) if r < starts[-1] else np.zeros(4, object)
+            check_oracle(out[b, r], exact, F32)
+    # group_offset cannot even be bound by a traced program (an array parameter is unhashable):
+    # the reference traces with JAX and fails the same way.
+    fn = lambda x, w, g, o: lax.ragged_dot_general(x, w, g, rdn, group_offset=o)  # noqa: E731
+    with pytest.raises(TypeError, match="group_offset"):
+        interp.interpret(fn)(x, w, gs, np.array([1], np.int32))
+
+
+def test_ragged_dot_with_algorithm():
+    """The dense formulation passes precision to dot_general: an algorithm preset applies."""
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    w = rng.standard_normal((2, 8, 3)).astype(np.float32)
+    gs = np.array([4, 2], np.int32)
+    fn = lambda x, w, g: lax.ragged_dot(x, w, g, precision=lax.DotAlgorithmPreset.BF16_BF16_F32)  # noqa: E731
+    out = interp.interpret(fn)(x, w, gs)
+    xb, wb = x.astype(BF16), w.astype(BF16)
+    for r in range(6):
+        check_oracle(out[r], to_frac(xb[r]) @ to_frac(wb[0 if r < 4 else 1]), F32)
+
+
 # ---------------------------------------------------------------- convolution
 
 CONV_CONFIGS = [

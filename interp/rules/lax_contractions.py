@@ -304,60 +304,76 @@ def dot_general_value(eqn, lhs, rhs, dimension_numbers, out_dtype) -> np.ndarray
 
 @register("dot_general")
 def dot_general(eqn, lhs, rhs, *, dimension_numbers, precision=None, **params):
+    return _dot(eqn, lhs, rhs, dimension_numbers, precision)
+
+
+# --------------------------------------------------------------------------------------------
+# ragged_dot_general: the dense formulation of jax/_src/lax/lax.py _ragged_dot_general_impl (the
+# lowering of every platform without a ragged-dot instruction, CPU included). group_sizes has
+# shape [prefix..., g]: the prefix dims of the operand (its batch dims, then the dims before the
+# ragged one among the non-contracting (mode 1) or contracting (mode 2) dims; a 1-D group_sizes
+# is broadcast over them). For each prefix position, group g covers [sum(sizes[:g]),
+# sum(sizes[:g+1])) of the ragged dimension (cumsum in the sizes' integer type); elements outside
+# every group contribute nothing. Masked-out products are exact zeros, so the exact sum (and its
+# one rounding) is that of the group's own products.
+
+def _prefix_dims(rank: int, ragged: int, batch, contract, mode: str) -> list:
+    """jax _ragged_dot_prefix_dims: the operand dims group_sizes' leading axes run over."""
+    batch, contract = list(batch), list(contract)
+    if mode == "noncontracting":
+        free = [d for d in range(rank) if d not in contract and d not in batch]
+        return batch + free[:free.index(ragged)]
+    return batch + contract[:contract.index(ragged)]
+
+
+def _expand(x: np.ndarray, dim: int, sizes: np.ndarray, prefix: list) -> np.ndarray:
+    """x with a new leading group axis, zero outside each group along ``dim``; ``sizes`` has shape
+    [x.shape[p] for p in prefix] + [g]."""
+    ends = wrap_int(np.cumsum(sizes.astype(np.int64), axis=-1), sizes.dtype).astype(np.int64)
+    starts = wrap_int(ends - sizes.astype(np.int64), sizes.dtype).astype(np.int64)
+    g = sizes.shape[-1]
+    order = [0] + [1 + i for i in np.argsort(prefix)]       # prefix axes into x's dim order
+    shape = (g,) + tuple(x.shape[d] if d in prefix else 1 for d in range(x.ndim))
+    starts = np.moveaxis(starts, -1, 0).transpose(order).reshape(shape)
+    ends = np.moveaxis(ends, -1, 0).transpose(order).reshape(shape)
+    j = np.arange(x.shape[dim]).reshape([1] * (dim + 1) + [x.shape[dim]] + [1] * (x.ndim - dim - 1))
+    return np.where((starts <= j) & (j < ends), x[None], np.zeros((), x.dtype))
+
+
+def _dot(eqn, lhs, rhs, dimension_numbers, precision) -> np.ndarray:
     alg = _algorithm_of(precision)
     if alg is not None:
         return algorithm_dot_value(eqn, np.asarray(lhs), np.asarray(rhs), dimension_numbers, alg)
     return dot_general_value(eqn, lhs, rhs, dimension_numbers, eqn.out_dtype)
 
 
-# --------------------------------------------------------------------------------------------
-# ragged_dot_general: the dense formulation of jax/_src/lax/lax.py _ragged_dot_general_impl.
-# Group g covers [sum(sizes[:g]), sum(sizes[:g+1])) of the ragged dimension; elements outside
-# every group contribute nothing. Masked-out products are exact zeros, so the exact sum (and its
-# one rounding) is that of the group's own products.
-
-def _ragged_mask(sizes: np.ndarray, n: int) -> np.ndarray:
-    """(groups, n) mask: position j belongs to group g (cumsum in the sizes' integer type)."""
-    ends = np.cumsum(sizes.astype(np.int64))
-    ends = wrap_int(ends, sizes.dtype).astype(np.int64)
-    starts = wrap_int(ends - sizes.astype(np.int64), sizes.dtype).astype(np.int64)
-    j = np.arange(n)
-    return (starts[:, None] <= j[None, :]) & (j[None, :] < ends[:, None])
-
-
-def _expand(x: np.ndarray, dim: int, mask: np.ndarray) -> np.ndarray:
-    """x with a new leading group axis, zero outside each group along ``dim``."""
-    shape = [mask.shape[0]] + [1] * x.ndim
-    shape[dim + 1] = x.shape[dim]
-    return np.where(mask.reshape(shape), x[None], np.zeros((), x.dtype))
-
-
-@register("ragged_dot_general", partial="group_offset, group_sizes with batch dimensions and "
-                                        "batch dimensions in the ragged modes are not implemented")
+@register("ragged_dot_general")
 def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision=None,
                        group_offset=None, **params):
-    _check_precision(eqn, precision)
     if group_offset is not None:
-        raise eqn.unsupported("group_offset")
+        # JAX has no semantics for it: its impl and every lowering raise (both JAX versions).
+        raise eqn.unsupported("Unimplemented group_offset support (as in JAX: "
+                              "jax/_src/lax/lax.py _ragged_dot_general_impl)")
     rdn = ragged_dot_dimension_numbers
     (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
     (ragged,) = rdn.lhs_ragged_dimensions
     lhs, rhs, sizes = np.asarray(lhs), np.asarray(rhs), np.asarray(group_sizes)
-    lhs, rhs = _lowered_inputs(eqn, lhs, rhs, eqn.out_dtype)
-    if ragged in lb:          # ragged batch: an ordinary dot_general
-        return dot_general_value(eqn, lhs, rhs, rdn.dot_dimension_numbers, eqn.out_dtype)
-    if sizes.ndim != 1 or lb:
-        raise eqn.unsupported("batch dimensions or multi-dimensional group_sizes")
-    mask = _ragged_mask(sizes, lhs.shape[ragged])
     inc = lambda dims: tuple(d + 1 for d in dims)  # noqa: E731
-    if ragged in lc:          # ragged contracting: one output per group
+    if ragged in lb:          # ragged batch: an ordinary dot_general (group_sizes unused)
+        return _dot(eqn, lhs, rhs, rdn.dot_dimension_numbers, precision)
+    mode = "contracting" if ragged in lc else "noncontracting"
+    l_prefix = _prefix_dims(lhs.ndim, ragged, lb, lc, mode)
+    if sizes.ndim == 1:
+        sizes = np.broadcast_to(sizes, tuple(lhs.shape[d] for d in l_prefix) + sizes.shape)
+    if mode == "contracting":     # one output per group, the group axis first
         r_ragged = rc[list(lc).index(ragged)]
-        dn = ((inc(lc), inc(rc)), ((0,), (0,)))
-        return dot_general_value(eqn, _expand(lhs, ragged, mask), _expand(rhs, r_ragged, mask), dn,
-                                 eqn.out_dtype)
+        r_prefix = _prefix_dims(rhs.ndim, r_ragged, rb, rc, mode)
+        dn = ((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb)))
+        return _dot(eqn, _expand(lhs, ragged, sizes, l_prefix), _expand(rhs, r_ragged, sizes, r_prefix), dn,
+                    precision)
     (gdim,) = rdn.rhs_group_dimensions   # ragged free dimension: rows of group g use rhs[g]
-    dn = ((inc(lc) + (0,), tuple(rc) + (gdim,)), ((), ()))
-    return dot_general_value(eqn, _expand(lhs, ragged, mask), rhs, dn, eqn.out_dtype)
+    dn = ((inc(lc) + (0,), tuple(rc) + (gdim,)), (inc(lb), tuple(rb)))
+    return _dot(eqn, _expand(lhs, ragged, sizes, l_prefix), rhs, dn, precision)
 
 
 # --------------------------------------------------------------------------------------------
