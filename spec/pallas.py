@@ -189,6 +189,24 @@ SEMANTICS = table(
               "seeds, the grid point, the draw number since the last prng_seed and Options.seed. "
               "Before any prng_seed: UndefinedBehaviorError (JAX's TPU interpret mode returns "
               "zeros).", sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
+    Semantics("prng_split", "The uint32 scalars of a Pallas TPU key (key shape (1, N)), in order.",
+              sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _split_key_lowering_rule")),
+    Semantics("prng_join", "A Pallas TPU key from its N uint32 scalars, in order; prng_seed(key) "
+              "seeds with them.",
+              sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _join_key_lowering_rule",
+                       "jax/_src/pallas/mosaic/lowering.py _prng_seed_lowering_rule")),
+    Semantics("pack_elementwise", "Integer sources (factor = bits(source) / bits(packed) of them) "
+              "truncated to the packed width; source i in bits [i*w, (i+1)*w) of an unsigned word "
+              "of the source width.",
+              edge_cases=("f32 -> bf16 packing: unsupported (Mosaic does not document how it "
+                          "rounds)",),
+              sources=(_TPU + " pack_elementwise docstring",)),
+    Semantics("unpack_elementwise", "Field `index` (bits [index*w, (index+1)*w)) of each element: "
+              "sign-extended for signed integer fields, exactly widened for float fields "
+              "(bf16/f16 -> f32).",
+              edge_cases=("unsigned integer fields: unsupported (zero- or sign-extension is not "
+                          "documented; the lowering passes a signless type)",),
+              sources=(_TPU + " unpack_elementwise docstring",)),
     Semantics("has_memory_space", "Whether a pl.ANY operand lives in a memory space: the "
               "compiler's placement; the reference keeps ANY operands in HBM (True only for HBM).",
               sources=(_TPU,)),
@@ -196,3 +214,16 @@ SEMANTICS = table(
               "every grid step and every core of a core mesh see the same one (never-written / "
               "zeroed semaphore at the start).", sources=(_PRIMS,)),
 )
+
+# Pallas TPU primitives the reference leaves unsupported on purpose (interp.coverage() says
+# "unsupported"): what would be needed to define them.
+UNSUPPORTED = {
+    "stochastic_round": "tpu.stochastic_convert: which bits of the uint32 random word are compared "
+                        "with the discarded mantissa bits (and how ties and the int4 / fp8 / fp4 "
+                        "targets round) is hardware-defined and undocumented; only the "
+                        "distribution (round up with probability = discarded fraction) is known",
+    "matmul_push_rhs / matmul_acc_lhs / matmul_pop (+ fifo variants)": "explicit MXU register "
+                        "programming (latched weights, accumulator state): not modelled",
+    "remote DMAs / signals (device_id of another device)": "the reference runs one device; cores "
+                        "of one core mesh are supported",
+}

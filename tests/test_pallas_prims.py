@@ -377,3 +377,85 @@ def test_indirect_block_in_pallas_call_blockspec_is_loud():
     x = RNG.standard_normal((16, 128)).astype(np.float32)
     with pytest.raises(interp.UnsupportedPrimitiveError, match="Indirect"):
         interp.interpret(f)(x)
+
+
+@pytest.mark.parametrize("src,packed", [(np.int8, "int4"), (np.int16, np.int8), (np.int32, np.int8),
+                                        (np.int32, np.int16)])
+def test_pack_elementwise_integers_match_bit_arithmetic(src, packed):
+    # Each source truncated to the packed width, source i at bits [i*w, (i+1)*w) of an unsigned
+    # word of the source's width (the primitive's docstring), computed here with Python ints.
+    import ml_dtypes
+    packed = np.dtype(getattr(ml_dtypes, packed) if isinstance(packed, str) else packed)
+    wbits, pbits = np.dtype(src).itemsize * 8, (4 if packed.name == "int4" else packed.itemsize * 8)
+    n = wbits // pbits
+    info = np.iinfo(src)
+    xs = [RNG.integers(info.min, info.max, (8, 128), endpoint=True).astype(src) for _ in range(n)]
+
+    def kernel(*refs):
+        refs[-1][...] = pltpu.pack_elementwise([r[...] for r in refs[:-1]], packed_dtype=packed)
+
+    out_dtype = np.dtype(f"uint{wbits}")
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), out_dtype))
+    got = interp.interpret(f)(*xs)
+    want = np.zeros((8, 128), np.uint64)
+    for i, x in enumerate(xs):
+        for idx, v in np.ndenumerate(x):
+            want[idx] |= (int(v) % (1 << pbits)) << (i * pbits)
+    assert got.dtype == out_dtype
+    np.testing.assert_array_equal(got, want.astype(out_dtype))
+
+
+@pytest.mark.parametrize("wide,packed", [(np.int16, np.int8), (np.int32, np.int8),
+                                         (np.int32, np.int16), (np.float32, jnp.bfloat16)])
+def test_unpack_elementwise_takes_the_indexed_field(wide, packed):
+    # The docstring's statement: unpack(x, index=i) == bitcast(x, packed)[i::factor] widened
+    # (sign-extended for integers, exactly widened for floats); NumPy's little-endian view of x
+    # gives the fields independently.
+    packed = np.dtype(packed)
+    factor = np.dtype(wide).itemsize // packed.itemsize
+    bits = RNG.integers(0, 2**32, (8, 128), dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.int32).astype(np.dtype(f"int{np.dtype(wide).itemsize * 8}")).view(wide) \
+        if wide != np.float32 else bits.view(np.float32)
+
+    def kernel(x_ref, *o_refs):
+        for i, o in enumerate(o_refs):
+            o[...] = pltpu.unpack_elementwise(x_ref[...], index=i, packed_dtype=packed,
+                                              unpacked_dtype=wide)
+
+    f = pl.pallas_call(kernel, out_shape=[jax.ShapeDtypeStruct((8, 128), wide)] * factor)
+    outs = interp.interpret(f)(x)
+    fields = np.ascontiguousarray(x).view(packed).reshape(8, 128, factor)
+    for i, got in enumerate(outs):
+        want = fields[..., i].astype(wide)
+        np.testing.assert_array_equal(got.view(np.dtype(f"uint{got.itemsize * 8}")),
+                                      want.view(np.dtype(f"uint{want.itemsize * 8}")))
+
+
+def test_pallas_prng_keys_join_split_and_seed_the_hardware_prng():
+    # A Pallas TPU key is a bundle of uint32 scalars: prng_join / prng_split convert in order
+    # (mosaic lowering), and prng_seed(key) seeds the (emulated) hardware PRNG with the key's
+    # scalars (as pallas/mosaic/random.py _random_bits does).
+    from jax._src.pallas.mosaic import primitives as tpu_prims
+
+    from interp import prng
+
+    def kernel(o_key, o_bits):
+        i = pl.program_id(0).astype(jnp.uint32)
+        key = tpu_prims.wrap_pallas_seed(i + 7, i * 3 + 1000, impl="pallas_tpu")
+        k0, k1 = tpu_prims.unwrap_pallas_seed(key)
+        o_key[0] = k1   # swapped on purpose: the order must survive the round trip
+        o_key[1] = k0
+        pltpu.prng_seed(key)
+        o_bits[...] = pltpu.prng_random_bits((8, 128))
+
+    f = pl.pallas_call(kernel, grid=(2,),
+                       out_specs=[pl.BlockSpec((None, 2), lambda i: (i, 0),
+                                               memory_space=pltpu.SMEM),
+                                  pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0))],
+                       out_shape=[jax.ShapeDtypeStruct((2, 2), jnp.uint32),
+                                  jax.ShapeDtypeStruct((2, 8, 128), jnp.int32)])
+    keys, bits = interp.interpret(f)()
+    for i in range(2):
+        np.testing.assert_array_equal(keys[i], np.array([i * 3 + 1000, i + 7], np.uint32))
+        want = np.asarray(prng.pallas_tpu_bits([i + 7, i * 3 + 1000], (i,), (8, 128)), np.uint32)
+        np.testing.assert_array_equal(bits[i].view(np.uint32), want)

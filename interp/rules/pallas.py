@@ -281,8 +281,29 @@ def _bits(dtype):
                                "deterministic and well mixed but not the TPU's own")
 def prng_seed(eqn, *seeds):
     run = current_run()
+    if len(seeds) == 1 and hasattr(seeds[0], "impl"):
+        # A Pallas PRNG key: its scalars are the seeds (mosaic lowering _prng_seed_lowering_rule,
+        # KeyScalarBundle case).
+        seeds = tuple(np.ravel(seeds[0].data))
     run.prng = [np.array([int(np.asarray(s)) for s in seeds], np.int64), 0]
     return []
+
+
+# A Pallas TPU key is a bundle of uint32 scalars (key shape (1, N)); split / join convert between
+# the key and its scalars in order (mosaic lowering _split_key_lowering_rule / _join_key_...).
+
+@register("prng_split")
+def prng_split(eqn, key):
+    data = np.asarray(key.data)
+    if data.shape != (1, len(eqn.out_avals)):
+        raise eqn.unsupported(f"prng_split of key data {list(data.shape)}")
+    return [np.uint32(v) for v in data[0]]
+
+
+@register("prng_join")
+def prng_join(eqn, *scalars, impl):
+    from .random import KeyArray
+    return KeyArray(impl, np.array([[np.uint32(np.asarray(s)) for s in scalars]], np.uint32))
 
 
 @register("prng_random_bits", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits)")
@@ -298,6 +319,54 @@ def prng_random_bits(eqn, *, shape):
     bits = prng.pallas_tpu_bits(seeds, point, tuple(shape), draw=draw,
                                 options_seed=run.options.seed)
     return np.asarray(bits, np.uint32).view(eqn.out_dtype)
+
+
+# -- elementwise packing (pltpu.pack_elementwise / unpack_elementwise) --------------------------
+# Defined by the docstrings of jax/_src/pallas/mosaic/primitives.py (and tpu.pack_elementwise):
+# factor = bits(source) / bits(packed); source i goes to bits [i*w, (i+1)*w) of the result.
+
+def _packing(eqn, wide, packed):
+    from ..dtypes import bit_width
+    wbits, pbits = bit_width(wide), bit_width(packed)
+    if wbits % pbits or wbits > 32:
+        raise eqn.unsupported(f"packing {packed} into {wide}")
+    return wbits, pbits
+
+
+@register("pack_elementwise", partial="integer packing only: f32 -> bf16 packing rounds in a way "
+                                      "Mosaic does not document")
+def pack_elementwise(eqn, *xs, packed_dtype):
+    from ..dtypes import is_int
+    src = xs[0].dtype
+    if not (is_int(src) and is_int(packed_dtype)):
+        raise eqn.unsupported(f"pack_elementwise {src} -> {np.dtype(packed_dtype)} (the rounding "
+                              "of float packing is not documented)")
+    wbits, pbits = _packing(eqn, src, packed_dtype)
+    out = np.zeros(xs[0].shape, np.uint64)
+    mask = np.uint64((1 << pbits) - 1)
+    for i, x in enumerate(xs):  # integer packing truncates each source to its low bits
+        low = np.asarray(x).astype(np.int64).astype(np.uint64) & mask
+        out |= low << np.uint64(i * pbits)
+    return out.astype(eqn.out_dtype)
+
+
+@register("unpack_elementwise", partial="signed integer and bf16/f16 -> f32 unpacking only "
+                                        "(unsigned fields: extension not documented)")
+def unpack_elementwise(eqn, x, *, index, packed_dtype, unpacked_dtype):
+    from ..dtypes import is_float, is_signed, storage_uint
+    packed = np.dtype(packed_dtype)
+    wbits, pbits = _packing(eqn, unpacked_dtype, packed)
+    bits = np.ascontiguousarray(np.asarray(x)).view(storage_uint(x.dtype)).astype(np.uint64)
+    field = (bits >> np.uint64(index * pbits)) & np.uint64((1 << pbits) - 1)
+    out = np.dtype(unpacked_dtype)
+    if is_float(packed) and is_float(out) and packed.itemsize * 8 == pbits:
+        # The field is a packed float; widening it to the unpacked float is exact.
+        return field.astype(storage_uint(packed)).view(packed).astype(out)
+    if is_signed(packed) and is_signed(out):
+        # index 0 is the low field, sign-extended ("s_y'y'" in the docstring)
+        signed = field.astype(np.int64) - ((field >> np.uint64(pbits - 1)).astype(np.int64) << pbits)
+        return signed.astype(out)
+    raise eqn.unsupported(f"unpack_elementwise of {packed} fields into {out}")
 
 
 # -- other kernel-body primitives ----------------------------------------------------------------
