@@ -215,7 +215,7 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
         return
     import jax
     failure = DV.Failure(case.id, runner, jax.__version__, tuple(case.primitives), ref, outs, failing,
-                         rec.get("max_ulp"))
+                         rec.get("max_ulp"), inputs=tuple(inputs))
     div = DV.find(failure)
     if div is not None:
         rec.update(outcome=KNOWN_DIVERGENCE, known_divergence={"id": div.id, "link": div.link,

@@ -131,7 +131,8 @@ JTU_F64_ULP = 5
 _TRANSCENDENTALS = ("exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "rsqrt", "cbrt", "sin", "cos",
                     "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erf",
                     "erfc", "erf_inv", "lgamma", "digamma", "pow", "log2", "bessel_i0e", "bessel_i1e",
-                    "igamma", "igammac", "polygamma", "zeta", "random_gamma_grad")
+                    "igamma", "igammac", "polygamma", "zeta", "random_gamma_grad", "igamma_grad_a",
+                    "regularized_incomplete_beta")
 TRANSCENDENTAL_ULP: dict[str, dict[str, int]] = {
     name: {"float32": XLA_BUDGETED.get(name, JTU_F32_ULP), "float64": JTU_F64_ULP} for name in _TRANSCENDENTALS}
 NARROW_FLOAT_ULP = 1     # bf16 / f16 / fp8 via f32 (source "narrow-via-f32")

@@ -38,6 +38,8 @@ class Op:
     high: float | None = None
     domains: tuple | None = None  # per operand (low, high), overriding low/high (betainc's x in [0, 1])
     specials: bool = True        # generate the all-pairs special-value case
+    specials_profile: str = "quick"   # its smallest profile (XLA:CPU's igamma takes ~20 s on the grid)
+    random_specials: float = 0.25     # fraction of special values among the random inputs
     in_dtype: Callable | None = None  # dtype of operand i given the case dtype (default: same)
     nightly_dtypes: tuple = ()   # dtypes only in the nightly profile
     mode: object = None          # compliance mode (default: from the primitive and dtype)
@@ -50,7 +52,8 @@ def _inputs(op: Op, dtype, shape):
         for i in range(op.arity):
             dt = op.in_dtype(i, dtype) if op.in_dtype else dtype
             low, high = op.domains[i] if op.domains else (op.low, op.high)
-            out.append(random_array(rng, dt, shape, positive=op.positive, low=low, high=high))
+            out.append(random_array(rng, dt, shape, specials=op.random_specials, positive=op.positive, low=low,
+                                    high=high))
         return out
     return make
 
@@ -77,7 +80,7 @@ def elementwise_cases(family: str, ops: list[Op]):
             common = dict(fn=op.fn, x64=x64, primitives=(op.primitive,), modes=op.mode, dot_bound=op.dot_bound)
             if op.specials:
                 yield Case(id=f"{base}/specials", inputs=_special_inputs(op, dtype),
-                           profile="nightly" if nightly_dtype else "quick", **common)
+                           profile="nightly" if nightly_dtype else op.specials_profile, **common)
             for shape in QUICK_SHAPES + NIGHTLY_SHAPES:
                 quick = shape in QUICK_SHAPES and not nightly_dtype
                 yield Case(id=f"{base}/{shape_id(shape)}", inputs=_inputs(op, dtype, shape),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from ._elementwise import BF16, F16, F32, F64, Op, elementwise_cases
+from ._elementwise import BF16, F16, F32, F64, I32, U8, Op, elementwise_cases
 
 Q, N = (F32, BF16, F16), (F64,)
 
@@ -39,13 +39,32 @@ OPS = [
     Op("digamma", lax.digamma, 1, (F32,), nightly_dtypes=N, low=-20, high=100),
     Op("bessel_i0e", lax.bessel_i0e, 1, (F32,), nightly_dtypes=N, low=-50, high=50),
     Op("bessel_i1e", lax.bessel_i1e, 1, (F32,), nightly_dtypes=N, low=-50, high=50),
-    Op("igamma", lax.igamma, 2, (), nightly_dtypes=(F32, F64), positive=True, high=30),
-    Op("igammac", lax.igammac, 2, (), nightly_dtypes=(F32, F64), positive=True, high=30),
-    Op("zeta", lax.zeta, 2, (), nightly_dtypes=(F32,), low=1, high=20),
-    Op("polygamma", lambda x: lax.polygamma(np.float32(1), x) if x.dtype == np.float32 else
-       lax.polygamma(np.float64(1), x), 1, (), nightly_dtypes=(F32,), positive=True, high=20),
+    # The incomplete gamma family, zeta, polygamma and betainc: float32 in the quick profile (their
+    # float64 reference evaluates mpmath for many elements). Random inputs from spec/lax_special.py
+    # DOMAINS without special values (those are the specials grid's), so the random cases measure
+    # accuracy where it is defined.
+    Op("igamma", lax.igamma, 2, (F32,), nightly_dtypes=(F64, BF16, F16), domains=((0.1, 50), (0.01, 60)),
+       random_specials=0, specials_profile="nightly"),
+    Op("igammac", lax.igammac, 2, (F32,), nightly_dtypes=(F64, BF16, F16), domains=((0.1, 50), (0.01, 60)),
+       random_specials=0, specials_profile="nightly"),
+    # mpmath for every element (about 25 ms each): no all-pairs special-value grid in any profile.
+    Op("igamma_grad_a", lax.igamma_grad_a, 2, (F32,), nightly_dtypes=(F64,), domains=((0.1, 20), (0.01, 30)),
+       specials=False, random_specials=0),
+    Op("zeta", lax.zeta, 2, (F32,), nightly_dtypes=(F64, BF16), domains=((1.01, 20), (0.1, 50)), random_specials=0),
+    Op("polygamma", lambda x: lax.polygamma(np.asarray(1, x.dtype), x), 1, (F32,), nightly_dtypes=(F64, BF16),
+       domains=((0.1, 50),), random_specials=0),
+    # Three operands: the all-triples special grid is 27**3 elements, too many for the reference.
+    Op("regularized_incomplete_beta", lax.betainc, 3, (F32,), nightly_dtypes=(F64, BF16),
+       domains=((0.1, 20), (0.1, 20), (0.0, 1.0)), specials=False, random_specials=0),
 ] + ([Op("log2", lax.log2, 1, (F32,), nightly_dtypes=N + (BF16,), positive=True, high=1e6)]
-     if hasattr(lax, "log2") else [])
+     if hasattr(lax, "log2") else []) + (
+    # Horner's rule, each multiply and add rounded (JAX >= 0.12); integers wrap. XLA:CPU contracts
+    # the multiply-add into an FMA: the allowance fma-contraction (its replay models float32 FMAs;
+    # XLA:CPU contracts float64 too, so float64 is left out).
+    [Op("polynomial", lambda x: lax.polynomial(x, (3, -2, 0.5, 1.25, -0.75) if x.dtype.kind == "f" or
+                                               x.dtype == BF16 else (3, 2, 7, 1, 5)),
+        1, (F32, BF16, I32), nightly_dtypes=(F16, U8), low=-4, high=4)]
+    if hasattr(lax, "polynomial") else [])
 
 
 def cases():
