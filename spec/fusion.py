@@ -103,6 +103,29 @@ FUSER_REDUCTIONS_WITHOUT_RULES = (
     "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "reduce_xor", "argmax",
     "argmin", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 
+# Block-spec rules the issue's coverage list names that the installed fuser lacks or refuses
+# (fuser.fuse raises; same on JAX 0.10.2 and 0.12.0.1 unless a version is named). Every other
+# rule family has a program in conformance/cases/fusion.py FUSER_PROGRAMS (input fusion and, where
+# a push rule exists, epilogue), run fused and unfused on both versions.
+FUSER_LIMITS = {
+    "slice / dynamic_slice / squeeze / tile / iota / bitcast_convert_type / random_* as an epilogue":
+        "no push rule (they work in input fusions and on an epilogue's other operands)",
+    "concatenate of the kernel output with another array (epilogue)":
+        "the push rule fails: AttributeError 'NoBlockSpec' object has no attribute 'block_shape'",
+    "reshape of the kernel output that splits a blocked dimension differently (epilogue)":
+        "NotImplementedError 'reshape not supported yet' (reshapes that keep the blocked minor "
+        "dimensions whole work: case reshape_epilogue)",
+    "neg (-x) in an input fusion or an epilogue":
+        "no pull and no push rule: NotImplementedError 'neg' (write x * -1 or 0 - x)",
+    "abs, ge, le, ne, or, xor, shift_right_logical as an epilogue (JAX 0.10.2)":
+        "no push rule on 0.10.2 (NotImplementedError naming it); 0.12 has them",
+    "clamp, round, one_minus_square, dynamic_update_slice, split (JAX 0.10.2)":
+        "no block-spec rule at all on 0.10.2; 0.12 has pull and push rules",
+}
+# Names of FUSER_LIMITS' version-dependent rules, pinned by tests/test_fusion.py.
+FUSER_PUSH_ONLY_FROM_0_11 = ("abs", "ge", "le", "ne", "or", "xor", "shift_right_logical")
+FUSER_RULES_ONLY_FROM_0_11 = ("clamp", "round", "one_minus_square", "dynamic_update_slice", "split")
+
 # Backend departures found by tests/test_fusion.py (JAX 0.10.2, XLA:CPU, bfloat16 quantize):
 DIVERGENCES = {
     "xla-cpu-bf16-mxfp8-zero-block": (

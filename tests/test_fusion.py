@@ -223,6 +223,30 @@ def test_fuser_reduction_rules():
         assert "reduce_sum" in names and not names & set(S.FUSER_REDUCTIONS_WITHOUT_RULES)
 
 
+def test_fuser_limits():
+    """spec/fusion.py FUSER_LIMITS, pinned on the installed fuser: the refused epilogues raise as
+    stated, and the version-dependent rule tables are as stated (a JAX that adds a rule fails
+    this test: then the rule gets a program in FUSER_PROGRAMS)."""
+    from jax.experimental.pallas import fuser
+    from jax._src.pallas.fuser import block_spec
+    x = np.ones((F.M, F.N), np.float32)
+    k = F.fusible_double()
+    with pytest.raises(AttributeError, match="NoBlockSpec"):
+        jax.make_jaxpr(fuser.fuse(lambda a, b: jnp.concatenate([k(a), b], axis=0)))(x, x)
+    with pytest.raises(NotImplementedError, match="reshape not supported yet"):
+        jax.make_jaxpr(fuser.fuse(lambda a: k(a).reshape(2 * F.M, F.N // 2)))(x)
+    for fn in (lambda a: k(-a), lambda a: -k(a)):
+        with pytest.raises(NotImplementedError, match="neg"):
+            jax.make_jaxpr(fuser.fuse(fn))(x)
+    pull = {p.name for p in block_spec.pull_block_spec_rules}
+    push = {p.name for p in block_spec.push_block_spec_rules}
+    new = JAX_VERSION >= (0, 11, 0)
+    assert all((n in push) == new for n in S.FUSER_PUSH_ONLY_FROM_0_11)
+    assert all((n in pull and n in push) == new for n in S.FUSER_RULES_ONLY_FROM_0_11)
+    assert not {"slice", "dynamic_slice", "squeeze", "tile", "iota", "bitcast_convert_type",
+                "random_bits"} & push
+
+
 def test_custom_fusion_means_its_function():
     from jax.experimental.pallas import fuser
 

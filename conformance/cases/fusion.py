@@ -123,6 +123,16 @@ FUSER_PROGRAMS = {
                 lambda r: [_f32(r, (M, N)).view(np.uint32)]),
     "dynamic_slice_epilogue": (lambda k: lambda x, b, i: k(x) + b[i],
                                lambda r: [_f32(r, (M, N)), _f32(r, (3, M, N)), np.int32(r.integers(0, 3))]),
+    # Epilogues through the push rules of the structural primitives (the kernel's output block
+    # pushed forward, the other operands' blocks pulled back).
+    "transpose_epilogue": (lambda k: lambda x, yt: k(x).T + yt,
+                           lambda r: [_f32(r, (M, N)), _f32(r, (N, M))]),
+    "reshape_epilogue": (lambda k: lambda x: k(x).reshape(M, 2, N // 2),
+                         lambda r: [_f32(r, (M, N))]),
+    "broadcast_epilogue": (lambda k: lambda x: jnp.broadcast_to(k(x), (2, M, N)),
+                           lambda r: [_f32(r, (M, N))]),
+    "select_epilogue": (lambda k: lambda x, y: jnp.where(y > 0, k(x), y),
+                        lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
     # Epilogue reductions: reduce_sum's push rule needs blocks spanning the reduced axes
     # (FUSER_BLOCKS); integer-valued inputs keep every summation order exact (XLA:CPU's too).
     "epilogue_reduce_sum_rows": (lambda k: lambda x: k(x).sum(axis=1),
