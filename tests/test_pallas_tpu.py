@@ -19,6 +19,16 @@ from tests.support import xla_cpu
 RNG = np.random.default_rng(1)
 
 
+
+@pytest.fixture(autouse=True)
+def _specialised_from_the_first_visit(monkeypatch):
+    # Every grid step here runs through the per-grid-point specialised kernel programs
+    # (interp/pallas/specialize.py) from the first call on; test_pallas_engine.py and test_pallas_prims.py run first
+    # visits through the generic plan, as by default.
+    from interp.pallas import specialize
+    monkeypatch.setattr(specialize, "GENERIC_VISITS", 0)
+
+
 def _double_buffered_copy(n_blocks, *, wait_late=False):
     from bench.pallas import double_buffered_call
     return double_buffered_call(n_blocks, scale=1.0, wait_late=wait_late)

@@ -23,8 +23,11 @@ from ..registry import RULES
 # Results larger than this are not folded: they are cheap to recompute per step, and keeping
 # them per grid point would cost memory.
 FOLD_MAX_ELEMENTS = 64
-# Grid points whose known values are kept (beyond it, further points are specialised per step).
+# Grid points whose known values are kept (beyond it, further points run the generic plan).
 MAX_POINTS = 1 << 16
+# Visits of a grid point evaluated by the generic plan before the point is specialised (tests
+# set 0 to send every step through the specialised programs).
+GENERIC_VISITS = 1
 
 # Rules of kernel primitives that read or change the state of the running kernel (PRNG state,
 # semaphores, DMAs, scoped allocations) or of the reference (XLA's stateful Rng, callbacks):
@@ -109,11 +112,16 @@ class KernelBody:
 
     def run(self, run, refs) -> list:
         key = (run.grid, run.point)
-        entry = self.points.get(key)
-        if entry is None:
-            entry = self._specialise(refs)
-            if len(self.points) < MAX_POINTS:
-                self.points[key] = entry
+        entry = self.points.get(key, 0)
+        if isinstance(entry, int):
+            if entry < GENERIC_VISITS:
+                # Early visits of this grid point run the generic plan: specialising costs about
+                # one evaluation plus plan building, which pays off only when the point comes
+                # again (as in every later call of the kernel).
+                if len(self.points) < MAX_POINTS:
+                    self.points[key] = entry + 1
+                return self.generic.run(self.consts, refs)
+            entry = self.points[key] = self._specialise(refs)
         plan, values = entry
         return plan.run(values, refs)
 
