@@ -9,11 +9,14 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
    as a copy of its input and shares one buffer with it from then on, as on hardware),
 2. walks the grid in row-major order (``grid_order="shuffled"``: each 'parallel' axis visits its
    indices in a seeded random permutation),
-3. per grid step evaluates the index maps and hands the kernel *views* of in-bounds blocks; a block
+3. per grid step evaluates the index maps (those reading only grid indices: once per grid point,
+   as is each window's slicing geometry) and hands the kernel *views* of in-bounds blocks; a block
    that sticks out of its array (partial edge block, Element padding) is a copy whose out-of-array
    part is never-written memory, and for outputs only its in-array part is written back; an input
    block the kernel writes is a copy fetched when its block index changes (a VMEM buffer),
-4. revisits: a block index that changes back to one visited earlier (non-consecutive revisit) is
+4. runs the kernel body through ``KernelBody`` (``interp.pallas.specialize``): from a grid point's
+   second visit on, a program specialised to that point (grid-only scalar work folded),
+5. revisits: a block index that changes back to one visited earlier (non-consecutive revisit) is
    undefined on TPU (the pipeline does not reload outputs): such an output block is reset to
    never-written memory before the step, so kernels that rely on it show NaN / raise.
 """
