@@ -63,7 +63,8 @@ def matmul_call(n, bs=128, interpret=True):
         scratch_shapes=[pltpu.VMEM((bs, bs), jnp.float32)], interpret=interpret)
 
 
-def _numpy_matmul(x, y, bs=128):
+def _numpy_matmul(x, y, product, bs=128):
+    """The kernel's grid loop by hand: ``acc += product(x block, y block)`` in float32."""
     n = x.shape[0]
     g = n // bs
     out = np.empty((n, n), np.float32)
@@ -71,27 +72,18 @@ def _numpy_matmul(x, y, bs=128):
         for j in range(g):
             acc = np.zeros((bs, bs), np.float32)
             for k in range(g):
-                acc += x[i * bs:(i + 1) * bs, k * bs:(k + 1) * bs] @ y[k * bs:(k + 1) * bs, j * bs:(j + 1) * bs]
+                acc += product(x[i * bs:(i + 1) * bs, k * bs:(k + 1) * bs],
+                               y[k * bs:(k + 1) * bs, j * bs:(j + 1) * bs])
             out[i * bs:(i + 1) * bs, j * bs:(j + 1) * bs] = acc
     return out
 
 
-def _numpy_matmul_same_semantics(x, y, bs=128):
-    """The reference's semantics by hand: per block the correctly rounded float32 product (the
-    reference's own contraction routine), added to the float32 accumulator (rounded per add)."""
+def _correctly_rounded_product(a, b):
+    """The reference's semantics for one block: the correctly rounded float32 product (the
+    reference's own contraction routine); the loop's f32 ``+=`` then rounds per add as the
+    kernel's add equation does."""
     from interp.rules.lax_contractions import matmul
-    n = x.shape[0]
-    g = n // bs
-    out = np.empty((n, n), np.float32)
-    for i in range(g):
-        for j in range(g):
-            acc = np.zeros((bs, bs), np.float32)
-            for k in range(g):
-                a = x[None, i * bs:(i + 1) * bs, k * bs:(k + 1) * bs]
-                b = y[None, k * bs:(k + 1) * bs, j * bs:(j + 1) * bs]
-                acc += matmul(None, a, b, np.float32)[0]
-            out[i * bs:(i + 1) * bs, j * bs:(j + 1) * bs] = acc
-    return out
+    return matmul(None, a[None], b[None], np.float32)[0]
 
 
 def double_buffered_call(n_blocks, *, scale=2.0, wait_late=False, interpret=True):
@@ -145,6 +137,35 @@ def _flash(q, k, v):
     return fa.flash_attention(q, k, v, causal=True, sm_scale=1.0 / np.sqrt(q.shape[-1]))
 
 
+def _numpy_flash(q, k, v, block=128):
+    """Causal flash attention as a hand-written float32 NumPy grid loop: per (batch, head, query
+    block) an online softmax over the key blocks up to the diagonal (ops.tpu's default blocks:
+    128 queries x 128 keys). Naive f32: NumPy's own exp and BLAS sums, not the reference's
+    correctly rounded ones, so it is compared within a tolerance only."""
+    b, h, s, d = q.shape
+    scale = np.float32(1.0 / np.sqrt(d))
+    out = np.empty_like(q)
+    for bi in range(b):
+        for hi in range(h):
+            for i in range(s // block):
+                qb = q[bi, hi, i * block:(i + 1) * block] * scale
+                m = np.full((block, 1), -np.inf, np.float32)
+                l = np.zeros((block, 1), np.float32)
+                acc = np.zeros((block, d), np.float32)
+                for j in range(i + 1):
+                    sc = qb @ k[bi, hi, j * block:(j + 1) * block].T
+                    if j == i:
+                        sc = np.where(np.tri(block, dtype=bool), sc, np.float32(-np.inf))
+                    m_new = np.maximum(m, sc.max(axis=1, keepdims=True))
+                    p = np.exp(sc - m_new)
+                    corr = np.exp(m - m_new)
+                    l = l * corr + p.sum(axis=1, keepdims=True)
+                    acc = acc * corr + p @ v[bi, hi, j * block:(j + 1) * block]
+                    m = m_new
+                out[bi, hi, i * block:(i + 1) * block] = acc / l
+    return out
+
+
 def _time(fn, repeats):
     t = measure(fn, repeats)
     return t.first, t.median, t.out
@@ -183,14 +204,15 @@ def _cases(quick: bool):
             name=f"matmul {n}^3 f32, blocks 128 (grid {n // 128}^3)",
             make=lambda interpret, n=n: matmul_call(n, interpret=interpret),
             args=(x, y), tol=1e-3, tpu_repeats=1 if n > 512 else 2,
-            numpy={NAIVE: lambda x=x, y=y: _numpy_matmul(x, y),
-                   SAME: lambda x=x, y=y: _numpy_matmul_same_semantics(x, y)}))
+            numpy={NAIVE: lambda x=x, y=y: _numpy_matmul(x, y, np.matmul),
+                   SAME: lambda x=x, y=y: _numpy_matmul(x, y, _correctly_rounded_product)}))
     s = 512 if not quick else 256
     q, k, v = (rng.standard_normal((1, 2, s, 128)).astype(np.float32) for _ in range(3))
     cases.append(dict(
         name=f"ops.tpu flash_attention B1 H2 S{s} D128 causal",
         make=lambda interpret: (_flash if interpret is None else _forced(_flash, "hlo" if interpret is True else "tpu")),
-        args=(q, k, v), numpy={}, tol=1e-4, tpu_repeats=2, shipped=True))
+        args=(q, k, v), numpy={NAIVE: lambda: _numpy_flash(q, k, v)}, tol=1e-4, tpu_repeats=2,
+        shipped=True))
     xd = rng.standard_normal((64, 128)).astype(np.float32)
     cases.append(dict(
         name="DMA double-buffer kernel 64x128 (grid 8)",

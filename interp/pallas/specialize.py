@@ -121,12 +121,12 @@ class KernelBody:
                 if len(self.points) < MAX_POINTS:
                     self.points[key] = entry + 1
                 return self.generic.run(self.consts, refs)
-            entry = self.points[key] = self._specialise(refs)
+            entry = self.points[key] = self._specialise()
         plan, values = entry
         return plan.run(values, refs)
 
     # ------------------------------------------------------------------------------------------
-    def _specialise(self, refs):
+    def _specialise(self):
         """Walk the body once at the current grid point (inside its kernel run)."""
         env = {v: ("k", c) for v, c in zip(self.jaxpr.constvars, self.consts)}
         env.update((v, ("a", v)) for v in self.jaxpr.invars)
@@ -155,8 +155,7 @@ class KernelBody:
 
     def _walk(self, jaxpr, env, out, holders, choices):
         for eqn in jaxpr.eqns:
-            known = all(isinstance(a, Literal) or env[a][0] != "a" for a in eqn.invars)
-            if known and self._can_fold(eqn):
+            if all(self._known(a, env) for a in eqn.invars) and self._can_fold(eqn):
                 vals = self._evaluate(eqn, [env[a][-1] for a in eqn.invars
                                             if not isinstance(a, Literal)])
                 for o, v in zip(eqn.outvars, vals):
