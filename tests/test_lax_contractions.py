@@ -217,6 +217,33 @@ def test_float64_refinement_tiers():
         check_oracle(out, np.array([np.sum(to_frac(r)) for r in x], object), F64)
 
 
+def test_float64_sliced_products():
+    """float64 dots through exact slice products (the Ozaki scheme) and the pair rounding:
+    exact ties (integer data whose sums sit on a float64 midpoint), cancellation to exact zero
+    (+0), a -0.0 row, rows 2**-300 apart, inf/NaN rows, and a float32 result from float64 inputs;
+    every element against the exact oracle."""
+    from interp.rules import lax_contractions as C
+    rng = np.random.default_rng(17)
+    big = float(2 ** 53)
+    a = np.array([[big, 1.0, 0.0], [big + 2, 1.0, 1.0], [3.0, -3.0, 0.0], [-0.0, -0.0, -0.0],
+                  [1.0, 2.0 ** -300, 3.0], [np.inf, 1.0, 0.0], [np.nan, 0.0, 0.0]])
+    b = np.array([[1.0, 1.0, -1.0], [1.0, 3.0, 1.0], [1.0, 1.0, 0.5]])
+    x = rng.standard_normal((5, 700)) * np.exp2(rng.integers(-40, 40, (5, 700)))
+    y = np.concatenate([x[:3].T, -x[:3].T * (1 + 2.0 ** -45), rng.standard_normal((700, 2))], axis=1)
+    with x64():
+        for lhs, rhs in ((a, b), (x, y)):
+            finite = np.isfinite(lhs).all(axis=1)
+            assert C._sliced_matmul(lhs[None], rhs[None], False) is not None   # the sliced path
+            out = interp.interpret(lambda a, b: a @ b)(lhs, rhs)
+            check_oracle(out[finite], to_frac(lhs[finite]) @ to_frac(rhs), F64)
+            f32 = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
+                                               preferred_element_type=jnp.float32)
+            check_oracle(interp.interpret(f32)(lhs, rhs)[finite], to_frac(lhs[finite]) @ to_frac(rhs), F32)
+        out = interp.interpret(lambda a, b: a @ b)(a, b)
+        assert_same_bits(out[~np.isfinite(a).all(axis=1)], xla_cpu(lambda a, b: a @ b, a, b)[5:])
+        assert_same_bits(out[3], np.zeros(3))        # -0.0 . b sums to +0.0
+
+
 def test_dot_mixed_and_narrow_inputs():
     rng = np.random.default_rng(2)
     a32 = rng.standard_normal((3, 8)).astype(np.float32)

@@ -16,7 +16,8 @@ import numpy as np
 from .. import dtypes as D
 from ..registry import register
 from .lax_conversions import _c_order, reduce_precision_bits
-from .lax_reductions import (F64, UNIT, certified_round, refine_sums, round_float, sum_error_bound, wide_type,
+from .lax_reductions import (F64, LONGDOUBLE, UNIT, certified_round, exact_dot, refine_sums, round_exact,
+                             round_float, sum_error_bound, wide_type,
                              window_indices, wrap_int)
 
 FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
@@ -191,16 +192,27 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
     af, bf = a.astype(F64, copy=False), b.astype(F64, copy=False)   # every input value is exact in float64
     aw, bw = af.astype(wide, copy=False), bf.astype(wide, copy=False)
     with np.errstate(all="ignore"):
-        # K == 1: the product itself (BLAS would add it to +0.0, losing the sign of -0.0 products).
-        s = aw * bw if k == 1 else np.matmul(aw, bw)
         # Cauchy-Schwarz: sum_k |a_k b_k| <= |a|_2 |b|_2 (inflated for the rounding of the norms).
         # (einsum: no squared temporaries.) A row or column holding inf/NaN has a non-finite norm.
         na = np.sqrt(np.einsum("bmk,bmk->bm", aw, aw))
         nbn = np.sqrt(np.einsum("bkn,bkn->bn", bw, bw))
+        finite = np.isfinite(na).all() and np.isfinite(nbn).all()
+        # float64 inputs: exact slice products on the float64 BLAS (no long double product).
+        sliced = _sliced_matmul(af, bf, finite) if wide == LONGDOUBLE and k > 1 else None
+        if sliced is not None:
+            hi, lo, bound = sliced
+            s = hi.astype(LONGDOUBLE) + lo.astype(LONGDOUBLE)
+            bound = bound + np.abs(s) * UNIT[LONGDOUBLE]
+        else:
+            # K == 1: the product itself (BLAS would add it to +0.0, losing the sign of -0.0 products).
+            s = aw * bw if k == 1 else np.matmul(aw, bw)
+            absbound = na[:, :, None] * nbn[:, None, :]
+            absbound *= 1 + 2 * (k + 4) * UNIT[wide]
+            bound = sum_error_bound(absbound, k, wide)
         # Rows/columns with inf/NaN: recompute without BLAS (its kernels may mishandle them);
         # the IEEE result is then order independent because no finite partial sum overflows.
         # (Found through the norms: a row whose norm overflows without inf/NaN is merely redone.)
-        if not (np.isfinite(na).all() and np.isfinite(nbn).all()):
+        if not finite:
             for i in range(nb):
                 rows = np.flatnonzero(~np.isfinite(na[i]))
                 cols = np.flatnonzero(~np.isfinite(nbn[i]))
@@ -208,10 +220,7 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
                     s[i, rows, :] = np.einsum("mk,kn->mn", aw[i, rows], bw[i])
                 if cols.size:
                     s[i, :, cols] = np.einsum("mk,kn->nm", aw[i], bw[i][:, cols])
-        absbound = na[:, :, None] * nbn[:, None, :]
-        absbound *= 1 + 2 * (k + 4) * UNIT[wide]
 
-    bound = sum_error_bound(absbound, k, wide)
     bt = np.swapaxes(bf, 1, 2)
 
     def exact(i):
@@ -225,7 +234,84 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
         if wide == F64:
             return extracted_sums(af[bi, mi] * bt[bi, ni])
         return refine_sums(af[bi, mi], bt[bi, ni], wide)
+    if sliced is not None and np.dtype(out_dtype) == F64:
+        return _round_pair(hi, lo, sliced[2], s, exact)
     return certified_round(s, bound, out_dtype, exact, refine, single=k == 1)
+
+
+def _round_pair(hi, lo, delta, special, exact) -> np.ndarray:
+    """float64 results of exact values within ``delta`` of hi + lo (float64 arrays): with s =
+    fl(hi + lo) and its exact error e (TwoSum), the value rounds to s wherever |e| + delta is
+    below half an ulp of s; the rest (near-ties) are computed exactly. ``special``: the caller's
+    values where they are not finite (inf/NaN rows and columns), taken as they are."""
+    with np.errstate(all="ignore"):
+        s = hi + lo
+        bb = s - hi
+        e = (hi - (s - bb)) + (lo - bb)
+        half_ulp = np.abs(np.spacing(s)) / 2
+        certain = np.abs(e) + delta * (1 + 2 ** -50) < half_ulp * (1 - 2 ** -50)
+        certain &= np.isfinite(s) & ((s != 0) | (delta == 0))   # (a tiny nonzero sum keeps its sign)
+        out = np.where(s == 0, 0.0, s)           # an exact zero sum is +0 (XLA starts from +0.0)
+    nonfinite = ~np.isfinite(np.asarray(special))
+    out = np.where(nonfinite, np.asarray(special, LONGDOUBLE).astype(F64), out)
+    for i in np.flatnonzero(~(certain | nonfinite)):
+        out.flat[i] = round_exact(*exact_dot(*exact(i)), F64)
+    return out
+
+
+def _slices(x: np.ndarray, e: np.ndarray, rho: int, count: int) -> tuple[list, np.ndarray]:
+    """x = sum(slices) + rest, exactly: slice t holds multiples of 2**(e - (t+1)*rho) of magnitude
+    <= (2**rho + 1) units (e per row or column: |x| < 2**e), |rest| <= 2**(e - count*rho).
+    Extraction by sigma = 2**(e + 53 - rho - t*rho): fl((r + sigma) - sigma) keeps r's bits down to
+    the unit, fl(r - that) is exact (Rump, Ogita, Oishi 2008, ExtractVector)."""
+    parts, rest = [], x
+    for t in range(count):
+        sigma = np.ldexp(1.0, e + (53 - rho) - t * rho)
+        p = (rest + sigma) - sigma
+        rest = rest - p
+        parts.append(p)
+    return parts, rest
+
+
+def _sliced_matmul(a: np.ndarray, b: np.ndarray, finite: bool):
+    """``a @ b`` of float64 inputs (B, M, K) x (B, K, N) as float64 (hi, lo, bound) with
+    |hi + lo - exact| <= bound, from exact float64 BLAS products of input slices (the Ozaki scheme: Ozaki, Ogita, Oishi,
+    Rump, "Error-free transformations of matrix multiplication by using fast routines of matrix
+    multiplication and its applications", Numer. Algorithms 59(1), 2012).
+
+    Rows of a and columns of b are cut into slices of rho bits below their largest element; with
+    K * (2**rho + 1)**2 <= 2**53 every slice product is a sum of K integer multiples of one unit
+    below 2**53 units, so BLAS computes it exactly in any order (FMA or not). The s**2 exact
+    products are summed by :func:`extracted_sums`; what the slices leave (below 2**-63 of each
+    row's / column's largest) is bounded by Cauchy-Schwarz. None where the exponent range does not
+    allow exact slices (huge or tiny values): the caller then uses its long double product.
+    """
+    k = a.shape[2]
+    rho = (52 - math.ceil(math.log2(k))) // 2
+    if rho < 8:
+        return None
+    count = -(-63 // rho)
+    if not finite:   # inf/NaN rows and columns are recomputed by the caller
+        a, b = np.where(np.isfinite(a), a, 0.0), np.where(np.isfinite(b), b, 0.0)
+    ma, mb = np.max(np.abs(a), axis=2, keepdims=True), np.max(np.abs(b), axis=1, keepdims=True)
+    ea, eb = np.frexp(ma)[1], np.frexp(mb)[1]
+    top = int(ea.max(initial=0)) + int(eb.max(initial=0))
+    lowest = lambda e, m: int(np.min(np.where(m > 0, e, 1 << 20), initial=1 << 20))  # noqa: E731
+    bottom = lowest(ea, ma) + lowest(eb, mb)
+    if top + math.ceil(math.log2(k)) + 2 > 1020 or max(top, 0) + 53 > 1000 or \
+            bottom - 2 * count * rho < -1070:
+        return None
+    pa, ra = _slices(a, ea, rho, count)
+    pb, rb = _slices(b, eb, rho, count)
+    terms = np.stack([np.matmul(x, y) for x in pa for y in pb], axis=-1)   # each one exact
+    hi, lo, bound = _extracted_pair(terms.reshape(-1, terms.shape[-1]))
+    # a @ b - sum(slice products) = ra @ b + (a - ra) @ rb, bounded by the norms.
+    norm = lambda x, ax: np.sqrt(np.einsum("...k,...k->...", np.moveaxis(x, ax, -1), np.moveaxis(x, ax, -1)))  # noqa: E731
+    nra, nrb, na, nb_ = norm(ra, 2), norm(rb, 1), norm(a, 2), norm(b, 1)
+    rest = nra[:, :, None] * nb_[:, None, :] + (na + nra)[:, :, None] * nrb[:, None, :]
+    rest *= 1 + 2 * (k + 4) * UNIT[F64]
+    shape = terms.shape[:-1]
+    return hi.reshape(shape), lo.reshape(shape), bound.reshape(shape) + rest
 
 
 def extracted_sums(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -241,20 +327,23 @@ def extracted_sums(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Vectorised over rows; replaces long double (x87) arithmetic, which was the slow tier.
     """
     p = np.asarray(p, F64)
-    k = p.shape[1]
     with np.errstate(all="ignore"):
-        mu = np.max(np.abs(p), axis=1, initial=0.0)
-        sigma = np.ldexp(1.0, np.frexp(mu)[1] + math.ceil(math.log2(k + 2)))[:, None]
-        q = (sigma + p) - sigma
-        r = p - q
-        hi = np.sum(q, axis=1)     # exact
-        lo = np.sum(r, axis=1)
+        hi, lo, bound = _extracted_pair(p)
         s = hi + lo
         bb = s - hi
         err = (hi - (s - bb)) + (lo - bb)   # TwoSum: s + err == hi + lo exactly
-        ku = (k + 1) * UNIT[F64]
-        bound = np.sum(np.abs(r), axis=1) * (ku / (1 - ku)) + np.abs(err)
-    return s, bound
+    return s, bound + np.abs(err)
+
+
+def _extracted_pair(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(hi, lo, bound): hi = the exact sum of the extracted parts, |hi + lo - sum(p)| <= bound."""
+    k = p.shape[1]
+    mu = np.max(np.abs(p), axis=1, initial=0.0)
+    sigma = np.ldexp(1.0, np.frexp(mu)[1] + math.ceil(math.log2(k + 2)))[:, None]
+    q = (sigma + p) - sigma
+    r = p - q
+    ku = (k + 1) * UNIT[F64]
+    return np.sum(q, axis=1), np.sum(r, axis=1), np.sum(np.abs(r), axis=1) * (ku / (1 - ku))
 
 
 def matmul(eqn, a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
