@@ -54,7 +54,8 @@ def cmd_run(args) -> int:
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--runners", ",".join(runners), "--profile", args.profile,
            "--results-dir", results_dir, "--case-seed", str(args.seed), "--case-seeds", str(args.seeds),
-           "--case-timeout", str(args.timeout), "--case-shrinks", str(args.shrinks)]
+           "--case-timeout", str(args.timeout), "--case-shrinks", str(args.shrinks),
+           "--case-search-budget", str(args.search_budget)]
     if args.examples is not None:
         cmd += ["--case-examples", str(args.examples)]
     if args.cases:
@@ -227,6 +228,7 @@ def cmd_coverage(args) -> int:
 
 
 def main(argv=None) -> int:
+    from conformance.plugin import DEFAULT_SEARCH_BUDGET_S, DEFAULT_SHRINKS, PROFILE_EXAMPLES
     p = argparse.ArgumentParser(prog="jax-conformance", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -240,9 +242,12 @@ def main(argv=None) -> int:
                    help="items per (case, runner) with consecutive base seeds, each searched on its own")
     r.add_argument("--examples", type=int, default=None,
                    help="seeds run per (case, runner): the base seed, then seeds hypothesis draws "
-                        "(default: 1 quick, 4 nightly; heavy cases cap the default)")
-    r.add_argument("--shrinks", type=int, default=8,
+                        f"(default: {PROFILE_EXAMPLES}; heavy cases search fewer)")
+    r.add_argument("--shrinks", type=int, default=DEFAULT_SHRINKS,
                    help="at most this many extra seeds run while hypothesis shrinks a failure")
+    r.add_argument("--search-budget", type=float, default=DEFAULT_SEARCH_BUDGET_S,
+                   help="CPU seconds per (case, runner) for the seeds after the base seed, estimated "
+                        "from the base seed's cost (heavy cases search fewer); 0: no limit")
     r.add_argument("--timeout", type=float, default=None,
                    help="seconds per (case, runner) (default: 60 quick, 300 nightly)")
     r.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")

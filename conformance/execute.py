@@ -57,7 +57,8 @@ _REF_CACHE: dict = {}
 
 
 def _reference(case: Case, seed: int):
-    """(inputs, outputs or exception, seconds): cached so several runners in one worker share it."""
+    """(inputs, outputs or exception, seconds, CPU seconds): cached so several runners in one
+    worker share it."""
     key = (case.id, seed, id(case))
     if key not in _REF_CACHE:
         if len(_REF_CACHE) >= 16:   # room for every seed of a nightly search (the runners share them)
@@ -69,16 +70,16 @@ def _reference(case: Case, seed: int):
 def _compute_reference(case: Case, seed: int):
     import interp
     inputs = case.make_inputs(seed)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         from hardware_runners.base import ReferenceRunner
         with case.context():
             outs = ReferenceRunner().run(case, inputs)
-        return inputs, outs, time.perf_counter() - t0
     except interp.UnsupportedPrimitiveError as e:
-        return inputs, e, time.perf_counter() - t0
+        outs = e
     except Exception as e:  # noqa: BLE001  (a reference failure is recorded, never raised)
-        return inputs, e, time.perf_counter() - t0
+        outs = e
+    return inputs, outs, time.perf_counter() - t0, time.process_time() - cpu0
 
 
 def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: bool = True) -> dict:
@@ -98,8 +99,9 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
         rec.update(outcome=BACKEND_UNSUPPORTED, detail=why)
         return rec
 
-    inputs, ref, ref_s = _reference(case, seed)
+    inputs, ref, ref_s, ref_cpu = _reference(case, seed)
     rec["reference_duration_s"] = round(ref_s, 6)
+    rec["reference_cpu_s"] = round(ref_cpu, 6)
     if isinstance(ref, interp.UnsupportedPrimitiveError):
         rec.update(outcome=REFERENCE_UNSUPPORTED, detail=str(ref)[:1000])
         return rec
@@ -117,7 +119,7 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
                     rec.update(outcome=FAIL, detail=f"output {i}: {res.detail}")
         return rec
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         with case.context():
             outs = runner.run(case, inputs)
@@ -136,6 +138,7 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
     with case.context():
         compare(case, runner_name, inputs, ref, outs, rec, first_divergence=first_divergence)
     rec["total_s"] = round(time.perf_counter() - t_start, 6)
+    rec["cpu_s"] = round(time.process_time() - cpu0, 6)   # the backend run and the comparison
     return rec
 
 
@@ -305,7 +308,8 @@ def search_seed(case_id: str, base_seed: int) -> int:
     return int.from_bytes(h[:8], "little")
 
 
-def search(run_one, case_id: str, base_seed: int = 0, examples: int = 1, shrinks: int = 8) -> dict:
+def search(run_one, case_id: str, base_seed: int = 0, examples: int = 1, shrinks: int = 8,
+           budget_s: float | None = None) -> dict:
     """The record of one (case, runner) over up to ``examples`` seeds; ``run_one(seed)`` -> record.
 
     The base seed runs first (the quick profile runs only it). If it passes, hypothesis draws
@@ -314,6 +318,10 @@ def search(run_one, case_id: str, base_seed: int = 0, examples: int = 1, shrinks
     ``shrinks`` more seeds (a crash or a timeout is not shrunk: each try would cost a worker restart
     or the whole timeout). Every seed's inputs are ``case.make_inputs(seed)``, so the record's
     ``seed`` and ``reproducer`` re-create exactly the inputs its values come from.
+
+    ``budget_s`` caps the further seeds at ``budget_s / cost`` where cost is the base seed's CPU
+    seconds (reference + backend + comparison): a heavy case searches fewer seeds. The seeds run
+    are then a shorter prefix of the same deterministic sequence.
 
     Returns that record with ``base_seed``, ``examples`` (seeds run), ``seeds_tried`` (in order),
     ``search_s`` and, for a failure the search found, ``first_failing_seed`` (before shrinking).
@@ -328,8 +336,12 @@ def search(run_one, case_id: str, base_seed: int = 0, examples: int = 1, shrinks
 
     base = run(base_seed)
     found = None
-    if examples > 1 and base["outcome"] in GOOD:
-        found = _hypothesis_search(run, tried, case_id, base_seed, examples - 1, shrinks)
+    more = examples - 1
+    if budget_s is not None and more > 0:
+        cost = (base.get("reference_cpu_s") or 0.0) + (base.get("cpu_s") or 0.0)
+        more = min(more, int(budget_s / cost)) if cost > 0 else more
+    if more > 0 and base["outcome"] in GOOD:
+        found = _hypothesis_search(run, tried, case_id, base_seed, more, shrinks)
     if base["outcome"] in BAD or found is None:
         # the earliest bad record, else the most informative one (dicts keep insertion order)
         rec = base if base["outcome"] in BAD else min(tried.values(), key=lambda r: _RANK.get(r["outcome"], 9))

@@ -27,6 +27,9 @@ DEFAULT_TIMEOUT_S = 120.0
 # Seeds per (case, runner): the quick profile runs the base seed only; nightly searches more.
 PROFILE_EXAMPLES = {"quick": 1, "nightly": 4}
 DEFAULT_SHRINKS = 8
+# CPU seconds per item for the seeds after the base seed (estimated from the base seed's cost):
+# the nightly profile's time target (docs/conformance.md) comes from the few heavy cases.
+DEFAULT_SEARCH_BUDGET_S = 2.0
 
 
 def pytest_addoption(parser):
@@ -43,6 +46,9 @@ def pytest_addoption(parser):
                      f"(default per profile: {PROFILE_EXAMPLES}; a case's own `examples` caps the default)")
     g.addoption("--case-shrinks", type=int, default=DEFAULT_SHRINKS,
                 help="at most this many extra seeds run while hypothesis shrinks a failure")
+    g.addoption("--case-search-budget", type=float, default=DEFAULT_SEARCH_BUDGET_S,
+                help="CPU seconds per item for the seeds after the base seed, estimated from the base "
+                     "seed's cost (heavy cases search fewer seeds); 0: no limit")
     g.addoption("--case-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per (case, runner)")
     g.addoption("--case-isolation", default="subprocess", choices=("subprocess", "none"),
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
@@ -135,8 +141,9 @@ class _Session:
     def search(self, case_id: str, runner: str, seed: int, examples: int) -> dict:
         """The item's record (see conformance.execute.search), written to the results file."""
         from conformance.execute import search
+        budget = self.config.getoption("--case-search-budget")
         rec = search(lambda s: self.run(case_id, runner, s), case_id, seed, examples,
-                     self.config.getoption("--case-shrinks"))
+                     self.config.getoption("--case-shrinks"), budget_s=budget if budget > 0 else None)
         rec["run_id"] = os.environ.get("JAX_CONFORMANCE_RUN_ID")
         rec["profile"] = self.config.getoption("--profile")
         if self.writer:

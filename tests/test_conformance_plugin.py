@@ -130,15 +130,15 @@ def cases():
     yield Case(id="testing/ok_heavy", fn=lambda x: x * 2, inputs=_uniform4, modes=C.exact(), examples=2)
 
 
-def _fake_search(outcome_of, examples, shrinks=8, base=0):
+def _fake_search(outcome_of, examples, shrinks=8, base=0, budget_s=None, cpu_s=0.0):
     from conformance.execute import search
     calls = []
 
     def run_one(seed):
         calls.append(seed)
         return {"case": "t/x", "runner": "r", "seed": seed, "outcome": outcome_of(seed),
-                "reproducer": f"repro t/x --seed {seed}"}
-    return search(run_one, "t/x", base, examples, shrinks), calls
+                "reproducer": f"repro t/x --seed {seed}", "reference_cpu_s": cpu_s / 2, "cpu_s": cpu_s / 2}
+    return search(run_one, "t/x", base, examples, shrinks, budget_s=budget_s), calls
 
 
 def test_search_base_seed_only_in_quick_and_deterministic_draws_in_nightly():
@@ -148,13 +148,19 @@ def test_search_base_seed_only_in_quick_and_deterministic_draws_in_nightly():
     assert calls[0] == 5 and len(calls) == len(set(calls)) == 6 == rec["examples"]
     assert all(5 < s < 5 + 2 ** 32 for s in calls[1:])     # drawn seeds: never the base again
     assert rec["seed"] == 5 and "first_failing_seed" not in rec
-    assert _fake_search(lambda s: "pass", 6, base=5)[1] == calls           # same draws every time
+    draws = calls
+    assert _fake_search(lambda s: "pass", 6, base=5)[1] == draws           # same draws every time
     assert _fake_search(lambda s: "pass", 6, base=6)[1][1:] != calls[1:]   # per base seed
     # A later seed's known divergence says more than the base's pass; unsupported stops the search.
     rec, _ = _fake_search(lambda s: "pass" if s == 0 else "known-divergence", 4)
     assert rec["outcome"] == "known-divergence" and rec["seed"] != 0
     rec, calls = _fake_search(lambda s: "backend-unsupported", 4)
     assert calls == [0] and rec["outcome"] == "backend-unsupported"
+    # The search budget: a base seed costing 0.8 CPU s leaves room for 2 more seeds in 2 s (a
+    # prefix of the same draws); a cheap one runs them all; 5 s of base cost runs only the base.
+    assert _fake_search(lambda s: "pass", 6, base=5, budget_s=2.0, cpu_s=0.8)[1] == draws[:3]
+    assert _fake_search(lambda s: "pass", 6, base=5, budget_s=2.0, cpu_s=0.01)[1] == draws
+    assert _fake_search(lambda s: "pass", 6, base=5, budget_s=2.0, cpu_s=5.0)[1] == [5]
 
 
 def test_search_finds_and_shrinks_a_failure_within_the_budget():
