@@ -20,7 +20,8 @@ NEW = ("control_flow/composite", "control_flow/custom_", "control_flow/linear_ca
        "control_flow/optimization_barrier", "control_flow/placement", "control_flow/xla_metadata",
        "control_flow/tokens", "control_flow/platform_dependent", "control_flow/dce_sink", "control_flow/checkify", "control_flow/searchsorted",
        "control_flow/pure_callback", "control_flow/io_callback", "control_flow/debug_callback", "state/",
-       "pallas/dynamic_grid", "pallas/triton_", "pallas/tpu_", "pallas/delay_", "pallas/semaphores",
+       "pallas/dynamic_grid", "pallas/triton_", "pallas/tpu_roll", "pallas/tpu_touch", "pallas/tpu_trace",
+       "pallas/tpu_pack", "pallas/tpu_prng_key", "pallas/delay_", "pallas/semaphores",
        "pallas/barrier_semaphore", "pallas/get_global", "pallas/has_memory_space",
        "pallas/with_memory_space_constraint", "pallas/reciprocal", "pallas/core_mesh")
 FAMILIES = ("control_flow", "state", "pallas")

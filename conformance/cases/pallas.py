@@ -609,6 +609,38 @@ def build_core_mesh(interpret):
     return f
 
 
+def _pack_kernel(a_ref, b_ref, c_ref, d_ref, w_ref, p_ref, u0_ref, u1_ref):
+    # Four int32 sources truncated to int8 fields of one uint32 word (source i at bits 8i..8i+7),
+    # and the two int16 fields of an int32 word, sign-extended.
+    pltpu = _tpu()
+    p_ref[...] = pltpu.pack_elementwise([a_ref[...], b_ref[...], c_ref[...], d_ref[...]], packed_dtype=jnp.int8)
+    u0_ref[...] = pltpu.unpack_elementwise(w_ref[...], index=0, packed_dtype=jnp.int16, unpacked_dtype=jnp.int32)
+    u1_ref[...] = pltpu.unpack_elementwise(w_ref[...], index=1, packed_dtype=jnp.int16, unpacked_dtype=jnp.int32)
+
+
+def build_pack(interpret):
+    outs = [jax.ShapeDtypeStruct((8, 128), jnp.uint32)] + [jax.ShapeDtypeStruct((8, 128), jnp.int32)] * 2
+    return lambda *xs: pl.pallas_call(_pack_kernel, out_shape=outs, interpret=interpret)(*xs)
+
+
+def _key_kernel(o_ref):
+    # A Pallas TPU key is a bundle of uint32 scalars: join them (prng_join) and split them back
+    # (prng_split); the order must survive the round trip.
+    from jax._src.pallas.mosaic import primitives as tpu_prims
+    i = pl.program_id(0).astype(jnp.uint32)
+    key = tpu_prims.wrap_pallas_seed(i + 7, i * 3 + 1000, impl="pallas_tpu")
+    k0, k1 = tpu_prims.unwrap_pallas_seed(key)
+    o_ref[0] = k1
+    o_ref[1] = k0
+
+
+def build_keys(interpret):
+    pltpu = _tpu()
+    return lambda: pl.pallas_call(_key_kernel, grid=(2,), out_shape=jax.ShapeDtypeStruct((2, 2), jnp.uint32),
+                                  out_specs=pl.BlockSpec((None, 2), lambda i: (i, 0), memory_space=pltpu.SMEM),
+                                  interpret=interpret)()
+
+
 def _i32(*shapes):
     return lambda rng: [random_array(rng, I32, s) for s in shapes]
 
@@ -625,6 +657,12 @@ def primitive_cases():
                 lambda rng: [random_array(rng, I32, (8, 128)),
                              random_array(rng, np.dtype(np.int16), (16, 128))], targets=tpu, modes=_DEF,
                 primitives=("pallas_call", "roll", "bitcast", "einshape_lo"))
+    if hasattr(_tpu(), "pack_elementwise") and _reference_supports("pack_elementwise", "unpack_elementwise"):
+        yield _case("tpu_pack_unpack_elementwise/i32", build_pack, _i32(*[(8, 128)] * 5), targets=tpu, modes=_DEF,
+                    primitives=("pallas_call", "pack_elementwise", "unpack_elementwise"))
+    if _reference_supports("prng_split", "prng_join"):
+        yield _case("tpu_prng_key_join_split", build_keys, lambda rng: [], targets=tpu, modes=_DEF,
+                    primitives=("pallas_call", "prng_join", "prng_split"))
     yield _case("delay_debug_print/i32", build_same_shape(_delay_print_kernel), _i32((8, 128)), targets=tpu,
                 modes=_DEF, primitives=("pallas_call", "delay", "debug_print"))
     if hasattr(_tpu(), "touch"):
