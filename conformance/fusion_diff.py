@@ -40,6 +40,9 @@ import jax.extend.core as jcore
 from interp.evaluator import (EqnContext, _lookup_rule, literal_value, split_jaxpr, to_reference_value)
 from interp.options import Options, make_options
 
+from spec import compliance as C
+
+from . import checks
 from .replay import comparable, eqn_text, walk_inlining_calls
 
 # Equations that read or write refs move data; the values they move are compared where they are
@@ -75,7 +78,8 @@ class Site:
     where: str                       # "program", "fusible" (inside the Fusible call) or "kernel"
     order: int                       # position in evaluation order (first grid step for kernels)
     values: list = dataclasses.field(default_factory=list)   # (grid step or None, value)
-    windows: list = dataclasses.field(default_factory=list)  # per step: [(array shape, block shape, window)]
+    # per value: the kernel operands' blocks at its step, [(array shape, block shape, kinds, window)]
+    windows: list = dataclasses.field(default_factory=list)
 
     @property
     def primitive(self) -> str:
@@ -96,7 +100,10 @@ class _Recorder:
         self.options = options
         self.sites: list[Site] = []
         self._where = ["program"]
-        self._kernel: dict | None = None   # while a kernel step runs: position -> Site, step, windows
+        # While a kernel step runs: the position of the next value in the step, the grid step and
+        # the operands' windows; the kernel's sites by position (the same at every step).
+        self._kernel: dict | None = None
+        self._kernel_sites: dict[int, Site] = {}
         self._order = 0
 
     # -- the walk ------------------------------------------------------------------------------
@@ -144,8 +151,10 @@ class _Recorder:
             inner = split_jaxpr(params["jaxpr"])[0]
             consts = invals[:n]
             rest = invals[n + params.get("pallas_num_consts", 0):]
-        self._where.append("fusible" if self._where[-1] == "program" and name in ("fusible", "call_hi_primitive")
-                           else self._where[-1])
+        # Entering the Fusible call from the program marks its body; other bodies inherit.
+        outer = self._where[-1]
+        self._where.append("fusible" if outer == "program" and name in ("fusible", "call_hi_primitive")
+                           else outer)
         try:
             return self._walk(inner, consts, rest)
         finally:
@@ -173,7 +182,7 @@ class _Recorder:
                     recorder._kernel = None
 
         walk = _KernelWalk()
-        self._kernel_sites: dict[int, Site] = {}
+        self._kernel_sites = {}
         # The plan calls its kernel body once per grid step: replace it (on this private plan only)
         # by the recording walk. The engine spells that call ``kernel_plan.run(consts, args)`` or,
         # where the body is specialised per grid point, ``body.run(run, args)``.
@@ -298,29 +307,14 @@ def _pair(fused: list[Site], unfused: list[Site]) -> list[tuple[Site, Site]]:
     return pairs
 
 
-def _first_difference(a: np.ndarray, b: np.ndarray):
-    """(number of differing elements, first differing index) comparing bits (NaNs equal)."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return a.size or 1, ()
-    differ = _bits(a) != _bits(b)
-    if _is_float(a.dtype):
-        with np.errstate(invalid="ignore"):
-            differ &= ~(np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64)))
-    n = int(np.count_nonzero(differ))
-    return n, (tuple(int(i) for i in np.argwhere(differ)[0]) if n else None)
-
-
-def _is_float(dtype) -> bool:
-    from interp import dtypes as D
-    return D.is_float(dtype)
-
-
-def _bits(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x)
-    if x.dtype == np.bool_:
-        return x
-    return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.itemsize in (1, 2, 4, 8) else x
+def _first_difference(fused, unfused):
+    """(number of differing elements, first differing index or None): EXACT (bitwise, NaN
+    payloads normalised), with the unfused value as the reference side."""
+    res = checks.check(C.exact(), np.asarray(unfused), np.asarray(fused))
+    if res.passed:
+        return 0, None
+    first = res.first_mismatch
+    return max(res.mismatches, 1), (tuple(first["index"]) if first else None)
 
 
 def _scalar(x) -> Any:
@@ -357,8 +351,9 @@ def run_both(fused_fn, unfused_fn, args, *, options: Options | None = None) -> t
         entry = {"output": i, "mismatches": n}
         if n:
             agree = False
-            entry.update(index=list(idx), fused=_scalar(f[idx]) if f.shape == u.shape else None,
-                         unfused=_scalar(u[idx]) if f.shape == u.shape else None)
+            entry.update(index=None if idx is None else list(idx),
+                         fused=None if idx is None else _scalar(f[idx]),
+                         unfused=None if idx is None else _scalar(u[idx]))
         report["outputs"].append(entry)
     report["agree"] = agree
 
@@ -387,8 +382,9 @@ def run_both(fused_fn, unfused_fn, args, *, options: Options | None = None) -> t
                     "block": list(step) if step is not None else None,
                     "window": [list(w) for w in win] if win is not None else None,
                     "mismatches": n, "block_size": int(np.size(fv)),
-                    "index": list(idx), "fused_value": _scalar(np.asarray(fv)[idx]),
-                    "unfused_value": _scalar(np.asarray(uv)[idx])}
+                    "index": None if idx is None else list(idx),
+                    "fused_value": None if idx is None else _scalar(np.asarray(fv)[idx]),
+                    "unfused_value": None if idx is None else _scalar(np.asarray(uv)[idx])}
     report["compared"] = compared
     report["pairs"] = len(pairs)
     report["uncompared"] = uncompared

@@ -22,7 +22,7 @@ Backend notes (what the conformance cases and tests/test_fusion.py found):
 """
 from __future__ import annotations
 
-from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
+from .base import CORRECTLY_ROUNDED, Semantics, table
 
 _SM = "jax/_src/cudnn/scaled_matmul_stablehlo.py"
 _SD = "jax/_src/lax/scaled_dot.py"
