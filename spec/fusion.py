@@ -15,7 +15,8 @@ Backend notes (what the conformance cases and tests/test_fusion.py found):
   bitwise equal to per-equation rounding; the f32 mul+add differs (FMA contraction: the
   fma-contraction allowance in spec/allowances.py explains it).
 - JAX 0.10.2 quantises bfloat16 mxfp8 inputs in bfloat16, and XLA:CPU flushes the subnormal bf16
-  scale of an all-zero block (DIVERGENCES below; JAX 0.11+ computes the scale in float32).
+  scale of an all-zero block (DIVERGENCES below: the flush-to-zero allowance; JAX 0.11+ computes
+  the scale in float32).
 - nvfp4 quantisation on XLA:CPU multiplies by float32 reciprocals instead of dividing (both JAX
   versions, DIVERGENCES "xla-cpu-nvfp4-reciprocal"): the data differ from the program exactly
   where a quotient is an e2m1 rounding midpoint.
@@ -129,8 +130,11 @@ FUSER_RULES_ONLY_FROM_0_11 = ("clamp", "round", "one_minus_square", "dynamic_upd
 # Backend departures found by tests/test_fusion.py (JAX 0.10.2, XLA:CPU, bfloat16 quantize):
 DIVERGENCES = {
     "xla-cpu-bf16-mxfp8-zero-block": (
-        "quantize(mxfp8) of a bfloat16 all-zero block divides by e8m0_to_dtype(0, bf16) = 2^-127, a "
-        "bf16 subnormal that XLA:CPU flushes to 0: 0/0 gives NaN data where the program gives 0."),
+        "quantize(mxfp8) of a bfloat16 all-zero block on JAX 0.10.2 divides by e8m0_to_dtype(0, bf16) "
+        "= 2^-127, a bf16 subnormal that XLA:CPU flushes to 0: 0/0 gives NaN data where the program "
+        "gives 0. The flush-to-zero allowance (spec/allowances.py) explains it entirely: XLA:CPU's "
+        "data and scales equal the reference replayed with subnormals flushed "
+        "(conformance/replay.py Variant(flush=True)) bit for bit (tests/test_fusion.py)."),
     "xla-cpu-nvfp4-reciprocal": (
         "quantize(nvfp4) on XLA:CPU (both JAX versions, any input dtype): XLA's algebraic simplifier "
         "turns every division of the program into a multiplication by a float32 reciprocal: "
