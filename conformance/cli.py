@@ -179,34 +179,40 @@ def cmd_list(args) -> int:
     return 0
 
 
+def jaxpr_primitives(j, seen: set | None = None) -> set:
+    """Names of the primitives in a jaxpr, its sub-jaxprs (loop bodies, calls, kernels) included."""
+    import jax.extend.core as jcore
+    seen = set() if seen is None else seen
+    for e in getattr(j, "jaxpr", j).eqns:
+        seen.add(e.primitive.name)
+        for v in e.params.values():
+            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
+                    jaxpr_primitives(sub, seen)
+    return seen
+
+
+def case_primitives(case) -> set:
+    """The primitives of a case as the reference runs it (traced on its seed-0 inputs)."""
+    import jax
+    inputs = case.make_inputs(0)
+    with case.context():
+        return jaxpr_primitives(jax.make_jaxpr(case.reference_program())(*inputs))
+
+
 def exercised_primitives(profile: str) -> tuple[dict, list]:
     """{primitive: number of cases whose jaxpr (sub-jaxprs and kernels included) contains it}, and
     the ids of cases that could not be traced."""
     import collections
-    import jax.extend.core as jcore
     from conformance.cases import all_cases
-    import jax
     counts: collections.Counter = collections.Counter()
     failed = []
-
-    def walk(j, seen):
-        j = getattr(j, "jaxpr", j)
-        for e in j.eqns:
-            seen.add(e.primitive.name)
-            for v in e.params.values():
-                for sub in (v if isinstance(v, (tuple, list)) else (v,)):
-                    if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
-                        walk(sub, seen)
     for cid, case in all_cases(profile).items():
         try:
-            inputs = case.make_inputs(0)
-            with case.context():
-                closed = jax.make_jaxpr(case.reference_program())(*inputs)
+            seen = case_primitives(case)
         except Exception:  # noqa: BLE001  (listed as untraceable)
             failed.append(cid)
             continue
-        seen: set = set()
-        walk(closed, seen)
         counts.update(seen)
     return dict(counts), failed
 

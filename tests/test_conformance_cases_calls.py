@@ -7,11 +7,11 @@ gate that turns a JAX interpret-mode failure into backend-unsupported still matc
 from __future__ import annotations
 
 import jax
-import jax.extend.core as jcore
 import pytest
 
 import interp
 from conformance.cases import all_cases
+from conformance.cli import case_primitives
 from conformance.execute import run_case
 
 # Cases added for the call, state and kernel-body primitives (the older control_flow/pallas
@@ -53,22 +53,6 @@ def _new_cases():
     return {cid: c for cid, c in all_cases("nightly").items() if cid.startswith(NEW)}
 
 
-def _walk(j, seen):
-    j = getattr(j, "jaxpr", j)
-    for e in j.eqns:
-        seen.add(e.primitive.name)
-        for v in e.params.values():
-            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
-                if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
-                    _walk(sub, seen)
-    return seen
-
-
-def _traced(case):
-    with case.context():
-        return _walk(jax.make_jaxpr(case.reference_program())(*case.make_inputs(0)), set())
-
-
 def _newer_jax():
     from spec.divergences import _vtuple
     return _vtuple(jax.__version__) >= (0, 12)
@@ -77,7 +61,7 @@ def _newer_jax():
 @pytest.mark.parametrize("case_id", sorted(_new_cases()))
 def test_case_runs_the_primitives_it_names(case_id):
     case = _new_cases()[case_id]
-    seen = _traced(case)
+    seen = case_primitives(case)
     for p in case.primitives:
         group = next((g for g in ALTERNATIVES if p in g), {p})
         if p in ONLY_NEWER and not _newer_jax():
@@ -102,7 +86,7 @@ def test_every_call_state_and_kernel_primitive_is_in_a_case():
     for cid, case in all_cases("quick").items():
         if case.family in FAMILIES:
             try:
-                seen |= _traced(case)
+                seen |= case_primitives(case)
             except Exception:  # noqa: BLE001  (an untraceable case exercises nothing)
                 pass
     assert not wanted - seen, f"in no case: {sorted(wanted - seen)}"
