@@ -3,15 +3,21 @@
 Fuser: every program of conformance/cases/fusion.py FUSER_PROGRAMS (one per block-spec rule
 family) is evaluated fused (``fuser.fuse``: input fusion and epilogue pulled into the
 pallas_call) and unfused (the ``Fusible`` call with its unfused meaning) by the reference; the two
-must agree bit for bit, and each must agree bit for bit with XLA:CPU running the same program
-(the fused one through Pallas' HLO interpret mode). The programs do exact or single-IEEE-operation
-arithmetic only, so XLA:CPU is exact on them. PRNG inside a fusion is the one case where fused and
-unfused differ by design (the fuser folds block indices into the key): checked against that rule.
+must agree bit for bit, at the outputs and at every intermediate the fused-vs-unfused report
+(conformance/fusion_diff.py) pairs, and each must agree bit for bit with XLA:CPU running the same
+program (the fused one through Pallas' HLO interpret mode). The programs do exact or
+single-IEEE-operation arithmetic only, so XLA:CPU is exact on them. PRNG inside a fusion is the one
+case where fused and unfused differ by design (the fuser folds block indices into the key): checked
+against that rule, and the report names random_bits. Deliberately wrong fusions (custom_fusion eval
+rules that round differently) check that the report names the right equation, block and values.
+What the installed fuser refuses (spec/fusion.py FUSER_LIMITS) is pinned on both JAX versions.
 
 Block-scaled matmul: every BlockScaleConfig mode against an independent exact oracle (Python
 Fractions, rounded once with tests/test_lax_reductions.nearest) bitwise, and against XLA:CPU under
 the DOT_PRODUCT bound (JAX 0.12: JAX 0.10.2 has no CPU lowering for scaled_matmul). The
-quantisation path (ordinary primitives) is compared with XLA:CPU bit for bit.
+quantisation path (ordinary primitives) is compared with XLA:CPU bit for bit, XLA:CPU's two
+departures explained element by element: nvfp4 data computed with float32 reciprocals (both
+versions), bf16 mxfp8 zero blocks under flush-to-zero (JAX 0.10.2).
 """
 from __future__ import annotations
 

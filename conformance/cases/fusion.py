@@ -3,9 +3,14 @@ the fuser's block-spec rules), block-scaled matmul in every BlockScaleConfig mod
 excess-precision family (programs whose per-equation rounding a fusing compiler may skip).
 
 The fuser programs all call one fusible kernel (``fusible_double``: a (8, 128)-blocked
-``pallas_call`` computing ``2 * x``, exact in every float type) between an input fusion and an
-output fusion that exercise one block-spec rule family each. ``FUSER_PROGRAMS`` is shared with
-tests/test_fusion.py, which checks the fused and unfused programs against each other."""
+``pallas_call`` computing ``2 * x``, exact in every float type; epilogue reductions use a block
+spanning the reduced axes, ``FUSER_BLOCKS``) between an input fusion and an output fusion that
+exercise one block-spec rule family each (pull rules through input fusions, push rules through
+epilogues). What the installed fuser refuses is stated in spec/fusion.py (FUSER_LIMITS,
+FUSER_REDUCTIONS_WITHOUT_RULES). ``FUSER_PROGRAMS`` is shared with tests/test_fusion.py, which
+checks the fused and unfused programs against each other equation by equation
+(conformance/fusion_diff.py). The conformance run executes the fused programs on the Pallas
+runners (``fusion/fuser/*``) and the unfused ones on the XLA runners (``fusion/fuser_unfused/*``)."""
 from __future__ import annotations
 
 import functools
