@@ -221,17 +221,61 @@ def _cases(quick: bool):
     return cases
 
 
+FRESH_MODES = ("reference", "interpret=True", "TPU interpret")
+
+
+def _first_call_fn(case, mode):
+    """A function making the first call of ``case`` under ``mode`` (a new trace each call)."""
+    make, args = case["make"], case["args"]
+    if mode == "reference":
+        fn = make(None) if case.get("shipped") else make(True)
+        return lambda: interp.interpret(fn)(*args)
+    hlo = mode == "interpret=True"
+    if case.get("shipped"):
+        f = jax.jit(_forced(_flash, "hlo" if hlo else "tpu"))
+    else:
+        f = jax.jit(make(True if hlo else pltpu.InterpretParams()))
+    return lambda: jax.block_until_ready(f(*args))
+
+
+def first_call_in_fresh_process(quick: bool, index: int, mode: str) -> float:
+    """Seconds of the first call of case ``index`` under ``mode`` in a new Python process.
+
+    In one process the mode measured first would warm JAX's tracing caches (jnp functions,
+    kernel traces) for the others; a fresh process per measurement starts every mode equally
+    cold: JAX imported and its CPU backend started, nothing of the case traced or compiled."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    cmd = [sys.executable, "-m", "bench.pallas", "--first-call", str(index), mode]
+    res = subprocess.run(cmd + (["--quick"] if quick else []), capture_output=True, text=True,
+                         env=env, cwd=root, check=False)
+    if res.returncode:
+        raise RuntimeError(f"first-call measurement failed: {' '.join(cmd)}\n{res.stderr[-2000:]}")
+    return float(res.stdout.split()[-1])
+
+
+def _measure_first_call(quick: bool, index: int, mode: str) -> None:
+    jax.block_until_ready(jax.jit(lambda x: x + 1)(np.float32(1)))  # start the backend
+    interp.interpret(lambda x: x + 1)(np.float32(1))
+    case = _cases(quick)[index]
+    print(measure(_first_call_fn(case, mode), 0).first)
+
+
 NAIVE = "NumPy loop, naive f32 @"
 SAME = "NumPy loop, same semantics"
 HEADER = (f"{'case':<48} {'mode':<28} {'first s':>9} {'steady s':>10} "
           f"{'max |diff| vs interpret=True':>30}")
 
 
-def run(quick: bool = False, repeats: int = 5, report=None):
+def run(quick: bool = False, repeats: int = 5, report=None, fresh: bool = True):
     """Rows (case, mode, first s, steady s, max |diff| vs interpret=True); ``report(rows)`` is
-    called after each case so long runs show their progress."""
+    called after each case so long runs show their progress. ``fresh``: the first calls of the
+    reference and of JAX's interpret modes are measured in fresh processes."""
     rows = []
-    for case in _cases(quick):
+    for index, case in enumerate(_cases(quick)):
         args = case["args"]
         results = {}
         make = case["make"]
@@ -259,6 +303,10 @@ def run(quick: bool = False, repeats: int = 5, report=None):
             if not np.array_equal(same, ref):
                 raise AssertionError(f"{case['name']}: the same-semantics NumPy loop differs "
                                      f"from the reference (max {np.max(np.abs(same - ref))})")
+        if fresh:
+            for mode in FRESH_MODES:
+                results[mode] = (first_call_in_fresh_process(quick, index, mode),) + \
+                    results[mode][1:]
         want = np.asarray(results["interpret=True"][2])
         new = []
         for label, (first, steady, out) in results.items():
@@ -280,12 +328,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller shapes (512 only, S=256)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--in-process-first", action="store_true",
+                    help="measure first calls in this process (faster, biased by warm caches)")
+    ap.add_argument("--first-call", nargs=2, metavar=("CASE", "MODE"),
+                    help=argparse.SUPPRESS)  # internal: one fresh-process first call
     a = ap.parse_args(argv)
-    print(f"JAX {jax.__version__}; first = first call (trace + plan/compile + run), "
-          f"steady = median; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}",
-          flush=True)
+    if a.first_call:
+        _measure_first_call(a.quick, int(a.first_call[0]), a.first_call[1])
+        return
+    fresh = not a.in_process_first
+    print(f"JAX {jax.__version__}; first = first call (trace + plan/compile + run"
+          f"{'; in a fresh process for ' + ', '.join(FRESH_MODES) if fresh else ''}), "
+          f"steady = median of {a.repeats}; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}", flush=True)
     print(HEADER, flush=True)
-    rows = run(quick=a.quick, repeats=a.repeats, report=_print_rows)
+    rows = run(quick=a.quick, repeats=a.repeats, report=_print_rows, fresh=fresh)
     print()
     for line in summary(rows):
         print(line)

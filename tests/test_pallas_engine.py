@@ -287,6 +287,30 @@ def test_dynamic_grid_bound():
     assert np.isnan(got[24:]).all()  # block 3 is outside the dynamic grid: never written
 
 
+def test_index_map_of_the_grid_alone_follows_a_dynamic_grid():
+    # The reversing index map (num_programs - 1 - i) is a function of the grid point and of the
+    # grid: windows remembered per grid point must not carry over to another grid bound, and
+    # the kernel's folded num_programs neither (second calls run the specialised bodies).
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0 + pl.num_programs(0).astype(jnp.float32)
+
+    def f(x, n):
+        return pl.pallas_call(kernel, grid=(n,),
+                              in_specs=[pl.BlockSpec((8, 128),
+                                                     lambda i: (pl.num_programs(0) - 1 - i, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+                              interpret=True)(x)
+
+    x = RNG.standard_normal((32, 128)).astype(np.float32)
+    g = interp.interpret(f, uninitialized="zero")
+    for n in (2, 4, 2, 4, 3):
+        got = g(x, np.int32(n))
+        blocks = x[:8 * n].reshape(n, 8, 128)[::-1].reshape(8 * n, 128)
+        np.testing.assert_array_equal(got[:8 * n], blocks * np.float32(2) + np.float32(n))
+        np.testing.assert_array_equal(got[8 * n:], 0)
+
+
 def _offset_kernel(x_ref, o_ref):
     o_ref[...] = (x_ref[...] + pl.program_id(0).astype(jnp.float32) * 100
                   + jnp.float32(pl.num_programs(0)))

@@ -160,7 +160,14 @@ class BlockPlan:
                     break
             self.direct = direct
         self.index_plan = None if self.direct is not None else get_plan(jaxpr, options)
-        self._windows: dict = {}     # grid point -> window (direct index maps)
+        # An index map that reads no scalar-prefetch ref (affine maps like (2*i + 1, j // 2))
+        # is a function of the grid point alone: its window is computed once per point.
+        used = {a for e in jaxpr.eqns for a in e.invars if not isinstance(a, Literal)}
+        used.update(a for a in jaxpr.outvars if not isinstance(a, Literal))
+        self.grid_only = self.direct is not None or (
+            not getattr(jaxpr, "effects", None) and
+            not any(v in used for v in jaxpr.invars[num_grid:]))
+        self._windows: dict = {}     # grid point -> window (index maps of the grid alone)
         self._placements: dict = {}  # window -> placement
 
     def placement(self, win, kernel, ids):
@@ -206,17 +213,18 @@ class BlockPlan:
                                    [np.int32(i) for i in ids] + list(scalar_refs))
         return [int(o) for o in outs]
 
-    def window(self, ids, scalar_refs):
+    def window(self, ids, scalar_refs, grid=()):
         """Per dimension (start, size) in array coordinates (may stick out of the array).
 
         The index map returns a block index per dimension, except for BoundedSlice dimensions,
         for which it returns a pl.ds(start, size) (two leaves) with size <= the block size."""
-        if self.direct is not None:  # a function of the grid point alone: computed once
-            win = self._windows.get(ids)
+        if self.grid_only:  # a function of the grid point alone: computed once per point
+            key = (grid, ids)   # (the grid too: an index map may read num_programs)
+            win = self._windows.get(key)
             if win is None:
                 win = self._window(ids, scalar_refs)
                 if len(self._windows) < MAX_CACHED:
-                    self._windows[ids] = win
+                    self._windows[key] = win
             return win
         return self._window(ids, scalar_refs)
 
@@ -359,7 +367,7 @@ class CallPlan:
                 for k, bp in enumerate(self.blocks):
                     if static_blocks[k]:
                         continue
-                    win = bp.window(ids, scalar_refs)
+                    win = bp.window(ids, scalar_refs, grid)
                     ref = refs[k]
                     is_out = k >= self.num_inputs
                     if win == last_window[k] and k in self.private_inputs:
