@@ -20,6 +20,8 @@ def _config_key() -> tuple:
 
 
 def _leaf_key(x) -> tuple:
+    if type(x) is np.ndarray:   # the common case first (a jax.Ref isinstance check is slow)
+        return (np.ndarray, x.shape, x.dtype, False)
     if isinstance(x, (bool, int, float, complex)):
         return (type(x),)  # Python scalars trace as weakly typed scalars
     if isinstance(x, JaxRef):  # (np.shape would iterate a jax.Ref)

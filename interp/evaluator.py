@@ -349,6 +349,8 @@ EXTENDED_VALUE_CONVERTERS: list[Callable[[Any], Any]] = []
 
 
 def to_reference_value(x, aval=None):
+    if type(x) is np.ndarray and aval is not None and x.dtype == getattr(aval, "dtype", None):
+        return x   # already a reference value (a plain dtype equal to the aval's is never extended)
     dtype = getattr(x, "dtype", None)
     if is_extended(dtype):
         for convert in EXTENDED_VALUE_CONVERTERS:
@@ -374,14 +376,15 @@ def eval_jaxpr(closed_jaxpr, *flat_args, options: Options | None = None, **optio
         raise TypeError(f"jaxpr takes {len(jaxpr.invars)} arguments, got {len(flat_args)}")
     # jax.Ref arguments: the program works on a reference Ref holding a copy of the buffer, and
     # the final value is written back, so the caller sees the mutation as with jax.jit.
-    ref_args = [(i, a) for i, a in enumerate(flat_args) if isinstance(a, JaxRef)]
-    args = [_ref_argument(a, opts) if isinstance(a, JaxRef) else to_reference_value(a, v.aval)
-            for a, v in zip(flat_args, jaxpr.invars)]
+    # (type(a) is np.ndarray first: the jax.Ref isinstance check goes through a slow metaclass)
+    ref_args = [(i, a) for i, a in enumerate(flat_args) if type(a) is not np.ndarray and isinstance(a, JaxRef)]
+    args = [_ref_argument(a, opts) if type(a) is not np.ndarray and isinstance(a, JaxRef)
+            else to_reference_value(a, v.aval) for a, v in zip(flat_args, jaxpr.invars)]
     outs = plan.run(consts, args)
     for i, a in ref_args:
         _write_back(a, args[i])
-    return [o if isinstance(o, (Token,)) or is_extended(getattr(o, "dtype", None)) else np.asarray(o)
-            for o in outs]
+    return [o if type(o) is np.ndarray or isinstance(o, Token) or is_extended(getattr(o, "dtype", None))
+            else np.asarray(o) for o in outs]
 
 
 JaxRef = getattr(jax_core_private, "Ref", ())

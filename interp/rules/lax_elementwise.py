@@ -349,7 +349,7 @@ def _native_max_min(take_max: bool):
 
     def rule(eqn, x, y):
         r = ufunc(x, y)
-        if np.count_nonzero(r) == np.size(r) or not D.is_float(r.dtype):
+        if r.all() or not D.is_float(r.dtype):   # (all(): no zero anywhere, one fast pass)
             return r
         if type(r) is not np.ndarray or r.ndim == 0:
             return _max_min(x, y, take_max)
