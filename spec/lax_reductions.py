@@ -52,6 +52,25 @@ _SUM_EDGES = (
     "complex: real and imaginary parts each correctly rounded",
 )
 
+# Complex max/min: JAX lowers max/min of complex to select(real_eq ? imag_cmp : real_cmp, x, y)
+# (jax/_src/interpreters/mlir.py _minmax_hlo), with IEEE comparisons.
+_COMPLEX_EXTREMUM = (
+    "complex (complex64 and complex128): lexicographic order, real part first, then the imaginary "
+    "part where the real parts compare equal (JAX's lowering, _minmax_hlo)",
+    "complex: the init value (-inf+0j for max, +inf+0j for min) is folded in, since it is no identity of "
+    "this order (max(-inf-1j) is -inf+0j on XLA:CPU), except in a reduction of exactly one element, which "
+    "XLA's simplifier replaces by the element (measured on XLA:CPU, both JAX versions)",
+    "complex: -0.0 and +0.0 compare equal, so between values that differ only in the sign of a zero "
+    "XLA's pick depends on its reduction order; the reference orders -0.0 < +0.0 (as real max/min). "
+    "Backends may return either tied value",
+    "complex with NaN: IEEE comparisons with NaN are false, so the comparator is not an order and XLA's "
+    "result depends on the reduction order it leaves unspecified (XLA:CPU folds short rows sequentially, "
+    "long ones in a tree: measured). Where a NaN can decide an output (a NaN real part in the reduced set, "
+    "or a NaN imaginary part on an element whose real part equals the extreme real part of the NaN-free "
+    "elements) the reference raises UndefinedBehaviorError; elsewhere the NaN cannot be picked and the "
+    "result is defined",
+)
+
 SEMANTICS = table(
     Semantics("reduce_sum", "Sum over `axes`.", _SUM_EDGES,
               (XLA_OPS + "#reduce", JAX_LAX + " reduce_sum_p", RULES + " certified_round"),
@@ -68,12 +87,12 @@ SEMANTICS = table(
     Semantics("reduce_max", "Maximum over `axes` (XLA max: NaN propagates, -0.0 < +0.0).",
               ("any NaN in the slice gives NaN", "max(-0.0, +0.0) = +0.0",
                "empty slice: -inf (lowest integer, False)",
-               "complex64: lexicographic (real, then imaginary, each with -0.0 < +0.0), as XLA:CPU; "
-               "complex with NaN and complex128: unsupported (raise)"),
-              (XLA_OPS + "#reduce", "research/numerics.md (XLA:CPU max/min)"), EXACT),
+               ) + _COMPLEX_EXTREMUM,
+              (XLA_OPS + "#reduce", "research/numerics.md (XLA:CPU max/min)",
+               "jax/_src/interpreters/mlir.py _minmax_hlo", JAX_LAX + " _get_max_identity"), EXACT),
     Semantics("reduce_min", "Minimum over `axes` (XLA min: NaN propagates, -0.0 < +0.0).",
-              ("any NaN in the slice gives NaN", "min(-0.0, +0.0) = -0.0", "empty slice: +inf / highest"),
-              (XLA_OPS + "#reduce",), EXACT),
+              ("any NaN in the slice gives NaN", "min(-0.0, +0.0) = -0.0", "empty slice: +inf / highest")
+              + _COMPLEX_EXTREMUM, (XLA_OPS + "#reduce", "jax/_src/interpreters/mlir.py _minmax_hlo"), EXACT),
     Semantics("reduce_and", "Bitwise/logical AND over `axes`.", ("empty: all ones / True",), (XLA_OPS + "#reduce",)),
     Semantics("reduce_or", "Bitwise/logical OR over `axes`.", ("empty: 0 / False",), (XLA_OPS + "#reduce",)),
     Semantics("reduce_xor", "Bitwise/logical XOR over `axes`.", ("empty: 0 / False",), (XLA_OPS + "#reduce",)),
@@ -93,8 +112,10 @@ SEMANTICS = table(
               _SUM_EDGES + ("padding and base-dilation holes contribute 0",),
               (XLA_OPS + "#reducewindow", JAX_WIN), CORRECTLY_ROUNDED),
     Semantics("reduce_window_max", "Windowed max.", ("padding/holes are -inf (lowest integer)", "NaN propagates",
-                                                     "-0.0 < +0.0"), (XLA_OPS + "#reducewindow", JAX_WIN), EXACT),
-    Semantics("reduce_window_min", "Windowed min.", ("padding/holes are +inf (highest integer)", "NaN propagates"),
+                                                     "-0.0 < +0.0") + _COMPLEX_EXTREMUM,
+              (XLA_OPS + "#reducewindow", JAX_WIN), EXACT),
+    Semantics("reduce_window_min", "Windowed min.", ("padding/holes are +inf (highest integer)", "NaN propagates")
+              + _COMPLEX_EXTREMUM,
               (XLA_OPS + "#reducewindow", JAX_WIN), EXACT),
     Semantics("reduce_window", "Generic windowed reduce with a computation jaxpr.",
               ("padding/holes hold the init value", "window elements combined pairwise, then with the init value",
@@ -122,8 +143,11 @@ SEMANTICS = table(
     Semantics("cumprod", "Inclusive prefix product.", ("float: every prefix product correctly rounded (as reduce_prod)",
                                                        "integer: wraps", "complex: not certified"),
               (JAX_LOOPS + " cumprod_p",), CORRECTLY_ROUNDED),
-    Semantics("cummax", "Inclusive prefix max (NaN propagates, -0.0 < +0.0).", (), (JAX_LOOPS,), EXACT),
-    Semantics("cummin", "Inclusive prefix min (NaN propagates, -0.0 < +0.0).", (), (JAX_LOOPS,), EXACT),
+    Semantics("cummax", "Inclusive prefix max (NaN propagates, -0.0 < +0.0).",
+              ("lowered to a reduce_window of the whole prefix padded with the init value",) + _COMPLEX_EXTREMUM,
+              (JAX_LOOPS + " cumred_reduce_window_impl",), EXACT),
+    Semantics("cummin", "Inclusive prefix min (NaN propagates, -0.0 < +0.0).", _COMPLEX_EXTREMUM,
+              (JAX_LOOPS + " cumred_reduce_window_impl",), EXACT),
     Semantics("cumlogsumexp", "Inclusive prefix log(sum(exp(x))).",
               ("computed with logaddexp accumulated in float64 (long double for float64), rounded once",
                "accuracy-defined: relative error before the final rounding about k * 2**-52; not certified "

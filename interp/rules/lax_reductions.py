@@ -347,19 +347,59 @@ def _extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
         if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
             return reduce(x.astype(np.int8)).astype(x.dtype)
         return reduce(x)
-    if x.dtype == np.complex64:
-        # XLA compares complex numbers lexicographically (real, then imaginary part): one int64
-        # key holds both float32 keys, so the same reductions apply.
-        if np.isnan(x.real).any() or np.isnan(x.imag).any():
-            raise eqn.unsupported(f"complex {kind} with NaN (XLA's result is not defined here)")
-        re = float_key(np.ascontiguousarray(x.real), nan_key=kind).astype(np.int64)
-        im = float_key(np.ascontiguousarray(x.imag), nan_key=kind).astype(np.int64)
-        k = reduce((re << 32) | (im + (1 << 31)))
-        out = np.empty(k.shape, x.dtype)
-        out.real = key_to_float((k >> 32).astype(np.int32), np.float32)
-        out.imag = key_to_float(((k & 0xFFFFFFFF) - (1 << 31)).astype(np.int32), np.float32)
-        return out
+    if D.is_complex(x.dtype):
+        return _complex_extremum(x, kind, reduce)
     raise eqn.unsupported(f"{kind} of {x.dtype}")
+
+
+def _complex_extremum(x: np.ndarray, kind: str, reduce) -> np.ndarray:
+    """Complex max/min as JAX lowers them (jax/_src/interpreters/mlir.py _minmax_hlo): pairs
+    compared lexicographically, real part first, the imaginary part where the real parts are equal
+    (IEEE ==, so -0.0 ties +0.0; the reference breaks such ties with -0.0 < +0.0, as real max).
+
+    The comparator is a total order only without NaN: XLA then picks the winner of a reduction
+    whose order it leaves unspecified (XLA:CPU folds sequentially for short rows and in a tree for
+    long ones, measured). Where a NaN can decide the result (a NaN real part in the reduced set,
+    or a NaN imaginary part on an element whose real part ties the extreme one) the result is
+    undefined: UndefinedBehaviorError. Otherwise: each value's dense rank in the
+    lexicographic order, reduced with ``reduce`` (max/min, accumulate, over windows), mapped back."""
+    # XLA folds the init value in (JAX's -inf+0j / +inf+0j is no identity of this order: it beats
+    # -inf-1j for max; measured on XLA:CPU): it leads every row, dropped again from prefix results.
+    init = np.full(x.shape[:-1] + (1,), -np.inf if kind == "max" else np.inf, x.dtype)
+    n = x.shape[-1]
+    x = np.concatenate([init, x], axis=-1)
+    re = float_key(np.ascontiguousarray(x.real), nan_key=kind)
+    im = float_key(np.ascontiguousarray(x.imag), nan_key=kind)
+    flat_re, flat_im = re.ravel(), im.ravel()
+    order = np.lexsort((flat_im, flat_re))
+    new = np.ones(order.size, bool)
+    new[1:] = (flat_re[order][1:] != flat_re[order][:-1]) | (flat_im[order][1:] != flat_im[order][:-1])
+    rank = np.empty(order.size, np.int64)
+    rank[order] = np.cumsum(new) - 1
+    values = x.ravel()[order[new]]            # value of each rank
+    picked = reduce(rank.reshape(x.shape))
+    with np.errstate(invalid="ignore"):
+        nan_re = np.isnan(x.real)
+        nan_im = np.isnan(x.imag) & ~nan_re
+    if nan_re.any() or nan_im.any():
+        # Which outputs a NaN reaches: reduce 0/1 flags (as extremes in ``reduce``'s direction).
+        hit, miss = (1, 0) if kind == "max" else (0, 1)
+        reached = reduce(np.where(nan_re, hit, miss).astype(np.int8)) == hit
+        # A NaN imaginary part matters where its real key ties the extreme real key of the
+        # values without NaN (ties among NaN imaginary parts only differ in the NaN's bits).
+        lowest = np.iinfo(re.dtype).min if kind == "max" else np.iinfo(re.dtype).max
+        re = float_key(np.ascontiguousarray(np.where(x.real == 0, 0, x.real)), nan_key=kind)  # -0.0 ties +0.0
+        best_re = reduce(np.where(nan_re | nan_im, lowest, re))
+        best_nan_im = reduce(np.where(nan_im, re, lowest))
+        reached |= (best_nan_im == best_re) & (best_nan_im != lowest)
+        if np.any(reached):
+            from ..errors import UndefinedBehaviorError
+            raise UndefinedBehaviorError(
+                f"complex {kind} over values holding NaN: XLA compares complex values "
+                "lexicographically with IEEE comparisons, so the result depends on the reduction "
+                "order XLA leaves unspecified")
+    out = values[picked]
+    return out[..., 1:] if out.ndim == x.ndim and out.shape[-1] == n + 1 else out
 
 
 # --------------------------------------------------------------------------------------------
@@ -390,13 +430,16 @@ def _reduce_extremum(kind):
         x = _move_last(np.asarray(x), axes)
         if x.shape[-1] == 0:     # XLA's init value: -inf / the lowest integer for max
             return np.full(x.shape[:-1], fill(x.dtype), x.dtype)
+        if x.shape[-1] == 1 and D.is_complex(x.dtype):
+            # XLA's simplifier turns a reduction of one element into that element: the init
+            # value is not folded in (matters for complex, where it is no identity; measured).
+            return x[..., 0].copy()
         return np.asarray(_extremum(eqn, x, kind, lambda k: np_fn(k, axis=-1)))
     return rule
 
 
-_COMPLEX_PARTIAL = "complex128 operands and complex operands holding NaN are not implemented"
-register("reduce_max", partial=_COMPLEX_PARTIAL)(_reduce_extremum("max"))
-register("reduce_min", partial=_COMPLEX_PARTIAL)(_reduce_extremum("min"))
+register("reduce_max")(_reduce_extremum("max"))
+register("reduce_min")(_reduce_extremum("min"))
 
 
 def _bitwise_reduce(ufunc, logical, identity):
@@ -639,13 +682,13 @@ def reduce_window_sum(eqn, x, **params):
     return np.asarray(sum_last(eqn, windows(x, 0, **_window_params(params)), eqn.out_dtype))
 
 
-@register("reduce_window_max", partial=_COMPLEX_PARTIAL)
+@register("reduce_window_max")
 def reduce_window_max(eqn, x, **params):
     w = windows(np.asarray(x), _lowest(x.dtype), **_window_params(params))
     return np.asarray(_extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
 
 
-@register("reduce_window_min", partial=_COMPLEX_PARTIAL)
+@register("reduce_window_min")
 def reduce_window_min(eqn, x, **params):
     w = windows(np.asarray(x), _highest(x.dtype), **_window_params(params))
     return np.asarray(_extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
@@ -821,8 +864,8 @@ def _float_cumsum(x, out_dtype):
 register("cumsum")(_cumulative(_cumsum))
 register("cumprod", partial="complex products are computed in a wider type, not certified")(
     _cumulative(lambda eqn, x: products_last(eqn, x, cumulative=True)))
-register("cummax", partial=_COMPLEX_PARTIAL)(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
-register("cummin", partial=_COMPLEX_PARTIAL)(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
+register("cummax")(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
+register("cummin")(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
 
 
 def _cumlogsumexp(eqn, x):
