@@ -51,12 +51,18 @@ def normalize_nans(x: np.ndarray) -> np.ndarray:
 
 
 def bits(x: np.ndarray) -> np.ndarray:
-    """The raw storage bits of ``x`` as unsigned integers."""
+    """The raw storage bits of ``x`` as unsigned integers, one per element (same shape)."""
     x = np.asarray(x)
     x = x if x.flags.c_contiguous else x.copy()  # (ascontiguousarray would make 0-d arrays 1-d)
     if D.is_bool(x.dtype):
         return x.view(np.uint8)
-    return x.view(D.storage_uint(x.dtype)) if x.dtype.itemsize <= 8 else x.view(np.uint64)
+    if x.dtype.itemsize > 8:
+        # complex128: there is no 128-bit integer type, and a uint64 view would double the last
+        # axis (one value per element is what every caller indexes and compares): Python ints,
+        # the real part's bits above the imaginary part's.
+        re, im = bits(x.real).astype(object), bits(x.imag).astype(object)
+        return np.asarray((re << 64) | im, dtype=object)
+    return x.view(D.storage_uint(x.dtype))
 
 
 def assert_same_bits(actual, expected, *, nan_payloads: bool = False, err_msg: str = "") -> None:

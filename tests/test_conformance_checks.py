@@ -49,6 +49,25 @@ def test_exact_mode_reports_first_mismatch_and_ignores_nan_payloads():
     assert not checks.check(C.exact(), f32(0.0), f32(-0.0)).passed
 
 
+@pytest.mark.parametrize("shape", [(), (130,), (3, 5)])
+def test_exact_complex128_one_value_per_element(shape):
+    # No 128-bit integer: the bits of a complex128 element must still be one value per element
+    # (a uint64 view doubled the last axis: wrong first-mismatch index, 0-d outputs crashed).
+    from conformance.values import assert_same_bits, bits
+    ref = (np.arange(int(np.prod(shape))) + 0.5j).astype(np.complex128).reshape(shape)
+    out = ref.copy()
+    k = int(np.prod(shape)) - 1
+    out.reshape(-1)[k] = complex(ref.reshape(-1)[k].real, -0.5)      # the imaginary sign only
+    assert bits(ref).shape == shape
+    assert int(bits(np.array(1 + 2j))) == (0x3FF0000000000000 << 64) | 0x4000000000000000
+    r = checks.check(C.exact(), ref, out)
+    assert not r.passed and r.mismatches == 1
+    assert r.first_mismatch["index"] == list(np.unravel_index(k, shape))
+    assert checks.check(C.exact(), ref, ref.copy()).passed
+    with pytest.raises(AssertionError, match="1 of"):
+        assert_same_bits(out, ref)
+
+
 def test_exact_integers_and_dtype_mismatch():
     r = checks.check(C.exact(), np.array([1, -5], np.int32), np.array([1, -4], np.int32))
     assert not r.passed and r.max_abs_err == 1 and r.first_mismatch["index"] == [1]
