@@ -16,10 +16,11 @@ from conformance.execute import run_case
 
 # Cases added for the call, state and kernel-body primitives (the older control_flow/pallas
 # cases are the loops/conditionals and the kernel families, run by the conformance suite).
-NEW = ("control_flow/composite", "control_flow/custom_", "control_flow/linear_call", "control_flow/remat_opt", "control_flow/remat_policy",
-       "control_flow/optimization_barrier", "control_flow/placement", "control_flow/xla_metadata",
-       "control_flow/tokens", "control_flow/platform_dependent", "control_flow/dce_sink", "control_flow/checkify", "control_flow/searchsorted",
-       "control_flow/pure_callback", "control_flow/io_callback", "control_flow/debug_callback", "state/",
+NEW = ("control_flow/composite", "control_flow/custom_", "control_flow/linear_call", "control_flow/remat_opt",
+       "control_flow/remat_policy", "control_flow/optimization_barrier", "control_flow/placement",
+       "control_flow/xla_metadata", "control_flow/tokens", "control_flow/platform_dependent",
+       "control_flow/dce_sink", "control_flow/checkify", "control_flow/searchsorted", "control_flow/pure_callback",
+       "control_flow/io_callback", "control_flow/debug_callback", "state/",
        "pallas/dynamic_grid", "pallas/triton_", "pallas/tpu_roll", "pallas/tpu_touch", "pallas/tpu_trace",
        "pallas/tpu_pack", "pallas/tpu_prng_key", "pallas/delay_", "pallas/semaphores",
        "pallas/barrier_semaphore", "pallas/get_global", "pallas/has_memory_space",

@@ -113,7 +113,7 @@ def _custom_vmap(x, y):
 
 
 def _linear_call(d, t):
-    from jax._src.custom_derivatives import linear_call     # jax.custom_derivatives.linear_call
+    from jax.custom_derivatives import linear_call
     # f(t) = t / d (a diagonal solve); its transpose is the same division.
     return linear_call(lambda dd, tt: tt / dd, lambda dd, ct: ct / dd, d, t)
 
@@ -144,11 +144,6 @@ def _custom_partitioning(x, y):
                                                            (args[0].sharding, args[1].sharding)),
                     sharding_rule="i, i -> i")
     return f(x, y)
-
-
-@jax.custom_vjp
-def _square(x):
-    return x * x
 
 
 def _square_fwd(x):
@@ -249,7 +244,8 @@ def _dce_sink(x):
 
 def _debug_check(x):
     from jax.experimental import checkify
-    checkify.debug_check(jnp.all(x > -(2 ** 31)) | True, "a debug check is a no-op outside checkify")
+    # A debug check is a no-op outside checkify (check with debug=True); it holds here anyway.
+    checkify.debug_check(jnp.all(x == x), "an integer equals itself")
     return x ^ 5
 
 
