@@ -78,6 +78,9 @@ def test_cli_run_report_list_devices_repro(tmp_path, capsys):
     assert "xla:cpu" in proc.stdout and "pass-with-allowance 1" in proc.stdout
     for name in ("index.html", "junit.xml", "summary.md", "results.json"):
         assert (out / name).exists()
+    timing = json.load(open(out / "timing.json"))     # the run's cost: wall and CPU of pytest + workers
+    assert timing["profile"] == "quick" and timing["cpu_s"] > 1.0 and timing["wall_s"] > 0
+    assert "s CPU" in proc.stdout
     # report merges result files into a fresh report; the history now has a previous run.
     assert main(["report", str(out / "results"), "--out", str(tmp_path / "r2"), "--history", str(db)]) == 0
     assert "since the previous run: new failures 0, fixed 0, changed 0, new cases 0" in capsys.readouterr().out
