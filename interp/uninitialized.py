@@ -2,13 +2,16 @@
 reference — Pallas buffers, ``lax.empty``, refs created without a value.
 
 "nan" (default) fills it with :func:`poison_value`; "zero" with zeros (what XLA:CPU's lowering
-of ``lax.empty`` gives); "raise" is implemented where reads are tracked (Pallas kernel refs).
+of ``lax.empty`` gives); "raise" is implemented where reads are tracked: Pallas kernel refs, and refs created without a
+value (``empty_ref``: :class:`TrackedRef`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import dtypes
+from .errors import UninitializedReadError
+from .refs import Ref
 
 
 def poison_value(dtype):
@@ -32,3 +35,39 @@ def fill_uninitialized(shape, dtype, mode: str) -> np.ndarray:
     if mode == "zero":
         return np.zeros(shape, dtype)
     return np.full(shape, poison_value(dtype), dtype)
+
+
+class TrackedRef(Ref):
+    """A ref created without a value under ``uninitialized="raise"``: it remembers which elements
+    were written, and a read (get, swap, addupdate, freeze) touching an element never written
+    raises :class:`UninitializedReadError`. Unwritten elements hold the poison value, so what
+    never reaches a read is the same memory as under "nan"."""
+
+    __slots__ = ("written",)
+
+    def __init__(self, shape, dtype, name: str = "ref", check_bounds: bool = True):
+        super().__init__(np.full(shape, poison_value(dtype), dtype), name, check_bounds)
+        self.written = np.zeros(shape, bool)
+
+    def _check_written(self, index: tuple) -> None:
+        done = self.written[index]
+        if not np.all(done):
+            where = np.argwhere(~np.asarray(done))[0] if np.ndim(done) else ()
+            raise UninitializedReadError(
+                f"{self.describe()}: read of an element never written (index {tuple(int(i) for i in where)} "
+                f"of the accessed region, {int(np.size(done) - np.count_nonzero(done))} such elements); "
+                "uninitialized='raise'")
+
+    def read(self, index: tuple) -> np.ndarray:
+        self.check_index(index)
+        self._check_written(index)
+        return super().read(index)
+
+    def write(self, index: tuple, value) -> None:
+        super().write(index, value)
+        self.written[index] = True
+
+    def accumulate(self, index: tuple, value) -> None:
+        self.check_index(index)
+        self._check_written(index)      # += reads the old value
+        super().accumulate(index, value)

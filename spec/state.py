@@ -40,7 +40,10 @@ SEMANTICS = table(
     Semantics("empty_ref", "A fresh ref with uninitialized contents.",
               ("options.uninitialized='nan': the reference's poison value (interp/uninitialized.py: "
                "NaN, signed ints their minimum, unsigned their maximum, bool True); 'zero': zeros; "
-               "'raise': UnsupportedPrimitiveError, the plain Ref does not track reads",),
+               "'raise': the ref tracks which elements were written (interp/uninitialized.py TrackedRef); "
+               "get, addupdate and freeze of an element never written raise UninitializedReadError",
+               "'raise': swap (`ref[i] = v`) is not a checked read: JAX binds its old value even when unused, "
+               "and that value is the poison for never-written elements"),
               ("jax/_src/core.py empty_ref_p", ST + "discharge.py _default_initialization"), EXACT),
     Semantics("freeze", "The ref's current value (a copy).", (), ("jax/_src/core.py freeze_p",), EXACT),
     Semantics("free_ref", "No value; the ref is not used again.", (), ("jax/_src/core.py",), EXACT),

@@ -246,8 +246,45 @@ def test_empty_ref_follows_uninitialized_option():
     assert_same_bits(ivals, np.full(2, np.iinfo(np.int32).min, np.int32))
     vals, ivals = interp.interpret(f, uninitialized="zero")(np.float32(2))
     assert_same_bits(vals, np.array([2, 0, 0], np.float32))
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="empty_ref"):
+    with pytest.raises(interp.errors.UninitializedReadError, match="never written"):
         interp.interpret(f, uninitialized="raise")(np.float32(2))
+
+
+def test_empty_ref_raise_tracks_writes():
+    """uninitialized='raise': reads (get, addupdate, freeze) of elements never written raise;
+    once every element read was written the program runs as under 'nan'."""
+    from jax._src import core as jcore
+    from jax._src.core import empty_ref
+
+    def written(x):
+        r = empty_ref(jax.ShapeDtypeStruct((2, 3), jnp.float32))
+        r[0] = jnp.full(3, x)
+        r[1, 1:] = jnp.ones(2)
+        r[1, 0] = x + 1
+        r[1, 2] += x
+        return r[...], r[1, ::2]
+    f = interp.interpret(written, uninitialized="raise")
+    assert_same_bits(f(np.float32(2))[0], np.array([[2, 2, 2], [3, 1, 3]], np.float32))
+    assert_same_bits(f(np.float32(2))[1], np.array([3, 3], np.float32))
+
+    def partly(op):
+        def fn(x):
+            r = empty_ref(jax.ShapeDtypeStruct((4,), jnp.int32))
+            r[1:3] = jnp.full(2, x)
+            return op(r)
+        return fn
+    ok = interp.interpret(partly(lambda r: r[1:3]), uninitialized="raise")(np.int32(5))
+    assert_same_bits(ok, np.array([5, 5], np.int32))
+    reads = [lambda r: r[0:2], lambda r: r[3], lambda r: r[...]]
+    if hasattr(jcore, "freeze"):
+        reads.append(lambda r: jcore.freeze(r))
+
+    def add(r):
+        r[2:] += 1
+        return r[1]
+    for op in reads + [add]:
+        with pytest.raises(interp.errors.UninitializedReadError):
+            interp.interpret(partly(op), uninitialized="raise")(np.int32(5))
 
 
 def _scatter_add_program(x, idx, v):

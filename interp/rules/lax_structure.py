@@ -148,7 +148,8 @@ def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
 
 
 _EMPTY_PARTIAL = ("uninitialized='raise' cannot track reads of a lax.empty result (arrays are not "
-                  "Refs): it gives the 'nan' poison instead of raising")
+                  "Refs, and every consumer such as dynamic_update_slice would need a shadow mask): it "
+                  "gives the 'nan' poison instead of raising; refs (empty_ref) do raise")
 
 
 @register("empty", partial=_EMPTY_PARTIAL)

@@ -17,7 +17,7 @@ from jax._src.state import types as _state_types
 from .. import dtypes as D
 from ..refs import Ref
 from ..registry import register
-from ..uninitialized import fill_uninitialized
+from ..uninitialized import TrackedRef, fill_uninitialized
 
 Slice = _indexing.Slice
 NDIndexer = _indexing.NDIndexer
@@ -134,7 +134,10 @@ def get(eqn, ref, *flat_idx, tree=None):
 def swap(eqn, ref, val, *flat_idx, tree=None):
     _check_ref(eqn, ref)
     index, dtype = _resolve(eqn, ref, flat_idx, tree)
-    old = _as_view(ref.read(index), dtype)
+    # `ref[i] = v` is a swap whose old value is unused (the jaxpr still binds it to a Var): a
+    # swap is not a checked read of never-written memory; its old value there is the poison.
+    tracked = isinstance(ref, TrackedRef)
+    old = _as_view(Ref.read(ref, index) if tracked else ref.read(index), dtype)
     ref.write(index, _as_view(val, ref.dtype))
     return old
 
@@ -173,13 +176,17 @@ def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
 
 @register("empty_ref")
 def empty_ref(eqn, *, ty, **params):
+    if eqn.options.uninitialized == "raise":
+        # Reads of elements never written raise (interp/uninitialized.py TrackedRef).
+        return TrackedRef(ty.shape, ty.dtype, name=f"{eqn.name}@{id(eqn):x}",
+                          check_bounds=eqn.options.check_bounds)
     return _new_ref(eqn, uninitialized_fill(eqn, ty.shape, ty.dtype))
 
 
 @register("freeze")
 def freeze(eqn, ref):
     _check_ref(eqn, ref)
-    return np.array(ref.array, copy=True)
+    return ref.read(tuple(slice(0, n, 1) for n in ref.shape))   # a read of every element
 
 
 @register("free_ref")
