@@ -459,3 +459,33 @@ def test_pallas_prng_keys_join_split_and_seed_the_hardware_prng():
         np.testing.assert_array_equal(keys[i], np.array([i * 3 + 1000, i + 7], np.uint32))
         want = np.asarray(prng.pallas_tpu_bits([i + 7, i * 3 + 1000], (i,), (8, 128)), np.uint32)
         np.testing.assert_array_equal(bits[i].view(np.uint32), want)
+
+
+@pytest.mark.parametrize("mode", ["nan", "zero"])
+def test_empty_and_empty_like_in_a_kernel_are_never_written_memory(mode):
+    # pl.empty / pl.empty_like give uninitialized values: the documented poison (NaN, iinfo.min
+    # for signed ints; spec/pallas.py POISON) or zeros, never plausible data.
+    def kernel(x_ref, o_ref, o2_ref):
+        o_ref[...] = pl.empty_like(x_ref[...])
+        o2_ref[...] = pl.empty((8, 128), jnp.int32)
+
+    f = pl.pallas_call(kernel, out_shape=[jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                                          jax.ShapeDtypeStruct((8, 128), jnp.int32)])
+    a, b = interp.interpret(f, uninitialized=mode)(np.ones((8, 128), np.float32))
+    if mode == "nan":
+        assert np.isnan(a).all() and (b == np.iinfo(np.int32).min).all()
+    else:
+        assert (a == 0).all() and (b == 0).all()
+
+
+def test_triton_max_contiguous_and_multiple_of_hints_keep_values():
+    from jax.experimental.pallas import triton as plgpu
+    x = RNG.integers(0, 1000, 128).astype(np.int32)
+
+    def kernel(x_ref, o_ref):
+        idx = pl.multiple_of(jnp.arange(128) * 1, 1)
+        o_ref[...] = plgpu.max_contiguous(x_ref[...] + idx, 128)
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((128,), jnp.int32),
+                       compiler_params=plgpu.CompilerParams())
+    np.testing.assert_array_equal(interp.interpret(f)(x), x + np.arange(128, dtype=np.int32))
