@@ -20,9 +20,13 @@ equation), records every intermediate value, and pairs the equations of the two 
 
 Block correspondence: at a grid step, the fused value is compared with the block of the unfused
 value that the kernel step computes: the whole value when the shapes are equal; else the window
-(at this step) of the kernel operand or output whose array has the unfused value's shape and whose
-block has the fused value's shape. Several such operands with different windows (e.g. a transpose
-of a square array) are ambiguous: such a pair is not compared (listed in ``uncompared``).
+(at this step) of the operand whose array has the unfused value's shape and whose block has the
+fused value's shape, among the fused call's operands and the unfused kernel's own operands (the
+blocks the kernel declares). Several different windows (a transpose of a square array; a wrong
+block-spec rule that reads a neighbouring block) are told apart by value: a candidate block equal
+to the fused value is the one (never a false alarm for a correct fusion); when none is, the
+declared window is reported with the other candidates. A value with no candidate is not compared
+(listed in ``uncompared``).
 
 The report names the first paired equation (fused program order; kernel equations at the first
 grid step where they differ) whose values differ: primitive, both equations and source lines, the
@@ -234,32 +238,64 @@ def record(fn, args, options: Options | None = None) -> tuple[list, list[Site]]:
 
 
 # ---------------------------------------------------------------------------------- pairing
-def _block(unfused: np.ndarray, fused: np.ndarray, windows):
-    """(block of ``unfused`` that corresponds to ``fused`` at this step, window) or (None, why)."""
-    if unfused.shape == fused.shape:
-        return unfused, None
-    if windows is None:
-        return None, "shapes differ outside a kernel"
+def _candidates(unfused: np.ndarray, fused: np.ndarray, windows) -> dict:
+    """{window: block of ``unfused``} for every kernel operand (in ``windows``) whose array has the
+    unfused value's shape and whose block has the fused value's shape, fully inside the array."""
     found = {}
-    for array_shape, block_shape, kinds, win in windows:
+    for array_shape, block_shape, kinds, win in windows or ():
         if tuple(array_shape) != unfused.shape:
             continue
-        ref_shape = tuple(s for s, k in zip(block_shape, kinds) if k[0] != "squeezed")
-        if ref_shape != fused.shape:
+        if tuple(s for s, k in zip(block_shape, kinds) if k[0] != "squeezed") != fused.shape:
             continue
         if any(start < 0 or start + size > n for (start, size), n in zip(win, array_shape)):
             continue   # a partial edge block: its out-of-array part is not the unfused value's
-        found[tuple(win)] = kinds
-    if len(found) != 1:
-        return None, ("no kernel operand has this value's shape and block" if not found
-                      else f"ambiguous: {len(found)} windows")
-    (win, kinds), = found.items()
-    index = tuple(start if k[0] == "squeezed" else slice(start, start + size)
-                  for (start, size), k in zip(win, kinds))
-    return unfused[index], win
+        index = tuple(start if k[0] == "squeezed" else slice(start, start + size)
+                      for (start, size), k in zip(win, kinds))
+        found.setdefault(tuple(win), unfused[index])
+    return found
 
 
-def _pair(fused: list[Site], unfused: list[Site]) -> list[tuple[Site, Site]]:
+def _block(unfused: np.ndarray, fused: np.ndarray, windows, declared=None):
+    """(block of ``unfused`` the kernel step computes as ``fused``, its window, other candidate
+    windows), or (None, why, ()).
+
+    Candidates come from the fused call's operands (``windows``) and the unfused kernel's own
+    operands at the same step (``declared``: the blocks the kernel says it computes). One
+    candidate window is the answer. Several (a transpose of a square array reads its input at
+    (j, i) while the kernel computes (i, j); a wrong block-spec rule reads a wrong block) are told
+    apart by value: the candidate block equal to the fused value, if any (no false alarm for a
+    correct fusion); else the declared window, and the report lists the other candidates."""
+    if unfused.shape == fused.shape:
+        return unfused, None, ()
+    if windows is None:
+        return None, "shapes differ outside a kernel", ()
+    found = _candidates(unfused, fused, windows)
+    mine = _candidates(unfused, fused, declared)
+    found.update(mine)
+    if not found:
+        return None, "no kernel operand has this value's shape and block", ()
+    if len(found) == 1:
+        (win, block), = found.items()
+        return block, win, ()
+    for win, block in found.items():
+        if _first_difference(fused, block)[0] == 0:
+            return block, win, tuple(w for w in found if w != win)
+    win = next(iter(mine)) if mine else next(iter(found))
+    return found[win], win, tuple(w for w in found if w != win)
+
+
+def _declared_windows(unfused: list[Site]) -> dict:
+    """{grid step: the unfused kernel's operand windows at that step} (the blocks the kernel
+    itself says each step computes, before any fusion)."""
+    out: dict = {}
+    for s in unfused:
+        if s.where == "kernel":
+            for (step, _), w in zip(s.values, s.windows):
+                out.setdefault(step, w)
+    return out
+
+
+def _pair(fused: list[Site], unfused: list[Site], declared: dict) -> list[tuple[Site, Site]]:
     pairs = []
     u_kernel = [s for s in unfused if s.where == "kernel" and s.primitive not in REF_OPS]
     f_kernel = [s for s in fused if s.where == "kernel" and s.primitive not in REF_OPS]
@@ -288,7 +324,7 @@ def _pair(fused: list[Site], unfused: list[Site]) -> list[tuple[Site, Site]]:
             u = candidates[j]
             if u.primitive != f.primitive or np.dtype(u.aval.dtype) != np.dtype(f.aval.dtype):
                 continue
-            if _block(u.values[0][1], fv, f.windows[0])[0] is None:
+            if _block(u.values[0][1], fv, f.windows[0], declared.get(f.values[0][0]))[0] is None:
                 continue
             pairs.append((f, u))
             at = j + 1
@@ -357,7 +393,8 @@ def run_both(fused_fn, unfused_fn, args, *, options: Options | None = None) -> t
         report["outputs"].append(entry)
     report["agree"] = agree
 
-    pairs = _pair(f_sites, u_sites)
+    declared = _declared_windows(u_sites)
+    pairs = _pair(f_sites, u_sites, declared)
     paired = {id(f) for f, _ in pairs}
     uncompared = [{"eqn": eqn_text(s.eqn), "why": "no corresponding unfused equation"}
                   for s in f_sites if id(s) not in paired and s.primitive not in REF_OPS]
@@ -368,9 +405,9 @@ def run_both(fused_fn, unfused_fn, args, *, options: Options | None = None) -> t
             if f.where == "kernel" and u.where == "kernel":
                 if step not in u_steps:
                     continue
-                uv, win = u_steps[step], None
+                uv, win, others = u_steps[step], None, ()
             else:
-                uv, win = _block(u.values[0][1], fv, windows)
+                uv, win, others = _block(u.values[0][1], fv, windows, declared.get(step))
                 if uv is None:
                     uncompared.append({"eqn": eqn_text(f.eqn), "step": step, "why": win})
                     continue
@@ -381,6 +418,7 @@ def run_both(fused_fn, unfused_fn, args, *, options: Options | None = None) -> t
                     "fused": _describe(f), "unfused": _describe(u), "primitive": f.primitive,
                     "block": list(step) if step is not None else None,
                     "window": [list(w) for w in win] if win is not None else None,
+                    "other_windows": [[list(w) for w in o] for o in others],
                     "mismatches": n, "block_size": int(np.size(fv)),
                     "index": None if idx is None else list(idx),
                     "fused_value": None if idx is None else _scalar(np.asarray(fv)[idx]),
@@ -403,6 +441,9 @@ def format_report(report: dict) -> str:
         lines.append(f"  first differing equation: {d['primitive']} at grid step {d['block']} "
                      f"(window {d['window']}), {d['mismatches']}/{d['block_size']} elements, first at "
                      f"{d['index']}: fused {d['fused_value']!r}, unfused {d['unfused_value']!r}")
+        if d["other_windows"]:
+            lines.append(f"    (no block of the unfused value matches; other candidate windows "
+                         f"{d['other_windows']})")
         lines.append(f"    fused:   {d['fused']['eqn']}  [{d['fused']['source']}]")
         lines.append(f"    unfused: {d['unfused']['eqn']}  [{d['unfused']['source']}]")
     lines.append(f"  {report['pairs']} equations paired, {report['compared']} block comparisons, "

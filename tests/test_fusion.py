@@ -187,21 +187,59 @@ def test_fusion_diff_names_the_wrong_equation(where):
     assert d["unfused_value"] != d["fused_value"]
 
 
+def test_fusion_diff_names_the_first_inconsistent_block():
+    """A deliberately wrong block-spec rule: the custom_fusion ``-x`` pulls the neighbouring block
+    column of x. Its own values are a correct block of -x (the wrong one), so the first equation
+    whose fused values match no block the step could compute is the add that combines them with
+    the right block of y; the report gives the declared window and the wrong one."""
+    from jax.experimental.pallas import fuser
+    neg1 = fuser.custom_fusion(lambda x: x * -1)
+
+    def wrong_pull(transforms):
+        t, = transforms
+        inner = t.block_index_transform
+
+        def neighbour(*idx):
+            i, j = inner(*idx)
+            return i, 1 - j
+        return (t.replace(block_index_transform=neighbour),)
+    neg1.def_pull_block_spec(wrong_pull)
+    neg1.def_eval_rule(lambda ctx, x: (x * -1,))
+    k = F.fusible_double()
+    prog = lambda x, y: k(neg1(x) + y)   # noqa: E731
+    rng = rng_for("fusion_diff/wrong_block", 0)
+    x, y = F._f32(rng, (F.M, F.N)), F._f32(rng, (F.M, F.N))
+    report = FD.diff(fuser.fuse(prog), prog, (x, y))
+    d = report["first_differing_eqn"]
+    assert not report["agree"] and d is not None, FD.format_report(report)
+    assert (d["primitive"], d["block"], d["window"]) == ("add", [0, 0], [[0, F.BM], [0, F.BN]])
+    assert d["other_windows"] == [[[0, F.BM], [F.BN, F.BN]]]
+    r, c = d["index"]
+    assert d["fused_value"] == float(-x[r, F.BN + c] + y[r, c])
+    assert d["unfused_value"] == float(-x[r, c] + y[r, c])
+
+
 def test_fusion_diff_block_correspondence():
-    """Restricting an unfused value to a kernel step's block: the one window of the operand whose
-    array and block shapes match; several different windows (a transpose of a square array) are
-    ambiguous and not compared; squeezed block dimensions index."""
+    """Restricting an unfused value to a kernel step's block: the one window of the operands whose
+    array and block shapes match; several windows (a transpose of a square array) are told apart
+    by value, else the declared window is taken; squeezed block dimensions index."""
     u = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
     blocked = (("blocked", 8, 0), ("blocked", 16, 0))
-    block, win = FD._block(u, u[8:16, 16:32], [((32, 32), (8, 16), blocked, ((8, 8), (16, 16)))])
-    assert win == ((8, 8), (16, 16)) and np.array_equal(block, u[8:16, 16:32])
-    block, why = FD._block(u, u[:8, :16], [((32, 32), (8, 16), blocked, ((0, 8), (0, 16))),
-                                           ((32, 32), (8, 16), blocked, ((0, 8), (16, 16)))])
-    assert block is None and "ambiguous" in why
+
+    def operand(win):
+        return ((32, 32), (8, 16), blocked, win)
+    block, win, others = FD._block(u, u[8:16, 16:32], [operand(((8, 8), (16, 16)))])
+    assert win == ((8, 8), (16, 16)) and others == () and np.array_equal(block, u[8:16, 16:32])
+    two = [operand(((0, 8), (0, 16))), operand(((0, 8), (16, 16)))]
+    block, win, others = FD._block(u, u[:8, 16:], two)            # the value picks the second
+    assert win == ((0, 8), (16, 16)) and others == (((0, 8), (0, 16)),)
+    block, win, others = FD._block(u, u[:8, :16] + 1, two, declared=[operand(((0, 8), (16, 16)))])
+    assert win == ((0, 8), (16, 16)) and np.array_equal(block, u[:8, 16:])   # no match: the declared
     u3 = u.reshape(4, 8, 32)
     squeezed = (("squeezed", 1, 0), ("blocked", 8, 0), ("blocked", 16, 0))
-    block, _ = FD._block(u3, u3[2, :, 16:], [((4, 8, 32), (1, 8, 16), squeezed, ((2, 1), (0, 8), (16, 16)))])
+    block, _, _ = FD._block(u3, u3[2, :, 16:], [((4, 8, 32), (1, 8, 16), squeezed, ((2, 1), (0, 8), (16, 16)))])
     assert np.array_equal(block, u3[2, :, 16:])
+    assert FD._block(u, u[:4, :4], [operand(((0, 8), (0, 16)))])[0] is None   # no operand has that block
 
 
 def test_fuser_reduction_rules():
