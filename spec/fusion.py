@@ -7,6 +7,11 @@ Backend notes (what the conformance cases and tests/test_fusion.py found):
   dequantisation itself can overflow/underflow (e8m0 2^-127 is 0 in f16): outside DOT_PRODUCT.
 - ``lax.scaled_dot``'s composite decomposition (XLA:CPU) dequantises in bf16: exact for fp8/fp4
   data with e8m0 scales in range, rounded otherwise.
+- Fused vs unfused (conformance/fusion_diff.py): the reference evaluates ``fuser.fuse(f)`` and
+  ``f`` equation by equation and pairs the fused kernel's equations with the unfused program's
+  (the kernel's own code by source line; pulled-in fusions by primitive and dtype in program
+  order, each restricted to the block the grid step computes). Every FUSER_PROGRAMS program but
+  PRNG agrees bit for bit at the outputs and at every paired intermediate, on both JAX versions.
 - The fuser's PRNG rule draws per block from ``fold_in(fold_in(key, i), j)``
   (block_spec.py _random_bits_eval_rule): a fused program's random values differ from the
   unfused one's by design; the reference reproduces the fused program's rule exactly.
