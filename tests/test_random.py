@@ -292,6 +292,59 @@ def test_rng_uniform_is_loud_about_b_le_a_and_in_range():
         interp.interpret(f)(np.float32(1), np.float32(1))
 
 
+def _rng_uniform_cases():
+    from conformance.cases import random as random_cases
+    return {c.id: c for c in random_cases._rng_uniform_cases()}
+
+
+@pytest.mark.parametrize("case_id", sorted(_rng_uniform_cases()))
+def test_rng_uniform_statistical_cases(case_id):
+    """The rng_uniform conformance cases: the reference's draws pass the STATISTICAL checks and
+    stay inside [a, b); XLA:CPU's draws pass the same checks, and its float draws in a range of
+    four ulps reach b (about one in eight), which the suite reports as the recorded divergence."""
+    from conformance.execute import compare
+    from spec import divergences
+    case = _rng_uniform_cases()[case_id]
+    inputs = case.make_inputs(0)
+    with case.context():
+        ref = interp.interpret(case.fn)(*inputs)
+        xla = xla_cpu(case.fn, *inputs)
+    for side, (q, outside) in (("reference", ref), ("XLA:CPU", xla)):
+        res = checks.check_statistical(q)
+        assert res.passed, f"{side}: {res.detail}"
+    assert int(ref[1]) == 0
+    is_float = np.asarray(inputs[0]).dtype.kind not in "iu"
+    if is_float:   # P(no b in 1024 draws) = (7/8)**1024 ~ 1e-59
+        assert int(xla[1]) > 0
+    else:
+        assert int(xla[1]) == 0
+    rec = {}
+    with case.context():
+        compare(case, "xla:cpu", inputs, ref, xla, rec, first_divergence=False)
+    if is_float:
+        assert rec["outcome"] == "known-divergence", rec
+        assert divergences.BY_ID["xla-rng-uniform-reaches-b"].link in str(rec["known_divergence"])
+    else:
+        assert rec["outcome"] == "pass", rec
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_rng_uniform_narrow_range_is_uniform_below_b(dtype):
+    """In a range of four ulps the reference draws each of the four values about equally often
+    (rounded toward a: chi-square p > 1e-6 for this fixed seed) and never b."""
+    from scipy import stats
+    dt = jnp.dtype(dtype)
+    lo = np.asarray(1, dt)
+    hi = lo
+    for _ in range(4):
+        hi = np.nextafter(hi, np.asarray(2, dt))
+    with x64(dtype == "float64"):
+        x = interp.interpret(lambda a, b: lax.rng_uniform(a, b, (4096,)))(lo, hi)
+    values, counts = np.unique(x, return_counts=True)
+    assert x.dtype == dt and len(values) == 4 and values.min() == lo and values.max() < hi
+    assert stats.chisquare(counts).pvalue > 1e-6, counts
+
+
 # --- samplers ----------------------------------------------------------------------------------
 
 R = jax.random

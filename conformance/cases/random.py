@@ -1,14 +1,17 @@
 """PRNG: every key implementation, both jax_threefry_partitionable modes, the samplers, key
-operations and lax.rng_bit_generator. Bits are bit-exact by definition; samplers that go through
-transcendental functions (normal: erf_inv) get that function's ULP budget."""
+operations, the hash primitives and lax.rng_bit_generator. Bits are bit-exact by definition;
+samplers that go through transcendental functions (normal: erf_inv) get that function's ULP
+budget. lax.rng_uniform, random by design and not reproducible, is checked STATISTICALly."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src.random import prng as jax_prng
 
 from spec import compliance as C
+from spec import random as spec_random
 
 from ..case import Case
 
@@ -23,6 +26,10 @@ SAMPLERS = {
     "bernoulli": (lambda k: jax.random.bernoulli(k, 0.3, (64,)), None, "quick"),
     "normal_f32": (lambda k: jax.random.normal(k, (5, 17)), C.ulp(C.JTU_F32_ULP + 2, "jtu-tolerance"), "quick"),
     "split_fold_in": (lambda k: jax.random.key_data(jax.random.split(jax.random.fold_in(k, 7), 3)), None, "quick"),
+    "clone": (lambda k: jax.random.key_data(jax.random.clone(jax.random.split(k, 2))), None, "quick"),
+    # random_gamma: a rejection loop; the budget is the one measured for the sampler
+    "gamma_f32": (lambda k: jax.random.gamma(k, 2.5, (64,)),
+                  C.ulp(spec_random.SAMPLERS["gamma"].ulp["float32"], "measured"), "quick"),
     "permutation": (lambda k: jax.random.permutation(k, 20), None, "nightly"),
     "rademacher": (lambda k: jax.random.rademacher(k, (64,), jnp.int32), None, "nightly"),
     "randint_u8": (lambda k: jax.random.randint(k, (50,), 0, 256, jnp.uint8), None, "nightly"),
@@ -53,6 +60,8 @@ def cases():
                 continue   # the flag only changes threefry
             for name, (fn, mode, prof) in SAMPLERS.items():
                 tag = f"{impl}-{'partitionable' if partitionable else 'legacy'}"
+                if impl != "threefry2x32" and name == "gamma_f32" or not partitionable and name == "clone":
+                    continue   # one implementation is enough for what these add (random_gamma, random_clone)
                 if impl not in ("threefry2x32", "rbg") and name not in ("bits32", "uniform_f32", "split_fold_in"):
                     prof = "nightly"   # the newer impls: bits, a sampler and key ops in the quick profile
                 yield Case(id=f"random/{name}/{tag}", fn=_program(impl, fn),
@@ -66,3 +75,73 @@ def cases():
                                                                  algorithm=getattr(lax.RandomAlgorithm, f"RNG_{alg}")),
                    inputs=lambda rng: [rng.integers(0, 2 ** 32, size=(4,), dtype=np.uint64).astype(np.uint32)],
                    primitives=("rng_bit_generator",))
+    yield from _hash_cases()
+    yield from _rng_uniform_cases()
+
+
+# --- the counter-based hash primitives (what the impls lower to), on random words ---------------
+def _hash_primitives():
+    from jax._src.random import philox2x32, philox4x32, threefry2x32, threefry4x32
+    return {"threefry2x32": (threefry2x32.threefry2x32_p, 4), "threefry4x32": (threefry4x32.threefry4x32_p, 8),
+            "philox4x32": (philox4x32.philox4x32_p, 6), "philox2x32": (philox2x32.philox2x32_p, 3)}
+
+
+def _hash_cases():
+    for name, (prim, nargs) in _hash_primitives().items():
+        yield Case(id=f"random/hash/{name}/u32/5x7", fn=lambda *a, prim=prim: prim.bind(*a),
+                   inputs=lambda rng, n=nargs: [rng.integers(0, 2 ** 32, size=(5, 7), dtype=np.uint64).astype(np.uint32)
+                                                for _ in range(n)],
+                   modes=C.exact("definition"), primitives=(name,))
+    yield Case(id="random/iota_2x32_shape/3x5x7", fn=lambda: jax_prng.iota_2x32_shape_p.bind(shape=(3, 5, 7)),
+               inputs=lambda rng: [], modes=C.exact("definition"), primitives=("iota_2x32_shape",))
+
+
+# --- lax.rng_uniform: STATISTICAL ----------------------------------------------------------------
+# XLA's Rng is stateful and unreproducible (two runs of one program differ on XLA:CPU), so only
+# the distribution is defined: values uniform on [a, b). Each case has two outputs:
+#   0. 4096 draws as integers with uniform bits: floats drawn on [0, 1) and scaled by 2**q (exact,
+#      a power of two) to q-bit integers; integers drawn over (almost) their whole range. Checked
+#      STATISTICAL (conformance.checks.check_statistical): every bit position balanced within 6
+#      sigma, no more repeats than 10x the birthday expectation, byte histogram chi-square
+#      p >= 1e-9; the inputs are fixed, so the reference's result is deterministic, and a fair
+#      backend fails with negligible probability.
+#   1. how many of 1024 draws on a range of four ulps, [1, 1 + 4 ulp) (integers: [5, 9)), fall
+#      outside it: EXACT 0.
+UNIFORM_Q = {"float16": 8, "bfloat16": 8, "float32": 16, "float64": 32}
+
+
+def _rng_uniform_program(dtype: np.dtype):
+    def f(a, b, c, d):
+        u = lax.rng_uniform(a, b, (64, 64))
+        if dtype.kind in "iu":
+            q = u
+        else:
+            qbits = UNIFORM_Q[dtype.name]
+            q = jnp.minimum(jnp.floor(u * dtype.type(2.0 ** qbits)), dtype.type(2.0 ** qbits - 1))
+            q = q.astype({8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32}[qbits])
+        v = lax.rng_uniform(c, d, (1024,))
+        return q, jnp.sum((v < c) | (v >= d), dtype=jnp.int32)
+    return f
+
+
+def _four_ulps_above_one(dtype: np.dtype):
+    one = np.asarray(1, dtype)
+    top = one
+    for _ in range(4):
+        top = np.nextafter(top, np.asarray(2, dtype))
+    return one, top
+
+
+def _rng_uniform_cases():
+    import ml_dtypes
+    for name, x64 in (("float32", False), ("float16", False), ("bfloat16", False), ("float64", True),
+                      ("uint32", False), ("int32", False)):
+        dt = np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+        if dt.kind in "iu":
+            info = np.iinfo(dt)
+            args = [np.asarray(info.min, dt), np.asarray(info.max, dt), np.asarray(5, dt), np.asarray(9, dt)]
+        else:
+            args = [np.asarray(0, dt), np.asarray(1, dt), *_four_ulps_above_one(dt)]
+        yield Case(id=f"random/rng_uniform/{name}/64x64", fn=_rng_uniform_program(dt),
+                   inputs=lambda rng, args=args: list(args), x64=x64,
+                   modes=[C.statistical(), C.exact("definition")], primitives=("rng_uniform",))

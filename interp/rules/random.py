@@ -319,13 +319,22 @@ def rng_uniform(eqn, a, b, *, shape):
         offset = np.uint64(int(a) % 2**64)
         with np.errstate(over="ignore"):  # modulo 2**64, exact once cast back: a + r < b fits
             return ((fry.random_bits(key, 64, shape, True) % span) + offset).astype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if dtype not in _UNIFORM_FLOATS:  # the float types XLA's Rng takes (RngExpander)
         raise eqn.unsupported(f"rng_uniform of {dtype}")
-    mant = 23 if dtype == np.float32 else 52
-    bits = fry.random_bits(key, dtype.itemsize * 8, shape, True) >> (dtype.itemsize * 8 - mant)
-    u = bits.astype(np.float64) * 2.0 ** -mant  # exact: [0, 1) on a 2**-mant grid
-    out = (u * (b.astype(np.float64) - a) + a).astype(dtype)
-    return np.minimum(out, np.nextafter(b, a).astype(dtype))  # never b itself
+    # u on the 2**-23 grid (2**-52 for float64; float16/bfloat16 from float32 draws, as XLA's
+    # RngExpander makes them); a + u * (b - a) computed wider and rounded toward a, so that every
+    # representable value of [a, b) gets its share (also in ranges of a few ulps) and b is never
+    # reached (XLA:CPU's round-to-nearest does reach it: spec/divergences.py).
+    mant, width = (52, 64) if dtype == np.float64 else (23, 32)
+    wide = np.longdouble if dtype == np.float64 else np.float64
+    u = (fry.random_bits(key, width, shape, True) >> (width - mant)).astype(wide) * wide(2.0 ** -mant)
+    value = u * (b.astype(wide) - a.astype(wide)) + a.astype(wide)
+    out = value.astype(dtype)
+    out = np.where(out.astype(wide) > value, np.nextafter(out, a), out)
+    return np.minimum(out, np.nextafter(b, a)).astype(dtype)
+
+
+_UNIFORM_FLOATS = tuple(np.dtype(t) for t in ("float16", jax.numpy.bfloat16, "float32", "float64"))
 
 
 # --- structural primitives on key arrays ------------------------------------------------------
