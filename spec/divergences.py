@@ -189,6 +189,22 @@ def _xla_cpu_elementwise(f: Failure) -> bool:
     return True
 
 
+def _sqrt_via_float16(f: Failure) -> bool:
+    """The backend's sqrt equals the float64 square root rounded to float16 and then to the output
+    type (two roundings), bit for bit."""
+    if not f.inputs:
+        return False
+    for i in f.failing_outputs:
+        out = np.asarray(f.backend[i])
+        with np.errstate(all="ignore"):
+            twice = np.sqrt(np.asarray(f.inputs[0]).astype(np.float64)).astype(np.float16).astype(out.dtype)
+        same = (twice.view(np.uint8) == out.view(np.uint8)) | (np.isnan(twice.astype(np.float64))
+                                                                 & np.isnan(out.astype(np.float64)))
+        if twice.shape != out.shape or not same.all():
+            return False
+    return True
+
+
 DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "tpu-interpret-prng-zeros",
@@ -274,6 +290,14 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "pallas-triton-maxnum", "research/numerics.md (Pallas Triton lowers max/min to maxnumf)",
         "Pallas Triton lowers max/min to maxnum/minnum, which drop NaN instead of propagating it.",
         runners=("pallas:triton",), primitives=("max", "min")),
+    Divergence(
+        "xla-cpu-e3m4-sqrt-via-f16",
+        "conformance case lax_special/sqrt/float8_e3m4/exhaustive (found by this suite; every value checked)",
+        "XLA:CPU computes float8_e3m4 sqrt in float16 and rounds twice (float64 value -> float16 -> e3m4), "
+        "so a root just below an e3m4 midpoint that rounds onto it in float16 goes up: sqrt(0.96875) = 1.0, "
+        "the correctly rounded e3m4 value is 0.96875. The other one-byte floats are computed through "
+        "float32 and are exact.",
+        runners=("xla:cpu",), primitives=("sqrt",), dtypes=("float8_e3m4",), match=_sqrt_via_float16),
     Divergence(
         "xla-cpu-special-functions",
         "spec/divergences.py XLA_CPU_CASE_ULP / XLA_CPU_DAZ_INCONSISTENT / XLA_CPU_SPECIAL_ARGS; "

@@ -99,3 +99,17 @@ def test_fma_replay_of_polynomial_matches_xla_cpu_bitwise():
     backend = np.asarray(xla_cpu(fn, x))
     assert np.array_equal(fused.view(np.int32), backend.view(np.int32))
     assert not np.array_equal(unfused.view(np.int32), backend.view(np.int32))   # the replay matters
+
+
+def test_e3m4_sqrt_through_float16_is_recognised_bit_for_bit():
+    import ml_dtypes
+    e3m4 = np.dtype(ml_dtypes.float8_e3m4)
+    x = np.array([0.96875, 4.0], e3m4)
+    ref = np.array([0.96875, 2.0], e3m4)          # sqrt(0.96875) = 0.98425 < the midpoint 0.984375
+    twice = np.array([1.0, 2.0], e3m4)            # float16 rounds it onto the midpoint, then to even
+    f = DV.Failure("lax_special/sqrt/float8_e3m4/exhaustive", "xla:cpu", "0.12.0.1", ("sqrt",), [ref], [twice],
+                   (0,), 1.0, inputs=(x,))
+    assert DV.find(f).id == "xla-cpu-e3m4-sqrt-via-f16"
+    other = np.array([0.9375, 2.0], e3m4)         # any other wrong value is not this divergence
+    f = DV.Failure("c", "xla:cpu", "0.12.0.1", ("sqrt",), [ref], [other], (0,), 1.0, inputs=(x,))
+    assert DV.find(f) is None

@@ -85,3 +85,33 @@ def elementwise_cases(family: str, ops: list[Op]):
                 quick = shape in QUICK_SHAPES and not nightly_dtype
                 yield Case(id=f"{base}/{shape_id(shape)}", inputs=_inputs(op, dtype, shape),
                            profile="quick" if quick else "nightly", **common)
+
+
+# Narrow floats have few enough values to test exhaustively: every value (unary) or every pair
+# (binary) of float8 (256 values) and float4 (16 values). float8_e8m0fnu (no zero, no sign) is left to
+# the conversion cases.
+NARROW = tuple(d for d in D.ML_FLOATS if d.itemsize == 1 and d.name != "float8_e8m0fnu")
+NARROW_QUICK = tuple(d for d in NARROW if d.name in ("float8_e4m3fn", "float8_e5m2", "float8_e3m4",
+                                                      "float4_e2m1fn"))
+
+
+def all_values(dtype) -> np.ndarray:
+    """Every bit pattern of a one-byte float type (float4 uses the low 4 bits)."""
+    n = 16 if "float4" in dtype.name else 256
+    return np.arange(n, dtype=np.uint8).view(dtype)
+
+
+def exhaustive_cases(family: str, ops: list[Op], skip=()):
+    """One case per (op, narrow dtype): the op on every value / every pair of values (NARROW_QUICK
+    in the quick profile, the other one-byte floats nightly). ``skip``: (primitive, dtype name) pairs."""
+    for op in ops:
+        for dtype in NARROW:
+            if (op.primitive, dtype.name) in skip:
+                continue
+            profile = "quick" if dtype in NARROW_QUICK else "nightly"
+            def make(rng, dtype=dtype, arity=op.arity):
+                vals = all_values(dtype)
+                grids = np.meshgrid(*([np.arange(vals.size)] * arity), indexing="ij")
+                return [vals[g.ravel()] for g in grids]
+            yield Case(id=f"{family}/{op.primitive}/{dtype_id(dtype)}/exhaustive", fn=op.fn, inputs=make,
+                       primitives=(op.primitive,), modes=op.mode, profile=profile)

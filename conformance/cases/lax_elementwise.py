@@ -10,7 +10,7 @@ from jax._src.lax import lax as _lax_internal
 from spec import compliance as C
 
 from ._elementwise import (BOOL, BF16, C64, C128, F16, F32, F64, FLOATS, I8, I32, I64, INTS, U8, U32, U64,
-                           Op, elementwise_cases)
+                           Op, elementwise_cases, exhaustive_cases)
 
 NUM = FLOATS + INTS
 Q_NUM = (F32, BF16, F16, I32, U8, I8, U32)    # the quick dtypes
@@ -86,7 +86,13 @@ OPS = [
 ]
 
 
+# Every value pair of the one-byte floats (XLA computes them in float32 and rounds once: exact).
+EXHAUSTIVE = ("add", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "floor", "ceil", "round",
+              "eq", "lt")
+
+
 def cases():
+    yield from exhaustive_cases("lax_elementwise", [op for op in OPS if op.primitive in EXHAUSTIVE])
     for case in elementwise_cases("lax_elementwise", OPS):
         # The primitive names of the two variants are the lax ones.
         prim = {"round_even": "round", "integer_pow_neg": "integer_pow", "mul_complex": "mul"}.get(case.primitives[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from ._elementwise import BF16, F16, F32, F64, I32, U8, Op, elementwise_cases
+from ._elementwise import BF16, F16, F32, F64, I32, U8, Op, elementwise_cases, exhaustive_cases
 
 Q, N = (F32, BF16, F16), (F64,)
 
@@ -67,5 +67,14 @@ OPS = [
     if hasattr(lax, "polynomial") else [])
 
 
+# Every value of the one-byte floats (correctly rounded through float32 on XLA:CPU for these four).
+# Left out: sqrt of float4_e2m1fn (the reference rounds sqrt's NaN to +0.0 there, where
+# convert_element_type's NaN -> -0.0 applies: a reference bug, reported); exp2, logistic, asin, acos
+# (XLA:CPU findings of up to 7 ulp / NaN, not yet recorded); asinh (XLA:CPU compiles it for minutes).
+EXHAUSTIVE = ("exp", "log", "tanh", "sqrt")
+
+
 def cases():
-    return elementwise_cases("lax_special", OPS)
+    yield from exhaustive_cases("lax_special", [op for op in OPS if op.primitive in EXHAUSTIVE],
+                                skip={("sqrt", "float4_e2m1fn")})
+    yield from elementwise_cases("lax_special", OPS)
