@@ -121,6 +121,9 @@ FUSER_LIMITS = {
     "reshape of the kernel output that splits a blocked dimension differently (epilogue)":
         "NotImplementedError 'reshape not supported yet' (reshapes that keep the blocked minor "
         "dimensions whole work: case reshape_epilogue)",
+    "dot_general of the kernel output (epilogue)":
+        "the push rule raises NotImplementedError 'dot_general not supported yet' (a matmul in an "
+        "input fusion works: case dot_general)",
     "neg (-x) in an input fusion or an epilogue":
         "no pull and no push rule: NotImplementedError 'neg' (write x * -1 or 0 - x)",
     "abs, ge, le, ne, or, xor, shift_right_logical as an epilogue (JAX 0.10.2)":

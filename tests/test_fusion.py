@@ -279,6 +279,8 @@ def test_fuser_limits():
         jax.make_jaxpr(fuser.fuse(lambda a, b: jnp.concatenate([k(a), b], axis=0)))(x, x)
     with pytest.raises(NotImplementedError, match="reshape not supported yet"):
         jax.make_jaxpr(fuser.fuse(lambda a: k(a).reshape(2 * F.M, F.N // 2)))(x)
+    with pytest.raises(NotImplementedError, match="dot_general not supported yet"):
+        jax.make_jaxpr(fuser.fuse(lambda a, w: k(a) @ w))(x, np.ones((F.N, 128), np.float32))
     for fn in (lambda a: k(-a), lambda a: -k(a)):
         with pytest.raises(NotImplementedError, match="neg"):
             jax.make_jaxpr(fuser.fuse(fn))(x)

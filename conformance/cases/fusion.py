@@ -128,6 +128,10 @@ FUSER_PROGRAMS = {
                 lambda r: [_f32(r, (M, N)).view(np.uint32)]),
     "dynamic_slice_epilogue": (lambda k: lambda x, b, i: k(x) + b[i],
                                lambda r: [_f32(r, (M, N)), _f32(r, (3, M, N)), np.int32(r.integers(0, 3))]),
+    # A matmul pulled into the kernel (the contracting dimension read whole); integer-valued
+    # operands keep every summation order exact.
+    "dot_general": (lambda k: lambda a, b: k(a @ b),
+                    lambda r: [_f32(r, (M, 32), ints=True), _f32(r, (32, N), ints=True)]),
     # Epilogues through the push rules of the structural primitives (the kernel's output block
     # pushed forward, the other operands' blocks pulled back).
     "transpose_epilogue": (lambda k: lambda x, yt: k(x).T + yt,
