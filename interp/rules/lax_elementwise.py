@@ -12,6 +12,7 @@ How results are made exact (spec/lax_elementwise.py states every case and its so
 """
 from __future__ import annotations
 
+import operator
 import warnings
 
 import ml_dtypes
@@ -19,6 +20,7 @@ import numpy as np
 
 from interp import dtypes as D
 from interp.errors import UndefinedBehaviorError
+from interp.evaluator import Literal
 from interp.registry import register
 from interp.rules.lax_conversions import _c_order, component_dtype, convert, to_wide_int, wrap_int
 
@@ -101,6 +103,27 @@ def _ufunc_rule(ufunc):
 
 
 _UFUNC_RULES = {u: _ufunc_rule(u) for u in (np.add, np.subtract, np.multiply, np.divide, np.negative)}
+_OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+              np.divide: operator.truediv}
+
+
+def _scalar_rule(ufunc, ctx):
+    """Rank-0 binary equations: Python's operator on NumPy scalars, which is NumPy's scalar math
+    (the same IEEE / wrap-around result as the ufunc without its per-call machinery); a literal
+    operand is held as a NumPy scalar (the plan's literals are 0-d arrays, which take the slow
+    path). None where this does not apply."""
+    op = _OPERATORS.get(ufunc)
+    if op is None or any(getattr(a, "shape", None) != () for a in ctx.in_avals):
+        return None
+    dtype = ctx.out_dtype
+    lit = [np.asarray(v.val, dtype)[()] if isinstance(v, Literal) else None for v in ctx.eqn.invars]
+    if lit[1] is not None:
+        c = lit[1]
+        return lambda eqn, x, y, **params: op(x, c)
+    if lit[0] is not None:
+        c = lit[0]
+        return lambda eqn, x, y, **params: op(c, y)
+    return lambda eqn, x, y, **params: op(x, y)
 
 
 def _specialise(ufunc, natives):
@@ -108,7 +131,7 @@ def _specialise(ufunc, natives):
     def attach(general):
         def prepare(ctx):
             if _same_native_dtype(ctx, natives) and ctx.params.get("out_dtype") is None:
-                return _UFUNC_RULES[ufunc]
+                return _scalar_rule(ufunc, ctx) or _UFUNC_RULES[ufunc]
             return general
         general.prepare = prepare
         return general
