@@ -54,6 +54,31 @@ def _rows_in_loop(x):
     return r[...]
 
 
+def _ref_in_scan_and_cond(xs, y):
+    # A ref closed over by a scan body and by the branches of a cond: each step writes one row
+    # (chosen by a data-dependent cond) and reads the running total back.
+    acc = jax.new_ref(jnp.zeros_like(xs))
+    total = jax.new_ref(jnp.zeros_like(y))
+
+    def step(c, xi):
+        i, x = xi
+        lax.cond(x[0] % 2 == 0, lambda: acc.__setitem__(i, x ^ c), lambda: acc.__setitem__(i, x - c))
+        total[...] += x
+        return c + total[...], None
+    c, _ = lax.scan(step, y, (jnp.arange(xs.shape[0]), xs))
+    return acc[...], total[...], c
+
+
+def _vmapped_ref_program(xs):
+    # vmap of a program that allocates and updates a ref: the ref is batched.
+    def f(x):
+        r = jax.new_ref(x)
+        r[1:] = r[:-1] * 3
+        r[0] = r[0] ^ x[-1]
+        return r[...]
+    return jax.vmap(f)(xs)
+
+
 def _empty_ref(x):
     # Every element is written before it is read: the value never depends on fresh memory.
     ref = _ref_api()
@@ -107,6 +132,9 @@ def cases():
                 ["new_ref", "addupdate", "swap", "freeze"])
     yield _case("rows_in_loop_and_call/float32", _rows_in_loop,
                 lambda rng: [random_array(rng, F32, (6, 5), specials=0)], ["new_ref", "get", "swap"], _IEEE)
+    yield _case("ref_in_scan_and_cond/int32", _ref_in_scan_and_cond, _ints((5, 4), (4,)),
+                ["new_ref", "scan", "cond", "get", "swap"])
+    yield _case("vmapped_ref_program/int32", _vmapped_ref_program, _ints((3, 6)), ["new_ref", "swap"])
     yield _case("empty_ref_free_ref/int32", _empty_ref, _ints((6,)), ["empty_ref", "free_ref"])
     yield _case("run_state/int32", _run_state, _ints((6,), (6,)), ["run_state"])
     yield _case("broadcast_to/int32", _broadcast_to, _ints((4, 6)), ["broadcast_to"])
