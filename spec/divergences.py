@@ -13,6 +13,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from . import lax_special as _lax_special
+
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
@@ -148,8 +150,7 @@ def _subnormal(x) -> np.ndarray:
 
 
 def _measured_ulp(prim: str, dtype: str) -> int:
-    from . import lax_special
-    budget = lax_special.XLA_CPU_ULP.get(prim, {}).get(dtype, (0, ""))[0]
+    budget = _lax_special.XLA_CPU_ULP.get(prim, {}).get(dtype, (0, ""))[0]
     return max(budget, XLA_CPU_CASE_ULP.get((prim, dtype), 0))
 
 
@@ -310,9 +311,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(0, tiny, huge, +-inf, zeta with q <= 0) the special functions return NaN/inf/0/1 where the "
         "reference follows DLMF.",
         runners=("xla:cpu",),
-        primitives=tuple(sorted({"exp2", "logistic", "cbrt"} | {p for p, _ in XLA_CPU_CASE_ULP}
-                                | XLA_CPU_DAZ_INCONSISTENT
-                                | set(XLA_CPU_SPECIAL_ARGS))),
+        primitives=tuple(sorted(set(_lax_special.XLA_CPU_ULP) | {p for p, _ in XLA_CPU_CASE_ULP}
+                                | XLA_CPU_DAZ_INCONSISTENT | set(XLA_CPU_SPECIAL_ARGS))),
         match=_xla_cpu_elementwise),
 )
 

@@ -23,7 +23,9 @@ INTS = (I32, U8, I8, U32, I64, U64)
 X64 = (F64, I64, U64, C128)
 
 QUICK_SHAPES = ((3, 5),)
-NIGHTLY_SHAPES = ((), (7,), (2, 3, 4), (1, 130), (33, 65))
+NIGHTLY_SHAPES = ((), (7,), (2, 3, 4), (1, 130), (33, 65), (0, 3))
+# Rank 3 and a scalar are also in the quick profile, for the first dtype of each op only.
+QUICK_FIRST_DTYPE_SHAPES = ((), (2, 3, 4))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +84,8 @@ def elementwise_cases(family: str, ops: list[Op]):
                 yield Case(id=f"{base}/specials", inputs=_special_inputs(op, dtype),
                            profile="nightly" if nightly_dtype else op.specials_profile, **common)
             for shape in QUICK_SHAPES + NIGHTLY_SHAPES:
-                quick = shape in QUICK_SHAPES and not nightly_dtype
+                quick = not nightly_dtype and (shape in QUICK_SHAPES or (
+                    shape in QUICK_FIRST_DTYPE_SHAPES and dtype == (op.dtypes + op.nightly_dtypes)[0]))
                 yield Case(id=f"{base}/{shape_id(shape)}", inputs=_inputs(op, dtype, shape),
                            profile="quick" if quick else "nightly", **common)
 
