@@ -149,9 +149,15 @@ SEMANTICS = table(
     Semantics("cummin", "Inclusive prefix min (NaN propagates, -0.0 < +0.0).", _COMPLEX_EXTREMUM,
               (JAX_LOOPS + " cumred_reduce_window_impl",), EXACT),
     Semantics("cumlogsumexp", "Inclusive prefix log(sum(exp(x))).",
-              ("computed with logaddexp accumulated in float64 (long double for float64), rounded once",
-               "accuracy-defined: relative error before the final rounding about k * 2**-52; not certified "
-               "correctly rounded (coverage: partial)", "-inf terms contribute nothing; NaN propagates"),
+              ("every prefix correctly rounded: r_k = m_k + log1p(s_k) with m_k the running maximum and "
+               "s_k the sum of exp(x_i - m_k) over the other terms, evaluated in float64 (long double for "
+               "float64) with a rigorous running error bound; elements whose bound straddles a rounding "
+               "boundary are recomputed in mpmath with Ziv's test (128..4096 bits; undecided at 4096 bits: "
+               "ArithmeticError, never an uncertified value)",
+               "a prefix with exactly one finite term (the rest -inf) is that term exactly, -0.0 giving +0.0 "
+               "(log(1) = +0, as JAX's logaddexp from the -inf init value); every other finite result is "
+               "transcendental (Lindemann-Weierstrass), so no other exact case exists",
+               "-inf terms contribute nothing; all -inf: -inf; any +inf: +inf; NaN propagates"),
               (JAX_LOOPS + " cumlogsumexp_p",), CORRECTLY_ROUNDED,
               "Backends: ULP/ABS bound; XLA evaluates an associative scan of logaddexp in the input type."),
 )

@@ -467,6 +467,43 @@ def test_cumlogsumexp_accuracy():
     assert np.all(np.abs(xla.view(np.int32).astype(np.int64) - out.view(np.int32)) <= 4)
 
 
+def _logsumexp_oracle(row, dtype):
+    """Every prefix log(sum(exp)) at 2600 bits, rounded once (independent of the reference's
+    wide evaluation and its certification)."""
+    mpmath = pytest.importorskip("mpmath")
+    out = []
+    for k in range(len(row)):
+        v = [float(a) for a in row[:k + 1]]
+        if any(np.isnan(v)) or np.inf in v:
+            out.append(np.nan if any(np.isnan(v)) else np.inf)
+            continue
+        v = [a for a in v if a != -np.inf]
+        if not v:
+            out.append(-np.inf)
+            continue
+        with mpmath.workprec(2600):   # exp(2**-1074) = 1 + 2**-1074 needs > 1074 bits
+            r = mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(a)) for a in v))
+            out.append(nearest(_mp_fraction(r), dtype))
+    return np.array(out).astype(dtype)
+
+
+def _mp_fraction(r) -> Fraction:
+    sign, man, exp, _ = r._mpf_
+    f = Fraction(man) * (Fraction(2) ** exp)
+    return -f if sign else f
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, BF16, F16], ids=str)
+@settings(max_examples=6)
+@given(data=st.data())
+def test_cumlogsumexp_correctly_rounded(dtype, data):
+    x = data.draw(arrays(dtype, (2, 7)))
+    with x64(dtype == F64):
+        out = ref(lambda x: lax.cumlogsumexp(x, 1, reverse=True), x)
+    for i in range(2):
+        assert_same_bits(out[i], _logsumexp_oracle(x[i, ::-1], dtype)[::-1], err_msg=str(x[i]))
+
+
 # ---------------------------------------------------------------- windows
 
 WINDOW_CONFIGS = [

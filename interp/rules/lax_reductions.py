@@ -869,13 +869,100 @@ register("cummin")(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k:
 
 
 def _cumlogsumexp(eqn, x):
+    """Every prefix log(sum(exp(x_i))) correctly rounded (spec/lax_reductions.py cumlogsumexp).
+
+    Wide evaluation (float64; long double for float64 inputs) with the running maximum m and
+    s_k = sum_{i<=k} exp(x_i - m_k) - 1 >= 0 (the maximum's own term, exactly 1, left out):
+    s_k = s_{k-1} + exp(x_k - m_k) while the maximum stays, (s_{k-1} + 1) exp(m_{k-1} - m_k) when
+    x_k is a new maximum; r_k = m_k + log1p(s_k). A bound on |r_k - exact| is carried along (each
+    exp/log1p/+ with a few units of its rounding error, exp's argument rounded once); where
+    r_k +- bound round to one value that is the answer (rounding is monotone), the rest is
+    recomputed in mpmath with Ziv's test.
+    """
     if not D.is_float(x.dtype):
         raise eqn.unsupported(f"cumlogsumexp of {x.dtype}")
-    wide = D.wide_float(x.dtype)
+    wide = wide_type(x.dtype, x.dtype)
+    u = UNIT[wide]
+    n = x.shape[-1]
+    if n == 0:
+        return np.zeros(x.shape, x.dtype)
+    xw = x.astype(wide)
+    tiny = np.finfo(wide).tiny * 4       # > every exp result flushed to zero (abs error)
     with np.errstate(all="ignore"):
-        return round_float(np.logaddexp.accumulate(x.astype(wide), axis=-1), x.dtype)
+        # Specials (an infinite or NaN running maximum): logaddexp gives them exactly.
+        special_vals = np.logaddexp.accumulate(xw, axis=-1)
+        m = np.maximum.accumulate(xw, axis=-1)
+        fin = np.isfinite(m)
+        mf = np.where(fin, m, 0)
+        xf = np.where(np.isfinite(xw), xw, -np.inf)
+        s = np.full(x.shape[:-1], -1.0, wide)          # before any term: sum 0, minus 1
+        err = np.zeros(x.shape[:-1], wide)             # relative error bound of s
+        prev = np.full(x.shape[:-1], -np.inf, wide)
+        r = np.empty(x.shape, wide)
+        bound = np.empty(x.shape, wide)
+        for k in range(n):
+            mk = mf[..., k]
+            new_max = xf[..., k] > prev                # its term is exp(0) = 1, exactly
+            d = np.where(new_max, 0, xf[..., k] - mk)  # <= 0, rounded once
+            dm = np.where(new_max & np.isfinite(prev), prev - mk, 0)   # <= 0
+            t = np.exp(d)
+            grown = s + 1                              # s_{k-1} + 1, exact before the first term
+            scaled = grown * np.exp(dm)
+            e_t = u * (4 + 2 * np.abs(np.where(np.isfinite(d), d, 0)))
+            e_scaled = (err * np.maximum(s, 0) / np.where(grown > 0, grown, 1) + u) + u * (4 + 2 * np.abs(dm)) + u
+            s_new = np.where(new_max, scaled, s + t)
+            err_new = np.where(new_max, e_scaled,
+                               (err * s + e_t * t) / np.where(s_new > 0, s_new, 1) + u)
+            s = np.where(np.isfinite(prev) | ~new_max, s_new, 0.0)   # the first term: s = 0 exactly
+            err = np.where(np.isfinite(prev) | ~new_max, err_new, 0.0)
+            L = np.log1p(s)
+            r[..., k] = mk + L
+            # |log1p error| <= rel(s) * L (log1p(y) >= y / (1 + y)); log1p and the final add round.
+            bound[..., k] = 2 * (1.01 * err * L + 2 * u * L + 2 * u * np.abs(mk + L) + (k + 1) * tiny)
+            prev = np.maximum(prev, xf[..., k])
+        # One finite term (the rest -inf): s = 1, log(s) = 0, the result is that term exactly (the
+        # only exact case: otherwise log(s) is transcendental, Lindemann-Weierstrass).
+        one = np.cumsum(np.isfinite(xw), axis=-1) == 1
+        # (-0.0 gives +0.0: log(exp(-0)) = log(1) = +0, as JAX's logaddexp from the -inf init)
+        r = np.where(fin, np.where(one, mf + 0, r), special_vals)
+        bound = np.where(fin & ~one, bound, 0)
+    out, certain = _certify(r, bound, x.dtype)
+    flat, rows = out.reshape(-1), x.reshape(-1, n).astype(F64)
+    for i in np.flatnonzero(~certain):
+        row, k = divmod(int(i), n)
+        flat[i] = _mp_logsumexp(rows[row, :k + 1], x.dtype)
+    return flat.reshape(x.shape)
 
 
-register("cumlogsumexp", partial="computed with logaddexp in float64 (long double for float64) and "
-                                  "rounded once: accurate, not certified correctly rounded")(
-    _cumulative(_cumlogsumexp))
+def _certify(r, bound, dtype):
+    """(round(r), flat mask of the elements where r - bound and r + bound round alike)."""
+    with np.errstate(all="ignore"):
+        lo, hi = round_float(r - bound, dtype), round_float(r + bound, dtype)
+    uint = D.storage_uint(dtype)
+    certain = ((lo.view(uint) == hi.view(uint)) | ~np.isfinite(r) | (bound == 0)).reshape(-1)
+    return np.array(round_float(r, dtype), dtype), certain
+
+
+def _mp_logsumexp(v: np.ndarray, dtype):
+    """log(sum(exp(v))) of finite-or--inf float64 values by mpmath, precision raised until the
+    result's error interval rounds to one value of ``dtype`` (Ziv); loud past 4096 bits."""
+    import mpmath
+    from .lax_special import mp_round
+    v = [float(a) for a in v if a != -np.inf]
+    for prec in (128, 256, 512, 1024, 2048, 4096):
+        with mpmath.workprec(prec):
+            m = max(v)
+            rest = list(v)
+            rest.remove(m)                 # the maximum's term is exactly 1: log1p of the others
+            # exact differences, then exp/sum/log1p each within a few units of 2**-prec (relative)
+            s = mpmath.fsum(mpmath.exp(mpmath.fsub(a, m, exact=True)) for a in rest)
+            L = mpmath.log1p(s)
+            r = mpmath.mpf(m) + L
+            e = (abs(m) + abs(L)) * mpmath.mpf(2) ** (-prec + 8 + len(v).bit_length())
+            lo, hi = mp_round([r - e], dtype)[0], mp_round([r + e], dtype)[0]
+        if np.asarray(lo).tobytes() == np.asarray(hi).tobytes():
+            return lo
+    raise ArithmeticError("cumlogsumexp: not decided at 4096 bits (reference cost cap)")
+
+
+register("cumlogsumexp")(_cumulative(_cumlogsumexp))
