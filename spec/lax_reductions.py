@@ -71,6 +71,16 @@ _COMPLEX_EXTREMUM = (
     "result is defined",
 )
 
+_COMPLEX_PROD = (
+    "complex: real and imaginary parts of the exact product each rounded once (certified from a "
+    "complex128 / clongdouble left-to-right product with the normwise bound sqrt(5) u per multiply of "
+    "Brent, Percival, Zimmermann 2007; undecided parts and prefixes leaving the wide range: exact "
+    "Gaussian-integer product); an exact zero part of a product of nonzero factors is +0.0",
+    "complex: prefixes with an inf/NaN or zero factor keep the left-to-right naive product's value (IEEE "
+    "signs of zeros, inf/NaN propagation): XLA leaves the multiplication order unspecified, so backends "
+    "may differ in zero signs and inf/NaN there",
+)
+
 SEMANTICS = table(
     Semantics("reduce_sum", "Sum over `axes`.", _SUM_EDGES,
               (XLA_OPS + "#reduce", JAX_LAX + " reduce_sum_p", RULES + " certified_round"),
@@ -81,8 +91,7 @@ SEMANTICS = table(
               ("float: exact product rounded once (carried as mantissa * 2**E, so intermediate "
                "over/underflow cannot happen; undecided elements recomputed exactly with integers)",
                "float: NaN if any NaN or 0 * inf; else +-0 if any zero, +-inf if any infinity; sign = xor of signs",
-               "integer: wraps around", "complex: multiplied left to right in complex128 / clongdouble, "
-               "rounded once (not certified: coverage says partial)"),
+               "integer: wraps around") + _COMPLEX_PROD,
               (XLA_OPS + "#reduce", JAX_LAX + " reduce_prod_p"), CORRECTLY_ROUNDED),
     Semantics("reduce_max", "Maximum over `axes` (XLA max: NaN propagates, -0.0 < +0.0).",
               ("any NaN in the slice gives NaN", "max(-0.0, +0.0) = +0.0",
@@ -141,7 +150,7 @@ SEMANTICS = table(
     Semantics("cumsum", "Inclusive prefix sum along `axis` (reverse: suffix sums).", _SUM_EDGES,
               (JAX_LOOPS + " cumsum_p",), CORRECTLY_ROUNDED),
     Semantics("cumprod", "Inclusive prefix product.", ("float: every prefix product correctly rounded (as reduce_prod)",
-                                                       "integer: wraps", "complex: not certified"),
+                                                       "integer: wraps") + _COMPLEX_PROD,
               (JAX_LOOPS + " cumprod_p",), CORRECTLY_ROUNDED),
     Semantics("cummax", "Inclusive prefix max (NaN propagates, -0.0 < +0.0).",
               ("lowered to a reduce_window of the whole prefix padded with the init value",) + _COMPLEX_EXTREMUM,

@@ -414,6 +414,30 @@ def test_prod_wide_exponent_range():
     assert_same_bits(ref(lambda x: jnp.prod(x), x), nearest(exact_prod(x), F32))
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)
+def test_complex_prod_correctly_rounded(dtype):
+    """Complex (prefix) products: each part the exact product (Fractions) rounded once; rows with
+    cancellation (parts far below the magnitude), wide exponent ranges and exact zero parts."""
+    part = F32 if dtype == np.complex64 else F64
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6))).astype(dtype)
+    x[1] = np.array([1 + 1j, 1 - 1j, 3 + 4j, 3 - 4j, 1 + 2 ** -20 * 1j, 2j], dtype)   # exact zero parts
+    x[2] *= np.array(2.0 ** 100 if dtype == np.complex64 else 2.0 ** 900, part)        # beyond the range
+    x[3, ::2] = x[3, 1::2] * (1 + 2.0 ** -10)                                         # near-cancellation
+    with x64(dtype == np.complex128):
+        prod = ref(lambda x: jnp.prod(x, 1), x)
+        cp = ref(lambda x: lax.cumprod(x, 1), x)
+    for i in range(4):
+        re, im = Fraction(1), Fraction(0)
+        for k in range(6):
+            a, b = Fraction(float(x[i, k].real)), Fraction(float(x[i, k].imag))
+            re, im = re * a - im * b, re * b + im * a
+            want = np.array([nearest(re, part), nearest(im, part)])
+            got = np.array([cp[i, k].real, cp[i, k].imag])
+            assert_same_bits(got, want, err_msg=f"row {i} prefix {k}")
+        assert_same_bits(np.array([prod[i].real, prod[i].imag]), want, err_msg=f"row {i}")
+
+
 # ---------------------------------------------------------------- cumulative
 
 @pytest.mark.parametrize("reverse", [False, True])
