@@ -166,34 +166,28 @@ class _Recorder:
 
     def _pallas_call(self, ctx, invals) -> list:
         """The Pallas engine runs the call; its kernel body is walked per grid step."""
-        from interp.pallas.grid import CallPlan, maybe_current_run
-        plan = CallPlan(ctx)   # a private plan: its kernel plan is replaced by the recording walk
+        from interp.pallas.grid import CallPlan
+        plan = CallPlan(ctx)   # a private plan: its kernel body is replaced by the recording walk
         kernel_jaxpr = split_jaxpr(plan.jaxpr)[0]
         recorder = self
 
         class _KernelWalk:
-            def run(self, consts, args):
-                run = maybe_current_run()
+            """Stands in for the plan's kernel body, which the engine calls once per grid step as
+            ``body.run(run, args)``."""
+            def run(self, run, args):
                 scalars = args[:plan.num_scalars]
-                windows = [(bp.array_shape, bp.block_shape, bp.kinds, bp.window(run.point, scalars))
+                windows = [(bp.array_shape, bp.block_shape, bp.kinds, bp.window(run.point, scalars, run.grid))
                            for bp in plan.blocks if not bp.whole]
                 recorder._kernel = {"pos": 0, "step": tuple(int(i) for i in run.point), "windows": windows}
                 recorder._where.append("kernel")
                 try:
-                    return recorder._walk(kernel_jaxpr, consts, args)
+                    return recorder._walk(kernel_jaxpr, plan.kernel_consts, args)
                 finally:
                     recorder._where.pop()
                     recorder._kernel = None
 
-        walk = _KernelWalk()
         self._kernel_sites = {}
-        # The plan calls its kernel body once per grid step: replace it (on this private plan only)
-        # by the recording walk. The engine spells that call ``kernel_plan.run(consts, args)`` or,
-        # where the body is specialised per grid point, ``body.run(run, args)``.
-        if hasattr(plan, "body"):
-            plan.body = _BodyWalk(walk, plan.kernel_consts)
-        else:
-            plan.kernel_plan = walk
+        plan.body = _KernelWalk()   # on this private plan only
         return plan.run(invals)
 
     def _record(self, eqn, outs) -> None:
@@ -218,14 +212,6 @@ class _Recorder:
     def _next_order(self) -> int:
         self._order += 1
         return self._order
-
-
-class _BodyWalk:
-    def __init__(self, walk, consts):
-        self.walk, self.consts = walk, consts
-
-    def run(self, run, args):
-        return self.walk.run(self.consts, args)
 
 
 def record(fn, args, options: Options | None = None) -> tuple[list, list[Site]]:
