@@ -435,3 +435,32 @@ def format_report(report: dict) -> str:
     lines.append(f"  {report['pairs']} equations paired, {report['compared']} block comparisons, "
                  f"{len(report['uncompared'])} fused values not compared")
     return "\n".join(lines)
+
+
+def diff_case(case_id: str, seed: int = 0) -> dict:
+    """The report for a fuser conformance case (``fusion/fuser/<name>`` or
+    ``fusion/fuser_unfused/<name>``): its fused and unfused programs on the case's inputs."""
+    from .case import rng_for
+    from .cases import fusion as F
+    name = case_id.rstrip("/").rsplit("/", 1)[-1]
+    if name not in F.FUSER_PROGRAMS:
+        raise KeyError(f"{case_id!r} is not a fuser case (known: {', '.join(F.FUSER_PROGRAMS)})")
+    args = F.FUSER_PROGRAMS[name][1](rng_for(f"fusion/fuser/{name}", seed))
+    return diff(F.fuser_program(name), F.fuser_program(name, fused=False), args)
+
+
+def main(argv=None) -> int:
+    """``python -m conformance.fusion_diff CASE_ID [--seed S]``: print the report; exit status 1
+    when fused and unfused differ."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m conformance.fusion_diff", description=main.__doc__)
+    p.add_argument("case_id")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    report = diff_case(a.case_id, a.seed)
+    print(format_report(report))
+    return 0 if report["agree"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

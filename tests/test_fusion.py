@@ -140,11 +140,18 @@ def test_prng_in_fusion_follows_the_fusers_block_rule():
 def test_prng_fusion_diff_names_random_bits():
     """The fused-vs-unfused report of the PRNG program localises the designed difference: the
     first differing equation is random_bits, at grid step (0, 0), on the block [0:8, 0:128]."""
-    args = F.FUSER_PROGRAMS["prng"][1](rng_for("fusion/fuser/prng", 0))
-    report = FD.diff(F.fuser_program("prng"), F.fuser_program("prng", fused=False), args)
+    report = FD.diff_case("fusion/fuser/prng")
     d = report["first_differing_eqn"]
     assert not report["agree"] and d is not None, FD.format_report(report)
     assert (d["primitive"], d["block"], d["window"]) == ("random_bits", [0, 0], [[0, F.BM], [0, F.BN]])
+
+
+def test_fusion_diff_command(capsys):
+    """``python -m conformance.fusion_diff CASE_ID``: the report, exit status 0 when they agree."""
+    assert FD.main(["fusion/fuser/slice"]) == 0
+    assert capsys.readouterr().out.startswith("fused and unfused agree")
+    with pytest.raises(KeyError):
+        FD.diff_case("fusion/excess_precision/add_chain/bfloat16")
 
 
 # A deliberately wrong fusion: the custom_fusion ``third`` means x / 3 (float32), but its eval rule
