@@ -2,7 +2,7 @@
 
 Everything here is vectorised over whole arrays of counters and keys; nothing loops over elements
 in Python. The counter-based cores run over the flattened broadcast of their arguments in
-cache-sized chunks (:func:`_hash`): each chunk's words live in one small work array, every round
+large chunks (:func:`_hash`): each chunk's words live in one small work array, every round
 is a handful of in-place ufuncs over all of its words at once (Threefry-4x32 and Philox-4x32 mix
 two word pairs per call), chunks are spread over a few threads (NumPy releases the GIL in its
 loops), and the ``random_bits`` callers fold the output words into the result chunk by chunk and
@@ -41,8 +41,9 @@ _S32 = U64(32)
 UINT_DTYPES = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
                64: np.dtype(np.uint64)}
 
-# Elements per chunk: a chunk's work array (4 words, 64-bit for Philox) and temporaries stay in
-# L2, and each ufunc call still covers enough elements that its fixed cost is small.
+# Elements per chunk. A ufunc call costs about as much as a pass over 10-20 thousand elements, so
+# chunks must be large; 2**16 was fastest on the 2-core CI machine (2**13..2**17 measured: 2**13
+# 1.5-2x slower, 2**17 no faster), though a 4-word chunk then lives in L2/L3 rather than L1.
 CHUNK = 1 << 16
 # Threads over which the chunks of one call are spread (results do not depend on it).
 THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -96,6 +97,7 @@ def _broadcast_words(*words):
 
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 _pool_lock = threading.Lock()
 
 
@@ -106,10 +108,12 @@ def _map_chunks(work, size: int) -> None:
     if n <= 1:
         work(starts)
         return
-    global _pool
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None or _pool._max_workers < n:
+        # a forked child inherits the pool object but not its threads: it makes its own
+        if _pool is None or _pool._max_workers < n or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="interp-prng")
+            _pool_pid = os.getpid()
     per = -(-len(starts) // n)
     for f in [_pool.submit(work, starts[i:i + per]) for i in range(0, len(starts), per)]:
         f.result()

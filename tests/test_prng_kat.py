@@ -4,6 +4,8 @@ definitions."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from importlib import resources
 
 import jax
@@ -169,3 +171,28 @@ def test_chunks_and_threads_do_not_change_bits(name, monkeypatch):
     for got, want in zip(cases(), whole):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_threads_after_fork(monkeypatch):
+    """A forked child (which inherits the thread pool object but not its threads) still runs the
+    threaded driver instead of waiting forever on threads that do not exist."""
+    monkeypatch.setattr(prng, "THREADS", 2)
+    monkeypatch.setattr(prng, "CHUNK", 1000)
+    keys = np.array([1, 2], np.uint32)
+    parent = prng.IMPLS["philox4x32"].random_bits(keys, 32, (20000,), True)  # pool created here
+    pid = os.fork()
+    if pid == 0:  # the child: exit status says whether it got the same bits
+        child = prng.IMPLS["philox4x32"].random_bits(keys, 32, (20000,), True)
+        os._exit(0 if np.array_equal(child, parent) else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in the PRNG thread pool")
