@@ -86,7 +86,7 @@ SEMANTICS = table(
               "body is specialised per grid point (interp/pallas/specialize.py: pure scalar "
               "equations of the grid point folded, pl.when / switch on them resolved; same "
               "rules, same values). Not supported: Indirect dims in pallas_call's BlockSpecs "
-              "(JAX itself rejects them: index maps return scalars), block transforms (Mosaic "
+              "(index maps return scalars there, no lowering defines them), block transforms (Mosaic "
               "GPU tiling/swizzle), pallas_call with a mesh, local_grid_env hooks.",
     ),
     Semantics(

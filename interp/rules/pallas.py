@@ -20,8 +20,9 @@ _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @register("pallas_call", partial="Indirect block dimensions in pallas_call's own BlockSpecs "
-                                 "(JAX rejects them there; Indirect in emit_pipeline is "
-                                 "supported), block transforms (Mosaic GPU tiling/swizzle), "
+                                 "(index maps return scalars there and no lowering defines "
+                                 "them; Indirect in emit_pipeline is supported), block "
+                                 "transforms (Mosaic GPU tiling/swizzle), "
                                  "operands of extended dtype (Pallas PRNG keys), pallas_call "
                                  "over a mesh and custom grid environments are unsupported")
 def pallas_call(eqn, *args, **params):
