@@ -424,11 +424,14 @@ def test_dot_algorithm_fp8_and_custom():
     fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=alg3)  # noqa: E731
     with pytest.raises(interp.UnsupportedPrimitiveError, match="component"):
         interp.interpret(fn)(x, x.T.copy())
-    # conv_general_dilated has no algorithm semantics of its own (loud).
+    # conv_general_dilated: JAX lowers an algorithm as precision DEFAULT (no algorithm attribute),
+    # so the inputs are not rounded to bf16: bitwise the plain convolution, and XLA:CPU's.
     conv = lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID",  # noqa: E731
                                                  precision=lax.DotAlgorithmPreset.BF16_BF16_F32)
-    with pytest.raises(interp.UnsupportedPrimitiveError):
-        interp.interpret(conv)(np.ones((1, 1, 4), np.float32), np.ones((1, 1, 2), np.float32))
+    lhs, rhs = rng.integers(-300, 300, (2, 3, 9)).astype(np.float32), rng.integers(-300, 300, (4, 3, 2)).astype(np.float32)
+    out = interp.interpret(conv)(lhs, rhs)
+    assert_same_bits(out, xla_cpu(conv, lhs, rhs))
+    assert_same_bits(out, interp.interpret(lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID"))(lhs, rhs))
 
 
 # ---------------------------------------------------------------- ragged_dot
