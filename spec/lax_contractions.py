@@ -107,7 +107,8 @@ SEMANTICS = table(
               _DOT_EDGES + ("padding and lhs-dilation holes are zeros (they add exact zero products)",
                             "feature groups: output feature o uses input features (o // (O/G)) * C/G ...",
                             "batch groups: output feature o uses lhs batch block o // (O/B) (batch split as (B, N/B))",
-                            "feature_group_count and batch_group_count both > 1: unsupported",
+                            "feature_group_count and batch_group_count both > 1: ValueError (JAX's shape rule "
+                            "rejects it: XLA defines no such convolution)",
                             "an explicit dot algorithm does not change a convolution: JAX lowers it as precision "
                             "DEFAULT without an algorithm attribute (jax/_src/lax/convolution.py, "
                             "lax._full_precision)"),

@@ -576,6 +576,13 @@ def test_conv_configs(config):
     check_xla_bound(xla_cpu(fn, lf, rf), out, absconv, k, F32)
 
 
+def test_conv_both_group_counts_rejected_as_in_jax():
+    conv = lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID", feature_group_count=2,  # noqa: E731
+                                                 batch_group_count=2)
+    with pytest.raises(ValueError, match="At most one"):
+        interp.interpret(conv)(np.ones((4, 4, 5), np.float32), np.ones((4, 2, 2), np.float32))
+
+
 def test_conv_correctly_rounded():
     """One configuration against the exact oracle (patch sums as Fractions, by direct loops)."""
     rng = np.random.default_rng(11)

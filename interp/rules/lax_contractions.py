@@ -460,7 +460,7 @@ def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbe
 # --------------------------------------------------------------------------------------------
 # conv_general_dilated as patches @ kernel.
 
-@register("conv_general_dilated", partial="feature and batch groups together")
+@register("conv_general_dilated")
 def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                          dimension_numbers, feature_group_count, batch_group_count,
                          precision=None, **params):
@@ -473,8 +473,9 @@ def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation
     x = np.transpose(lhs, lhs_spec)            # (N, C, spatial...)
     w = np.transpose(rhs, rhs_spec)            # (O, I, window...)
     g, bg = feature_group_count, batch_group_count
-    if g > 1 and bg > 1:
-        raise eqn.unsupported("feature_group_count and batch_group_count both > 1")
+    if g > 1 and bg > 1:   # (JAX's shape rule rejects such a program before it reaches us)
+        raise ValueError("At most one of batch_group_count and feature_group_count may be > 1, got "
+                         f"batch_group_count={bg} and feature_group_count={g}")
     n, c = x.shape[:2]
     o, i = w.shape[:2]
     spatial, window = x.shape[2:], w.shape[2:]
