@@ -42,6 +42,7 @@ class Op:
     specials: bool = True        # generate the all-pairs special-value case
     specials_profile: str = "quick"   # its smallest profile (XLA:CPU's igamma takes ~20 s on the grid)
     random_specials: float = 0.25     # fraction of special values among the random inputs
+    quick_shapes: bool = True    # QUICK_FIRST_DTYPE_SHAPES in the quick profile (off where XLA compiles slowly)
     in_dtype: Callable | None = None  # dtype of operand i given the case dtype (default: same)
     nightly_dtypes: tuple = ()   # dtypes only in the nightly profile
     mode: object = None          # compliance mode (default: from the primitive and dtype)
@@ -85,7 +86,7 @@ def elementwise_cases(family: str, ops: list[Op]):
                            profile="nightly" if nightly_dtype else op.specials_profile, **common)
             for shape in QUICK_SHAPES + NIGHTLY_SHAPES:
                 quick = not nightly_dtype and (shape in QUICK_SHAPES or (
-                    shape in QUICK_FIRST_DTYPE_SHAPES and dtype == (op.dtypes + op.nightly_dtypes)[0]))
+                    shape in QUICK_FIRST_DTYPE_SHAPES and op.quick_shapes and dtype == op.dtypes[0]))
                 yield Case(id=f"{base}/{shape_id(shape)}", inputs=_inputs(op, dtype, shape),
                            profile="quick" if quick else "nightly", **common)
 

@@ -42,20 +42,21 @@ OPS = [
     # The incomplete gamma family, zeta, polygamma and betainc: float32 in the quick profile (their
     # float64 reference evaluates mpmath for many elements). Random inputs from spec/lax_special.py
     # DOMAINS without special values (those are the specials grid's), so the random cases measure
-    # accuracy where it is defined.
+    # accuracy where it is defined. XLA:CPU compiles igamma/igammac/igamma_grad_a/betainc for about
+    # 5 s each: one quick shape.
     Op("igamma", lax.igamma, 2, (F32,), nightly_dtypes=(F64, BF16, F16), domains=((0.1, 50), (0.01, 60)),
-       random_specials=0, specials_profile="nightly"),
+       random_specials=0, specials_profile="nightly", quick_shapes=False),
     Op("igammac", lax.igammac, 2, (F32,), nightly_dtypes=(F64, BF16, F16), domains=((0.1, 50), (0.01, 60)),
-       random_specials=0, specials_profile="nightly"),
+       random_specials=0, specials_profile="nightly", quick_shapes=False),
     # mpmath for every element (about 25 ms each): no all-pairs special-value grid in any profile.
     Op("igamma_grad_a", lax.igamma_grad_a, 2, (F32,), nightly_dtypes=(F64,), domains=((0.1, 20), (0.01, 30)),
-       specials=False, random_specials=0),
+       specials=False, random_specials=0, quick_shapes=False),
     Op("zeta", lax.zeta, 2, (F32,), nightly_dtypes=(F64, BF16), domains=((1.01, 20), (0.1, 50)), random_specials=0),
     Op("polygamma", lambda x: lax.polygamma(np.asarray(1, x.dtype), x), 1, (F32,), nightly_dtypes=(F64, BF16),
        domains=((0.1, 50),), random_specials=0),
     # Three operands: the all-triples special grid is 27**3 elements, too many for the reference.
     Op("regularized_incomplete_beta", lax.betainc, 3, (F32,), nightly_dtypes=(F64, BF16),
-       domains=((0.1, 20), (0.1, 20), (0.0, 1.0)), specials=False, random_specials=0),
+       domains=((0.1, 20), (0.1, 20), (0.0, 1.0)), specials=False, random_specials=0, quick_shapes=False),
 ] + ([Op("log2", lax.log2, 1, (F32,), nightly_dtypes=N + (BF16,), positive=True, high=1e6)]
      if hasattr(lax, "log2") else []) + (
     # Horner's rule, each multiply and add rounded (JAX >= 0.12); integers wrap. XLA:CPU contracts
