@@ -105,7 +105,9 @@ SEMANTICS = table(
                  "fnuz float8 types: the NaN pattern 0x80 is below everything (XLA:CPU compares the "
                  "float32 upcast, where it is -NaN)",
                  "float8_e8m0fnu: bit order (no sign bit), NaN (0xFF) on top",
-                 "complex operands: unsupported (JAX splits complex keys before binding these)"),
+                 "complex operands (JAX accepts them for eq_to only): (real, imag) compared "
+                 "lexicographically with the total order, so eq_to is total-order equality of both "
+                 "parts (-0.0 != +0.0 in either part; a NaN equals the identical NaN)"),
                 (STABLEHLO + "#compare (TOTALORDER)", JAX_LAX + " _sort_lt_comparator"), EXACT)
       for name in ("eq_to", "le_to", "lt_to")],
     Semantics("is_finite", "Neither inf nor NaN.", (), (STABLEHLO + "#is_finite",), EXACT),
@@ -177,4 +179,10 @@ BACKEND_PROPERTIES = (
      "where the spec's lexicographic minimum(maximum(1j, 0j), 1j) is 1j. Its lax.max/lax.min are "
      "lexicographic, so only the fused clamp differs.",
      "tests/test_lax_elementwise.py test_complex_clamp"),
+    ("xla:cpu", "complex-total-order-eq",
+     "eq_to (compare EQ, TOTALORDER) of complex operands is IEEE equality of the parts on jaxlib "
+     "0.12.0.1: 0j == -0j and NaN != NaN, where the spec's total order separates -0.0 from +0.0 and "
+     "equates identical NaNs; jaxlib 0.10.2 refuses to compile it (HLO verifier: 'Expected comparison "
+     "type FLOAT').",
+     "tests/test_lax_elementwise.py test_complex_eq_to"),
 )

@@ -603,3 +603,28 @@ def test_complex_clamp(dtype):
     m = np.where(lo.real >= x.real, lo, x)
     xla_model = np.where(m.real <= hi.real, m, hi)
     assert_same_bits(xla_cpu(lax.clamp, lo, x, hi), xla_model)
+
+
+@pytest.mark.parametrize("dtype", D.COMPLEX, ids=ids(D.COMPLEX))
+def test_complex_eq_to(dtype):
+    """eq_to on complex operands: total-order equality of both parts (StableHLO compare with
+    TOTALORDER, lexicographic on (real, imag)); real operands bitwise as XLA:CPU. XLA:CPU's complex
+    eq_to is IEEE equality (spec/lax_elementwise.py BACKEND_PROPERTIES complex-total-order-eq):
+    checked against that model."""
+    from jax._src.lax.lax import eq_to_p
+    parts = np.array([0.0, -0.0, 1.0, np.nan, np.inf])
+    v = np.array([complex(a, b) for a in parts for b in parts], dtype)
+    x, y = (a.ravel() for a in np.meshgrid(v, v))
+    eq_to = lambda a, b: eq_to_p.bind(a, b)  # noqa: E731
+    got = interp.interpret(eq_to)(x, y)
+    fdt = np.float32 if dtype == np.complex64 else np.float64
+    same = lambda a, b: bits(np.array(a, fdt)) == bits(np.array(b, fdt))  # noqa: E731
+    want = np.array([same(a.real, b.real) and same(a.imag, b.imag) for a, b in zip(x, y)])
+    assert_same_bits(got, want)
+    try:
+        xla = xla_cpu(eq_to, x, y)
+    except jax.errors.JaxRuntimeError as e:   # jaxlib 0.10.2: its HLO verifier refuses it
+        assert "Expected comparison type FLOAT" in str(e)
+    else:
+        assert_same_bits(xla, x == y)
+    assert_same_bits(interp.interpret(eq_to)(x.real.copy(), y.real.copy()), xla_cpu(eq_to, x.real.copy(), y.real.copy()))

@@ -474,14 +474,19 @@ def _total_order_key(x: np.ndarray) -> np.ndarray:
 def _total_compare(op):
     def rule(eqn, x, y):
         if D.is_complex(x.dtype):
-            raise eqn.unsupported("total-order comparison of complex operands")
+            # StableHLO compare: complex operands compare (real, imag) lexicographically with the
+            # given compare type. JAX accepts complex only for eq_to (le_to/lt_to take ordered
+            # types); equality of both parts' total-order keys is that comparison for EQ.
+            if op is not np.equal:
+                raise eqn.unsupported(f"{eqn.name} of complex operands (JAX rejects them)")
+            return np.asarray((_total_order_key(np.real(x)) == _total_order_key(np.real(y)))
+                              & (_total_order_key(np.imag(x)) == _total_order_key(np.imag(y))), dtype=np.bool_)
         return np.asarray(op(_total_order_key(x), _total_order_key(y)), dtype=np.bool_)
     return rule
 
 
 for _name, _op in (("eq_to", np.equal), ("le_to", np.less_equal), ("lt_to", np.less)):
-    # JAX binds these only on real keys (its sort comparator splits complex into parts)
-    register(_name, partial="complex operands")(_total_compare(_op))
+    register(_name)(_total_compare(_op))
 
 
 @register("is_finite")
