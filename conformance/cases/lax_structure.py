@@ -77,6 +77,9 @@ def cases():
                  nightly_dtypes=NDT + (BOOL, F16))
     yield from P(fam, "stack_rank3", lambda x, y: jnp.stack([x, y, x], axis=1), [(2, 5), (2, 5)], DT,
                  primitives=["stack"], nightly_dtypes=NDT + (BOOL, F16))
+    # unstack bound directly (JAX 0.10.2's jnp does not use it; 0.12's does).
+    yield from P(fam, "unstack_rank3", lambda x: _lax_internal.unstack_p.bind(x, axis=1), [(2, 3, 4)], DT,
+                 primitives=["unstack"], nightly_dtypes=NDT + (BOOL, F16))
     yield from P(fam, "tie", lambda x, y: _lax_internal.tie_p.bind(x, y), [(4,), (4,)], (F32,), primitives=["tie"])
     # lax.empty / empty2 (scan's carry placeholder): never-written memory is undefined, so the
     # programs overwrite all of it and only the overwritten values are compared.
