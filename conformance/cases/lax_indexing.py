@@ -8,11 +8,11 @@ from jax import lax
 
 from spec import compliance as C
 
-from ._elementwise import BF16, BOOL, F16, F32, F64, I8, I32, U8, U32
+from ._elementwise import BF16, BOOL, C64, F16, F32, F64, I8, I32, U8, U32
 from ._programs import program_cases
 
 DT = (F32, I32, BF16, U8)
-NDT = (F16, F64, I8, U32)
+NDT = (F16, F64, I8, U32, C64)
 
 
 def _scatter_1d(op):

@@ -8,11 +8,11 @@ from jax import lax
 from jax._src import core as _core
 from jax._src.lax import lax as _lax_internal
 
-from ._elementwise import BF16, BOOL, F16, F32, F64, I8, I32, U8
+from ._elementwise import BF16, BOOL, C64, F16, F32, F64, I8, I32, U8
 from ._programs import program_cases
 
 DT = (F32, I32)
-NDT = (BF16, U8, I8, F64)
+NDT = (BF16, U8, I8, F64, C64)
 
 
 def _gather_rows(x, idx):
