@@ -3,7 +3,6 @@ slices, dynamic slices with clamping, gather/scatter modes): bit-exact on every 
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax._src import core as _core
 from jax._src.lax import lax as _lax_internal
