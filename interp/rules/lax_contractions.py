@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..registry import register
+from ._fft_exact import fft_value
 from .lax_conversions import _c_order, reduce_precision_bits
 from .lax_reductions import (F64, LONGDOUBLE, UNIT, certified_round, exact_dot, refine_sums, round_exact,
                              round_float, sum_error_bound, wide_type,
@@ -505,25 +506,10 @@ def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation
 # --------------------------------------------------------------------------------------------
 # fft
 
-_WIDE_COMPLEX = {np.dtype(np.complex64): np.dtype(np.complex128),
-                 np.dtype(np.complex128): np.dtype(np.clongdouble)}
-
-
-@register("fft", partial="computed with pocketfft in the next wider type (complex128 / long double) "
-                         "and rounded once: accurate, not certified correctly rounded")
+@register("fft")
 def fft(eqn, x, *, fft_type, fft_lengths, **params):
     kind = getattr(fft_type, "name", str(fft_type)).split(".")[-1].upper()
-    x = np.asarray(x)
-    axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
-    out = eqn.out_dtype
-    cplx = out if D.is_complex(out) else np.dtype(np.complex64 if out == np.float32 else np.complex128)
-    wide = _WIDE_COMPLEX[cplx]
-    if kind == "FFT":
-        return np.fft.fftn(x.astype(wide), axes=axes).astype(out)
-    if kind == "IFFT":
-        return np.fft.ifftn(x.astype(wide), axes=axes).astype(out)
-    if kind == "RFFT":
-        return np.fft.rfftn(x.astype(wide.type(0).real.dtype), s=fft_lengths, axes=axes).astype(out)
-    if kind == "IRFFT":
-        return np.fft.irfftn(x.astype(wide), s=fft_lengths, axes=axes).astype(out)
-    raise eqn.unsupported(f"fft_type {fft_type}")
+    if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
+        raise eqn.unsupported(f"fft_type {fft_type}")
+    # Every output part correctly rounded (interp/rules/_fft_exact.py).
+    return fft_value(kind, np.asarray(x), fft_lengths, eqn.out_dtype)
