@@ -114,9 +114,15 @@ SEMANTICS = table(
                             "lax._full_precision)"),
               (XLA_OPS + "#conv_convolution", JAX_CONV), CORRECTLY_ROUNDED),
     Semantics("fft", "FFT / IFFT (1/n scaled) / RFFT / IRFFT over the last len(fft_lengths) axes.",
-              ("accuracy-defined: computed with NumPy's pocketfft in complex128 (complex64 results) or long double "
-               "(complex128 results) and rounded once; error before rounding about log2(n) * u_wide * |x|_2; "
-               "not certified correctly rounded (coverage: partial)",
+              ("every output part is the exact DFT of the exact inputs rounded once (interp/rules/_fft_exact.py): "
+               "a per-axis wide DFT with a rigorous componentwise bound decides most float32 parts; float64 parts "
+               "are dot products with double-double twiddles (Dot2 with its bound); parts that are rational "
+               "(exact zeros of symmetric inputs, ties) are found exactly in the cyclotomic field Q(zeta_M) and "
+               "rounded exactly (an exact zero is +0); the rest go to mpmath with Ziv's test, and one still "
+               "undecided at 4096 bits raises ArithmeticError",
+               "inputs holding inf/NaN: the wide direct DFT's IEEE propagation (not certified: a backend's "
+               "inf/NaN pattern depends on its algorithm)",
+               "cost: O(n^2) per axis (direct DFT), slow for float64 transforms of more than ~1000 points",
                "IRFFT ignores the imaginary parts of the DC and Nyquist bins (Hermitian input assumed)"),
               (XLA_OPS + "#fft", "jax/_src/lax/fft.py"), CORRECTLY_ROUNDED,
               "Backends: ABS bound c * log2(n) * eps * |x|_2 per output element."),
