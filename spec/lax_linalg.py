@@ -33,7 +33,13 @@ SEMANTICS = table(
                "LAPACK's (not made positive)",),
               (LA + " geqrf",), CONVENTION),
     Semantics("geqp3", "Column-pivoted QR (LAPACK geqp3); jpvt 1-based in and out, as LAPACK.",
-              ("only all-free columns (jpvt input all zero) are supported",),
+              ("columns with jpvt != 0 on input (any sign) are fixed: moved to the front in their "
+               "original order and factored without pivoting (geqrf); Q^H is applied to the free columns, "
+               "which are pivoted by LAPACK geqp3 on the trailing rows (dgeqp3's own structure); with no "
+               "rows left below the fixed block the free columns keep their order (bitwise jpvt agreement "
+               "with XLA:CPU's LAPACK, tests/test_lax_linalg.py test_geqp3_fixed_columns)",
+               "computed in float64 / complex128 and rounded once: factors agree with a float32 LAPACK "
+               "within its rounding, not bitwise (pivot choices on near-equal norms could differ)"),
               (LA + " geqp3, _qr_lowering (subtracts 1)",), CONVENTION),
     Semantics("householder_product", "Q = H(1)...H(k) from reflectors and taus, first n columns (orgqr).", (),
               (LA + " householder_product",), CONVENTION),

@@ -317,8 +317,40 @@ def test_coverage_lists_family():
                  "triangular_solve", "hessenberg", "tridiagonal", "cholesky_update",
                  "symmetric_product", "geqrf", "householder_product", "ormqr"):
         assert cov[name] == "supported", (name, cov.get(name))
-    for name in ("geqp3", "schur", "eig", "tridiagonal_solve"):
+    for name in ("schur", "eig", "tridiagonal_solve"):
         assert cov[name].startswith("partial"), (name, cov.get(name))
+
+
+@pytest.mark.parametrize("shape,jpvt", [((6, 5), [0, 1, 0, 0, 1]), ((6, 5), [0, 0, 0, 3, -2]),
+                                         ((6, 5), [1, 1, 1, 1, 1]), ((3, 5), [1, 0, 1, 1, 0]),
+                                         ((3, 5), [0, 1, 0, 0, 0])])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_geqp3_fixed_columns(shape, jpvt, dtype):
+    """LAPACK semantics: columns with jpvt != 0 lead in their order, unpivoted; the free ones are
+    pivoted on the trailing rows. jpvt bitwise with XLA:CPU (LAPACK), factors within float32
+    rounding of it, and a[:, jpvt - 1] == Q R (the reference's own factors, in float64)."""
+    rng = np.random.default_rng(sum(shape) + len(jpvt))
+    a = rng.standard_normal(shape)
+    if dtype == np.complex64:
+        a = a + 1j * rng.standard_normal(shape)
+    a = a.astype(dtype)
+    p = np.array(jpvt, np.int32)
+    fn = lambda a, p: L.geqp3(a, p)  # noqa: E731
+    got, want = reference(fn, a, p), xla_cpu(fn, a, p)
+    assert_same_bits(got[1], want[1])
+    scale = np.abs(a).max() * np.sqrt(shape[0]) * 64 * np.finfo(np.float32).eps
+    assert np.max(np.abs(got[0] - want[0])) <= scale and np.max(np.abs(got[2] - want[2])) <= 64 * np.finfo(np.float32).eps
+    m, n = shape
+    k = min(m, n)
+    qr, taus = got[0].astype(np.complex128), got[2].astype(np.complex128)
+    q = np.eye(m, dtype=np.complex128)
+    for i in reversed(range(k)):
+        v = np.zeros(m, np.complex128)
+        v[i], v[i + 1:] = 1, qr[i + 1:, i]
+        q -= taus[i] * np.outer(v, np.conj(v) @ q)
+    assert np.allclose(q @ np.triu(qr), a[:, got[1] - 1], atol=scale)
+    fixed = [j + 1 for j in range(n) if jpvt[j]]
+    assert list(got[1][:len(fixed)]) == fixed
 
 
 def test_every_rule_has_semantics():

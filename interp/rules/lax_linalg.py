@@ -141,18 +141,35 @@ def geqrf(eqn, x):
     return _batched(eqn, core, [x], [2])
 
 
-@register("geqp3", partial="only free columns (jpvt all zero on input)")
+@register("geqp3")
 def geqp3(eqn, x, jpvt, **params):
-    # LAPACK geqp3 with every column free; jpvt is 1-based, as LAPACK's (qr() subtracts 1).
+    # LAPACK geqp3 (jpvt 1-based, as LAPACK's; qr() subtracts 1). Columns with jpvt != 0 on input
+    # are fixed: LAPACK moves them to the front in their order, factors them without pivoting
+    # (geqrf), applies Q^H to the free columns and pivots those on the trailing rows (dgeqp3's
+    # own structure, composed here from geqrf + geqp3 of the trailing block).
     def core(a, p):
-        if np.any(p != 0):
-            raise eqn.unsupported("geqp3 with fixed (non-zero) input pivots")
         a = _wide(a)
-        qr, jp, tau, _, info = _lapack("geqp3", a)(a)
-        return qr, jp, tau
+        m, n = a.shape
+        fixed = np.flatnonzero(p != 0)
+        free = np.flatnonzero(p == 0)
+        if fixed.size == 0:
+            qr, jp, tau, _, info = _lapack("geqp3", a)(a)
+            return qr, jp, tau
+        nf = fixed.size
+        qr1, tau1, _, _ = _lapack("geqrf", a[:, fixed])(a[:, fixed])
+        b = np.conj(_householder_q(qr1, tau1).T) @ a[:, free]
+        out = np.empty((m, n), a.dtype)
+        out[:, :nf] = qr1
+        order, taus = free, [tau1[:min(m, nf)]]
+        if free.size and m > nf:
+            qr2, jp2, tau2, _, _ = _lapack("geqp3", b[nf:])(b[nf:])
+            out[:nf, nf:] = b[:nf, jp2 - 1]
+            out[nf:, nf:] = qr2
+            order, taus = free[jp2 - 1], taus + [tau2]
+        elif free.size:
+            out[:, nf:] = b                     # no rows left below the fixed block: no pivoting
+        return out, np.concatenate([fixed, order]) + 1, np.concatenate(taus)[:min(m, n)]
     return _batched(eqn, core, [x, jpvt], [2, 1])
-
-
 @register("householder_product")
 def householder_product(eqn, a, taus):
     def core(a, taus):
