@@ -89,7 +89,9 @@ SEMANTICS = table(
               (LA + " _svd_cpu_gpu_lowering, _empty_svd",), CONVENTION),
     Semantics("schur", "Schur decomposition (gees): T and Z with A = Z T Z^H.",
               ("real input: real Schur form with LAPACK's standardized 2x2 blocks; complex input: "
-               "upper triangular T", "sort_eig_vals/select_callable: unsupported",
+               "upper triangular T",
+               "sort_eig_vals=True raises (UnsupportedPrimitiveError, a NotImplementedError), as JAX's only "
+               "lowering does; select_callable is ignored without sorting, as JAX's lowering ignores it",
                "non-finite input: " + FAIL_NAN),
               (LA + " _schur_cpu_lowering",), CONVENTION),
     Semantics("hessenberg", "Hessenberg reduction (gehrd) in LAPACK's packed form and n-1 taus.", (),

@@ -233,6 +233,22 @@ def test_schur(dtype):
         assert np.all(np.tril(t, -1) == 0)
 
 
+def test_schur_sort_raises_like_jax_and_select_is_ignored():
+    """JAX's only schur lowering raises NotImplementedError for sort_eig_vals and ignores
+    select_callable; the reference does the same."""
+    a = rand(np.float32, (4, 4))
+    sort = lambda a: L.schur(a, sort_eig_vals=True)  # noqa: E731
+    with pytest.raises(NotImplementedError):
+        xla_cpu(sort, a)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="sort feature"):
+        reference(sort, a)
+    sel = lambda a: L.schur(a, select_callable=lambda w: w.real > 0)  # noqa: E731
+    t, z = reference(sel, a)
+    t0, _ = reference(L.schur, a)
+    assert_same_bits(t, t0)
+    assert_same_bits(xla_cpu(sel, a)[0], xla_cpu(L.schur, a)[0])   # XLA:CPU ignores it too
+
+
 def _hess_q(h, taus):
     n = h.shape[0]
     q = np.eye(n, dtype=np.complex128)
@@ -317,7 +333,7 @@ def test_coverage_lists_family():
                  "triangular_solve", "hessenberg", "tridiagonal", "cholesky_update",
                  "symmetric_product", "geqrf", "householder_product", "ormqr"):
         assert cov[name] == "supported", (name, cov.get(name))
-    for name in ("schur", "eig", "tridiagonal_solve"):
+    for name in ("eig", "tridiagonal_solve"):
         assert cov[name].startswith("partial"), (name, cov.get(name))
 
 

@@ -387,12 +387,14 @@ def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm=None, *
     return _batched(eqn, core, [x], [2])
 
 
-@register("schur", partial="sort_eig_vals=True / select_callable")
+@register("schur")
 def schur(eqn, x, *, compute_schur_vectors, sort_eig_vals, select_callable=None):
     # gees: real Schur form (standardized 2x2 blocks) for real input, complex Schur form for
-    # complex input; A = Z T Z^H.
-    if sort_eig_vals or select_callable is not None:
-        raise eqn.unsupported("sorted Schur form (sort_eig_vals / select_callable)")
+    # complex input; A = Z T Z^H. As JAX's only lowering (jax/_src/lax/linalg.py
+    # _schur_cpu_lowering, both JAX versions): sort_eig_vals raises, select_callable is ignored.
+    if sort_eig_vals:
+        raise eqn.unsupported("The sort feature of LAPACK's gees routine is not implemented "
+                              "(JAX raises the same NotImplementedError when lowering it)")
 
     def core(a):
         a = _wide(a)
