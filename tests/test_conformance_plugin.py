@@ -5,8 +5,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-import pytest
-
 import numpy as np
 
 from conformance.cases import all_cases
