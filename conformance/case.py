@@ -42,6 +42,9 @@ class Case:
     tags: tuple[str, ...] = ()
     magnitude: Callable | None = None          # ABS_REL: inputs -> max |input| (default: computed)
     dot_bound: Callable | None = None          # DOT_PRODUCT: inputs -> list of sum|a||b| arrays
+    unfused_fn: Callable | None = None         # a fused program's meaning before fusion: the
+                                               # reference runner requires the same bits from both
+                                               # and names the first differing equation
     examples: int | None = None                # at most this many seeds per runner in a seed search
                                                # (nightly); None: the profile's default. Heavy cases ask for fewer
 

@@ -117,6 +117,8 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
                 res = checks.check_statistical(ref[i])
                 if not res.passed:
                     rec.update(outcome=FAIL, detail=f"output {i}: {res.detail}")
+        if case.unfused_fn is not None:
+            _compare_unfused(case, inputs, rec)
         return rec
 
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -230,6 +232,26 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
             rec["first_divergent_eqn"] = first_divergent_eqn(jaxpr, inputs, runner)
         except Exception as e:  # noqa: BLE001  (localisation is best effort; say why it failed)
             rec["first_divergent_eqn"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def _compare_unfused(case: Case, inputs, rec: dict) -> None:
+    """A fused program and its unfused meaning, both in the reference: the same arithmetic must
+    give the same bits; a difference is a fail located at its first differing equation."""
+    from .fusion_diff import diff, format_report
+    with case.context():
+        report = diff(case.reference_program(), case.unfused_fn, inputs)
+    rec["mismatches"] = sum(o["mismatches"] for o in report["outputs"])
+    if report["agree"]:
+        rec["detail"] = (f"the reference ran; fused == unfused bit for bit ({report['compared']} "
+                         f"block comparisons of {report['pairs']} paired equations)")
+        return
+    first = next((o for o in report["outputs"] if o["mismatches"]), None)
+    if first is not None and first.get("index") is not None:
+        rec["first_mismatch"] = {"output": first["output"], "index": first["index"],
+                                 "reference": first["unfused"], "backend": first["fused"]}
+    rec.update(outcome=FAIL, first_divergent_eqn=report["first_differing_eqn"],
+               detail="the fused program differs from its unfused meaning in the reference:\n"
+                      + format_report(report))
 
 
 def _summarise(rec: dict, results: list[checks.Check]) -> None:
