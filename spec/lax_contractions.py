@@ -120,8 +120,9 @@ SEMANTICS = table(
                "(exact zeros of symmetric inputs, ties) are found exactly in the cyclotomic field Q(zeta_M) and "
                "rounded exactly (an exact zero is +0); the rest go to mpmath with Ziv's test, and one still "
                "undecided at 4096 bits raises ArithmeticError",
-               "inputs holding inf/NaN: the wide direct DFT's IEEE propagation (not certified: a backend's "
-               "inf/NaN pattern depends on its algorithm)",
+               "inputs holding inf/NaN: an FFT algorithm's IEEE propagation (pocketfft in the wide type; "
+               "matches XLA:CPU on the tested cases; not certified: a backend's inf/NaN pattern depends on "
+               "its algorithm)",
                "cost: O(n^2) per axis (direct DFT), slow for float64 transforms of more than ~1000 points",
                "IRFFT ignores the imaginary parts of the DC and Nyquist bins (Hermitian input assumed)"),
               (XLA_OPS + "#fft", "jax/_src/lax/fft.py"), CORRECTLY_ROUNDED,

@@ -85,3 +85,13 @@ def test_irfft_and_fft2_correctly_rounded():
                                 for j0 in range(3) for j1 in range(4))
                 want[k0, k1] = complex(mp_round([v.real], np.float32)[0], mp_round([v.imag], np.float32)[0])
     assert_same_bits(out, want)
+
+
+def test_fft_non_finite_inputs_match_xla_cpu():
+    """inf/NaN inputs: an FFT algorithm's IEEE propagation (inf + 0i stays, not inf + NaN i)."""
+    c = np.array([[1, np.inf, 2]], np.complex64)
+    r = np.array([[1, np.inf, 2, np.nan]], np.float32)
+    fn = lambda c, r: (jnp.fft.fft(c), jnp.fft.rfft(r))  # noqa: E731
+    got, want = interp.interpret(fn)(c, r), xla_cpu(fn, c, r)
+    for g, w in zip(got, want):
+        assert_same_bits(g, w)

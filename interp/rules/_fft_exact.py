@@ -17,6 +17,9 @@ Three tiers, each deciding what the one before could not:
    decide a value that is itself a rounding boundary.
 3. Irrational undecided parts: mpmath at 128..4096 bits with Ziv's test; still undecided:
    ArithmeticError (loud, never an uncertified value).
+Float64 parts skip tier 1 for a double-double tier (Dot2 with double-double twiddles), since a
+long double bound O(n u) rarely decides them. Inputs holding inf/NaN take pocketfft's IEEE
+propagation instead (no finite value to certify).
 """
 from __future__ import annotations
 
@@ -79,6 +82,8 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype) -> np.ndarray:
     nd = len(fft_lengths)
     axes = list(range(x.ndim - nd, x.ndim))
     wide = np.dtype(np.complex128) if real == np.float64 else np.dtype(np.clongdouble)
+    if not np.all(np.isfinite(np.asarray(x).astype(cplx))):
+        return _pocketfft(kind, np.asarray(x), fft_lengths, axes, wide, out_dtype)
     y = np.asarray(x).astype(wide)
     b = np.zeros(y.shape, real)
     lengths = [int(n) for n in fft_lengths]
@@ -105,12 +110,27 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype) -> np.ndarray:
         with np.errstate(all="ignore"):
             y = y / real.type(total)
             b = b / real.type(total) + (np.abs(y) * real.type(u) if total & (total - 1) else 0)
-    finite = np.all(np.isfinite(np.asarray(x).astype(cplx)))
-    if part == np.float64 and finite:
+    if part == np.float64:
         # long double (64 bits) with an O(n u) bound rarely decides float64 parts: the double-
         # double tier decides them instead.
         b = np.full(y.shape, np.inf, real)
-    return _certify(kind, y, b, np.asarray(x), lengths, out_dtype, part, finite)
+    return _certify(kind, y, b, np.asarray(x), lengths, out_dtype, part)
+
+
+def _pocketfft(kind, x, fft_lengths, axes, wide, out_dtype):
+    """inf/NaN inputs: an FFT algorithm's IEEE propagation (pocketfft in the wide type; a direct
+    DFT would turn inf * (1 + 0i) into inf + NaN i where butterflies keep inf + 0i, as XLA:CPU).
+    Not a certified value: the inf/NaN pattern depends on the algorithm."""
+    with np.errstate(all="ignore"):
+        if kind == "FFT":
+            y = np.fft.fftn(x.astype(wide), axes=axes)
+        elif kind == "IFFT":
+            y = np.fft.ifftn(x.astype(wide), axes=axes)
+        elif kind == "RFFT":
+            y = np.fft.rfftn(x.astype(wide.type(0).real.dtype), s=fft_lengths, axes=axes)
+        else:
+            y = np.fft.irfftn(x.astype(wide), s=fft_lengths, axes=axes)
+        return y.astype(out_dtype)
 
 
 def _irfft_weights(n: int) -> np.ndarray:
@@ -122,7 +142,7 @@ def _irfft_weights(n: int) -> np.ndarray:
     return w
 
 
-def _certify(kind, y, b, x, lengths, out_dtype, part, finite):
+def _certify(kind, y, b, x, lengths, out_dtype, part):
     parts = [y.real, y.imag] if D.is_complex(out_dtype) else [y]
     rounded, undecided = [], []
     uint = D.storage_uint(part)
@@ -131,10 +151,6 @@ def _certify(kind, y, b, x, lengths, out_dtype, part, finite):
             lo, hi = round_float(p - b, part), round_float(p + b, part)
         rounded.append(np.array(round_float(p, part), part))
         undecided.append(lo.view(uint) != hi.view(uint))
-    if not finite:
-        # inf/NaN inputs: IEEE propagation of the wide evaluation (not a certified value: a
-        # backend's inf/NaN pattern depends on its algorithm).
-        undecided = [np.zeros(p.shape, bool) for p in parts]
     if any(u.any() for u in undecided) and part == np.float64:
         _double_double_tier(kind, x, lengths, rounded, undecided)
     if any(u.any() for u in undecided):
