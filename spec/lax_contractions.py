@@ -12,12 +12,12 @@ the float64 BLAS (Ozaki scheme: rows/columns cut into rho-bit slices, K (2**rho 
 every slice GEMM is exact in any summation order), the slice products summed by error-free
 extraction and rounded from the (hi, lo) pair; a near-tie is computed exactly. Inputs spanning more
 than ~2**1000 fall back to a long double product with double-double refinement.
-Measured cost (bench/contractions.py, 2-core machine shared with other jobs at load ~17, medians of
-alternating rounds): f32 matmul 256^3 1.1x, 512^3 1.5x, 1024^3 2.0x the same-semantics NumPy code
-(float64 a @ b rounded once) and 1.2x / 2.4x / 3.2x the naive float32 ``a @ b``: a float64 GEMM is the
-floor of this design, the rest is certification (~10 passes over the output) and the float64
-extraction of the ~0.1% undecided elements; f64 matmul 256^3 1.4x a long double ``a @ b`` (12x a
-float64 BLAS ``a @ b``; before the slices: ~50 s, now ~1 s). Rows/columns holding inf/NaN are recomputed without BLAS: IEEE specials are order
+Measured cost (bench/contractions.py, medians of alternating rounds, 2-core machine at load ~1):
+f32 matmul 512^3 1.4x and 1024^3 2.3x the same-semantics NumPy code (float64 a @ b rounded once),
+3.7x / 4.8x the naive float32 ``a @ b`` (another result). Of the reference's ~190 ms at 1024^3 the
+float64 GEMM takes ~70 ms; the Cauchy-Schwarz bound, the certification passes over the output and
+the extraction of the ~750 undecided elements (~0.07%) the rest. f64 matmul 256^3 (x64): 208 ms,
+1.9x a long double ``a @ b``, 15x a float64 BLAS ``a @ b`` (before the slices: ~50 s). Rows/columns holding inf/NaN are recomputed without BLAS: IEEE specials are order
 independent (NaN if any 0*inf, NaN or +inf meeting -inf).
 
 Undecided elements of float32-or-narrower dots are refined by one error-free extraction step in
