@@ -11,7 +11,8 @@ How the reference gets there (see the module docstring of interp/rules/lax_speci
     NumPy has the function, else mpmath;
   * Ziv's rounding test with a relative error bound ``rel`` for that wide evaluation (WIDE_REL_BOUND
     below): an element is accepted only if ``w*(1-rel)`` and ``w*(1+rel)`` round to the same value;
-    otherwise it is recomputed with mpmath (128 bits, raised by 64 until two precisions round alike);
+    otherwise it is recomputed with mpmath (128 bits, raised by 64 until two precisions round alike;
+    not settled at 4096 bits: ArithmeticError, the reference's cost cap, never an unsettled value);
   * one rounding: bfloat16/float8/float4 go float64 -> float32 with round-to-odd -> dtype (ml_dtypes
     itself converts float64 via float32 with two round-to-nearest steps, which is wrong in rare
     ties: e.g. 1 + 2**-8 + 2**-40 -> bfloat16 must be 1.0078125, ml_dtypes gives 1.0).

@@ -155,7 +155,9 @@ def _mp_eval(mpfn, args, dtype, prec0=128):
         last = r
         prec += 64
         if prec > 4096:
-            return r
+            # Cost cap: loud, never a value two precisions did not agree on.
+            raise ArithmeticError(f"{getattr(mpfn, '__name__', mpfn)}{tuple(args)}: the rounded result "
+                                  "did not settle below 4096 bits (reference cost cap)")
 
 
 def _uncertain(w, rel, dtype) -> np.ndarray:
@@ -319,7 +321,8 @@ def _mp_eval_complex(mpfn, vals, part, conj, prec0=128):
             return r
         last, prec = r, prec + 64
         if prec > 4096:
-            return r
+            raise ArithmeticError(f"{getattr(mpfn, '__name__', mpfn)}: the rounded result did not settle "
+                                  "below 4096 bits (reference cost cap)")
 
 
 # ----------------------------------------------------------------------------------------------
