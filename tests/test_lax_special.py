@@ -588,3 +588,14 @@ def test_xla_cpu_complex_within_ulp_budget(name, dtype_name):
         normal &= ~((np.abs(c) < tiny) & (c != 0))    # allowance: XLA:CPU flushes subnormals
     d = ulp_distance(ref[normal], xla[normal])
     assert d.max() <= budget, (name, dtype_name, int(d.max()), budget)
+
+
+@pytest.mark.parametrize("fn", [lax.sqrt, lax.rsqrt, lax.log], ids=lambda f: f.__name__)
+def test_nan_results_in_float4_are_minus_zero_like_convert(fn):
+    """float4_e2m1fn has no NaN: a NaN result rounds to -0.0 as XLA's convert gives it (ml_dtypes
+    would give +0.0 for a NaN with the sign bit set, which is what x86 produces for sqrt(-1))."""
+    f4 = np.dtype(ml_dtypes.float4_e2m1fn)
+    x = np.array([-6.0, -1.5, -1.0, -0.5], f4)
+    got = interp.interpret(fn)(x)
+    assert_same_bits(got, np.full(x.shape, -0.0, f4))
+    assert_same_bits(got, xla_cpu(fn, x))

@@ -820,11 +820,20 @@ def scatter_sum(eqn, target_size: int, idx: np.ndarray, values: np.ndarray, out_
     return sum_last(eqn, dense, out_dtype)
 
 
+def _check_source_shape(eqn, source_shape, idx) -> None:
+    """SelectAndScatter needs one source value per window (XLA's shape inference rejects anything
+    else; JAX's shape rule does not check it)."""
+    if tuple(source_shape) != idx.shape[:-1]:
+        raise TypeError(f"{eqn.name}: source shape {tuple(source_shape)} must equal the shape of "
+                        f"the window grid {idx.shape[:-1]} (XLA SelectAndScatter)")
+
+
 @register("select_and_scatter_add")
 def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensions, window_strides,
                            padding, **params):
     operand = np.asarray(operand)
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
+    _check_source_shape(eqn, np.shape(source), idx)
     chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx)
     out = scatter_sum(eqn, operand.size, chosen, np.asarray(source), eqn.out_dtype)
     return out.reshape(operand.shape)
@@ -839,6 +848,7 @@ def select_and_scatter(eqn, operand, source, init_value, *, select_jaxpr, select
     defined for associative, commutative scatter computations)."""
     operand, source = np.asarray(operand), np.asarray(source)
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
+    _check_source_shape(eqn, source.shape, idx)
     select = lambda a, b: _apply(eqn, select_jaxpr, select_consts, [a, b])[0].astype(bool)  # noqa: E731
     chosen = _select_positions(operand.ravel(), select, idx).ravel()
     out = np.full(operand.size, np.asarray(init_value), operand.dtype)

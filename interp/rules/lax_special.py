@@ -30,6 +30,7 @@ import scipy.special as sc
 
 from interp import dtypes as D
 from interp.registry import register
+from interp.rules.lax_conversions import convert
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -68,7 +69,8 @@ def round_to(w, dtype) -> np.ndarray:
             w = _round_odd(w, F64)          # numpy narrows long double via double
         if dtype in (F64, F32, np.dtype(np.float16)):
             return w.astype(dtype)          # NumPy converts these directly (one rounding)
-        return _round_odd(w, F32).astype(dtype)
+        # (round to odd, then the conversion rule: one rounding, and XLA's NaN of float4, -0.0)
+        return convert(_round_odd(w, F32), dtype)
 
 
 def _fmt(dtype):
