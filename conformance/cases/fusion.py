@@ -90,6 +90,22 @@ def _prng_fusion(k, x, key_data):
     return k(x + jax.random.uniform(key, (M, N), jnp.float32))
 
 
+def _relu(x):
+    return jnp.maximum(x, 0.0)
+
+
+def _custom_relu():
+    """A user-defined fusion (fuser.custom_fusion): relu with elementwise block-spec rules and an
+    eval rule that computes the same (the custom_fusion primitive in the unfused program). Exact
+    arithmetic: XLA:CPU turns a division by a constant into a multiply by its rounded reciprocal."""
+    from jax.experimental.pallas import fuser
+    relu = fuser.custom_fusion(_relu)
+    relu.def_pull_block_spec(lambda bss: bss)
+    relu.def_push_block_spec(lambda bss: bss)
+    relu.def_eval_rule(lambda ctx, x: (_relu(x),))
+    return relu
+
+
 # name -> (program(kernel) -> fn, inputs(rng) -> args, rule family the block specs go through).
 # Every program's arithmetic is exact or one IEEE operation per element, and no multiply feeds an
 # add (XLA:CPU contracts those into FMAs): fused, unfused and XLA:CPU agree bit for bit.
@@ -124,6 +140,8 @@ FUSER_PROGRAMS = {
              lambda r: [_f32(r, (M, N)), r.integers(0, 2**32, (2,), dtype=np.uint32)]),
     "multiple_outputs": (lambda k: lambda x, y: (lambda o: (o + y, jnp.maximum(o, y)))(k(x)),
                          lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
+    "custom_fusion": (lambda k: (lambda relu: lambda x, y: k(relu(x) + y) - y)(_custom_relu()),
+                      lambda r: [_f32(r, (M, N)), _f32(r, (M, N))]),
     "bitcast": (lambda k: lambda u: k(lax.bitcast_convert_type(u, jnp.float32)),
                 lambda r: [_f32(r, (M, N)).view(np.uint32)]),
     "dynamic_slice_epilogue": (lambda k: lambda x, b, i: k(x) + b[i],
@@ -226,6 +244,13 @@ def _scaled_matmul_cases():
         yield Case(id=f"fusion/scaled_matmul/{mode}", fn=lambda a, b, sa, sb: jax.nn.scaled_matmul(a, b, sa, sb),
                    inputs=functools.partial(_scaled_matmul_inputs, mode=mode), modes=C.dot_product(64),
                    dot_bound=scaled_matmul_bound, primitives=("scaled_matmul_wrapper",), tags=("block-scaled",))
+    if hasattr(lax, "scaled_dot"):   # jax.lax.scaled_dot (JAX >= 0.12): the same product, batched
+        dn = (((2,), (2,)), ((0,), (0,)))
+        yield Case(id="fusion/scaled_dot/mxfp8",
+                   fn=lambda a, b, sa, sb: lax.scaled_dot(a, b, lhs_scale=sa, rhs_scale=sb, dimension_numbers=dn,
+                                                          preferred_element_type=jnp.float32),
+                   inputs=functools.partial(_scaled_matmul_inputs, mode="mxfp8"), modes=C.dot_product(64),
+                   dot_bound=scaled_matmul_bound, primitives=("scaled_dot",), tags=("block-scaled",))
 
 
 # The fuser gives a 0-d operand of broadcast_in_dim a whole-array block in memory space ANY, which
