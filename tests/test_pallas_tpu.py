@@ -70,20 +70,10 @@ def test_dma_never_waited_is_reported_at_kernel_exit():
 
 
 def test_semaphores_signal_wait_read():
-    def kernel(o_ref, sem):
-        pl.semaphore_signal(sem.at[1], 3)
-        o_ref[0] = pl.semaphore_read(sem.at[1])
-        pl.semaphore_wait(sem.at[1], 2)
-        o_ref[1] = pl.semaphore_read(sem.at[1])
-        pl.semaphore_signal(sem.at[0])
-        o_ref[2] = pl.semaphore_read(sem.at[0])
-        pl.semaphore_wait(sem.at[0])
-        pl.semaphore_wait(sem.at[1])
-        o_ref[3] = pl.semaphore_read(sem.at[1])
-
-    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.int32),
-                       out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
-                       scratch_shapes=[pltpu.SemaphoreType.REGULAR((2,))], interpret=True)
+    """The conformance case's kernel: signal 3, read, wait 2, read, signal/read/wait the other,
+    then both counts (0 + 0): hand-computed, and the same on XLA:CPU (TPU interpret mode)."""
+    from conformance.cases.pallas import build_semaphores
+    f = build_semaphores(True)
     want = np.array([3, 1, 1, 0], np.int32)
     np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(), want)
     np.testing.assert_array_equal(xla_cpu(f), want)
