@@ -168,25 +168,40 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
     return rec
 
 
-def _mode_args(case: Case, inputs, modes):
-    """(magnitude, per-output dot bounds) the modes need: ABS_REL's max |input|, DOT_PRODUCT's
-    sum |a||b| arrays (None where no mode needs them)."""
-    bounds = None
-    if any(m.kind == C.DOT_PRODUCT for m in modes):
-        if case.dot_bound is None:
-            raise ValueError(f"case {case.id} uses a DOT_PRODUCT mode but gives no dot_bound "
-                             "(the sum |a||b| per output; a bug in the case)")
-        bounds = case.dot_bound(*inputs)
-    magnitude = None
-    if any(m.kind == C.ABS_REL for m in modes):
-        magnitude = case.magnitude(*inputs) if case.magnitude else max_abs(inputs)
-    return magnitude, bounds
+class _ModeArgs:
+    """What the modes need from the inputs: ABS_REL's magnitude (max |input| or the case's own),
+    DOT_PRODUCT's sum |a||b| arrays. Each is computed at most once per comparison, when a mode first
+    needs it: allowance attempts re-check under other modes, and a case's magnitude can be costly
+    (the Hessenberg case's is 2 n**2 SciPy reductions)."""
+
+    def __init__(self, case: Case, inputs):
+        self.case, self.inputs, self._done = case, inputs, {}
+
+    def _get(self, what, compute):
+        if what not in self._done:
+            self._done[what] = compute()
+        return self._done[what]
+
+    def __call__(self, modes):
+        """(magnitude, per-output dot bounds) for ``modes`` (None where no mode needs them)."""
+        case, inputs = self.case, self.inputs
+        bounds = None
+        if any(m.kind == C.DOT_PRODUCT for m in modes):
+            if case.dot_bound is None:
+                raise ValueError(f"case {case.id} uses a DOT_PRODUCT mode but gives no dot_bound "
+                                 "(the sum |a||b| per output; a bug in the case)")
+            bounds = self._get("bounds", lambda: case.dot_bound(*inputs))
+        magnitude = None
+        if any(m.kind == C.ABS_REL for m in modes):
+            magnitude = self._get("magnitude", lambda: case.magnitude(*inputs) if case.magnitude
+                                  else max_abs(inputs))
+        return magnitude, bounds
 
 
-def _check_all(case: Case, inputs, refs, outs, modes) -> list[checks.Check]:
+def _check_all(mode_args: _ModeArgs, refs, outs, modes) -> list[checks.Check]:
     """Check every output; ``refs`` is a list of reference output lists (the reference and its
     recomputations under an allowance): an element complies if it complies with any of them."""
-    magnitude, bounds = _mode_args(case, inputs, modes)
+    magnitude, bounds = mode_args(modes)
     res = []
     for i, (m, o) in enumerate(zip(modes, outs)):
         res.append(checks.check_any(m, [r[i] for r in refs], o, magnitude=magnitude,
@@ -215,7 +230,8 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
         return
     modes = case.modes_for(ref)
     rec["modes"] = [m.describe() for m in modes]
-    results = _check_all(case, inputs, [ref], outs, modes)
+    mode_args = _ModeArgs(case, inputs)
+    results = _check_all(mode_args, [ref], outs, modes)
     _summarise(rec, results)
     if all(r.passed for r in results):
         rec["outcome"] = PASS
@@ -246,7 +262,7 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
             if replays[name] is None:
                 return False
             refs.append(replays[name])
-        return all(r.passed for r in _check_all(case, inputs, refs, outs, new_modes))
+        return all(r.passed for r in _check_all(mode_args, refs, outs, new_modes))
 
     name = A.explain(runner, attempt)
     if name:
@@ -255,7 +271,7 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
     # No allowance explains every element. The elements one does explain are handed to the known
     # divergences: one output can mix a flushed subnormal argument (flush-to-zero) with a recorded
     # accuracy difference, and neither explanation alone covers it.
-    allowed, used = _allowed_elements(case, inputs, ref, outs, modes, failing, replays)
+    allowed, used = _allowed_elements(mode_args, ref, outs, modes, failing, replays)
     import jax
     failure = DV.Failure(case.id, runner, jax.__version__, tuple(case.primitives), ref, outs, failing,
                          rec.get("max_ulp"), inputs=tuple(inputs), allowed=allowed)
@@ -274,11 +290,11 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
             rec["first_divergent_eqn"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
-def _allowed_elements(case: Case, inputs, ref, outs, modes, failing, replays: dict):
+def _allowed_elements(mode_args: _ModeArgs, ref, outs, modes, failing, replays: dict):
     """(per output: the elements that comply with the reference or with some allowance's recomputed
     reference, None for outputs that pass; the names of the allowances, in the order tried, that
     explain an element nothing before them did)."""
-    magnitude, bounds = _mode_args(case, inputs, modes)
+    magnitude, bounds = mode_args(modes)
 
     def ok(i, r):
         return checks.complies(modes[i], r[i], outs[i], magnitude=magnitude,

@@ -62,6 +62,28 @@ def test_unexplained_difference_is_a_fail_with_values():
     assert rec["first_mismatch"]["index"] == [2] and rec["first_mismatch"]["output"] == 0
 
 
+def test_mode_arguments_computed_once_per_comparison():
+    # Every allowance attempt re-checks every output; the case's magnitude (costly for Hessenberg:
+    # 2 n**2 SciPy reductions) and dot bounds are computed once all the same.
+    calls = {"magnitude": 0, "dot_bound": 0}
+
+    def count(name, value):
+        def f(*args):
+            calls[name] += 1
+            return value
+        return f
+    x = np.arange(4, dtype=np.float32)
+    case = _case(lambda x: (x + 1, x @ x), [x], primitives=("add",),
+                 modes=(C.abs_rel(1, 1, "test"), C.dot_product(4)),
+                 magnitude=count("magnitude", 4.0), dot_bound=count("dot_bound", [None, np.float64(14)]))
+    ref = [x + 1, np.float32(14)]
+    out = [ref[0] + 8, ref[1]]                 # 8 ulps of 4 away in output 0: no allowance explains it
+    rec = {}
+    compare(case, "xla:cpu", [x], ref, out, rec, first_divergence=False)
+    assert rec["outcome"] == "fail" and len(A.for_runner("xla:cpu")) > 1
+    assert calls == {"magnitude": 1, "dot_bound": 1}
+
+
 def test_matmul_precision_allowance_on_tpu_runner_only():
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((4, 64)).astype(np.float32), rng.standard_normal((64, 3)).astype(np.float32)
