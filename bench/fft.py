@@ -25,6 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import interp  # noqa: E402
+from bench._timing import measure  # noqa: E402
 from interp.rules import _fft_exact as F  # noqa: E402
 
 
@@ -68,16 +69,6 @@ def _tiers(kind, x, lengths, part) -> tuple[float, float, float]:
     return f64 / n_parts, dd / n_parts, 1 - (f64 + dd) / n_parts
 
 
-def _cpu(fn, repeats):
-    fn()
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - t0)
-    return best, out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m bench.fft")
     ap.add_argument("--quick", action="store_true")
@@ -89,8 +80,8 @@ def main(argv=None):
         x64 = x.dtype in (np.complex128, np.float64)
         with jax.enable_x64(x64) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64(x64):
             ref = interp.interpret(jfn)
-            t_ref, out = _cpu(lambda: ref(x), args.repeats)
-        t_np, want = _cpu(lambda: nfn(x), max(args.repeats, 5))
+            _, t_ref, _, out = measure(lambda: ref(x), args.repeats, clock=time.process_time)
+        _, t_np, _, want = measure(lambda: nfn(x), max(args.repeats, 5), clock=time.process_time)
         part = np.dtype(np.float32 if out.dtype in (np.complex64, np.float32) else np.float64)
         f64, dd, ex = _tiers(kind, x, lengths, part)
         eps = float(np.finfo(part).eps)

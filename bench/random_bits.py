@@ -41,8 +41,6 @@ output value (one hash):
 from __future__ import annotations
 
 import os
-import statistics
-import time
 
 import jax
 import numpy as np
@@ -51,16 +49,6 @@ from bench import _timing
 from interp import prng
 
 N = 1 << 22
-
-
-def _cpu_timed(fn, cpu: list):
-    """``fn`` that appends each call's process CPU seconds to ``cpu``."""
-    def timed():
-        c0 = time.process_time()
-        out = fn()
-        cpu.append(time.process_time() - c0)
-        return out
-    return timed
 
 
 def measure(impl: str, partitionable: bool = True, repeats: int = 5):
@@ -74,13 +62,10 @@ def measure(impl: str, partitionable: bool = True, repeats: int = 5):
         data = np.asarray(jax.random.key_data(key))
         on_cpu = jax.device_put(key, jax.devices("cpu")[0])  # XLA:CPU runs where the key is
         f = jax.jit(lambda k: jax.random.bits(k, (N,), np.uint32))
-        ref_cpu, xla_cpu = [], []
-        cmp = _timing.compare(
-            _cpu_timed(lambda: native.random_bits(data, 32, (N,), partitionable), ref_cpu),
-            _cpu_timed(lambda: f(on_cpu).block_until_ready(), xla_cpu),
-            repeats)
+        cmp = _timing.compare(lambda: native.random_bits(data, 32, (N,), partitionable),
+                              lambda: f(on_cpu).block_until_ready(), repeats)
         same = bool(np.array_equal(cmp.out_a, np.asarray(cmp.out_b)))
-        return cmp, statistics.median(ref_cpu[1:]), statistics.median(xla_cpu[1:]), same
+        return cmp, cmp.cpu_a, cmp.cpu_b, same
     finally:
         jax.config.update("jax_threefry_partitionable", old)
 
