@@ -53,20 +53,15 @@ def _cases(quick: bool):
         yield "fft c64 65536", jnp.fft.fft, np.fft.fft, c((1, 1 << 16), np.complex64), "FFT", [1 << 16]
 
 
-def _tiers(kind, x, lengths, part) -> tuple[float, float, float]:
-    """Fractions of output parts decided by the float64 FFT, the double-double FFT, the exact tiers."""
-    total = math.prod(lengths) if kind in ("IFFT", "IRFFT") else 1
-    n_parts = 0
-    f64 = dd = 0
-    left = None
-    if part == np.float32:
-        dec = F._tier1(*F._fast_fft(kind, x, lengths, F._F64), total, F._F64, part)
-        f64 = sum(int(ok.sum()) for _, ok in dec)
-        left = [~ok for _, ok in dec]
-    dec = F._tier1(*F._fast_fft(kind, x, lengths, F._DD), total, F._DD, part)
-    n_parts = sum(ok.size for _, ok in dec)
-    dd = sum(int((ok & (lf if left else True)).sum()) for (_, ok), lf in zip(dec, left or [None] * len(dec)))
-    return f64 / n_parts, dd / n_parts, 1 - (f64 + dd) / n_parts
+def _tiers(kind, x, lengths, out_dtype, out) -> tuple[float, float, float]:
+    """Fractions of output parts decided by the float64 FFT, the double-double FFT, the exact tiers:
+    the interpreter's own fft_value, which must return what the interpreted program returned."""
+    counts: dict = {}
+    again = F.fft_value(kind, x, lengths, out_dtype, tiers=counts)
+    if again.tobytes() != out.tobytes():
+        raise AssertionError(f"fft_value differs from the interpreted program ({kind} {lengths})")
+    n = counts["parts"]
+    return counts["f64"] / n, counts["dd"] / n, 1 - (counts["f64"] + counts["dd"]) / n
 
 
 def main(argv=None):
@@ -83,7 +78,7 @@ def main(argv=None):
             _, t_ref, _, out = measure(lambda: ref(x), args.repeats, clock=time.process_time)
         _, t_np, _, want = measure(lambda: nfn(x), max(args.repeats, 5), clock=time.process_time)
         part = np.dtype(np.float32 if out.dtype in (np.complex64, np.float32) else np.float64)
-        f64, dd, ex = _tiers(kind, x, lengths, part)
+        f64, dd, ex = _tiers(kind, x, lengths, out.dtype, out)
         eps = float(np.finfo(part).eps)
         budget = 4 * math.log2(x.size) * eps * np.sqrt(np.sum(np.abs(out.astype(complex)) ** 2))
         ok = "ok" if np.max(np.abs(out.astype(complex) - want)) <= budget else "MISMATCH"

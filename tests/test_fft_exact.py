@@ -229,6 +229,29 @@ def test_fast_tier_decides_nearly_everything(cdtype, n):
     assert np.mean([ok.mean() for _, ok in decided]) > 0.999
 
 
+def test_fft_value_tier_counts():
+    """fft_value's ``tiers`` counts (bench/fft.py reports them) against the tier-1 decisions made
+    directly, and the result does not depend on being counted. float32 parts: the float64 FFT,
+    then double-double for what it left; the tiny bins of a rounded cosine go to the exact tiers."""
+    n = 256
+    j = np.arange(n)
+    rng = np.random.default_rng(5)
+    rand = (rng.standard_normal((2, n)) + 1j * rng.standard_normal((2, n))).astype(np.complex64)
+    cosine = np.cos(2 * np.pi * 5 * j / n).astype(np.float32)[None].astype(np.complex64)
+    for x in (rand, cosine):
+        counts: dict = {}
+        got = F.fft_value("FFT", x, [n], np.complex64, tiers=counts)
+        assert_same_bits(got, F.fft_value("FFT", x, [n], np.complex64))
+        f64 = [ok for _, ok in F._tier1(*F._fast_fft("FFT", x, [n], F._F64), 1, F._F64, np.dtype(np.float32))]
+        dd = [ok for _, ok in F._tier1(*F._fast_fft("FFT", x, [n], F._DD), 1, F._DD, np.dtype(np.float32))]
+        assert counts == {"parts": 2 * x.size, "f64": sum(int(o.sum()) for o in f64),
+                          "dd": sum(int((o2 & ~o).sum()) for o, o2 in zip(f64, dd))}
+    assert counts["f64"] + counts["dd"] < counts["parts"]        # the cosine's exact tiers ran
+    counts = {}
+    F.fft_value("FFT", rand.astype(np.complex128), [n], np.complex128, tiers=counts)
+    assert counts["f64"] == 0 and counts["dd"] > 0
+
+
 # ------------------------------------------------------------------ end to end, adversarial inputs
 
 @pytest.mark.parametrize("cdtype", [np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)

@@ -76,8 +76,10 @@ P_DIRECT = 64             # largest prime radix done directly; larger prime fact
 _RHO_MAX = 2.0 ** -10     # 1.01 sum(eta) bounds prod(1 + eta) - 1 below this
 
 
-def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype) -> np.ndarray:
-    """lax.fft of ``x`` (kind FFT, IFFT, RFFT, IRFFT) correctly rounded to ``out_dtype``."""
+def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype, tiers: dict | None = None) -> np.ndarray:
+    """lax.fft of ``x`` (kind FFT, IFFT, RFFT, IRFFT) correctly rounded to ``out_dtype``.
+    ``tiers`` (for bench/fft.py): filled with the number of output parts ("parts") and how many
+    the float64 FFT ("f64") and the double-double FFT ("dd") decided; the exact tiers did the rest."""
     out_dtype = np.dtype(out_dtype)
     cplx = out_dtype if D.is_complex(out_dtype) else np.dtype(
         np.complex64 if out_dtype == np.float32 else np.complex128)
@@ -98,9 +100,13 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype) -> np.ndarray:
     # leaves and float64 parts from a double-double FFT (~ 2**-92 ||x||_2).
     total = math.prod(lengths) if kind in ("IFFT", "IRFFT") else 1
     decided = _tier1(*_fast_fft(kind, x, lengths, _F64), total, _F64, part) if part == np.float32 else []
+    n_f64 = sum(int(ok.sum()) for _, ok in decided) if tiers is not None else 0
     if not decided or not all(ok.all() for _, ok in decided):
         dd = _tier1(*_fast_fft(kind, x, lengths, _DD), total, _DD, part)
         decided = [(np.where(ok, r, r2), ok | ok2) for (r, ok), (r2, ok2) in zip(decided, dd)] or dd
+    if tiers is not None:
+        tiers.update(parts=sum(ok.size for _, ok in decided), f64=n_f64,
+                     dd=sum(int(ok.sum()) for _, ok in decided) - n_f64)
     return _certify(kind, decided, x, lengths, out_dtype, part)
 
 
