@@ -192,11 +192,12 @@ def _near_tie_operands(m, n, extra, seed):
 @pytest.mark.parametrize("m,n,extra", [(2, 3, 2), (12, 10, 30)], ids=["direct", "blocked"])
 def test_dot_undecided_elements_refined_exactly(m, n, extra, monkeypatch):
     """The float32 fast path (interp/rules/lax_contractions.py _certify_rank1): elements its
-    bracket cannot decide go to the refinement tiers (more than 8 of them: first the sqrt(k)
-    chunked sums) and exact ties to the exact tier; every element equals the Fraction oracle."""
+    bracket cannot decide go to math.fsum where they hold few terms in all (FSUM_TERMS), else to
+    the refinement tiers (first the sqrt(k) chunked sums) and exact ties to the exact tier;
+    every element equals the Fraction oracle."""
     from interp.rules import lax_contractions as C
     from interp.rules import lax_reductions as R
-    calls = {"blocked": 0, "exact": 0}
+    calls = {"blocked": 0, "exact": 0, "fsum": 0}
 
     def spy(name, fn):
         def wrapped(*args, **kw):
@@ -205,10 +206,12 @@ def test_dot_undecided_elements_refined_exactly(m, n, extra, monkeypatch):
         return wrapped
     monkeypatch.setattr(C, "_blocked_dots", spy("blocked", C._blocked_dots))
     monkeypatch.setattr(R, "exact_dot", spy("exact", R.exact_dot))
+    monkeypatch.setattr(C, "fsum_round", spy("fsum", C.fsum_round))
     a, b = _near_tie_operands(m, n, extra, seed=m)
     out = ref(lambda a, b: a @ b, a, b)
     check_oracle(out, exact_dot_general(a, b, (((1,), (0,)), ((), ()))), F32)
-    assert calls["exact"] > 0 and (calls["blocked"] > 0) == (m * n > 8)
+    few = m * n * a.shape[1] <= C.FSUM_TERMS
+    assert calls["fsum"] > 0 if few else (calls["exact"] > 0 and calls["blocked"] > 0)
     assert len(set(np.asarray(out, np.float64).ravel() % 2)) == 1   # every result rounded to even
     # Batched (two problems; the second one's operands transposed in memory).
     a2, b2 = _near_tie_operands(m, n, extra, seed=m + 1)

@@ -201,6 +201,32 @@ def test_reduce_sum_hard_cases():
     assert_same_bits(ref(lambda x: _sum(x, (0,)), x), xla_cpu(lambda x: _sum(x, (0,)), x))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, ml_dtypes.bfloat16,
+                                   ml_dtypes.float8_e4m3fn], ids=lambda d: np.dtype(d).name)
+def test_fsum_round_against_fractions(dtype):
+    """lax_reductions.fsum_round (the few-elements tier of the float32 dot): exact sums that sit
+    on a rounding boundary of ``dtype`` (a midpoint), a hair above or below it (the residual
+    math.fsum cannot hold in hi), at a power of two, subnormal, cancelling to zero; against the
+    Fraction oracle."""
+    from interp.rules.lax_reductions import fsum_round
+    rng = np.random.default_rng(7)
+    fi = D.finfo(dtype)
+    rows = []
+    for _ in range(120):
+        m = float(np.float64(rng.standard_normal() * 4).astype(dtype))
+        step = 2.0 ** (np.frexp(m)[1] - 1 - int(fi.nmant)) if m else float(fi.smallest_subnormal)
+        big = rng.standard_normal(6) * 2.0 ** int(rng.integers(0, 40))
+        nudge = float(rng.choice([0.0, 2.0 ** -80, -(2.0 ** -80), 2.0 ** -1074, -(2.0 ** -1074)]))
+        rows.append([m, step / 2, *big, nudge, *(-big)])                      # midpoint +- a hair
+        rows.append([float(2.0 ** int(rng.integers(-20, 20))), -nudge, *big, *(-big), 0.0])
+    rows.append([2.0 ** -1074, 2.0 ** -1074, -(2.0 ** -1074)] + [0.0] * 12)  # subnormal
+    rows.append([1.5, -1.5] + [0.0] * 13)                                     # exact zero: +0
+    terms = np.array(rows)
+    got = fsum_round(terms, dtype)
+    for row, value in zip(rows, got):
+        assert_same_bits(value, nearest(sum(map(Fraction, row), Fraction(0)), dtype), err_msg=str(row))
+
+
 def test_reduce_sum_complex():
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((3, 7)) + 1j * rng.standard_normal((3, 7))).astype(np.complex64)

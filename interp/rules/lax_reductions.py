@@ -114,6 +114,27 @@ def exact_dot(a: np.ndarray, b: np.ndarray | None = None) -> tuple[int, int]:
     return sum(m << (e - e0) for m, e in terms), e0
 
 
+def fsum_round(terms: np.ndarray, dtype) -> np.ndarray:
+    """The exact sums of the rows of ``terms`` (finite float64 values, exact terms) rounded once
+    to float ``dtype`` (at most float64), for a few rows: math.fsum gives
+    hi = RN64(sum) (correctly rounded: Shewchuk's algorithm as CPython implements it), and fsum of
+    the terms and -hi the sign of the exact residual. The exact sum and hi + sign(residual) u/4
+    (u = 2**(e - 53) for hi = f 2**e, 1/2 <= |f| < 1: at most the ulp on either side, twice the
+    one below a power of two) lie in the open interval between hi and its float64 neighbour on
+    that side, which holds no float64 number, hence no rounding boundary of a narrower ``dtype``
+    (those are float64 numbers): they round alike. To float64 both round to hi (at most halfway,
+    and a tie there goes to the power of two). That value goes to :func:`round_exact`. An exact
+    zero is +0."""
+    out = np.empty(terms.shape[0], dtype)
+    for i, row in enumerate(terms.tolist()):
+        hi = math.fsum(row)
+        row.append(-hi)
+        residual = math.fsum(row)
+        f, e = math.frexp(hi)                           # hi = (f 2**53) 2**(e - 53), f 2**53 an integer
+        out[i] = round_exact(4 * int(f * 2.0 ** 53) + (residual > 0) - (residual < 0), e - 55, dtype)
+    return out
+
+
 def wide_type(*dtypes) -> np.dtype:
     """float64 when every term (product) of these input dtypes is exact in float64 (mantissa
     bits add up to <= 53), else long double."""
