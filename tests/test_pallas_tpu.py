@@ -638,3 +638,24 @@ def test_key_output_of_a_kernel():
     want = xla_cpu(lambda s: jax.random.key_data(jax.random.fold_in(jax.random.key(s), 1)),
                    np.int32(3))
     np.testing.assert_array_equal(interp.interpret(f)(np.int32(3)), want)
+
+
+def test_core_threads_run_under_the_callers_jax_config():
+    # JAX keeps context-manager config per thread; each core of a multi-core mesh runs in a
+    # thread of its own and must still see the caller's settings (here pl.enable_debug_checks:
+    # the check fails on core 1 only, so the message names that core).
+    mesh = _tensorcore_mesh(2)
+
+    def f(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)
+        def k(x_hbm, o_hbm):
+            pl.debug_check(jax.lax.axis_index("core") < 1, "only core 0 passes")
+            pltpu.sync_copy(x_hbm, o_hbm)
+        return k(x)
+
+    x = np.ones((8, 128), np.float32)
+    np.testing.assert_array_equal(interp.interpret(f)(x), x)
+    with pl.enable_debug_checks(True):
+        with pytest.raises(jax.errors.JaxRuntimeError,
+                           match=r"grid point \{'core': 1\}: debug check failed: only core 0"):
+            interp.interpret(f)(x)

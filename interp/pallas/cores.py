@@ -6,9 +6,14 @@ core order, or the seeded shuffled order) that can make progress. Runs are there
 deterministic, and cross-core handshakes (``core_barrier``, signal/wait between cores) work.
 When every unfinished core waits and no one can signal, the program deadlocks on hardware: the
 reference raises :class:`RaceError` naming the waits.
+
+JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
+``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
+each core thread runs under the caller's values.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from ..errors import RaceError
@@ -26,7 +31,8 @@ class CoreScheduler:
 
     def run(self, bodies: dict) -> None:
         """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
-        threads = [threading.Thread(target=self._main, args=(c, bodies[c]), daemon=True,
+        config = _local_config()
+        threads = [threading.Thread(target=self._main, args=(c, bodies[c], config), daemon=True,
                                     name=f"pallas-core-{c}") for c in self.order]
         with self.cv:
             self.current = self.order[0]
@@ -37,13 +43,16 @@ class CoreScheduler:
         if self.error is not None:
             raise self.error
 
-    def _main(self, core, body) -> None:
+    def _main(self, core, body, config) -> None:
         with self.cv:
             self.cv.wait_for(lambda: self.current == core or self.error is not None)
             if self.error is not None:
                 return
         try:
-            body()
+            with contextlib.ExitStack() as stack:
+                for state, value in config:
+                    stack.enter_context(state(value))
+                body()
         except BaseException as e:  # noqa: BLE001 - re-raised by run()
             with self.cv:
                 if self.error is None:
@@ -87,3 +96,11 @@ class CoreScheduler:
             del self.waiting[core]
             if self.error is not None:
                 raise self.error
+
+
+def _local_config() -> list:
+    """(config state, value) of every JAX option the calling thread sets locally."""
+    from jax._src import config
+    unset = config.config_ext.unset
+    return [(state, value) for state in list(config.config_states.values())
+            if (value := state.get_local()) is not unset]
