@@ -75,7 +75,7 @@ SEMANTICS = table(
             "one (non-consecutive revisit) is undefined (the pipeline does not reload outputs): "
             "the block is reset to never-written memory before that step",
             "scratch (VMEM/SMEM) persists across grid steps and starts never-written; semaphore "
-            "scratch starts at 0",
+            "scratch starts at 0; scratch of a typed key dtype holds key data like key operands",
             "uninitialized='raise': reading never-written memory raises UninitializedReadError at "
             "the read (not the old value a swap returns, which is poison); an output element "
             "the kernel never wrote raises when the call returns (its caller reads it); DMAs "
@@ -105,6 +105,12 @@ SEMANTICS = table(
             "(VMEM_SHARED)",
             "every unfinished core waiting with nothing left to signal: RaceError (deadlock)",
             "axis_index(core axis) is the core's coordinate",
+            "typed PRNG key operands, outputs and scratch are their key data, as in pallas_call "
+            "(Mosaic's mpmd_map lowering physicalizes them the same way, JAX 0.10.2 and 0.12; "
+            "JAX's interpret modes fail with NotImplementedError 'key<fry>' once a kernel "
+            "touches one)",
+            "each core runs in a thread of its own under the caller's thread-local JAX config "
+            "(jax.threefry_partitionable, pl.enable_debug_checks, ... as context managers)",
         ),
         sources=(_CORE, "jax/_src/pallas/mpmd.py"),
     ),

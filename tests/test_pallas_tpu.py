@@ -640,6 +640,96 @@ def test_key_output_of_a_kernel():
     np.testing.assert_array_equal(interp.interpret(f)(np.int32(3)), want)
 
 
+def _mesh_key_kernel(keys, space, **kernel_kw):
+    """pl.kernel over one core per key: each core DMAs the typed key operand (HBM) into key
+    scratch, loads its own key, draws bits from it into row c of the first output, and core 0
+    copies the key operand into a key-typed second output."""
+    mesh = _tensorcore_mesh(keys.shape[0])
+    out = (jax.ShapeDtypeStruct((keys.shape[0], 8, 128), jnp.uint32),
+           jax.ShapeDtypeStruct(keys.shape, keys.dtype))
+
+    @pl.kernel(out_type=out, mesh=mesh, scratch_types=[space(keys.shape, keys.dtype),
+                                                       pltpu.VMEM((8, 128), jnp.uint32)],
+               **kernel_kw)
+    def k(k_hbm, o_hbm, ko_hbm, ks, buf):
+        c = jax.lax.axis_index("core")
+        pltpu.sync_copy(k_hbm, ks)
+        buf[...] = jax.random.bits(ks[c], (8, 128), jnp.uint32)
+        pltpu.sync_copy(buf, o_hbm.at[c])
+
+        @pl.when(c == 0)
+        def _():
+            pltpu.sync_copy(k_hbm, ko_hbm)
+
+    bits, keys_out = k(keys)
+    return bits, jax.random.key_data(keys_out)
+
+
+@pytest.mark.parametrize("order", ["sequential", "shuffled"])
+def test_core_mesh_kernel_with_typed_key_operands(order):
+    # Typed key operands of pl.kernel are their key data in kernel memory, as in pallas_call
+    # (Mosaic lowers mpmd_map with key operands physicalized; JAX's interpret modes fail on a
+    # DMA of them: NotImplementedError 'key<fry>'). Threefry bits drawn in a kernel equal
+    # jax.random outside it (XLA:CPU), both partitionable modes.
+    def f(seed):
+        return _mesh_key_kernel(jax.random.split(jax.random.key(seed), 2), pltpu.VMEM)
+
+    def outside(seed):
+        keys = jax.random.split(jax.random.key(seed), 2)
+        return (jax.vmap(lambda k: jax.random.bits(k, (8, 128), jnp.uint32))(keys),
+                jax.random.key_data(keys))
+
+    for partitionable in (False, True):
+        with jax.threefry_partitionable(partitionable):
+            got = interp.interpret(f, grid_order=order, detect_races=True,
+                                   uninitialized="raise")(np.int32(3))
+            want = xla_cpu(outside, np.int32(3))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_core_mesh_kernel_with_pallas_key_scratch():
+    # A pallas_tpu key DMA'd into SMEM key scratch seeds the (emulated) hardware PRNG there.
+    from interp import prng
+
+    def f(seed):
+        return _mesh_key_kernel(pltpu.to_pallas_key(jax.random.key(seed))[None], pltpu.SMEM)
+
+    bits, data = interp.interpret(f)(np.int32(9))
+    want = _pallas_key_data(9)
+    np.testing.assert_array_equal(data, want[None])
+    np.testing.assert_array_equal(bits[0], prng.pallas_tpu_bits(want.ravel(), (8, 128)))
+
+
+def test_core_mesh_key_operand_matches_jax_interpret_mode():
+    # Where JAX's interpret modes run a pl.kernel with a key operand (the kernel does not touch
+    # it), the reference gives their result; never-written key scratch is loud when read.
+    mesh = _tensorcore_mesh(2)
+
+    def f(keys, x, interpret=False):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh,
+                   interpret=interpret)
+        def k(k_hbm, x_hbm, o_hbm):
+            c = jax.lax.axis_index("core")
+            pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], o_hbm.at[pl.ds(c * 8, 8)])
+        return k(keys, x)
+
+    keys = jax.random.split(jax.random.key(0), 3)
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    want = xla_cpu(lambda k, x: f(k, x, interpret=pltpu.InterpretParams()), keys, x)
+    np.testing.assert_array_equal(interp.interpret(f)(keys, x), want)
+
+    def unread(keys):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct((8, 128), jnp.uint32), mesh=mesh,
+                   scratch_types=[pltpu.VMEM(keys.shape, keys.dtype)])
+        def k(k_hbm, o_hbm, ks):
+            o_hbm[...] = jax.random.bits(ks[0], (8, 128), jnp.uint32)
+        return k(keys)
+
+    with pytest.raises(UninitializedReadError, match=r"scratch \(vmem\)"):
+        interp.interpret(unread, uninitialized="raise")(keys)
+
+
 def test_core_threads_run_under_the_callers_jax_config():
     # JAX keeps context-manager config per thread; each core of a multi-core mesh runs in a
     # thread of its own and must still see the caller's settings (here pl.enable_debug_checks:

@@ -448,16 +448,15 @@ def _check_outputs_written(run, refs, inits) -> None:
 
 
 def _alloc_scratch(aval, name, run, opts) -> KernelRef:
-    dtype = aval.dtype
     space = _memory_space_name(aval)
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-        if "sem" not in str(dtype) and "sem" not in space:
-            raise UnsupportedPrimitiveError("pallas_call", {}, f"scratch of dtype {dtype}")
+    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended) and (
+            "sem" in str(aval.dtype) or "sem" in space):
         return KernelRef(np.zeros(aval.shape, np.int64), name, run, kind="semaphore",
                          check_bounds=opts.check_bounds)
+    shape, dtype, _ = physical_operand(aval, name)   # typed keys: their key data
     mode = opts.uninitialized
-    arr = fill_uninitialized(aval.shape, dtype, mode)
-    init = np.zeros(aval.shape, bool) if mode == "raise" else None
+    arr = fill_uninitialized(shape, dtype, mode)
+    init = np.zeros(shape, bool) if mode == "raise" else None
     return KernelRef(arr, name, run, init=init, kind=f"scratch ({space})",
                      check_bounds=opts.check_bounds)
 
@@ -533,6 +532,8 @@ class MeshPlan:
         self.out_avals = p["out_avals"]
         self.names = _operand_names(kernel_jaxpr)
         self.num_outputs = len(self.out_avals)
+        self.out_physical = [physical_operand(a, self.names[len(eqn.in_avals) + o])
+                             for o, a in enumerate(self.out_avals)]
         self.aliases = {o: i for i, o in dict(p.get("input_output_aliases") or {}).items()}
         self.invars = kernel_jaxpr.invars
 
@@ -540,15 +541,17 @@ class MeshPlan:
         opts = self.options
         n_in = len(args)
         main = KernelRun(self.name, self.sizes, opts)
-        arrays = [np.array(a, copy=True) for a in args]  # the kernel may write its inputs
+        # the kernel may write its inputs; typed keys are held as their key data (as in
+        # pallas_call; Mosaic physicalizes them the same way)
+        arrays = [np.array(physical_value(a), copy=True) for a in args]
         inits = [None] * n_in
-        for o, aval in enumerate(self.out_avals):
+        for o, (shape, dtype, _) in enumerate(self.out_physical):
             if o in self.aliases:
                 arrays.append(arrays[self.aliases[o]])
                 inits.append(None)
             else:
-                arrays.append(fill_uninitialized(aval.shape, aval.dtype, opts.uninitialized))
-                inits.append(np.zeros(aval.shape, bool) if opts.uninitialized == "raise" else None)
+                arrays.append(fill_uninitialized(shape, dtype, opts.uninitialized))
+                inits.append(np.zeros(shape, bool) if opts.uninitialized == "raise" else None)
         def operand_refs(run):
             return [KernelRef(a, self.names[k], run, init=inits[k],
                               kind="input (hbm)" if k < n_in else "output (hbm)",
@@ -600,7 +603,7 @@ class MeshPlan:
         main.dma.check_exit([r for r in shared if r is not None and r.kind == "semaphore"],
                             "kernel")
         _check_outputs_written(main, refs[n_in:], inits[n_in:])
-        return arrays[n_in:]
+        return [logical_value(impl, a) for (_, _, impl), a in zip(self.out_physical, arrays[n_in:])]
 
 
 class MeshState:
