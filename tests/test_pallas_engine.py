@@ -489,16 +489,82 @@ def test_kernel_body_specialised_per_grid_point_matches_hand_computed(generic_vi
     # point's first visit runs the generic plan or is specialised at once.
     from interp.pallas import specialize
     monkeypatch.setattr(specialize, "GENERIC_VISITS", generic_visits)
-    gi, gj = 4, 3
-    x = RNG.standard_normal((gi * 8, gj * 128)).astype(np.float32)
+    # (generic first visits,) then specialised (built, then reused)
+    _check_row_accumulator(_grid_branchy_kernel, _grid_branchy_expected, 4, 3, 8)
+
+
+def _check_row_accumulator(kernel, expected, gi, gj, rows):
+    """Runs ``kernel`` (blocks rows x 128 of a (gi*rows, gj*128) input accumulated along j into
+    a VMEM scratch) three times against ``expected(x, gi, gj)`` and XLA:CPU; returns the
+    kernel's KernelBody (interp/pallas/specialize.py)."""
+    x = RNG.standard_normal((gi * rows, gj * 128)).astype(np.float32)
     f = pl.pallas_call(
-        _grid_branchy_kernel, grid=(gi, gj),
-        in_specs=[pl.BlockSpec((8, 128), lambda i, j: (i, j))],
-        out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, 0)),
-        out_shape=jax.ShapeDtypeStruct((gi * 8, 128), jnp.float32),
-        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)], interpret=True)
+        kernel, grid=(gi, gj),
+        in_specs=[pl.BlockSpec((rows, 128), lambda i, j: (i, j))],
+        out_specs=pl.BlockSpec((rows, 128), lambda i, j: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((gi * rows, 128), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((rows, 128), jnp.float32)], interpret=True)
     g = interp.interpret(f)
-    want = _grid_branchy_expected(x, gi, gj)
-    for _ in range(3):  # (generic first visits,) then specialised (built, then reused)
+    want = expected(x, gi, gj)
+    before = {id(p) for p in interp.rules.pallas._call_plans.values()}
+    for _ in range(3):
         np.testing.assert_array_equal(g(x), want)
     np.testing.assert_array_equal(g(x), xla_cpu(f, x))  # JAX's interpret=True on XLA:CPU
+    body, = [p.body for p in interp.rules.pallas._call_plans.values() if id(p) not in before]
+    return body
+
+
+def _causal_block_kernel(x_ref, o_ref, acc):
+    # ops.tpu flash attention's shape of work: a one-iteration fori_loop whose body builds a
+    # causal mask from iota and the grid point inside a jit (jnp.where), all foldable per point.
+    i, j = pl.program_id(0), pl.program_id(1)
+
+    @pl.when(j == 0)
+    def _():
+        acc[...] = jnp.zeros_like(acc)
+
+    def body(t, carry):
+        rows = jax.lax.broadcasted_iota(jnp.int32, (16, 128), 0) + i * 16
+        cols = jax.lax.broadcasted_iota(jnp.int32, (16, 128), 1) + j * 128 + t
+        mask = jnp.where(cols <= rows * 8, 0.0, -1.0).astype(jnp.float32)
+        acc[...] += x_ref[...] * 2.0 + mask
+        return carry + 1
+
+    jax.lax.fori_loop(0, 1, body, 0)
+
+    @pl.when(j == pl.num_programs(1) - 1)
+    def _():
+        o_ref[...] = acc[...]
+
+
+def _causal_block_expected(x, gi, gj):
+    out = np.zeros((gi * 16, 128), np.float32)
+    for i in range(gi):
+        acc = np.zeros((16, 128), np.float32)
+        rows = np.arange(16)[:, None] + i * 16
+        for j in range(gj):
+            cols = np.arange(128)[None, :] + j * 128
+            mask = np.where(cols <= rows * 8, np.float32(0), np.float32(-1))
+            acc += x[i * 16:(i + 1) * 16, j * 128:(j + 1) * 128] * np.float32(2) + mask
+        out[i * 16:(i + 1) * 16] = acc
+    return out
+
+
+@pytest.mark.parametrize("budget", [None, 0])
+def test_inlined_loop_and_call_bodies_fold_large_grid_values(budget, monkeypatch):
+    # The body of a one-iteration fori_loop and of a jit are inlined into the specialised program
+    # (interp/pallas/specialize.py) and the mask (16x128, from iota and the grid point) folds per
+    # point; with no byte budget for large folded values every point runs the generic plan.
+    from interp.pallas import specialize
+    if budget is not None:
+        monkeypatch.setattr(specialize, "FOLD_MAX_BYTES", budget)
+    gi, gj = 3, 4
+    # specialised (built, then reused) or generic throughout
+    body = _check_row_accumulator(_causal_block_kernel, _causal_block_expected, gi, gj, 16)
+    if budget is None:
+        assert len(body.points) == gi * gj and body.held > 0
+        # The residual programs hold no scan, jit or iota: their bodies were inlined and folded.
+        names = {s[1].name for _, plan in body.variants.values() for s in plan.steps}
+        assert not names & {"scan", "jit", "pjit", "iota", "select_n"}, names
+    else:
+        assert not body.points and body.held == 0

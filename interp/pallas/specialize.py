@@ -25,9 +25,12 @@ import numpy as np
 from ..evaluator import DropVar, Literal, get_plan, literal_value, split_jaxpr, to_reference_value
 from ..registry import RULES
 
-# Results larger than this are not folded: they are cheap to recompute per step, and keeping
-# them per grid point would cost memory.
-FOLD_MAX_ELEMENTS = 64
+# Results larger than this are not folded. Larger than FOLD_SMALL elements, a folded value (a
+# causal mask built from iota and the grid point) counts against FOLD_MAX_BYTES per kernel body:
+# grid points that would exceed it run the generic plan.
+FOLD_MAX_ELEMENTS = 1 << 16
+FOLD_SMALL = 64
+FOLD_MAX_BYTES = 64 << 20
 # Grid points whose known values are kept (beyond it, further points run the generic plan).
 MAX_POINTS = 1 << 16
 # Visits of a grid point evaluated by the generic plan before the point is specialised. With
@@ -129,6 +132,33 @@ def _small(aval) -> bool:
             not _extended(aval.dtype))
 
 
+def _large_bytes(values) -> int:
+    """Bytes of the values above FOLD_SMALL elements (what FOLD_MAX_BYTES bounds)."""
+    return sum(v.nbytes for v in values
+               if type(v) is np.ndarray and v.size > FOLD_SMALL)
+
+
+def _scan_layout(params):
+    from ..rules.control_flow import _scan_layout as layout
+    return layout(params)
+
+
+def _inlinable(eqn) -> str | None:
+    """How ``_walk`` may inline an equation: "cond" (when its index is known), "call" (a jit:
+    its body on its operands), or None."""
+    name = eqn.primitive.name
+    if name == "cond":
+        return "cond"
+    if name in ("jit", "pjit"):
+        return "call"
+    if name == "scan" and eqn.params["length"] == 1:
+        # One iteration, no xs and no ys: the body on (consts, carry) gives the carry out.
+        nc, ncarry = _scan_layout(eqn.params)
+        if nc + ncarry == len(eqn.invars) and ncarry == len(eqn.outvars):
+            return "call"
+    return None
+
+
 def _extended(dtype) -> bool:
     import jax
     return jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
@@ -149,7 +179,8 @@ class KernelBody:
         self.memo: dict = {}        # (id(eqn), input value keys) -> folded results
         self.memoizable: dict = {}  # eqn -> bool
         self.records: dict = {}     # jaxpr -> per-equation walk records
-        self.branches: dict = {}    # id(cond branch) -> (jaxpr, its consts as known values)
+        self.branches: dict = {}    # id(sub-jaxpr) -> (jaxpr, its consts as known values)
+        self.held = 0               # bytes of large folded values kept (FOLD_MAX_BYTES)
 
     def run(self, run, refs) -> list:
         key = (run.grid, run.point)
@@ -160,7 +191,12 @@ class KernelBody:
                 if len(self.points) < MAX_POINTS:
                     self.points[key] = entry + 1
                 return self.generic.run(self.consts, refs)
-            entry = self.points[key] = self._specialise()
+            entry = self._specialise()
+            size = _large_bytes(entry[1])
+            if len(self.points) >= MAX_POINTS or self.held + size > FOLD_MAX_BYTES:
+                return self.generic.run(self.consts, refs)
+            self.held += size
+            self.points[key] = entry
         plan, values = entry
         return plan.run(values, refs)
 
@@ -203,23 +239,27 @@ class KernelBody:
         return h
 
     def _records(self, jaxpr) -> list:
-        """Per equation of ``jaxpr``: (eqn, its variable inputs, foldable, is a cond), once."""
+        """Per equation of ``jaxpr``: (eqn, its variable inputs, foldable, how it inlines), once."""
         recs = self.records.get(jaxpr)
         if recs is None:
             recs = self.records[jaxpr] = [
                 (eqn, tuple(a for a in eqn.invars if not isinstance(a, Literal)),
-                 self._can_fold(eqn), eqn.primitive.name == "cond") for eqn in jaxpr.eqns]
+                 self._can_fold(eqn), _inlinable(eqn)) for eqn in jaxpr.eqns]
         return recs
 
     def _walk(self, jaxpr, env, out, holders, choices):
-        for eqn, vins, fold, is_cond in self._records(jaxpr):
+        for eqn, vins, fold, inline in self._records(jaxpr):
             if fold and all(env[a][0] != "a" for a in vins):
                 vals = self._evaluate(eqn, [env[a][-1] for a in vins])
                 for o, v in zip(eqn.outvars, vals):
                     if not isinstance(o, DropVar):
                         env[o] = ("k", v)
                 continue
-            if is_cond and self._known(eqn.invars[0], env):
+            if inline == "call":
+                self._inline(eqn.params["jaxpr"], eqn.invars, eqn.outvars, env, out, holders,
+                             choices)
+                continue
+            if inline == "cond" and self._known(eqn.invars[0], env):
                 self._inline_cond(eqn, env, out, holders, choices)
                 continue
             new_in = [self._use(a, env, holders) for a in eqn.invars]
@@ -254,17 +294,23 @@ class KernelBody:
         if not 0 <= i < len(branches):
             i = len(branches) - 1
         choices.append(i)
-        branch = self.branches.get(id(branches[i]))
-        if branch is None:
-            bj, bconsts = split_jaxpr(branches[i])
-            branch = self.branches[id(branches[i])] = (bj, [
-                (v, ("k", to_reference_value(c, v.aval))) for v, c in zip(bj.constvars, bconsts)])
-        bj, bconsts = branch
+        self._inline(branches[i], eqn.invars[1:], eqn.outvars, env, out, holders, choices)
+
+    def _inline(self, jaxpr_like, in_atoms, out_vars, env, out, holders, choices):
+        """Walk a sub-jaxpr (a chosen branch, a call's body) on ``in_atoms`` in place of its
+        equation: its equations join the residual program, its known values fold."""
+        sub = self.branches.get(id(jaxpr_like))
+        if sub is None:
+            bj, bconsts = split_jaxpr(jaxpr_like)
+            sub = self.branches[id(jaxpr_like)] = (bj, [
+                (v, ("k", to_reference_value(c, v.aval))) for v, c in zip(bj.constvars, bconsts)],
+                jaxpr_like)   # (kept alive: the key is its id)
+        bj, bconsts, _ = sub
         benv = dict(bconsts)
-        for v, a in zip(bj.invars, eqn.invars[1:]):
+        for v, a in zip(bj.invars, in_atoms):
             benv[v] = ("k", literal_value(a)) if isinstance(a, Literal) else env[a]
         self._walk(bj, benv, out, holders, choices)
-        for o, r in zip(eqn.outvars, bj.outvars):
+        for o, r in zip(out_vars, bj.outvars):
             if not isinstance(o, DropVar):
                 env[o] = ("k", literal_value(r)) if isinstance(r, Literal) else benv[r]
 
@@ -283,7 +329,7 @@ class KernelBody:
         memoizable = self.memoizable.get(eqn)
         if memoizable is None:
             memoizable = self.memoizable[eqn] = not _reads_grid(eqn)
-        if memoizable:
+        if memoizable and all(getattr(v, "size", 0) <= FOLD_SMALL for v in values):
             keys = tuple(_value_key(v) for v in values)
             if None not in keys:
                 key = (id(eqn), keys)
@@ -298,5 +344,8 @@ class KernelBody:
             entry = self.single[eqn] = (one, get_plan(one, self.options))
         out = entry[1].run([], values)
         if key is not None and len(self.memo) < MAX_MEMO:
-            self.memo[key] = out
+            size = _large_bytes(out)
+            if self.held + size <= FOLD_MAX_BYTES:
+                self.held += size
+                self.memo[key] = out
         return out
