@@ -568,3 +568,43 @@ def test_inlined_loop_and_call_bodies_fold_large_grid_values(budget, monkeypatch
         assert not names & {"scan", "jit", "pjit", "iota", "select_n"}, names
     else:
         assert not body.points and body.held == 0
+
+
+def _source_semaphore_call(wait_read: bool):
+    def kernel(x_hbm, o_ref, buf, sems):
+        copy = pltpu.make_async_copy(x_hbm.at[pl.ds(pl.program_id(0) * 8, 8)], buf, sems.at[0],
+                                     src_sem=sems.at[1])
+        copy.start()
+        if wait_read:
+            copy.wait()   # dma_wait with is_wait_send=True (the read), then the write
+        else:
+            copy.wait_write()
+        o_ref[...] = buf[...] + 1.0
+
+    return pl.pallas_call(
+        kernel, grid=(4,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((32, 128), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
+        interpret=True)
+
+
+@pytest.mark.parametrize("detect_races", [False, True])
+def test_dma_source_semaphore_wait_read_counts_the_copied_bytes(detect_races):
+    # A copy with a source semaphore signals both; .wait() waits on each for the copied byte
+    # count (the read through dma_wait's is_wait_send path, operands swapped by JAX), so the
+    # semaphores balance at every step; waiting only for the write leaves the source semaphore
+    # holding the bytes (4 steps x 4096), which race detection reports at the kernel's end.
+    import inspect
+    if "src_sem" not in inspect.signature(pltpu.make_async_copy).parameters:
+        pytest.skip("make_async_copy takes no source semaphore in this JAX")
+    x = RNG.standard_normal((32, 128)).astype(np.float32)
+    g = interp.interpret(_source_semaphore_call(True), detect_races=detect_races)
+    for _ in range(2):   # the specialised programs built, then reused
+        np.testing.assert_array_equal(g(x), x + np.float32(1))
+    unbalanced = interp.interpret(_source_semaphore_call(False), detect_races=detect_races)
+    if detect_races:
+        with pytest.raises(interp.RaceError, match=r"'sems \(operand 3\)' int64\[2\] holds 16384 at index \(1,\)"):
+            unbalanced(x)
+    else:
+        np.testing.assert_array_equal(unbalanced(x), x + np.float32(1))

@@ -94,6 +94,11 @@ def _shape(ref, index) -> tuple:
     return _index_shape(ref.array.shape, index)
 
 
+def _indirect(index) -> bool:
+    """Whether a normalized index holds index arrays (an indirect / scatter-gather DMA)."""
+    return any(isinstance(ix, np.ndarray) and ix.ndim for ix in index)
+
+
 class Dma:
     __slots__ = ("src", "dst", "dst_sem", "src_sem", "add", "nbytes", "point", "done")
 
@@ -165,6 +170,11 @@ class DmaEngine:
     def _transfer(self, src, src_index, dst, dst_index, add) -> None:
         """The copy itself. Never-written source elements stay never-written in the destination
         (a DMA moves memory; only a later read of it is an uninitialized read)."""
+        if not add and src.init is None and dst.init is None and not _indirect(dst_index):
+            # The common copy: one assignment (NumPy copies the source first where the two
+            # overlap, so this equals copying out, then in).
+            dst.array[dst_index] = src.array[src_index]
+            return
         value = np.array(src.array[src_index], copy=True)
         written = None if src.init is None else np.array(src.init[src_index], copy=True)
         dup = self._duplicates(dst, dst_index, value, add)
@@ -187,7 +197,7 @@ class DmaEngine:
         its elements in no defined order, so the result is defined only when every write to
         the element carries the same bits (and, for an accumulating DMA, when the additions
         are exact in any order: integers). Anything else raises RaceError."""
-        if not any(isinstance(ix, np.ndarray) and ix.ndim for ix in dst_index):
+        if not _indirect(dst_index):
             return False
         shape = value.shape
         coords = _selected_coords(dst.array.shape, dst_index, np.ones(shape, bool))

@@ -319,7 +319,7 @@ class _Operands:
 
     def lookup(self, flat, derive):
         """(what ``derive()`` gave for these index values, the refs in ``flat``)."""
-        key = tuple(int(flat[i]) for i in self.key_pos)
+        key = tuple([int(flat[i]) for i in self.key_pos])
         hit = self.cache.get(key)
         if hit is None:
             hit = derive()
@@ -465,17 +465,21 @@ def _dma_refs(parts):
     return [None if x is None else indexing.split_transformed(x) for x in parts[:4]]
 
 
-def _dma_resolved(eqn, flat, tree, operands, run, start: bool):
+def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = False):
     """(src, src index, dst, dst index, dst sem, src sem, nbytes); nbytes is the checked byte
-    count of the copy (start) or of the destination view (wait), None on the generic path."""
+    count of the copy (start) or of the view a wait counts (the destination, or the source for a
+    wait_send), None on the generic path."""
     if operands.ref_pos is None:
         (s, si), (d, di), ds, ss = _dma_operands(eqn, flat, tree)
         return s, si, d, di, ds, ss, None
 
     def derive():
         (s, si), (d, di), ds, ss = _dma_operands(eqn, flat, tree)
-        nbytes = run.dma.check(s, si, d, di) if start else \
-            math.prod(_index_shape(d.array.shape, di)) * d.array.dtype.itemsize
+        if start:
+            nbytes = run.dma.check(s, si, d, di)
+        else:
+            ref, index = (s, si) if send else (d, di)
+            nbytes = math.prod(_index_shape(ref.array.shape, index)) * ref.array.dtype.itemsize
         return si, di, None if ds is None else ds[1], None if ss is None else ss[1], nbytes
 
     (si, di, dsi, ssi, nbytes), (s, d, dsr, ssr) = operands.lookup(flat, derive)
@@ -496,15 +500,16 @@ def dma_start(eqn, *flat, tree, add=False, _operands=None, **params):
 @_with_operands("tree", _dma_refs)
 def dma_wait(eqn, *flat, tree, is_wait_send=False, _operands=None, **params):
     run = current_run()
-    s, si, d, di, ds, ss, nbytes = _dma_resolved(eqn, flat, tree, _operands, run, start=False)
+    send = bool(is_wait_send)
+    s, si, d, di, ds, ss, nbytes = _dma_resolved(eqn, flat, tree, _operands, run, start=False,
+                                                 send=send)
     if ds is None:
         raise eqn.unsupported("dma_wait without a semaphore")
     # A wait_send's arguments are pre-swapped by JAX: the semaphore waited on sits in the
-    # destination-semaphore slot; the amount is the copied byte count either way.
-    ref, index = (s, si) if is_wait_send else (d, di)
-    if is_wait_send:
-        nbytes = None   # the byte count of the source view (computed by the engine)
-    run.dma.wait_dma(ds, ref, index, send=bool(is_wait_send), nbytes=nbytes)
+    # destination-semaphore slot; the amount is the copied byte count either way (of the source
+    # view for a wait_send).
+    ref, index = (s, si) if send else (d, di)
+    run.dma.wait_dma(ds, ref, index, send=send, nbytes=nbytes)
     return []
 
 
