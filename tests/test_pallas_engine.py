@@ -608,3 +608,27 @@ def test_dma_source_semaphore_wait_read_counts_the_copied_bytes(detect_races):
             unbalanced(x)
     else:
         np.testing.assert_array_equal(unbalanced(x), x + np.float32(1))
+
+
+def test_bounds_checks_remembered_per_index_still_catch_a_new_index():
+    # Kernel refs remember the indices they found in bounds (by identity; the state rules hand
+    # one tuple per distinct index): a call whose dynamic offset moves out of bounds after
+    # in-bounds calls of the same plan still raises, on read and on write, every time.
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[pl.ds(s_ref[1], 8), :] = x_ref[pl.ds(s_ref[0], 8), :]
+
+    f = pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(2,),
+        in_specs=[pl.BlockSpec((16, 128), lambda i, s: (0, 0))],
+        out_specs=pl.BlockSpec((16, 128), lambda i, s: (0, 0))),
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), interpret=True)
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    g = interp.interpret(f)
+    for _ in range(2):
+        np.testing.assert_array_equal(g(np.array([8, 0], np.int32), x)[:8], x[8:])
+    for _ in range(2):
+        with pytest.raises(OutOfBoundsError, match=r"input buffer 'x_ref.*\[12:20:1\], size 16"):
+            g(np.array([12, 0], np.int32), x)
+        with pytest.raises(OutOfBoundsError, match=r"output buffer 'o_ref.*\[9:17:1\], size 16"):
+            g(np.array([8, 9], np.int32), x)
+    np.testing.assert_array_equal(g(np.array([0, 8], np.int32), x)[8:], x[:8])

@@ -34,7 +34,7 @@ class KernelRef(Ref):
     DMA tracker); ``kind`` says what the buffer is in messages (input, output, scratch, semaphore).
     Race checks compare element addresses, so refs viewing the same memory are compared exactly.
     """
-    __slots__ = ("run", "init", "kind", "_address")
+    __slots__ = ("run", "init", "kind", "_address", "_checked")
 
     def __init__(self, array, name, run, *, init=None, kind="vmem", check_bounds=True):
         super().__init__(array, name, check_bounds)
@@ -42,6 +42,24 @@ class KernelRef(Ref):
         self.init = init
         self.kind = kind
         self._address = None
+        self._checked = {}
+
+    # Indices seen in bounds, by identity: the state rules hand the same tuple object for the same
+    # index (interp/rules/state.py compile_indexer), and a block keeps its shape across grid steps
+    # while its view moves, so a kernel's accesses are bounds-checked once per index and shape.
+    # Only tuples of ints and slices are remembered (immutable; the entry holds the tuple, so its
+    # id cannot be reused by another object while the entry exists).
+    MAX_CHECKED = 64
+
+    def check_index(self, index: tuple) -> None:
+        hit = self._checked.get(id(index))
+        if hit is not None and hit[0] is index and hit[1] == self.array.shape:
+            return
+        Ref.check_index(self, index)
+        if type(index) is tuple and all(type(ix) is slice or type(ix) is int for ix in index):
+            if len(self._checked) >= self.MAX_CHECKED:
+                self._checked.clear()
+            self._checked[id(index)] = (index, self.array.shape)
 
     def address(self) -> int:
         """The address of the buffer's first element (race checks compare addresses); kept per
@@ -81,6 +99,23 @@ class KernelRef(Ref):
                 run.raise_pending()
             if run.tracker is not None:
                 run.tracker.check_access(self, index, kind)
+
+    def swap(self, index: tuple, value) -> np.ndarray:
+        """``read`` then ``write`` of the same elements (a swap's old value, then its store),
+        with the checks made once: the read's bounds, pending and race checks, then the write's
+        race check. Never-written memory takes the two-step path (its read marks a pending
+        error that the write clears)."""
+        if self.init is not None:
+            old = self.read(index)
+            self.write(index, value)
+            return old
+        self._before_access(index, "read")
+        old = np.array(self.array[index], copy=True)
+        run = self.run
+        if run is not None and run.tracker is not None:
+            run.tracker.check_access(self, index, "write")
+        self.array[index] = value
+        return old
 
     def read(self, index: tuple) -> np.ndarray:
         self._before_access(index, "read")

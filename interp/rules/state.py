@@ -160,7 +160,26 @@ def compile_indexer(tree, leaf_atoms) -> "Callable | None":
         return tuple(_scalar_index(v(flat), n, wrap) if size is None else
                      _slice_index(v(flat), size(flat), stride, n, wrap)
                      for (v, size, stride), n in zip(dims, shape))
-    return index if dynamic else _static(index)
+    if not dynamic:
+        return _static(index)
+    # The same leaf values give the same tuple object (as a static index does): building the
+    # tuple costs about what the lookup does, and refs that remember the indices they checked
+    # by identity (Pallas kernel refs) then check each distinct index once.
+    cache = {}
+
+    def dynamic_index(flat, shape, wrap) -> tuple:
+        key = (tuple([int(flat[p]) for p in dynamic]), shape, wrap)
+        out = cache.get(key)
+        if out is None:
+            out = index(flat, shape, wrap)
+            if len(cache) >= MAX_INDICES:
+                cache.clear()
+            cache[key] = out
+        return out
+    return dynamic_index
+
+
+MAX_INDICES = 1 << 12   # distinct dynamic indices remembered per equation
 
 
 def _static(index):
@@ -232,6 +251,10 @@ def _get(eqn, ref, index, dtype):
 
 
 def _swap(eqn, ref, index, dtype, val):
+    # A ref type may do both steps at once (Pallas kernel refs: one set of checks).
+    both = getattr(ref, "swap", None)
+    if both is not None:
+        return _as_view(both(index, _as_view(val, ref.dtype)), dtype)
     # `ref[i] = v` is a swap whose old value is unused (the jaxpr still binds it to a Var): a
     # swap is not a checked read of never-written memory; its old value there is the poison.
     tracked = isinstance(ref, TrackedRef)
