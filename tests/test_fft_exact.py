@@ -252,6 +252,23 @@ def test_fft_value_tier_counts():
     assert counts["f64"] == 0 and counts["dd"] > 0
 
 
+@pytest.mark.parametrize("part", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_mpmath_tier_correctly_rounded(part):
+    """Tier 4 (lax_special._ziv on the DFT sum) against the sum at 400 bits rounded once: an
+    irrational twiddle alone, a sum that nearly cancels (the enclosure needs more bits), a scaled
+    imaginary part."""
+    from fractions import Fraction
+    cases = [({1: Fraction(1)}, 8, 0, 1), ({1: Fraction(3, 4), 7: Fraction(-5, 2)}, 12, 1, 3),
+             ({1: Fraction(1), 0: -Fraction(float(np.float64(math.cos(2 * math.pi / 16))))}, 16, 0, 1)]
+    for coeffs, M, which, scale in cases:
+        with mpmath.workprec(400):
+            f = mpmath.cos if which == 0 else mpmath.sin
+            want = sum(mpmath.mpf(c.numerator) / c.denominator * f(2 * mpmath.pi * r / M)
+                       for r, c in coeffs.items()) / scale
+            want = mp_round([want], part)[0]
+        assert_same_bits(np.asarray(F._mp_part(coeffs, M, which, scale, np.dtype(part))), np.asarray(want))
+
+
 # ------------------------------------------------------------------ end to end, adversarial inputs
 
 @pytest.mark.parametrize("cdtype", [np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)

@@ -21,7 +21,7 @@ Tiers, each deciding what the ones before could not:
    twiddles +-1, +-i, 1/2...) are rounded exactly (an exact zero is +0): no precision loop can
    decide a value that is itself a rounding boundary.
 4. Irrational undecided parts: mpmath at 128..4096 bits with Ziv's test; still undecided:
-   ArithmeticError (loud, never an uncertified value).
+   lax_special.Uncertified, an ArithmeticError (loud, never an uncertified value).
 Inputs holding inf/NaN take pocketfft's IEEE propagation instead (no finite value to certify).
 
 The tier-1 bound (the normwise FFT analysis of Higham, Accuracy and Stability of Numerical
@@ -65,7 +65,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .lax_reductions import round_float
-from .lax_special import _fraction_round
+from .lax_special import _fraction_round, _ziv
 
 LD = np.dtype(np.longdouble)
 _U = 2.0 ** -53
@@ -772,23 +772,21 @@ def _rational_pow2(exact, which, r, und, part):
 
 
 def _mp_part(coeffs, M, which, scale, dtype):
+    """Tier 4: the part in mpmath, decided by Ziv's test (lax_special._ziv) at 128..4096 bits: the
+    DFT sum evaluated at prec + 16 bits is within sum|c| / scale * 2**(4 + bits(terms) - prec)."""
     import mpmath
-    from .lax_special import mp_round
     absum = sum(abs(c) for c in coeffs.values())
-    for prec in (128, 256, 512, 1024, 2048, 4096):
+
+    def enclose(prec):
         with mpmath.workprec(prec + 16):
             tot = mpmath.mpf(0)
             for r, c in coeffs.items():
                 ang = 2 * mpmath.pi * mpmath.mpf(r) / M
                 tw = mpmath.cos(ang) if which == 0 else mpmath.sin(ang)
                 tot += mpmath.mpf(c.numerator) / c.denominator * tw
-            v = tot / scale
-            e = mpmath.mpf(absum.numerator) / absum.denominator / scale * mpmath.mpf(2) ** (
+            return tot / scale, mpmath.mpf(absum.numerator) / absum.denominator / scale * mpmath.mpf(2) ** (
                 -prec + 4 + max(1, len(coeffs)).bit_length())
-            lo, hi = mp_round([v - e], dtype)[0], mp_round([v + e], dtype)[0]
-        if np.asarray(lo).tobytes() == np.asarray(hi).tobytes():
-            return lo
-    raise ArithmeticError("fft: an output part not decided at 4096 bits (reference cost cap)")
+    return _ziv(enclose, dtype, "fft: an output part", precs=(128, 256, 512, 1024, 2048, 4096))
 
 
 def _cyclotomic(M: int) -> list:

@@ -178,12 +178,12 @@ def _mp_eval(mpfn, args, dtype, prec0=128):
                               "did not settle below 4096 bits (reference cost cap)")
 
 
-def _ziv(enclose, dtype, what, prec0=96, prec_max=1024):
-    """The correctly rounded value from enclosures: ``enclose(prec)`` gives (value, radius) with
-    the exact result inside value +- radius; accepted when both ends round alike."""
+def _ziv(enclose, dtype, what, precs=range(96, 1025, 64)):
+    """The correctly rounded value from enclosures (Ziv's test; also the FFT's mpmath tier):
+    ``enclose(prec)`` gives (value, radius) with the exact result inside value +- radius, or None
+    (give up), for each precision of ``precs`` in turn; accepted when both ends round alike."""
     u = D.storage_uint(dtype)
-    prec = prec0
-    while prec <= prec_max:
+    for prec in precs:
         iv = enclose(prec)
         if iv is None:
             break
@@ -193,8 +193,7 @@ def _ziv(enclose, dtype, what, prec0=96, prec_max=1024):
             lo, hi = mp_round([v - r, v + r], dtype)
         if lo.view(u) == hi.view(u):
             return lo
-        prec += 64
-    raise Uncertified(f"{what}: not certified up to {prec_max} bits (the expansion's bound is too wide)")
+    raise Uncertified(f"{what}: not certified up to {precs[-1]} bits (the enclosure is too wide)")
 
 
 # Output formats whose rounding of a float64 is decided from its bits (_uncertain_bits): IEEE-like
