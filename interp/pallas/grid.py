@@ -284,6 +284,13 @@ class CallPlan:
                        for i, bm in enumerate(gm.block_mappings)]
         self.scratch = [(v.aval, names[self.num_scalars + nb + i])
                         for i, v in enumerate(invars[self.num_scalars + nb:])]
+        # Scratch buffers start as fresh copies of prototypes allocated here (their memory is
+        # never-written, or zero semaphores: the same every call).
+        self.scratch_protos = [_alloc_scratch(aval, name, None, eqn.options)
+                               for aval, name in self.scratch]
+        self.ref_kinds = [("input" if k < self.num_inputs else "output") +
+                          (f" ({bp.space})" if bp.space != "default" else "")
+                          for k, bp in enumerate(self.blocks)]
         # input_output_aliases count the scalar-prefetch operands (not dynamic grid bounds).
         self.aliases = {o: i - self.num_scalars for i, o in p["input_output_aliases"]}
         # Inputs the kernel writes to get a private copy (never the caller's array).
@@ -346,19 +353,19 @@ class CallPlan:
             else:
                 arrays.append(fill_uninitialized(bp.array_shape, bp.dtype, mode))
                 inits.append(np.zeros(bp.array_shape, bool) if mode == "raise" else None)
-        scratch_refs = [_alloc_scratch(aval, name, run, opts) for aval, name in self.scratch]
+        scratch_refs = [proto.fresh(run) for proto in self.scratch_protos]
         sems = [r for r in scratch_refs if r.kind == "semaphore"]
 
-        refs = []
-        for k, bp in enumerate(self.blocks):
-            kind = ("input" if k < self.num_inputs else "output") + (
-                f" ({bp.space})" if bp.space != "default" else "")
-            refs.append(KernelRef(arrays[k], bp.name, run, init=inits[k], kind=kind,
-                                  check_bounds=opts.check_bounds))
-        static_blocks = [bp.whole for bp in self.blocks]
+        refs = [KernelRef(arrays[k], bp.name, run, init=inits[k], kind=self.ref_kinds[k],
+                          check_bounds=opts.check_bounds) for k, bp in enumerate(self.blocks)]
         last_window = [None] * len(self.blocks)
+        # Whether a block's ref views its array (in bounds, not a private copy): a view of the
+        # same window stays valid from one step to the next.
+        viewing = [False] * len(self.blocks)
         visited = [set() for _ in self.blocks]
-        kernel_args_prefix = list(scalar_refs)
+        kernel_args = list(scalar_refs) + refs + scratch_refs   # (refs re-pointed per step)
+        blocked = [(k, bp, k >= self.num_inputs, k in self.private_inputs)
+                   for k, bp in enumerate(self.blocks) if not bp.whole]
         body = self.body
         vm = self.vmapped
         with run:
@@ -367,22 +374,19 @@ class CallPlan:
                 run.program_ids = ids if not vm else tuple(i for d, i in enumerate(ids)
                                                            if d not in vm)
                 writeback = []
-                for k, bp in enumerate(self.blocks):
-                    if static_blocks[k]:
-                        continue
+                for k, bp, is_out, private in blocked:
                     win = bp.window(ids, scalar_refs, grid)
-                    ref = refs[k]
-                    is_out = k >= self.num_inputs
-                    if win == last_window[k] and k in self.private_inputs:
-                        continue  # the kernel's own (possibly modified) buffer stays
+                    if win == last_window[k] and (private or viewing[k]):
+                        # the kernel's own (possibly modified) buffer stays, or the same view
+                        continue
                     if is_out and win != last_window[k]:
                         if self.revisit_undefined and win in visited[k]:
                             self._reset_block(arrays[k], inits[k], win, bp, mode)
                         visited[k].add(win)
                     last_window[k] = win
-                    self._bind_block(ref, arrays[k], inits[k], win, bp, is_out, writeback, ids,
-                                     copy=k in self.private_inputs)
-                body.run(run, kernel_args_prefix + refs + scratch_refs)
+                    viewing[k] = self._bind_block(refs[k], arrays[k], inits[k], win, bp, is_out,
+                                                  writeback, ids, copy=private)
+                body.run(run, kernel_args)
                 if run.pending is not None:
                     run.raise_pending()
                 for ref, arr, init, sl, inner in writeback:
@@ -405,14 +409,14 @@ class CallPlan:
                     axes[a] = [int(i) for i in rng.permutation(grid[a])]
         return itertools.product(*axes)
 
-    def _bind_block(self, ref, arr, init, win, bp, is_out, writeback, ids, copy=False):
+    def _bind_block(self, ref, arr, init, win, bp, is_out, writeback, ids, copy=False) -> bool:
         """Point ``ref`` at the block ``win`` of ``arr``: a view when in bounds, else (or with
-        ``copy``) a copy."""
+        ``copy``) a copy. Returns whether it is a view."""
         inside, outer, inner = bp.placement(win, self.name, ids)
         if inside and not copy:
             ref.array = arr[outer]
             ref.init = init[outer] if init is not None else None
-            return
+            return True
         # Partial block: a copy whose out-of-array part is never-written memory.
         mode = self.options.uninitialized
         block = fill_uninitialized(bp.ref_shape, bp.dtype, mode)
@@ -426,6 +430,7 @@ class CallPlan:
             ref.init = None
         if is_out:
             writeback.append((ref, arr, init, outer, inner))
+        return False
 
     def _reset_block(self, arr, init, win, bp, mode):
         sl = tuple(slice(max(s, 0), max(min(s + n, dim), 0)) if kind[0] != "squeezed" else s

@@ -69,6 +69,13 @@ class KernelRef(Ref):
             cached = self._address = (self.array, self.array.__array_interface__["data"][0])
         return cached[1]
 
+    def fresh(self, run) -> "KernelRef":
+        """A new buffer of ``run`` holding a copy of this one (its contents and written-mask,
+        name, kind): scratch is allocated once per plan and copied per call."""
+        return KernelRef(self.array.copy(), self.name, run,
+                         init=None if self.init is None else self.init.copy(), kind=self.kind,
+                         check_bounds=self.check_bounds)
+
     def describe(self) -> str:
         run = self.run
         where = f"kernel '{run.name}' at grid point {run.point}" if run is not None else "kernel"
