@@ -267,7 +267,8 @@ class Plan:
                 result = None   # (drop this frame's hold on the previous result before the count)
                 result = _run_donating(env, rule, ctx, ins, params, donate)
             if multiple:
-                _store_multiple(ctx, env, out, result, check)
+                if out or len(result):   # (effect-only rules: no outputs, [] returned)
+                    _store_multiple(ctx, env, out, result, check)
             else:
                 if expect is not None:
                     try:

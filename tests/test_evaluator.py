@@ -136,6 +136,26 @@ def test_wrong_result_aval_is_a_bug(monkeypatch):
         interp.interpret(prim)(ints)
 
 
+def test_effect_only_rule_result_count_is_checked(monkeypatch):
+    # A primitive with no outputs (DMA starts, semaphore signals): its rule's [] is skipped
+    # cheaply, and a rule returning something there is still reported as a bug.
+    from jax.extend.core import Primitive
+    p = Primitive("test_evaluator_effect_only")
+    p.multiple_results = True
+    p.def_abstract_eval(lambda x: [])
+    seen = []
+    monkeypatch.setitem(RULES, "test_evaluator_effect_only", lambda eqn, x: seen.append(x) or [])
+
+    def f(x):
+        p.bind(x)
+        return x + 1
+    np.testing.assert_array_equal(interp.interpret(f)(ints), ints + 1)
+    assert len(seen) == 1
+    monkeypatch.setitem(RULES, "test_evaluator_effect_only", lambda eqn, x: [x])
+    with pytest.raises(AssertionError, match="returned 1 outputs, expected 0"):
+        interp.interpret(lambda x: f(x))(ints)   # (a new trace: plans look rules up once)
+
+
 # --- interpret(): pytrees, static arguments, kwargs ---------------------------------------------
 
 def test_pytrees_in_and_out():
