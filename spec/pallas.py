@@ -245,12 +245,20 @@ SEMANTICS = table(
     Semantics("prng_seed", "Seeds the TPU core's hardware PRNG (emulated: interp.prng."
               "pallas_tpu_bits; the hardware generator is undocumented). TPUs have a sequential "
               "generator per core: the seed sets its whole state, which lasts across grid steps "
-              "until the next seed.", sources=(_TPU, "docs/pallas/tpu/prng.rst")),
+              "until the next seed.",
+              edge_cases=("seeds other than one key or scalar int32 / uint32 values (floats, "
+                          "vectors, 8/16-bit, int64 as under jax_enable_x64): unsupported, as "
+                          "Mosaic refuses them (_prng_seed_lowering_rule 'All seed data must be "
+                          "scalar integers'; tpu.prng_set_seed_32 verifies 32-bit operands)",),
+              sources=(_TPU, "docs/pallas/tpu/prng.rst")),
     Semantics("prng_random_bits", "int32 bits of the emulated hardware PRNG: a function of the "
               "seeds of the last prng_seed, the number of draws since it and Options.seed, not "
               "of the grid point (the same seed gives the same bits at any grid point, as "
               "pltpu.sample_block's invariance over block shapes needs). Before any prng_seed: "
-              "UndefinedBehaviorError (JAX's TPU interpret mode returns zeros).",
+              "UndefinedBehaviorError (JAX's TPU interpret mode returns zeros). Results of rank "
+              "< 2 (also through stateful_* samplers and jax.random on Pallas keys): "
+              "unsupported, as Mosaic lowers only rank >= 2 draws "
+              "(_prng_random_bits_lowering_rule).",
               sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
     Semantics(
         "pallas_tpu keys",

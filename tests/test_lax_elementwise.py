@@ -698,3 +698,28 @@ def test_complex_eq_to(dtype):
     else:
         assert_same_bits(xla, x == y)
     assert_same_bits(interp.interpret(eq_to)(x.real.copy(), y.real.copy()), xla_cpu(eq_to, x.real.copy(), y.real.copy()))
+
+
+def test_native_plan_choice_arithmetic_and_comparisons():
+    """Plan-time specialisation (one _specialise for both): the NumPy ufunc rule where the operands
+    share one native dtype and the result has it (arithmetic) or is bool (comparisons; complex
+    only for eq/ne); the general rule otherwise (narrow floats, mixed dtypes, mul's out_dtype)."""
+    from types import SimpleNamespace
+
+    from interp.registry import RULES
+    f32, f64, c64, bf16, b = (np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+                                                     ml_dtypes.bfloat16, np.bool_))
+
+    def planned(name, ins, out, **params):
+        ctx = SimpleNamespace(in_avals=[jax.core.ShapedArray((3,), d) for d in ins], out_dtype=out,
+                              params=params, eqn=None)
+        rule = RULES[name]
+        got = rule.prepare(ctx)
+        return "native" if got is not rule else "general"
+    cases = [("add", (f32, f32), f32, {}, "native"), ("add", (bf16, bf16), bf16, {}, "general"),
+             ("mul", (f32, f32), f32, {"out_dtype": f64}, "general"),
+             ("lt", (f32, f32), b, {}, "native"), ("lt", (f64, f64), b, {}, "native"),
+             ("eq", (b, b), b, {}, "native"), ("lt", (bf16, bf16), b, {}, "general"),
+             ("eq", (c64, c64), b, {}, "native"), ("lt", (c64, c64), b, {}, "general"),
+             ("eq", (f32, f64), b, {}, "general"), ("eq", (f32, f32), f32, {}, "general")]
+    assert [planned(n, i, o, **p) for n, i, o, p, _ in cases] == [want for *_, want in cases]

@@ -531,6 +531,54 @@ def test_pallas_prng_keys_join_split_and_seed_the_hardware_prng():
         np.testing.assert_array_equal(bits[i].view(np.uint32), want)
 
 
+def _draw(bits, seed=lambda: pltpu.prng_seed(1, 2), in_specs=(), out_shape=(8, 128)):
+    def kernel(*refs):
+        seed(*refs[:-1])
+        o_ref = refs[-1]
+        o_ref[...] = jnp.broadcast_to(bits(*refs[:-1]), o_ref.shape).astype(jnp.uint32)
+    return pl.pallas_call(kernel, in_specs=list(in_specs),
+                          out_shape=jax.ShapeDtypeStruct(out_shape, jnp.uint32))
+
+
+@pytest.mark.parametrize("how", ["prng_random_bits", "stateful_bits", "pallas key"])
+@pytest.mark.parametrize("shape", [(), (128,)])
+def test_hardware_random_bits_of_rank_below_two_are_refused(how, shape):
+    # Mosaic lowers the hardware PRNG draw only for rank >= 2 results
+    # (_prng_random_bits_lowering_rule: NotImplementedError 'random_bits only supports rank>=2
+    # outputs.'); every path to it (the primitive, stateful samplers, jax.random on a Pallas
+    # key) is refused the same way instead of returning bits.
+    key = pltpu.to_pallas_key(jax.random.key(0))
+    smem = [pl.BlockSpec(memory_space=pltpu.SMEM)]
+    f = {"prng_random_bits": lambda: _draw(lambda: pltpu.prng_random_bits(shape)),
+         "stateful_bits": lambda: _draw(lambda: pltpu.stateful_bits(shape=shape,
+                                                                    dtype=jnp.uint32)),
+         "pallas key": lambda: _draw(lambda k: jax.random.bits(k[...], shape, jnp.uint32),
+                                     seed=lambda k: None, in_specs=smem)}[how]()
+    args = (key,) if how == "pallas key" else ()
+    with pytest.raises(interp.UnsupportedPrimitiveError, match=r"shape \(.*\): Mosaic draws "
+                                                               r"only rank >= 2 blocks"):
+        interp.interpret(f)(*args)
+    np.testing.assert_array_equal(  # rank 2 of the same draws: fine
+        interp.interpret(_draw(lambda: pltpu.prng_random_bits((8, 128))))().shape, (8, 128))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint8, np.bool_, np.int64])
+def test_hardware_prng_seeds_must_be_32_bit_integers(dtype):
+    # _prng_seed_lowering_rule: 'All seed data must be scalar integers'; tpu.prng_set_seed_32
+    # verifies 32-bit operands (int64 seeds, e.g. literals under jax_enable_x64, fail there).
+    from interp import prng
+    smem = [pl.BlockSpec(memory_space=pltpu.SMEM)]
+    with jax.enable_x64(dtype == np.int64):
+        f = _draw(lambda s: pltpu.prng_random_bits((8, 128)),
+                  seed=lambda s: pltpu.prng_seed(s[0], 5), in_specs=smem)
+        with pytest.raises(interp.UnsupportedPrimitiveError,
+                           match="seeds .*: Mosaic seeds the hardware PRNG from scalar 32-bit"):
+            interp.interpret(f)(np.ones(4, dtype))
+    for ok in (np.int32, np.uint32):
+        got = interp.interpret(f)(np.full(4, 7, ok))
+        np.testing.assert_array_equal(got, prng.pallas_tpu_bits([7, 5], (8, 128)))
+
+
 @pytest.mark.parametrize("mode", ["nan", "zero"])
 def test_empty_and_empty_like_in_a_kernel_are_never_written_memory(mode):
     # pl.empty / pl.empty_like give uninitialized values: the documented poison (NaN, iinfo.min

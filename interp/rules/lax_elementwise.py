@@ -86,9 +86,12 @@ def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None, wraps_natively=False):
 # ``inplace`` variant, so the plan may compute the result into a dying input buffer (no fresh
 # allocation per equation: see interp/evaluator.py DONATE_MIN_ELEMENTS).
 
-def _same_native_dtype(ctx, natives) -> bool:
-    dtype = ctx.out_dtype
-    return dtype in natives and all(getattr(a, "dtype", None) == dtype for a in ctx.in_avals)
+def _same_native_dtype(ctx, natives, result=None) -> bool:
+    """The operands share one dtype of ``natives`` and the result has it too (or is ``result``:
+    bool for the comparisons)."""
+    dtype = ctx.out_dtype if result is None else getattr(ctx.in_avals[0], "dtype", None)
+    return (dtype in natives and (result is None or ctx.out_dtype == result)
+            and all(getattr(a, "dtype", None) == dtype for a in ctx.in_avals))
 
 
 def _ufunc_rule(ufunc):
@@ -131,11 +134,12 @@ def _scalar_rule(ufunc, ctx):
     return lambda eqn, x, y, **params: op(x, y)
 
 
-def _specialise(ufunc, natives):
-    """A ``prepare`` hook: the ufunc rule where the dtypes allow it, else the general rule."""
+def _specialise(ufunc, natives, result=None):
+    """A ``prepare`` hook: the ufunc rule where the dtypes allow it (``_same_native_dtype``), else
+    the general rule."""
     def attach(general):
         def prepare(ctx):
-            if _same_native_dtype(ctx, natives) and ctx.params.get("out_dtype") is None:
+            if _same_native_dtype(ctx, natives, result) and ctx.params.get("out_dtype") is None:
                 return _scalar_rule(ufunc, ctx) or _UFUNC_RULES[ufunc]
             return general
         general.prepare = prepare
@@ -465,14 +469,7 @@ def _compare(op):
     natives = _NATIVE_NUMBERS + (np.dtype(np.bool_),)
     if op in (np.equal, np.not_equal):
         natives += (np.dtype(np.complex64), np.dtype(np.complex128))
-
-    def prepare(ctx):
-        dtypes = {getattr(a, "dtype", None) for a in ctx.in_avals}
-        if len(dtypes) == 1 and dtypes <= set(natives) and ctx.out_dtype == np.bool_:
-            return _scalar_rule(op, ctx) or _UFUNC_RULES[op]
-        return rule
-    rule.prepare = prepare
-    return rule
+    return _specialise(op, natives, result=np.dtype(np.bool_))(rule)
 
 
 for _name, _op in _COMPARISONS.items():

@@ -560,9 +560,13 @@ def hardware_seed(run, seeds) -> None:
     run.prng = [np.array([int(np.asarray(s)) & 0xFFFFFFFF for s in seeds], np.int64), 0]
 
 
-def hardware_bits(run, shape) -> np.ndarray:
+def hardware_bits(eqn, run, shape) -> np.ndarray:
     """prng_random_bits: the next uint32 draw of the core's PRNG."""
     from .. import prng
+    if len(shape) < 2:
+        raise eqn.unsupported(f"hardware random bits of shape {tuple(shape)}: Mosaic draws only "
+                              "rank >= 2 blocks (lowering.py _prng_random_bits_lowering_rule: "
+                              "'random_bits only supports rank>=2 outputs.')")
     if run.prng is None:
         raise UndefinedBehaviorError(f"{run.where()}: prng_random_bits before any prng_seed "
                                      "(the hardware PRNG state is undefined)")
@@ -579,8 +583,16 @@ def prng_seed(eqn, *seeds):
         # A Pallas PRNG key: its scalars are the seeds (mosaic lowering _prng_seed_lowering_rule,
         # KeyScalarBundle case).
         seeds = tuple(np.ravel(seeds[0].data))
+    elif any(a.shape != () or np.dtype(a.dtype) not in _SEED_DTYPES for a in eqn.in_avals):
+        # _prng_seed_lowering_rule: 'All seed data must be scalar integers'; tpu.prng_set_seed_32
+        # verifies 32-bit operands (int64 seeds under jax_enable_x64 fail there too).
+        raise eqn.unsupported("seeds " + ", ".join(str(a.str_short()) for a in eqn.in_avals)
+                              + ": Mosaic seeds the hardware PRNG from scalar 32-bit integers")
     hardware_seed(current_run(), seeds)
     return []
+
+
+_SEED_DTYPES = (np.dtype(np.int32), np.dtype(np.uint32))
 
 
 # A Pallas TPU key is a bundle of uint32 scalars (key shape (1, N)); split / join convert between
@@ -602,7 +614,7 @@ def prng_join(eqn, *scalars, impl):
 
 @register("prng_random_bits", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits)")
 def prng_random_bits(eqn, *, shape):
-    return hardware_bits(current_run(), shape).view(eqn.out_dtype)
+    return hardware_bits(eqn, current_run(), shape).view(eqn.out_dtype)
 
 
 # -- elementwise packing (pltpu.pack_elementwise / unpack_elementwise) --------------------------

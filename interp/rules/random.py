@@ -229,7 +229,7 @@ def _pallas_bits(eqn, keys, kind, bit_width, shape):
             raise eqn.unsupported(f"random_bits of a Pallas key array {keys.shape} (Mosaic "
                                   "seeds the hardware PRNG from one key)")
         hardware_seed(run, keys.data.reshape(-1))
-    return hardware_bits(run, shape)
+    return hardware_bits(eqn, run, shape)
 
 
 @register("random_seed")
