@@ -96,7 +96,10 @@ def _shape(ref, index) -> tuple:
 
 def _indirect(index) -> bool:
     """Whether a normalized index holds index arrays (an indirect / scatter-gather DMA)."""
-    return any(isinstance(ix, np.ndarray) and ix.ndim for ix in index)
+    for ix in index:   # (a loop: called per DMA, cheaper than any() over a generator)
+        if isinstance(ix, np.ndarray) and ix.ndim:
+            return True
+    return False
 
 
 class Dma:

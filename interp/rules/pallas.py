@@ -6,6 +6,7 @@ Ref contract (``interp.refs``): the indexer/transform normalisation is the state
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -336,8 +337,9 @@ def _with_operands(tree_param, refs_of):
     """A rule's per-equation ``prepare``: the rule gets its equation's :class:`_Operands`."""
     def deco(rule):
         def prepare(ctx):
-            operands = _Operands(ctx, ctx.params[tree_param], refs_of)
-            return lambda eqn, *flat, **params: rule(eqn, *flat, _operands=operands, **params)
+            # (a partial: the keyword merge happens in C, one Python frame less per call)
+            return functools.partial(rule, _operands=_Operands(ctx, ctx.params[tree_param],
+                                                               refs_of))
 
         def direct(eqn, *flat, _operands=None, **params):   # called without a plan
             if _operands is None:

@@ -284,7 +284,8 @@ def _access_rule(name, access, n_values):
             return rule
 
         def compiled(eqn, ref, *args, tree=None):
-            _check_ref(eqn, ref)
+            if not isinstance(ref, Ref):
+                _check_ref(eqn, ref)   # (raises)
             i = index(args[n_values:], ref.shape, ref.wraps_negative_indices)
             return access(eqn, ref, i, ref.dtype, *args[:n_values])
         return compiled
