@@ -592,8 +592,9 @@ def _beta_mp_fast(a, b):
 
 def _betainc_certify(vals, dtype):
     """I_x(a, b): Chernoff decides the tails (both below 2^-1080: 0 below the mean a / (a + b),
-    1 above); mpmath where it is fast; elsewhere the continued fraction (Ziv's test on its stated
-    bound), loud where it needs more than BETA_CF_MAX_ITER steps (min(a, b) above ~5e8)."""
+    1 above); mpmath where it is fast; Temme's uniform expansion where both a and b are at least
+    BETA_TEMME_MIN; between, the continued fraction (at most ~0.85 sqrt(2^16) ~ 220 steps near the
+    mean). Both through Ziv's test on their stated bounds."""
     a, b, x = vals
     if not (a > 0 and b > 0 and 0 < x < 1):
         return None
@@ -604,8 +605,10 @@ def _betainc_certify(vals, dtype):
         return np.asarray(0.0 if below else 1.0).astype(dtype)
     if _beta_mp_fast(a, b):
         return None
-    return _ziv(lambda p: A.betainc_cf(a, b, x, p), dtype, f"regularized_incomplete_beta({a!r}, {b!r}, "
-                f"{x!r}): the continued fraction needs more than {A.BETA_CF_MAX_ITER} steps")
+    what = f"regularized_incomplete_beta({a!r}, {b!r}, {x!r})"
+    if min(a, b) >= A.BETA_TEMME_MIN:
+        return _ziv(lambda p: A.temme_beta(a, b, x, p), dtype, what + ": Temme's expansion")
+    return _ziv(lambda p: A.betainc_cf(a, b, x, p), dtype, what + ": the continued fraction")
 
 
 def _betainc_mp(a, b, x):
@@ -871,15 +874,8 @@ FIXUPS: dict = {
     "polygamma": _fix_polygamma,
 }
 
-PARTIAL = {
-    "regularized_incomplete_beta": ("both a and b above about 5e8 with x near a / (a + b) (the tails not "
-                                    "below 2**-1080): UnsupportedPrimitiveError, the continued fraction "
-                                    "would need more than 20000 steps (needs Temme's uniform expansion "
-                                    "for the beta, DLMF 8.18.ii)"),
-}
-
 for _name in REAL:
-    register(_name, partial=PARTIAL.get(_name))(_rule(_name))
+    register(_name)(_rule(_name))
 
 
 # ----------------------------------------------------------------------------------------------
