@@ -466,6 +466,16 @@ def test_tridiagonal_solve_perturbed_by_hand():
     assert_same_bits(plain, xla_cpu(L.tridiagonal_solve, zero, zero, zero, one))
 
 
+def test_perturbed_pivot_constants_are_lapack_safemin():
+    """The pivot procedure's safe minimum (computed once per type) is LAPACK's own xLAMCH('S')."""
+    import scipy.linalg.lapack as lapack
+    from interp.rules.lax_linalg import _SAFEMIN
+    for rt, lamch in ((np.float32, lapack.slamch), (np.float64, lapack.dlamch)):
+        safemin, bignum = _SAFEMIN[rt]
+        assert type(safemin) is rt and type(bignum) is rt
+        assert safemin == rt(lamch("S")) and bignum == rt(1) / rt(lamch("S"))
+
+
 def test_tridiagonal_solve_perturbed_loud_cases():
     """A NaN right-hand side meeting a tiny pivot: jaxlib's vectorised max is NaN or 1 depending
     on the NaN's position, and the two choices give different results: raise. float16 has no

@@ -290,7 +290,7 @@ def tridiagonal_solve(eqn, dl, d, du, b, *, perturb_singular):
         if np.dtype(eqn.out_dtype) not in _PERTURBED_DTYPES:
             raise eqn.unsupported(f"perturb_singular=True for {eqn.out_dtype} (jaxlib's kernel "
                                   "exists for float32/float64/complex64/complex128 only)")
-        batch, (n, k) = b.shape[:-2], b.shape[-2:]
+        n, k = b.shape[-2:]
         flat = [np.asarray(v).reshape((-1, n)) for v in (dl, d, du)]
         with np.errstate(all="ignore"):
             x = _gtsv_perturbed(eqn, *flat, np.asarray(b).reshape((-1, n, k)))
@@ -319,6 +319,19 @@ def tridiagonal_solve(eqn, dl, d, du, b, *, perturb_singular):
 # products and quotients as the C99 Annex G routines jaxlib links (libgcc __mulsc3/__divsc3:
 # Smith's division). Bitwise with XLA:CPU of JAX 0.10.2 (tests/test_lax_linalg.py).
 _PERTURBED_DTYPES = tuple(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+
+
+def _lamch_safemin(rt):
+    """LAPACK xLAMCH('S') of the real type ``rt`` (the smallest number whose reciprocal does not
+    overflow) and that reciprocal."""
+    one, fi = rt(1), np.finfo(rt)
+    tiny, small = rt(fi.tiny), one / rt(fi.max)
+    safemin = tiny if small < tiny else small * (one + rt(fi.eps))
+    return safemin, one / safemin
+
+
+# Per real type of _PERTURBED_DTYPES, computed once (the pivot test runs per step and system).
+_SAFEMIN = {rt: _lamch_safemin(rt) for rt in (np.float32, np.float64)}
 
 
 def _copysign(mag, sign):
@@ -394,9 +407,7 @@ def _annex_g_div(a, b):
 def _perturb_pivots(eqn, perturb, pivots, rows):
     """MaybePerturbPivot for a batch of systems (pivots (B,), rows (B, k)). Most pivots are left
     as they are (|p| >= 1, or no overflow to fear): only the others take the scalar procedure."""
-    rt = type(abs(pivots.dtype.type(0)))
-    safemin = rt(np.finfo(rt).tiny)       # (xLAMCH('S') for IEEE types: 1/max < tiny)
-    bignum = rt(1) / safemin
+    safemin, bignum = _SAFEMIN[type(abs(pivots.dtype.type(0)))]
     ap = _mag(pivots)
     with np.errstate(invalid="ignore"):
         max_factor = np.max(_mag(rows), axis=1) if rows.shape[1] else np.zeros_like(ap)
@@ -412,13 +423,9 @@ def _perturb_pivot(eqn, perturb, pivot, row):
     """jaxlib MaybePerturbPivot (from LAPACK xLAGTS) on one system: (pivot, row) such that neither
     row / pivot nor 1 / pivot overflows; pivots of magnitude >= 1 are kept."""
     rt = type(abs(pivot))
-    one = rt(1)
-    fi = np.finfo(rt)
-    tiny, small = rt(fi.tiny), one / rt(fi.max)
-    safemin = tiny if small < tiny else small * (one + rt(fi.eps))   # xLAMCH('S')
-    bignum = one / safemin
+    safemin, bignum = _SAFEMIN[rt]
     ap = abs(pivot)
-    if ap >= one:
+    if ap >= rt(1):
         return pivot, row
     perturb = _copysign(max(abs(perturb), safemin), pivot.real)   # never 0; pivot's real sign
     if row.size > 1 and np.isnan(row).any():
