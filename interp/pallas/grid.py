@@ -46,10 +46,10 @@ def maybe_current_run() -> "KernelRun | None":
 
 
 def current_run() -> "KernelRun":
-    run = maybe_current_run()
-    if run is None:
+    stack = getattr(_local, "stack", None)   # (maybe_current_run inlined: called per DMA)
+    if not stack:
         raise RuntimeError("Pallas kernel primitive evaluated outside a pallas_call")
-    return run
+    return stack[-1]
 
 
 class KernelRun:
@@ -291,6 +291,7 @@ class CallPlan:
         self.ref_kinds = [("input" if k < self.num_inputs else "output") +
                           (f" ({bp.space})" if bp.space != "default" else "")
                           for k, bp in enumerate(self.blocks)]
+        self.checked = [{} for _ in self.blocks]   # indices in bounds, per operand (KernelRef)
         # input_output_aliases count the scalar-prefetch operands (not dynamic grid bounds).
         self.aliases = {o: i - self.num_scalars for i, o in p["input_output_aliases"]}
         # Inputs the kernel writes to get a private copy (never the caller's array).
@@ -357,7 +358,8 @@ class CallPlan:
         sems = [r for r in scratch_refs if r.kind == "semaphore"]
 
         refs = [KernelRef(arrays[k], bp.name, run, init=inits[k], kind=self.ref_kinds[k],
-                          check_bounds=opts.check_bounds) for k, bp in enumerate(self.blocks)]
+                          check_bounds=opts.check_bounds, checked=self.checked[k])
+                for k, bp in enumerate(self.blocks)]
         last_window = [None] * len(self.blocks)
         # Whether a block's ref views its array (in bounds, not a private copy): a view of the
         # same window stays valid from one step to the next.

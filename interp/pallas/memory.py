@@ -36,19 +36,21 @@ class KernelRef(Ref):
     """
     __slots__ = ("run", "init", "kind", "_address", "_checked")
 
-    def __init__(self, array, name, run, *, init=None, kind="vmem", check_bounds=True):
+    def __init__(self, array, name, run, *, init=None, kind="vmem", check_bounds=True,
+                 checked=None):
         super().__init__(array, name, check_bounds)
         self.run = run
         self.init = init
         self.kind = kind
         self._address = None
-        self._checked = {}
+        self._checked = {} if checked is None else checked
 
     # Indices seen in bounds, by identity: the state rules hand the same tuple object for the same
     # index (interp/rules/state.py compile_indexer), and a block keeps its shape across grid steps
     # while its view moves, so a kernel's accesses are bounds-checked once per index and shape.
     # Only tuples of ints and slices are remembered (immutable; the entry holds the tuple, so its
-    # id cannot be reused by another object while the entry exists).
+    # id cannot be reused by another object while the entry exists). The buffers of one operand
+    # in successive calls may share the record (``checked``): the check depends on nothing else.
     MAX_CHECKED = 64
 
     def check_index(self, index: tuple) -> None:
@@ -74,7 +76,7 @@ class KernelRef(Ref):
         name, kind): scratch is allocated once per plan and copied per call."""
         return KernelRef(self.array.copy(), self.name, run,
                          init=None if self.init is None else self.init.copy(), kind=self.kind,
-                         check_bounds=self.check_bounds)
+                         check_bounds=self.check_bounds, checked=self._checked)
 
     def describe(self) -> str:
         run = self.run
