@@ -179,7 +179,12 @@ SEMANTICS = table(
     Semantics("run_scoped", "Allocates never-written scratch / zeroed semaphores for the body; at "
               "its end (detect_races) its semaphores must be zero and no DMA into them in flight.",
               sources=(_PRIMS,)),
-    Semantics("multiple_of", "Compiler hint; the value unchanged.", sources=(_PRIMS,)),
+    Semantics("multiple_of", "Compiler hint; the value unchanged. A promise: a scalar integer "
+              "that is not a multiple of every value raises UndefinedBehaviorError ('misusing "
+              "this function ... can result in undefined behavior'; Mosaic: tpu.assume_multiple).",
+              edge_cases=("vectors are not checked: Triton reads the values per dimension "
+                          "(tt.divisibility of contiguous runs), no elementwise statement",),
+              sources=(_PRIMS, "jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule")),
     Semantics("max_contiguous", "Triton compiler hint; the value unchanged.",
               sources=("jax/_src/pallas/triton/primitives.py",)),
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
@@ -210,12 +215,18 @@ SEMANTICS = table(
               "DMA can satisfy raises RaceError (deadlock on hardware).", sources=(_TPU,)),
     Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
               "of a core-mesh kernel, to that core's copy of it (other devices: unsupported).",
+              edge_cases=("cores are named by core_index or by a device_id dict of core-mesh "
+                          "axes (device_id_type MESH, as pltpu.core_barrier does); a non-dict "
+                          "device_id (device-mesh coordinates) or device_id_type LOGICAL names a "
+                          "device, never a core: a remote signal, unsupported (primitives.py "
+                          "device_id_to_logical; lowering.py _device_id_to_logical)",),
               sources=(_PRIMS,)),
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
               "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),
     Semantics("semaphore_read", "The semaphore's current value as int32.", sources=(_PRIMS,)),
     Semantics("get_barrier_semaphore", "The kernel's barrier semaphore (one device: only this "
-              "kernel signals it).", sources=(_TPU,)),
+              "kernel signals it). tag (JAX 0.12) names the collective id kernels on other "
+              "devices share: no effect on one device.", sources=(_TPU,)),
     Semantics("roll", "pltpu.roll: jnp.roll(x, shift, axis); with stride, slice i along "
               "stride_axis rolls by shift + i*stride.", sources=(_TPU + " _roll_lowering_rule",)),
     Semantics("bitcast", "pltpu.bitcast: packs/unpacks consecutive elements along dim (second "
@@ -223,10 +234,15 @@ SEMANTICS = table(
               sources=(_TPU + " _bitcast_lowering_rule",)),
     Semantics("reciprocal", "1/x correctly rounded (computed wide, rounded once), also for "
               "approx=True, where hardware may return an approximation (Mosaic: a bf16 "
-              "reciprocal): the compliance mode says how far.", sources=(_PRIMS,),
-              exactness="correctly-rounded"),
+              "reciprocal): the compliance mode says how far.",
+              edge_cases=("full_range=False: where x is +-0, +-inf, NaN or |x| >= 1/tiny, or "
+                          "1/x overflows, the result is undefined ('may produce incorrect "
+                          "results when x or output is +-inf or NaN; or when x is +-1/flt_min "
+                          "or +-0'): NaN there, like never-written memory",),
+              sources=(_PRIMS,), exactness="correctly-rounded"),
     Semantics("einshape_lo", "pltpu.einshape: the split / merge / transpose steps of "
-              "jax._src.pallas.einshape.get_einshape_transforms.",
+              "jax._src.pallas.einshape.get_einshape_transforms. assert_is_tile_preserving only "
+              "makes the Mosaic lowering refuse a relayout (per TPU generation): same values.",
               sources=("jax/_src/pallas/einshape.py",)),
     Semantics("atomic_rmw", "Triton atomics (xchg, add, max, min, and, or, xor) return the value "
               "each lane saw; lanes hitting one element apply in row-major lane order, each "

@@ -32,6 +32,49 @@ def test_reciprocal_is_correctly_rounded(approx):
     np.testing.assert_array_equal(interp.interpret(f)(x), want)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16])
+def test_reciprocal_without_full_range_poisons_its_undefined_inputs(dtype):
+    # full_range=False: "may produce incorrect results when x or output is +-inf or NaN; or when
+    # x is +-1/flt_min or +-0" (pltpu.reciprocal): those elements are NaN in the reference
+    # (undefined, like never-written memory); the others keep the correctly rounded 1/x.
+    tiny = float(jnp.finfo(dtype).tiny)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1 / tiny, -2 / tiny, 1e-45, 3.0, -7.0,
+               0.5 / tiny, 2.0 ** -127]
+    x = np.concatenate([RNG.standard_normal(116), special]).astype(dtype)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = _reciprocal(x_ref[...], full_range=False)
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, dtype))
+    got = interp.interpret(f)(x).astype(np.float64)
+    with np.errstate(divide="ignore", over="ignore"):
+        exact = (1.0 / x.astype(np.float64)).astype(dtype).astype(np.float64)
+    xa = np.abs(x.astype(np.float64))
+    undefined = ~((xa > 0) & (xa < 1 / tiny) & np.isfinite(exact))
+    assert undefined[-12:].tolist() == [True] * 8 + [False] * 4  # 1e-45: 1/x overflows
+    assert np.isnan(got[undefined]).all()
+    np.testing.assert_array_equal(got[~undefined], exact[~undefined])
+
+
+def test_false_multiple_of_hint_is_undefined_behaviour():
+    # pl.multiple_of is a promise the compiler relies on (tpu.assume_multiple): a false one is
+    # undefined behaviour, raised at the grid point that makes it; true ones keep the value.
+    def call(off):
+        def kernel(o_ref):
+            i = pl.program_id(0)
+            o_ref[...] = jnp.full((8, 128), pl.multiple_of(i * 8 + off(i), 8), jnp.int32)
+
+        return pl.pallas_call(kernel, grid=(3,), out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((24, 128), jnp.int32))
+
+    got = interp.interpret(call(lambda i: 0))()
+    np.testing.assert_array_equal(got, np.repeat(np.arange(0, 24, 8, dtype=np.int32), 8)[:, None]
+                                  * np.ones((1, 128), np.int32))
+    with pytest.raises(UndefinedBehaviorError, match=r"grid point \(2,\): multiple_of: 17 is "
+                                                     r"not a multiple of 8"):
+        interp.interpret(call(lambda i: (i == 2).astype(jnp.int32)))()
+
+
 def test_einshape_matches_numpy():
     if not hasattr(pltpu, "einshape"):
         pytest.skip("pltpu.einshape is not in this JAX")

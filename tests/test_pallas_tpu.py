@@ -749,3 +749,41 @@ def test_core_threads_run_under_the_callers_jax_config():
         with pytest.raises(jax.errors.JaxRuntimeError,
                            match=r"grid point \{'core': 1\}: debug check failed: only core 0"):
             interp.interpret(f)(x)
+
+
+def _signal_other_core(**signal_kw):
+    """Two cores: each signals the other core's semaphore (named by ``signal_kw(c)``), then
+    waits for the other's signal and writes its core index."""
+    mesh = _tensorcore_mesh(2)
+
+    def f(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh,
+                   scratch_types=[pltpu.SemaphoreType.REGULAR])
+        def k(x_hbm, o_hbm, sem):
+            c = jax.lax.axis_index("core")
+            pl.semaphore_signal(sem, 1, **{k: v(1 - c) for k, v in signal_kw.items()})
+            pl.semaphore_wait(sem, 1)
+            pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], o_hbm.at[pl.ds(c * 8, 8)])
+
+        return k(x)
+
+    return f
+
+
+def test_signals_name_cores_by_core_axis_or_core_index_never_by_device_id():
+    # Mosaic (lowering.py _device_id_to_logical, primitives.py device_id_to_logical): a dict of
+    # core axes (device_id_type MESH) or core_index names a core of this kernel's mesh; a logical
+    # device id or device-mesh coordinates name another device (remote: unsupported here).
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    for kw in (dict(device_id=lambda o: {"core": o}), dict(core_index=lambda o: o)):
+        for order in ("sequential", "shuffled"):
+            got = interp.interpret(_signal_other_core(**kw), grid_order=order,
+                                   detect_races=True)(x)
+            np.testing.assert_array_equal(got, x)
+    logical = pl.DeviceIdType.LOGICAL   # (deprecated in JAX 0.12 with device_id_type itself)
+    for kw in (dict(device_id=lambda o: o),
+               dict(device_id=lambda o: o, device_id_type=lambda o: logical),
+               dict(device_id=lambda o: {"core": o}, device_id_type=lambda o: logical)):
+        with pytest.raises(interp.UnsupportedPrimitiveError,
+                           match=r"semaphore_signal to device .*only the cores of a core-mesh"):
+            interp.interpret(_signal_other_core(**kw))(x)

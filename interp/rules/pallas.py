@@ -46,7 +46,7 @@ def mpmd_map(eqn, *args, **params):
     return _plan(eqn, MeshPlan).run(args)
 
 
-def _axis_index(eqn, *, axis_name, **params):
+def _axis_index(eqn, *, axis_name):
     run = maybe_current_run()
     mesh = run.mesh if run is not None else None
     names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
@@ -193,8 +193,26 @@ def num_programs(eqn, *, axis):
 # -- hints and timing: no effect on values ----------------------------------------------------
 # (pl.debug_print binds JAX's debug_print, whose rule is in control_flow)
 
-@register("multiple_of", "max_contiguous")
-def hint(eqn, x, **params):
+@register("max_contiguous")
+def max_contiguous(eqn, x, *, values):
+    # Triton's contiguity hint for vectors of indices; the value unchanged.
+    return x
+
+
+@register("multiple_of")
+def multiple_of(eqn, x, *, values):
+    # A promise, not a conversion: "asserting x is a multiple of N when it is not can result in
+    # undefined behavior" (primitives.py multiple_of; Mosaic lowers it to tpu.assume_multiple of
+    # each value). Checked on scalars; on vectors Triton reads the values per dimension
+    # (tt.divisibility of contiguous runs), which no elementwise test states.
+    if np.ndim(x) == 0 and np.asarray(x).dtype.kind in "iu":
+        v = int(x)
+        for m in values:
+            if v % int(m):
+                run = maybe_current_run()
+                where = run.where() if run is not None else "outside a kernel"
+                raise UndefinedBehaviorError(f"{where}: multiple_of: {v} is not a multiple of "
+                                             f"{m} (a false hint is undefined behaviour)")
     return x
 
 
@@ -368,68 +386,70 @@ def _sem_refs(parts):
 
 
 def _sem_operand(eqn, flat, args_tree, operands):
-    """(semaphore ref, index) of a semaphore primitive, and the unflattened parts (generic
-    path) or None (cached path: read the other parts with ``operands.leaf``)."""
+    """((semaphore ref, index), [the values of the other top-level parts]) of a semaphore
+    primitive: the same on the cached path (index per tuple of scalar operand values, the other
+    parts single leaves) and the generic one."""
     if operands.ref_pos is None:
         parts = args_tree.unflatten(flat)
-        return _sem(eqn, parts[0], parts[1]), parts
+        return _sem(eqn, parts[0], parts[1]), parts[2:]
 
     def derive():
         parts = args_tree.unflatten(flat)
         return _sem(eqn, parts[0], parts[1])[1]
     index, (ref,) = operands.lookup(flat, derive)
-    return (ref, index), None
+    return (ref, index), [operands.leaf(flat, part) for part in operands.parts[2:]]
 
 
 @register("semaphore_signal", partial="signals to other devices unsupported (cores of a "
                                       "core mesh are supported)")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, _operands=None, **params):
+def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, _operands=None):
     run = current_run()
-    (target, index), parts = _sem_operand(eqn, flat, args_tree, _operands)
-    if parts is None:
-        run.dma.signal((target, index), _operands.leaf(flat, _operands.parts[2]))
-        return []
-    _, _, inc, device_id, core_index = parts
+    (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
     if device_id is not None or core_index is not None:
         # A signal to another core of this kernel's core mesh: its copy of the semaphore.
-        core = None
-        if run.mesh is not None:
-            core = run.mesh.core_of(device_id if device_id is not None else
-                                    {run.mesh.axes[0]: core_index}, run.core)
-        if core is None:
-            raise eqn.unsupported(f"semaphore_signal to device {device_id!r} / core "
-                                  f"{core_index!r}: only the cores of a core-mesh kernel")
-        target = run.mesh.counterpart(target, core)
+        target = run.mesh.counterpart(target, _signalled_core(eqn, run, device_id,
+                                                              device_id_type, core_index))
     run.dma.signal((target, index), inc)
     return []
 
 
+def _signalled_core(eqn, run, device_id, device_id_type, core_index):
+    """The core of this kernel's mesh a signal names. Only a MESH-type dict names cores (by core
+    axis); a logical id or mesh coordinates name devices (primitives.py device_id_to_logical)."""
+    core = None
+    if run.mesh is not None and device_id is None:
+        core = run.mesh.core_of({run.mesh.axes[0]: core_index}, run.core)
+    elif (run.mesh is not None and isinstance(device_id, dict) and core_index is None
+          and getattr(device_id_type, "name", "MESH") == "MESH"):
+        core = run.mesh.core_of(device_id, run.core)
+    if core is None:
+        raise eqn.unsupported(f"semaphore_signal to device {device_id!r} ({device_id_type}) / "
+                              f"core {core_index!r}: only the cores of a core-mesh kernel, named "
+                              "by a dict of its core axes or core_index (other devices: remote)")
+    return core
+
+
 @register("semaphore_wait")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_wait(eqn, *flat, args_tree, _operands=None, **params):
-    sem, parts = _sem_operand(eqn, flat, args_tree, _operands)
-    if parts is None:
-        rest = _operands.parts[3:]
-        value = _operands.leaf(flat, _operands.parts[2])
-        decrement = _operands.leaf(flat, rest[0]) if rest else True
-    else:
-        value, *rest = parts[2:]
-        decrement = rest[0] if rest else True
+def semaphore_wait(eqn, *flat, args_tree, _operands=None):
+    sem, (value, *rest) = _sem_operand(eqn, flat, args_tree, _operands)
+    decrement = rest[0] if rest else True
     current_run().dma.wait(sem, value, decrement=decrement is None or bool(decrement))
     return []
 
 
 @register("semaphore_read")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_read(eqn, *flat, args_tree, _operands=None, **params):
+def semaphore_read(eqn, *flat, args_tree, _operands=None):
     sem, _ = _sem_operand(eqn, flat, args_tree, _operands)
     return np.asarray(current_run().dma.read_sem(sem)).astype(eqn.out_dtype)
 
 
 @register("get_barrier_semaphore")
-def get_barrier_semaphore(eqn, **params):
+def get_barrier_semaphore(eqn, *, tag=None):
     # One barrier semaphore per kernel; with one device, barriers only ever signal this kernel.
+    # The tag (JAX 0.12) names the collective id kernels on other devices share: no effect here.
     run = current_run()
     if run.barrier is None:
         run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
@@ -674,16 +694,28 @@ def reciprocal(eqn, x, *, approx=False, full_range=True):
     # 1/x correctly rounded (computed wide, rounded once). approx=True lets hardware return an
     # approximation (Mosaic: a bf16 reciprocal); the reference gives the exact result and the
     # compliance mode of approx reciprocals says how far a backend may be.
-    from ..dtypes import wide_float
+    from ..dtypes import finfo, wide_float
     x = np.asarray(x)
     w = wide_float(x.dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (np.asarray(1, w) / x.astype(w)).astype(x.dtype)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = (np.asarray(1, w) / x.astype(w)).astype(x.dtype)
+    if not full_range:
+        # "may produce incorrect results when x or output is +-inf or NaN; or when x is
+        # +-1/flt_min or +-0" (primitives.py reciprocal): those elements are undefined, so they
+        # are NaN (like never-written memory: a use shows in the results). |x| >= 1/tiny: the
+        # result is at most the smallest normal.
+        ax = np.abs(x.astype(w))
+        undefined = ~(np.isfinite(out.astype(w)) & (ax > 0) & (ax < 1 / w.type(finfo(x.dtype).tiny)))
+        if undefined.any():
+            out = np.where(undefined, np.asarray(np.nan, x.dtype), out)
+    return out
 
 
 @register("einshape_lo")
-def einshape_lo(eqn, x, *, equation, sizes=(), **params):
+def einshape_lo(eqn, x, *, equation, sizes=(), assert_is_tile_preserving=False):
     # pltpu.einshape: the split / merge / transpose steps JAX derives from the equation.
+    # assert_is_tile_preserving only asks the Mosaic lowering to refuse a relayout (per TPU
+    # generation's tiling); the values are the same either way.
     from jax._src.pallas import einshape as _es
     x = np.asarray(x)
     for t in _es.get_einshape_transforms(equation, x.shape, **dict(sizes)):
@@ -695,7 +727,7 @@ def einshape_lo(eqn, x, *, equation, sizes=(), **params):
 
 
 @register("debug_barrier", "add_dependency", "trace_value")
-def no_value_effect(eqn, *args, **params):
+def no_value_effect(eqn, *args, label=None):
     # Synchronisation / scheduling / tracing markers: nothing observable in values.
     return [] if eqn.primitive.multiple_results else (args[0] if args else [])
 
