@@ -48,29 +48,12 @@ class Region:
         self.index = index
         self._addr = None
         arr = ref.array
-        lo = hi = _base_address(ref)
-        nix = len(index)
-        for d, (size, stride) in enumerate(zip(arr.shape, arr.strides)):
-            ix = index[d] if d < nix else slice(0, size, 1)   # unindexed trailing dims: whole
-            if type(ix) is slice:
-                step = ix.step or 1
-                n = max(0, -(-(ix.stop - ix.start) // step))
-                if n == 0:
-                    break
-                first, last = ix.start, ix.start + (n - 1) * step
-            elif isinstance(ix, (int, np.integer)):
-                first = last = int(ix)
-            else:
-                a = np.asarray(ix)
-                if a.size == 0:
-                    break
-                first, last = int(a.min()), int(a.max())
-            lo += min(first * stride, last * stride)
-            hi += max(first * stride, last * stride)
+        span = _remembered(_SPANS, index, (arr.shape, arr.strides, arr.dtype.itemsize), _span)
+        if span is None:
+            self.lo = self.hi = 0   # no element
         else:
-            self.lo, self.hi = lo, hi + arr.dtype.itemsize
-            return
-        self.lo = self.hi = 0   # no element
+            base = _base_address(ref)
+            self.lo, self.hi = base + span[0], base + span[1]
 
     @property
     def addr(self) -> np.ndarray:
@@ -87,6 +70,53 @@ class Region:
 
     def describe(self) -> str:
         return f"{self.ref.short()}{_show(self.index)}"
+
+
+def _span(index, shape, strides, itemsize) -> "tuple | None":
+    """(first, end) byte offsets from a buffer's first element of the elements ``index`` names
+    (a superset interval), or None when it names none."""
+    lo = hi = 0
+    nix = len(index)
+    for d, (size, stride) in enumerate(zip(shape, strides)):
+        ix = index[d] if d < nix else slice(0, size, 1)   # unindexed trailing dims: whole
+        if type(ix) is slice:
+            step = ix.step or 1
+            n = max(0, -(-(ix.stop - ix.start) // step))
+            if n == 0:
+                return None
+            first, last = ix.start, ix.start + (n - 1) * step
+        elif isinstance(ix, (int, np.integer)):
+            first = last = int(ix)
+        else:
+            a = np.asarray(ix)
+            if a.size == 0:
+                return None
+            first, last = int(a.min()), int(a.max())
+        lo += min(first * stride, last * stride)
+        hi += max(first * stride, last * stride)
+    return lo, hi + itemsize
+
+
+# Values derived from a normalized index and its buffer's geometry, remembered per index object
+# (the state and DMA rules hand one tuple per distinct index): race checks run per access and
+# per DMA while DMAs are in flight. Only tuples of ints and slices (immutable) are remembered;
+# an entry holds its tuple, so the id cannot be reused while the entry exists.
+_SPANS: dict = {}
+_SEM_POSITIONS: dict = {}
+MAX_REMEMBERED = 1 << 12
+
+
+def _remembered(memo, index, geometry, compute):
+    key = (id(index), geometry)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is index:
+        return hit[1]
+    value = compute(index, *geometry)
+    if type(index) is tuple and all(type(ix) is slice or type(ix) is int for ix in index):
+        if len(memo) >= MAX_REMEMBERED:
+            memo.clear()
+        memo[key] = (index, value)
+    return value
 
 
 def _shape(ref, index) -> tuple:
@@ -118,10 +148,13 @@ def _base_address(ref) -> int:
 def _sem_key(sem):
     """(buffer, flat element positions) of a semaphore operand, whatever the index's form."""
     ref, index = sem
-    shape = ref.array.shape
+    return id(ref), _remembered(_SEM_POSITIONS, index, (ref.array.shape,), _sem_positions)
+
+
+def _sem_positions(index, shape) -> tuple:
     if len(index) == len(shape) and all(isinstance(i, (int, np.integer)) for i in index):
-        return id(ref), (int(np.ravel_multi_index(index, shape)) if shape else 0,)
-    return id(ref), tuple(int(i) for i in np.ravel(np.arange(ref.array.size).reshape(shape)[index]))
+        return (int(np.ravel_multi_index(index, shape)) if shape else 0,)
+    return tuple(int(i) for i in np.ravel(np.arange(math.prod(shape)).reshape(shape)[index]))
 
 
 class DmaEngine:
