@@ -41,6 +41,7 @@ output value (one hash):
 from __future__ import annotations
 
 import os
+import sys
 
 import jax
 import numpy as np
@@ -87,4 +88,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])      # (python -m bench.random_bits --quick)
