@@ -573,15 +573,16 @@ def ne(eqn, x, y):
 # key's scalars; physicalized loads append whole slices).
 
 def _key_ref_index(eqn, ref, flat_idx, tree):
-    from .state import _resolve
-    transforms = [t for t in jax.tree_util.tree_unflatten(tree, flat_idx)] if tree is not None else []
-    if len(transforms) > 1 or (transforms and type(transforms[0]).__name__ != "NDIndexer"):
+    from .state import NDIndexer, _whole, normalize_indexer
+    transforms = jax.tree_util.tree_unflatten(tree, flat_idx) if tree is not None else ()
+    if len(transforms) > 1 or (transforms and type(transforms[0]) is not NDIndexer):
         raise eqn.unsupported(f"ref transforms {[type(t).__name__ for t in transforms]} on a "
                               "ref of keys (only indexing)")
-    index, _ = _resolve(eqn, ref, flat_idx, tree)
-    trailing = len(_key_dtype_of(eqn)._impl.key_shape)
-    index = tuple(index)[:ref.array.ndim - trailing]
-    return index + tuple(slice(0, n, 1) for n in ref.array.shape[ref.array.ndim - trailing:])
+    n = ref.array.ndim - len(_key_dtype_of(eqn)._impl.key_shape)
+    keys, key_data = ref.array.shape[:n], ref.array.shape[n:]
+    index = (normalize_indexer(transforms[0], keys, ref.wraps_negative_indices) if transforms
+             else _whole(keys))
+    return index + _whole(key_data)
 
 
 @register("get", extended=True)
