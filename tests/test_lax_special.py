@@ -947,6 +947,59 @@ def test_betainc_large_parameters_xla_cpu_recorded_defect():
         assert d.max() > S.XLA_CPU_ULP["regularized_incomplete_beta"][dtype.name][0], (dtype, xla, d)
 
 
+def _beta_series(a, b, x):
+    """I_x(a, b) = x^a (1-x)^b / (a B(a, b)) 2F1(a + b, 1; a + 1; x) (DLMF 8.17.8), the series summed
+    term by term (positive terms, ratio (a + b + k) x / (a + 1 + k)), B(a, b) from loggamma with
+    a + b exact (mag(a + b) extra bits): independent of mpmath's betainc (2F1(a, 1 - b; a + 1; x)),
+    the continued fraction and Temme's expansion. For x well below 1 (the side of a small a)."""
+    with mpmath.workprec(mpmath.mp.prec + max(0, int(mpmath.mag(mpmath.mpf(a) + b))) + 32):
+        a, b, x = mpmath.mpf(a), mpmath.mpf(b), mpmath.mpf(x)
+        log_pref = (a * mpmath.log(x) + b * mpmath.log1p(-x) - mpmath.log(a)
+                    - mpmath.loggamma(a) - mpmath.loggamma(b) + mpmath.loggamma(a + b))
+        s, t, k = mpmath.mpf(1), mpmath.mpf(1), 0
+        while True:
+            t *= (a + b + k) * x / (a + 1 + k)
+            s += t
+            k += 1
+            if k > (a + b) * x and t < s * mpmath.mpf(2) ** -(mpmath.mp.prec + 8):
+                return mpmath.exp(log_pref) * s
+
+
+# (a, b, x): one parameter at most 1000, the other huge (mpmath's own regularisation rounded a + b
+# there: I(0.5, 1e300, 1e-300) came out 1.1e-150 for erf(1); SciPy's float64 NaN at (999, 1.7e308)
+# was kept), around x0 = a / (a + b); the mirrored ones (a huge, x near 1) by symmetry.
+HUGE_RATIO = [(0.5, 1e300, 1e-300), (1000.0, 1e300, 1e-297), (999.0, 1.7e308, 5e-306), (5.0, 1e100, 5.05e-100),
+              (1e-3, 3e38, 1e-40), (2.5, 1e25, 2.2e-25), (1.0, 1e20, 3e-20), (40.0, 5000.0, 0.0071)]
+HUGE_RATIO_MIRRORED = [(1e10, 999.0, 0.99999980020002), (1e15, 0.5, 0.9999999999999994), (1e12, 1e-3, 0.9999999999999),
+                       (1e16, 5.0, 0.9999999999999994)]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=str)
+def test_betainc_huge_parameter_ratio(dtype):
+    """One small and one huge parameter (mpmath with mag(max) more bits, or the continued fraction
+    for 1 <= min(a, b) <= 1000): bitwise against the DLMF 8.17.8 series; the mirrored points through
+    I_x(a, b) = 1 - I_{1-x}(b, a) at 2048 bits (1 - x exact). float32: the representable ones."""
+    pts = [(p, False) for p in HUGE_RATIO] + [(p, True) for p in HUGE_RATIO_MIRRORED]
+    if dtype == F32:
+        pts = [(p, m) for p, m in pts if max(p[:2]) < 3e38]
+    pts = [(tuple(float(np.array(v, F64).astype(dtype)) for v in p), m) for p, m in pts]
+    pts = [(p, m) for p, m in pts if (1e-38 if dtype == F32 else 0) < p[2] < 1]
+    a, b, x = (np.array([p[0][k] for p in pts], dtype) for k in range(3))
+    with x64(True):
+        got = run_ref("regularized_incomplete_beta", a, b, x)
+    for i, ((ai, bi, xi), mirrored) in enumerate(pts):
+        if mirrored:
+            def want_fn():
+                with mpmath.workprec(2048):
+                    return 1 - _beta_series(bi, ai, 1 - mpmath.mpf(xi))
+        else:
+            def want_fn():
+                return _beta_series(ai, bi, xi)
+        want = _mp_round_stable(want_fn, dtype)
+        assert_same_bits(got[i:i + 1], want.reshape(1), err_msg=f"betainc({ai!r}, {bi!r}, {xi!r}) {dtype}")
+    assert len(pts) >= (4 if dtype == F32 else 12)
+
+
 @pytest.mark.parametrize("name", ["igamma", "igammac", "igamma_grad_a"])
 def test_incomplete_gamma_tail_decision_at_tiny_x(name):
     """The tail bound must not decide where it is not small: x = 5e-324 with a small a gives
