@@ -346,10 +346,6 @@ class _Operands:
                 self.cache[key] = hit
         return hit, [None if p is None else flat[p] for p in self.ref_pos]
 
-    def leaf(self, flat, part):
-        """The value of a top-level part of the pytree (a single leaf, or None)."""
-        return None if part is None else flat[part]
-
 
 def _with_operands(tree_param, refs_of):
     """A rule's per-equation ``prepare``: the rule gets its equation's :class:`_Operands`."""
@@ -397,7 +393,7 @@ def _sem_operand(eqn, flat, args_tree, operands):
         parts = args_tree.unflatten(flat)
         return _sem(eqn, parts[0], parts[1])[1]
     index, (ref,) = operands.lookup(flat, derive)
-    return (ref, index), [operands.leaf(flat, part) for part in operands.parts[2:]]
+    return (ref, index), [None if p is None else flat[p] for p in operands.parts[2:]]
 
 
 @register("semaphore_signal", partial="signals to other devices unsupported (cores of a "
