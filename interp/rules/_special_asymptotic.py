@@ -28,6 +28,11 @@ interp/rules/lax_special.py turns an enclosure into the correctly rounded result
   terms below the tolerance, so a zero of one c_k does not stop it early); both are pushed below
   2^-(prec + 8) of the result, so the factor costs nothing but it is what the Ziv test relies on.
   d/da P(a, x) is the expansion differentiated in a (x fixed), with the same stated bound.
+* the regularized incomplete beta I_x(a, b): its continued fraction (DLMF 8.17.22, betainc_cf)
+  for moderate parameters, and for min(a, b) >= BETA_TEMME_MIN Temme's uniform expansion (DLMF
+  8.18.9, temme_beta) in the same form as the gamma's (erfc term plus a sum in (a + b)^-k), with the
+  coefficients computed per (a, b) in floating point (they depend on x0 = a / (a + b) too) and the
+  same stated bound.
 """
 from __future__ import annotations
 
