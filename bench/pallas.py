@@ -15,6 +15,26 @@ The steady-state targets are ratios, measured in alternating rounds (reference, 
 printed as "ratio ..." rows; ``--fresh-repeats N`` takes the fastest of N fresh processes for
 each first call. The summary marks every target met / NOT met and counts them.
 
+Where targets stay out of reach, and why (session 4, process CPU time on a shared 2-core machine
+under load; the engine's costs: interp/pallas, interp/evaluator.py, interp/rules/state.py):
+
+* DMA kernel steady, target 1.5x its NumPy loop (~30 us: ~3 us per 4 KiB block). After
+  specialisation a grid step runs 4-6 equations (DMA starts, wait, get, mul, swap), about 75
+  Python calls in all (rule dispatch, index resolution, bounds / pending-read / race checks,
+  semaphore accounting; every derivable value is already cached), ~20-35 us per step, plus
+  ~130 calls (~100 us) per call (trace-cache lookup, operand and scratch buffers, exit checks):
+  ~10x the loop. That is the floor of a Python interpreter evaluating and checking each
+  equation; the copies are a few percent of it.
+* Flash attention steady, targets 1.5x the naive f32 loop and 20x TPU interpret mode. About three
+  quarters of the reference's time is in the rules that round every equation exactly: the
+  correctly rounded float32 dot_general (~330 us per 128^3 block, against 113 us for the float64
+  GEMM it certifies and 58 us for float32 BLAS), exp, and the certified reduce_sum / reduce_max;
+  get/swap (64 KiB block copies) ~10%; grid loop and evaluator the rest. The naive loop does none
+  of that rounding work.
+* Flash attention first call, target 10x interpret=True's (~0.85 s): JAX's trace of the kernel
+  (jax.make_jaxpr, shared by every mode) alone costs ~70 ms CPU, so the target would need the
+  reference's first evaluation (plans, per-point specialisation and the run: ~65 ms) in ~15 ms.
+
 Two hand-written loops for the matmul, because the reference computes something a naive loop
 does not: its dot_general is correctly rounded (a float64 BLAS product certified element by
 element), and every equation rounds to float32. "NumPy loop, naive f32 @" is the float32 BLAS
