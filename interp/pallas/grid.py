@@ -631,21 +631,15 @@ class MeshState:
             for i, r in enumerate(refs):
                 self.slots[id(r)] = i
 
-    def core_of(self, device_id, here):
-        """The core a (mesh-axis dict / int) device id names, relative to core ``here``."""
+    def core_of(self, axes: dict, here):
+        """The core a dict {core axis: index} names, relative to core ``here`` (unnamed axes
+        keep its coordinate), or None."""
         point = dict(zip(self.axes, here))
-        if isinstance(device_id, dict):
-            for k, v in device_id.items():
-                names = k if isinstance(k, tuple) else (k,)
-                if len(names) != 1 or names[0] not in point:
-                    return None
-                point[names[0]] = int(v)
-        else:
-            vals = [int(v) for v in (device_id if isinstance(device_id, (tuple, list))
-                                     else [device_id])]
-            if len(vals) != len(self.axes):
+        for k, v in axes.items():
+            names = k if isinstance(k, tuple) else (k,)
+            if len(names) != 1 or names[0] not in point:
                 return None
-            point = dict(zip(self.axes, vals))
+            point[names[0]] = int(v)
         target = tuple(point[a] for a in self.axes)
         return target if target in self.locals else None
 
