@@ -741,3 +741,31 @@ def test_grad_and_vmap_of_dot_and_conv():
         got, want = ref(fn, *args), xla_cpu(fn, *args)
         for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
             assert_same_bits(g, w, err_msg=f"program {k}")
+
+
+def test_dot_scratch_temporaries_never_leak():
+    """The certified float32 dot keeps its float64 copies, BLAS product and bracket in per-thread
+    scratch buffers (interp/rules/_scratch.py): a result must never share memory with them, so
+    later dots (same or other shapes, other threads at the same time) leave it unchanged."""
+    import threading
+    rng = np.random.default_rng(5)
+    pairs = [(rng.standard_normal((m, 24)).astype(np.float32), rng.standard_normal((24, n)).astype(np.float32))
+             for m, n in ((16, 8), (16, 8), (40, 33), (3, 5))]
+    f = interp.interpret(lambda a, b: a @ b)
+    first = [f(a, b) for a, b in pairs]
+    kept = [r.copy() for r in first]
+    results = {}
+
+    def work(t):
+        results[t] = [np.asarray(f(a, b)) for a, b in pairs[::-1] * 3]
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r, k in zip(first, kept):
+        assert_same_bits(r, k)
+    assert not any(np.shares_memory(x, y) for i, x in enumerate(first) for y in first[i + 1:])
+    for t in range(3):
+        for r, (a, b) in zip(results[t], pairs[::-1] * 3):
+            check_oracle(r, exact_dot_general(a, b, (((1,), (0,)), ((), ()))), F32)

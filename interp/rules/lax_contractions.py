@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes as D
 from ..registry import register
 from ._fft_exact import fft_value
+from ._scratch import scratch
 from .lax_conversions import _c_order, reduce_precision_bits
 from .lax_reductions import (F32, F64, LONGDOUBLE, UNIT, certified_round, exact_dot, fsum_round, refine_sums,
                              round_exact, round_float, sum_error_bound, wide_type, window_indices, wrap_int)
@@ -181,7 +182,8 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
         if D.is_int(x.dtype) and D.bit_width(x.dtype) > 32:
             raise NotImplementedError("64-bit integer inputs with a float result")
     wide = wide_type(a.dtype, b.dtype)
-    af, bf = a.astype(F64, copy=False), b.astype(F64, copy=False)   # every input value is exact in float64
+    # Every input value is exact in float64. (The copies are temporaries: no path returns them.)
+    af, bf = (x if x.dtype == F64 else _scratch_copy(f"dot.{name}", x) for name, x in (("a", a), ("b", b)))
 
     def exact(i):
         bi, rest = divmod(int(i), m * n)
@@ -213,8 +215,8 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
         if finite and k > 1 and wide == F64:
             # The common case: the bound is the rank-1 matrix na_i nbn_j times a constant, which
             # _certify_rank1 never materialises in full.
-            return _certify_rank1(np.matmul(af, bf), af, bf, na * (1 + 2 * (k + 4) * UNIT[F64]), nbn,
-                                  out_dtype, exact, refine)
+            s = np.matmul(af, bf, out=scratch("dot.s", (nb, m, n), F64))
+            return _certify_rank1(s, af, bf, na * (1 + 2 * (k + 4) * UNIT[F64]), nbn, out_dtype, exact, refine)
         # float64 inputs: exact slice products on the float64 BLAS (no long double product).
         sliced = _sliced_matmul(af, bf, finite) if wide == LONGDOUBLE and k > 1 else None
         if sliced is not None:
@@ -242,6 +244,12 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
     if sliced is not None and np.dtype(out_dtype) == F64:
         return _round_pair(hi, lo, sliced[2], s, exact)
     return certified_round(s, bound, out_dtype, exact, refine, single=k == 1)
+
+
+def _scratch_copy(slot: str, x: np.ndarray) -> np.ndarray:
+    out = scratch(slot, x.shape, F64)
+    np.copyto(out, x)
+    return out
 
 
 def _f32_norm_bound(x: np.ndarray, spec: str) -> np.ndarray:
@@ -305,11 +313,11 @@ def _bracket(s, bb, out_dtype):
     """(round(s - bb), flat indices where round(s + bb) has other bits)."""
     if out_dtype in (F32, np.dtype(np.float16)):      # NumPy's casts round once: fused
         lo = np.subtract(s, bb, out=np.empty(s.shape, out_dtype), casting="same_kind")
-        hi = np.add(s, bb, out=np.empty(s.shape, out_dtype), casting="same_kind")
+        hi = np.add(s, bb, out=scratch("dot.hi", s.shape, out_dtype), casting="same_kind")
     else:
         lo, hi = round_float(s - bb, out_dtype), round_float(s + bb, out_dtype)
     uint = D.storage_uint(out_dtype)
-    return lo, np.flatnonzero(lo.view(uint) != hi.view(uint))
+    return lo, np.flatnonzero(np.not_equal(lo.view(uint), hi.view(uint), out=scratch("dot.ne", s.shape, bool)))
 
 
 def _blocked_dots(af, bf, bi, mi, ni, absbound) -> tuple[np.ndarray, np.ndarray]:
