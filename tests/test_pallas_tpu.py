@@ -787,3 +787,33 @@ def test_signals_name_cores_by_core_axis_or_core_index_never_by_device_id():
         with pytest.raises(interp.UnsupportedPrimitiveError,
                            match=r"semaphore_signal to device .*only the cores of a core-mesh"):
             interp.interpret(_signal_other_core(**kw))(x)
+
+
+def test_key_scratch_persists_across_grid_steps():
+    # Key scratch (key data, like key operands) lasts across grid steps as all scratch does: the
+    # key stored at step 0 and folded at every step gives jax.random's bits outside (XLA:CPU).
+    # (Defined by JAX's ref semantics; Mosaic itself refuses a scalar store to VMEM.)
+    def kernel(key_ref, o_ref, ks):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            ks[0] = key_ref[...]
+
+        ks[0] = jax.random.fold_in(ks[0], pl.program_id(0))
+        o_ref[...] = jax.random.bits(ks[0], (8, 128), jnp.uint32)
+
+    def f(seed):
+        key = jax.random.key(seed)
+        return pl.pallas_call(kernel, grid=(3,), in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+                              out_specs=pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0)),
+                              out_shape=jax.ShapeDtypeStruct((3, 8, 128), jnp.uint32),
+                              scratch_shapes=[pltpu.VMEM((1,), key.dtype)])(key)
+
+    def outside(seed):
+        key, out = jax.random.key(seed), []
+        for i in range(3):
+            key = jax.random.fold_in(key, i)
+            out.append(jax.random.bits(key, (8, 128), jnp.uint32))
+        return jnp.stack(out)
+
+    np.testing.assert_array_equal(interp.interpret(f, uninitialized="raise")(np.int32(4)),
+                                  xla_cpu(outside, np.int32(4)))
