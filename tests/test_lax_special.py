@@ -614,20 +614,29 @@ def test_nan_results_in_float4_are_minus_zero_like_convert(fn):
 def _quad_gamma(a, x, upper):
     """P(a, x) or Q(a, x) by tanh-sinh quadrature of t^(a-1) e^-t / Gamma(a) in log space, with
     breakpoints around the peak t = a - 1 and the end point x (independent of Temme's expansion
-    and of mpmath's hypergeometric gammainc, which does not converge there)."""
+    and of mpmath's hypergeometric gammainc, which does not converge there). Scaled by the
+    integrand's largest value on the range, as _quad_beta (mpmath's quad stops on an absolute error
+    estimate)."""
     a, x = mpmath.mpf(a), mpmath.mpf(x)
     lg = mpmath.loggamma(a)
 
+    def logf(t):
+        return (a - 1) * mpmath.log(t) - t - lg
+    if a > 1:
+        top = logf(max(x, a - 1) if upper else min(x, a - 1))
+    else:                          # decreasing (unbounded at 0 for a < 1)
+        top = logf(x) if upper else mpmath.mpf(0)
+
     def f(t):
-        return mpmath.exp((a - 1) * mpmath.log(t) - t - lg) if t > 0 else mpmath.mpf(0)
+        return mpmath.exp(logf(t) - top) if t > 0 else mpmath.mpf(0)
     w = mpmath.sqrt(a)
     scale = x / abs(a - x) if a != x else w
     pts = {a - k * w for k in (-40, -10, -3, 0, 3, 10, 40)} | {x + k * scale for k in (-100, -10, -1, 1, 10, 100)}
     if upper:
         inner = sorted(p for p in pts if p > x)
-        return mpmath.quad(f, [x] + inner + [mpmath.inf])
+        return mpmath.quad(f, [x] + inner + [mpmath.inf]) * mpmath.exp(top)
     inner = sorted(p for p in pts if 0 < p < x)
-    return mpmath.quad(f, [0] + inner + [x])
+    return mpmath.quad(f, [0] + inner + [x]) * mpmath.exp(top)
 
 
 def _mp_round_stable(fn, dtype):
