@@ -305,7 +305,8 @@ SEMANTICS = table(
     Semantics("prng_split", "The uint32 scalars of a Pallas TPU key (key shape (1, N)), in order.",
               sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _split_key_lowering_rule")),
     Semantics("prng_join", "A Pallas TPU key from its N uint32 scalars, in order; prng_seed(key) "
-              "seeds with them.",
+              "seeds with them. Other impls (JAX's abstract eval takes any key shape (1, N)): "
+              "unsupported, as Mosaic joins only Pallas keys.",
               sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _join_key_lowering_rule",
                        "jax/_src/pallas/mosaic/lowering.py _prng_seed_lowering_rule")),
     Semantics("pack_elementwise", "Integer sources (factor = bits(source) / bits(packed) of them) "

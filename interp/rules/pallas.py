@@ -626,7 +626,9 @@ def prng_split(eqn, key):
 
 @register("prng_join")
 def prng_join(eqn, *scalars, impl):
-    from .random import KeyArray
+    from .random import KeyArray, _pallas_kind
+    if _pallas_kind(impl) != "key":   # _join_key_lowering_rule: "Can only join Pallas keys"
+        raise eqn.unsupported(f"prng_join of {impl.name} keys: Mosaic joins only Pallas keys")
     return KeyArray(impl, np.array([[np.uint32(np.asarray(s)) for s in scalars]], np.uint32))
 
 
