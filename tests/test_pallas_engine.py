@@ -632,3 +632,39 @@ def test_bounds_checks_remembered_per_index_still_catch_a_new_index():
         with pytest.raises(OutOfBoundsError, match=r"output buffer 'o_ref.*\[9:17:1\], size 16"):
             g(np.array([8, 9], np.int32), x)
     np.testing.assert_array_equal(g(np.array([0, 8], np.int32), x)[8:], x[:8])
+
+
+@pytest.mark.parametrize("mode", ["nan", "raise"])
+def test_scratch_and_semaphores_start_fresh_every_call(mode):
+    # Scratch is copied per call from a prototype allocated once per plan: a call never sees
+    # what the previous call left in scratch (the block DMA'd there at its last step): its
+    # never-written memory is poison again ('nan'), or still an uninitialized read ('raise').
+    def kernel(x_ref, o_ref, acc, sem):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = acc[...]   # never written in this call: poison / uninitialized read
+
+        @pl.when(pl.program_id(0) == 1)
+        def _():
+            o_ref[...] = x_ref[...]
+
+        copy = pltpu.make_async_copy(x_ref, acc, sem.at[0])
+        copy.start()
+        copy.wait()
+
+    f = pl.pallas_call(kernel, grid=(2,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                       out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32),
+                                       pltpu.SemaphoreType.DMA((1,))], interpret=True)
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    g = interp.interpret(f, uninitialized=mode, detect_races=True)
+    for _ in range(3):
+        if mode == "raise":
+            with pytest.raises(UninitializedReadError, match=r"scratch .* never-written"):
+                g(x)
+        else:
+            out = g(x)
+            assert np.isnan(out[:8]).all()
+            np.testing.assert_array_equal(out[8:], x[8:])
