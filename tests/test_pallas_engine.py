@@ -668,3 +668,36 @@ def test_scratch_and_semaphores_start_fresh_every_call(mode):
             out = g(x)
             assert np.isnan(out[:8]).all()
             np.testing.assert_array_equal(out[8:], x[8:])
+
+
+def _k_only_kernel(x_ref, o_ref, acc):
+    # The body reads only program_id(1) (the index maps read both axes).
+    j = pl.program_id(1)
+
+    @pl.when(j == 0)
+    def _():
+        acc[...] = jnp.zeros_like(acc)
+
+    # (adds only: XLA:CPU would contract a multiply-add into an FMA)
+    acc[...] += x_ref[...] + jax.jit(lambda: (j + 1).astype(jnp.float32))()
+
+    @pl.when(j == pl.num_programs(1) - 1)
+    def _():
+        o_ref[...] = acc[...]
+
+
+def _k_only_expected(x, gi, gj):
+    out = np.zeros((gi * 8, 128), np.float32)
+    for i in range(gi):
+        acc = np.zeros((8, 128), np.float32)
+        for j in range(gj):
+            acc += x[i * 8:(i + 1) * 8, j * 128:(j + 1) * 128] + np.float32(j + 1)
+        out[i * 8:(i + 1) * 8] = acc
+    return out
+
+
+def test_points_agreeing_on_the_axes_the_body_reads_share_their_specialisation():
+    # Known values depend on the grid point only through program_id: a body reading only axis 1
+    # (inside a jit too) is specialised once per j, and every i reuses it.
+    body = _check_row_accumulator(_k_only_kernel, _k_only_expected, 3, 4, 8)
+    assert body.axes == (1,) and len(body.points) == 4

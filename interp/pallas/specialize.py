@@ -4,10 +4,14 @@ Most of a Pallas kernel body's scalar work depends on nothing but the grid point
 arithmetic (``i % 2``, ``i + 1 < n``, block offsets) and the ``pl.when`` conditions built from it.
 Evaluated equation by equation at every grid step, that work costs more than the kernel's real
 work when blocks are small. ``KernelBody`` therefore evaluates, once per grid point, every
-equation whose inputs are all known at that point (pure primitives only, small results), inlines
-the branch a known ``cond`` index selects, and runs the *residual* program: the equations that
-touch refs or data, with the known values as constants. The residual programs are plans shared
-by every grid point that takes the same branches; the known values are kept per grid point.
+equation whose inputs are all known at that point (pure primitives only; results up to
+FOLD_MAX_ELEMENTS, the large ones within a byte budget: a causal mask built from iota and the
+grid point), inlines the branch a known ``cond`` index selects, the body of a ``jit`` and of a
+one-iteration loop without xs/ys (a ``fori_loop`` of trip count 1, as in ops.tpu's flash
+attention), and runs the *residual* program: the equations that touch refs or data, with the
+known values as constants. The residual programs are plans shared by every grid point that takes
+the same branches; the known values are kept per grid point, or rather per distinct program ids
+of the axes the body reads (a matmul body reading only its k axis is specialised once per k).
 A folded equation that does not read the grid point (``k == 0``, ``k * 128``: pure functions of
 their inputs) is evaluated once per distinct input value, since grids revisit the same values.
 
@@ -119,6 +123,21 @@ def _reads_grid(eqn) -> bool:
     return False
 
 
+def _program_id_axes(jaxpr, axes: set) -> bool:
+    """Add the axes of every program_id in ``jaxpr`` (sub-jaxprs included) to ``axes``; False
+    where an axis is not a plain int."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "program_id":
+            axis = eqn.params.get("axis")
+            if type(axis) is not int:
+                return False
+            axes.add(axis)
+        for j in _sub_jaxprs(eqn.params):
+            if not _program_id_axes(j, axes):
+                return False
+    return True
+
+
 def _value_key(v):
     """A hashable key of a small input value (None for values that are not plain arrays)."""
     if type(v) is np.ndarray or isinstance(v, np.generic):
@@ -172,7 +191,12 @@ class KernelBody:
         self.consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
         self.options = options
         self.generic = get_plan(jaxpr, options)
-        self.points: dict = {}      # (grid, point) -> (plan, known values)
+        # Known values depend on the grid point only through program_id (num_programs: the
+        # grid): points that agree on the axes the body reads share their entry (a matmul body
+        # reading only its k axis is specialised once per k, not per (i, j, k)).
+        axes: set = set()
+        self.axes = tuple(sorted(axes)) if _program_id_axes(jaxpr, axes) else None
+        self.points: dict = {}      # (grid, program ids of self.axes) -> (plan, known values)
         self.variants: dict = {}    # branch choices -> (residual jaxpr, plan)
         self.single: dict = {}      # eqn -> (one-equation jaxpr, plan) for folding
         self.foldable: dict = {}    # eqn -> bool
@@ -183,7 +207,11 @@ class KernelBody:
         self.held = 0               # bytes of large folded values kept (FOLD_MAX_BYTES)
 
     def run(self, run, refs) -> list:
-        key = (run.grid, run.point)
+        if self.axes is None:
+            key = (run.grid, run.point)
+        else:
+            ids = run.program_ids
+            key = (run.grid, tuple([ids[a] for a in self.axes if a < len(ids)]))
         entry = self.points.get(key, 0)
         if isinstance(entry, int):
             if entry < GENERIC_VISITS:
