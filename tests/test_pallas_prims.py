@@ -579,14 +579,13 @@ def test_prng_join_of_a_non_pallas_impl_is_refused():
     # (_join_key_lowering_rule: "Can only join Pallas keys").
     from jax._src.pallas.mosaic import primitives as tpu_prims
     from jax._src.random import prng as jax_prng
-    if "test_1x2" not in jax_prng.prngs:
-        jax_prng.register_prng(jax_prng.PRNGImpl(
-            key_shape=(1, 2), seed=lambda s: jnp.zeros((1, 2), jnp.uint32), split=None,
-            random_bits=None, fold_in=None, name="test_1x2", tag="t12"))
+    impl = jax_prng.PRNGImpl(key_shape=(1, 2), seed=lambda s: jnp.zeros((1, 2), jnp.uint32),
+                             split=None, random_bits=None, fold_in=None, name="test_1x2",
+                             tag="t12")   # not registered: JAX's impl registry stays as it is
 
     def kernel(o_ref):
         o_ref[0] = tpu_prims.unwrap_pallas_seed(tpu_prims.wrap_pallas_seed(
-            jnp.uint32(1), jnp.uint32(2), impl="test_1x2"))[0]
+            jnp.uint32(1), jnp.uint32(2), impl=impl))[0]
 
     f = pl.pallas_call(kernel, out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
                        out_shape=jax.ShapeDtypeStruct((2,), jnp.uint32))
