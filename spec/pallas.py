@@ -88,9 +88,12 @@ SEMANTICS = table(
         notes="Speed: blocks in bounds are NumPy views (no copy), padded edge blocks are copies; "
               "the kernel and index-map plans are built once per equation; windows of index "
               "maps that read only grid indices are computed once per grid point; the kernel "
-              "body is specialised per grid point (interp/pallas/specialize.py: pure scalar "
-              "equations of the grid point folded, pl.when / switch on them resolved; same "
-              "rules, same values). Not supported: Indirect dims in pallas_call's BlockSpecs "
+              "body is specialised per grid point (interp/pallas/specialize.py: pure equations whose "
+              "inputs the grid point decides are folded, up to 2**16 elements within a 64 MiB "
+              "budget per body (a causal mask from iota and the grid point), pl.when / switch on "
+              "them resolved, jit bodies and one-iteration loops without xs/ys inlined, and grid "
+              "points that agree on the program_id axes the body reads share one specialisation; "
+              "same rules, same values). Not supported: Indirect dims in pallas_call's BlockSpecs "
               "(index maps return scalars there, no lowering defines them), block transforms (Mosaic "
               "GPU tiling/swizzle), pallas_call with a mesh, local_grid_env hooks.",
     ),
