@@ -247,18 +247,112 @@ def _erf_inv_of_rounded_square(x: np.ndarray, out_dtype) -> np.ndarray:
     return out
 
 
+def _erf_inv_model(f: Failure, args, ref, out, rest) -> np.ndarray:
+    from conformance.checks import ulp_distance
+    model = _erf_inv_of_rounded_square(args[0][rest], ref.dtype)
+    return ulp_distance(model, out[rest]) <= _measured_ulp("erf_inv", ref.dtype.name)
+
+
+# JAX's betainc lowering (jax/_src/lax/special.py regularized_incomplete_beta_impl, a port of XLA's
+# math.cc; the same on JAX 0.10.2 and 0.12.0.1) computes I_x(a, b) = h * exp(t) / a with, after the
+# swap to (b, a, 1 - x) where x >= (a + 1) / (a + b + 2) (then the result is 1 - that),
+# t = a log x + b log1p(-x) - (lgamma(a) + lgamma(b) - lgamma(a + b)), and h the continued fraction
+# DLMF 8.17.22 by Lentz's method, stopped after num_iterations (200 float32, 600 float64; narrower
+# dtypes are computed in float32). Two errors follow:
+# 1. t is a sum of terms of size up to S = |a log x| + |b log1p(-x)| + |lgamma(a)| + |lgamma(b)| +
+#    |lgamma(a + b)|, each rounded: an absolute error ~eps S in t, a relative error expm1(eps S) of
+#    the swapped value v (I or 1 - I), so an absolute error of v expm1(eps S) in the result (1 - v
+#    turns it into a large relative error when I is small: float32 737 ulp at (17.06, 0.1, 0.9556)).
+#    Each iteration adds a rounding to h too; on JAX 0.10.2 the loop runs until every element of the
+#    array has converged (0.12 masks converged elements), so every element may take up to the cap.
+# 2. Near the mean the fraction needs more iterations as a + b grows (a = b at the mean: float64 53
+#    at 1e2, 495 at 1e5, 2227 at 1e7; float32 275 at 1e5): past the cap h is a truncated approximant
+#    and the result anything (float64 betainc(1e9, 1e9, 0.5) = -1.1955; float32 -inf, 1.0 on 0.10.2).
+# Measured (2026-11-23, JAX 0.10.2 and 0.12.0.1; 3405 float32 and 3767 float64 points: a, b = 10^1..
+# 10^12 with b/a = 1, 3, 1/3, 30 at the mean +- 0, 0.5, 1, 3, 6 sd, and one parameter 0.5 / 2 / 20 /
+# 200 at quantiles 1e-6..0.99; plus 8 seeds of the nightly's 33x65, 1x130, 2x3x4 cases): where the
+# fraction converges within the cap, |XLA - I| - ulp(I) <= v expm1(R eps (S + n)) with n the
+# iterations run (0.12: the element's own; 0.10.2: the cap) holds with R <= 0.74 (float32) and 2.82
+# (float64, JAX 0.10.2; 1.64 on 0.12.0.1), zeros from an underflowing exp(t) aside; no point that
+# needs more than the cap was within the ULP budget. K = 2 x the worst, as for the measured budgets.
+BETAINC_ITERATIONS = {"float32": 200, "float64": 600}
+BETAINC_MODEL_K = 6
+
+
+def _betainc_lentz(a, b, x, tol: float, cap: int):
+    """JAX's Lentz loop for the (already swapped) continued fraction, in long double: the iteration
+    at which |delta - 1| < tol (cap where it does not converge before the cap) and h there."""
+    L = np.longdouble
+    a, b, x = (np.asarray(v, np.float64).astype(L) for v in (a, b, x))
+    small = L(tol)
+    h = np.full(a.shape, small)          # partial denominator 0 at iteration 0 -> small
+    c, d = h.copy(), np.zeros_like(h)
+    need = np.full(a.shape, cap)
+    done = np.zeros(a.shape, bool)
+    with np.errstate(all="ignore"):
+        for it in range(1, cap):
+            m = L((it - 1) // 2)
+            if it == 1:
+                num = np.ones_like(a)
+            elif it % 2 == 0:
+                num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+            else:
+                num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+            c = 1 + num / c
+            c = np.where(np.abs(c) < small, small, c)
+            d = 1 + num * d
+            d = 1 / np.where(np.abs(d) < small, small, d)
+            delta = c * d
+            h = np.where(done, h, h * delta)
+            conv = ~done & (np.abs(delta - 1) < tol)
+            need[conv] = it
+            done |= conv
+            if done.all():
+                break
+    return need, h.astype(np.float64)
+
+
+def _betainc_model(f: Failure, args, ref, out, rest) -> np.ndarray:
+    """The elements of ``rest`` that the two errors above explain: within v expm1(K eps (S + n)) (plus
+    an ulp of the output dtype), a bound beyond the dtype's range (the factor overflows), a zero where
+    exp(t) or exp(t) / a underflows (XLA:CPU flushes it), or a fraction that needs the cap."""
+    from scipy import special
+    a, b, x = (np.asarray(v).astype(np.float64)[rest] for v in args)
+    r, o = ref[rest].astype(np.float64), out[rest].astype(np.float64)
+    comp = "float64" if ref.dtype == np.float64 else "float32"
+    eps, tiny = float(np.finfo(comp).eps), float(np.finfo(comp).tiny)
+    cap = BETAINC_ITERATIONS[comp]
+    with np.errstate(all="ignore"):
+        ac, bc, xc = (v.astype(comp) for v in (a, b, x))      # the branch as XLA decides it
+        swap = ~(xc < (ac + 1) / (ac + bc + 2))
+        a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1 - x, x)
+        s = (np.abs(a * np.log(x)) + np.abs(b * np.log1p(-x)) + np.abs(special.gammaln(a))
+             + np.abs(special.gammaln(b)) + np.abs(special.gammaln(a + b)))
+        need, h = _betainc_lentz(a, b, x, eps / 2, cap)
+        n = need if _vtuple(f.jax_version) >= (0, 12) else cap
+        ulp = np.spacing(np.abs(ref[rest])).astype(np.float64)
+        v = np.where(swap, 1 - r, r) + ulp / 2          # the swapped value, from the rounded reference
+        grow = np.expm1(BETAINC_MODEL_K * eps * (s + n))
+        bound = v * grow + ulp
+        fits = (np.abs(o - r) <= bound) | (bound > float(np.finfo(ref.dtype).max))
+        pre = v * a / h                                   # exp(t)
+        fits |= (o == 0) & ~swap & (np.minimum(pre, pre / a) <= tiny * (1 + grow))
+    return fits | (need >= cap)
+
+
 def _measured_ulp(prim: str, dtype: str) -> int:
     budget = _lax_special.XLA_CPU_ULP.get(prim, {}).get(dtype, (0, ""))[0]
     return max(budget, XLA_CPU_CASE_ULP.get((prim, dtype), 0))
 
 
-def _xla_cpu_elementwise(f: Failure, *, erf_inv_model: bool = False) -> bool:
+def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = None) -> bool:
     """Every element of every failing output of an elementwise case either stays within XLA:CPU's
     measured ULP budget (or its absolute-error budget, XLA_CPU_CASE_ABS), is explained by an
     allowance, has a subnormal argument of a DAZ-inconsistent primitive (or a subnormal reference
-    result that XLA:CPU flushed), or has an argument listed in XLA_CPU_SPECIAL_ARGS. With
-    ``erf_inv_model``: erf_inv elements within the budget of erf_inv(sqrt(fl(x * x))) count too, and
-    at least one element must need that."""
+    result that XLA:CPU flushed), or has an argument listed in XLA_CPU_SPECIAL_ARGS. With ``model``
+    (primitive, fn): that primitive's remaining elements count if ``fn(f, args, ref, out, rest)``
+    (a mask over ``rest``) says the model of XLA's algorithm explains them, and at least one element
+    must need the model."""
     from conformance.checks import ulp_distance
     if not f.primitives or not f.inputs:
         return False
@@ -290,15 +384,14 @@ def _xla_cpu_elementwise(f: Failure, *, erf_inv_model: bool = False) -> bool:
         special = XLA_CPU_SPECIAL_ARGS.get(prim)
         if special is not None:
             ok |= special(*args)
-        if erf_inv_model and prim == "erf_inv" and not ok.all():
+        if model is not None and prim == model[0] and not ok.all():
             rest = ~ok
-            model = _erf_inv_of_rounded_square(args[0][rest], ref.dtype)
-            fits = ulp_distance(model, out[rest]) <= _measured_ulp(prim, ref.dtype.name)
+            fits = np.asarray(model[1](f, args, ref, out, rest), bool)
             needed_model |= bool(fits.any())
             ok[rest] = fits
         if not ok.all():
             return False
-    return needed_model or not erf_inv_model
+    return needed_model or model is None
 
 
 def _sqrt_via_float16(f: Failure) -> bool:
@@ -420,7 +513,24 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "within 3.8 ulp of erf_inv(sqrt(fl(x * x))). Computing (1 - x)(1 + x) would avoid it. Found by this "
         "suite (nightly lax_special/erf_inv/float64/33x65 and float32/2x3x4 at seed 595; JAX 0.10.2 and 0.12.0.1).",
         runners=("xla:cpu",), primitives=("erf_inv",),
-        match=lambda f: _xla_cpu_elementwise(f, erf_inv_model=True)),
+        match=lambda f: _xla_cpu_elementwise(f, model=("erf_inv", _erf_inv_model))),
+    Divergence(
+        "xla-betainc-prefactor-and-iteration-cap",
+        "https://github.com/jax-ml/jax/blob/main/jax/_src/lax/special.py (regularized_incomplete_beta_impl: "
+        "exp(log(x) * a + log1p(-x) * b - lbeta_ab) / a with lbeta_ab = lgamma(a) + lgamma(b) - lgamma(a + b); "
+        "lentz_thompson_barnett_algorithm(num_iterations=200 if float32 else 600); ported from XLA's math.cc); "
+        "spec/divergences.py _betainc_model (the model and its measurement); reproducers (JAX 0.10.2 and "
+        "0.12.0.1, jax_enable_x64): lax.betainc(1e9, 1e9, 0.5) = -1.1955 (I = 0.5); lax.betainc(1e12, 3e12, "
+        "0.25) = 72.04; float32 lax.betainc(*np.float32([1e9, 1e9, 0.5])) = -inf (1.0 on 0.10.2); float32 "
+        "(17.059217, 0.1, 0.95561355) = 0.036376417 (I = 0.036379162: 737 ulp; 0.03637481 on 0.10.2)",
+        "JAX's betainc on XLA:CPU forms its prefactor as exp of a sum of terms as large as lgamma(a + b), "
+        "whose rounding (~eps of their size) is the relative error of I or, above the mean, of 1 - I; and it "
+        "stops Lentz's continued fraction after 200 (float32) / 600 (float64) iterations, which near the mean "
+        "needs more once a + b exceeds about 1e5 (float32) / 6e5 (float64): the result is then arbitrary, "
+        "even outside [0, 1]. float32 is 0.7378 for 0.6915 at a = b = 1e5, half a standard deviation above "
+        "the mean. The matcher recomputes both per element (the loop's iteration count in long double).",
+        runners=("xla:cpu",), primitives=("regularized_incomplete_beta",),
+        match=lambda f: _xla_cpu_elementwise(f, model=("regularized_incomplete_beta", _betainc_model))),
     Divergence(
         "xla-cpu-special-functions",
         "spec/divergences.py XLA_CPU_CASE_ULP / XLA_CPU_CASE_ABS / XLA_CPU_DAZ_INCONSISTENT / XLA_CPU_SPECIAL_ARGS; "
