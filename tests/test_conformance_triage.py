@@ -303,7 +303,9 @@ def test_betainc_model_continued_fraction_is_the_incomplete_beta():
 
 def test_betainc_nightly_failures_become_known_divergences():
     from conformance.cases import get
-    for case_id, seed in (("lax_special/regularized_incomplete_beta/float32/33x65", 1),):
+    for case_id, seed in (("lax_special/regularized_incomplete_beta/float32/33x65", 1),
+                          ("lax_special/regularized_incomplete_beta/float64/large-parameters", 0)):
         rec = E.run_case(get(case_id), "xla:cpu", seed, first_divergence=False)
         assert rec["outcome"] == "known-divergence", (case_id, rec["outcome"])
         assert rec["known_divergence"]["id"] == BETA
+    assert get("lax_special/regularized_incomplete_beta/float32/large-parameters").profile == "nightly"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
+from ..case import Case
 from ._elementwise import BF16, F16, F32, F64, I32, U8, Op, elementwise_cases, exhaustive_cases
 
 Q, N = (F32, BF16, F16), (F64,)
@@ -75,7 +76,26 @@ OPS = [
 EXHAUSTIVE = ("exp", "log", "tanh", "sqrt")
 
 
+def _betainc_large(dtype):
+    """betainc with a and b log-uniform in [1e2, 1e12] and x within 6 standard deviations of the
+    mean (uniformly in units of sd): the bulk of the distribution, where I is neither 0 nor 1.
+    XLA:CPU loses accuracy there as a + b grows and returns anything once its continued fraction
+    needs more than its iteration cap (spec/divergences.py xla-betainc-prefactor-and-iteration-cap)."""
+    def make(rng):
+        a, b = 10.0 ** rng.uniform(2, 12, size=(2, 4, 8))
+        mean, sd = a / (a + b), np.sqrt(a * b / (a + b) ** 2 / (a + b + 1))
+        x = np.clip(mean + rng.uniform(-6, 6, size=a.shape) * sd, 0, 1)
+        return [v.astype(dtype) for v in (a, b, x)]
+    return make
+
+
 def cases():
     yield from exhaustive_cases("lax_special", [op for op in OPS if op.primitive in EXHAUSTIVE],
                                 skip={("sqrt", "float4_e2m1fn")})
     yield from elementwise_cases("lax_special", OPS)
+    # Large parameters (the reference: Temme's expansion or the continued fraction, up to ~35 ms an
+    # element): nightly only, one small shape.
+    for dtype in (F32, F64):
+        yield Case(id=f"lax_special/regularized_incomplete_beta/{np.dtype(dtype).name}/large-parameters",
+                   fn=lax.betainc, inputs=_betainc_large(dtype), x64=dtype == F64,
+                   primitives=("regularized_incomplete_beta",), profile="nightly")
