@@ -280,7 +280,8 @@ def _certify_rank1(s, af, bf, row, col, out_dtype, exact, refine) -> np.ndarray:
     their bits agree that is the result. Two fused subtract/add-and-round passes and a compare:
     on random data all but ~0.1% of the elements are decided there. Stage 2 recomputes the rest
     more precisely and gives them to certified_round (its zero, refinement and exact tiers): many
-    by :func:`_blocked_dots` (a bound ~sqrt(k)/2 times tighter than BLAS's), a few in long double.
+    by :func:`_blocked_dots` (a bound ~sqrt(k)/2 times tighter than BLAS's), a few (at most
+    FSUM_TERMS terms in all) exactly by :func:`fsum_round`.
     """
     out_dtype = np.dtype(out_dtype)
     if s.size == 0:
