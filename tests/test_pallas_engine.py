@@ -558,16 +558,21 @@ def test_inlined_loop_and_call_bodies_fold_large_grid_values(budget, monkeypatch
     from interp.pallas import specialize
     if budget is not None:
         monkeypatch.setattr(specialize, "FOLD_MAX_BYTES", budget)
+    walks = []
+    original = specialize.KernelBody._specialise
+    monkeypatch.setattr(specialize.KernelBody, "_specialise", lambda self: walks.append(1) or original(self))
     gi, gj = 3, 4
     # specialised (built, then reused) or generic throughout
     body = _check_row_accumulator(_causal_block_kernel, _causal_block_expected, gi, gj, 16)
+    # Each point is walked once: reused after, or remembered as over the budget.
+    assert len(walks) == gi * gj
     if budget is None:
         assert len(body.points) == gi * gj and body.held > 0
         # The residual programs hold no scan, jit or iota: their bodies were inlined and folded.
         names = {s[1].name for _, plan in body.variants.values() for s in plan.steps}
         assert not names & {"scan", "jit", "pjit", "iota", "select_n"}, names
     else:
-        assert not body.points and body.held == 0
+        assert set(body.points.values()) == {None} and body.held == 0
 
 
 def _source_semaphore_call(wait_read: bool):

@@ -213,15 +213,20 @@ class KernelBody:
             ids = run.program_ids
             key = (run.grid, tuple([ids[a] for a in self.axes if a < len(ids)]))
         entry = self.points.get(key, 0)
+        if entry is None:           # over the byte budget (remembered: the walk is not redone)
+            return self.generic.run(self.consts, refs)
         if isinstance(entry, int):
             if entry < GENERIC_VISITS:
                 # Early visits of this grid point run the generic plan (GENERIC_VISITS > 0).
                 if len(self.points) < MAX_POINTS:
                     self.points[key] = entry + 1
                 return self.generic.run(self.consts, refs)
+            if len(self.points) >= MAX_POINTS:
+                return self.generic.run(self.consts, refs)
             entry = self._specialise()
             size = _large_bytes(entry[1])
-            if len(self.points) >= MAX_POINTS or self.held + size > FOLD_MAX_BYTES:
+            if self.held + size > FOLD_MAX_BYTES:
+                self.points[key] = None
                 return self.generic.run(self.consts, refs)
             self.held += size
             self.points[key] = entry
