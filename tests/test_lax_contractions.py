@@ -769,3 +769,19 @@ def test_dot_scratch_temporaries_never_leak():
     for t in range(3):
         for r, (a, b) in zip(results[t], pairs[::-1] * 3):
             check_oracle(r, exact_dot_general(a, b, (((1,), (0,)), ((), ()))), F32)
+    # The other exits of the path: float64 and bfloat16 results (the bracket's general rounding),
+    # bfloat16 operands (copied into the float64 scratch), an empty result.
+    a, b = pairs[2]
+    dn = (((1,), (0,)), ((), ()))
+    for lhs, rhs, out in ((a, b, np.float64), (a, b, ml_dtypes.bfloat16),
+                          (a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), np.float32),
+                          (a[:0], b, np.float32)):
+        with x64():
+            g = interp.interpret(lambda x, y: lax.dot_general(x, y, dn, preferred_element_type=out))
+            r = g(lhs, rhs)
+            kept = r.copy()
+            g(rhs.T.copy(), lhs.T.copy())                  # another dot through the same slots
+            f(*pairs[0])
+        assert r.dtype == out
+        assert_same_bits(r, kept)
+        check_oracle(r, exact_dot_general(lhs, rhs, dn), out)
