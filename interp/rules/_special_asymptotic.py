@@ -338,8 +338,9 @@ def temme_beta(a: float, b: float, x: float, prec: int):
     2^-(prec + 24) of the erfc term, its remainder taken as at most 2^10 times the first omitted
     term; each eta series as in _series; the coefficients, computed in floating point at the
     working precision (prec + 48 guard bits), lose about 2 log2(n) + 2 bits for n coefficients
-    (measured <= 18.6 at n = 400; tested at n = 400, beyond the ~385 used at 1024 bits); rounding: (|erfc term| +
-    W sum |terms|) 2^-(prec + 8). None where the series do not reach the tolerance."""
+    (measured <= 18.6 at n = 400; tested at n = 400, beyond the ~385 used at 1024 bits);
+    rounding: (|erfc term| + W sum |terms|) 2^-(prec + 8). None where the series do not reach
+    the tolerance."""
     with mpmath.workprec(prec + _beta_guard(a, b, x)):
         r, x_min, h, eta = _beta_parts(a, b, x)
         radius = 2 * mpmath.sqrt(mpmath.pi * x_min)
