@@ -94,7 +94,9 @@ def cases():
                                 skip={("sqrt", "float4_e2m1fn")})
     yield from elementwise_cases("lax_special", OPS)
     # Large parameters (the reference: Temme's expansion or the continued fraction, up to ~35 ms an
-    # element): nightly only, one small shape.
+    # element): nightly only, one small shape. XLA:CPU's values are mostly explained by the
+    # divergence whatever they are (docs/conformance.md): these cases test the reference's
+    # certification and the backend's crashes and hangs there.
     for dtype in (F32, F64):
         yield Case(id=f"lax_special/regularized_incomplete_beta/{np.dtype(dtype).name}/large-parameters",
                    fn=lax.betainc, inputs=_betainc_large(dtype), x64=dtype == F64,
