@@ -9,7 +9,14 @@ against hand-written NumPy, two ways:
   element and recomputes the undecided few, which is the overhead this column measures.)
 
 Both sides run in alternating rounds (bench/_timing.py compare): the machine is shared, so the
-ratio is the median of per-round ratios. Every result is checked against the same-semantics
+ratio is the median of per-round ratios. Fresh temporaries of 128 KiB and more are mmaps that
+glibc may page-fault in on every call (about 1 us per 4 KiB page on these VMs), and whether it
+does depends on what was freed before, so the same code measures 0.7 or 1.35 ms at 256^3 from
+one run to the next. The reference keeps its dot's temporaries in per-thread scratch buffers
+(interp/rules/_scratch.py); the hand-written side allocates as NumPy code does. Read the ratio
+with that spread in mind; the reference's cost beyond the float64 GEMM is its certification
+(norms, two bracket roundings, ~0.1% of the elements re-summed), single-threaded while BLAS
+uses every core. Every result is checked against the same-semantics
 NumPy result (max |diff| must be within one float32 ulp-scale; the reference is the exact one).
 
     python -m bench.contractions [--quick] [--repeats N]
