@@ -448,17 +448,12 @@ def _grid_branchy_kernel(x_ref, o_ref, acc):
             o_ref[...] = acc[...]
 
 
-def _grid_branchy_expected(x, gi, gj):
-    out = np.zeros((gi * 8, 128), np.float32)
-    for i in range(gi):
-        acc = np.zeros((8, 128), np.float32)
-        for j in range(gj):
-            blk = x[i * 8:(i + 1) * 8, j * 128:(j + 1) * 128]
-            k = (i * 3 + j) % 4
-            b = min(min(k, 2) + (k == 3), 2)
-            acc += blk if b == 0 else blk * np.float32(2) if b == 1 else blk - np.float32(1)
-        out[i * 8:(i + 1) * 8] = -acc if i % 2 else acc
-    return out
+def _grid_branchy_term(blk, i, j):
+    k = (i * 3 + j) % 4
+    b = min(min(k, 2) + (k == 3), 2)
+    v = blk if b == 0 else blk * np.float32(2) if b == 1 else blk - np.float32(1)
+    return -v if i % 2 else v   # the kernel stores -acc for odd i: negation is exact, so equal
+                                # values (a sum of exactly 0 aside: +0 for -0)
 
 
 @pytest.mark.parametrize("generic_visits", [0, 1])
@@ -490,13 +485,25 @@ def test_kernel_body_specialised_per_grid_point_matches_hand_computed(generic_vi
     from interp.pallas import specialize
     monkeypatch.setattr(specialize, "GENERIC_VISITS", generic_visits)
     # (generic first visits,) then specialised (built, then reused)
-    _check_row_accumulator(_grid_branchy_kernel, _grid_branchy_expected, 4, 3, 8)
+    _check_row_accumulator(_grid_branchy_kernel, _grid_branchy_term, 4, 3, 8)
 
 
-def _check_row_accumulator(kernel, expected, gi, gj, rows):
+def _row_accumulation(x, gi, gj, rows, term):
+    """The accumulator kernels' result by hand: row block i is the float32 sum over j of
+    ``term(block (i, j), i, j)``."""
+    out = np.zeros((gi * rows, 128), np.float32)
+    for i in range(gi):
+        acc = np.zeros((rows, 128), np.float32)
+        for j in range(gj):
+            acc += term(x[i * rows:(i + 1) * rows, j * 128:(j + 1) * 128], i, j)
+        out[i * rows:(i + 1) * rows] = acc
+    return out
+
+
+def _check_row_accumulator(kernel, term, gi, gj, rows):
     """Runs ``kernel`` (blocks rows x 128 of a (gi*rows, gj*128) input accumulated along j into
-    a VMEM scratch) three times against ``expected(x, gi, gj)`` and XLA:CPU; returns the
-    kernel's KernelBody (interp/pallas/specialize.py)."""
+    a VMEM scratch) three times against :func:`_row_accumulation` of ``term`` and XLA:CPU;
+    returns the kernel's KernelBody (interp/pallas/specialize.py)."""
     x = RNG.standard_normal((gi * rows, gj * 128)).astype(np.float32)
     f = pl.pallas_call(
         kernel, grid=(gi, gj),
@@ -505,7 +512,7 @@ def _check_row_accumulator(kernel, expected, gi, gj, rows):
         out_shape=jax.ShapeDtypeStruct((gi * rows, 128), jnp.float32),
         scratch_shapes=[pltpu.VMEM((rows, 128), jnp.float32)], interpret=True)
     g = interp.interpret(f)
-    want = expected(x, gi, gj)
+    want = _row_accumulation(x, gi, gj, rows, term)
     before = {id(p) for p in interp.rules.pallas._call_plans.values()}
     for _ in range(3):
         np.testing.assert_array_equal(g(x), want)
@@ -537,17 +544,10 @@ def _causal_block_kernel(x_ref, o_ref, acc):
         o_ref[...] = acc[...]
 
 
-def _causal_block_expected(x, gi, gj):
-    out = np.zeros((gi * 16, 128), np.float32)
-    for i in range(gi):
-        acc = np.zeros((16, 128), np.float32)
-        rows = np.arange(16)[:, None] + i * 16
-        for j in range(gj):
-            cols = np.arange(128)[None, :] + j * 128
-            mask = np.where(cols <= rows * 8, np.float32(0), np.float32(-1))
-            acc += x[i * 16:(i + 1) * 16, j * 128:(j + 1) * 128] * np.float32(2) + mask
-        out[i * 16:(i + 1) * 16] = acc
-    return out
+def _causal_block_term(blk, i, j):
+    rows = np.arange(16)[:, None] + i * 16
+    cols = np.arange(128)[None, :] + j * 128
+    return blk * np.float32(2) + np.where(cols <= rows * 8, np.float32(0), np.float32(-1))
 
 
 @pytest.mark.parametrize("budget", [None, 0])
@@ -563,7 +563,7 @@ def test_inlined_loop_and_call_bodies_fold_large_grid_values(budget, monkeypatch
     monkeypatch.setattr(specialize.KernelBody, "_specialise", lambda self: walks.append(1) or original(self))
     gi, gj = 3, 4
     # specialised (built, then reused) or generic throughout
-    body = _check_row_accumulator(_causal_block_kernel, _causal_block_expected, gi, gj, 16)
+    body = _check_row_accumulator(_causal_block_kernel, _causal_block_term, gi, gj, 16)
     # Each point is walked once: reused after, or remembered as over the budget.
     assert len(walks) == gi * gj
     if budget is None:
@@ -691,18 +691,12 @@ def _k_only_kernel(x_ref, o_ref, acc):
         o_ref[...] = acc[...]
 
 
-def _k_only_expected(x, gi, gj):
-    out = np.zeros((gi * 8, 128), np.float32)
-    for i in range(gi):
-        acc = np.zeros((8, 128), np.float32)
-        for j in range(gj):
-            acc += x[i * 8:(i + 1) * 8, j * 128:(j + 1) * 128] + np.float32(j + 1)
-        out[i * 8:(i + 1) * 8] = acc
-    return out
+def _k_only_term(blk, i, j):
+    return blk + np.float32(j + 1)
 
 
 def test_points_agreeing_on_the_axes_the_body_reads_share_their_specialisation():
     # Known values depend on the grid point only through program_id: a body reading only axis 1
     # (inside a jit too) is specialised once per j, and every i reuses it.
-    body = _check_row_accumulator(_k_only_kernel, _k_only_expected, 3, 4, 8)
+    body = _check_row_accumulator(_k_only_kernel, _k_only_term, 3, 4, 8)
     assert body.axes == (1,) and len(body.points) == 4
