@@ -117,6 +117,14 @@ def emit_pipeline(eqn, *args, grid_mapping, args_tree, core_axis=None, **params)
     return []
 
 
+def abstract_tpu_mesh():
+    """A one-core abstract mesh of a TPU v5e: what tracing a TPU kernel asks for off a TPU."""
+    import jax
+    from jax._src.mesh import AbstractDevice
+    dev = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
+    return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=dev)
+
+
 def _tpu_target():
     """The TPU the expansion is traced for: the caller's abstract mesh if it names one, else a
     TPU v5e core. The expansion asks the TPU generation only for buffer tiling (how scratch is
@@ -128,10 +136,7 @@ def _tpu_target():
         tpu_info.get_tpu_info()
         return contextlib.nullcontext()
     except ValueError:
-        from jax._src.mesh import AbstractDevice
-        dev = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
-        return jax.sharding.use_abstract_mesh(
-            jax.sharding.AbstractMesh((1,), ("x",), abstract_device=dev))
+        return jax.sharding.use_abstract_mesh(abstract_tpu_mesh())
 
 
 def pipeline_body(eqn, *args, jaxpr, in_tree, _explicit_indices=False, **params):
