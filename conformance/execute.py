@@ -6,6 +6,8 @@ that hypothesis draws, and shrinks a failure to the smallest failing seed it can
 """
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import time
 import traceback
@@ -175,26 +177,25 @@ class _ModeArgs:
     (the Hessenberg case's is 2 n**2 SciPy reductions)."""
 
     def __init__(self, case: Case, inputs):
-        self.case, self.inputs, self._done = case, inputs, {}
+        self.case, self.inputs = case, inputs
 
-    def _get(self, what, compute):
-        if what not in self._done:
-            self._done[what] = compute()
-        return self._done[what]
+    @functools.cached_property
+    def bounds(self):
+        return self.case.dot_bound(*self.inputs)
+
+    @functools.cached_property
+    def magnitude(self):
+        return self.case.magnitude(*self.inputs) if self.case.magnitude else max_abs(self.inputs)
 
     def __call__(self, modes):
         """(magnitude, per-output dot bounds) for ``modes`` (None where no mode needs them)."""
-        case, inputs = self.case, self.inputs
         bounds = None
         if any(m.kind == C.DOT_PRODUCT for m in modes):
-            if case.dot_bound is None:
-                raise ValueError(f"case {case.id} uses a DOT_PRODUCT mode but gives no dot_bound "
+            if self.case.dot_bound is None:
+                raise ValueError(f"case {self.case.id} uses a DOT_PRODUCT mode but gives no dot_bound "
                                  "(the sum |a||b| per output; a bug in the case)")
-            bounds = self._get("bounds", lambda: case.dot_bound(*inputs))
-        magnitude = None
-        if any(m.kind == C.ABS_REL for m in modes):
-            magnitude = self._get("magnitude", lambda: case.magnitude(*inputs) if case.magnitude
-                                  else max_abs(inputs))
+            bounds = self.bounds
+        magnitude = self.magnitude if any(m.kind == C.ABS_REL for m in modes) else None
         return magnitude, bounds
 
 
