@@ -73,7 +73,7 @@ def main(argv=None):
           f"{'f64 tier':>8} {'dd tier':>8} {'exact':>8}  check")
     for name, jfn, nfn, x, kind, lengths in _cases(args.quick):
         x64 = x.dtype in (np.complex128, np.float64)
-        with jax.enable_x64(x64) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64(x64):
+        with jax.enable_x64(x64):
             ref = interp.interpret(jfn)
             _, t_ref, _, out = measure(lambda: ref(x), args.repeats, clock=time.process_time)
         _, t_np, _, want = measure(lambda: nfn(x), max(args.repeats, 5), clock=time.process_time)

@@ -193,14 +193,19 @@ def _numpy_flash(q, k, v, block=128):
     return out
 
 
+def _calls(best, repeats, budget=1.0):
+    """How many times to time a call whose fastest run took ``best`` s: at least ``repeats``;
+    cheap calls repeat until about ``budget`` seconds are spent (at most 50 calls)."""
+    return max(repeats, min(50, int(budget / max(best, 1e-6))))
+
+
 def _time(fn, repeats, budget=1.0):
     # Steady state = the fastest repeat: on a shared machine other processes only ever add
     # time, so the minimum is the least disturbed estimate (the median moved 2-3x between runs).
-    # Cheap calls repeat until about ``budget`` seconds are spent (at most 50 calls).
     t = measure(fn, repeats)
     best = t.best
     if repeats and best == best:
-        extra = min(50, int(budget / max(best, 1e-6))) - repeats
+        extra = _calls(best, repeats, budget) - repeats
         if extra > 0:
             best = min(best, measure(fn, extra).best)
     return t.first, best, t.out
@@ -357,8 +362,7 @@ def run(quick: bool = False, repeats: int = 5, report=None, fresh: bool = True,
                     results[mode][1:]
         # The steady-state targets are ratios: measured in alternating rounds (reference, other,
         # reference, ...; median of per-round ratios) so that both sides see the same load.
-        # Cheap calls get more rounds (about a second of them, at most 50).
-        rounds = max(repeats, min(50, int(1.0 / max(warm.best, 1e-6))))
+        rounds = _calls(warm.best, repeats)
         cmps = {f"reference / {label}": compare(lambda: f_ref(*args), loop, rounds)
                 for label, loop in case["numpy"].items()}
         race = compare(lambda: f_race(*args), lambda: f_ref(*args), rounds)
