@@ -316,7 +316,6 @@ _budget("igamma", float32=1432, bfloat16=1, float16=2, float64=794)
 # 7e6 ulp at 1e6, 6e8 ulp (1.1e-7 relative) at 1e8. Both causes (the prefactor's exponent rounded at
 # the size of lgamma(a + b); the continued fraction's fixed 200 / 600 iterations) are modelled per
 # element by spec/divergences.py xla-betainc-prefactor-and-iteration-cap.
-XLA_CPU_LARGE_A = {"igamma": 7.8e7, "igammac": 7.8e7, "regularized_incomplete_beta": 9.2e18}
 _budget("igammac", float32=716, bfloat16=1, float16=1, float64=260)
 _budget("igamma_grad_a", float32=212, bfloat16=1, float16=2, float64=128)
 _budget("regularized_incomplete_beta", float32=674, bfloat16=1, float16=2, float64=1622)

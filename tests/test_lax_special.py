@@ -704,8 +704,8 @@ def test_igamma_grad_a_large_a_correctly_rounded(dtype):
 
 def test_igamma_large_a_xla_cpu_recorded_defect():
     """XLA:CPU's float32 igamma/igammac near the transition at a = 2**24 are far outside the budget
-    (measured 2026-11-23, both JAX versions: up to ~7.8e7 ulp; spec/lax_special.py
-    XLA_CPU_LARGE_A): pinned so that a fixed XLA is noticed and the budget applied."""
+    (measured 2026-11-23, both JAX versions: up to ~7.8e7 ulp; the note beside the igamma budgets
+    in spec/lax_special.py): pinned so that a fixed XLA is noticed."""
     a = np.full(4, A24, F32)
     x = (A24 + 4096.0 * np.array([-3, -1, 1, 3])).astype(F32)
     for name in ("igamma", "igammac"):
@@ -947,8 +947,8 @@ def test_betainc_temme_coefficients(x0):
 def test_betainc_large_parameters_xla_cpu_recorded_defect():
     """XLA:CPU's betainc with both parameters large is far off, even outside [0, 1] (measured
     2026-11-23, JAX 0.12.0.1: float64 betainc(1e9, 1e9, 0.5) = -1.1955, betainc(1e12, 3e12, 0.25)
-    = 72.04; float32 -inf at (1e9, 1e9, 0.5); spec/lax_special.py XLA_CPU_LARGE_A): pinned so that
-    a fixed XLA is noticed and the budget applied."""
+    = 72.04; float32 -inf at (1e9, 1e9, 0.5); the note beside the igamma budgets in
+    spec/lax_special.py): pinned so that a fixed XLA is noticed."""
     a, b, x = (np.array(v) for v in ([1e9, 1e12], [1e9, 3e12], [0.5, 0.25]))
     for dtype in (F32, F64):
         args = [v.astype(dtype) for v in (a, b, x)]

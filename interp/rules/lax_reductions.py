@@ -145,7 +145,6 @@ def wide_type(*dtypes) -> np.dtype:
 def _wide_type(dtypes) -> np.dtype:
     bits = 0
     for dt in dtypes:
-        dt = np.dtype(dt)
         if D.is_float(dt):
             bits += int(D.finfo(dt).nmant) + 1
         elif D.is_complex(dt):

@@ -280,7 +280,8 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     args = [np.asarray(a) for a in args]
     with np.errstate(all="ignore"):
-        w64 = fn.wide(*[a.astype(F64) for a in args]) if fn.wide is not None else None
+        a64 = [np.asarray(a, F64) for a in args]
+        w64 = fn.wide(*a64) if fn.wide is not None else None
         if dtype == F64 and fn.exact_f64:
             return np.asarray(w64, F64)
         if dtype == F64 and HAVE_LD and fn.ld is not None:
@@ -297,22 +298,19 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
         else:
             w = np.asarray(w)
             out = round_to(w, dtype)
+            if rel is None or fn.trusted is not None:
+                finite_args = np.ones(w.shape, bool)
+                for a in a64:
+                    finite_args &= np.isfinite(a)
             if rel is None:
                 # every element with finite arguments, except SciPy's NaN (a domain error); an
                 # infinite SciPy value may be an overflow of its float64 algorithm (lgamma(5e-324))
-                finite_args = np.ones(w.shape, bool)
-                for a in args:
-                    finite_args &= np.isfinite(np.asarray(a, F64))
                 redo = finite_args & ~np.isnan(w)
             else:
                 redo = _uncertain(w, rel, dtype)
             if fn.trusted is not None:
                 # outside the trusted domain the wide value (NaN included) is never kept
-                finite_args = np.ones(w.shape, bool)
-                for a in args:
-                    finite_args &= np.isfinite(np.asarray(a, F64))
-                f64 = [np.broadcast_to(np.asarray(a, F64), w.shape) for a in args]
-                redo |= finite_args & ~fn.trusted(*f64)
+                redo |= finite_args & ~fn.trusted(*[np.broadcast_to(a, w.shape) for a in a64])
     idx = np.flatnonzero(redo)
     if idx.size:
         flat_args = [np.broadcast_to(a, redo.shape).reshape(-1) for a in args]
@@ -468,13 +466,11 @@ def _polygamma_wide(n, x):
 def _polygamma_mp(n, x):
     # psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1 (DLMF 25.11.12), with the Hurwitz zeta
     # of _zeta_mp (negative x included): fast for every order and argument (mpmath's own psi takes
-    # minutes for x < -2**24). n = 0 is digamma.
+    # minutes for x < -2**24). n = 0 is digamma. (Both refuse the poles x = 0, -1, ...)
     if n != mpmath.floor(n) or n < 0:
         raise ValueError("non-integer order")
-    if x <= 0 and x == mpmath.floor(x):
-        raise ValueError("pole")
     if n == 0:
-        return mpmath.digamma(x)
+        return _digamma_mp(x)
     sign = 1 if int(n) % 2 else -1
     return sign * mpmath.factorial(n) * _zeta_mp(n + 1, x)
 
