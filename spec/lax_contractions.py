@@ -19,10 +19,12 @@ underflow); stage 1 rounds s - bb_i and s + bb_i with one bound per row (bb_i >=
 element bound, widened as certified_round widens) in two fused subtract/add-and-round passes and
 keeps every element whose two roundings have the same bits (rounding is monotone, so that is the
 correctly rounded exact sum); the rest (~0.08% at K = 1024 on random data, growing like K**1.5)
-are re-summed in sqrt(K) chunks (error bound ~sqrt(K)/2 times below BLAS's; a handful: in long
-double) and handed to certified_round with their element bounds: one error-free extraction step
-in float64 (Rump, Ogita, Oishi, SIAM J. Sci. Comput. 31(1) 2008, ExtractVector;
-extracted_sums), then the exact sum. tests/test_lax_contractions.py
+are re-summed in sqrt(K) chunks (error bound ~sqrt(K)/2 times below BLAS's) and handed to
+certified_round with their element bounds: one error-free extraction step in float64 (Rump,
+Ogita, Oishi, SIAM J. Sci. Comput. 31(1) 2008, ExtractVector; extracted_sums), then the exact
+sum. A few (at most FSUM_TERMS products in all) are instead rounded exactly at once:
+math.fsum's correctly rounded float64 sum plus the sign of its residual (lax_reductions
+fsum_round). tests/test_lax_contractions.py
 test_dot_undecided_elements_refined_exactly drives constructed near-ties through every tier.
 
 Measured cost (JAX 0.12.0.1, f32 a @ b, random normal data; process CPU time, one BLAS thread,

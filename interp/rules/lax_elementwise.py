@@ -22,9 +22,9 @@ from interp import dtypes as D
 from interp.errors import UndefinedBehaviorError
 from interp.evaluator import Literal
 from interp.registry import register
-from interp.rules.lax_conversions import _c_order, component_dtype, convert, to_wide_int, wrap_int
+from interp.rules.lax_conversions import (_NATIVE_FLOATS, _NATIVE_INTS, _c_order, component_dtype, convert,
+                                         to_wide_int, wrap_int)
 
-_NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 
 
@@ -39,8 +39,6 @@ def _wide(x: np.ndarray) -> np.ndarray:
     return _exact(x).astype(np.float64)
 
 
-_NATIVE_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64,
-                                            np.uint8, np.uint16, np.uint32, np.uint64))
 # IEEE overflow/invalid/underflow are results here, not errors: NumPy's RuntimeWarnings for them
 # are silenced for this module (cheaper than an errstate context around every hot-path operation).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)

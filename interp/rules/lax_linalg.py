@@ -413,6 +413,8 @@ def _perturb_pivots(eqn, perturb, pivots, rows):
         max_factor = np.max(_mag(rows), axis=1) if rows.shape[1] else np.zeros_like(ap)
     nan_rows = np.isnan(rows).any(axis=1) & (rows.shape[1] > 1)
     special = (ap < 1) & ((ap < safemin) | (max_factor > ap * bignum) | nan_rows)
+    if not special.any():
+        return pivots, rows
     pivots, rows = pivots.copy(), rows.copy()
     for i in np.flatnonzero(special):
         pivots[i], rows[i] = _perturb_pivot(eqn, perturb[i], pivots[i], rows[i])
