@@ -688,11 +688,12 @@ def _fixed_point(exact, which, r, und, part):
     if not todo.size:
         return
     jj, (A, B), q, w, _ = _int_inputs(exact)
-    A, B = (A * w).astype(object), (B * w).astype(object)
+    # Python-int rows only for the batch rows the undecided elements are in (``rows`` indexes them).
+    used, rows = np.unique(_rows(todo, x, nd), return_inverse=True)
+    A, B = (A[used] * w).astype(object), (B[used] * w).astype(object)
     sign = 1 if kind in ("IFFT", "IRFFT") else -1
     scale = exact.total if kind in ("IFFT", "IRFFT") else 1
     absum = np.sum(np.abs(A), axis=1) + np.sum(np.abs(B), axis=1)
-    rows = _rows(todo, x, nd)
     chunk = max(1, (1 << 20) // max(1, jj.shape[1]))
     straddle: list = []
     for P in (128, 256, 512):
