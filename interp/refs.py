@@ -71,6 +71,12 @@ class Ref:
         self.check_index(index)
         self.array[index] = value
 
+    def swap(self, index: tuple, value) -> np.ndarray:
+        """The old value of ``self[index]`` (a copy), then ``self[index] = value``."""
+        old = self.read(index)
+        self.write(index, value)
+        return old
+
     def accumulate(self, index: tuple, value) -> None:
         """``ref[index] += value`` rounded to the ref's dtype (addupdate).
 

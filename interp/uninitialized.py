@@ -69,6 +69,13 @@ class TrackedRef(Ref):
         super().write(index, value)
         self.written[index] = True
 
+    def swap(self, index: tuple, value) -> np.ndarray:
+        # `ref[i] = v` is a swap whose old value is unused (the jaxpr still binds it to a Var): a
+        # swap is not a checked read of never-written memory; its old value there is the poison.
+        old = Ref.read(self, index)
+        self.write(index, value)
+        return old
+
     def accumulate(self, index: tuple, value) -> None:
         self.check_index(index)
         self._check_written(index)      # += reads the old value

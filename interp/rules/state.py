@@ -251,16 +251,7 @@ def _get(eqn, ref, index, dtype):
 
 
 def _swap(eqn, ref, index, dtype, val):
-    # A ref type may do both steps at once (Pallas kernel refs: one set of checks).
-    both = getattr(ref, "swap", None)
-    if both is not None:
-        return _as_view(both(index, _as_view(val, ref.dtype)), dtype)
-    # `ref[i] = v` is a swap whose old value is unused (the jaxpr still binds it to a Var): a
-    # swap is not a checked read of never-written memory; its old value there is the poison.
-    tracked = isinstance(ref, TrackedRef)
-    old = _as_view(Ref.read(ref, index) if tracked else ref.read(index), dtype)
-    ref.write(index, _as_view(val, ref.dtype))
-    return old
+    return _as_view(ref.swap(index, _as_view(val, ref.dtype)), dtype)
 
 
 def _addupdate(eqn, ref, index, dtype, val):
