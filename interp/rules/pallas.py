@@ -287,18 +287,39 @@ def _target(eqn, ref, transforms):
 def run_scoped(eqn, *consts, jaxpr, collective_axes=(), **params):
     if collective_axes:
         raise eqn.unsupported(f"run_scoped with collective_axes={collective_axes}")
-    run = current_run()
     plan = eqn.plan(jaxpr)
+    return _run_scoped(plan, consts, _scoped_prototypes(plan, len(consts), eqn.options))
+
+
+def _scoped_prototypes(plan, n_consts: int, options) -> list:
+    """The body's allocations, allocated once (copied per entry, as pallas_call's scratch)."""
     inner = plan.jaxpr
-    n_alloc = len(inner.invars) - (0 if len(inner.constvars) == len(consts) else len(consts))
-    refs = [_alloc_scratch(v.aval, f"run_scoped allocation {i}", run, run.options)
+    n_alloc = len(inner.invars) - (0 if len(inner.constvars) == n_consts else n_consts)
+    return [_alloc_scratch(v.aval, f"run_scoped allocation {i}", None, options)
             for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
-    if len(inner.constvars) == len(consts):   # the operands are the body's constvars
+
+
+def _run_scoped(plan, consts, prototypes) -> list:
+    run = current_run()
+    refs = [p.fresh(run) for p in prototypes]
+    if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
         outs = plan.run(list(consts), refs)
-    else:                                     # the body takes them as leading invars
+    else:                                          # the body takes them as leading invars
         outs = plan.run([], list(consts) + refs)
     run.dma.check_exit([r for r in refs if r.kind == "semaphore"], "run_scoped")
     return outs
+
+
+def _prepare_run_scoped(ctx):
+    """Plan time: the body's plan and allocation prototypes once per equation."""
+    if ctx.params.get("collective_axes"):
+        return run_scoped    # (raises)
+    plan = ctx.plan(ctx.params["jaxpr"])
+    prototypes = _scoped_prototypes(plan, len(ctx.eqn.invars), ctx.options)
+    return lambda eqn, *consts, **params: _run_scoped(plan, consts, prototypes)
+
+
+run_scoped.prepare = _prepare_run_scoped
 
 
 # -- ref operands of DMA / semaphore primitives ---------------------------------------------------
