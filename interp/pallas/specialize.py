@@ -183,6 +183,10 @@ def _extended(dtype) -> bool:
     return jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
 
 
+def _foldable(eqn) -> bool:
+    return bool(eqn.outvars) and _pure(eqn) and all(_small(o.aval) for o in eqn.outvars)
+
+
 class KernelBody:
     """A kernel jaxpr run per grid point through its specialised residual plan."""
 
@@ -199,9 +203,7 @@ class KernelBody:
         self.points: dict = {}      # (grid, program ids of self.axes) -> (plan, known values)
         self.variants: dict = {}    # branch choices -> (residual jaxpr, plan)
         self.single: dict = {}      # eqn -> (one-equation jaxpr, plan) for folding
-        self.foldable: dict = {}    # eqn -> bool
         self.memo: dict = {}        # (id(eqn), input value keys) -> folded results
-        self.memoizable: dict = {}  # eqn -> bool
         self.records: dict = {}     # jaxpr -> per-equation walk records
         self.branches: dict = {}    # id(sub-jaxpr) -> (jaxpr, its consts as known values)
         self.held = 0               # bytes of large folded values kept (FOLD_MAX_BYTES)
@@ -272,18 +274,19 @@ class KernelBody:
         return h
 
     def _records(self, jaxpr) -> list:
-        """Per equation of ``jaxpr``: (eqn, its variable inputs, foldable, how it inlines), once."""
+        """Per equation of ``jaxpr``: (eqn, its variable inputs, foldable, how it inlines, whether
+        its folded results may be remembered by input values), once."""
         recs = self.records.get(jaxpr)
         if recs is None:
             recs = self.records[jaxpr] = [
                 (eqn, tuple(a for a in eqn.invars if not isinstance(a, Literal)),
-                 self._can_fold(eqn), _inlinable(eqn)) for eqn in jaxpr.eqns]
+                 _foldable(eqn), _inlinable(eqn), not _reads_grid(eqn)) for eqn in jaxpr.eqns]
         return recs
 
     def _walk(self, jaxpr, env, out, holders, choices):
-        for eqn, vins, fold, inline in self._records(jaxpr):
+        for eqn, vins, fold, inline, memoizable in self._records(jaxpr):
             if fold and all(env[a][0] != "a" for a in vins):
-                vals = self._evaluate(eqn, [env[a][-1] for a in vins])
+                vals = self._evaluate(eqn, [env[a][-1] for a in vins], memoizable)
                 for o, v in zip(eqn.outvars, vals):
                     if not isinstance(o, DropVar):
                         env[o] = ("k", v)
@@ -347,21 +350,11 @@ class KernelBody:
             if not isinstance(o, DropVar):
                 env[o] = ("k", literal_value(r)) if isinstance(r, Literal) else benv[r]
 
-    def _can_fold(self, eqn) -> bool:
-        ok = self.foldable.get(eqn)
-        if ok is None:
-            ok = self.foldable[eqn] = (bool(eqn.outvars) and _pure(eqn) and
-                                       all(_small(o.aval) for o in eqn.outvars))
-        return ok
-
-    def _evaluate(self, eqn, values) -> list:
+    def _evaluate(self, eqn, values, memoizable: bool) -> list:
         """Run one equation through its own (cached) plan: the generic rule, checks included.
         A pure equation that does not read the grid point gives the same results for the same
         inputs, so they are remembered by input values (the rule runs once per distinct input)."""
         key = None
-        memoizable = self.memoizable.get(eqn)
-        if memoizable is None:
-            memoizable = self.memoizable[eqn] = not _reads_grid(eqn)
         if memoizable and all(getattr(v, "size", 0) <= FOLD_SMALL for v in values):
             keys = tuple(_value_key(v) for v in values)
             if None not in keys:
