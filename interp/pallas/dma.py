@@ -124,6 +124,11 @@ def _shape(ref, index) -> tuple:
     return _index_shape(ref.array.shape, index)
 
 
+def view_bytes(ref, index) -> int:
+    """The byte count of ``ref[index]``: what a DMA of it moves and its semaphores count."""
+    return math.prod(_shape(ref, index)) * ref.array.dtype.itemsize
+
+
 def _indirect(index) -> bool:
     """Whether a normalized index holds index arrays (an indirect / scatter-gather DMA)."""
     for ix in index:   # (a loop: called per DMA, cheaper than any() over a generator)
@@ -178,7 +183,7 @@ class DmaEngine:
             raise RaceError(f"{self.run.where()}: DMA from {src.short()}{_show(src_index)} "
                             f"{list(sshape)} to {dst.short()}{_show(dst_index)} "
                             f"{list(dshape)}: shapes differ")
-        return math.prod(sshape) * src.array.dtype.itemsize
+        return view_bytes(src, src_index)
 
     def start(self, src, src_index, dst, dst_index, dst_sem, src_sem, add: bool,
               nbytes: "int | None" = None) -> None:
@@ -273,7 +278,7 @@ class DmaEngine:
     def wait_dma(self, sem, ref, index, *, send: bool, nbytes: "int | None" = None) -> None:
         """dma_wait: wait until ``sem`` holds the byte count of ``ref[index]``, then subtract it."""
         if nbytes is None:
-            nbytes = math.prod(_shape(ref, index)) * ref.array.dtype.itemsize
+            nbytes = view_bytes(ref, index)
         self._wait(sem, nbytes, kind="dma_wait (send)" if send else "dma_wait", send=send)
 
     # -- semaphores ---------------------------------------------------------------------------

@@ -7,14 +7,14 @@ Ref contract (``interp.refs``): the indexer/transform normalisation is the state
 from __future__ import annotations
 
 import functools
-import math
 import weakref
 
 import numpy as np
 
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, MeshPlan, _alloc_scratch, current_run, maybe_current_run
-from ..pallas.memory import KernelRef, _index_shape
+from ..pallas.dma import view_bytes
+from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
 
@@ -523,7 +523,7 @@ def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = Fals
             nbytes = run.dma.check(s, si, d, di)
         else:
             ref, index = (s, si) if send else (d, di)
-            nbytes = math.prod(_index_shape(ref.array.shape, index)) * ref.array.dtype.itemsize
+            nbytes = view_bytes(ref, index)
         return si, di, None if ds is None else ds[1], None if ss is None else ss[1], nbytes
 
     (si, di, dsi, ssi, nbytes), (s, d, dsr, ssr) = operands.lookup(flat, derive)
@@ -721,14 +721,15 @@ def reciprocal(eqn, x, *, approx=False, full_range=True):
     from ..dtypes import finfo, wide_float
     x = np.asarray(x)
     w = wide_float(x.dtype)
+    xw = x.astype(w)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = (np.asarray(1, w) / x.astype(w)).astype(x.dtype)
+        out = (np.asarray(1, w) / xw).astype(x.dtype)
     if not full_range:
         # "may produce incorrect results when x or output is +-inf or NaN; or when x is
         # +-1/flt_min or +-0" (primitives.py reciprocal): those elements are undefined, so they
         # are NaN (like never-written memory: a use shows in the results). |x| >= 1/tiny: the
         # result is at most the smallest normal.
-        ax = np.abs(x.astype(w))
+        ax = np.abs(xw)
         undefined = ~(np.isfinite(out.astype(w)) & (ax > 0) & (ax < 1 / w.type(finfo(x.dtype).tiny)))
         if undefined.any():
             out = np.where(undefined, np.asarray(np.nan, x.dtype), out)
