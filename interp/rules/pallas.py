@@ -781,7 +781,7 @@ def atomic_rmw(eqn, *flat, args_tree, atomic_type):
         seen[...] = target.array[coords]
         new = op(seen, val).astype(target.dtype)
     else:
-        seen_l, new_l = [], []
+        seen_l = []
         current = {}
         for lane, pos in enumerate(flat_idx.tolist()):
             before = current.get(pos, target.array.reshape(-1)[pos])
