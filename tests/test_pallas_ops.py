@@ -23,15 +23,6 @@ RNG = np.random.default_rng(2)
 
 
 
-@pytest.fixture(autouse=True)
-def _specialised_from_the_first_visit(monkeypatch):
-    # Every grid step here runs through the per-grid-point specialised kernel programs
-    # (interp/pallas/specialize.py) from the first call on; test_pallas_engine.py and test_pallas_prims.py run first
-    # visits through the generic plan, as by default.
-    from interp.pallas import specialize
-    monkeypatch.setattr(specialize, "GENERIC_VISITS", 0)
-
-
 def _close(got, want, tol=TOL):
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got.shape == want.shape

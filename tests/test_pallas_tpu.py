@@ -3,7 +3,6 @@ loads/stores, roll, bitcast; and undefined behaviour made loud (races, out-of-bo
 uninitialized reads), each message naming kernel, buffer, grid point and index."""
 from __future__ import annotations
 
-import inspect
 
 import jax
 import jax.numpy as jnp
@@ -18,15 +17,6 @@ from tests.support import xla_cpu
 
 RNG = np.random.default_rng(1)
 
-
-
-@pytest.fixture(autouse=True)
-def _specialised_from_the_first_visit(monkeypatch):
-    # Every grid step here runs through the per-grid-point specialised kernel programs
-    # (interp/pallas/specialize.py) from the first call on; test_pallas_engine.py and test_pallas_prims.py run first
-    # visits through the generic plan, as by default.
-    from interp.pallas import specialize
-    monkeypatch.setattr(specialize, "GENERIC_VISITS", 0)
 
 
 def _double_buffered_copy(n_blocks, *, wait_late=False):
