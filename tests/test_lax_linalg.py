@@ -333,10 +333,11 @@ def _hessenberg_abs_mp(a, prec=200):
 
 
 def test_hessenberg_nightly_seed_287():
-    """The nightly finding: at seed 287 XLA:CPU's float32 |H| is 325 eps*max|A| from the reference.
-    The reference is right (within an ulp of a 200-bit reduction); XLA:CPU's error is its backward
-    error amplified by the reduction's conditioning (a subdiagonal of 0.014), which the case's
-    condition-scaled bound (MODE_HESSENBERG) now accounts for: the case passes on XLA:CPU."""
+    """The nightly finding: at seed 287 XLA:CPU's float32 |H| was far from the reference (325
+    eps*max|A| on one host, 96 on another: the figure depends on the host CPU, so it is not
+    asserted). The reference is right (within an ulp of a 200-bit reduction); XLA:CPU's error is
+    its backward error amplified by the reduction's conditioning (a subdiagonal of 0.014), which
+    the case's condition-scaled bound (MODE_HESSENBERG) accounts for: the case passes on XLA:CPU."""
     from conformance.cases import lax_linalg as cases
     from conformance.execute import run_case
     case = next(c for c in cases.cases() if c.id == "lax_linalg/hessenberg/f32")
@@ -345,7 +346,6 @@ def test_hessenberg_nightly_seed_287():
     eps = np.finfo(np.float32).eps
     scale = np.abs(a).max()
     assert np.abs(reference(case.fn, a) - exact).max() <= eps * scale
-    assert np.abs(xla_cpu(case.fn, a) - exact).max() > 100 * eps * scale   # the finding itself
     assert run_case(case, "xla:cpu", seed=287)["outcome"] == "pass"
 
 
