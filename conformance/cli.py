@@ -56,7 +56,8 @@ def cmd_run(args) -> int:
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--results-dir", results_dir] + forward_args(args)
     if args.workers != "0" and _xdist_available():
-        cmd += ["-n", args.workers, "--dist", "loadgroup"]
+        # xdist's setup-status reporter prints "bringing up nodes..." twice under -q: it says nothing more.
+        cmd += ["-n", args.workers, "--dist", "loadgroup", "-p", "no:terminaldistreporter"]
     cmd += args.pytest_args
     examples = args.examples if args.examples is not None else PROFILE_EXAMPLES[args.profile]
     print(f"jax-conformance run {run_id}: runners {', '.join(runners)}; profile {args.profile} "
@@ -92,31 +93,46 @@ def _report(paths, out, history_db, run_id=None):
 
 
 def _print_summary(results, out, history=None) -> None:
+    """The console summary: runs, counts per column, what known divergences turned from timeouts or
+    crashes, the largest divergences, allowances and the changes since the previous run."""
+    from reports.render import error_measure, fmt_duration, fmt_time, history_lines
     from reports.schema import OUTCOMES
-    print(f"\n{len(results.records)} results; report in {os.path.join(out, 'index.html')}")
+    print(f"\n{len(results.records)} results from {len(results.machines)} machine(s); "
+          f"report in {os.path.join(out, 'index.html')}")
+    for run in results.runs():
+        env = results.machines[run["machine"]].environment
+        print(f"run {', '.join(run['run_ids']) or '?'}: machine {run['machine']} ({env.get('host')}, JAX "
+              f"{env.get('jax')}), started {fmt_time(run['start'])}, {fmt_duration(run['duration_s'])}")
     counts = results.counts()
-    width = max([len(r) for r in results.runners] + [6])
-    for rn in results.runners:
-        c = counts[rn]
-        print(f"  {rn:<{width}}  " + ", ".join(f"{o} {c[o]}" for o in OUTCOMES if c.get(o)))
-    for rn in results.runners:
-        big = [r for r in results.largest_divergences(len(results.records)) if r["runner"] == rn][:3]
+    columns = results.column_ids
+    width = max([len(c) for c in columns] + [6])
+    for col in columns:
+        c = counts[col]
+        print(f"  {col:<{width}}  " + ", ".join(f"{o} {c[o]}" for o in OUTCOMES if c.get(o)))
+    explained = [r for r in results.records if r["outcome"] == "known-divergence" and r.get("raw_outcome")]
+    if explained:
+        print("timeouts and crashes explained by known divergences:")
+        for r in explained:
+            print(f"    {r['case']} on {r['column']}: {r['raw_outcome']} "
+                  f"({(r.get('known_divergence') or {}).get('id')})")
+    for col in columns:
+        big = [r for r in results.largest_divergences(len(results.records)) if r["column"] == col][:3]
         if big:
-            print(f"largest divergences on {rn}:")
+            print(f"largest divergences on {col}:")
         for r in big:
             extra = f" ({(r.get('known_divergence') or {}).get('id')})" if r["outcome"] == "known-divergence" else ""
             div = (r.get("first_divergent_eqn") or {}).get("primitive")
-            print(f"    {r['case']}: {r['outcome']}{extra}, max ulp {r.get('max_ulp')}, "
-                  f"max abs err {r.get('max_abs_err')}" + (f", first divergent eqn: {div}" if div else ""))
-    allowed = {}
+            print(f"    {r['case']}: {r['outcome']}{extra}, {error_measure(r)}"
+                  + (f", first divergent eqn: {div}" if div else ""))
+    allowed: dict = {}
     for r in results.records:
         if r["outcome"] == "pass-with-allowance":
-            allowed[(r["runner"], r.get("allowance"))] = allowed.get((r["runner"], r.get("allowance")), 0) + 1
+            allowed[(r["column"], r.get("allowance"))] = allowed.get((r["column"], r.get("allowance")), 0) + 1
     if allowed:
-        print("allowances: " + "; ".join(f"{rn} {a} x{n}" for (rn, a), n in sorted(allowed.items())))
-    if history and history.get("has_previous"):
-        print("since the previous run: " + ", ".join(f"{k.replace('_', ' ')} {len(history[k])}"
-                                                     for k in ("new_failures", "fixed", "changed", "new_cases")))
+        print("allowances: " + "; ".join(f"{col} {a} x{n}" for (col, a), n in sorted(allowed.items())))
+    if history is not None:
+        for line in history_lines(history, limit=10):
+            print(line)
 
 
 def cmd_report(args) -> int:
@@ -125,10 +141,48 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _inputs_at(inputs, out_shape, index) -> list[str]:
+    """Each input's value at an output index, where the input broadcasts to the output's shape
+    (elementwise programs); otherwise why there is no such value."""
+    import numpy as np
+    from conformance.checks import _show
+    lines = []
+    for i, a in enumerate(inputs):
+        a = np.asarray(a)
+        try:
+            at = np.broadcast_to(a, out_shape)[tuple(index)]
+        except (ValueError, IndexError):
+            lines.append(f"  arg{i}: {a.dtype}{list(a.shape)} does not broadcast to the output's shape "
+                         f"{list(out_shape)}: no element corresponds")
+            continue
+        lines.append(f"  arg{i}{list(index)} = {_show(at)}")
+    return lines
+
+
+def _print_first_mismatch(case, seed: int, rec: dict) -> None:
+    """The first mismatching element: both outputs and the inputs at the same index."""
+    import jax
+    fm = rec.get("first_mismatch")
+    if not fm or fm.get("index") is None:
+        return
+    inputs = case.make_inputs(seed)
+    with case.context():
+        shapes = [s.shape for s in jax.tree_util.tree_leaves(jax.eval_shape(case.reference_program(), *inputs))]
+    out = fm.get("output", 0)
+    print(f"first mismatch: output {out} at index {fm['index']}")
+    print(f"  reference: {fm.get('reference')}")
+    print(f"  backend:   {fm.get('backend')}")
+    if out < len(shapes):
+        print("inputs at that index:")
+        for line in _inputs_at(inputs, shapes[out], fm["index"]):
+            print(line)
+
+
 def cmd_repro(args) -> int:
     import numpy as np
     from conformance.cases import get
     from conformance.execute import run_case
+    case = get(args.case)
     if args.isolated:
         from hardware_runners.isolation import Worker, run_isolated
         w = Worker()
@@ -137,7 +191,6 @@ def cmd_repro(args) -> int:
         finally:
             w.close()
     else:
-        case = get(args.case)
         inputs = case.make_inputs(args.seed)
         print(f"case {case.id} (seed {args.seed}); inputs:")
         with np.printoptions(threshold=50, edgeitems=3):
@@ -148,7 +201,9 @@ def cmd_repro(args) -> int:
             with case.context():
                 print(jax.make_jaxpr(case.program())(*inputs))
         rec = run_case(case, args.runner, args.seed)
-    print(json.dumps(rec, indent=1, default=str))
+    from reports.schema import dumps
+    print(dumps(rec, indent=1))
+    _print_first_mismatch(case, args.seed, rec)
     return 0 if rec["outcome"] not in ("fail", "crash", "timeout") else 1
 
 
@@ -263,7 +318,15 @@ def main(argv=None) -> int:
     cv.add_argument("--profile", default="quick", choices=("quick", "nightly"))
     cv.set_defaults(func=cmd_coverage)
     args = p.parse_args(argv)
-    return args.func(args)
+    try:
+        rc = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed the pipe (`jax-conformance list | head`): what it read is all it wanted.
+        # Point stdout at /dev/null so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return rc
 
 
 if __name__ == "__main__":

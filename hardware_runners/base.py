@@ -145,6 +145,19 @@ class GpuInterpret(PallasRunner):
     def __init__(self):
         super().__init__("pallas:gpu-interpret", ("mosaic-gpu",), None)
 
+    def available(self):
+        # Whether this JAX has the mode comes first: importing Mosaic GPU can fail for another reason
+        # (JAX 0.10.2 without absl) that would hide it. jax.experimental.pallas.mosaic_gpu exports
+        # InterpretGPUParams from JAX 0.11 on (0.10.2 has it only in jax._src).
+        import importlib.util
+        import jax
+        spec = importlib.util.find_spec("jax.experimental.pallas.mosaic_gpu")
+        source = open(spec.origin, encoding="utf-8").read() if spec and spec.origin else ""
+        if not any(name in source for name in ("InterpretGPUParams", "InterpretParams")):
+            return False, (f"JAX {jax.__version__} has no Mosaic GPU interpret mode "
+                           "(jax.experimental.pallas.mosaic_gpu exports no InterpretGPUParams)")
+        return super().available()
+
     def interpret_param(self):
         from jax.experimental.pallas import mosaic_gpu as plgpu
         params = getattr(plgpu, "InterpretGPUParams", None) or getattr(plgpu, "InterpretParams", None)
