@@ -560,7 +560,7 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
                      f"<td>{sum(c.values())}</td>" + "".join(f"<td>{c.get(o, 0)}</td>" for o in OUTCOMES) + "</tr>")
     parts.append("</table></section>")
     # Family x column matrix: every cell links to its group in the details.
-    parts.append('<section><h2>Family &times; column</h2><table id="matrix"><tr><th class="l">family</th>'
+    parts.append('<section id="families"><h2>Family &times; column</h2><table id="matrix"><tr><th class="l">family</th>'
                  + "".join(_column_header(results, col) for col in columns) + "</tr>")
     for fam in fams:
         cells = []
