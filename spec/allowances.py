@@ -49,7 +49,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
         "subnormals. f16 keeps its subnormals on CPU.",
         ("openxla/xla xla/tsl/platform/denormal.h ScopedFlushDenormal, used by the CPU runtime",
          "jax-ml/jax#26658 (f64 denormal add on CPU)", "jax-ml/jax#37762 (log/sqrt of subnormals on CPU)",
-         "research/numerics.md: x+x of 1e-40 is 0 on XLA:CPU, nextafter(0,1) is kept"),
+         "docs/numerics.md: x+x of 1e-40 is 0 on XLA:CPU, nextafter(0,1) is kept"),
         variant={"flush": True}),
     Allowance(
         "fma-contraction",

@@ -436,7 +436,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(blocked_iota/compute_scalar_offset use total_shape[0..1] as strides)",
         "The shipped Pallas TPU threefry kernel (plthreefry_random_bits) equals partitionable "
         "jax.random.bits only for rank <= 2: for rank >= 3 its counters use the wrong strides. "
-        "Found by this suite (research/prng.md; verified for (2,5,7) and (3,4,300)).",
+        "Found by this suite (docs/prng.md; verified for (2,5,7) and (3,4,300)).",
         runners=("pallas:*",), primitives=("threefry2x32",),
         match=lambda f: f.case_id.startswith("pallas/claims/tpu_threefry")
         and all(np.ndim(f.reference[i]) >= 3 for i in f.failing_outputs)),
@@ -492,7 +492,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         match=lambda f: f.case_id.startswith("pallas/triton_atomics_") and set(f.failing_outputs) <= {0, 2}
         and len(np.unique(f.reference[1])) < np.size(f.reference[1])),
     Divergence(
-        "pallas-triton-maxnum", "research/numerics.md (Pallas Triton lowers max/min to maxnumf)",
+        "pallas-triton-maxnum", "jax/_src/pallas/triton/lowering.py (lax.max_p/min_p lower to arith maxnumf/minnumf)",
         "Pallas Triton lowers max/min to maxnum/minnum, which drop NaN instead of propagating it.",
         runners=("pallas:triton",), primitives=("max", "min")),
     Divergence(

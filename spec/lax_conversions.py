@@ -14,7 +14,7 @@ XLA_OPS = "https://openxla.org/xla/operation_semantics"
 STABLEHLO = "https://openxla.org/stablehlo/spec"
 EMITTER = "xla/service/elemental_ir_emitter.cc"
 JAX_LAX = "jax/_src/lax/lax.py"
-NUMERICS = "research/numerics.md (XLA:CPU observations)"
+NUMERICS = "docs/numerics.md (XLA:CPU observations)"
 
 SEMANTICS = table(
     Semantics(

@@ -13,7 +13,7 @@ XLA_OPS = "https://openxla.org/xla/operation_semantics"
 STABLEHLO = "https://openxla.org/stablehlo/spec"
 EMITTER = "xla/service/elemental_ir_emitter.cc"
 JAX_LAX = "jax/_src/lax/lax.py"
-NUMERICS = "research/numerics.md (XLA:CPU observations)"
+NUMERICS = "docs/numerics.md (XLA:CPU observations)"
 
 _ROUND = ("float16/float32/float64: IEEE-754 operation in the type (NumPy); bfloat16, float8_*, "
           "float4_e2m1fn: exact operands in float64, the result rounded once to nearest even with "

@@ -14,7 +14,7 @@ SEMANTICS = table(
                "reference gives the stable order (coverage: partial)",
                "bool: False < True; integers: numeric order"),
               (JAX_LAX + " _sort_lt_comparator, _canonicalize_float_for_sort",
-               "research/numerics.md: XLA:CPU sort gives -inf,-0,0,1,nan"), EXACT),
+               "docs/numerics.md: XLA:CPU sort gives -inf,-0,0,1,nan"), EXACT),
     Semantics("top_k", "The k largest elements along `axis` (newest JAX; last axis before), descending, with indices (int32).",
               ("floats compare in IEEE total order without canonicalisation (XLA TopK): "
                "+NaN > +inf > ... > +0.0 > -0.0 > ... > -inf > -NaN",

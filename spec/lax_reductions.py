@@ -97,7 +97,7 @@ SEMANTICS = table(
               ("any NaN in the slice gives NaN", "max(-0.0, +0.0) = +0.0",
                "empty slice: -inf (lowest integer, False)",
                ) + _COMPLEX_EXTREMUM,
-              (XLA_OPS + "#reduce", "research/numerics.md (XLA:CPU max/min)",
+              (XLA_OPS + "#reduce", "docs/numerics.md (XLA:CPU max/min)",
                "jax/_src/interpreters/mlir.py _minmax_hlo", JAX_LAX + " _get_max_identity"), EXACT),
     Semantics("reduce_min", "Minimum over `axes` (XLA min: NaN propagates, -0.0 < +0.0).",
               ("any NaN in the slice gives NaN", "min(-0.0, +0.0) = -0.0", "empty slice: +inf / highest")
@@ -113,7 +113,7 @@ SEMANTICS = table(
               (XLA_OPS + "#reduce", STABLEHLO + "#reduce"), EXACT),
     Semantics("argmax", "Index of the maximum along one axis.",
               ("NaN is the maximum: the first NaN's index", "ties (including -0.0 vs +0.0): lowest index",
-               "result in index_dtype"), (JAX_LAX + " _compute_argminmax", "research/numerics.md"), EXACT),
+               "result in index_dtype"), (JAX_LAX + " _compute_argminmax", "docs/numerics.md"), EXACT),
     Semantics("argmin", "Index of the minimum along one axis.",
               ("NaN is the minimum: the first NaN's index", "ties (including -0.0 vs +0.0): lowest index"),
               (JAX_LAX + " _compute_argminmax",), EXACT),

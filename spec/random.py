@@ -11,7 +11,7 @@ Sources (the installed JAX is the ground truth for its version; both ends of the
   * xla/service/rng_bit_generator_expander.cc (state layouts, RNG_DEFAULT)
   * Random123 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) and its
     tests/kat_vectors (spec/kat/random123_kat_vectors.txt)
-  * ../shared/research/prng.md (these algorithms as read from the sources, verified on XLA:CPU)
+  * docs/prng.md (these algorithms as read from the sources, verified on XLA:CPU)
 """
 from __future__ import annotations
 

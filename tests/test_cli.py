@@ -134,3 +134,21 @@ def test_run_says_bringing_up_nodes_once(tmp_path, monkeypatch):
     cli.main(["run", "--runners", "reference", "--out", str(tmp_path / "out"), "-n", "2"])
     assert "1 passed" in seen["out"], seen["out"]
     assert seen["out"].count("bringing up nodes") <= 1, seen["out"]
+
+
+def test_the_repository_stands_alone():
+    """A clone has only its own files: nothing in the tree may point to the workspace beside it (cite
+    the primary source, or the project's own docs/)."""
+    offenders = []
+    for root, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+        for name in files:
+            if not name.endswith((".py", ".md", ".txt", ".toml", ".json", ".cfg", ".ini", ".yml", ".yaml")) \
+                    and name != "Makefile":
+                continue
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    if re.search(r"\.\./shared|(?<![\w/])research/\w+\.md", line):
+                        offenders.append(f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()}")
+    assert offenders == [], "\n".join(offenders)
