@@ -73,7 +73,7 @@ def error_measure(r: dict) -> str:
     if r.get("max_abs_err") is not None:
         parts.append(f"max abs err {fmt_number(r['max_abs_err'])}")
     n = r.get("mismatches") or 0
-    head = f"{n} element{'s' if n != 1 else ''} differ" if n else "no element differs"
+    head = f"{n} element{'s differ' if n != 1 else ' differs'}" if n else "no element differs"
     return head + (f" ({', '.join(parts)})" if parts else "")
 
 
@@ -272,8 +272,10 @@ def history_lines(history: dict, limit: int = 30) -> list[str]:
     for key in HISTORY_KEYS:
         items = history.get(key) or []
         for it in items[:limit]:
+            ulp = (f" (max ulp {fmt_number(it.get('max_ulp_before'))} -> {fmt_number(it.get('max_ulp'))})"
+                   if key == "changed" and it.get("max_ulp_before") != it.get("max_ulp") else "")
             out.append(f"  {key.replace('_', ' ')}: {it['case']} on {it['column']}: "
-                       f"{it.get('before') or '(none)'} -> {it.get('outcome') or '(removed)'}")
+                       f"{it.get('before') or '(none)'} -> {it.get('outcome') or '(removed)'}{ulp}")
         if len(items) > limit:
             out.append(f"  ... {len(items) - limit} more {key.replace('_', ' ')}")
     return out
@@ -400,7 +402,7 @@ def _trend_svg(points: list[dict], title: str) -> str:
     ``points``: [{"run_id", "timestamp", "counts": {series: n}}] oldest first."""
     left, right, base, height = 44, 110, 120, 100
     n = len(points)
-    w = left + max(1, n - 1) * 60 + right
+    w = max(left + max(1, n - 1) * 60 + right, 6 * len(title) + 10)
     top = max([max(p["counts"].values() or [0]) for p in points] + [1])
     step = 10 ** max(0, len(str(top)) - 1)
     top = -(-top // step) * step
@@ -417,9 +419,9 @@ def _trend_svg(points: list[dict], title: str) -> str:
         parts.append(f'<text x="{left - 4}" y="{y(v) + 3:.1f}" font-size="9" text-anchor="end">{v:g}</text>'
                      f'<line x1="{left}" y1="{y(v):.1f}" x2="{w - right + 20}" y2="{y(v):.1f}" stroke="#eee"/>')
     for i, p in enumerate(points):
-        parts.append(f'<text x="{x(i)}" y="{base + 12}" font-size="9" text-anchor="middle">'
-                     f'{time.strftime("%m-%d %H:%M", time.gmtime(p["timestamp"])) if p.get("timestamp") else i + 1}'
-                     f'</text>')
+        when = time.strftime("%m-%d %H:%M", time.gmtime(p["timestamp"])) if p.get("timestamp") else ""
+        parts.append(f'<text x="{x(i)}" y="{base + 11}" font-size="9" text-anchor="middle">#{i + 1}</text>'
+                     f'<text x="{x(i)}" y="{base + 20}" font-size="8" text-anchor="middle">{when}</text>')
     for k, (series, color) in enumerate(SERIES_COLORS.items()):
         pts = [(x(i), y(p["counts"].get(series, 0)), p) for i, p in enumerate(points)]
         if n > 1:
@@ -432,7 +434,7 @@ def _trend_svg(points: list[dict], title: str) -> str:
         parts.append(f'<rect x="{w - right + 30}" y="{base - height + k * 14}" width="10" height="10" fill="{color}"/>'
                      f'<text x="{w - right + 44}" y="{base - height + 9 + k * 14}" font-size="10">{series} '
                      f'{points[-1]["counts"].get(series, 0)}</text>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="trend" width="{w}" height="{base + 20}" role="img">'
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="trend" width="{w}" height="{base + 24}" role="img">'
             f'<title>{html.escape(title)}</title><text x="0" y="10" font-size="10">{html.escape(title)}</text>'
             f'{"".join(parts)}</svg>')
 
@@ -505,21 +507,27 @@ def _primitive_cell(recs: list[dict]) -> str:
 
 
 def _history_html(history: dict) -> str:
+    """The counts of each kind of change first (each a link to its list), then the lists, collapsed
+    except a short list of new failures."""
     e = html.escape
     if not history.get("has_previous"):
         return "<p>First run in this history database: the next run will list what changed.</p>"
-    items = []
+    counts = " &middot; ".join(f'<a href="#hist-{key}">{key.replace("_", " ")} {len(history.get(key) or [])}</a>'
+                               for key in HISTORY_KEYS)
+    lists = []
     for key in HISTORY_KEYS:
         lst = history.get(key) or []
         lis = "".join(f"<li><code>{e(it['case'])}</code> on <code>{e(it['column'])}</code>: "
                       f"{e(str(it.get('before') or '(none)'))} &rarr; {e(str(it.get('outcome') or '(removed)'))}"
                       + (f" (max ulp {e(fmt_number(it.get('max_ulp_before')))} &rarr; {e(fmt_number(it.get('max_ulp')))})"
                          if key == "changed" and it.get("max_ulp_before") != it.get("max_ulp") else "")
-                      + "</li>" for it in lst[:200])
-        more = f"<li>... {len(lst) - 200} more in results.json</li>" if len(lst) > 200 else ""
-        items.append(f'<li id="hist-{key}"><b>{key.replace("_", " ")}: {len(lst)}</b><ul>{lis}{more}</ul></li>')
+                      + "</li>" for it in lst[:500])
+        more = f"<li>... {len(lst) - 500} more in results.json</li>" if len(lst) > 500 else ""
+        opened = " open" if key == "new_failures" and 0 < len(lst) <= 50 else ""
+        lists.append(f'<details id="hist-{key}"{opened}><summary>{key.replace("_", " ")}: {len(lst)}</summary>'
+                     f'<ul class="changes">{lis}{more}</ul></details>')
     return (f"<p>Run <code>{e(str(history.get('run')))}</code> against the previous run "
-            f"<code>{e(str(history.get('previous_run')))}</code>:</p><ul class=\"changes\">{''.join(items)}</ul>")
+            f"<code>{e(str(history.get('previous_run')))}</code>: <b>{counts}</b></p>{''.join(lists)}")
 
 
 def write_html(results: Results, path: str, history: dict | None = None) -> str:
@@ -547,9 +555,12 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
     if history is not None:
         parts.append(f'<section id="changes"><h2>Since the previous run</h2>{_history_html(history)}</section>')
         if history.get("trend"):
-            parts.append('<section id="trend"><h2>Trend per column</h2>')
-            for col in sorted(history["trend"], key=lambda c: (c not in columns, c)):
-                parts.append(_trend_svg(history["trend"][col], f"{col}: counts per run"))
+            parts.append('<section id="trend"><h2>Trend per column</h2><p>Pass, allowance, known divergence and '
+                         'fail (with crash and timeout) counts of each column in every recorded run (#1 the oldest; '
+                         'a column missing from this run comes last).</p>')
+            order = {c: i for i, c in enumerate(columns)}
+            for col in sorted(history["trend"], key=lambda c: (order.get(c, len(order)), c)):
+                parts.append(_trend_svg(history["trend"][col], col))
             parts.append("</section>")
     # Per-column totals.
     parts.append('<section id="columns"><h2>Columns (runner @ device, JAX version)</h2><table>'
