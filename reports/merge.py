@@ -184,23 +184,26 @@ def merge(paths: Iterable[str]) -> Results:
     files = expand_paths(paths)
     envs: list[dict] = []
     by_worker: dict[tuple, dict] = {}
-    pending: list[tuple[dict, dict | None]] = []       # (record, its file's environment)
+    pending: list[tuple[dict, dict]] = []       # (record, its file's environments by (run id, worker))
     for path in files:
-        file_env = None
+        file_envs: dict = {}
         file_records = []
         for rec in read_jsonl(path):
             if rec.get("type") == "environment":
                 envs.append(rec)
                 by_worker[(rec.get("run_id"), rec.get("worker"))] = rec
-                file_env = file_env or rec
+                file_envs.setdefault((rec.get("run_id"), rec.get("worker")), rec)
             elif rec.get("type") == "result":
                 file_records.append(rec)
-        pending += [(rec, file_env) for rec in file_records]
+        pending += [(rec, file_envs) for rec in file_records]
 
     machines: dict[str, Machine] = {}
     latest: dict[tuple, dict] = {}
-    for rec, file_env in pending:
-        env_rec = by_worker.get((rec.get("run_id"), rec.get("worker"))) or file_env or {}
+    for rec, file_envs in pending:
+        # Its worker's environment in the same file (runs without a run id can share worker names),
+        # else in any file (a shard split from its environment), else the file's first environment.
+        worker = (rec.get("run_id"), rec.get("worker"))
+        env_rec = (file_envs.get(worker) or by_worker.get(worker) or next(iter(file_envs.values()), None) or {})
         env = env_rec.get("environment") or {}
         if not env and rec.get("jax_version"):
             env = {"jax": rec["jax_version"]}

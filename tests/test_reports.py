@@ -8,6 +8,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -19,7 +20,9 @@ from reports.schema import SCHEMA_VERSION, JsonlWriter, new_record, read_jsonl, 
 
 
 def rec(case, runner, outcome, ts=1.0, **kw):
-    r = new_record(case=case, runner=runner, outcome=outcome, seed=0, family=case.split("/")[0],
+    # Worker gw0 and no run id, as `pytest -n 1 --pyargs conformance` writes them: every file's
+    # worker has the same name, so a record's environment is its own file's.
+    r = new_record(case=case, runner=runner, outcome=outcome, seed=0, family=case.split("/")[0], worker="gw0",
                    reproducer=f"jax-conformance repro {case} --runner {runner} --seed 0", timestamp=ts)
     r.update(kw)
     return r
@@ -318,6 +321,13 @@ def test_html_report_in_headless_chromium(tmp_path):
     assert "xla:cuda@H100" in matrix and "xla:cpu@vm" in matrix
     assert dom.count('class="rec"') == sum(r["outcome"] != "pass" for r in res.records)
     assert "new cases: " + str(sum(1 for p in RECORDED[1:] for _ in _result_lines(p))) in dom
+    # Each machine's run: its id, start and duration (from the records' own timestamps).
+    for p in RECORDED:
+        lines = _result_lines(p)
+        run_id = lines[0]["run_id"]
+        start = min(r["timestamp"] - (r.get("total_s") or r.get("duration_s") or 0) for r in lines)
+        assert run_id in dom and time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(start)) in dom
+    assert dom.count(">cases (log)</text>") == dom.count('class="hist"')      # every histogram has a y axis
     # A screenshot proves it renders (non-empty PNG).
     png = tmp_path / "shot.png"
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
