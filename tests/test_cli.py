@@ -73,7 +73,8 @@ def test_printed_reproducer_runs_and_shows_inputs_at_the_first_mismatch(capsys):
     argv = shlex.split(f"jax-conformance repro {case} --runner xla:cpu --seed 0")
     cli.main(argv[1:])
     out = capsys.readouterr().out
-    rec = json.loads(out[out.index("\n{\n") + 1: out.index("\n}\n") + 2])
+    start = out.index("\n{\n") + 1
+    rec = json.loads(out[start: out.index("\n}\n", start) + 2])
     assert shlex.split(rec["reproducer"]) == argv
     fm = rec["first_mismatch"]
     if fm is None:

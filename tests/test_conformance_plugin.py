@@ -79,9 +79,10 @@ def test_cli_run_report_list_devices_repro(tmp_path, capsys):
     timing = json.load(open(out / "timing.json"))     # the run's cost: wall and CPU of pytest + workers
     assert timing["profile"] == "quick" and timing["cpu_s"] > 1.0 and timing["wall_s"] > 0
     assert "s CPU" in proc.stdout
-    # report merges result files into a fresh report; the history now has a previous run.
+    # report merges result files into a fresh report; the same run reported again replaces itself in
+    # the history (no run counted twice), so there is still no previous run.
     assert main(["report", str(out / "results"), "--out", str(tmp_path / "r2"), "--history", str(db)]) == 0
-    assert "since the previous run: new failures 0, fixed 0, changed 0, new cases 0" in capsys.readouterr().out
+    assert "First run in this history database." in capsys.readouterr().out
     assert json.load(open(tmp_path / "r2" / "results.json"))["results"]
     assert main(["list", "--family", "pallas"]) == 0
     assert "pallas/tpu_prng/random_bits\tpallas" in capsys.readouterr().out
@@ -224,7 +225,8 @@ def test_nightly_search_through_the_plugin_reproducer_and_determinism(tmp_path, 
     capsys.readouterr()
     assert main(rec["reproducer"].split()[1:]) == 1
     text = capsys.readouterr().out
-    again = json.loads(text[text.index('\n{\n "schema"') + 1:])
+    start = text.index('\n{\n "schema"') + 1
+    again = json.loads(text[start: text.index("\n}\n", start) + 2])   # the record; then the first mismatch
     assert again["outcome"] == "fail" and again["seed"] == seed
     assert again["first_mismatch"] == rec["first_mismatch"] and again["mismatches"] == rec["mismatches"]
     # Same records from two xdist workers and another hash seed; then the nightly profile's defaults.
