@@ -645,7 +645,10 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
         cols = [c for c in columns if results.columns[c].machine == mid]
         rows = "".join(f'<tr><th class="l">{e(str(k))}</th><td class="l"><code>{e(str(v))}</code></td></tr>'
                        for k, v in mach.environment.items())
-        parts.append(f'<div id="{anchor("env", mid)}"><h3>Machine {e(mid)}</h3><p>Columns: '
+        env = mach.environment
+        kinds = ", ".join(f"{n} x {k}" for k, n in (env.get("devices") or {}).items())
+        parts.append(f'<div id="{anchor("env", mid)}"><h3>Machine {e(mid)}: host {e(str(env.get("host")))}, '
+                     f'{e(kinds or "devices not recorded")}, JAX {e(str(env.get("jax")))}</h3><p>Columns: '
                      f'{e(", ".join(cols))}; runs {e(", ".join(mach.run_ids))}; workers {e(", ".join(mach.workers))}'
                      f"</p><table>{rows}</table></div>")
     parts.append("</section>")
