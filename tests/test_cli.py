@@ -117,24 +117,26 @@ def test_report_console_summary_shows_explained_timeouts_and_changes(tmp_path, c
     assert "max ulp None" not in out
 
 
-def test_run_says_bringing_up_nodes_once(tmp_path, monkeypatch):
-    """xdist's status line under `run`'s -q printed "bringing up nodes..." twice: run the command
-    `run` builds (with its options) on a one-test directory and count."""
+def test_run_says_bringing_up_nodes_once(tmp_path, monkeypatch, capfd):
+    """xdist's status line under `run`'s -q printed "bringing up nodes..." twice: run the pytest
+    command `run` builds (with all its options) on a one-test directory instead of the suite, and count."""
     pytest.importorskip("xdist")
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "test_one.py").write_text("def test_one():\n    pass\n")
-    seen = {}
+    package = os.path.dirname(cli.__file__)
 
-    def call(cmd, env=None):
-        cmd = [str(suite) if c == os.path.dirname(cli.__file__) else c for c in cmd]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        seen["out"] = done.stdout + done.stderr
-        return done.returncode
-    monkeypatch.setattr(cli.subprocess, "call", call)
+    class OnTheOneTest(subprocess.Popen):      # every way of starting a process goes through Popen
+        def __init__(self, args, *a, **kw):
+            if isinstance(args, (list, tuple)):
+                args = [str(suite) if str(c) == package else c for c in args]
+            super().__init__(args, *a, **kw)
+    monkeypatch.setattr(subprocess, "Popen", OnTheOneTest)
     cli.main(["run", "--runners", "reference", "--out", str(tmp_path / "out"), "-n", "2"])
-    assert "1 passed" in seen["out"], seen["out"]
-    assert seen["out"].count("bringing up nodes") <= 1, seen["out"]
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert "1 passed" in text, text[-3000:]
+    assert text.count("bringing up nodes") <= 1, text[-3000:]
 
 
 def test_the_repository_stands_alone():
