@@ -58,14 +58,15 @@ def _needs(shape) -> frozenset:
 
 def _collectives(shape, names):
     """One program per mesh: every collective over all the mesh's axes on a (n*4, 8) input split
-    over them along dimension 0."""
+    over them along dimension 0. pmax/pmin take integers: XLA:CPU's float all-reduce max drops
+    NaN where lax.max propagates it (spec/spmd.py pmax)."""
     n = math.prod(shape)
     axes = tuple(names)
 
     def body(xf, xi):
         ring = [(j, (j + 1) % n) for j in range(n)]
         partial_perm = [(j, j + 1) for j in range(0, n - 1, 2)]   # odd devices receive, even get zeros
-        return (lax.psum(xf, axes), lax.psum(xi, axes), lax.pmax(xf, axes), lax.pmin(xi, axes),
+        return (lax.psum(xf, axes), lax.psum(xi, axes), lax.pmax(xi, axes), lax.pmin(xi, axes),
                 lax.all_gather(xi, axes, tiled=True), lax.all_gather(xi, axes, axis=1),
                 lax.ppermute(xf, axes, ring), lax.ppermute(xi, axes, partial_perm),
                 lax.psum_scatter(xf, axes, scatter_dimension=1, tiled=True),

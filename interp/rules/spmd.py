@@ -189,7 +189,7 @@ def _reduction(kind: str):
     return rule
 
 
-register("psum", "psum_invariant", "unreduced_psum", "psum_invariant_start",
+register("psum", "psum_invariant", "unreduced_psum", "psum_start", "psum_invariant_start",
          "unreduced_psum_start")(_reduction("sum"))
 register("pmax", "unreduced_pmax")(_reduction("max"))
 register("pmin", "unreduced_pmin")(_reduction("min"))
