@@ -239,6 +239,31 @@ def test_axis_index_row_major_in_the_given_order():
     np.testing.assert_array_equal(got, [[0, 2, 4, 6], [1, 3, 5, 7]])
 
 
+def _await(t):
+    """Complete an async collective's future (JAX 0.10: a Future object; later: the tracer's aval)."""
+    if hasattr(t, "done_fun"):
+        return t.done()
+    return t.aval.done_fun(t) if hasattr(t.aval, "done_fun") else t
+
+
+@pytest.mark.parametrize("start", ["all_gather_start", "psum_start", "psum_scatter_start", "ppermute_start",
+                                   "all_to_all_start"])
+def test_async_start_done_pairs(start):
+    import jax._src.lax.parallel as parallel
+    calls = {"all_gather_start": (lambda f, a: f(a, "x", tiled=True), lambda a: lax.all_gather(a, "x", tiled=True)),
+             "psum_start": (lambda f, a: f(a, "x"), lambda a: lax.psum(a, "x")),
+             "psum_scatter_start": (lambda f, a: f(a, "x", tiled=True), lambda a: lax.psum_scatter(a, "x", tiled=True)),
+             "ppermute_start": (lambda f, a: f(a, "x", [(0, 1), (1, 2)]), lambda a: lax.ppermute(a, "x", [(0, 1), (1, 2)])),
+             "all_to_all_start": (lambda f, a: f(a, "x", 0, 0, tiled=True),
+                                  lambda a: lax.all_to_all(a, "x", 0, 0, tiled=True))}
+    if not hasattr(parallel, start):
+        pytest.skip(f"this JAX has no {start}")
+    async_call, sync = calls[start]
+    x = np.arange(32, dtype=np.float32)
+    run = lambda body: interp.interpret(smap(body, (4,), ("x",), P("x"), P("x"), check_vma=False))(x)
+    np.testing.assert_array_equal(run(lambda a: _await(async_call(getattr(parallel, start), a))), run(sync))
+
+
 # --- undefined behaviour is loud --------------------------------------------------------------------
 
 def test_collective_under_divergent_cond_is_a_deadlock():

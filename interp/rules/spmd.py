@@ -159,6 +159,11 @@ def _shared(value, n: int) -> list:
     return [value] + [value.copy() for _ in range(n - 1)]
 
 
+def _dtype(aval):
+    """The result dtype; an async start's result is a future of it."""
+    return getattr(aval, "inner_aval", aval).dtype
+
+
 # --- reductions -----------------------------------------------------------------------------------
 
 def _split_axes(axes) -> tuple[tuple, tuple]:
@@ -183,7 +188,7 @@ def _reduction(kind: str):
 
     def rule(eqn, *xs, axes, axis_index_groups=None, **params):
         named, positional = _split_axes(axes)
-        outs = [collective(eqn, named, x, reduce_one(eqn, x, positional, aval.dtype), axis_index_groups)
+        outs = [collective(eqn, named, x, reduce_one(eqn, x, positional, _dtype(aval)), axis_index_groups)
                 for x, aval in zip(xs, eqn.out_avals)]
         return outs if eqn.primitive.multiple_results else outs[0]
     return rule
@@ -239,7 +244,7 @@ register("all_gather", "all_gather_invariant", "all_gather_reduced", "all_gather
 
 
 def _reduce_scatter(eqn, x, *, scatter_dimension, axis_name, tiled, axis_index_groups=None, **params):
-    out_dtype = eqn.out_dtype
+    out_dtype = _dtype(eqn.out_aval)
 
     def combine(ops):
         stacked = np.stack([np.asarray(o) for o in ops], axis=-1)
