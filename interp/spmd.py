@@ -23,12 +23,12 @@ manual axes) into the same world, so inner bodies may use collectives over outer
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 from typing import Any, Callable, Sequence
 
 from .errors import UndefinedBehaviorError
+from .pallas.cores import CoreScheduler, _local_config
 
 
 class DeadlockError(UndefinedBehaviorError):
@@ -41,7 +41,7 @@ class CollectiveMismatchError(UndefinedBehaviorError):
 
 class Device:
     """One interpreted device: its world and its coordinates along the manual mesh axes."""
-    __slots__ = ("world", "coords", "sizes", "key", "counters", "config")
+    __slots__ = ("world", "coords", "sizes", "key", "counters")
 
     def __init__(self, world: "World", coords: dict, sizes: dict, key: tuple):
         self.world = world
@@ -76,52 +76,19 @@ class _Slot:
         self.unread = nranks
 
 
-class World:
-    """The devices of one outermost shard_map/pmap evaluation and their scheduler."""
+class World(CoreScheduler):
+    """The devices of one outermost shard_map/pmap evaluation: a core scheduler (one device runs
+    at a time, the baton passing in device order) whose devices come and go with nested
+    shard_maps, plus the rendezvous in progress."""
 
     def __init__(self):
-        self.cv = threading.Condition()
-        self.order: list[tuple] = []      # device keys, in device order (nested devices follow their parent)
-        self.current: "tuple | None" = None
-        self.waiting: dict[tuple, tuple] = {}   # key -> (ready predicate, description)
-        self.finished: set = set()
-        self.error: BaseException | None = None
+        super().__init__([], "shard_map")
         self.slots: dict[tuple, _Slot] = {}
 
-    # -- scheduling (called with self.cv held) ----------------------------------------------------
-    def _pass_baton(self, key) -> None:
-        if self.error is not None:
-            self.current = None
-            return
-        n = len(self.order)
-        i = self.order.index(key) if key in self.order else -1
-        for k in range(1, n + 1):
-            c = self.order[(i + k) % n]
-            if c in self.finished:
-                continue
-            wait = self.waiting.get(c)
-            if wait is None or wait[0]():
-                self.current = c
-                return
-        self.current = None
-        if any(c not in self.finished for c in self.order):
-            waits = "; ".join(d for _, d in self.waiting.values())
-            self.error = DeadlockError(
-                "SPMD deadlock: every unfinished device waits and no collective can complete "
-                f"({waits})")
-
-    def _wait(self, key, ready, description: str) -> None:
-        """Block device ``key`` (holding the baton) until ``ready()``; other devices run."""
-        if ready():
-            return
-        with self.cv:
-            self.waiting[key] = (ready, description)
-            self._pass_baton(key)
-            self.cv.notify_all()
-            self.cv.wait_for(lambda: self.current == key or self.error is not None)
-            del self.waiting[key]
-            if self.error is not None:
-                raise _Aborted()
+    def deadlock_error(self) -> BaseException:
+        waits = "; ".join(d for _, d in self.waiting.values())
+        return DeadlockError("SPMD deadlock: every unfinished device waits and no collective can "
+                             f"complete ({waits})")
 
     # -- devices ------------------------------------------------------------------------------------
     def run_devices(self, parent: "Device | None", devices: Sequence[Device],
@@ -129,60 +96,41 @@ class World:
         """Run ``body(device)`` for every device (in threads, one at a time); their results in
         device order. ``parent`` (a device of this world, or None at the top) waits meanwhile."""
         results: list = [None] * len(devices)
-        config = _local_config()
-        keys = [d.key for d in devices]
 
-        def main(i: int, device: Device) -> None:
-            with self.cv:
-                self.cv.wait_for(lambda: self.current == device.key or self.error is not None)
-                if self.error is not None:
-                    self.finished.add(device.key)
-                    return
-            try:
+        def on_device(i: int, device: Device):
+            def run() -> None:
                 _local.device = device
-                with contextlib.ExitStack() as stack:
-                    for state, value in config:
-                        stack.enter_context(state(value))
+                try:
                     results[i] = body(device)
-            except _Aborted:
-                pass
-            except BaseException as e:  # noqa: BLE001 - re-raised by the outermost run
-                with self.cv:
-                    if self.error is None:
-                        self.error = e
-            finally:
-                _local.device = None
-                with self.cv:
-                    self.finished.add(device.key)
-                    self._pass_baton(device.key)
-                    self.cv.notify_all()
+                finally:
+                    _local.device = None
+            return run
 
-        threads = [threading.Thread(target=main, args=(i, d), daemon=True,
-                                    name=f"spmd-{d.describe()}") for i, d in enumerate(devices)]
+        bodies = {d.key: on_device(i, d) for i, d in enumerate(devices)}
+        if parent is None:
+            self.order = list(bodies)
+            self.run(bodies)
+            return results
+        # A nested shard_map: the new devices join this world after their parent, which parks
+        # until they finish (they run on the baton it passes).
+        config = _local_config()
+        threads = [threading.Thread(target=self._main, args=(key, run, config), daemon=True,
+                                    name=f"spmd-{key}") for key, run in bodies.items()]
+        done = set(bodies)
         with self.cv:
-            at = self.order.index(parent.key) + 1 if parent is not None else len(self.order)
-            self.order[at:at] = keys
-            if parent is None:
-                self.current = keys[0]
+            at = self.order.index(parent.key) + 1
+            self.order[at:at] = list(bodies)
         for t in threads:
             t.start()
-        if parent is None:
+        try:
+            self.wait_until(parent.key, lambda: done <= self.finished,
+                            f"{parent.describe()} waits for its nested shard_map")
+        finally:
             for t in threads:
                 t.join()
-        else:
-            # The parent device parks until its devices finish: they run on the baton it passes.
-            done = set(keys)
-            try:
-                self._wait(parent.key, lambda: done <= self.finished,
-                           f"{parent.describe()} waits for its nested shard_map")
-            finally:
-                with self.cv:
-                    self.order = [k for k in self.order if k not in done]
-                    self.finished -= done
-            for t in threads:
-                t.join()
-        if self.error is not None and parent is None:
-            raise self.error
+            with self.cv:
+                self.order = [k for k in self.order if k not in done]
+                self.finished -= done
         return results
 
     # -- collectives -----------------------------------------------------------------------------
@@ -211,9 +159,9 @@ class World:
             slot.operands.clear()
         else:
             missing = nranks - len(slot.operands)
-            self._wait(device.key, lambda: slot.results is not None,
-                       f"{device.describe()} waits in {name} (#{seq} of its group) for {missing} "
-                       "more device(s)")
+            self.wait_until(device.key, lambda: slot.results is not None,
+                            f"{device.describe()} waits in {name} (#{seq} of its group) for "
+                            f"{missing} more device(s)")
         with self.cv:
             out = slot.results[rank]
             slot.unread -= 1
@@ -222,13 +170,9 @@ class World:
         return out
 
 
-class _Aborted(BaseException):
-    """Another device failed: this one stops (the world re-raises the first error)."""
-
-
-def run_spmd(axes: Sequence[tuple[str, int]], body: Callable[[Device], Any]) -> list:
+def run_spmd(axes: Sequence[tuple[str, int]], body: Callable[[Device], Any]) -> list[tuple[Device, Any]]:
     """Run ``body(device)`` once per coordinate of the mesh axes ``axes`` ((name, size), row-major
-    in that order); returns the results in that order. Inside a device, the new devices extend its
+    in that order); returns (device, its result) in that order. Inside a device, the new devices extend its
     coordinates and join its world (a nested shard_map)."""
     parent = current_device()
     world = parent.world if parent is not None else World()
@@ -237,16 +181,9 @@ def run_spmd(axes: Sequence[tuple[str, int]], body: Callable[[Device], Any]) -> 
     base_key = parent.key if parent is not None else ()
     devices = []
     for linear in range(math.prod(s for _, s in axes)):
-        coords = dict(base_coords)
-        rest = linear
+        coords, rest = {}, linear
         for name, size in reversed(axes):
             rest, coords[name] = divmod(rest, size)
         coords = {**base_coords, **{n: coords[n] for n, _ in axes}}
-        sizes = {**base_sizes, **dict(axes)}
-        devices.append(Device(world, coords, sizes, base_key + (linear,)))
-    return world.run_devices(parent, devices, body)
-
-
-def _local_config() -> list:
-    from .pallas.cores import _local_config as pallas_local_config
-    return pallas_local_config()
+        devices.append(Device(world, coords, {**base_sizes, **dict(axes)}, base_key + (linear,)))
+    return list(zip(devices, world.run_devices(parent, devices, body)))

@@ -29,14 +29,20 @@ def _reduced_axes(spec) -> frozenset:
     return frozenset(getattr(spec, "unreduced", ()) or ()) | frozenset(getattr(spec, "reduced", ()) or ())
 
 
+def _row_major(names, coords: dict, sizes: dict) -> int:
+    """The row-major index of a device's coordinates along ``names``, in that order."""
+    linear = 0
+    for n in names:
+        linear = linear * sizes[n] + coords[n]
+    return linear
+
+
 def _block(entries, coords: dict, sizes: dict, shape) -> tuple:
     """Index of this device's block of a global array of ``shape`` split as ``entries`` say."""
     index = []
     for names, dim in zip(entries, shape):
         count = math.prod(sizes[n] for n in names)
-        linear = 0
-        for n in names:
-            linear = linear * sizes[n] + coords[n]
+        linear = _row_major(names, coords, sizes)
         size = dim // count
         index.append(slice(linear * size, (linear + 1) * size))
     return tuple(index)
@@ -69,32 +75,20 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, **params):
         return plan.run(consts, local)
 
     per_device = run_spmd(axes, body)
-    devices_coords = _device_coords(axes, per_device)
-    return [_assemble(eqn, i, spec, aval, devices_coords)
-            for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
+    return [_assemble(i, spec, aval, per_device) for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
 
 
-def _device_coords(axes, per_device) -> list[tuple[dict, dict, list]]:
-    sizes = dict(axes)
-    out = []
-    for linear, outs in enumerate(per_device):
-        coords, rest = {}, linear
-        for name, size in reversed(axes):
-            rest, coords[name] = divmod(rest, size)
-        out.append((coords, sizes, outs))
-    return out
-
-
-def _assemble(eqn, i: int, spec, aval, devices) -> np.ndarray:
+def _assemble(i: int, spec, aval, per_device) -> np.ndarray:
     """The global value of output ``i``: every device's block at its place. Devices sharing a block
     (the axes ``spec`` leaves out replicate it) must hold the same bits."""
     shape = tuple(aval.shape)
     out = np.empty(shape, aval.dtype)
     entries = _spec_entries(spec, len(shape))
     seen: dict = {}
-    for coords, sizes, outs in devices:
+    for device, outs in per_device:
+        coords = device.coords
         value = np.asarray(outs[i])
-        index = _block(entries, {**coords}, sizes, shape) if shape else ()
+        index = _block(entries, coords, device.sizes, shape) if shape else ()
         key = tuple((s.start, s.stop) for s in index)
         first = seen.get(key)
         if first is None:
@@ -124,14 +118,11 @@ def _device(eqn):
 
 def _linear(eqn, device, names) -> tuple[int, int]:
     """(row-major index over ``names`` in the given order, number of such devices)."""
-    linear, size = 0, 1
     for n in names:
         if n not in device.coords:
             raise eqn.unsupported(f"axis {n!r} is not a manual axis of an enclosing shard_map/pmap "
                                   f"(bound: {tuple(device.coords)})")
-        linear = linear * device.sizes[n] + device.coords[n]
-        size *= device.sizes[n]
-    return linear, size
+    return _row_major(names, device.coords, device.sizes), math.prod(device.sizes[n] for n in names)
 
 
 def collective(eqn, axis_name, operand, combine, groups=None):
