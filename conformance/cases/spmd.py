@@ -11,7 +11,7 @@ Modes: integer and data-movement outputs EXACT; float psum / psum_scatter DOT_PR
 of participants) with bound sum|x| over the participants (spec/spmd.py: XLA leaves the all-reduce
 order to the implementation); whole programs ABS_REL with multipliers measured on XLA:CPU (8 host
 devices) against the reference, seeds 0..4, jax 0.10.2 and 0.12.0.1, times 8, as
-conformance/cases/programs.py does.
+conformance/cases/programs.py does (PROGRAMS below).
 """
 from __future__ import annotations
 
@@ -240,13 +240,15 @@ def moe_all_to_all(shape, names):
 
 
 PROGRAMS = {
-    # name: (builder, (atol, rtol) in eps units). Measured worst atol/rtol (XLA:CPU 8 host devices
-    # vs the reference, seeds 0..4): see the module docstring; budgets 8x, at least 8.
-    "data_parallel_mlp_step": (data_parallel_step, (8, 8)),
-    "tensor_parallel_matmul": (tensor_parallel_matmul, (8, 8)),
+    # name: (builder, (atol, rtol) in eps units). Measured worst |XLA:CPU - reference| /
+    # (eps max|input|) over meshes 1, 2, 8, 2x4 and seeds 0..4, on JAX 0.10.2 and 0.12.0.1 (8 host
+    # devices): data_parallel 2.0, tensor_parallel 5.0, ring_attention 0.76, pipeline 3.4,
+    # moe 1.5; atol budgets are 8x those (at least 8), rounded up.
+    "data_parallel_mlp_step": (data_parallel_step, (16, 8)),
+    "tensor_parallel_matmul": (tensor_parallel_matmul, (41, 8)),
     "ring_attention": (ring_attention, (8, 8)),
-    "pipeline": (pipeline, (8, 8)),
-    "moe_all_to_all": (moe_all_to_all, (8, 8)),
+    "pipeline": (pipeline, (28, 8)),
+    "moe_all_to_all": (moe_all_to_all, (13, 8)),
 }
 PROGRAM_MESHES = ("1", "2", "8", "2x4")
 

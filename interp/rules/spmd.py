@@ -14,7 +14,9 @@ import numpy as np
 from ..errors import UndefinedBehaviorError
 from ..registry import register
 from ..spmd import current_device, run_spmd
-from .lax_reductions import _extremum, _move_last, sum_last
+from .. import dtypes as D
+from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
+                             sum_last)
 
 
 # --- shard_map -----------------------------------------------------------------------------------
@@ -162,6 +164,46 @@ def _split_axes(axes) -> tuple[tuple, tuple]:
     return tuple(a for a in axes if not isinstance(a, int)), tuple(a for a in axes if isinstance(a, int))
 
 
+def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
+    """The correctly rounded sum over the last axis (the participants' operands).
+
+    Real floats up to float32: a float64 sum with its error carried exactly (TwoSum, Knuth TAOCP
+    vol. 2, 4.2.2), so exact cancellations and exactly representable sums (common between
+    devices: replicated partial results, zero gradients) certify at once instead of going to the
+    exact per-element tier of float_sum_last; the error terms' own float64 sum is bounded by
+    gamma_k sum|e| (Higham eq. 4.4) and its rounding into s + E by u |s + E|. Where every error
+    term is zero, s is exact (the sum of a few float32 values with near exponents often is, and
+    often falls on a float32 midpoint, which no error interval can certify): rounded once."""
+    out_dtype = np.dtype(out_dtype)
+    if not (D.is_float(out_dtype) and D.is_float(stacked.dtype) and D.bit_width(stacked.dtype) <= 32
+            and stacked.shape[-1] > 1):
+        return sum_last(eqn, stacked, out_dtype)
+    terms = stacked.astype(F64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = terms[..., 0].copy()
+        err = np.zeros_like(s)
+        err_abs = np.zeros_like(s)
+        for j in range(1, terms.shape[-1]):
+            x = terms[..., j]
+            t = s + x
+            z = t - s
+            e = (s - (t - z)) + (x - z)          # TwoSum: s + x == t + e exactly (finite values)
+            err += e
+            err_abs += np.abs(e)
+            s = t
+        finite = np.isfinite(s)          # (inf/NaN sums: s is already the exact result)
+        inexact = finite & (err_abs != 0)
+        total = np.where(inexact, s + err, s)
+        bound = np.where(inexact, sum_error_bound(err_abs, terms.shape[-1], F64) + np.abs(total) * UNIT[F64], 0.0)
+    # Where no addition rounded, s is the exact sum: one rounding (ties to even) is the answer.
+    out = round_float(total, out_dtype)
+    todo = np.flatnonzero(inexact)
+    if todo.size:
+        rows = terms.reshape(-1, terms.shape[-1])
+        out.flat[todo] = certified_round(total.flat[todo], bound.flat[todo], out_dtype, lambda i: (rows[todo[i]],))
+    return out
+
+
 def _reduction(kind: str):
     """psum/pmax/pmin over named axes (and positional ones: those reduce the operand's own
     dimensions too, in the same single rounding)."""
@@ -172,7 +214,7 @@ def _reduction(kind: str):
                                 np.asarray(o)[..., None] for o in ops], axis=-2)
             stacked = stacked.reshape(stacked.shape[:-2] + (-1,))
             if kind == "sum":
-                return _shared(sum_last(eqn, stacked, out_dtype), len(ops))
+                return _shared(participants_sum(eqn, stacked, out_dtype), len(ops))
             np_fn = np.max if kind == "max" else np.min
             return _shared(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
         return combine
@@ -239,7 +281,7 @@ def _reduce_scatter(eqn, x, *, scatter_dimension, axis_name, tiled, axis_index_g
 
     def combine(ops):
         stacked = np.stack([np.asarray(o) for o in ops], axis=-1)
-        total = sum_last(eqn, stacked, out_dtype)       # each element rounded once
+        total = participants_sum(eqn, stacked, out_dtype)       # each element rounded once
         pieces = np.split(total, len(ops), axis=scatter_dimension)
         return [np.ascontiguousarray(p if tiled else np.squeeze(p, scatter_dimension)) for p in pieces]
     return collective(eqn, axis_name, x, combine, axis_index_groups)
