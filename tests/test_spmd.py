@@ -311,3 +311,25 @@ def test_every_spmd_primitive_is_covered_and_stated():
     prims |= {"shard_map", "pvary"} | {n for n in cov if n.startswith("reduced_vary_cast")}
     for name in prims:
         assert cov.get(name, "unsupported") != "unsupported", name
+
+
+def test_participants_sum_matches_the_certified_reduce_sum():
+    # The collective's fast exact path (TwoSum) against reduce_sum's certified sum
+    # (interp/rules/lax_reductions.py float_sum_last, tested against exact arithmetic in
+    # tests/test_lax_reductions.py): midpoints, cancellations, wide exponent ranges, inf and NaN.
+    from interp.rules.lax_reductions import float_sum_last
+    from interp.rules.spmd import participants_sum
+    rng = np.random.default_rng(0)
+    mant = rng.integers(-2**24, 2**24, size=(1500, 4)).astype(np.float64)
+    x = np.ldexp(mant, rng.integers(-30, 30, size=mant.shape)).astype(np.float32)
+    x[:200] = np.float32(1.5) * rng.integers(-3, 4, size=(200, 4))          # exact sums, midpoints
+    x[500:600, 1] = -x[500:600, 0]                                            # cancellations
+    x[600:610, 2] = np.inf
+    x[610:620, 3] = np.nan
+    x[620:630, 0], x[620:630, 1] = np.inf, -np.inf
+    x[630:700] = np.ldexp(rng.integers(-2**24, 2**24, size=(70, 4)).astype(np.float64),
+                          rng.integers(-149, -120, size=(70, 4))).astype(np.float32)   # subnormals
+    for k in (2, 3, 4):
+        got = participants_sum(None, x[:, :k], np.float32)
+        want = float_sum_last(x[:, :k], np.float32)
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
