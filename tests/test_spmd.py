@@ -133,6 +133,15 @@ def _jit_of_shard_map_int(x):
     return jax.jit(f)(x)
 
 
+def _sharding_annotations(x):
+    # Placement annotations around a shard_map keep values (control_flow.py placement rules).
+    mesh = make_mesh((2, 4), ("x", "y"))
+    rows = jax.sharding.NamedSharding(mesh, P("x"))
+    y = lax.with_sharding_constraint(x * 3, rows)
+    y = smap(lambda a: lax.psum(a, "y"), (2, 4), ("x", "y"), P("x", "y"), P("x"))(y)
+    return jax.device_put(y, jax.sharding.NamedSharding(mesh, P(None, "y"))) - 1
+
+
 COMPARED = {
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
@@ -146,6 +155,7 @@ COMPARED = {
                                           lambda: [_ints((8, 4)), _ints((4, 4), seed=2)]),
     "pmap": (_pmap, lambda: [_ints((8, 3))]),
     "pmap_axes": (_pmap_axes, lambda: [_ints((3, 8), dtype=np.int32), _ints((5,), dtype=np.int32)]),
+    "sharding_annotations": (_sharding_annotations, lambda: [_ints((8, 16), dtype=np.int32)]),
     "jit_of_shard_map_int": (_jit_of_shard_map_int, lambda: [_ints((16, 8), -2**31, 2**31 - 1, dtype=np.int32)]),
 }
 

@@ -353,7 +353,7 @@ register("pvary", "preduced", "reduced_vary_cast", "reduced_vary_cast_p", "vary_
 
 # --- axis queries --------------------------------------------------------------------------------
 
-@register("axis_index", partial="Pallas core-mesh axes only inside pl.kernel / core_map kernels")
+@register("axis_index")
 def axis_index(eqn, *, axis_name):
     from ..pallas.grid import maybe_current_run
     run = maybe_current_run()
