@@ -131,8 +131,7 @@ SEMANTICS = table(
     Semantics("vary_unreduced_cast", _CAST + " (named vary_unreduced_cast_p before JAX 0.12)", (),
               (PAR + " vary_unreduced_cast_p",), EXACT),
     Semantics("vary_unreduced_cast_p", _CAST, (), (PAR,), EXACT),
-    Semantics("psend", "Refused: single-sided send (GPU-only lowering in JAX); not modelled.", (),
-              (PAR + " psend_p",), EXACT),
-    Semantics("precv", "Refused: single-sided receive (GPU-only lowering in JAX); not modelled.", (),
-              (PAR + " precv_p",), EXACT),
+    Semantics("psend", "Refused: JAX's docstring calls its semantics platform-specific (NCCL send "
+              "on GPU, the only lowering); deprecated in JAX 0.12.", (), (PAR + " psend",), EXACT),
+    Semantics("precv", "Refused: as psend (NCCL recv on GPU).", (), (PAR + " precv",), EXACT),
 )

@@ -365,7 +365,10 @@ def axis_index(eqn, *, axis_name):
     return np.int32(_linear(eqn, _device(eqn), names)[0])
 
 
-@register("psend", "precv", partial="refused: single-sided send/receive pairs are not modelled")
+_PSEND_REFUSAL = ("refused: JAX documents psend/precv semantics as platform-specific (NCCL "
+                  "send/recv on GPU, the only platform that lowers them; deprecated in JAX 0.12)")
+
+
+@register("psend", "precv", partial=_PSEND_REFUSAL)
 def psend_precv(eqn, *args, **params):
-    raise eqn.unsupported("psend/precv (single-sided send and receive, GPU-only in JAX) are not "
-                          "modelled by the reference")
+    raise eqn.unsupported(_PSEND_REFUSAL)
