@@ -142,6 +142,19 @@ def _sharding_annotations(x):
     return jax.device_put(y, jax.sharding.NamedSharding(mesh, P(None, "y"))) - 1
 
 
+def _pallas_in_shard_map(x):
+    # A Pallas kernel per device (HLO interpret mode on XLA:CPU; the reference runs any kernel).
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2 + 1
+
+    def body(a):
+        y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype), interpret=True)(a)
+        return lax.psum(y, "x")
+    return smap(body, (4,), ("x",), P("x"), P(), check_vma=False)(x)
+
+
 COMPARED = {
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
@@ -156,6 +169,7 @@ COMPARED = {
     "pmap": (_pmap, lambda: [_ints((8, 3))]),
     "pmap_axes": (_pmap_axes, lambda: [_ints((3, 8), dtype=np.int32), _ints((5,), dtype=np.int32)]),
     "sharding_annotations": (_sharding_annotations, lambda: [_ints((8, 16), dtype=np.int32)]),
+    "pallas_in_shard_map": (_pallas_in_shard_map, lambda: [_ints((32, 128), dtype=np.int32)]),
     "jit_of_shard_map_int": (_jit_of_shard_map_int, lambda: [_ints((16, 8), -2**31, 2**31 - 1, dtype=np.int32)]),
 }
 
@@ -281,6 +295,18 @@ def test_collective_under_divergent_cond_is_a_deadlock():
         return lax.cond(lax.axis_index("x") == 0, lambda v: lax.psum(v, "x"), lambda v: v, a)
     f = smap(body, (2,), ("x",), P("x"), P("x"), check_vma=False)
     with pytest.raises(DeadlockError, match=r"device\(x=0\) waits in psum"):
+        interp.interpret(f)(np.ones(2, np.float32))
+
+
+def test_while_with_device_dependent_trip_count_and_collective_deadlocks():
+    # Device x=1 runs one more psum than device 0: on hardware it waits forever.
+    def body(a):
+        def step(c):
+            i, v = c
+            return i + 1, lax.psum(v, "x")
+        return lax.while_loop(lambda c: c[0] < 1 + lax.axis_index("x"), step, (0, a))[1]
+    f = smap(body, (2,), ("x",), P("x"), P("x"), check_vma=False)
+    with pytest.raises(DeadlockError, match=r"device\(x=1\) waits in psum \(#1"):
         interp.interpret(f)(np.ones(2, np.float32))
 
 
