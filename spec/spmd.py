@@ -40,6 +40,8 @@ SHMAP = "jax/_src/shard_map.py"
 XLA = "https://openxla.org/xla/operation_semantics"
 RULES = "interp/rules/spmd.py"
 _SUM = ("exact sum of every participant's operand, rounded once (integers wrap)",
+        "an exact zero sum is +0.0 (all -0.0 operands included: XLA:CPU's all-reduce gives +0.0, "
+        "measured, as reduce_sum's +0.0 init); one participant: its operand unchanged",
         "positional (integer) axes in `axes` are reduced in the same single rounding",
         "backends: DOT_PRODUCT(K = participants) with bound sum|x_k|; XLA leaves the order unspecified")
 _CAST = "Identity on every device's value: the manual-axis type changes what JAX's checker allows."
@@ -70,12 +72,15 @@ SEMANTICS = table(
               (PAR + " unreduced_psum_start_p",), CORRECTLY_ROUNDED),
     Semantics("pmax", "Elementwise maximum over the participants, as lax.max.",
               ("NaN propagates; -0.0 < +0.0 (XLA max semantics, as reduce_max)",
-               "XLA:CPU's float all-reduce max drops NaN (measured on JAX 0.10.2, 8 host devices): "
-               "a backend divergence, not a reference choice"),
+               "XLA:CPU's float all-reduce max/min (JAX 0.10.2 and 0.12.0.1, 8 host devices, measured) "
+               "drops NaN operands and, between -0.0 and +0.0, returns the lowest-numbered device's "
+               "zero: a backend divergence from the maximum its all_reduce body names "
+               "(stablehlo.maximum propagates NaN), not a reference choice; the spmd cases take "
+               "pmax/pmin of integers"),
               (XLA + "#allreduce", PAR + " pmax_p"), EXACT),
     Semantics("unreduced_pmax", "pmax of an unreduced operand.", ("as pmax",), (PAR,), EXACT),
     Semantics("pmin", "Elementwise minimum over the participants, as lax.min.",
-              ("NaN propagates; -0.0 < +0.0",), (XLA + "#allreduce", PAR + " pmin_p"), EXACT),
+              ("NaN propagates; -0.0 < +0.0", "XLA:CPU: as pmax (NaN dropped, first device's zero)"), (XLA + "#allreduce", PAR + " pmin_p"), EXACT),
     Semantics("unreduced_pmin", "pmin of an unreduced operand.", ("as pmin",), (PAR,), EXACT),
     Semantics("ppermute", "Participant dst receives the operand of src for each (src, dst) in perm.",
               ("a participant no pair sends to gets zeros",),

@@ -155,6 +155,19 @@ def _pallas_in_shard_map(x):
     return smap(body, (4,), ("x",), P("x"), P(), check_vma=False)(x)
 
 
+def _signed_zeros(x):
+    # psum of -0.0 everywhere is +0.0 on XLA:CPU (spec/spmd.py psum). (Float pmax/pmin are not
+    # compared: XLA:CPU's all-reduce drops NaN and keeps the first device's zero, spec/spmd.py.)
+    return smap(lambda a: lax.psum(a, "x"), (8,), ("x",), P("x"), P())(x)
+
+
+def _signed_zero_inputs():
+    x = np.full((8, 3), -0.0, np.float32)
+    x[5, 1] = 0.0
+    x[0, 2] = 0.0
+    return [x]
+
+
 COMPARED = {
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
@@ -170,6 +183,7 @@ COMPARED = {
     "pmap_axes": (_pmap_axes, lambda: [_ints((3, 8), dtype=np.int32), _ints((5,), dtype=np.int32)]),
     "sharding_annotations": (_sharding_annotations, lambda: [_ints((8, 16), dtype=np.int32)]),
     "pallas_in_shard_map": (_pallas_in_shard_map, lambda: [_ints((32, 128), dtype=np.int32)]),
+    "signed_zeros": (_signed_zeros, _signed_zero_inputs),
     "jit_of_shard_map_int": (_jit_of_shard_map_int, lambda: [_ints((16, 8), -2**31, 2**31 - 1, dtype=np.int32)]),
 }
 
@@ -365,6 +379,7 @@ def test_participants_sum_matches_the_certified_reduce_sum():
     x[620:630, 0], x[620:630, 1] = np.inf, -np.inf
     x[630:700] = np.ldexp(rng.integers(-2**24, 2**24, size=(70, 4)).astype(np.float64),
                           rng.integers(-149, -120, size=(70, 4))).astype(np.float32)   # subnormals
+    x[700:710] = -0.0                                                          # exact zero: +0.0
     for k in (2, 3, 4):
         got = participants_sum(None, x[:, :k], np.float32)
         want = float_sum_last(x[:, :k], np.float32)

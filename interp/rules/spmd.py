@@ -191,6 +191,7 @@ def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
             err += e
             err_abs += np.abs(e)
             s = t
+        s += 0.0                         # an exact zero sum is +0.0 (as float_sum_last; XLA:CPU)
         finite = np.isfinite(s)          # (inf/NaN sums: s is already the exact result)
         inexact = finite & (err_abs != 0)
         total = np.where(inexact, s + err, s)
