@@ -120,6 +120,17 @@ def _two_d(shape, names):
     return fn, inputs, [exact, C.dot_product(2), exact, exact, exact, exact], bound
 
 
+def _float_extrema(shape, names):
+    """Float pmax/pmin with NaN, inf and signed zeros mixed in (XLA:CPU drops NaN here: a
+    recorded divergence, spec/divergences.py)."""
+    axes = tuple(names)
+
+    def fn(x):
+        mesh = make_mesh(shape, names)
+        return shard_map(lambda a: (lax.pmax(a, axes), lax.pmin(a, axes)), mesh, P(axes), (P(), P()))(x)
+    return fn
+
+
 # --- programs ------------------------------------------------------------------------------------
 
 def _mlp_loss(x, w1, w2, y):
@@ -268,6 +279,10 @@ def cases():
     fn, inputs, modes, bound = _two_d(shape, names)
     yield Case(id="spmd/collectives_2d_axes/mixed/2x4", fn=fn, inputs=inputs, modes=modes, dot_bound=bound,
                primitives=prims, needs=_needs(shape), tags=("spmd",))
+    shape, names = MESHES["8"]
+    yield Case(id="spmd/float_extrema/float32/8", fn=_float_extrema(shape, names),
+               inputs=lambda rng: [random_array(rng, F32, (64, 16), specials=0.25)],
+               modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
     for name, (build, tol) in PROGRAMS.items():
         for mesh_id in PROGRAM_MESHES:
             shape, names = MESHES[mesh_id]
