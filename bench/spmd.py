@@ -13,7 +13,8 @@ AbstractMesh: no real devices needed).
 
 Measured on the shared 2-core development VM (JAX 0.10.2, OPENBLAS_NUM_THREADS=1: with threaded
 OpenBLAS on a loaded machine every BLAS call costs ~60 ms of thread wake-up whatever its size,
-which hides everything else): (64, 64, 256) 7x, (256, 256, 1024) 3.2x. Small steps are
+which hides everything else): (64, 64, 256) 6.7x, (256, 256, 1024) 3.2-3.7x, (512, 512, 2048)
+2.2x (target met). Small steps are
 dominated by interpreting each equation once per device (8x the equation evaluations of one
 device); evaluating the devices' equations vectorised over the device axis is what would close
 that gap.
