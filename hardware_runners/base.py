@@ -42,7 +42,7 @@ class Runner:
     def supports(self, case: Case) -> tuple[bool, str]:
         if case.kind not in self.kinds:
             return False, f"{self.name} runs {'/'.join(self.kinds)} cases, not {case.kind}"
-        return True, ""
+        return _enough_devices(self, case)
 
     def run(self, case: Case, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
@@ -50,6 +50,20 @@ class Runner:
     def device(self):
         """The jax device the program's arithmetic runs on (for intermediates)."""
         return None
+
+
+def wanted_devices(case: Case) -> int:
+    return max([int(n.split(":", 1)[1]) for n in case.needs if n.startswith("devices:")] or [1])
+
+
+def _enough_devices(runner: Runner, case: Case) -> tuple[bool, str]:
+    """SPMD cases need "devices:N" real devices on a backend (the reference interprets them)."""
+    wanted = wanted_devices(case)
+    platform = getattr(runner, "platform", None) or "cpu"
+    if wanted > 1 and runner.name != "reference" and len(_devices(platform)) < wanted:
+        return False, (f"needs {wanted} devices; jax.devices({platform!r}) has {len(_devices(platform))} "
+                       "(xla:cpu: set XLA_FLAGS=--xla_force_host_platform_device_count=8 before JAX starts)")
+    return True, ""
 
 
 class ReferenceRunner(Runner):
@@ -77,7 +91,8 @@ class XlaRunner(Runner):
     def run(self, case, inputs):
         import jax
         dev = self.device()
-        args = [jax.device_put(a, dev) for a in inputs]
+        # (an SPMD case's program places its inputs on its own mesh)
+        args = list(inputs) if wanted_devices(case) > 1 else [jax.device_put(a, dev) for a in inputs]
         return _leaves(jax.jit(case.program())(*args))
 
 

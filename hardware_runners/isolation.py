@@ -70,6 +70,7 @@ class Worker:
 
     def __init__(self, env: dict | None = None):
         self.env = dict(os.environ if env is None else env)
+        self.env["XLA_FLAGS"] = (self.env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()  # SPMD cases (#14)
         self.proc = None
         self.starts = 0
 

@@ -80,9 +80,13 @@ class CoreScheduler:
                 return
         self.current = None
         if len(self.finished) < n:
-            waits = "; ".join(f"core {c}: {d}" for c, (_, d) in self.waiting.items())
-            self.error = RaceError(f"kernel '{self.kernel}': deadlock, every unfinished core "
-                                   f"waits and no core or DMA can signal it ({waits})")
+            self.error = self.deadlock_error()
+
+    def deadlock_error(self) -> BaseException:
+        """The error of a run where every unfinished core waits and none can go on."""
+        waits = "; ".join(f"core {c}: {d}" for c, (_, d) in self.waiting.items())
+        return RaceError(f"kernel '{self.kernel}': deadlock, every unfinished core "
+                         f"waits and no core or DMA can signal it ({waits})")
 
     def wait_until(self, core, ready, description: str) -> None:
         """Block ``core`` (the caller, holding the baton) until ``ready()``; other cores run."""

@@ -1,0 +1,81 @@
+"""Cost of interpreted devices: a data- and tensor-parallel MLP training step on a 2-D mesh of 8
+devices (2 data x 4 model) in the reference, against the same step on one device with the same
+total work (the whole batch, the whole hidden layer). Target: at most 3x (per-device bookkeeping:
+threads, the baton, rendezvous, slicing and assembling blocks, must not dominate).
+
+Per device: x (B/2, D) @ w1 (D, H/4) -> tanh -> @ w2 (H/4, D), psum over "model" (Megatron
+row-parallel), squared error; gradients of w1, w2 by jax.grad inside the body, pmean over "data";
+one SGD update. The single-device program does the same arithmetic (the same multiply-adds) on
+whole arrays; the two are not the same function (the per-shard mean and the pmean scale the
+gradients differently), so their outputs are not compared here: tests/test_spmd.py and the spmd
+conformance family compare the sharded program with XLA:CPU. The devices are interpreted (an
+AbstractMesh: no real devices needed).
+
+Measured on the shared 2-core development VM (JAX 0.10.2, OPENBLAS_NUM_THREADS=1: with threaded
+OpenBLAS on a loaded machine every BLAS call costs ~60 ms of thread wake-up whatever its size,
+which hides everything else): (64, 64, 256) 6.7x, (256, 256, 1024) 3.2-3.7x, (512, 512, 2048)
+2.2x (target met). Small steps are
+dominated by interpreting each equation once per device (8x the equation evaluations of one
+device); evaluating the devices' equations vectorised over the device axis is what would close
+that gap.
+
+    python -m bench.spmd [--quick] [--repeats N]
+"""
+from __future__ import annotations
+
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+import interp
+from bench._timing import compare
+
+TARGET = 3.0
+
+
+def _loss(x, t, w1, w2, reduce_model):
+    y = reduce_model(jnp.tanh(x @ w1) @ w2)
+    return jnp.mean((y - t) ** 2)
+
+
+def sharded_step(mesh):
+    def body(x, t, w1, w2):
+        g1, g2 = jax.grad(_loss, argnums=(2, 3))(x, t, w1, w2, lambda v: lax.psum(v, "model"))
+        g1, g2 = lax.pmean((g1, g2), "data")
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+    return jax.shard_map(body, mesh=mesh, in_specs=(P("data"), P("data"), P(None, "model"), P("model")),
+                         out_specs=(P(None, "model"), P("model")))
+
+
+def single_step(x, t, w1, w2):
+    g1, g2 = jax.grad(_loss, argnums=(2, 3))(x, t, w1, w2, lambda v: v)
+    return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+
+def main(flags=()) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(list(flags))
+    auto = (jax.sharding.AxisType.Auto,) * 2
+    mesh = jax.sharding.AbstractMesh((2, 4), ("data", "model"), axis_types=auto)
+    sizes = ((64, 64, 256),) if args.quick else ((64, 64, 256), (256, 256, 1024), (512, 512, 2048))
+    rng = np.random.default_rng(0)
+    print(f"JAX {jax.__version__}; medians of {args.repeats} alternating rounds; target <= {TARGET}x")
+    print(f"{'MLP step (B, D, H)':<28} {'8 devices':>12} {'1 device':>12} {'ratio':>8}  target")
+    for b, d, h in sizes:
+        args_ = [rng.standard_normal(s).astype(np.float32) * 0.5 for s in ((b, d), (b, d), (d, h), (h, d))]
+        f8 = interp.interpret(sharded_step(mesh))
+        f1 = interp.interpret(single_step)
+        c = compare(lambda: f8(*args_), lambda: f1(*args_), args.repeats)
+        ok = "ok" if c.ratio <= TARGET else "MISSED"
+        print(f"{str((b, d, h)):<28} {c.a * 1e3:>10.1f}ms {c.b * 1e3:>10.1f}ms {c.ratio:>7.2f}x  {ok}")
+
+
+if __name__ == "__main__":
+    import sys
+    main(sys.argv[1:])

@@ -1,0 +1,292 @@
+"""SPMD programs: shard_map collectives alone and in small parallel programs, on meshes of 1, 2, 4
+and 8 devices (1-D and 2-D). Semantics: spec/spmd.py.
+
+A case needs as many devices as its mesh has (``needs`` holds "devices:N"): the reference
+interprets them, an XLA runner needs them for real (xla:cpu gets 8 host devices from the worker's
+``--xla_force_host_platform_device_count=8``) and says backend-unsupported when it has fewer.
+The mesh is built when the program is traced: a concrete Mesh where JAX has the devices, an
+AbstractMesh (all the reference needs to trace) otherwise.
+
+Modes: integer and data-movement outputs EXACT; float psum / psum_scatter DOT_PRODUCT(K = number
+of participants) with bound sum|x| over the participants (spec/spmd.py: XLA leaves the all-reduce
+order to the implementation); whole programs ABS_REL with multipliers measured on XLA:CPU (8 host
+devices) against the reference, seeds 0..4, jax 0.10.2 and 0.12.0.1, times 8, as
+conformance/cases/programs.py does (PROGRAMS below).
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from spec import compliance as C
+
+from ..case import Case, random_array
+
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+
+# (mesh shape, axis names): 1, 2, 4 and 8 devices in one dimension, 8 in two.
+MESHES = {"1": ((1,), ("x",)), "2": ((2,), ("x",)), "4": ((4,), ("x",)), "8": ((8,), ("x",)),
+          "2x4": ((2, 4), ("x", "y"))}
+
+
+def make_mesh(shape, names):
+    """A Mesh of the first prod(shape) devices, or an AbstractMesh where JAX has fewer."""
+    n = math.prod(shape)
+    devices = jax.devices()
+    if len(devices) >= n:
+        return jax.sharding.Mesh(np.array(devices[:n]).reshape(shape), names)
+    auto = (jax.sharding.AxisType.Auto,) * len(shape)
+    return jax.sharding.AbstractMesh(tuple(shape), tuple(names), axis_types=auto)
+
+
+def shard_map(f, mesh, in_specs, out_specs, **kw):
+    return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **kw)
+
+
+def _needs(shape) -> frozenset:
+    return frozenset({f"devices:{math.prod(shape)}"})
+
+
+# --- collectives alone -------------------------------------------------------------------------
+
+def _collectives(shape, names):
+    """One program per mesh: every collective over all the mesh's axes on a (n*4, 8) input split
+    over them along dimension 0. pmax/pmin take integers: XLA:CPU's float all-reduce max drops
+    NaN where lax.max propagates it (spec/spmd.py pmax)."""
+    n = math.prod(shape)
+    axes = tuple(names)
+
+    def body(xf, xi):
+        ring = [(j, (j + 1) % n) for j in range(n)]
+        partial_perm = [(j, j + 1) for j in range(0, n - 1, 2)]   # odd devices receive, even get zeros
+        return (lax.psum(xf, axes), lax.psum(xi, axes), lax.pmax(xi, axes), lax.pmin(xi, axes),
+                lax.all_gather(xi, axes, tiled=True), lax.all_gather(xi, axes, axis=1),
+                lax.ppermute(xf, axes, ring), lax.ppermute(xi, axes, partial_perm),
+                lax.psum_scatter(xf, axes, scatter_dimension=1, tiled=True),
+                lax.all_to_all(xi, axes, 1, 1, tiled=True),
+                jnp.broadcast_to(lax.axis_index(axes), (1,)))
+
+    split = P(axes)
+    out_specs = (P(), P(), P(), P(), P(), P(), split, split, split, split, split)
+
+    def fn(xf, xi):
+        mesh = make_mesh(shape, names)
+        return shard_map(body, mesh, (split, split), out_specs, check_vma=False)(xf, xi)
+
+    def inputs(rng):
+        return [random_array(rng, F32, (n * 4, 8), specials=0.1),
+                random_array(rng, I32, (n * 4, 8))]
+
+    def bound(xf, xi):
+        blocks = np.abs(xf.astype(np.float64)).reshape(n, 4, 8)
+        total = blocks.sum(0)
+        scatter = np.concatenate([total.reshape(4, n, 8 // n)[:, j] for j in range(n)], axis=0)
+        return [total, None, None, None, None, None, None, None, scatter, None, None]
+
+    exact = C.exact("definition")
+    modes = [C.dot_product(n), exact, exact, exact, exact, exact, exact, exact, C.dot_product(n), exact, exact]
+    return fn, inputs, modes, bound
+
+
+def _two_d(shape, names):
+    """Collectives over one axis of a 2-D mesh, over both in the other order, and axis_index_groups."""
+    x_, y_ = names
+
+    def body(xi, xf):
+        return (lax.psum(xi, y_), lax.psum(xf, x_), lax.all_gather(xi, (y_, x_), tiled=True),
+                lax.ppermute(xi, y_, [(0, 3), (3, 0), (1, 2)]),
+                lax.all_to_all(xi, x_, 0, 1, tiled=True),
+                jnp.broadcast_to(lax.axis_index((y_, x_)), (1, 1)))
+
+    def fn(xi, xf):
+        mesh = make_mesh(shape, names)
+        return shard_map(body, mesh, (P(x_, y_), P(x_, y_)),
+                         (P(x_), P(None, y_), P(), P(x_, y_), P(x_, y_), P(x_, y_)), check_vma=False)(xi, xf)
+
+    def inputs(rng):
+        return [random_array(rng, I32, (8, 16)), random_array(rng, F32, (8, 16), specials=0.1)]
+
+    def bound(xi, xf):
+        return [None, np.abs(xf.astype(np.float64)).reshape(2, 4, 16).sum(0), None, None, None, None]
+
+    exact = C.exact("definition")
+    return fn, inputs, [exact, C.dot_product(2), exact, exact, exact, exact], bound
+
+
+def _float_extrema(shape, names):
+    """Float pmax/pmin with NaN, inf and signed zeros mixed in (XLA:CPU drops NaN here: a
+    recorded divergence, spec/divergences.py)."""
+    axes = tuple(names)
+
+    def fn(x):
+        mesh = make_mesh(shape, names)
+        return shard_map(lambda a: (lax.pmax(a, axes), lax.pmin(a, axes)), mesh, P(axes), (P(), P()))(x)
+    return fn
+
+
+# --- programs ------------------------------------------------------------------------------------
+
+def _mlp_loss(x, w1, w2, y):
+    h = jnp.tanh(x @ w1)
+    return jnp.mean((h @ w2 - y) ** 2)
+
+
+def data_parallel_step(shape, names):
+    """One SGD step of an MLP, the batch split over every mesh axis, gradients averaged by pmean."""
+    axes = tuple(names)
+
+    def step(x, y, w1, w2):
+        grads = jax.grad(_mlp_loss, argnums=(1, 2))(x, w1, w2, y)
+        g1, g2 = lax.pmean(grads, axes)
+        return w1 - 0.5 * g1, w2 - 0.5 * g2
+
+    def fn(x, y, w1, w2):
+        mesh = make_mesh(shape, names)
+        return shard_map(step, mesh, (P(axes), P(axes), P(), P()), (P(), P()))(x, y, w1, w2)
+    n = math.prod(shape)
+    return fn, [(4 * n, 8), (4 * n, 4), (8, 16), (16, 4)]
+
+
+def tensor_parallel_matmul(shape, names):
+    """Megatron-style: all_gather the row-split activations, multiply by the column-split weight,
+    psum_scatter the row-parallel second matmul back to row-split outputs."""
+    axes = tuple(names)
+
+    def body(x, w1, w2):
+        xg = lax.all_gather(x, axes, tiled=True)              # (B, D)
+        h = jnp.tanh(xg @ w1)                                  # (B, H/n)
+        return lax.psum_scatter(h @ w2, axes, scatter_dimension=0, tiled=True)   # (B/n, D)
+
+    def fn(x, w1, w2):
+        mesh = make_mesh(shape, names)
+        return shard_map(body, mesh, (P(axes), P(None, axes), P(axes)), P(axes))(x, w1, w2)
+    n = math.prod(shape)
+    return fn, [(2 * n, 8), (8, 4 * n), (4 * n, 8)]
+
+
+def ring_attention(shape, names):
+    """Blockwise (flash-style) attention with the keys/values passed around a ring by ppermute."""
+    axes = tuple(names)
+    n = math.prod(shape)
+
+    def body(q, k, v):
+        perm = [(j, (j + 1) % n) for j in range(n)]
+
+        def hop(carry, _):
+            m, l, acc, k, v = carry
+            s = q @ k.T / np.float32(np.sqrt(q.shape[-1]))
+            m_new = jnp.maximum(m, s.max(-1, keepdims=True))
+            p = jnp.exp(s - m_new)
+            scale = jnp.exp(m - m_new)
+            carry = (m_new, l * scale + p.sum(-1, keepdims=True), acc * scale + p @ v,
+                     lax.ppermute(k, axes, perm), lax.ppermute(v, axes, perm))
+            return carry, None
+        init = (jnp.full((q.shape[0], 1), -jnp.inf, q.dtype), jnp.zeros((q.shape[0], 1), q.dtype),
+                jnp.zeros_like(q), k, v)
+        (m, l, acc, _, _), _ = lax.scan(hop, init, None, length=n)
+        return acc / l
+
+    def fn(q, k, v):
+        mesh = make_mesh(shape, names)
+        return shard_map(body, mesh, (P(axes), P(axes), P(axes)), P(axes), check_vma=False)(q, k, v)
+    return fn, [(4 * n, 8), (4 * n, 8), (4 * n, 8)]
+
+
+def pipeline(shape, names):
+    """A GPipe-style pipeline: stage s applies its layer, microbatches move to the next stage by
+    ppermute; after n + m - 1 ticks the last stage holds the outputs."""
+    axes = tuple(names)
+    n = math.prod(shape)
+    micro = 2
+
+    def body(xs, w):
+        stage = lax.axis_index(axes)
+        w = w[0]
+        fwd = [(j, j + 1) for j in range(n - 1)]
+
+        def tick(carry, t):
+            buf, outs = carry
+            feed = jnp.where(t < micro, xs[jnp.minimum(t, micro - 1)], 0.0)
+            inp = jnp.where(stage == 0, feed, buf)
+            out = jnp.tanh(inp @ w)
+            done = t - (n - 1)
+            outs = jnp.where((stage == n - 1) & (done >= 0),
+                             outs.at[jnp.clip(done, 0, micro - 1)].set(out), outs)
+            return (lax.ppermute(out, axes, fwd), outs), None
+        init = (jnp.zeros_like(xs[0]), jnp.zeros_like(xs))
+        (_, outs), _ = lax.scan(tick, init, jnp.arange(n + micro - 1))
+        return lax.psum(outs, axes)     # only the last stage's outputs are non-zero
+
+    def fn(xs, w):
+        mesh = make_mesh(shape, names)
+        return shard_map(body, mesh, (P(), P(axes)), P(), check_vma=False)(xs, w)
+    return fn, [(micro, 4, 8), (n, 8, 8)]
+
+
+def moe_all_to_all(shape, names):
+    """Mixture-of-experts dispatch: each device's tokens are bucketed per expert (one expert per
+    device), exchanged by all_to_all, transformed by the local expert, and sent back."""
+    axes = tuple(names)
+    n = math.prod(shape)
+    cap = 2
+
+    def body(x, w):
+        tokens = x.reshape(n, cap, x.shape[-1])                  # bucket e goes to expert e
+        received = lax.all_to_all(tokens, axes, 0, 0, tiled=True)
+        out = jnp.tanh(received @ w[0])
+        back = lax.all_to_all(out, axes, 0, 0, tiled=True)
+        return back.reshape(x.shape)
+
+    def fn(x, w):
+        mesh = make_mesh(shape, names)
+        return shard_map(body, mesh, (P(axes), P(axes)), P(axes))(x, w)
+    return fn, [(n * n * cap, 8), (n, 8, 8)]
+
+
+PROGRAMS = {
+    # name: (builder, (atol, rtol) in eps units). Measured worst |XLA:CPU - reference| /
+    # (eps max|input|) over meshes 1, 2, 8, 2x4 and seeds 0..4, on JAX 0.10.2 and 0.12.0.1 (8 host
+    # devices): data_parallel 2.0, tensor_parallel 5.0, ring_attention 0.76, pipeline 3.4,
+    # moe 1.5; atol budgets are 8x those (at least 8), rounded up.
+    "data_parallel_mlp_step": (data_parallel_step, (16, 8)),
+    "tensor_parallel_matmul": (tensor_parallel_matmul, (41, 8)),
+    "ring_attention": (ring_attention, (8, 8)),
+    "pipeline": (pipeline, (28, 8)),
+    "moe_all_to_all": (moe_all_to_all, (13, 8)),
+}
+PROGRAM_MESHES = ("1", "2", "8", "2x4")
+
+
+def _float_inputs(shapes):
+    return lambda rng: [random_array(rng, F32, s, specials=0, low=-1, high=1) for s in shapes]
+
+
+def cases():
+    prims = ("shard_map", "psum", "pmax", "pmin", "all_gather", "ppermute", "reduce_scatter",
+             "all_to_all", "axis_index")
+    for mesh_id, (shape, names) in MESHES.items():
+        fn, inputs, modes, bound = _collectives(shape, names)
+        yield Case(id=f"spmd/collectives/mixed/{mesh_id}", fn=fn, inputs=inputs, modes=modes,
+                   dot_bound=bound, primitives=prims, needs=_needs(shape), tags=("spmd",))
+    shape, names = MESHES["2x4"]
+    fn, inputs, modes, bound = _two_d(shape, names)
+    yield Case(id="spmd/collectives_2d_axes/mixed/2x4", fn=fn, inputs=inputs, modes=modes, dot_bound=bound,
+               primitives=prims, needs=_needs(shape), tags=("spmd",))
+    shape, names = MESHES["8"]
+    yield Case(id="spmd/float_extrema/float32/8", fn=_float_extrema(shape, names),
+               inputs=lambda rng: [random_array(rng, F32, (64, 16), specials=0.25)],
+               modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
+    for name, (build, tol) in PROGRAMS.items():
+        for mesh_id in PROGRAM_MESHES:
+            shape, names = MESHES[mesh_id]
+            fn, shapes = build(shape, names)
+            yield Case(id=f"spmd/{name}/float32/{mesh_id}", fn=fn, inputs=_float_inputs(shapes),
+                       modes=C.abs_rel(*tol, source="measured"), primitives=("shard_map",),
+                       needs=_needs(shape), tags=("spmd", "program"))

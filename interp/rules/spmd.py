@@ -1,0 +1,375 @@
+"""SPMD: shard_map (and jax.pmap, which every JAX in range traces to jit(shard_map)), collectives,
+axis queries and the varying-manual-axes casts. Semantics: spec/spmd.py.
+
+shard_map runs its body once per coordinate of its newly manual mesh axes on interpreted devices
+(interp/spmd.py); a collective is a rendezvous of the devices it spans, and the last device to
+arrive computes every participant's result from all operands in participant order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UndefinedBehaviorError
+from ..registry import register
+from ..spmd import current_device, run_spmd
+from .. import dtypes as D
+from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
+                             sum_last)
+
+
+# --- shard_map -----------------------------------------------------------------------------------
+
+def _spec_entries(spec, ndim: int) -> list[tuple[str, ...]]:
+    """The mesh axis names each array dimension is split over (major to minor)."""
+    entries = list(spec) + [None] * (ndim - len(tuple(spec)))
+    return [() if e is None else (tuple(e) if isinstance(e, (tuple, list)) else (e,)) for e in entries]
+
+
+def _reduced_axes(spec) -> frozenset:
+    return frozenset(getattr(spec, "unreduced", ()) or ()) | frozenset(getattr(spec, "reduced", ()) or ())
+
+
+def _row_major(names, coords: dict, sizes: dict) -> int:
+    """The row-major index of a device's coordinates along ``names``, in that order."""
+    linear = 0
+    for n in names:
+        linear = linear * sizes[n] + coords[n]
+    return linear
+
+
+def _block(entries, coords: dict, sizes: dict, shape) -> tuple:
+    """Index of this device's block of a global array of ``shape`` split as ``entries`` say."""
+    index = []
+    for names, dim in zip(entries, shape):
+        count = math.prod(sizes[n] for n in names)
+        linear = _row_major(names, coords, sizes)
+        size = dim // count
+        index.append(slice(linear * size, (linear + 1) * size))
+    return tuple(index)
+
+
+def _manual_axes(eqn, mesh, params) -> list[tuple[str, int]]:
+    shape = dict(mesh.shape)
+    if "newly_manual_axes" in params:
+        manual = set(params["newly_manual_axes"])
+    elif "auto" in params:        # older shard_map: the mesh axes not left to the partitioner
+        manual = set(shape) - set(params["auto"])
+    else:
+        raise eqn.unsupported("shard_map without newly_manual_axes or auto: unknown manual axes")
+    return [(n, shape[n]) for n in mesh.axis_names if n in manual]
+
+
+@register("shard_map")
+def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, **params):
+    for spec in (*in_specs, *out_specs):
+        if _reduced_axes(spec):
+            raise eqn.unsupported(f"spec {spec} with unreduced/reduced axes: the global value of an "
+                                  "unreduced array is not an array the reference holds")
+    axes = _manual_axes(eqn, mesh, params)
+    plan, consts = eqn.closed_plan(jaxpr)
+
+    def body(device):
+        local = [np.ascontiguousarray(a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
+                                               np.shape(a))])
+                 for a, s in zip(args, in_specs)]
+        return plan.run(consts, local)
+
+    per_device = run_spmd(axes, body)
+    return [_assemble(i, spec, aval, per_device) for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
+
+
+def _assemble(i: int, spec, aval, per_device) -> np.ndarray:
+    """The global value of output ``i``: every device's block at its place. Devices sharing a block
+    (the axes ``spec`` leaves out replicate it) must hold the same bits."""
+    shape = tuple(aval.shape)
+    out = np.empty(shape, aval.dtype)
+    entries = _spec_entries(spec, len(shape))
+    seen: dict = {}
+    for device, outs in per_device:
+        coords = device.coords
+        value = np.asarray(outs[i])
+        index = _block(entries, coords, device.sizes, shape) if shape else ()
+        key = tuple((s.start, s.stop) for s in index)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = (coords, value)
+            out[index] = value
+        elif np.ascontiguousarray(first[1]).tobytes() != np.ascontiguousarray(value).tobytes():
+            raise UndefinedBehaviorError(
+                f"shard_map output {i} with out_specs {spec}: devices {first[0]} and {coords} hold "
+                "different values for the same block, but the spec says it is replicated over the "
+                "axes it leaves out (check_vma=False lets this through; which copy XLA returns is "
+                "unspecified)")
+    return out
+
+
+# --- participation in a collective ---------------------------------------------------------------
+
+def _names(axis_name) -> tuple:
+    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+
+
+def _device(eqn):
+    device = current_device()
+    if device is None:
+        raise eqn.unsupported("collective outside shard_map/pmap: no interpreted devices are bound")
+    return device
+
+
+def _linear(eqn, device, names) -> tuple[int, int]:
+    """(row-major index over ``names`` in the given order, number of such devices)."""
+    for n in names:
+        if n not in device.coords:
+            raise eqn.unsupported(f"axis {n!r} is not a manual axis of an enclosing shard_map/pmap "
+                                  f"(bound: {tuple(device.coords)})")
+    return _row_major(names, device.coords, device.sizes), math.prod(device.sizes[n] for n in names)
+
+
+def collective(eqn, axis_name, operand, combine, groups=None):
+    """This device's result of a collective over ``axis_name``: ``combine(operands of every
+    participant, in participant order)`` gives every participant's result."""
+    device = _device(eqn)
+    names = _names(axis_name)
+    linear, size = _linear(eqn, device, names)
+    group_id = None
+    if groups is not None:
+        for g, members in enumerate(groups):
+            if linear in members:
+                group_id, linear, size = g, list(members).index(linear), len(members)
+                break
+        else:
+            raise eqn.unsupported(f"axis index {linear} is in no axis_index_groups group {groups}")
+    others = tuple((n, c) for n, c in device.coords.items() if n not in names)
+    group = (names, others, group_id)
+    return device.world.rendezvous(device, group, linear, size, eqn.name, operand, combine)
+
+
+def _shared(value, n: int) -> list:
+    """One result for every participant (copies: a device may later update its own in place)."""
+    value = np.asarray(value)
+    return [value] + [value.copy() for _ in range(n - 1)]
+
+
+def _dtype(aval):
+    """The result dtype; an async start's result is a future of it."""
+    return getattr(aval, "inner_aval", aval).dtype
+
+
+# --- reductions -----------------------------------------------------------------------------------
+
+def _split_axes(axes) -> tuple[tuple, tuple]:
+    axes = _names(axes)
+    return tuple(a for a in axes if not isinstance(a, int)), tuple(a for a in axes if isinstance(a, int))
+
+
+def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
+    """The correctly rounded sum over the last axis (the participants' operands).
+
+    Real floats up to float32: a float64 sum with its error carried exactly (TwoSum, Knuth TAOCP
+    vol. 2, 4.2.2), so exact cancellations and exactly representable sums (common between
+    devices: replicated partial results, zero gradients) certify at once instead of going to the
+    exact per-element tier of float_sum_last; the error terms' own float64 sum is bounded by
+    gamma_k sum|e| (Higham eq. 4.4) and its rounding into s + E by u |s + E|. Where every error
+    term is zero, s is exact (the sum of a few float32 values with near exponents often is, and
+    often falls on a float32 midpoint, which no error interval can certify): rounded once."""
+    out_dtype = np.dtype(out_dtype)
+    if not (D.is_float(out_dtype) and D.is_float(stacked.dtype) and D.bit_width(stacked.dtype) <= 32
+            and stacked.shape[-1] > 1):
+        return sum_last(eqn, stacked, out_dtype)
+    terms = stacked.astype(F64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = terms[..., 0].copy()
+        err = np.zeros_like(s)
+        err_abs = np.zeros_like(s)
+        for j in range(1, terms.shape[-1]):
+            x = terms[..., j]
+            t = s + x
+            z = t - s
+            e = (s - (t - z)) + (x - z)          # TwoSum: s + x == t + e exactly (finite values)
+            err += e
+            err_abs += np.abs(e)
+            s = t
+        s += 0.0                         # an exact zero sum is +0.0 (as float_sum_last; XLA:CPU)
+        finite = np.isfinite(s)          # (inf/NaN sums: s is already the exact result)
+        inexact = finite & (err_abs != 0)
+        total = np.where(inexact, s + err, s)
+        bound = np.where(inexact, sum_error_bound(err_abs, terms.shape[-1], F64) + np.abs(total) * UNIT[F64], 0.0)
+    # Where no addition rounded, s is the exact sum: one rounding (ties to even) is the answer.
+    out = round_float(total, out_dtype)
+    todo = np.flatnonzero(inexact)
+    if todo.size:
+        rows = terms.reshape(-1, terms.shape[-1])
+        out.flat[todo] = certified_round(total.flat[todo], bound.flat[todo], out_dtype, lambda i: (rows[todo[i]],))
+    return out
+
+
+def _reduction(kind: str):
+    """psum/pmax/pmin over named axes (and positional ones: those reduce the operand's own
+    dimensions too, in the same single rounding)."""
+
+    def reduce_one(eqn, x, positional, out_dtype):
+        def combine(ops):
+            stacked = np.stack([_move_last(np.asarray(o), positional) if positional else
+                                np.asarray(o)[..., None] for o in ops], axis=-2)
+            stacked = stacked.reshape(stacked.shape[:-2] + (-1,))
+            if kind == "sum":
+                return _shared(participants_sum(eqn, stacked, out_dtype), len(ops))
+            np_fn = np.max if kind == "max" else np.min
+            return _shared(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
+        return combine
+
+    def rule(eqn, *xs, axes, axis_index_groups=None, **params):
+        named, positional = _split_axes(axes)
+        outs = [collective(eqn, named, x, reduce_one(eqn, x, positional, _dtype(aval)), axis_index_groups)
+                for x, aval in zip(xs, eqn.out_avals)]
+        return outs if eqn.primitive.multiple_results else outs[0]
+    return rule
+
+
+register("psum", "psum_invariant", "unreduced_psum", "psum_start", "psum_invariant_start",
+         "unreduced_psum_start")(_reduction("sum"))
+register("pmax", "unreduced_pmax")(_reduction("max"))
+register("pmin", "unreduced_pmin")(_reduction("min"))
+
+
+# --- data movement ------------------------------------------------------------------------------
+
+@register("ppermute", "ppermute_start")
+def ppermute(eqn, x, *, axis_name, perm, **params):
+    def combine(ops):
+        out = [np.zeros_like(np.asarray(o)) for o in ops]   # a device nobody sends to gets zeros
+        for src, dst in perm:
+            out[dst] = np.array(ops[src], copy=True)
+        return out
+    return collective(eqn, axis_name, x, combine)
+
+
+@register("pbroadcast", "pbroadcast_start")
+def pbroadcast(eqn, x, *, axis_name, source, **params):
+    return collective(eqn, axis_name, x, lambda ops: _shared(ops[source], len(ops)))
+
+
+@register("pbroadcast_dynamic")
+def pbroadcast_dynamic(eqn, x, source, *, axis_name, **params):
+    def combine(ops):
+        sources = {int(s) for _, s in ops}
+        if len(sources) != 1:
+            raise UndefinedBehaviorError(f"pbroadcast_dynamic: devices name different sources {sorted(sources)}")
+        src = sources.pop()
+        if not 0 <= src < len(ops):
+            raise UndefinedBehaviorError(f"pbroadcast_dynamic: source {src} outside the {len(ops)} devices")
+        return _shared(ops[src][0], len(ops))
+    return collective(eqn, axis_name, (x, source), combine)
+
+
+def _gather(eqn, x, *, all_gather_dimension, axis_name, tiled, axis_index_groups=None, **params):
+    def combine(ops):
+        parts = [np.asarray(o) for o in ops]
+        whole = (np.concatenate(parts, axis=all_gather_dimension) if tiled
+                 else np.stack(parts, axis=all_gather_dimension))
+        return _shared(whole, len(ops))
+    return collective(eqn, axis_name, x, combine, axis_index_groups)
+
+
+register("all_gather", "all_gather_invariant", "all_gather_reduced", "all_gather_start",
+         "all_gather_reduced_start")(_gather)
+
+
+def _reduce_scatter(eqn, x, *, scatter_dimension, axis_name, tiled, axis_index_groups=None, **params):
+    out_dtype = _dtype(eqn.out_aval)
+
+    def combine(ops):
+        stacked = np.stack([np.asarray(o) for o in ops], axis=-1)
+        total = participants_sum(eqn, stacked, out_dtype)       # each element rounded once
+        pieces = np.split(total, len(ops), axis=scatter_dimension)
+        return [np.ascontiguousarray(p if tiled else np.squeeze(p, scatter_dimension)) for p in pieces]
+    return collective(eqn, axis_name, x, combine, axis_index_groups)
+
+
+register("reduce_scatter", "unreduced_reduce_scatter", "reduce_scatter_start",
+         "unreduced_reduce_scatter_start")(_reduce_scatter)
+
+
+@register("all_to_all", "all_to_all_start")
+def all_to_all(eqn, x, *, axis_name, split_axis, concat_axis, axis_index_groups=None, **params):
+    def combine(ops):
+        chunks = [np.split(np.asarray(o), len(ops), axis=split_axis) for o in ops]
+        return [np.concatenate([chunks[src][dst] for src in range(len(ops))], axis=concat_axis)
+                for dst in range(len(ops))]
+    return collective(eqn, axis_name, x, combine, axis_index_groups)
+
+
+@register("ragged_all_to_all")
+def ragged_all_to_all(eqn, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
+                      *, axis_name, axis_index_groups=None, **params):
+    def combine(ops):
+        n = len(ops)
+        results = []
+        for dst in range(n):
+            out = np.array(ops[dst][1], copy=True)
+            written = np.zeros(out.shape[:1], bool)
+            for src, (x, _, in_off, send, out_off, _) in enumerate(ops):
+                per = len(in_off) // n
+                for k in range(dst * per, (dst + 1) * per):
+                    lo, size, at = int(in_off[k]), int(send[k]), int(out_off[k])
+                    if size < 0 or lo < 0 or lo + size > x.shape[0] or at < 0 or at + size > out.shape[0]:
+                        raise UndefinedBehaviorError(
+                            f"ragged_all_to_all: device {src} sends rows [{lo}, {lo + size}) of "
+                            f"{x.shape[0]} to rows [{at}, {at + size}) of device {dst}'s "
+                            f"{out.shape[0]}: out of bounds")
+                    if written[at:at + size].any():
+                        raise UndefinedBehaviorError(
+                            f"ragged_all_to_all: rows [{at}, {at + size}) of device {dst}'s output "
+                            "are written by two sends (the order XLA writes them is unspecified)")
+                    written[at:at + size] = True
+                    out[at:at + size] = x[lo:lo + size]
+            results.append(out)
+        return results
+    operands = tuple(np.asarray(v) for v in (operand, output, input_offsets, send_sizes, output_offsets,
+                                             recv_sizes))
+    if len(operands[2]) % _linear(eqn, _device(eqn), _names(axis_name))[1]:
+        raise eqn.unsupported("ragged_all_to_all offsets not a multiple of the axis size")
+    return collective(eqn, axis_name, operands, combine, axis_index_groups)
+
+
+# --- async completion and casts: identities on the values -----------------------------------------
+
+@register("all_gather_done", "psum_done", "reduce_scatter_done", "all_to_all_done", "ppermute_done",
+          "pbroadcast_done")
+def collective_done(eqn, x, **params):
+    return x
+
+
+def _cast(eqn, *xs, **params):
+    # The varying/unreduced/reduced manual-axis types change what JAX's type checker allows, not
+    # any device's value.
+    return list(xs) if eqn.primitive.multiple_results else xs[0]
+
+
+register("pvary", "preduced", "reduced_vary_cast", "reduced_vary_cast_p", "vary_unreduced_cast",
+         "vary_unreduced_cast_p")(_cast)
+
+
+# --- axis queries --------------------------------------------------------------------------------
+
+@register("axis_index")
+def axis_index(eqn, *, axis_name):
+    from ..pallas.grid import maybe_current_run
+    run = maybe_current_run()
+    names = _names(axis_name)
+    mesh = run.mesh if run is not None else None
+    if mesh is not None and all(n in mesh.axes for n in names):
+        from .pallas import _axis_index
+        return _axis_index(eqn, axis_name=axis_name)
+    return np.int32(_linear(eqn, _device(eqn), names)[0])
+
+
+_PSEND_REFUSAL = ("refused: JAX documents psend/precv semantics as platform-specific (NCCL "
+                  "send/recv on GPU, the only platform that lowers them; deprecated in JAX 0.12)")
+
+
+@register("psend", "precv", partial=_PSEND_REFUSAL)
+def psend_precv(eqn, *args, **params):
+    raise eqn.unsupported(_PSEND_REFUSAL)

@@ -1,0 +1,142 @@
+"""Semantics of SPMD programs (interp/rules/spmd.py, interp/spmd.py): shard_map, collectives, axis
+queries and the varying-manual-axes casts.
+
+Devices. A shard_map runs its body once per coordinate of its newly manual mesh axes (row-major in
+mesh order); jax.pmap traces to jit(shard_map) in every JAX in range (0.10.2 .. 0.12.0.1: no
+xla_pmap primitive exists there), so it needs nothing of its own. The reference takes the devices
+from the program's mesh (a Mesh or an AbstractMesh): it never needs N real devices.
+
+Participants. A collective over axes A (a name or a tuple, in the order given) spans the devices
+whose coordinates differ only along A; a participant's index is the row-major index of its
+coordinates along A in that order (jax.lax.axis_index of the same tuple). With axis_index_groups,
+the groups partition those indices and a participant's index is its position in its group.
+
+Order and undefined behaviour. Devices of one group must reach the same collectives in the same
+order. A device meeting another collective than its group (different primitive or group size) is
+a CollectiveMismatchError; a program in which every unfinished device waits on a collective that
+can no longer complete (a collective under a cond branch or while trip count that differs between
+devices) would hang: the reference raises DeadlockError naming every waiting device and collective
+(both UndefinedBehaviorError). Outputs an out_spec leaves replicated must hold the same bits on
+every device (check_vma proves it; with check_vma=False a difference raises, since which copy XLA
+returns is unspecified).
+
+Floating-point reductions. XLA's AllReduce and ReduceScatter leave the combination order to the
+implementation ("the order of the reduction is implementation-defined": XLA operation semantics,
+AllReduce), so the only defined value is the exact sum. The reference returns it correctly rounded
+(exact sum of the participants' operands, one rounding: interp/rules/lax_reductions.py
+float_sum_last), and a backend is held to the DOT_PRODUCT mode with K = the number of participants
+and bound sum_k |x_k|: |backend - reference| <= (K u + u) sum |x_k| (Higham, Accuracy and Stability
+of Numerical Algorithms, 2nd ed., section 4.2: any summation order has error <= (K-1) u sum|x_k| +
+O(u^2), plus one rounding of the reference), with u the unit roundoff of the operand type.
+pmean is psum followed by a div in the jaxpr (jax/_src/lax/parallel.py pmean): its division is
+an ordinary correctly rounded div.
+"""
+from __future__ import annotations
+
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
+
+PAR = "jax/_src/lax/parallel.py"
+SHMAP = "jax/_src/shard_map.py"
+XLA = "https://openxla.org/xla/operation_semantics"
+RULES = "interp/rules/spmd.py"
+_SUM = ("exact sum of every participant's operand, rounded once (integers wrap)",
+        "an exact zero sum is +0.0 (all -0.0 operands included: XLA:CPU's all-reduce gives +0.0, "
+        "measured, as reduce_sum's +0.0 init); one participant: its operand unchanged",
+        "positional (integer) axes in `axes` are reduced in the same single rounding",
+        "backends: DOT_PRODUCT(K = participants) with bound sum|x_k|; XLA leaves the order unspecified")
+_CAST = "Identity on every device's value: the manual-axis type changes what JAX's checker allows."
+
+SEMANTICS = table(
+    Semantics("shard_map", "Runs the body once per coordinate of the newly manual mesh axes on that "
+              "device's block of each operand; assembles each output from the devices' blocks.",
+              ("a dimension split over names (n1, n2, ...) is cut into prod(sizes) blocks; a device's "
+               "block is the row-major index of its coordinates along n1, n2, ... in that order",
+               "axes an out_spec leaves out: every device holding a block must hold the same bits, "
+               "else UndefinedBehaviorError (check_vma=False)",
+               "mesh axes not in newly_manual_axes (auto axes) do not multiply the devices",
+               "unreduced/reduced specs (JAX 0.12) are refused: their global value is a sum the "
+               "reference does not hold",
+               "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs it"),
+              (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",), EXACT),
+    Semantics("psum", "Sum over the participants (one operand per binding in JAX >= 0.7).", _SUM,
+              (XLA + "#allreduce", PAR + " psum_p"), CORRECTLY_ROUNDED),
+    Semantics("psum_invariant", "psum whose result JAX types as invariant over the axes.", _SUM,
+              (PAR + " psum_invariant_p",), CORRECTLY_ROUNDED),
+    Semantics("unreduced_psum", "psum of an unreduced operand (its partial sums).", _SUM,
+              (PAR + " unreduced_psum_p",), CORRECTLY_ROUNDED),
+    Semantics("psum_start", "psum as an async start (JAX 0.10).", _SUM, (PAR + " psum_start_p",),
+              CORRECTLY_ROUNDED),
+    Semantics("psum_invariant_start", "psum_invariant as an async start (the value is the future's).",
+              _SUM, (PAR + " psum_invariant_start_p",), CORRECTLY_ROUNDED),
+    Semantics("unreduced_psum_start", "unreduced_psum as an async start (JAX 0.10).", _SUM,
+              (PAR + " unreduced_psum_start_p",), CORRECTLY_ROUNDED),
+    Semantics("pmax", "Elementwise maximum over the participants, as lax.max.",
+              ("NaN propagates; -0.0 < +0.0 (XLA max semantics, as reduce_max)",
+               "XLA:CPU's float all-reduce max/min (JAX 0.10.2 and 0.12.0.1, 8 host devices, measured) "
+               "drops NaN operands and, between -0.0 and +0.0, returns the lowest-numbered device's "
+               "zero: a backend divergence from the maximum its all_reduce body names "
+               "(stablehlo.maximum propagates NaN), not a reference choice; the spmd cases take "
+               "pmax/pmin of integers"),
+              (XLA + "#allreduce", PAR + " pmax_p"), EXACT),
+    Semantics("unreduced_pmax", "pmax of an unreduced operand.", ("as pmax",), (PAR,), EXACT),
+    Semantics("pmin", "Elementwise minimum over the participants, as lax.min.",
+              ("NaN propagates; -0.0 < +0.0", "XLA:CPU: as pmax (NaN dropped, first device's zero)"), (XLA + "#allreduce", PAR + " pmin_p"), EXACT),
+    Semantics("unreduced_pmin", "pmin of an unreduced operand.", ("as pmin",), (PAR,), EXACT),
+    Semantics("ppermute", "Participant dst receives the operand of src for each (src, dst) in perm.",
+              ("a participant no pair sends to gets zeros",),
+              (XLA + "#collectivepermute", PAR + " ppermute docstring"), EXACT),
+    Semantics("ppermute_start", "ppermute as an async start.", ("as ppermute",), (PAR,), EXACT),
+    Semantics("pbroadcast", "Every participant gets the operand of participant `source`.", (),
+              (XLA + "#collectivebroadcast", PAR + " pbroadcast_p"), EXACT),
+    Semantics("pbroadcast_start", "pbroadcast as an async start (JAX 0.10).", (), (PAR,), EXACT),
+    Semantics("pbroadcast_dynamic", "pbroadcast with the source a traced int32 operand (JAX 0.12).",
+              ("devices naming different sources, or a source outside the participants: "
+               "UndefinedBehaviorError",), (PAR + " pbroadcast_dynamic_p",), EXACT),
+    Semantics("all_gather", "Participants' operands concatenated (tiled) or stacked (untiled) "
+              "along all_gather_dimension in participant order.", (),
+              (XLA + "#allgather", PAR + " all_gather_p"), EXACT),
+    Semantics("all_gather_invariant", "all_gather typed invariant.", (), (PAR,), EXACT),
+    Semantics("all_gather_reduced", "all_gather of a reduced operand.", (), (PAR,), EXACT),
+    Semantics("all_gather_start", "all_gather as an async start.", (), (PAR,), EXACT),
+    Semantics("all_gather_reduced_start", "all_gather_reduced as an async start.", (), (PAR,), EXACT),
+    Semantics("reduce_scatter", "psum, then participant r keeps block r of scatter_dimension "
+              "(tiled: dim/n rows; untiled: the dimension, of size n, is removed).", _SUM,
+              (XLA + "#reducescatter", PAR + " reduce_scatter_p"), CORRECTLY_ROUNDED),
+    Semantics("unreduced_reduce_scatter", "reduce_scatter of an unreduced operand.", _SUM, (PAR,),
+              CORRECTLY_ROUNDED),
+    Semantics("reduce_scatter_start", "reduce_scatter as an async start.", _SUM, (PAR,), CORRECTLY_ROUNDED),
+    Semantics("unreduced_reduce_scatter_start", "unreduced_reduce_scatter as an async start (JAX 0.10).",
+              _SUM, (PAR,), CORRECTLY_ROUNDED),
+    Semantics("all_to_all", "Each participant splits its operand into n blocks along split_axis; "
+              "participant r concatenates block r of every participant (in participant order) "
+              "along concat_axis.", ("`tiled` is applied by the jax.lax.all_to_all wrapper; the "
+                                     "primitive is XLA AllToAll whatever it says",),
+              (XLA + "#alltoall", PAR + " _all_to_all_lowering"), EXACT),
+    Semantics("all_to_all_start", "all_to_all as an async start.", (), (PAR,), EXACT),
+    Semantics("ragged_all_to_all", "Sender s sends rows [input_offsets[i], +send_sizes[i]) for i in "
+              "receiver r's slice of its offsets to rows [output_offsets[i], +send_sizes[i]) of r's "
+              "copy of `output`.",
+              ("a send outside the operand or output rows: UndefinedBehaviorError",
+               "two sends writing the same output row: UndefinedBehaviorError (order unspecified)"),
+              (PAR + " ragged_all_to_all docstring",), EXACT),
+    Semantics("axis_index", "Row-major index of this device's coordinates along the named axes "
+              "(a Pallas core axis inside a core-mesh kernel: the core's coordinate).", (),
+              (PAR + " axis_index_p",), EXACT),
+    Semantics("all_gather_done", "Completes an async start: its value.", (), (PAR,), EXACT),
+    Semantics("psum_done", "Completes an async start: its value.", (), (PAR,), EXACT),
+    Semantics("reduce_scatter_done", "Completes an async start: its value.", (), (PAR,), EXACT),
+    Semantics("all_to_all_done", "Completes an async start: its value.", (), (PAR,), EXACT),
+    Semantics("ppermute_done", "Completes an async start: its value.", (), (PAR,), EXACT),
+    Semantics("pbroadcast_done", "Completes an async start: its value (JAX 0.10).", (), (PAR,), EXACT),
+    Semantics("pvary", _CAST, (), ("jax/_src/core.py pvary_p",), EXACT),
+    Semantics("preduced", _CAST, (), (PAR + " preduced_p",), EXACT),
+    Semantics("reduced_vary_cast", _CAST + " (named reduced_vary_cast_p before JAX 0.12)", (),
+              ("jax/_src/core.py reduced_vary_cast_p",), EXACT),
+    Semantics("reduced_vary_cast_p", _CAST, (), ("jax/_src/core.py",), EXACT),
+    Semantics("vary_unreduced_cast", _CAST + " (named vary_unreduced_cast_p before JAX 0.12)", (),
+              (PAR + " vary_unreduced_cast_p",), EXACT),
+    Semantics("vary_unreduced_cast_p", _CAST, (), (PAR,), EXACT),
+    Semantics("psend", "Refused: JAX's docstring calls its semantics platform-specific (NCCL send "
+              "on GPU, the only lowering); deprecated in JAX 0.12.", (), (PAR + " psend",), EXACT),
+    Semantics("precv", "Refused: as psend (NCCL recv on GPU).", (), (PAR + " precv",), EXACT),
+)
