@@ -7,6 +7,7 @@ Triton lowerings) and ``jax/_src/pallas/triton/lowering.py`` (what the Triton lo
 """
 from __future__ import annotations
 
+from . import compliance as C
 from .base import Semantics, table
 
 _TRITON = "jax/_src/pallas/triton/primitives.py"
@@ -25,3 +26,11 @@ SEMANTICS = table(
     Semantics("debug_barrier", "Triton thread barrier: no effect on values.",
               sources=(_TRITON,)),
 )
+
+# approx_tanh (jax.experimental.pallas.triton.approx_tanh) is PTX tanh.approx.f32 through
+# elementwise_inline_asm. The PTX ISA states its accuracy: "Max relative error 2^-10.987" for
+# .f32 (PTX ISA, Floating Point Instructions: tanh,
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#floating-point-instructions-tanh,
+# the page JAX's docstring cites). The reference computes the correctly rounded tanh; a backend
+# may be that relative error away: rtol = 2^-10.987 / eps(f32) = 2^12.013 ~ 4134 eps.
+APPROX_TANH_F32 = C.abs_rel(0, 4134, "PTX ISA tanh.approx.f32: max relative error 2^-10.987")

@@ -16,7 +16,7 @@ def max_contiguous(eqn, x, *, values):
     return x
 
 
-@register("debug_barrier")
+@register("debug_barrier", "debug_barrier_p")
 def debug_barrier(eqn):
     # A thread barrier inside one program: nothing observable in values.
     return []
@@ -73,9 +73,36 @@ def _scatter(shape, lanes, values, dtype):
 
 @register("atomic_cas")
 def atomic_cas(eqn, ref, cmp, val):
-    old = ref.read(())
-    if old == cmp:
+    # The comparison is of bit patterns: Triton lowers tt.atomic_cas to PTX atom.cas.b32/.b64
+    # (triton-lang/triton test/TritonGPU/atomic-cas.mlir), so a float -0.0 does not match +0.0
+    # and a NaN matches the same NaN (spec/pallas_triton.py atomic_cas/bitwise-compare).
+    old = np.asarray(ref.read(()))
+    if _bits(old) == _bits(np.asarray(cmp, old.dtype)):
         ref.write((), val)
-    return np.asarray(old)
+    return old
+
+
+def _bits(x: np.ndarray) -> int:
+    from ..dtypes import storage_uint
+    return int(np.array(x).reshape(1).view(storage_uint(x.dtype))[0])
+
+
+# approx_tanh's instructions (jax/_src/pallas/triton/primitives.py approx_tanh): the only inline
+# assembly with a meaning the reference can state (the hyperbolic tangent; its accuracy is the
+# compliance mode, spec/pallas_triton.py APPROX_TANH).
+_APPROX_TANH = {"tanh.approx.f32 $0, $1;": "float32", "tanh.approx.f16 $0, $1;": "float16",
+                "tanh.approx.bf16 $0, $1;": "bfloat16"}
+
+
+@register("elementwise_inline_asm", "elementwise_inline_asm_p",
+          partial="only approx_tanh's tanh.approx instructions; other assembly is refused")
+def elementwise_inline_asm(eqn, *args, asm, constraints, pack, result_shape_dtypes):
+    dtype = _APPROX_TANH.get(asm.strip())
+    if dtype is None or pack != 1 or len(args) != 1 or np.asarray(args[0]).dtype.name != dtype:
+        raise eqn.unsupported("elementwise_inline_asm: arbitrary PTX has no reference meaning; only "
+                              f"approx_tanh's {sorted(_APPROX_TANH)} (pack=1, one operand of that "
+                              f"type) are implemented, as the correctly rounded tanh")
+    from .lax_special import REAL, evaluate
+    return [evaluate(REAL["tanh"], [np.asarray(args[0])], dtype)]
 
 
