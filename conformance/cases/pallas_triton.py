@@ -63,9 +63,16 @@ def _case(name, build, inputs, *, modes=_DEF, primitives=("pallas_call",), targe
                 pallas_targets=targets, modes=modes, primitives=tuple(primitives), **kw)
 
 
-# How JAX's Triton lowering treats a case that it does not lower: {case id: (exception type,
-# message fragment)}. Every other case lowers (tests/test_pallas_triton.py checks both on CPU).
-TRITON_LOWERING: dict[str, tuple[str, str]] = {}
+# How JAX's Triton lowering treats a case that it does not lower: {case id: Gate(why, ((exception
+# type, message fragment),), first JAX version that lowers it or None)}. Every other case lowers:
+# tests/test_pallas_triton.py checks both on CPU, lowering each case for an abstract H100.
+TRITON_LOWERING: dict[str, Gate] = {}
+_INT_MINMAX_LOWERING = Gate("JAX's Triton lowering sends a vector integer atomic max/min down the float "
+                            "path (_expand_atomic_fp_min_max asserts); spec/divergences.py "
+                            "pallas-triton-vector-integer-atomic-minmax-assert",
+                            (("AssertionError", ""),), fixed_in="0.12.0")
+_UNSIGNED_DOT_LOWERING = Gate("JAX's Triton lowering refuses unsigned integer dots (dot_general treats "
+                              "integer inputs as signed)", (("NotImplementedError", "Unsigned integer dtype"),))
 
 # JAX's HLO interpret mode discharges atomic_rmw for add/max/min without a mask only
 # (jax/_src/pallas/triton/primitives.py _atomic_rmw_discharge_rule raises NotImplementedError).
@@ -142,12 +149,12 @@ def atomic_cases():
                             _atomic_inputs(dtype, indices), modes=modes,
                             primitives=("pallas_call", "atomic_rmw"), **kw)
                 if dtype == I32 and op in ("max", "min"):
-                    TRITON_LOWERING[f"pallas_triton/{cid}"] = ("AssertionError", "")
+                    TRITON_LOWERING[f"pallas_triton/{cid}"] = _INT_MINMAX_LOWERING
             cid = f"atomic_{op}/{t}/masked"
             yield _case(cid, gated(build_atomic(op, dtype, seen=True, masked=True), hlo_interpret=_MASKED_ATOMIC_HLO),
                         _atomic_inputs(dtype, "distinct"), primitives=("pallas_call", "atomic_rmw"))
             if dtype == I32 and op in ("max", "min"):
-                TRITON_LOWERING[f"pallas_triton/{cid}"] = ("AssertionError", "")
+                TRITON_LOWERING[f"pallas_triton/{cid}"] = _INT_MINMAX_LOWERING
     # float16 atomics: add only (jax _atomic_abstract_eval refuses the others for f16).
     yield _case("atomic_add/float16/distinct", build_atomic("add", F16, seen=True),
                 _atomic_inputs(F16, "distinct"), primitives=("pallas_call", "atomic_rmw"))
@@ -425,13 +432,13 @@ def dot_cases():
                 modes=C.dot_product(k), dot_bound=_abs_dot(), primitives=prims, x64=True)
     cid = f"dot/uint8_to_int32/{m}x{k}x{n}"
     yield _case(cid, build_dot(m, k, n, I32), _dot_inputs(m, k, n, np.uint8), primitives=prims)
-    TRITON_LOWERING[f"pallas_triton/{cid}"] = ("NotImplementedError", "Unsigned integer dtype")
+    TRITON_LOWERING[f"pallas_triton/{cid}"] = _UNSIGNED_DOT_LOWERING
     # Algorithm presets the lowering accepts; the reference computes each as JAX defines it
     # (interp/rules/lax_contractions.py: inputs rounded / split, f32 accumulation). The split
     # presets sum 3, 6 or 9 products per term; TF32 rounding in Triton is the hardware's
     # (cvt.rna), hence the inputs' 11-bit allowance in the mode.
     presets = (("F32_F32_F32", 1, 0), ("TF32_TF32_F32", 1, 11), ("TF32_TF32_F32_X3", 3, 0),
-               ("BF16_BF16_F32", 1, 0), ("BF16_BF16_F32_X3", 3, 0), ("BF16_BF16_F32_X6", 6, 0),
+               ("F16_F16_F32", 1, 11), ("BF16_BF16_F32", 1, 0), ("BF16_BF16_F32_X3", 3, 0), ("BF16_BF16_F32_X6", 6, 0),
                ("BF16_BF16_F32_X9", 9, 0))
     for name, parts, bits in presets:
         alg = getattr(Alg, name, None)
