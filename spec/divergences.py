@@ -637,6 +637,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         cases=("pallas_triton/atomic_add/int32/distinct", "pallas_triton/atomic_add/int32/duplicates",
                "pallas_triton/atomic_add/int32/masked")),
     Divergence(
+        "pallas-triton-cache-modifier-keyerror",
+        "https://github.com/jax-ml/jax/blob/jax-v0.11.2/jax/_src/pallas/triton/lowering.py (_load: "
+        "_STR_TO_CACHE_MODIFIER = {str(c): c for c in tt_dialect.CacheModifier} has keys 'ca', 'cg', ... but is "
+        "indexed with the accepted spellings '.ca' / '.cg'; 0.12.0 indexes cache_modifier.removeprefix('.')); "
+        "one-line reproducer (CPU, abstract H100, JAX 0.10.2/0.11.2): "
+        "tests/test_pallas_triton.py::test_triton_lowering_as_declared[pallas_triton/load_cache_modifier_cg/int32/128]",
+        "Before JAX 0.12 every plgpu.load with a cache_modifier ('.ca' or '.cg', the only ones it accepts) "
+        "fails in the Triton lowering with KeyError: '.cg' (found by lowering the case on CPU).",
+        runners=("pallas:triton",), outcomes=("crash",), jax_versions=("0", "0.12.0"),
+        cases=("pallas_triton/load_cache_modifier_cg/*",)),
+    Divergence(
         "pallas-interpret-triton-atomic-duplicates-last-lane",
         "https://github.com/jax-ml/jax/blob/main/jax/_src/pallas/triton/primitives.py "
         "(_atomic_rmw_discharge_rule: x_new = ref.at[idx].set(monoid(ref[idx], val)))",

@@ -298,7 +298,7 @@ def _mask2d_kernel(x_ref, o_ref, *, m, n):
     mask = (rows < m) & (cols < n)
     zero = pl.program_id(0)   # dynamic window starts (static windows past the end do not trace)
     x = plgpu.load(x_ref.at[pl.ds(zero, 16), pl.ds(zero, 32)], mask=mask, other=0,
-                   eviction_policy="evict_last", cache_modifier=".cg")
+                   eviction_policy="evict_last")
     plgpu.store(o_ref.at[pl.ds(zero, 16), pl.ds(zero, 32)], x.astype(o_ref.dtype) * 2, mask=mask,
                 eviction_policy="evict_first")
 
@@ -311,7 +311,23 @@ def build_mask2d(m, n, dtype):
     return build
 
 
+def _cache_modifier_kernel(x_ref, o_ref):
+    # A load with a cache modifier (".cg": cache in L2, not L1): a hint, the values unchanged.
+    o_ref[...] = _plgpu().load(x_ref, cache_modifier=".cg") + 1
+
+
+# JAX before 0.12 looks ".cg" / ".ca" up in a table keyed "cg" / "ca" (lowering.py _load:
+# _STR_TO_CACHE_MODIFIER[cache_modifier]); 0.12 strips the dot.
+_CACHE_MODIFIER_LOWERING = Gate("JAX's Triton lowering looks the cache modifier '.cg' up without its dot "
+                                "(KeyError); spec/divergences.py pallas-triton-cache-modifier-keyerror",
+                                (("KeyError", ".cg"),), fixed_in="0.12.0")
+
+
 def masked_cases():
+    cid = "load_cache_modifier_cg/int32/128"
+    yield _case(cid, _same_shape(_cache_modifier_kernel), lambda rng: [rng.integers(-99, 99, size=128).astype(np.int32)],
+                primitives=("pallas_call", "masked_load"))
+    TRITON_LOWERING[f"pallas_triton/{cid}"] = _CACHE_MODIFIER_LOWERING
     for dtype, n, block in ((F32, 1000, 256), (I32, 300, 128), (F16, 77, 32)):
         yield _case(f"masked_load_store/{dtype.name}/tail_{n}_blocks_{block}", build_tail(n, block, dtype, -7),
                     lambda rng, dtype=dtype, n=n: [random_array(rng, dtype, (n,), specials=0, low=-50, high=50)],
