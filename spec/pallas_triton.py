@@ -73,9 +73,12 @@ DOT_LOWERING = {
     "shape": "2-D operands only (no batch dimensions); Triton's tl.dot needs every dimension >= 16",
 }
 
-# What the Triton pallas_call lowering refuses outright (pallas_call_registration.py): dynamic grid
-# bounds, scalar prefetch (num_index_operands), a mesh. The TPU feature kernels that need them
-# (scalar-prefetch gathers, dynamic grids, core meshes) have no Triton counterpart. Grid programs
+# What the Triton pallas_call lowering refuses outright (pallas_call_registration.py, lowering.py;
+# measured by lowering for an abstract H100 on JAX 0.12.0.1): dynamic grid bounds, scalar prefetch
+# (num_index_operands), a mesh, scratch_shapes ("scratch memory not implemented in the Triton
+# backend") and run_scoped ("Unimplemented primitive"), as well as gather and reciprocal (no rule;
+# the H100 run). The TPU feature kernels that need them have no Triton counterpart. Grid programs
 # run concurrently on a GPU, so kernels that accumulate into an output block revisited across grid
 # steps (the TPU pattern) are races there: the Triton cases accumulate inside one program.
-TRITON_REFUSES = ("dynamic grid bounds", "scalar prefetch", "mesh")
+TRITON_REFUSES = ("dynamic grid bounds", "scalar prefetch", "mesh", "scratch_shapes", "run_scoped", "gather",
+                  "reciprocal")
