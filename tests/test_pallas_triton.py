@@ -118,6 +118,18 @@ def test_case_agrees_with_hlo_interpret_or_is_explained(case_id):
         assert rec["known_divergence"]["id"].startswith(("pallas-interpret-", "xla-cpu-dot-algorithm")), rec
 
 
+@pytest.mark.parametrize("case_id", sorted(c for c, case in _quick_cases().items() if hasattr(case.build, "gates")))
+def test_hlo_interpret_gates_still_hold(case_id):
+    # The gate's evidence: JAX's HLO interpret mode, run on the kernel without the gate, raises
+    # what the gate says. Once JAX runs the kernel, drop the gate.
+    case = _quick_cases()[case_id]
+    gate = case.build.gates["hlo_interpret"]
+    with pytest.raises(Exception) as err:
+        with case.context():
+            jax.block_until_ready(jax.jit(case.build.ungated(True))(*case.make_inputs(0)))
+    assert any(type(err.value).__name__ == t and m in str(err.value) for t, m in gate.errors), err.value
+
+
 def test_crash_of_the_pre_012_lowering_is_a_known_divergence():
     # What the H100 recorded for JAX 0.11.2 (an AssertionError from the lowering) becomes a
     # known divergence for exactly those cases and JAX versions.
