@@ -166,7 +166,7 @@ def atomic_cases():
                 gated(build_atomic("xchg", F32, seen=False), hlo_interpret=_XCHG_BITWISE_HLO),
                 _atomic_inputs(F32, "duplicates", same_per_index=True), primitives=("pallas_call", "atomic_rmw"))
     yield _case("atomic_xchg/int32/masked",
-                gated(build_atomic("xchg", I32, seen=True, masked=True), hlo_interpret=_XCHG_BITWISE_HLO),
+                gated(build_atomic("xchg", I32, seen=True, masked=True), hlo_interpret=_MASKED_ATOMIC_HLO),
                 _atomic_inputs(I32, "distinct"), primitives=("pallas_call", "atomic_rmw"))
     for op in ("and", "or", "xor"):   # commutative: duplicate lanes give one defined result
         yield _case(f"atomic_{op}/uint32/duplicates",
