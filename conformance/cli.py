@@ -5,7 +5,7 @@
     jax-conformance report RESULTS... --out DIR [--history DB]
     jax-conformance repro CASE --runner R [--seed S]
     jax-conformance devices
-    jax-conformance list [--profile P] [--family F]
+    jax-conformance list [--profile P] [--family F] [--runner R]
     jax-conformance coverage [--profile P]
 """
 from __future__ import annotations
@@ -221,8 +221,14 @@ def cmd_devices(args) -> int:
 
 def cmd_list(args) -> int:
     from conformance.cases import all_cases
+    runner = None
+    if getattr(args, "runner", None):
+        from hardware_runners.base import get_runner
+        runner = get_runner(args.runner)
     for cid, case in all_cases(args.profile).items():
         if args.family and case.family != args.family:
+            continue
+        if runner is not None and not runner.supports(case)[0]:   # (whether or not available here)
             continue
         print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}")
     return 0
@@ -313,6 +319,7 @@ def main(argv=None) -> int:
     ls = sub.add_parser("list", help="list cases")
     ls.add_argument("--profile", default="quick", choices=("quick", "nightly"))
     ls.add_argument("--family", default=None)
+    ls.add_argument("--runner", default=None, help="only the cases this runner declares it can run")
     ls.set_defaults(func=cmd_list)
     cv = sub.add_parser("coverage", help="which primitives the cases exercise, and which they miss")
     cv.add_argument("--profile", default="quick", choices=("quick", "nightly"))

@@ -425,6 +425,43 @@ def _all_reduce_extremum_specials(f: Failure) -> bool:
     return True
 
 
+def _one_lane_survives(f: Failure) -> bool:
+    """pallas_triton atomic cases (inputs idx, val, init; output 0 the ref): every element is init or
+    op(init, v) for one lane's v hitting it (JAX's gather -> op -> scatter-set discharge)."""
+    if len(f.inputs) != 3 or not f.backend:
+        return False
+    idx, val, init = (np.asarray(a) for a in f.inputs)
+    op = {"add": np.add, "max": np.maximum, "min": np.minimum}.get(f.case_id.split("/")[1].replace("atomic_", ""))
+    if op is None:
+        return False
+    got = np.asarray(f.backend[0])
+    for i in range(init.size):
+        cands = [init[i]] + [op(init[i], v).astype(init.dtype) for v in val[idx == i]]
+        if not any(np.array_equal(got[i], c) for c in cands):
+            return False
+    return True
+
+
+def _cas_float_compare(f: Failure) -> bool:
+    """pallas_triton atomic_cas cases: the backend's two refs are what a float (not bitwise) compare gives."""
+    if not f.inputs or len(f.backend) < 2:
+        return False
+    v = np.asarray(f.inputs[0])
+    with np.errstate(invalid="ignore"):
+        want = [v[3] if v[0] == v[2] else v[0], v[5] if v[1] == v[4] else v[1]]
+    return all(np.array_equal(np.asarray(f.backend[i]), want[i], equal_nan=True) for i in range(2))
+
+
+def _dot_unrounded(f: Failure) -> bool:
+    """The backend's dot is the float32 product of unrounded operands (within the float32 dot bound)."""
+    if len(f.inputs) != 2 or not f.backend:
+        return False
+    a, b = (np.asarray(x, np.float64) for x in f.inputs)
+    exact, bound = a @ b, np.abs(a) @ np.abs(b)
+    k = a.shape[-1]
+    return bool(np.all(np.abs(np.asarray(f.backend[0], np.float64) - exact) <= (k + 2) * 2.0 ** -24 * bound))
+
+
 DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "xla-cpu-all-reduce-extremum-nan-zero",
@@ -594,6 +631,77 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(in the special-value grid) it never returns. The nightly's lax_special/igamma/float64/specials timeout "
         "(300 s); the reference gives 0.5 there (0.7 s CPU for the whole grid).",
         runners=("xla:cpu",), outcomes=("timeout",), cases=("lax_special/igamma/float64/specials",)),
+    # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
+    Divergence(
+        "pallas-triton-vector-integer-atomic-minmax-assert",
+        "https://github.com/jax-ml/jax/blob/jax-v0.11.2/jax/_src/pallas/triton/primitives.py "
+        "(_atomic_lowering_rule: isinstance(val.type, ir.IntegerType) is False for a tensor; fixed in 0.12.0 "
+        "by lowering._element_type(val.type)); one-line reproducer (CPU, abstract H100, JAX 0.10.2/0.11.2): "
+        "tests/test_pallas_triton.py::test_triton_lowering_as_declared",
+        "JAX's Triton lowering before 0.12 sends an integer atomic_max/atomic_min over a vector of indices "
+        "down the float path (_expand_atomic_fp_min_max), whose _fp_bits_type asserts on an integer type: "
+        "the kernel never compiles (AssertionError). Seen on the H100 with JAX 0.11.2 "
+        "(pallas/triton_atomics_add_max_cas/*); scalar-index integer atomics lower correctly.",
+        runners=("pallas:triton",), outcomes=("crash",), jax_versions=("0", "0.12.0"),
+        cases=("pallas_triton/atomic_max/int32/distinct", "pallas_triton/atomic_max/int32/duplicates",
+               "pallas_triton/atomic_max/int32/masked", "pallas_triton/atomic_min/int32/distinct",
+               "pallas_triton/atomic_min/int32/duplicates", "pallas_triton/atomic_min/int32/masked",
+               "pallas/triton_atomics_add_max_cas/*")),
+    Divergence(
+        "pallas-triton-vector-integer-atomic-add-as-fadd",
+        "https://github.com/jax-ml/jax/blob/jax-v0.11.2/jax/_src/pallas/triton/primitives.py "
+        "(_atomic_lowering_rule, same test as the min/max crash); reproducer: pallas_call(debug=True) of "
+        "pallas_triton/atomic_add/int32/distinct lowered for an abstract H100 on CPU prints "
+        "'tt.atomic_rmw fadd, acq_rel, gpu, %p : (tensor<16x!tt.ptr<i32>>, tensor<16xi32>)'",
+        "JAX's Triton lowering before 0.12 emits a float add (tt.atomic_rmw fadd) for an integer atomic_add "
+        "over a vector of indices; Triton's PTX for FADD is atom.add.f32, which adds the bit patterns as "
+        "floats (or the kernel fails to compile). Not yet observed on a GPU: the H100 run crashed on the "
+        "min/max of the same kernel first.",
+        runners=("pallas:triton",), outcomes=("fail", "crash"), jax_versions=("0", "0.12.0"),
+        cases=("pallas_triton/atomic_add/int32/distinct", "pallas_triton/atomic_add/int32/duplicates",
+               "pallas_triton/atomic_add/int32/masked")),
+    Divergence(
+        "pallas-triton-cache-modifier-keyerror",
+        "https://github.com/jax-ml/jax/blob/jax-v0.11.2/jax/_src/pallas/triton/lowering.py (_load: "
+        "_STR_TO_CACHE_MODIFIER = {str(c): c for c in tt_dialect.CacheModifier} has keys 'ca', 'cg', ... but is "
+        "indexed with the accepted spellings '.ca' / '.cg'; 0.12.0 indexes cache_modifier.removeprefix('.')); "
+        "one-line reproducer (CPU, abstract H100, JAX 0.10.2/0.11.2): "
+        "tests/test_pallas_triton.py::test_triton_lowering_as_declared[pallas_triton/load_cache_modifier_cg/int32/128]",
+        "Before JAX 0.12 every plgpu.load with a cache_modifier ('.ca' or '.cg', the only ones it accepts) "
+        "fails in the Triton lowering with KeyError: '.cg' (found by lowering the case on CPU).",
+        runners=("pallas:triton",), outcomes=("crash",), jax_versions=("0", "0.12.0"),
+        cases=("pallas_triton/load_cache_modifier_cg/*",)),
+    Divergence(
+        "pallas-interpret-triton-atomic-duplicates-last-lane",
+        "https://github.com/jax-ml/jax/blob/main/jax/_src/pallas/triton/primitives.py "
+        "(_atomic_rmw_discharge_rule: x_new = ref.at[idx].set(monoid(ref[idx], val)))",
+        "JAX's HLO interpret mode discharges a Triton atomic add/max/min as gather -> op -> scatter-set: "
+        "where several lanes hit one element, one lane's update survives instead of all of them. Modelled: "
+        "every element of the backend's result is init or op(init, v) for the value v of one lane that hits it.",
+        runners=("pallas:interpret",), primitives=("atomic_rmw",), outcomes=("fail",),
+        cases=("pallas_triton/atomic_*/duplicates",),
+        match=lambda f: _one_lane_survives(f)),
+    Divergence(
+        "pallas-interpret-triton-atomic-cas-float-compare",
+        "https://github.com/jax-ml/jax/blob/main/jax/_src/pallas/triton/primitives.py "
+        "(_atomic_cas_discharge_rule: jnp.where(ref == cmp, val, ref)); Triton: atom.cas.b32 "
+        "(triton-lang/triton test/TritonGPU/atomic-cas.mlir)",
+        "JAX's HLO interpret mode compares a float compare-and-swap as floats (+0.0 == -0.0 swaps, NaN never "
+        "swaps); the GPU instruction compares bit patterns. Modelled: the backend's refs are the float-compare "
+        "results.",
+        runners=("pallas:interpret",), primitives=("atomic_cas",), outcomes=("fail",),
+        cases=("pallas_triton/atomic_cas/float32/*",), match=lambda f: _cas_float_compare(f)),
+    Divergence(
+        "xla-cpu-dot-algorithm-bf16-bf16-f32-not-applied",
+        "reproducer: jax.jit(lambda a, b: jnp.dot(a, b, precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32, "
+        "preferred_element_type=jnp.float32)) on float32 inputs, XLA:CPU (JAX 0.12.0.1): within 7e-5 of the exact "
+        "float32 product, 0.7 from the product of the bf16-rounded inputs (16x32 @ 32x32, values in [-8, 8])",
+        "XLA:CPU computes a BF16_BF16_F32 dot of float32 operands in float32 without rounding the operands to "
+        "bfloat16 (the algorithm's meaning, jax/_src/lax/lax.py get_algorithm_compute_types); JAX's HLO interpret "
+        "mode of a Pallas kernel inherits it. Modelled: the backend is within the float32 dot bound of the exact "
+        "product.",
+        runners=("pallas:interpret",), primitives=("dot_general",), outcomes=("fail",),
+        cases=("pallas_triton/dot/float32/algorithm_BF16_BF16_F32/*",), match=lambda f: _dot_unrounded(f)),
 )
 
 BY_ID = {d.id: d for d in DIVERGENCES}

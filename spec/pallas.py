@@ -188,8 +188,6 @@ SEMANTICS = table(
               edge_cases=("vectors are not checked: Triton reads the values per dimension "
                           "(tt.divisibility of contiguous runs), no elementwise statement",),
               sources=(_PRIMS, "jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule")),
-    Semantics("max_contiguous", "Triton compiler hint; the value unchanged.",
-              sources=("jax/_src/pallas/triton/primitives.py",)),
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
     Semantics(
         "dma_start",
@@ -247,16 +245,6 @@ SEMANTICS = table(
               "jax._src.pallas.einshape.get_einshape_transforms. assert_is_tile_preserving only "
               "makes the Mosaic lowering refuse a relayout (per TPU generation): same values.",
               sources=("jax/_src/pallas/einshape.py",)),
-    Semantics("atomic_rmw", "Triton atomics (xchg, add, max, min, and, or, xor) return the value "
-              "each lane saw; lanes hitting one element apply in row-major lane order, each "
-              "result rounded; masked-out lanes are not accessed.",
-              sources=("jax/_src/pallas/triton/primitives.py",),
-              notes="Float max/min propagate NaN; Triton's integer-trick float min/max leaves NaN "
-                    "handling undefined."),
-    Semantics("atomic_cas", "Compare-and-swap of a scalar ref; returns the old value.",
-              sources=("jax/_src/pallas/triton/primitives.py",)),
-    Semantics("debug_barrier", "Triton thread barrier: no effect on values.",
-              sources=("jax/_src/pallas/triton/primitives.py",)),
     Semantics("add_dependency", "pltpu.touch: a scheduling dependency; no effect on values.",
               sources=(_TPU,)),
     Semantics("trace_value", "pltpu.trace_value: a profiler annotation; no effect on values.",
