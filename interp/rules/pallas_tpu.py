@@ -1,0 +1,354 @@
+"""Rules: Pallas TPU primitives of the Mosaic dialect that JAX 0.11 / 0.12 added: explicit MXU
+programming (matmul_push_rhs, matmul_acc_lhs, matmul_pop, matmul_lhs_fifo, matmul_pop_fifo),
+pltpu.conv, pltpu.stochastic_round and the TPU interpret mode's remove_memory_space.
+
+Semantics and sources: spec/pallas_tpu.py. The MXUs are per-core state of the running kernel
+(``interp.pallas.grid.KernelRun``): staging registers, the latched weights, accumulators and
+the result FIFO of each MXU. Every use the documentation calls an error is an
+UndefinedBehaviorError naming the kernel, the grid point and the MXU.
+"""
+from __future__ import annotations
+
+import collections
+import weakref
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import UndefinedBehaviorError
+from ..pallas.grid import current_run
+from ..registry import register
+from .lax_contractions import conv_general_dilated, matmul
+from .lax_reductions import wrap_int
+
+
+# -- remove_memory_space -------------------------------------------------------------------------
+
+@register("remove_memory_space")
+def remove_memory_space(eqn, x):
+    # The TPU interpret mode's identity marker for HBM / ANY operands (interpret_pallas_call.py
+    # _remove_memory_space_impl returns x): only the aval's memory space changes.
+    return x
+
+
+# -- stochastic_round ----------------------------------------------------------------------------
+# Mosaic lowers it to tpu.stochastic_convert (f32 input, i32 random word per element), whose
+# hardware bit selection is not public. The reference applies XLA's stochastic-convert rule
+# (xla/hlo/transforms/expanders/stochastic_convert_decomposer.cc): the discarded fraction of
+# |x|, in units of the gap between the two neighbours, is placed in a uint32 with 2**-1 in the
+# most significant bit (truncated) and the magnitude rounds up iff bits < that fraction.
+
+STOCHASTIC_TARGETS = ("bfloat16", "float8_e5m2", "float8_e4m3fn", "float8_e4m3b11fnuz",
+                      "float4_e2m1fn", "int4")   # lowering.py _stochastic_round_lowering_rule
+
+_grids: dict = {}
+
+
+def stochastic_grid(dtype) -> np.ndarray:
+    """The non-negative finite values of ``dtype`` (float64, ascending; int4: 0..8, the
+    saturation bound one past 7 included so that values in (7, 8) have two neighbours)."""
+    dtype = np.dtype(dtype)
+    grid = _grids.get(dtype)
+    if grid is None:
+        if D.is_int(dtype):
+            grid = np.arange(0, -int(D.iinfo(dtype).min) + 1, dtype=np.float64)
+        else:
+            raw = np.arange(1 << D.bit_width(dtype), dtype=np.uint32)
+            with np.errstate(invalid="ignore"):   # NaN encodings among the bit patterns
+                vals = raw.astype(D.storage_uint(dtype)).view(dtype).astype(np.float64)
+            grid = np.unique(vals[np.isfinite(vals) & (vals >= 0)])
+        grid.setflags(write=False)
+        _grids[dtype] = grid
+    return grid
+
+
+def stochastic_magnitude(a: np.ndarray, bits: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """|x| (float64, finite, >= 0) rounded to a neighbour on ``grid`` by the random words.
+    Past the last grid value the gap below it continues (the neighbours are then inf / the
+    saturation value, decided by the caller)."""
+    i = np.searchsorted(grid, a, side="right") - 1
+    lower = grid[i]
+    top = i + 1 >= grid.size
+    gap = np.where(top, grid[-1] - grid[-2], grid[np.minimum(i + 1, grid.size - 1)] - lower)
+    # a - lower and the division by a power-of-two gap are exact in float64; so is the floor.
+    fixed = np.floor((a - lower) / gap * 2.0 ** 32)
+    up = bits.astype(np.float64) < fixed
+    return lower + np.where(up, gap, 0.0)
+
+
+@register("stochastic_round")
+def stochastic_round(eqn, x, random_bits, *, target_dtype):
+    target = np.dtype(target_dtype)
+    if np.dtype(x.dtype) != np.float32 or target.name not in STOCHASTIC_TARGETS:
+        # _stochastic_round_lowering_rule: "Only float32 input is supported." / "Unsupported
+        # target dtype"; tpu.stochastic_convert_elementwise verifies the same targets.
+        raise eqn.unsupported(f"stochastic_round {np.dtype(x.dtype)} -> {target}: Mosaic "
+                              f"converts float32 to {', '.join(STOCHASTIC_TARGETS)} only")
+    xw = np.asarray(x).astype(np.float64)
+    bits = np.asarray(random_bits).view(np.uint32)
+    nan = np.isnan(xw)
+    grid = stochastic_grid(target)
+    if D.is_int(target):
+        if nan.any():
+            raise UndefinedBehaviorError(f"{_where()}: stochastic_round of NaN to {target} "
+                                         "(no integer represents it)")
+        mag = stochastic_magnitude(np.minimum(np.abs(xw), grid[-1]), bits, grid)
+        info = D.iinfo(target)
+        out = np.clip(np.copysign(mag, xw), int(info.min), int(info.max))   # XLA's saturation
+        return out.astype(np.int8).astype(target)
+    a = np.abs(np.where(nan, 0.0, xw))
+    has_inf = bool(np.isinf(np.array(np.inf).astype(target)))
+    beyond = a > grid[-1]
+    if beyond.any() and not has_inf:
+        raise UndefinedBehaviorError(
+            f"{_where()}: stochastic_round of {xw[beyond][0]!r} to {target}: beyond its largest "
+            f"finite value {grid[-1]!r} and {target} has no infinity (no upper neighbour)")
+    mag = stochastic_magnitude(np.where(np.isinf(a), grid[-1], a), bits, grid)
+    mag = np.where(mag > grid[-1], np.inf, mag)          # the gap past the largest finite: inf
+    mag = np.where(np.isinf(a), np.inf, mag)
+    signed = np.where(np.signbit(xw), -mag, mag)
+    if "fnuz" in target.name:
+        signed = np.where(signed == 0, 0.0, signed)      # fnuz types: -0 is the NaN encoding
+    return np.where(nan, np.nan, signed).astype(target)
+
+
+def _where() -> str:
+    from ..pallas.grid import maybe_current_run
+    run = maybe_current_run()
+    return run.where() if run is not None else "outside a kernel"
+
+
+# -- conv ----------------------------------------------------------------------------------------
+
+@register("conv")
+def conv(eqn, lhs, rhs, *acc, dimension_numbers, window_strides=None, padding=None,
+         lhs_dilation=None, rhs_dilation=None, window_reversal=None, feature_group_count=1,
+         batch_group_count=1, precision=None, preferred_element_type=None):
+    # pltpu.conv: conv_general_dilated's meaning (the reference's rule), the window reversed
+    # along spatial dimensions where window_reversal says so, plus the accumulator.
+    for x in (lhs, rhs):
+        if D.is_unsigned(np.asarray(x).dtype):   # _conv_lowering_rule refuses unsigned operands
+            raise eqn.unsupported(f"conv of unsigned {np.asarray(x).dtype}: Mosaic refuses "
+                                  "unsigned integer operands")
+    _conv_precision(eqn, precision)
+    spatial = len(dimension_numbers.lhs_spec) - 2
+    ones = (1,) * spatial
+    rhs = np.asarray(rhs)
+    if window_reversal is not None:
+        flip = tuple(d for d, r in zip(dimension_numbers.rhs_spec[2:], window_reversal) if r)
+        rhs = np.flip(rhs, flip) if flip else rhs
+    out = conv_general_dilated(
+        eqn, lhs, rhs, window_strides=window_strides or ones,
+        padding=padding if padding is not None else ((0, 0),) * spatial,
+        lhs_dilation=lhs_dilation or ones, rhs_dilation=rhs_dilation or ones,
+        dimension_numbers=dimension_numbers, feature_group_count=feature_group_count,
+        batch_group_count=batch_group_count)
+    if not acc:
+        return out
+    return accumulate(np.asarray(acc[0]), out)
+
+
+def _conv_precision(eqn, precision):
+    # lowering.py _parse_precision_attr: DEFAULT / HIGHEST only, one for both operands.
+    from jax import lax
+    p = precision
+    if isinstance(p, tuple):
+        if p[0] != p[1]:
+            raise eqn.unsupported("conv with per-operand precision: Mosaic refuses it")
+        p = p[0]
+    if p not in (None, lax.Precision.DEFAULT, lax.Precision.HIGHEST):
+        raise eqn.unsupported(f"conv precision {p}: Mosaic lowers DEFAULT and HIGHEST only")
+
+
+def accumulate(acc: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """acc + value in acc's dtype: one rounding for floats (exact sum of two floats of the same
+    type, rounded once), wrapping for integers."""
+    if D.is_int(acc.dtype):
+        return wrap_int(acc.astype(np.int64) + value.astype(np.int64), acc.dtype)
+    from .lax_reductions import round_float
+    return round_float(acc.astype(D.wide_float(acc.dtype)) + value.astype(D.wide_float(acc.dtype)),
+                       acc.dtype)
+
+
+# -- the MXUs ------------------------------------------------------------------------------------
+
+class Mxu:
+    """One MXU of one core: staged right-hand sides by staging register, the latched weights,
+    accumulators (by ACC ref or, before JAX 0.11, by address) and the result FIFO."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.staging: dict[int, np.ndarray] = {}
+        self.weights: np.ndarray | None = None
+        self.accumulators: dict = {}          # key -> [array, holds data]
+        self.fifo: collections.deque = collections.deque()
+
+
+_mxus: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def mxu(run, index: int) -> Mxu:
+    """MXU ``index`` of the running core; the first use registers the exit check."""
+    units = _mxus.get(run)
+    if units is None:
+        units = _mxus[run] = {}
+        run.exit_checks.append(lambda: _check_exit(run, units))
+    unit = units.get(index)
+    if unit is None:
+        unit = units[index] = Mxu(index)
+    return unit
+
+
+def mxu_error(run, unit: Mxu, message: str) -> UndefinedBehaviorError:
+    return UndefinedBehaviorError(f"{run.where()}: MXU {unit.index}: {message}")
+
+
+def _check_exit(run, units) -> None:
+    # "The kernel must not leave any data in the staging registers / accumulator / result FIFO
+    # upon exit" (primitives.py matmul_push_rhs, matmul_pop, matmul_lhs_fifo docstrings).
+    for unit in units.values():
+        if unit.staging:
+            raise mxu_error(run, unit, f"the kernel ends with data in staging register(s) "
+                                       f"{sorted(unit.staging)} (never loaded by a matmul)")
+        held = [k for k, (_, full) in unit.accumulators.items() if full]
+        if held:
+            raise mxu_error(run, unit, "the kernel ends with data in an accumulator (never "
+                                       "popped)")
+        if unit.fifo:
+            raise mxu_error(run, unit, f"the kernel ends with {len(unit.fifo)} result(s) in the "
+                                       "result FIFO (never popped)")
+
+
+def _weights(run, unit: Mxu, load_staged_rhs, lhs) -> np.ndarray:
+    if load_staged_rhs is not None:
+        reg = int(load_staged_rhs)
+        if reg not in unit.staging:
+            raise mxu_error(run, unit, f"loads staging register {reg}, which holds no pushed "
+                                       "right-hand side")
+        unit.weights = unit.staging.pop(reg)
+    if unit.weights is None:
+        raise mxu_error(run, unit, "a matmul reuses the latched right-hand side, but none was "
+                                   "ever loaded (load_staged_rhs=None)")
+    w = unit.weights
+    if np.dtype(w.dtype) != np.dtype(lhs.dtype):
+        raise UndefinedBehaviorError(
+            f"{run.where()}: MXU {unit.index}: right-hand side {w.dtype} with left-hand side "
+            f"{lhs.dtype}: the matmul type is the left-hand side's and the reinterpretation of "
+            "a staged operand of another type is not documented")
+    if lhs.ndim != 2 or lhs.shape[1] != w.shape[0]:
+        raise mxu_error(run, unit, f"left-hand side {lhs.shape} does not contract with the "
+                                   f"latched right-hand side {w.shape}")
+    return w
+
+
+def mxu_product(eqn, lhs: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """lhs @ w as the MXU's result type: float32 correctly rounded, int32 wrapped."""
+    out = np.dtype(np.int32) if D.is_int(lhs.dtype) else np.dtype(np.float32)
+    return np.asarray(matmul(eqn, lhs[None], w[None], out))[0]
+
+
+@register("matmul_push_rhs")
+def matmul_push_rhs(eqn, rhs, *, staging_register, mxu_index, transpose=False):
+    run = current_run()
+    unit = mxu(run, int(mxu_index))
+    reg = int(staging_register)
+    if reg in unit.staging:
+        # "It is not allowed to push to the same staging register twice" (matmul_push_rhs)
+        raise mxu_error(run, unit, f"push to staging register {reg}, which still holds a "
+                                   "right-hand side no matmul has loaded")
+    rhs = np.asarray(rhs)
+    if rhs.ndim != 2:
+        raise eqn.unsupported(f"matmul_push_rhs of rank {rhs.ndim}: the MXU takes a matrix")
+    unit.staging[reg] = np.array(rhs.T if transpose else rhs, copy=True)
+    return []
+
+
+@register("matmul_acc_lhs")
+def matmul_acc_lhs(eqn, *args, load_staged_rhs=None, acc_transforms_tree=None, acc_addr=None,
+                   mxu_index=None):
+    run = current_run()
+    if acc_transforms_tree is None:                    # JAX 0.10: an accumulator address
+        (lhs,) = args
+        unit = mxu(run, int(mxu_index))
+        lhs = np.asarray(lhs)
+        product = mxu_product(eqn, lhs, _weights(run, unit, load_staged_rhs, lhs))
+        key = ("address", int(acc_addr))
+    else:                                              # JAX >= 0.11: an ACC ref
+        ref, lhs, *transforms = args
+        if transforms or acc_transforms_tree.num_leaves:
+            raise eqn.unsupported("matmul_acc_lhs through ref transforms (lowering.py: "
+                                  "'Transforms not supported for matmul_acc_lhs.')")
+        unit = mxu(run, _acc_mxu(eqn))
+        lhs = np.asarray(lhs)
+        product = mxu_product(eqn, lhs, _weights(run, unit, load_staged_rhs, lhs))
+        key = ref
+        if product.shape != tuple(ref.shape) or (
+                D.is_int(product.dtype) != D.is_int(np.dtype(ref.dtype))):
+            raise mxu_error(run, unit, f"a {product.shape} {product.dtype} result accumulated "
+                                       f"into the {tuple(ref.shape)} {ref.dtype} accumulator")
+    slot = unit.accumulators.get(key)
+    if slot is None or not slot[1]:
+        slot = unit.accumulators[key] = [np.zeros(product.shape, product.dtype), True]
+    elif slot[0].shape != product.shape or slot[0].dtype != product.dtype:
+        raise mxu_error(run, unit, f"accumulator {key} holds a {slot[0].shape} {slot[0].dtype} "
+                                   f"sum; a {product.shape} {product.dtype} result added")
+    slot[0] = accumulate(slot[0], product)
+    return []
+
+
+def _acc_mxu(eqn) -> int:
+    return int(eqn.in_avals[0].memory_space.mxu_id)
+
+
+@register("matmul_pop")
+def matmul_pop(eqn, *args, acc_transforms_tree=None, acc_addr=None, shape=None, dtype=None,
+               mxu_index=None):
+    run = current_run()
+    out = eqn.out_aval
+    if acc_transforms_tree is None:
+        unit = mxu(run, int(mxu_index))
+        key = ("address", int(acc_addr))
+    else:
+        ref, *transforms = args
+        if transforms or acc_transforms_tree.num_leaves:
+            raise eqn.unsupported("matmul_pop through ref transforms (lowering.py: "
+                                  "'Transforms not supported for matmul_pop.')")
+        unit = mxu(run, _acc_mxu(eqn))
+        key = ref
+    slot = unit.accumulators.pop(key, None)
+    if slot is None or not slot[1]:
+        # A zeroed accumulator pops zeros: JAX's own tests pop without initialising it
+        # (tests/pallas/tpu_pallas_test.py ExplicitMXUTest), and every pop leaves it zero.
+        return np.zeros(out.shape, out.dtype)
+    value = slot[0]
+    if value.shape != tuple(out.shape) or value.dtype != np.dtype(out.dtype):
+        raise mxu_error(run, unit, f"pops a {tuple(out.shape)} {np.dtype(out.dtype)} result "
+                                   f"from an accumulator holding a {value.shape} {value.dtype} "
+                                   "sum")
+    return value
+
+
+@register("matmul_lhs_fifo")
+def matmul_lhs_fifo(eqn, lhs, *, mxu_index, load_staged_rhs=None):
+    run = current_run()
+    unit = mxu(run, int(mxu_index))
+    lhs = np.asarray(lhs)
+    unit.fifo.append(mxu_product(eqn, lhs, _weights(run, unit, load_staged_rhs, lhs)))
+    return []
+
+
+@register("matmul_pop_fifo")
+def matmul_pop_fifo(eqn, *, shape, dtype, mxu_index):
+    run = current_run()
+    unit = mxu(run, int(mxu_index))
+    if not unit.fifo:
+        # "a hardware error if the result FIFO is empty and there are no matmul_lhs_fifo ops
+        # in-flight" (matmul_pop_fifo); the TPU raises "Cannot schedule FIFO pop instruction
+        # when the FIFO is empty" (tests/pallas/tpu_pallas_test.py test_fifo_underflow).
+        raise mxu_error(run, unit, "pop from an empty result FIFO (no matmul_lhs_fifo result "
+                                   "pending)")
+    value = unit.fifo.popleft()
+    if value.shape != tuple(shape) or value.dtype != np.dtype(dtype):
+        raise mxu_error(run, unit, f"pops a {tuple(shape)} {np.dtype(dtype)} result; the oldest "
+                                   f"FIFO entry is a {value.shape} {value.dtype} result")
+    return value
