@@ -312,18 +312,36 @@ SEMANTICS = table(
               "unsupported, as Mosaic joins only Pallas keys.",
               sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _join_key_lowering_rule",
                        "jax/_src/pallas/mosaic/lowering.py _prng_seed_lowering_rule")),
-    Semantics("pack_elementwise", "Integer sources (factor = bits(source) / bits(packed) of them) "
-              "truncated to the packed width; source i in bits [i*w, (i+1)*w) of an unsigned word "
-              "of the source width.",
-              edge_cases=("f32 -> bf16 packing: unsupported (Mosaic does not document how it "
-                          "rounds)",),
-              sources=(_TPU + " pack_elementwise docstring",)),
+    Semantics("pack_elementwise", "Sources (factor = bits(source) / bits(packed) of them) packed "
+              "into an unsigned word of the source width, source i in bits [i*w, (i+1)*w): "
+              "integer sources truncated to the packed width; float32 sources rounded to "
+              "bfloat16 as convert_element_type rounds (nearest even; the reference applies "
+              "that to every input: ties to even, overflow to inf, subnormals kept, NaN stays "
+              "NaN).",
+              edge_cases=("f32 -> bf16 rounding: JAX's own TPU test of the primitive requires "
+                          "the packed bits of x.astype(bfloat16) (tests/pallas/tpu_ops_test.py "
+                          "test_pack_elementwise) and Mosaic's op packs 'downcast' values "
+                          "(tpu_ops.td TPU_PackSubelementsOp: 'Interleaved packing downcasts "
+                          "each value'); JAX's test draws finite normal values, so ties, "
+                          "subnormals, overflow and NaN are the reference's extension of the "
+                          "same rule; no interpret mode of JAX evaluates the primitive",
+                          "other source / packed pairs: unsupported, as JAX refuses them "
+                          "('Only f32 -> bf16 and int -> int are supported')"),
+              sources=(_TPU + " pack_elementwise docstring",
+                       "jaxlib/mosaic/dialect/tpu/tpu_ops.td TPU_PackElementwiseOp")),
     Semantics("unpack_elementwise", "Field `index` (bits [index*w, (index+1)*w)) of each element: "
-              "sign-extended for signed integer fields, exactly widened for float fields "
+              "integer fields sign-extended, then wrapped into the unpacked integer type or "
+              "converted (exactly) to the unpacked float type; float fields exactly widened "
               "(bf16/f16 -> f32).",
-              edge_cases=("unsigned integer fields: unsupported (zero- or sign-extension is not "
-                          "documented; the lowering passes a signless type)",),
-              sources=(_TPU + " unpack_elementwise docstring",)),
+              edge_cases=("unsigned fields (and unsigned results) are sign-extended too: the "
+                          "lowering passes signless integer types ('This conversion makes "
+                          "mosaic interpret all unsigned types as signed types', lowering.py "
+                          "_dtype_to_ir_type), so uint4 -> uint8 is the same Mosaic op as "
+                          "int4 -> int8, whose description sign-extends ('s_y'y''; tpu_ops.td "
+                          "TPU_UnpackElementwiseOp); a uint4 field 0xF unpacks to 0xFF",),
+              sources=(_TPU + " unpack_elementwise docstring",
+                       "jaxlib/mosaic/dialect/tpu/tpu_ops.td TPU_UnpackElementwiseOp",
+                       "jax/_src/pallas/mosaic/lowering.py _dtype_to_ir_type")),
     Semantics("has_memory_space", "Whether a pl.ANY operand lives in a memory space: the "
               "compiler's placement; the reference keeps ANY operands in HBM (True only for HBM).",
               sources=(_TPU,)),
@@ -335,12 +353,6 @@ SEMANTICS = table(
 # Pallas TPU primitives the reference leaves unsupported on purpose (interp.coverage() says
 # "unsupported"): what would be needed to define them.
 UNSUPPORTED = {
-    "stochastic_round": "tpu.stochastic_convert: which bits of the uint32 random word are compared "
-                        "with the discarded mantissa bits (and how ties and the int4 / fp8 / fp4 "
-                        "targets round) is hardware-defined and undocumented; only the "
-                        "distribution (round up with probability = discarded fraction) is known",
-    "matmul_push_rhs / matmul_acc_lhs / matmul_pop (+ fifo variants)": "explicit MXU register "
-                        "programming (latched weights, accumulator state): not modelled",
     "remote DMAs / signals (device_id of another device)": "the reference runs one device; cores "
                         "of one core mesh are supported",
     "emit_pipeline / pipeline_body on JAX < 0.12 (jax_use_emit_pipeline_primitive=True)": "JAX "

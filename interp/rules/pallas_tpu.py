@@ -76,7 +76,9 @@ def stochastic_magnitude(a: np.ndarray, bits: np.ndarray, grid: np.ndarray) -> n
     return lower + np.where(up, gap, 0.0)
 
 
-@register("stochastic_round")
+@register("stochastic_round", partial="the bits choose by XLA's stochastic-convert rule; "
+                                       "Mosaic's hardware rule is not public (hardware is checked "
+                                       "for one of the two neighbours)")
 def stochastic_round(eqn, x, random_bits, *, target_dtype):
     target = np.dtype(target_dtype)
     if np.dtype(x.dtype) != np.float32 or target.name not in STOCHASTIC_TARGETS:
