@@ -72,7 +72,8 @@ SEMANTICS = table(
         sources=(_TPU + " matmul_acc_lhs", _LOWER + " _matmul_acc_lhs_lowering_rule, AccRef",
                  "jax/_src/pallas/mosaic/core.py AccMemorySpace, check_accumulator_ref",
                  _MXU_TEST),
-        exactness="correctly-rounded per matmul, then one rounding per accumulation",
+        exactness="correctly-rounded",
+        notes="correctly rounded per matmul, then one rounding per accumulation",
     ),
     Semantics(
         "matmul_pop",

@@ -147,7 +147,10 @@ def conv(eqn, lhs, rhs, *acc, dimension_numbers, window_strides=None, padding=No
         batch_group_count=batch_group_count)
     if not acc:
         return out
-    return accumulate(np.asarray(acc[0]), out)
+    acc = np.asarray(acc[0])
+    if acc.shape != out.shape:   # (JAX's abstract eval takes the accumulator's shape unchecked)
+        raise ValueError(f"conv: accumulator {acc.shape} is not the convolution's {out.shape}")
+    return accumulate(acc, out)
 
 
 def _conv_precision(eqn, precision):
