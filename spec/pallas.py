@@ -142,8 +142,12 @@ SEMANTICS = table(
         edge_cases=(
             "the expansion is traced for the caller's abstract TPU mesh, else a TPU v5e core: "
             "the generation only chooses buffer tiling, no value",
-            "core_axis: unsupported (the lowering reads a grid size where the core index "
-            "belongs); core_axis_name works",
+            "core_axis (a grid axis of the enclosing kernel) and core_axis_name: the expansion "
+            "partitions the pipeline grid over the cores (pipeline.py _partition_grid: the "
+            "first dimension divisible by the core count, else the first parallel one with "
+            "the remainder spread over the first cores), the core index an operand traced in "
+            "the enclosing kernel (program_id / axis_index of the core axis); agrees with JAX's "
+            "TPU interpret mode (tests/test_pallas_tpu.py)",
             "JAX 0.10.2: unsupported (see UNSUPPORTED)",
         ),
         sources=("jax/_src/pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr, "

@@ -1261,3 +1261,22 @@ def test_interpret_modes_record_the_new_primitives_as_backend_unsupported():
                         *case.make_inputs(0)))
             assert any(type(err.value).__name__ == t and m in str(err.value)
                        for t, m in gate.errors), str(err.value)[:300]
+
+
+def test_emit_pipeline_over_a_core_axis_matches_tpu_interpret_mode():
+    # pltpu.emit_pipeline(core_axis=0): 5 pipeline steps split over 2 cores of the enclosing
+    # kernel's core_parallel axis (the remainder to the first core). The reference and JAX's TPU
+    # interpret mode agree bit for bit, and both compute 2 x + 100 * step.
+    from conformance.cases.pallas_tpu import pipeline_cases
+    from conformance.execute import run_case
+    cases = {c.id: c for c in pipeline_cases()}
+    if not cases:
+        pytest.skip("emit_pipeline is a primitive the reference expands from JAX 0.12 on")
+    case = cases["pallas_tpu/emit_pipeline_core_axis/i32/5_steps_2_cores"]
+    (x,) = case.make_inputs(0)
+    with case.context():
+        got = interp.interpret(case.reference_program())(x)
+    steps = np.repeat(np.arange(5, dtype=np.int32) * 100, 8)[:, None]
+    np.testing.assert_array_equal(got, x * 2 + steps)
+    rec = run_case(case, "pallas:tpu-interpret", first_divergence=False)
+    assert rec["outcome"] == "pass", (rec["outcome"], rec.get("detail"))

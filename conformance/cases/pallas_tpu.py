@@ -21,7 +21,7 @@ from jax.experimental import pallas as pl
 from spec import compliance as C
 
 from ..case import LAX, PALLAS, Case, random_array
-from .pallas import Gate, gated
+from .pallas import _PIPELINE_HLO_INTERPRET, Gate, gated
 
 F32 = np.dtype(np.float32)
 _DEF = C.exact("definition")
@@ -375,6 +375,53 @@ def packing_cases():
                      claims=_claimed_unpack_unsigned, modes=_DEF, primitives=("unpack_elementwise",))
 
 
+# ------------------------------------------------------------------- emit_pipeline over cores
+def _pipeline_step_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2 + pl.program_id(0) * 100   # program_id(0): the pipeline step
+
+
+def build_pipeline_core_axis(steps, cores):
+    # pltpu.emit_pipeline(core_axis=0) inside a kernel whose grid axis 0 is the core axis
+    # ("core_parallel"): each core runs its share of the pipeline's steps.
+    def build(interpret):
+        pltpu = _tpu()
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+
+        def kernel(x_hbm, o_hbm):
+            pltpu.emit_pipeline(_pipeline_step_kernel, grid=(steps,), in_specs=[spec], out_specs=spec,
+                                core_axis=0, dimension_semantics=(pltpu.PARALLEL,))(x_hbm, o_hbm)
+
+        def f(x):
+            with _abstract_tpu("TPU v5 lite"):
+                return pl.pallas_call(
+                    kernel, grid=(cores,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                    out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                    compiler_params=pltpu.CompilerParams(dimension_semantics=("core_parallel",)),
+                    interpret=interpret)(x)
+        return f
+    return build
+
+
+def _pipeline_claim(x):
+    steps = x.shape[0] // 8
+    return x * 2 + jnp.repeat(jnp.arange(steps, dtype=x.dtype) * 100, 8)[:, None]
+
+
+def pipeline_cases():
+    import interp.rules  # noqa: F401  (registers every rule)
+    from interp.registry import PARTIAL, RULES
+    if "emit_pipeline" not in RULES or "core_axis" in PARTIAL.get("emit_pipeline", ""):
+        return   # JAX < 0.12: no expansion outside the Mosaic lowering (spec/pallas.py)
+    for steps, cores in ((4, 2), (5, 2)):
+        yield from _case(f"emit_pipeline_core_axis/i32/{steps}_steps_{cores}_cores",
+                         gated(build_pipeline_core_axis(steps, cores), hlo_interpret=_PIPELINE_HLO_INTERPRET),
+                         lambda rng, steps=steps: [random_array(rng, np.dtype(np.int32), (8 * steps, 128),
+                                                                low=-1000, high=1000)],
+                         claims=_pipeline_claim, modes=_DEF,
+                         jax_config=(("jax_use_emit_pipeline_primitive", True),),
+                         primitives=("emit_pipeline",))
+
+
 # -------------------------------------------------------------------------- remove_memory_space
 def _remove_memory_space():
     try:
@@ -389,6 +436,7 @@ def cases():
     yield from conv_cases()
     yield from stochastic_cases()
     yield from packing_cases()
+    yield from pipeline_cases()
     prim = _remove_memory_space()
     if prim is not None:   # a plain program: XLA runs it (its lowering is the identity)
         yield Case(id="pallas_tpu/remove_memory_space/f32/8x128", fn=lambda x: prim.bind(x),

@@ -87,14 +87,14 @@ def _jax_at_least(*version) -> bool:
 
 
 def emit_pipeline(eqn, *args, grid_mapping, args_tree, core_axis=None, **params):
+    # core_axis / core_axis_name: the core index is an operand (core_id, traced in the enclosing
+    # kernel as program_id / axis_index of the core axis) and the expansion partitions the
+    # pipeline grid over num_cores with it (pipeline.py _partition_grid).
     expand = _pipeline_expansion()
     if expand is None or "refs_tree" not in params:
         raise eqn.unsupported("this JAX expands emit_pipeline only inside its Mosaic lowering "
                               "rule (no pipeline.emit_pipeline_to_jaxpr): nothing defines it "
                               "outside TPU compilation")
-    if core_axis is not None:
-        raise eqn.unsupported("core_axis (the lowering reads a grid size where the core index "
-                              "belongs); use core_axis_name")
     run = current_run()
     outer = tuple(int(g) for g in run.kernel_grid)
     per_eqn = _pipeline_jaxprs.setdefault(eqn, {})
@@ -162,7 +162,7 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, _explicit_indices=False, **params)
 # emit_pipeline_to_jaxpr; both its interpret modes fail on it): unsupported there
 # (spec/pallas.py UNSUPPORTED). The rule re-checks for the expansion when it runs.
 if _jax_at_least(0, 12):
-    register("emit_pipeline", partial="core_axis (use core_axis_name) unsupported")(emit_pipeline)
+    register("emit_pipeline")(emit_pipeline)
     register("pipeline_body", partial="body refs whose transforms are not basic indexing (a "
                                       "view of the buffer) are unsupported")(pipeline_body)
 
