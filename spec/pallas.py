@@ -342,7 +342,9 @@ SEMANTICS = table(
                           "mosaic interpret all unsigned types as signed types', lowering.py "
                           "_dtype_to_ir_type), so uint4 -> uint8 is the same Mosaic op as "
                           "int4 -> int8, whose description sign-extends ('s_y'y''; tpu_ops.td "
-                          "TPU_UnpackElementwiseOp); a uint4 field 0xF unpacks to 0xFF",),
+                          "TPU_UnpackElementwiseOp); a uint4 field 0xF unpacks to 0xFF. "
+                          "tests/test_pallas_tpu.py lowers both for TPU and finds the same op "
+                          "text (tpu.unpack_elementwise {source_type = i4} on i8 vectors)",),
               sources=(_TPU + " unpack_elementwise docstring",
                        "jaxlib/mosaic/dialect/tpu/tpu_ops.td TPU_UnpackElementwiseOp",
                        "jax/_src/pallas/mosaic/lowering.py _dtype_to_ir_type")),

@@ -84,9 +84,10 @@ SEMANTICS = table(
             "popping a zero (never accumulated or already popped) accumulator gives zeros",
             "JAX 0.10.2: a pop whose shape / dtype differs from what was accumulated at that "
             "address: UndefinedBehaviorError",
-            "reading an ACC ref any other way: Mosaic refuses it ('Loading from an accumulator "
-            "is not supported. Use matmul_pop'); the reference's ACC ref buffer stays "
-            "never-written memory, so such a read is poison",
+            "reading an ACC ref any other way (ref[...]): Mosaic refuses the program ('Loading "
+            "from an accumulator is not supported. Use matmul_pop'); the reference's ACC buffer "
+            "is never-written memory in every uninitialized mode, so the read raises "
+            "UninitializedReadError (an UndefinedBehaviorError) naming the accumulator",
         ),
         sources=(_TPU + " matmul_pop", _LOWER + " _matmul_pop_lowering_rule, "
                  "_load_lowering_rule"),

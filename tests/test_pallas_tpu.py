@@ -1280,3 +1280,57 @@ def test_emit_pipeline_over_a_core_axis_matches_tpu_interpret_mode():
     np.testing.assert_array_equal(got, x * 2 + steps)
     rec = run_case(case, "pallas:tpu-interpret", first_divergence=False)
     assert rec["outcome"] == "pass", (rec["outcome"], rec.get("detail"))
+
+
+def _mosaic_text(kernel, out, *args) -> list[str]:
+    """The tpu-dialect operations Mosaic's lowering emits for a kernel (pallas_call debug=True
+    prints the module), lowered for TPU on this CPU-only machine."""
+    import contextlib
+    import io
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), out), debug=True)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.jit(f).trace(*[jax.ShapeDtypeStruct((8, 128), a) for a in args]).lower(
+            lowering_platforms=("tpu",))
+    ops = [line.split("=", 1)[-1].strip() for line in buf.getvalue().splitlines()]
+    return [op for op in ops if op.startswith("tpu.") and not op.startswith("tpu.vector_store")]
+
+
+@pytest.mark.skipif(not hasattr(pltpu, "unpack_elementwise"), reason="not in this JAX")
+def test_mosaic_lowering_text_defines_pack_rounding_and_unsigned_unpacking():
+    # f32 -> bf16 packing is one tpu.pack_elementwise with target_type bf16: no separate rounding
+    # op, so the rounding is the op's own (what JAX's TPU test requires: x.astype(bfloat16)).
+    def pack(a, b, o):
+        o[...] = pltpu.pack_elementwise([a[...], b[...]], packed_dtype=jnp.bfloat16)
+    (op,) = _mosaic_text(pack, jnp.uint32, jnp.float32, jnp.float32)
+    assert op.startswith("tpu.pack_elementwise") and "{target_type = bf16}" in op, op
+
+    # uint4 fields of uint8 lower to exactly the op of int4 fields of int8 (Mosaic's types are
+    # signless): the documented sign extension applies to unsigned fields too.
+    def unpack(packed, unpacked):
+        def kernel(x, o):
+            o[...] = pltpu.unpack_elementwise(x[...], index=1, packed_dtype=packed,
+                                              unpacked_dtype=unpacked)
+        return _mosaic_text(kernel, unpacked, unpacked)
+    unsigned, signed = unpack(jnp.uint4, jnp.uint8), unpack(jnp.int4, jnp.int8)
+    assert unsigned == signed and "{source_type = i4}" in unsigned[0], (unsigned, signed)
+
+
+@needs_acc
+def test_reading_an_accumulator_other_than_by_matmul_pop_raises():
+    # Mosaic refuses the program ("Loading from an accumulator is not supported. Use
+    # matmul_pop"); the reference's accumulator buffer is never-written memory in every mode.
+    x = RNG.standard_normal((8, 256)).astype(ml_dtypes.bfloat16)
+
+    def kernel(x_ref, o_ref, acc):
+        pltpu.matmul_push_rhs(jnp.ones((256, 256), jnp.bfloat16), staging_register=0, mxu_index=0)
+        pltpu.matmul_acc_lhs(acc, x_ref[...], load_staged_rhs=0)
+        o_ref[...] = acc[...]
+        o_ref[...] = pltpu.matmul_pop(acc)
+
+    with _tpu7():
+        f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 256), jnp.float32),
+                           scratch_shapes=[pltpu.ACC(0)((8, 256), jnp.float32)])
+        jaxpr = jax.make_jaxpr(f)(x)
+    with pytest.raises(UninitializedReadError, match=r"MXU accumulator acc\(mxu_id=0\)"):
+        interp.eval_jaxpr(jaxpr, x)

@@ -469,6 +469,11 @@ def _alloc_scratch(aval, name, run, opts) -> KernelRef:
     shape, dtype, _ = physical_operand(aval, name)   # typed keys: their key data
     mode = opts.uninitialized
     arr = fill_uninitialized(shape, dtype, mode)
+    if space.startswith("acc("):
+        # An MXU accumulator (pltpu.ACC) holds its sums in the MXU (interp/rules/pallas_tpu.py);
+        # only matmul_pop reads them, so any other read is of never-written memory, in any mode.
+        return KernelRef(arr, name, run, init=np.zeros(shape, bool), check_bounds=opts.check_bounds,
+                         kind=f"MXU accumulator {space} (only matmul_pop reads it)")
     init = np.zeros(shape, bool) if mode == "raise" else None
     return KernelRef(arr, name, run, init=init, kind=f"scratch ({space})",
                      check_bounds=opts.check_bounds)
