@@ -134,7 +134,8 @@ SEMANTICS = table(
     ),
     Semantics(
         "emit_pipeline",
-        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.12): "
+        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.11.2, "
+        "where pipeline.emit_pipeline_to_jaxpr exists: probed): "
         "its meaning is its expansion, pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr (what "
         "the Mosaic lowering and the TPU interpret mode run): the same DMA pipeline the default "
         "path inlines, evaluated by the reference's DMA / semaphore model (race detection, "
@@ -238,7 +239,7 @@ SEMANTICS = table(
 UNSUPPORTED = {
     "remote DMAs / signals (device_id of another device)": "the reference runs one device; cores "
                         "of one core mesh are supported",
-    "emit_pipeline / pipeline_body on JAX < 0.12 (jax_use_emit_pipeline_primitive=True)": "JAX "
+    "emit_pipeline / pipeline_body on JAX 0.10.2 (jax_use_emit_pipeline_primitive=True)": "JAX "
                         "0.10.2 expands the primitive only inside its Mosaic lowering rule (no "
                         "pipeline.emit_pipeline_to_jaxpr) and both its interpret modes fail on "
                         "it: nothing defines it off TPU",

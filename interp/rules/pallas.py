@@ -80,11 +80,6 @@ def _pipeline_expansion():
     return getattr(mosaic_pipeline, "emit_pipeline_to_jaxpr", None)
 
 
-def _jax_at_least(*version) -> bool:
-    import jax
-    return tuple(int(p) for p in jax.__version__.split(".")[:len(version)]) >= version
-
-
 def emit_pipeline(eqn, *args, grid_mapping, args_tree, core_axis=None, **params):
     # core_axis / core_axis_name: the core index is an operand (core_id, traced in the enclosing
     # kernel as program_id / axis_index of the core axis) and the expansion partitions the
@@ -159,8 +154,9 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, _explicit_indices=False, **params)
 
 # JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (no
 # emit_pipeline_to_jaxpr; both its interpret modes fail on it): unsupported there
-# (spec/pallas.py UNSUPPORTED). The rule re-checks for the expansion when it runs.
-if _jax_at_least(0, 12):
+# (spec/pallas.py UNSUPPORTED). Probed (JAX 0.11.2 has the expansion); the rule re-checks for the
+# expansion when it runs.
+if _pipeline_expansion() is not None:
     register("emit_pipeline")(emit_pipeline)
     register("pipeline_body", partial="body refs whose transforms are not basic indexing (a "
                                       "view of the buffer) are unsupported")(pipeline_body)
