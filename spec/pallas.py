@@ -1,5 +1,5 @@
 """Semantics of the Pallas primitives as the reference implements them (``interp/rules/pallas.py``,
-engine in ``interp/pallas/``).
+engine in ``interp/pallas/``); the TPU-only (Mosaic) primitives are in ``spec/pallas_tpu.py``.
 
 Anchors: JAX's own interpret modes (``jax/_src/pallas/hlo_interpreter.py``: ``interpret=True``;
 ``jax/_src/pallas/mosaic/interpret/``: TPU interpret mode), the discharge rules of the primitives
@@ -134,7 +134,8 @@ SEMANTICS = table(
     ),
     Semantics(
         "emit_pipeline",
-        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.12): "
+        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.11.2, "
+        "where pipeline.emit_pipeline_to_jaxpr exists: probed): "
         "its meaning is its expansion, pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr (what "
         "the Mosaic lowering and the TPU interpret mode run): the same DMA pipeline the default "
         "path inlines, evaluated by the reference's DMA / semaphore model (race detection, "
@@ -142,8 +143,12 @@ SEMANTICS = table(
         edge_cases=(
             "the expansion is traced for the caller's abstract TPU mesh, else a TPU v5e core: "
             "the generation only chooses buffer tiling, no value",
-            "core_axis: unsupported (the lowering reads a grid size where the core index "
-            "belongs); core_axis_name works",
+            "core_axis (a grid axis of the enclosing kernel) and core_axis_name: the expansion "
+            "partitions the pipeline grid over the cores (pipeline.py _partition_grid: the "
+            "first dimension divisible by the core count, else the first parallel one with "
+            "the remainder spread over the first cores), the core index an operand traced in "
+            "the enclosing kernel (program_id / axis_index of the core axis); agrees with JAX's "
+            "TPU interpret mode (tests/test_pallas_tpu.py)",
             "JAX 0.10.2: unsupported (see UNSUPPORTED)",
         ),
         sources=("jax/_src/pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr, "
@@ -189,31 +194,6 @@ SEMANTICS = table(
                           "(tt.divisibility of contiguous runs), no elementwise statement",),
               sources=(_PRIMS, "jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule")),
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
-    Semantics(
-        "dma_start",
-        "Copies src[idx] to dst[idx]; on completion adds the byte count to the destination "
-        "semaphore (and the source semaphore for a send).",
-        edge_cases=(
-            "without detect_races the copy completes at start (as interpret=True)",
-            "detect_races=True: in flight until a wait on its semaphore; reading its destination "
-            "or writing its source or destination meanwhile, or starting a DMA into a range in "
-            "flight, raises RaceError (exact element overlap by address)",
-            "add=True accumulates into the destination",
-            "indirect (scatter) destination naming an element twice: the DMA engine writes in "
-            "no defined order, so RaceError unless every write to the element carries the same "
-            "bits; an accumulating DMA applies every duplicate for integers (exact in any order) "
-            "and raises RaceError for floats (rounding depends on the order)",
-            "remote DMAs (device_id) are unsupported: the reference runs one device",
-        ),
-        sources=(_TPU, _TPU_INTERP),
-        notes="Speed: the DMA's operand pytree is resolved once per equation (where its refs "
-              "are) and its indices, bounds / shape checks and byte count once per tuple of "
-              "scalar index values (interp/rules/pallas.py _Operands); semaphore primitives "
-              "the same. Same checks, same results; race detection unchanged.",
-    ),
-    Semantics("dma_wait", "Waits until the semaphore holds the byte count of the waited ref and "
-              "subtracts it; completes in-flight DMAs on that semaphore in start order; a wait no "
-              "DMA can satisfy raises RaceError (deadlock on hardware).", sources=(_TPU,)),
     Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
               "of a core-mesh kernel, to that core's copy of it (other devices: unsupported).",
               edge_cases=("cores are named by core_index or by a device_id dict of core-mesh "
@@ -225,14 +205,6 @@ SEMANTICS = table(
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
               "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),
     Semantics("semaphore_read", "The semaphore's current value as int32.", sources=(_PRIMS,)),
-    Semantics("get_barrier_semaphore", "The kernel's barrier semaphore (one device: only this "
-              "kernel signals it). tag (JAX 0.12) names the collective id kernels on other "
-              "devices share: no effect on one device.", sources=(_TPU,)),
-    Semantics("roll", "pltpu.roll: jnp.roll(x, shift, axis); with stride, slice i along "
-              "stride_axis rolls by shift + i*stride.", sources=(_TPU + " _roll_lowering_rule",)),
-    Semantics("bitcast", "pltpu.bitcast: packs/unpacks consecutive elements along dim (second "
-              "minor by default; the only choice before JAX 0.12), element 0 in the low bits.",
-              sources=(_TPU + " _bitcast_lowering_rule",)),
     Semantics("reciprocal", "1/x correctly rounded (computed wide, rounded once), also for "
               "approx=True, where hardware may return an approximation (Mosaic: a bf16 "
               "reciprocal): the compliance mode says how far.",
@@ -241,79 +213,9 @@ SEMANTICS = table(
                           "results when x or output is +-inf or NaN; or when x is +-1/flt_min "
                           "or +-0'): NaN there, like never-written memory",),
               sources=(_PRIMS,), exactness="correctly-rounded"),
-    Semantics("einshape_lo", "pltpu.einshape: the split / merge / transpose steps of "
-              "jax._src.pallas.einshape.get_einshape_transforms. assert_is_tile_preserving only "
-              "makes the Mosaic lowering refuse a relayout (per TPU generation): same values.",
-              sources=("jax/_src/pallas/einshape.py",)),
     Semantics("add_dependency", "pltpu.touch: a scheduling dependency; no effect on values.",
               sources=(_TPU,)),
     Semantics("trace_value", "pltpu.trace_value: a profiler annotation; no effect on values.",
-              sources=(_TPU,)),
-    Semantics("prng_seed", "Seeds the TPU core's hardware PRNG (emulated: interp.prng."
-              "pallas_tpu_bits; the hardware generator is undocumented). TPUs have a sequential "
-              "generator per core: the seed sets its whole state, which lasts across grid steps "
-              "until the next seed.",
-              edge_cases=("seeds other than one key or scalar int32 / uint32 values (floats, "
-                          "vectors, 8/16-bit, int64 as under jax_enable_x64): unsupported, as "
-                          "Mosaic refuses them (_prng_seed_lowering_rule 'All seed data must be "
-                          "scalar integers'; tpu.prng_set_seed_32 verifies 32-bit operands)",),
-              sources=(_TPU, "docs/pallas/tpu/prng.rst")),
-    Semantics("prng_random_bits", "int32 bits of the emulated hardware PRNG: a function of the "
-              "seeds of the last prng_seed, the number of draws since it and Options.seed, not "
-              "of the grid point (the same seed gives the same bits at any grid point, as "
-              "pltpu.sample_block's invariance over block shapes needs). Before any prng_seed: "
-              "UndefinedBehaviorError (JAX's TPU interpret mode returns zeros). Results of rank "
-              "< 2 (also through stateful_* samplers and jax.random on Pallas keys): "
-              "unsupported, as Mosaic lowers only rank >= 2 draws "
-              "(_prng_random_bits_lowering_rule).",
-              sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
-    Semantics(
-        "pallas_tpu keys",
-        "jax.random on keys of the pallas_tpu impl (pltpu.to_pallas_key, jax.random.key(s, "
-        "impl='pallas_tpu'), wrap_pallas_seed) inside a kernel, as Mosaic lowers them (the impl "
-        "function traced on the key itself: lowering.py random_bits_lowering / "
-        "random_fold_in_lowering; interp/rules/random.py): random_bits seeds the hardware PRNG "
-        "with the key's two scalars and draws (so it re-seeds: later stateful draws continue "
-        "from there) and returns the bits as uint32; fold_in adds the message to the second "
-        "word and applies one Threefry-2x32 round (rotation 13), bit-exact; random_seed "
-        "broadcasts the seed to both words. The stateful placeholder impl (pltpu.stateful_"
-        "uniform/normal/bernoulli/bits) draws without seeding.",
-        edge_cases=(
-            "random_split: JAX defines none for Pallas keys (_split raises): unsupported",
-            "bit widths other than 32 (e.g. uint8 bits, bfloat16 uniform): unsupported "
-            "('Bit width must be 32')",
-            "key arrays of rank > 0 in random_bits / fold_in: unsupported (Mosaic seeds from "
-            "one key)",
-            "random_bits / fold_in of Pallas keys outside a kernel: unsupported (JAX lowers "
-            "them only inside Pallas TPU kernels; elsewhere they fail)",
-            "random_seed inside a kernel: Mosaic's lowering gives a vector, not the scalar "
-            "bundle its random_bits needs, so the program does not compile on TPU; the "
-            "reference evaluates it by the key's JAX-defined value",
-        ),
-        sources=("jax/_src/pallas/mosaic/random.py", "jax/_src/pallas/mosaic/lowering.py",
-                 "docs/pallas/tpu/prng.rst"),
-    ),
-    Semantics("prng_split", "The uint32 scalars of a Pallas TPU key (key shape (1, N)), in order.",
-              sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _split_key_lowering_rule")),
-    Semantics("prng_join", "A Pallas TPU key from its N uint32 scalars, in order; prng_seed(key) "
-              "seeds with them. Other impls (JAX's abstract eval takes any key shape (1, N)): "
-              "unsupported, as Mosaic joins only Pallas keys.",
-              sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _join_key_lowering_rule",
-                       "jax/_src/pallas/mosaic/lowering.py _prng_seed_lowering_rule")),
-    Semantics("pack_elementwise", "Integer sources (factor = bits(source) / bits(packed) of them) "
-              "truncated to the packed width; source i in bits [i*w, (i+1)*w) of an unsigned word "
-              "of the source width.",
-              edge_cases=("f32 -> bf16 packing: unsupported (Mosaic does not document how it "
-                          "rounds)",),
-              sources=(_TPU + " pack_elementwise docstring",)),
-    Semantics("unpack_elementwise", "Field `index` (bits [index*w, (index+1)*w)) of each element: "
-              "sign-extended for signed integer fields, exactly widened for float fields "
-              "(bf16/f16 -> f32).",
-              edge_cases=("unsigned integer fields: unsupported (zero- or sign-extension is not "
-                          "documented; the lowering passes a signless type)",),
-              sources=(_TPU + " unpack_elementwise docstring",)),
-    Semantics("has_memory_space", "Whether a pl.ANY operand lives in a memory space: the "
-              "compiler's placement; the reference keeps ANY operands in HBM (True only for HBM).",
               sources=(_TPU,)),
     Semantics("get_global", "A buffer per get_global equation that persists for the whole call: "
               "every grid step and every core of a core mesh see the same one (never-written / "
@@ -323,15 +225,9 @@ SEMANTICS = table(
 # Pallas TPU primitives the reference leaves unsupported on purpose (interp.coverage() says
 # "unsupported"): what would be needed to define them.
 UNSUPPORTED = {
-    "stochastic_round": "tpu.stochastic_convert: which bits of the uint32 random word are compared "
-                        "with the discarded mantissa bits (and how ties and the int4 / fp8 / fp4 "
-                        "targets round) is hardware-defined and undocumented; only the "
-                        "distribution (round up with probability = discarded fraction) is known",
-    "matmul_push_rhs / matmul_acc_lhs / matmul_pop (+ fifo variants)": "explicit MXU register "
-                        "programming (latched weights, accumulator state): not modelled",
     "remote DMAs / signals (device_id of another device)": "the reference runs one device; cores "
                         "of one core mesh are supported",
-    "emit_pipeline / pipeline_body on JAX < 0.12 (jax_use_emit_pipeline_primitive=True)": "JAX "
+    "emit_pipeline / pipeline_body on JAX 0.10.2 (jax_use_emit_pipeline_primitive=True)": "JAX "
                         "0.10.2 expands the primitive only inside its Mosaic lowering rule (no "
                         "pipeline.emit_pipeline_to_jaxpr) and both its interpret modes fail on "
                         "it: nothing defines it off TPU",

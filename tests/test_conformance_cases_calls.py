@@ -26,7 +26,7 @@ NEW = ("control_flow/composite", "control_flow/custom_", "control_flow/linear_ca
        "pallas/barrier_semaphore", "pallas/get_global", "pallas/has_memory_space",
        "pallas/with_memory_space_constraint", "pallas/reciprocal", "pallas/core_mesh",
        "pallas/tpu_emit_pipeline", "pallas/tpu_threefry_key")
-FAMILIES = ("control_flow", "state", "pallas", "pallas_triton")
+FAMILIES = ("control_flow", "state", "pallas", "pallas_triton", "pallas_tpu")
 # Version-dependent spellings: a case naming several of these needs only the one its JAX stages.
 ALTERNATIVES = ({"eval_jaxpr", "closed_call"},)
 # Only JAX 0.12 stages these for the program (0.10.2 traces plain lax ops / a different primitive).

@@ -807,3 +807,530 @@ def test_key_scratch_persists_across_grid_steps():
 
     np.testing.assert_array_equal(interp.interpret(f, uninitialized="raise")(np.int32(4)),
                                   xla_cpu(outside, np.int32(4)))
+
+
+# -- the Mosaic TPU primitives of JAX 0.11 / 0.12 (interp/rules/pallas_tpu.py) ----------------------
+# Semantics and sources: spec/pallas_tpu.py. Each is checked against an independent computation
+# (bit arithmetic, exact float64 sums, XLA:CPU running the plain JAX function).
+
+import inspect  # noqa: E402
+
+import ml_dtypes  # noqa: E402
+
+from interp.errors import UndefinedBehaviorError  # noqa: E402
+
+STOCHASTIC_TARGETS = ("bfloat16", "float8_e5m2", "float8_e4m3fn", "float8_e4m3b11fnuz",
+                      "float4_e2m1fn", "int4")
+needs_stochastic = pytest.mark.skipif(not hasattr(pltpu, "stochastic_round"),
+                                      reason="pltpu.stochastic_round is not in this JAX")
+
+
+def _stochastic(x, bits, target):
+    def kernel(x_ref, b_ref, o_ref):
+        o_ref[...] = pltpu.stochastic_round(x_ref[...], b_ref[...], target_dtype=o_ref.dtype)
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, target))
+    return interp.interpret(f)(x, bits)
+
+
+def _random_words(shape):
+    words = RNG.integers(0, 2 ** 32, size=shape, dtype=np.uint64).astype(np.uint32)
+    edge = np.array([0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF], np.uint32)
+    return np.where(RNG.random(shape) < 0.2, RNG.choice(edge, size=shape), words)
+
+
+@needs_stochastic
+def test_stochastic_round_to_bf16_is_xla_stochastic_convert_on_the_bits():
+    # bfloat16 keeps the top 16 bits of a float32: the discarded fraction, 2**-1 in the MSB of a
+    # uint32, is the low half shifted up; the magnitude rounds up iff bits < it (XLA's rule), and
+    # the carry runs into the exponent (to inf past the largest finite). Every finite float32
+    # class: normals, subnormals, values near the largest finite, signed zeros.
+    shape = (16, 128)
+    mags = RNG.integers(0, 0x7F800000, size=shape, dtype=np.uint64).astype(np.uint32)
+    mags[0, :8] = [0, 1, 0x7FFFFF, 0x800000, 0x7F7F0000, 0x7F7FFFFF, 0x7F7F8000, 0x3F808000]
+    signs = RNG.integers(0, 2, size=shape).astype(np.uint32) << 31
+    x = (mags | signs).view(np.float32)
+    bits = _random_words(shape)
+    got = _stochastic(x, bits, jnp.bfloat16).view(np.uint16)
+    fraction = (mags & 0xFFFF) << 16
+    want = ((mags >> 16) + (bits < fraction)).astype(np.uint32) | (signs >> 16)
+    np.testing.assert_array_equal(got, want.astype(np.uint16))
+    # NaN stays NaN, infinities stay
+    special = np.array([[np.nan, -np.nan, np.inf, -np.inf] * 32] * 8, np.float32)
+    out = _stochastic(special, _random_words(special.shape), jnp.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(special))
+    np.testing.assert_array_equal(out[~np.isnan(out)], special[~np.isnan(special)])
+
+
+def _neighbours(v: float, values: list) -> tuple:
+    """The grid values around |v| (lo <= |v| < hi) by exact comparison."""
+    import bisect
+    from fractions import Fraction
+    i = bisect.bisect_right(values, abs(Fraction(v)))
+    return values[i - 1], (values[i] if i < len(values) else None)
+
+
+@needs_stochastic
+@pytest.mark.parametrize("target", STOCHASTIC_TARGETS)
+def test_stochastic_round_picks_a_neighbour_by_the_exact_fraction(target):
+    # Per element with Python fractions: the neighbours lo <= |x| < hi of the target's values,
+    # f = floor((|x| - lo) / (hi - lo) * 2**32), hi iff bits < f, sign of x (int4 saturates).
+    # The result is always one of the two neighbours (the only property JAX's TPU test checks).
+    from fractions import Fraction
+    t = np.dtype(getattr(ml_dtypes, target))
+    is_int = target == "int4"
+    if is_int:
+        values, top = [Fraction(i) for i in range(0, 9)], 7.0
+    else:
+        raw = np.arange(1 << (4 if target.startswith("float4") else 8 if "8" in target else 16))
+        with np.errstate(invalid="ignore"):   # the NaN encodings
+            allv = raw.astype(np.uint8 if t.itemsize == 1 else np.uint16).view(t).astype(np.float64)
+        values = sorted({Fraction(float(v)) for v in allv if np.isfinite(v) and v >= 0})
+        top = float(values[-1])
+    shape = (4, 128)
+    x = RNG.uniform(-top, top, size=shape).astype(np.float32)
+    x[0, :6] = [0.0, -0.0, float(values[1]), -float(values[2]), top, -top]
+    bits = _random_words(shape)
+    got = _stochastic(x, bits, t).astype(np.float64)
+    for idx in np.ndindex(shape):
+        v = float(x[idx])
+        lo, hi = _neighbours(v, values)
+        if hi is None or Fraction(v) == lo or -Fraction(v) == lo:
+            mag = lo
+        else:
+            f = int((abs(Fraction(v)) - lo) / (hi - lo) * 2 ** 32)
+            mag = hi if int(bits[idx]) < f else lo
+        want = float(mag) if v >= 0 else -float(mag)
+        if is_int:
+            want = min(max(want, -8.0), 7.0)
+        assert got[idx] == want, (target, v, int(bits[idx]), got[idx], want)
+        assert got[idx] in (float(lo) * np.sign(v or 1), float(hi or lo) * np.sign(v or 1), -8.0, 7.0)
+
+
+@needs_stochastic
+def test_stochastic_round_is_unbiased_over_evenly_spread_bits():
+    # Over the 2**16 words k * 2**16, the share rounding up is ceil(f / 2**16) / 2**16: the mean
+    # of the results is x within gap / 2**16 (stochastic rounding's defining property).
+    words = (np.arange(1 << 16, dtype=np.uint32) << 16).reshape(512, 128)
+    for v in (1.0 + 3 * 2.0 ** -10, -5.3e-39, 1.7e38, 0.1):
+        x = np.full(words.shape, v, np.float32)
+        mean = _stochastic(x, words, jnp.bfloat16).astype(np.float64).mean()
+        gap = np.spacing(np.float64(abs(float(np.float32(v).astype(ml_dtypes.bfloat16)))))
+        gap = 2.0 ** (np.floor(np.log2(abs(float(np.float32(v))))) - 7) if abs(v) > 1e-38 else 2.0 ** -133
+        assert abs(mean - float(np.float32(v))) <= gap / 2 ** 16, (v, mean)
+
+
+@needs_stochastic
+def test_stochastic_round_undefined_and_unsupported_uses_raise():
+    bits = np.zeros((8, 128), np.uint32)
+    big = np.full((8, 128), 1e4, np.float32)   # above float8_e4m3fn's 448: no upper neighbour
+    with pytest.raises(UndefinedBehaviorError, match=r"kernel 'kernel' at grid point \(\).*no "
+                                                      r"infinity"):
+        _stochastic(big, bits, jnp.float8_e4m3fn)
+    with pytest.raises(UndefinedBehaviorError, match="NaN"):
+        _stochastic(np.full((8, 128), np.nan, np.float32), bits, jnp.int4)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="float16"):
+        _stochastic(big, bits, jnp.float16)
+
+
+def test_remove_memory_space_is_the_identity():
+    try:
+        from jax._src.pallas.mosaic.interpret.interpret_pallas_call import remove_memory_space_p
+    except ImportError:
+        pytest.skip("JAX has no remove_memory_space here")
+    x = RNG.standard_normal((8, 128)).astype(np.float32)
+    f = remove_memory_space_p.bind
+    np.testing.assert_array_equal(interp.interpret(f)(x), xla_cpu(f, x))
+
+
+# -- the MXUs -------------------------------------------------------------------------------------
+
+def _tpu7():
+    from conformance.cases.pallas_tpu import _abstract_tpu
+    return _abstract_tpu("TPU7x")
+
+
+needs_acc = pytest.mark.skipif(not hasattr(pltpu, "ACC"), reason="pltpu.ACC refs are JAX >= 0.11")
+needs_fifo = pytest.mark.skipif(not hasattr(pltpu, "matmul_lhs_fifo"),
+                                reason="the MXU result FIFO is JAX >= 0.11")
+MXU_MSG = r"kernel '{}' at grid point \({}\): MXU {}: "
+
+
+def _exact_product(*pairs):
+    # bfloat16 / int8 operands: every product and the float64 sum of 256 of them are exact, so
+    # rounding each matmul once to float32 (the spec's accumulation) is independent arithmetic.
+    out = None
+    for a, b in pairs:
+        p = (a.astype(np.float64) @ b.astype(np.float64))
+        p = p.astype(np.float32) if a.dtype != np.int8 else p.astype(np.int64)
+        out = p if out is None else (out.astype(np.float64) + p).astype(p.dtype)
+    return out
+
+
+@needs_acc
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.int8])
+def test_mxu_accumulates_over_grid_steps_and_pops_zeroed(dtype):
+    # K split over an 'arbitrary' grid axis: the accumulator lasts across grid steps, a pop
+    # returns the sum and zeroes it (the second row block starts from zero again).
+    m, k, n = 16, 512, 256
+    x = RNG.integers(-100, 100, (2 * m, k)).astype(dtype) if dtype == np.int8 else \
+        RNG.standard_normal((2 * m, k)).astype(dtype)
+    y = RNG.integers(-100, 100, (k, n)).astype(dtype) if dtype == np.int8 else \
+        RNG.standard_normal((k, n)).astype(dtype)
+    out = np.int32 if dtype == np.int8 else np.float32
+
+    def kernel(x_ref, y_ref, o_ref, acc):
+        pltpu.matmul_push_rhs(y_ref[...], staging_register=1, mxu_index=0)
+        pltpu.matmul_acc_lhs(acc, x_ref[...], load_staged_rhs=1)
+
+        @pl.when(pl.program_id(1) == 1)
+        def _():
+            o_ref[...] = pltpu.matmul_pop(acc)
+
+    with _tpu7():
+        f = pl.pallas_call(kernel, grid=(2, 2), out_shape=jax.ShapeDtypeStruct((2 * m, n), out),
+                           in_specs=[pl.BlockSpec((m, 256), lambda i, j: (i, j)),
+                                     pl.BlockSpec((256, n), lambda i, j: (j, 0))],
+                           out_specs=pl.BlockSpec((m, n), lambda i, j: (i, 0)),
+                           scratch_shapes=[pltpu.ACC(0)((m, n), out)])
+        jaxpr = jax.make_jaxpr(f)(x, y)
+    got = interp.eval_jaxpr(jaxpr, x, y)[0]
+    for i in range(2):
+        rows = slice(i * m, (i + 1) * m)
+        want = _exact_product((x[rows, :256], y[:256]), (x[rows, 256:], y[256:]))
+        np.testing.assert_array_equal(got[rows], want.astype(out))
+
+
+@needs_fifo
+def test_mxu_fifo_results_come_out_in_order_with_transposed_weights():
+    m, k, n = 8, 256, 256
+    xs = [RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16) for _ in range(3)]
+    y = RNG.standard_normal((n, k)).astype(ml_dtypes.bfloat16)
+
+    def kernel(a, b, c, y_ref, o_ref):
+        pltpu.matmul_push_rhs(y_ref[...], staging_register=0, mxu_index=1, transpose=True)
+        for i, r in enumerate((a, b, c)):
+            pltpu.matmul_lhs_fifo(r[...], mxu_index=1, load_staged_rhs=0 if i == 0 else None)
+        for i in range(3):
+            o_ref[i] = pltpu.matmul_pop_fifo((m, n), jnp.float32, mxu_index=1)
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((3, m, n), jnp.float32))
+    got = interp.interpret(f)(*xs, y)
+    for i in range(3):
+        np.testing.assert_array_equal(got[i], _exact_product((xs[i], y.T)))
+
+
+def _fifo_call(body, n_out=1):
+    m, k = 8, 256
+    x = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    y = RNG.standard_normal((k, k)).astype(ml_dtypes.bfloat16)
+
+    def kernel(x_ref, y_ref, o_ref):
+        body(x_ref, y_ref, o_ref)
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, k), jnp.float32))
+    return lambda: interp.interpret(f)(x, y)
+
+
+def _pop(o_ref, mxu=0, shape=(8, 256), dtype=jnp.float32):
+    o_ref[...] = pltpu.matmul_pop_fifo(shape, dtype, mxu_index=mxu)
+
+
+@needs_fifo
+@pytest.mark.parametrize("misuse,message", [
+    ("pop_empty", "pop from an empty result FIFO"),
+    ("push_twice", "push to staging register 0, which still holds"),
+    ("other_mxu_register", "loads staging register 0, which holds no pushed"),
+    ("no_weights", "a matmul reuses the latched right-hand side, but none was ever loaded"),
+    ("left_in_staging", r"the kernel ends with data in staging register\(s\) \[3\]"),
+    ("left_in_fifo", r"the kernel ends with 1 result\(s\) in the result FIFO"),
+    ("pop_wrong_dtype", "pops a .* int32 result; the oldest FIFO entry is a .* float32"),
+])
+def test_mxu_misuse_is_undefined_behaviour_naming_kernel_grid_point_and_mxu(misuse, message):
+    def body(x_ref, y_ref, o_ref):
+        x, y = x_ref[...], y_ref[...]
+        if misuse == "pop_empty":
+            _pop(o_ref)
+        elif misuse == "push_twice":
+            pltpu.matmul_push_rhs(y, staging_register=0, mxu_index=0)
+            pltpu.matmul_push_rhs(y, staging_register=0, mxu_index=0)
+        elif misuse == "other_mxu_register":   # registers are per MXU: MXU 0's register 0 is empty
+            pltpu.matmul_push_rhs(y, staging_register=0, mxu_index=1)
+            pltpu.matmul_lhs_fifo(x, mxu_index=0, load_staged_rhs=0)
+        elif misuse == "no_weights":
+            pltpu.matmul_lhs_fifo(x, mxu_index=0)
+        elif misuse == "left_in_staging":
+            pltpu.matmul_push_rhs(y, staging_register=3, mxu_index=0)
+            o_ref[...] = jnp.zeros_like(o_ref)
+        elif misuse == "left_in_fifo":
+            pltpu.matmul_push_rhs(y, staging_register=0, mxu_index=0)
+            pltpu.matmul_lhs_fifo(x, mxu_index=0, load_staged_rhs=0)
+            pltpu.matmul_lhs_fifo(x, mxu_index=0)
+            _pop(o_ref)
+        elif misuse == "pop_wrong_dtype":
+            pltpu.matmul_push_rhs(y, staging_register=0, mxu_index=0)
+            pltpu.matmul_lhs_fifo(x, mxu_index=0, load_staged_rhs=0)
+            o_ref[...] = pltpu.matmul_pop_fifo((8, 256), jnp.int32, mxu_index=0).astype(jnp.float32)
+    mxu = 0
+    with pytest.raises(UndefinedBehaviorError, match=MXU_MSG.format("kernel", "", mxu) + message):
+        _fifo_call(body)()
+
+
+@needs_acc
+def test_mxu_accumulator_left_unpopped_raises_at_kernel_end():
+    x = RNG.standard_normal((8, 256)).astype(ml_dtypes.bfloat16)
+
+    def kernel(x_ref, o_ref, acc):
+        pltpu.matmul_push_rhs(x_ref[...].T @ x_ref[...], staging_register=0, mxu_index=1)
+        pltpu.matmul_acc_lhs(acc, x_ref[...], load_staged_rhs=0)
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    with _tpu7():
+        f = pl.pallas_call(kernel, grid=(2,), out_shape=jax.ShapeDtypeStruct((8, 256), jnp.float32),
+                           in_specs=[pl.BlockSpec((8, 256), lambda i: (0, 0))],
+                           out_specs=pl.BlockSpec((8, 256), lambda i: (0, 0)),
+                           scratch_shapes=[pltpu.ACC(1)((8, 256), jnp.float32)])
+        jaxpr = jax.make_jaxpr(f)(x)
+    with pytest.raises(UndefinedBehaviorError, match=MXU_MSG.format("kernel", "1,", 1) +
+                       "the kernel ends with data in an accumulator"):
+        interp.eval_jaxpr(jaxpr, x)
+
+
+@pytest.mark.skipif(not (hasattr(pltpu, "matmul_acc_lhs") and "acc_addr" in
+                         inspect.signature(pltpu.matmul_acc_lhs).parameters),
+                    reason="accumulators named by address are JAX 0.10.2's form")
+def test_mxu_accumulators_by_address_jax_0_10():
+    x = RNG.integers(-100, 100, (8, 256)).astype(np.int8)
+    y = RNG.integers(-100, 100, (256, 256)).astype(np.int8)
+
+    def kernel(x_ref, y_ref, o_ref, p_ref):
+        pltpu.matmul_push_rhs(y_ref[...], 0, 0)
+        pltpu.matmul_acc_lhs(0, x_ref[...], 0, load_staged_rhs=0)
+        pltpu.matmul_acc_lhs(0, x_ref[...], 0)
+        o_ref[...] = pltpu.matmul_pop(0, (8, 256), jnp.int32, 0)
+        p_ref[...] = pltpu.matmul_pop(0, (8, 256), jnp.int32, 0)   # zeroed by the first pop
+
+    f = pl.pallas_call(kernel, out_shape=[jax.ShapeDtypeStruct((8, 256), jnp.int32)] * 2)
+    got, again = interp.interpret(f)(x, y)
+    np.testing.assert_array_equal(got, 2 * (x.astype(np.int64) @ y.astype(np.int64)))
+    np.testing.assert_array_equal(again, np.zeros((8, 256), np.int32))
+
+
+# -- conv ---------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(pltpu, "conv"), reason="pltpu.conv is JAX >= 0.11")
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+def test_conv_is_conv_general_dilated_of_the_reversed_window_plus_acc(dtype):
+    # Small integers (exact in float32 in any summation order), so XLA:CPU's plain
+    # conv_general_dilated on the flipped kernel, plus acc, is bit-exact.
+    out = np.int32 if dtype == np.int8 else np.float32
+    x = RNG.integers(-8, 8, (2, 7, 9, 4)).astype(dtype)
+    w = RNG.integers(-8, 8, (3, 2, 2, 6)).astype(dtype)   # HWIO, two feature groups
+    acc = RNG.integers(-50, 50, (2, 4, 7, 6)).astype(out)
+    dn = ("NHWC", "HWIO", "NHWC")
+    kw = dict(window_strides=(2, 1), padding=((1, 1), (0, 0)), rhs_dilation=(1, 2),
+              feature_group_count=2)
+
+    def kernel(x_ref, w_ref, a_ref, o_ref):
+        o_ref[...] = pltpu.conv(x_ref[...], w_ref[...], a_ref[...], dimension_numbers=dn,
+                                window_reversal=(True, False), preferred_element_type=out, **kw)
+
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(acc.shape, out))
+
+    def plain(x, w, acc):
+        return jax.lax.conv_general_dilated(
+            x, w[::-1], kw["window_strides"], kw["padding"], rhs_dilation=kw["rhs_dilation"],
+            dimension_numbers=dn, feature_group_count=2, preferred_element_type=out) + acc
+    np.testing.assert_array_equal(interp.interpret(f)(x, w, acc), xla_cpu(plain, x, w, acc))
+
+
+@pytest.mark.skipif(not hasattr(pltpu, "conv"), reason="pltpu.conv is JAX >= 0.11")
+def test_conv_refuses_what_mosaic_refuses():
+    x, w = np.ones((1, 4, 4, 2), np.uint8), np.ones((2, 2, 2, 2), np.uint8)
+
+    def kernel(x_ref, w_ref, o_ref):
+        o_ref[...] = pltpu.conv(x_ref[...], w_ref[...], dimension_numbers=(
+            "NHWC", "HWIO", "NHWC"), preferred_element_type=jnp.int32)
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((1, 3, 3, 2), jnp.int32))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="unsigned"):
+        interp.interpret(f)(x, w)
+
+
+# -- pack / unpack elementwise: the partials completed ------------------------------------------
+
+@pytest.mark.skipif(not hasattr(pltpu, "pack_elementwise"), reason="not in this JAX")
+def test_pack_elementwise_f32_to_bf16_rounds_as_xla_convert_in_every_case():
+    # Ties (low half 0x8000) with even and odd kept halves, one below / above, overflow to inf,
+    # subnormals, signed zeros, infinities, NaN: the bits XLA:CPU's convert gives (JAX's own TPU
+    # test requires x.astype(bfloat16)'s bits).
+    from conformance.cases.pallas_tpu import _claimed_pack_bf16, _rounding_cases
+    a, b = _rounding_cases(RNG, (64, 128)), _rounding_cases(RNG, (64, 128))
+    a[0, :6] = [1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1e-40, -0.0, np.inf, 3.3961e38]
+
+    def kernel(a_ref, b_ref, o_ref):
+        o_ref[...] = pltpu.pack_elementwise([a_ref[...], b_ref[...]], packed_dtype=jnp.bfloat16)
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(a.shape, jnp.uint32))
+    got = interp.interpret(f)(a, b)
+    want = xla_cpu(_claimed_pack_bf16, a, b)
+    for half in (0, 16):   # NaN payloads aside, bit for bit
+        g, w = (got >> half) & 0xFFFF, (want >> half) & 0xFFFF
+        nan = ((w & 0x7F80) == 0x7F80) & ((w & 0x7F) != 0)
+        np.testing.assert_array_equal(((g & 0x7F80) == 0x7F80) & ((g & 0x7F) != 0), nan)
+        np.testing.assert_array_equal(g[~nan], w[~nan])
+    assert got[0, 0] & 0xFFFF == 0x3F80 and got[0, 1] & 0xFFFF == 0x3F82   # ties to even
+
+
+@pytest.mark.skipif(not hasattr(pltpu, "unpack_elementwise"), reason="not in this JAX")
+@pytest.mark.parametrize("packed,unpacked", [(jnp.uint4, jnp.uint8), (jnp.uint8, jnp.uint32),
+                                             (jnp.uint16, jnp.uint32), (jnp.int8, jnp.uint16),
+                                             (jnp.uint8, jnp.float32)])
+def test_unpack_elementwise_sign_extends_unsigned_fields(packed, unpacked):
+    # Mosaic sees signless integers: an unsigned field unpacks as the signed field of its width
+    # does (sign-extended, then wrapped / converted); computed with NumPy views and shifts.
+    pbits = 4 if packed == jnp.uint4 else np.dtype(packed).itemsize * 8
+    ubits = np.dtype(unpacked).itemsize * 8
+    factor = ubits // pbits
+    words = RNG.integers(0, 2 ** 32, (8, 128), dtype=np.uint64).astype(np.uint64)
+    storage = np.dtype(f"uint{ubits}")
+    x = (words & ((1 << ubits) - 1)).astype(storage).view(np.dtype(f"int{ubits}") if
+                                                          unpacked == jnp.float32 else unpacked) \
+        if unpacked != jnp.float32 else (words & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+
+    def kernel(x_ref, *o_refs):
+        for i, o in enumerate(o_refs):
+            o[...] = pltpu.unpack_elementwise(x_ref[...], index=i, packed_dtype=packed,
+                                              unpacked_dtype=unpacked)
+    f = pl.pallas_call(kernel, out_shape=[jax.ShapeDtypeStruct((8, 128), unpacked)] * factor)
+    outs = interp.interpret(f)(x)
+    raw = np.ascontiguousarray(x).view(storage).astype(np.int64)
+    for i, got in enumerate(outs):
+        field = (raw >> (i * pbits)) & ((1 << pbits) - 1)
+        signed = np.where(field >= 1 << (pbits - 1), field - (1 << pbits), field)
+        want = signed.astype(np.float32) if unpacked == jnp.float32 else \
+            (signed & ((1 << ubits) - 1)).astype(storage).view(unpacked)
+        np.testing.assert_array_equal(got, want)
+
+
+# -- conformance cases and coverage ---------------------------------------------------------------
+
+def _tpu_pallas_primitives():
+    from interp.coverage import all_primitives
+    return {p for p, mods in all_primitives().items()
+            if any(m.startswith(("jax._src.pallas.mosaic.", "jax._src.tpu_custom_call")) for m in mods)
+            and not any(m.startswith("jax._src.lax") for m in mods)}
+
+
+def test_every_tpu_pallas_primitive_is_supported_or_refused_with_a_reason():
+    from spec import pallas as spec_pallas
+    from spec import pallas_tpu as spec_tpu
+    reasons = {**spec_pallas.UNSUPPORTED, **spec_tpu.UNSUPPORTED}
+    cov = interp.coverage()
+    for p in sorted(_tpu_pallas_primitives()):
+        if cov[p] == "unsupported":
+            assert any(p in key.replace("/", " ").split() for key in reasons), \
+                f"{p} is unsupported with no reason in spec/pallas*.py UNSUPPORTED"
+
+
+def test_pallas_tpu_cases_name_their_primitives_and_run_on_the_reference():
+    from conformance.cases.pallas_tpu import cases
+    from conformance.cli import case_primitives
+    from conformance.execute import run_case
+    for case in cases():
+        if "/claims/" in case.id:
+            continue
+        seen = case_primitives(case)
+        assert set(case.primitives) <= seen, (case.id, set(case.primitives) - seen)
+        if case.id.endswith(("/8x128", "/f32", "16x256x256", "32x256x256", "16x128")):
+            assert run_case(case, "reference")["outcome"] == "pass", case.id
+
+
+def test_interpret_modes_record_the_new_primitives_as_backend_unsupported():
+    # JAX defines no evaluation for them: both interpret modes say so (JAX's message), and the
+    # ACC gate's evidence (the TPU interpret mode's KeyError) still holds.
+    from conformance.cases.pallas_tpu import cases
+    from conformance.execute import run_case
+    picked = [c for c in cases() if c.id.startswith(("pallas_tpu/stochastic_round/bfloat16/8x128",
+                                                     "pallas_tpu/conv/1d", "pallas_tpu/mxu_acc_two"))]
+    for case in picked[:3]:
+        for runner in ("pallas:interpret", "pallas:tpu-interpret"):
+            rec = run_case(case, runner, first_divergence=False)
+            assert rec["outcome"] == "backend-unsupported", (case.id, runner, rec["outcome"],
+                                                             rec.get("detail"))
+        for mode, gate in getattr(case.build, "gates", {}).items():
+            with pytest.raises(Exception) as err:
+                with case.context():
+                    jax.block_until_ready(jax.jit(case.build.ungated(pltpu.InterpretParams()))(
+                        *case.make_inputs(0)))
+            assert any(type(err.value).__name__ == t and m in str(err.value)
+                       for t, m in gate.errors), str(err.value)[:300]
+
+
+def test_emit_pipeline_over_a_core_axis_matches_tpu_interpret_mode():
+    # pltpu.emit_pipeline(core_axis=0): 5 pipeline steps split over 2 cores of the enclosing
+    # kernel's core_parallel axis (the remainder to the first core). The reference and JAX's TPU
+    # interpret mode agree bit for bit, and both compute 2 x + 100 * step.
+    from conformance.cases.pallas_tpu import pipeline_cases
+    from conformance.execute import run_case
+    cases = {c.id: c for c in pipeline_cases()}
+    if not cases:
+        pytest.skip("emit_pipeline is a primitive the reference expands from JAX 0.12 on")
+    case = cases["pallas_tpu/emit_pipeline_core_axis/i32/5_steps_2_cores"]
+    (x,) = case.make_inputs(0)
+    with case.context():
+        got = interp.interpret(case.reference_program())(x)
+    steps = np.repeat(np.arange(5, dtype=np.int32) * 100, 8)[:, None]
+    np.testing.assert_array_equal(got, x * 2 + steps)
+    rec = run_case(case, "pallas:tpu-interpret", first_divergence=False)
+    assert rec["outcome"] == "pass", (rec["outcome"], rec.get("detail"))
+
+
+def _mosaic_text(kernel, out, *args) -> list[str]:
+    """The tpu-dialect operations Mosaic's lowering emits for a kernel (pallas_call debug=True
+    prints the module), lowered for TPU on this CPU-only machine."""
+    import contextlib
+    import io
+    f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 128), out), debug=True)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.jit(f).trace(*[jax.ShapeDtypeStruct((8, 128), a) for a in args]).lower(
+            lowering_platforms=("tpu",))
+    ops = [line.split("=", 1)[-1].strip() for line in buf.getvalue().splitlines()]
+    return [op for op in ops if op.startswith("tpu.") and not op.startswith("tpu.vector_store")]
+
+
+@pytest.mark.skipif(not hasattr(pltpu, "unpack_elementwise"), reason="not in this JAX")
+def test_mosaic_lowering_text_defines_pack_rounding_and_unsigned_unpacking():
+    # f32 -> bf16 packing is one tpu.pack_elementwise with target_type bf16: no separate rounding
+    # op, so the rounding is the op's own (what JAX's TPU test requires: x.astype(bfloat16)).
+    def pack(a, b, o):
+        o[...] = pltpu.pack_elementwise([a[...], b[...]], packed_dtype=jnp.bfloat16)
+    (op,) = _mosaic_text(pack, jnp.uint32, jnp.float32, jnp.float32)
+    assert op.startswith("tpu.pack_elementwise") and "{target_type = bf16}" in op, op
+
+    # uint4 fields of uint8 lower to exactly the op of int4 fields of int8 (Mosaic's types are
+    # signless): the documented sign extension applies to unsigned fields too.
+    def unpack(packed, unpacked):
+        def kernel(x, o):
+            o[...] = pltpu.unpack_elementwise(x[...], index=1, packed_dtype=packed,
+                                              unpacked_dtype=unpacked)
+        return _mosaic_text(kernel, unpacked, unpacked)
+    unsigned, signed = unpack(jnp.uint4, jnp.uint8), unpack(jnp.int4, jnp.int8)
+    assert unsigned == signed and "{source_type = i4}" in unsigned[0], (unsigned, signed)
+
+
+@needs_acc
+def test_reading_an_accumulator_other_than_by_matmul_pop_raises():
+    # Mosaic refuses the program ("Loading from an accumulator is not supported. Use
+    # matmul_pop"); the reference's accumulator buffer is never-written memory in every mode.
+    x = RNG.standard_normal((8, 256)).astype(ml_dtypes.bfloat16)
+
+    def kernel(x_ref, o_ref, acc):
+        pltpu.matmul_push_rhs(jnp.ones((256, 256), jnp.bfloat16), staging_register=0, mxu_index=0)
+        pltpu.matmul_acc_lhs(acc, x_ref[...], load_staged_rhs=0)
+        o_ref[...] = acc[...]
+        o_ref[...] = pltpu.matmul_pop(acc)
+
+    with _tpu7():
+        f = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8, 256), jnp.float32),
+                           scratch_shapes=[pltpu.ACC(0)((8, 256), jnp.float32)])
+        jaxpr = jax.make_jaxpr(f)(x)
+    with pytest.raises(UninitializedReadError, match=r"MXU accumulator acc\(mxu_id=0\)"):
+        interp.eval_jaxpr(jaxpr, x)

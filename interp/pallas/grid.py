@@ -71,6 +71,11 @@ class KernelRun:
         self.core = None                  # this core's point in the mesh
         self.globals = {}                 # get_global buffers by equation
         self.pipeline_grids = []          # grids of the running emit_pipelines, innermost last
+        self.exit_checks = []             # called when the kernel ends (state it must not leave)
+
+    def check_exit(self):
+        for check in self.exit_checks:
+            check()
 
     def raise_pending(self):
         _, _, message = self.pending
@@ -396,6 +401,7 @@ class CallPlan:
                     if init is not None:
                         init[sl] = ref.init[inner]
             run.dma.check_exit(sems, "pallas_call")
+            run.check_exit()
         _check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
         return [logical_value(self.blocks[self.num_inputs + o].key_impl,
                               arrays[self.num_inputs + o]) for o in range(self.num_outputs)]
@@ -463,6 +469,11 @@ def _alloc_scratch(aval, name, run, opts) -> KernelRef:
     shape, dtype, _ = physical_operand(aval, name)   # typed keys: their key data
     mode = opts.uninitialized
     arr = fill_uninitialized(shape, dtype, mode)
+    if space.startswith("acc("):
+        # An MXU accumulator (pltpu.ACC) holds its sums in the MXU (interp/rules/pallas_tpu.py);
+        # only matmul_pop reads them, so any other read is of never-written memory, in any mode.
+        return KernelRef(arr, name, run, init=np.zeros(shape, bool), check_bounds=opts.check_bounds,
+                         kind=f"MXU accumulator {space} (only matmul_pop reads it)")
     init = np.zeros(shape, bool) if mode == "raise" else None
     return KernelRef(arr, name, run, init=init, kind=f"scratch ({space})",
                      check_bounds=opts.check_bounds)
@@ -607,6 +618,7 @@ class MeshPlan:
             run = runs[point]
             sems = [r for r in locals_[point] if r.kind == "semaphore"]
             run.dma.check_exit(sems + [run.barrier], "kernel")
+            run.check_exit()
         main.dma.check_exit([r for r in shared if r is not None and r.kind == "semaphore"],
                             "kernel")
         _check_outputs_written(main, refs[n_in:], inits[n_in:])

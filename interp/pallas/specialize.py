@@ -88,6 +88,11 @@ def _sub_jaxprs(params):
 _pure_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def _pallas_family(rule) -> bool:
+    """A rule of the Pallas families (interp/rules/pallas.py, pallas_tpu.py, ...)."""
+    return rule.__module__.rsplit(".", 1)[-1].startswith("pallas")
+
+
 def _pure(eqn) -> bool:
     """Whether an equation's value depends only on its inputs (recursively for sub-jaxprs)."""
     if eqn.effects:
@@ -96,7 +101,7 @@ def _pure(eqn) -> bool:
     if name in _STATEFUL:
         return False
     rule = RULES.get(name)
-    if rule is not None and rule.__module__.endswith("rules.pallas") and name not in _PALLAS_PURE:
+    if rule is not None and _pallas_family(rule) and name not in _PALLAS_PURE:
         return False
     for j in _sub_jaxprs(eqn.params):
         ok = _pure_cache.get(j)

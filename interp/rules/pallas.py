@@ -13,7 +13,6 @@ import numpy as np
 
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, MeshPlan, _alloc_scratch, current_run, maybe_current_run
-from ..pallas.dma import view_bytes
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
@@ -81,20 +80,15 @@ def _pipeline_expansion():
     return getattr(mosaic_pipeline, "emit_pipeline_to_jaxpr", None)
 
 
-def _jax_at_least(*version) -> bool:
-    import jax
-    return tuple(int(p) for p in jax.__version__.split(".")[:len(version)]) >= version
-
-
 def emit_pipeline(eqn, *args, grid_mapping, args_tree, core_axis=None, **params):
+    # core_axis / core_axis_name: the core index is an operand (core_id, traced in the enclosing
+    # kernel as program_id / axis_index of the core axis) and the expansion partitions the
+    # pipeline grid over num_cores with it (pipeline.py _partition_grid).
     expand = _pipeline_expansion()
     if expand is None or "refs_tree" not in params:
         raise eqn.unsupported("this JAX expands emit_pipeline only inside its Mosaic lowering "
                               "rule (no pipeline.emit_pipeline_to_jaxpr): nothing defines it "
                               "outside TPU compilation")
-    if core_axis is not None:
-        raise eqn.unsupported("core_axis (the lowering reads a grid size where the core index "
-                              "belongs); use core_axis_name")
     run = current_run()
     outer = tuple(int(g) for g in run.kernel_grid)
     per_eqn = _pipeline_jaxprs.setdefault(eqn, {})
@@ -160,9 +154,10 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, _explicit_indices=False, **params)
 
 # JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (no
 # emit_pipeline_to_jaxpr; both its interpret modes fail on it): unsupported there
-# (spec/pallas.py UNSUPPORTED). The rule re-checks for the expansion when it runs.
-if _jax_at_least(0, 12):
-    register("emit_pipeline", partial="core_axis (use core_axis_name) unsupported")(emit_pipeline)
+# (spec/pallas.py UNSUPPORTED). Probed (JAX 0.11.2 has the expansion); the rule re-checks for the
+# expansion when it runs.
+if _pipeline_expansion() is not None:
+    register("emit_pipeline")(emit_pipeline)
     register("pipeline_body", partial="body refs whose transforms are not basic indexing (a "
                                       "view of the buffer) are unsupported")(pipeline_body)
 
@@ -462,249 +457,6 @@ def semaphore_read(eqn, *flat, args_tree, _operands=None):
     return np.asarray(current_run().dma.read_sem(sem)).astype(eqn.out_dtype)
 
 
-@register("get_barrier_semaphore")
-def get_barrier_semaphore(eqn, *, tag=None):
-    # One barrier semaphore per kernel; with one device, barriers only ever signal this kernel.
-    # The tag (JAX 0.12) names the collective id kernels on other devices share: no effect here.
-    run = current_run()
-    if run.barrier is None:
-        run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
-                                kind="semaphore", check_bounds=run.options.check_bounds)
-        if run.mesh is not None:
-            run.mesh.barriers[run.core] = run.barrier
-    return run.barrier
-
-
-# -- DMAs ----------------------------------------------------------------------------------------
-
-def _dma_operands(eqn, flat, tree):
-    """((src ref, index), (dst ref, index), dst semaphore, src semaphore) of a DMA equation;
-    a semaphore is (ref, index) or None."""
-    src, dst, dst_sem, src_sem, device_id = tree.unflatten(flat)
-    if device_id is not None:
-        raise eqn.unsupported("remote DMA (device_id given): the reference runs one device")
-    s_ref, s_idx, s_dt = indexing.resolve_transformed(eqn, src)
-    d_ref, d_idx, d_dt = indexing.resolve_transformed(eqn, dst)
-    if s_dt != s_ref.dtype or d_dt != d_ref.dtype:
-        raise eqn.unsupported("DMA through a bitcast view")
-    sems = []
-    for sem in (dst_sem, src_sem):
-        if sem is None:
-            sems.append(None)
-        else:
-            ref, transforms = indexing.split_transformed(sem)
-            sems.append(_sem(eqn, ref, transforms))
-    return (s_ref, s_idx), (d_ref, d_idx), sems[0], sems[1]
-
-
-def _dma_refs(parts):
-    if parts[4] is not None:
-        return None  # remote DMA: the generic path raises
-    return [None if x is None else indexing.split_transformed(x) for x in parts[:4]]
-
-
-def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = False):
-    """(src, src index, dst, dst index, dst sem, src sem, nbytes); nbytes is the checked byte
-    count of the copy (start) or of the view a wait counts (the destination, or the source for a
-    wait_send), None on the generic path."""
-    if operands.ref_pos is None:
-        (s, si), (d, di), ds, ss = _dma_operands(eqn, flat, tree)
-        return s, si, d, di, ds, ss, None
-
-    def derive():
-        (s, si), (d, di), ds, ss = _dma_operands(eqn, flat, tree)
-        if start:
-            nbytes = run.dma.check(s, si, d, di)
-        else:
-            ref, index = (s, si) if send else (d, di)
-            nbytes = view_bytes(ref, index)
-        return si, di, None if ds is None else ds[1], None if ss is None else ss[1], nbytes
-
-    (si, di, dsi, ssi, nbytes), (s, d, dsr, ssr) = operands.lookup(flat, derive)
-    return (s, si, d, di, None if dsi is None else (dsr, dsi), None if ssi is None else (ssr, ssi),
-            nbytes)
-
-
-@register("dma_start", partial="local DMAs only (remote device_id unsupported)")
-@_with_operands("tree", _dma_refs)
-def dma_start(eqn, *flat, tree, add=False, _operands=None, **params):
-    run = current_run()
-    s, si, d, di, ds, ss, nbytes = _dma_resolved(eqn, flat, tree, _operands, run, start=True)
-    run.dma.start(s, si, d, di, ds, ss, bool(add), nbytes=nbytes)
-    return []
-
-
-@register("dma_wait", partial="local DMAs only (remote device_id unsupported)")
-@_with_operands("tree", _dma_refs)
-def dma_wait(eqn, *flat, tree, is_wait_send=False, _operands=None, **params):
-    run = current_run()
-    send = bool(is_wait_send)
-    s, si, d, di, ds, ss, nbytes = _dma_resolved(eqn, flat, tree, _operands, run, start=False,
-                                                 send=send)
-    if ds is None:
-        raise eqn.unsupported("dma_wait without a semaphore")
-    # A wait_send's arguments are pre-swapped by JAX: the semaphore waited on sits in the
-    # destination-semaphore slot; the amount is the copied byte count either way (of the source
-    # view for a wait_send).
-    ref, index = (s, si) if send else (d, di)
-    run.dma.wait_dma(ds, ref, index, send=send, nbytes=nbytes)
-    return []
-
-
-# -- TPU vector primitives -----------------------------------------------------------------------
-
-@register("roll")
-def roll(eqn, x, shift, *, axis, stride=None, stride_axis=None):
-    # pltpu.roll: jnp.roll along ``axis``; with a stride, slice i along ``stride_axis`` is rolled
-    # by shift + i * stride (jax/_src/pallas/mosaic/primitives.py, _roll_lowering_rule).
-    x = np.asarray(x)
-    shift = int(shift)
-    if stride is None:
-        return np.roll(x, shift, axis)
-    parts = np.split(x, x.shape[stride_axis], stride_axis)
-    return np.concatenate([np.roll(p, shift + i * stride, axis) for i, p in enumerate(parts)],
-                          stride_axis)
-
-
-@register("bitcast")
-def bitcast(eqn, x, *, ty, dim=None):
-    # pltpu.bitcast packs/unpacks consecutive elements along ``dim`` (second minor by default,
-    # the only choice before JAX 0.12), element 0 in the low bits (little endian, as XLA's
-    # bitcast_convert_type).
-    x = np.asarray(x)
-    ty = np.dtype(ty)
-    dim = x.ndim - 2 if dim is None else dim
-    if x.dtype.itemsize * 8 != _bits(x.dtype) or ty.itemsize * 8 != _bits(ty):
-        raise eqn.unsupported(f"bitcast of sub-byte types {x.dtype} -> {ty}")
-    y = np.ascontiguousarray(np.moveaxis(x, dim, -1)).view(ty)
-    return np.ascontiguousarray(np.moveaxis(y, -1, dim))
-
-
-def _bits(dtype):
-    from ..dtypes import bit_width
-    return bit_width(dtype)
-
-
-# -- TPU hardware PRNG ---------------------------------------------------------------------------
-# The hardware generator is undocumented and generation-specific; the reference uses the
-# documented deterministic emulation of the PRNG family (interp.prng.pallas_tpu_bits). TPUs have a
-# sequential generator per core: prng_seed sets its whole state, so the bits after a seed depend
-# on the seeds and on the draws made since, never on the grid point (pltpu.sample_block's
-# invariance over block shapes and iteration orders relies on this). The state lasts across grid
-# steps. JAX's TPU interpret mode returns zeros.
-
-def hardware_seed(run, seeds) -> None:
-    """prng_seed: the core's PRNG state becomes a function of these 32-bit seeds."""
-    run.prng = [np.array([int(np.asarray(s)) & 0xFFFFFFFF for s in seeds], np.int64), 0]
-
-
-def hardware_bits(eqn, run, shape) -> np.ndarray:
-    """prng_random_bits: the next uint32 draw of the core's PRNG."""
-    from .. import prng
-    if len(shape) < 2:
-        raise eqn.unsupported(f"hardware random bits of shape {tuple(shape)}: Mosaic draws only "
-                              "rank >= 2 blocks (lowering.py _prng_random_bits_lowering_rule: "
-                              "'random_bits only supports rank>=2 outputs.')")
-    if run.prng is None:
-        raise UndefinedBehaviorError(f"{run.where()}: prng_random_bits before any prng_seed "
-                                     "(the hardware PRNG state is undefined)")
-    seeds, draw = run.prng
-    run.prng[1] += 1
-    return np.asarray(prng.pallas_tpu_bits(seeds, tuple(shape), draw=draw,
-                                           options_seed=run.options.seed), np.uint32)
-
-
-@register("prng_seed", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits): bits are "
-                               "deterministic and well mixed but not the TPU's own")
-def prng_seed(eqn, *seeds):
-    if len(seeds) == 1 and hasattr(seeds[0], "impl"):
-        # A Pallas PRNG key: its scalars are the seeds (mosaic lowering _prng_seed_lowering_rule,
-        # KeyScalarBundle case).
-        seeds = tuple(np.ravel(seeds[0].data))
-    elif any(a.shape != () or np.dtype(a.dtype) not in _SEED_DTYPES for a in eqn.in_avals):
-        # _prng_seed_lowering_rule: 'All seed data must be scalar integers'; tpu.prng_set_seed_32
-        # verifies 32-bit operands (int64 seeds under jax_enable_x64 fail there too).
-        raise eqn.unsupported("seeds " + ", ".join(str(a.str_short()) for a in eqn.in_avals)
-                              + ": Mosaic seeds the hardware PRNG from scalar 32-bit integers")
-    hardware_seed(current_run(), seeds)
-    return []
-
-
-_SEED_DTYPES = (np.dtype(np.int32), np.dtype(np.uint32))
-
-
-# A Pallas TPU key is a bundle of uint32 scalars (key shape (1, N)); split / join convert between
-# the key and its scalars in order (mosaic lowering _split_key_lowering_rule / _join_key_...).
-
-@register("prng_split")
-def prng_split(eqn, key):
-    data = np.asarray(key.data)
-    if data.shape != (1, len(eqn.out_avals)):
-        raise eqn.unsupported(f"prng_split of key data {list(data.shape)}")
-    return [np.uint32(v) for v in data[0]]
-
-
-@register("prng_join")
-def prng_join(eqn, *scalars, impl):
-    from .random import KeyArray, _pallas_kind
-    if _pallas_kind(impl) != "key":   # _join_key_lowering_rule: "Can only join Pallas keys"
-        raise eqn.unsupported(f"prng_join of {impl.name} keys: Mosaic joins only Pallas keys")
-    return KeyArray(impl, np.array([[np.uint32(np.asarray(s)) for s in scalars]], np.uint32))
-
-
-@register("prng_random_bits", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits)")
-def prng_random_bits(eqn, *, shape):
-    return hardware_bits(eqn, current_run(), shape).view(eqn.out_dtype)
-
-
-# -- elementwise packing (pltpu.pack_elementwise / unpack_elementwise) --------------------------
-# Defined by the docstrings of jax/_src/pallas/mosaic/primitives.py (and tpu.pack_elementwise):
-# factor = bits(source) / bits(packed); source i goes to bits [i*w, (i+1)*w) of the result.
-
-def _packing(eqn, wide, packed):
-    from ..dtypes import bit_width
-    wbits, pbits = bit_width(wide), bit_width(packed)
-    if wbits % pbits or wbits > 32:
-        raise eqn.unsupported(f"packing {packed} into {wide}")
-    return wbits, pbits
-
-
-@register("pack_elementwise", partial="integer packing only: f32 -> bf16 packing rounds in a way "
-                                      "Mosaic does not document")
-def pack_elementwise(eqn, *xs, packed_dtype):
-    from ..dtypes import is_int
-    src = xs[0].dtype
-    if not (is_int(src) and is_int(packed_dtype)):
-        raise eqn.unsupported(f"pack_elementwise {src} -> {np.dtype(packed_dtype)} (the rounding "
-                              "of float packing is not documented)")
-    wbits, pbits = _packing(eqn, src, packed_dtype)
-    out = np.zeros(xs[0].shape, np.uint64)
-    mask = np.uint64((1 << pbits) - 1)
-    for i, x in enumerate(xs):  # integer packing truncates each source to its low bits
-        low = np.asarray(x).astype(np.int64).astype(np.uint64) & mask
-        out |= low << np.uint64(i * pbits)
-    return out.astype(eqn.out_dtype)
-
-
-@register("unpack_elementwise", partial="signed integer and bf16/f16 -> f32 unpacking only "
-                                        "(unsigned fields: extension not documented)")
-def unpack_elementwise(eqn, x, *, index, packed_dtype, unpacked_dtype):
-    from ..dtypes import is_float, is_signed, storage_uint
-    packed = np.dtype(packed_dtype)
-    wbits, pbits = _packing(eqn, unpacked_dtype, packed)
-    bits = np.ascontiguousarray(np.asarray(x)).view(storage_uint(x.dtype)).astype(np.uint64)
-    field = (bits >> np.uint64(index * pbits)) & np.uint64((1 << pbits) - 1)
-    out = np.dtype(unpacked_dtype)
-    if is_float(packed) and is_float(out) and packed.itemsize * 8 == pbits:
-        # The field is a packed float; widening it to the unpacked float is exact.
-        return field.astype(storage_uint(packed)).view(packed).astype(out)
-    if is_signed(packed) and is_signed(out):
-        # index 0 is the low field, sign-extended ("s_y'y'" in the docstring)
-        signed = field.astype(np.int64) - ((field >> np.uint64(pbits - 1)).astype(np.int64) << pbits)
-        return signed.astype(out)
-    raise eqn.unsupported(f"unpack_elementwise of {packed} fields into {out}")
-
-
 # -- other kernel-body primitives ----------------------------------------------------------------
 
 @register("reciprocal")
@@ -730,33 +482,12 @@ def reciprocal(eqn, x, *, approx=False, full_range=True):
     return out
 
 
-@register("einshape_lo")
-def einshape_lo(eqn, x, *, equation, sizes=(), assert_is_tile_preserving=False):
-    # pltpu.einshape: the split / merge / transpose steps JAX derives from the equation.
-    # assert_is_tile_preserving only asks the Mosaic lowering to refuse a relayout (per TPU
-    # generation's tiling); the values are the same either way.
-    from jax._src.pallas import einshape as _es
-    x = np.asarray(x)
-    for t in _es.get_einshape_transforms(equation, x.shape, **dict(sizes)):
-        if type(t).__name__ == "Transpose":
-            x = np.transpose(x, t.permutation)
-        else:
-            x = x.reshape(t.transform_shape(x.shape))
-    return np.ascontiguousarray(x)
-
-
 @register("add_dependency", "trace_value")
 def no_value_effect(eqn, *args, label=None):
     # Synchronisation / scheduling / tracing markers: nothing observable in values.
     return [] if eqn.primitive.multiple_results else (args[0] if args else [])
 
 
-@register("has_memory_space")
-def has_memory_space(eqn, ref, *, memory_space):
-    # Where the compiler places a pl.ANY operand is its choice; the reference keeps every ANY
-    # operand in HBM (interp.pallas.grid: whole operands), so only HBM answers True.
-    name = str(getattr(memory_space, "value", memory_space)).lower()
-    return np.bool_(name == "hbm")
 
 
 @register("get_global")

@@ -220,7 +220,7 @@ def _kernel_run(eqn, what: str):
 
 
 def _pallas_bits(eqn, keys, kind, bit_width, shape):
-    from .pallas import hardware_bits, hardware_seed
+    from .pallas_tpu import hardware_bits, hardware_seed
     run = _kernel_run(eqn, "random_bits")
     if bit_width != 32:  # pallas/mosaic/random.py _random_bits: "Bit width must be 32"
         raise eqn.unsupported(f"bit_width {bit_width}: the TPU hardware PRNG draws 32-bit words")
