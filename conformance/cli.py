@@ -19,6 +19,8 @@ import sys
 import time
 import uuid
 
+from .case import jaxpr_primitives  # noqa: F401  (moved to case.py; `coverage` and callers use it here)
+
 
 def _runners_arg(value: str | None) -> list[str]:
     from hardware_runners import available_runners
@@ -130,7 +132,7 @@ def cmd_repro(args) -> int:
     from conformance.cases import get
     from conformance.execute import run_case
     if args.isolated:
-        from hardware_runners.isolation import Worker, run_isolated
+        from conformance.isolation import Worker, run_isolated
         w = Worker()
         try:
             rec = run_isolated(w, args.case, args.runner, args.seed, args.timeout)
@@ -171,19 +173,6 @@ def cmd_list(args) -> int:
             continue
         print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}")
     return 0
-
-
-def jaxpr_primitives(j, seen: set | None = None) -> set:
-    """Names of the primitives in a jaxpr, its sub-jaxprs (loop bodies, calls, kernels) included."""
-    import jax.extend.core as jcore
-    seen = set() if seen is None else seen
-    for e in getattr(j, "jaxpr", j).eqns:
-        seen.add(e.primitive.name)
-        for v in e.params.values():
-            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
-                if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
-                    jaxpr_primitives(sub, seen)
-    return seen
 
 
 def case_primitives(case) -> set:

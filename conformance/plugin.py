@@ -185,7 +185,7 @@ class _Session:
             from conformance.execute import run_case
             rec = run_case(get(case_id), runner, seed, first_divergence=first_div)
         else:
-            from hardware_runners.isolation import Worker, run_isolated
+            from conformance.isolation import Worker, run_isolated
             if self.worker is None:
                 self.worker = Worker()
             rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),

@@ -46,7 +46,7 @@ def test_a_timeout_a_divergence_declares_becomes_known_divergence():
 def test_isolated_timeouts_are_explained_where_they_are_recorded(monkeypatch):
     """run_isolated (which builds the record of a hang or a dead worker) matches it against the
     divergences; the plugin's isolated path (and `repro --isolated`) get that record."""
-    import hardware_runners.isolation as iso
+    import conformance.isolation as iso
     from conformance.plugin import _Session
 
     class HangingWorker:          # what Worker.request answers when the case does not return

@@ -78,7 +78,7 @@ class Worker:
         self.resp_r, resp_w = os.pipe()
         self.log = tempfile.NamedTemporaryFile(prefix="conformance-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hardware_runners.worker", str(req_r), str(resp_w)],
+            [sys.executable, "-m", "conformance.worker", str(req_r), str(resp_w)],
             pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=self.env, start_new_session=True)
         os.close(req_r)

@@ -1,4 +1,4 @@
-"""The isolated worker process: ``python -m hardware_runners.worker REQ_FD RESP_FD``.
+"""The isolated worker process: ``python -m conformance.worker REQ_FD RESP_FD``.
 
 Reads pickled requests {case, runner, seed, first_divergence}, answers each with a results record.
 """
@@ -12,7 +12,7 @@ import traceback
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     req_fd, resp_fd = int(argv[0]), int(argv[1])
-    from hardware_runners.isolation import _recv, _send
+    from conformance.isolation import _recv, _send
     from conformance.cases import all_cases, get
     from conformance.execute import base_record, run_case
     import interp  # noqa: F401  (import everything before saying ready)
