@@ -44,12 +44,15 @@ def _xdist_available() -> bool:
 
 
 def cmd_run(args) -> int:
+    from conformance import process_env
+    process_env.apply()          # before runner detection starts JAX here (and for every child)
     runners = _runners_arg(args.runners)
     if args.timeout is None:
         args.timeout = 60.0 if args.profile == "quick" else 300.0
     results_dir = os.path.join(args.out, "results")
     os.makedirs(results_dir, exist_ok=True)
-    for old in glob.glob(os.path.join(results_dir, "*.jsonl")):
+    from conformance.plugin import HARNESS_ERRORS_FILE
+    for old in glob.glob(os.path.join(results_dir, "*.jsonl")) + glob.glob(os.path.join(results_dir, HARNESS_ERRORS_FILE)):
         os.unlink(old)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     pkg = os.path.dirname(os.path.abspath(__file__))
@@ -79,8 +82,31 @@ def cmd_run(args) -> int:
         print("pytest did not complete the run; writing a report of what was recorded", file=sys.stderr)
     results, history = _report(results_dir, args.out, args.history, run_id)
     _print_summary(results, args.out, history)
+    harness_ok = _check_harness(results_dir, len(results.records))
     bad = results.bad()
+    if not harness_ok:     # whatever --fail-on-bad says (that switch is about the backends)
+        return 2
     return 1 if (args.fail_on_bad and bad) or rc not in (0, 1) else 0
+
+
+def _check_harness(results_dir: str, n_results: int) -> bool:
+    """Print the harness errors the plugin wrote (pytest ran with --tb=no) and say whether the
+    run is sound: no harness error, at least one result."""
+    from conformance.plugin import HARNESS_ERRORS_FILE
+    path = os.path.join(results_dir, HARNESS_ERRORS_FILE)
+    errors = json.load(open(path))["errors"] if os.path.exists(path) else []
+    for e in errors[:20]:    # pytest's summary above has them in full
+        lines = e["error"].splitlines()
+        first = next((line for line in lines if line.startswith("E ")), lines[-1] if lines else "")
+        print(f"harness error: {e['where']}: {first.lstrip('E').strip()}", file=sys.stderr)
+    if len(errors) > 20:
+        print(f"... and {len(errors) - 20} more", file=sys.stderr)
+    if errors:
+        print(f"jax-conformance: {len(errors)} harness errors (not results of a backend): see {path}",
+              file=sys.stderr)
+    if n_results == 0:
+        print("jax-conformance: the run recorded no results", file=sys.stderr)
+    return not errors and n_results > 0
 
 
 def _report(paths, out, history_db, run_id=None):
@@ -226,7 +252,8 @@ def main(argv=None) -> int:
     r.add_argument("--history", default=None, help="SQLite nightly history database")
     add_run_options(r)     # the options the pytest plugin takes too (conformance/plugin.py OPTIONS)
     r.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers ('0': no xdist)")
-    r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any fail/crash/timeout")
+    r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any backend fail/crash/timeout "
+                   "(a run with harness errors or no results exits 2 regardless)")
     r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     r.set_defaults(func=cmd_run)
     rp = sub.add_parser("report", help="merge result files into a report")
