@@ -1,7 +1,8 @@
 """``jax-conformance``: run the suite, build reports, reproduce one case, list devices and cases.
 
     jax-conformance run [--runners R,...] [--profile quick|nightly] [--out DIR] [--history DB]
-                        [--seed S] [--examples N] [--seeds K]
+                        [--seed S] [--examples N] [--seeds K] [--save-outputs]
+    jax-conformance recheck DIR|FILE... [--runner R] [--cases S,...] [--results FILE]
     jax-conformance report RESULTS... --out DIR [--history DB]
     jax-conformance repro CASE --runner R [--seed S]
     jax-conformance devices
@@ -60,6 +61,8 @@ def cmd_run(args) -> int:
     args.runners = ",".join(runners)
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--results-dir", results_dir] + forward_args(args)
+    if args.save_outputs:
+        cmd += ["--case-save-outputs", os.path.join(args.out, "outputs")]
     if args.workers != "0" and _xdist_available():
         cmd += ["-n", args.workers, "--dist", "loadgroup"]
     cmd += args.pytest_args
@@ -145,6 +148,53 @@ def _print_summary(results, out, history=None) -> None:
     if history and history.get("has_previous"):
         print("since the previous run: " + ", ".join(f"{k.replace('_', ' ')} {len(history[k])}"
                                                      for k in ("new_failures", "fixed", "changed", "new_cases")))
+
+
+def cmd_recheck(args) -> int:
+    """Judge saved backend outputs again with this checkout's reference and spec (no backend)."""
+    import collections
+    from conformance import outputs as saved
+    from conformance.cases import all_cases
+    from conformance.execute import BAD, PASS, recheck
+    files = saved.find(args.paths)
+    if not files:
+        print(f"no outputs-*.npz under {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    keys = [k.strip() for k in (args.cases or "").split(",") if k.strip()]
+    cases = all_cases("nightly")
+    counts: dict = collections.defaultdict(collections.Counter)
+    writer = None
+    if args.results:
+        from reports.schema import JsonlWriter
+        writer = JsonlWriter(args.results)
+    for path in files:
+        runner = saved.runner_of(path)
+        if args.runner and runner != args.runner:
+            continue
+        for case_id, seed, outs in saved.read(path):
+            if keys and not any(k in case_id for k in keys):
+                continue
+            case = cases.get(case_id)
+            if case is None:
+                counts[runner]["not-in-this-checkout"] += 1
+                print(f"{'not-in-this-checkout':22s} {runner} {case_id} seed={seed}")
+                continue
+            rec = recheck(case, runner, seed, outs)
+            counts[runner][rec["outcome"]] += 1
+            if writer:
+                writer.write(rec)
+            if rec["outcome"] != PASS:
+                why = rec.get("allowance") or (rec.get("known_divergence") or {}).get("id") or ""
+                print(f"{rec['outcome']:22s} {runner} {case_id} seed={seed} {why} "
+                      f"{str(rec.get('detail') or '').splitlines()[0][:160] if rec.get('detail') else ''}")
+    if writer:
+        writer.close()
+    unexplained = 0
+    for runner, c in sorted(counts.items()):
+        print(f"{runner}: " + ", ".join(f"{o} {n}" for o, n in sorted(c.items(), key=lambda kv: -kv[1])))
+        unexplained += sum(c[o] for o in BAD)
+    print(f"unexplained (fail/crash/timeout): {unexplained} of {sum(sum(c.values()) for c in counts.values())}")
+    return 1 if unexplained else 0
 
 
 def cmd_report(args) -> int:
@@ -254,8 +304,18 @@ def main(argv=None) -> int:
     r.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers ('0': no xdist)")
     r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any backend fail/crash/timeout "
                    "(a run with harness errors or no results exits 2 regardless)")
+    r.add_argument("--save-outputs", action="store_true",
+                   help="keep every backend output in OUT/outputs (re-judge them later with `recheck`)")
     r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     r.set_defaults(func=cmd_run)
+    rc = sub.add_parser("recheck", help="judge saved backend outputs again with this checkout's reference "
+                        "and spec, without the backend")
+    rc.add_argument("paths", nargs="+", help="outputs-*.npz files or directories holding them (a run's --out)")
+    rc.add_argument("--runner", default=None, help="only this runner's outputs")
+    rc.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")
+    rc.add_argument("--results", default=None, help="also write the records to this JSONL file "
+                    "(`jax-conformance report` renders it)")
+    rc.set_defaults(func=cmd_recheck)
     rp = sub.add_parser("report", help="merge result files into a report")
     rp.add_argument("results", nargs="+", help="JSONL files or directories")
     rp.add_argument("--out", required=True)

@@ -166,14 +166,38 @@ def explain_outcome(rec: dict, primitives: tuple[str, ...] = ()) -> dict:
     return rec
 
 
-def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: bool = True) -> dict:
-    import interp
+def _new_record(case: Case, runner_name: str, seed: int) -> dict:
     import jax
-    from hardware_runners.base import BackendUnsupported, describe_device, get_runner
-
     rec = base_record(case.id, runner_name, seed)
     rec["family"] = case.family
     rec["jax_version"] = jax.__version__
+    return rec
+
+
+def _reference_for(case: Case, seed: int, rec: dict):
+    """(inputs, reference outputs) for the record's platform, or None after filling ``rec`` with
+    the outcome when the reference cannot run the case."""
+    import interp
+    inputs, ref, ref_s, ref_cpu = _reference(case, seed, rec.get("platform") or "cpu")
+    rec["reference_duration_s"] = round(ref_s, 6)
+    rec["reference_cpu_s"] = round(ref_cpu, 6)
+    if isinstance(ref, interp.UnsupportedPrimitiveError):
+        rec.update(outcome=REFERENCE_UNSUPPORTED, detail=str(ref)[:1000])
+        return None
+    if isinstance(ref, BaseException):
+        rec.update(outcome=CRASH, detail=f"the reference raised {type(ref).__name__}: {str(ref)[:500]}",
+                   output=_short_tb(ref), crashed="reference")
+        return None
+    return inputs, ref
+
+
+def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: bool = True,
+             keep_outputs: list | None = None) -> dict:
+    """One results record for (case, runner, seed). ``keep_outputs``: a list the backend's
+    outputs are appended to (``run --save-outputs``)."""
+    from hardware_runners.base import BackendUnsupported, describe_device, get_runner
+
+    rec = _new_record(case, runner_name, seed)
     t_start = time.perf_counter()
     runner = get_runner(runner_name)
     ok, why = runner.available()
@@ -186,18 +210,12 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
         rec["device"] = describe_device(runner.device())
     rec["platform"] = runner.platform
 
-    inputs, ref, ref_s, ref_cpu = _reference(case, seed, runner.platform)
-    rec["reference_duration_s"] = round(ref_s, 6)
-    rec["reference_cpu_s"] = round(ref_cpu, 6)
-    if isinstance(ref, interp.UnsupportedPrimitiveError):
-        rec.update(outcome=REFERENCE_UNSUPPORTED, detail=str(ref)[:1000])
+    got = _reference_for(case, seed, rec)
+    if got is None:
         return rec
-    if isinstance(ref, BaseException):
-        rec.update(outcome=CRASH, detail=f"the reference raised {type(ref).__name__}: {str(ref)[:500]}",
-                   output=_short_tb(ref), crashed="reference")
-        return rec
+    inputs, ref = got
     if runner_name == "reference":
-        rec.update(outcome=PASS, duration_s=round(ref_s, 6), detail="the reference ran")
+        rec.update(outcome=PASS, duration_s=rec["reference_duration_s"], detail="the reference ran")
         # Outputs random by design (an emulated hardware PRNG) must at least look random.
         for i, mode in enumerate(case.modes_for(ref)):
             if mode.kind == C.STATISTICAL:
@@ -223,11 +241,32 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
             explain_outcome(rec, tuple(case.primitives))
         return rec
     rec["duration_s"] = round(time.perf_counter() - t0, 6)
+    if keep_outputs is not None:
+        keep_outputs.extend(outs)
 
     with case.context():
         compare(case, runner_name, inputs, ref, outs, rec, first_divergence=first_divergence)
     rec["total_s"] = round(time.perf_counter() - t_start, 6)
     rec["cpu_s"] = round(time.process_time() - cpu0, 6)   # the backend run and the comparison
+    return rec
+
+
+def recheck(case: Case, runner_name: str, seed: int, outs) -> dict:
+    """The record of saved backend outputs ``outs`` of (case, runner, seed), judged now with this
+    checkout's reference and spec, without the backend (``jax-conformance recheck``)."""
+    from hardware_runners.base import get_runner
+    rec = _new_record(case, runner_name, seed)
+    try:
+        rec["platform"] = get_runner(runner_name).platform
+    except KeyError:       # a runner this JAX does not know (a PJRT plugin's xla:<platform>)
+        rec["platform"] = runner_name.split(":", 1)[1] if runner_name.startswith("xla:") else "cpu"
+    rec["rechecked"] = True
+    got = _reference_for(case, seed, rec)
+    if got is None:
+        return rec
+    inputs, ref = got
+    with case.context():
+        compare(case, runner_name, inputs, ref, list(outs), rec, first_divergence=False)
     return rec
 
 

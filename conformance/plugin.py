@@ -111,6 +111,8 @@ def pytest_addoption(parser):
     for o in OPTIONS:
         g.addoption(o.pytest, **o.kwargs(cli=False))
     g.addoption("--results-dir", default=None, help="write one JSONL results file per worker here")
+    g.addoption("--case-save-outputs", default=None, metavar="DIR",
+                help="keep every backend output in DIR (conformance/outputs.py; `jax-conformance recheck DIR`)")
     g.addoption("--case-isolation", default="subprocess", choices=("subprocess", "none"),
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
     g.addoption("--no-first-divergence", action="store_true",
@@ -175,6 +177,11 @@ class _Session:
         self.config = config
         self.worker = None
         self.writer = None
+        self.outputs = None
+        odir = config.getoption("--case-save-outputs")
+        if odir:
+            from conformance.outputs import Writer
+            self.outputs = Writer(odir, f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}")
         rdir = config.getoption("--results-dir")
         if rdir:
             wid = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -191,16 +198,19 @@ class _Session:
     def run(self, case_id: str, runner: str, seed: int) -> dict:
         """One (case, runner, seed), in the isolated worker unless --case-isolation none."""
         first_div = not self.config.getoption("--no-first-divergence")
+        kept = [] if self.outputs is not None and runner != "reference" else None
         if self.config.getoption("--case-isolation") == "none":
             from conformance.cases import get
             from conformance.execute import run_case
-            rec = run_case(get(case_id), runner, seed, first_divergence=first_div)
+            rec = run_case(get(case_id), runner, seed, first_divergence=first_div, keep_outputs=kept)
         else:
             from conformance.isolation import Worker, run_isolated
             if self.worker is None:
                 self.worker = Worker()
             rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),
-                               first_divergence=first_div)
+                               first_divergence=first_div, keep_outputs=kept)
+        if kept:
+            self.outputs.add(case_id, runner, seed, kept)
         return rec
 
     def search(self, case_id: str, runner: str, seed: int, examples: int) -> dict:
@@ -216,6 +226,8 @@ class _Session:
         return rec
 
     def close(self):
+        if self.outputs is not None:
+            self.outputs.close()
         if self.worker:
             self.worker.close()
         if self.writer:
