@@ -302,6 +302,7 @@ def pytest_internalerror(excrepr, excinfo):
     _harness_error("pytest internal error", str(excrepr))
 
 
+@pytest.hookimpl(optionalhook=True)      # a pytest-xdist hook: absent under -p no:xdist
 def pytest_testnodedown(node, error):
     if error:
         _harness_error(f"pytest-xdist worker {getattr(getattr(node, 'gateway', None), 'id', node)} went down",
