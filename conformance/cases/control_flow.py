@@ -235,7 +235,7 @@ def _xla_metadata_call(x):
 
 
 def _platform_dependent(x):
-    # The reference evaluates as the CPU platform (interp/rules/control_flow.py platform_index).
+    # The reference takes the branch of the platform of the runner it is compared with (Options.platform).
     return lax.platform_dependent(x, cpu=lambda v: v * 3, tpu=lambda v: v * 5, default=lambda v: v - 1)
 
 
