@@ -79,6 +79,17 @@ def forced_default(compiler: str) -> Iterator[None]:
         jax.config.update(USE_MOSAIC_GPU, old)
 
 
+def default_switchable(compiler: str) -> tuple[bool, str]:
+    """Whether a ``pallas_call`` without compiler params (a generic kernel) can lower through
+    ``compiler`` on this JAX, and why not."""
+    import jax
+    if compiler == TRITON or USE_MOSAIC_GPU in jax.config.values:
+        return True, ""
+    return False, (f"this JAX (no {USE_MOSAIC_GPU} switch) lowers pl.pallas_call without compiler params "
+                   "through Triton only (jax/_src/pallas/pallas_call.py gpu_lowering); Mosaic GPU runs "
+                   "kernels written for it (plgpu.kernel)")
+
+
 def _params_compiler(params) -> str | None:
     module = type(params).__module__
     for compiler, name in _PARAMS.items():

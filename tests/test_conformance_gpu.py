@@ -226,6 +226,13 @@ def test_a_plain_pallas_call_lowers_through_the_runners_own_compiler():
     assert ok == has_switch, why
     if not has_switch:
         assert "through Triton" in why
+    # per case, before any GPU is needed: a generic kernel on Mosaic GPU only where JAX can switch
+    from conformance.case import PALLAS, Case
+    generic = Case(id="t/generic", fn=None, build=lambda i: None, inputs=None, kind=PALLAS,
+                   pallas_targets=("generic",))
+    ok, why = B.get_runner("pallas:mosaic-gpu").supports(generic)
+    assert ok == has_switch and (has_switch or "through Triton only" in why)
+    assert B.get_runner("pallas:triton").supports(generic) == (True, "")
     with PL.forced_default(PL.TRITON):
         assert not has_switch or jax.config.values[PL.USE_MOSAIC_GPU] is False
     assert not has_switch or jax.config.values[PL.USE_MOSAIC_GPU] is True   # restored
