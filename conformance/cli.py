@@ -53,7 +53,8 @@ def cmd_run(args) -> int:
     results_dir = os.path.join(args.out, "results")
     os.makedirs(results_dir, exist_ok=True)
     from conformance.plugin import HARNESS_ERRORS_FILE
-    for old in glob.glob(os.path.join(results_dir, "*.jsonl")) + glob.glob(os.path.join(results_dir, HARNESS_ERRORS_FILE)):
+    stale = glob.glob(os.path.join(results_dir, "*.jsonl")) + glob.glob(os.path.join(results_dir, HARNESS_ERRORS_FILE))
+    for old in stale:
         os.unlink(old)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     pkg = os.path.dirname(os.path.abspath(__file__))

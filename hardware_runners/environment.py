@@ -18,7 +18,8 @@ def _version(dist: str) -> str | None:
 
 def _nvidia_driver() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total",
+                              "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):

@@ -102,10 +102,12 @@ def _pallas_call_compiler(compiler_params, default_mosaic_gpu: bool | None) -> t
     if compiler_params is None:
         if default_mosaic_gpu is None:
             return TRITON, "pallas_call without compiler params: JAX lowers it through Triton"
-        return (MOSAIC_GPU if default_mosaic_gpu else TRITON), f"pallas_call without compiler params ({USE_MOSAIC_GPU}={default_mosaic_gpu})"
+        return ((MOSAIC_GPU if default_mosaic_gpu else TRITON),
+                f"pallas_call without compiler params ({USE_MOSAIC_GPU}={default_mosaic_gpu})")
     compiler = _params_compiler(compiler_params)
     if compiler is None:
-        return None, f"pallas_call with {type(compiler_params).__name__} from {type(compiler_params).__module__} (not a GPU compiler's)"
+        kind = type(compiler_params)
+        return None, f"pallas_call with {kind.__name__} from {kind.__module__} (not a GPU compiler's)"
     ok, why = importable(compiler)
     if not ok:
         return None, why
