@@ -45,8 +45,6 @@ def _xdist_available() -> bool:
 
 
 def cmd_run(args) -> int:
-    from conformance import process_env
-    process_env.apply()          # before runner detection starts JAX here (and for every child)
     runners = _runners_arg(args.runners)
     if args.timeout is None:
         args.timeout = 60.0 if args.profile == "quick" else 300.0
@@ -340,6 +338,8 @@ def main(argv=None) -> int:
     cv.add_argument("--profile", default="quick", choices=("quick", "nightly"))
     cv.set_defaults(func=cmd_coverage)
     args = p.parse_args(argv)
+    from conformance import process_env
+    process_env.apply()   # before any command starts JAX here or in a child (run's pytest, repro's worker)
     return args.func(args)
 
 
