@@ -86,8 +86,9 @@ LATE: dict[str, str] = {}      # ... of which too late: JAX had started a backen
 
 def apply(environ=None, find: Callable[[], list[str]] = nvidia_gpus) -> dict[str, str]:
     """Set :func:`settings` in ``environ`` (this process's ``os.environ`` by default) and return them.
-    Idempotent. If JAX has already started a backend in this process the settings cannot take
-    effect: a warning says so, and the environment record lists them under ``late``."""
+    Idempotent. If JAX has already started an accelerator backend in this process the settings
+    cannot take effect there: a warning says so, and the environment record lists them under
+    ``too_late``."""
     environ = os.environ if environ is None else environ
     new = {k: v for k, v in settings(environ, find).items() if environ.get(k) != v}
     environ.update(new)
@@ -101,5 +102,7 @@ def apply(environ=None, find: Callable[[], list[str]] = nvidia_gpus) -> dict[str
 
 
 def _jax_backend_started() -> bool:
+    """Whether JAX has started an accelerator backend in this process (a CPU one needs none of the
+    settings)."""
     xb = sys.modules.get("jax._src.xla_bridge")
-    return bool(xb is not None and getattr(xb, "_backends", None))
+    return any(name != "cpu" for name in (getattr(xb, "_backends", None) or {}))
