@@ -66,6 +66,18 @@ def test_process_env_sets_memory_sharing_and_one_gpu_per_xdist_worker():
     assert env["CUDA_VISIBLE_DEVICES"] == "2" and process_env.apply(env, four) == {}   # idempotent
 
 
+def test_settings_made_after_an_accelerator_backend_started_are_flagged(monkeypatch):
+    environ = {"PYTEST_XDIST_WORKER": "gw0"}
+    monkeypatch.setattr(process_env.os, "environ", environ)
+    monkeypatch.setattr(process_env, "APPLIED", {})
+    monkeypatch.setattr(process_env, "LATE", {})
+    monkeypatch.setattr(process_env, "_jax_backend_started", lambda: True)
+    with pytest.warns(UserWarning, match="before the conformance suite set"):
+        process_env.apply(find=lambda: ["0", "1"])
+    assert process_env.LATE == process_env.APPLIED == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                                                        "CUDA_VISIBLE_DEVICES": "0"}
+
+
 def _fake_nvidia_smi(tmp_path, n: int) -> str:
     """A directory with an ``nvidia-smi`` that reports ``n`` GPUs (indices, one a line)."""
     bindir = tmp_path / "bin"
