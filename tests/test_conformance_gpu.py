@@ -142,12 +142,22 @@ def test_a_run_whose_case_workers_cannot_start_exits_non_zero_and_says_why(tmp_p
     errors = json.load(open(out / "results" / "harness-errors.json"))
     assert errors["results"] == 0 and len(errors["errors"]) == 1
     assert "conformance worker failed to start" in errors["errors"][0]["error"]
-    # The same harness with its workers healthy: results, exit 0, no harness-errors file left over.
+    # The same harness with its workers healthy: results, exit 0, no harness-errors file left over;
+    # --save-outputs brings the outputs back from the isolated worker, and recheck judges them again.
     proc = subprocess.run([sys.executable, "-m", "conformance", "run", "--runners", "xla:cpu", "--cases",
-                           "testing/ok_heavy", "--out", str(out), "-n", "0", "--", "--case-isolation", "none"],
+                           "testing/ok_heavy", "--out", str(out), "-n", "0", "--save-outputs"],
                           capture_output=True, text=True, env=TOY_ENV, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not (out / "results" / "harness-errors.json").exists()
+    (path,) = saved.find([str(out / "outputs")])
+    (case_id, seed, outs), = list(saved.read(path))
+    from conformance.case import rng_for
+    x = rng_for("testing/ok_heavy", 0).random(4).astype(np.float32)   # the toy case's inputs, by hand
+    assert (saved.runner_of(path), case_id, seed) == ("xla:cpu", "testing/ok_heavy", 0)
+    np.testing.assert_array_equal(outs[0], x * 2)
+    proc = subprocess.run([sys.executable, "-m", "conformance", "recheck", str(out)],
+                          capture_output=True, text=True, env=TOY_ENV, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0 and "xla:cpu: pass 1" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 # --- the environment record ----------------------------------------------------------------------
