@@ -95,6 +95,19 @@ class Case:
         return list(m)
 
 
+def jaxpr_primitives(j, seen: set | None = None) -> set:
+    """Names of the primitives in a jaxpr, its sub-jaxprs (loop bodies, calls, kernels) included."""
+    import jax.extend.core as jcore
+    seen = set() if seen is None else seen
+    for e in getattr(j, "jaxpr", j).eqns:
+        seen.add(e.primitive.name)
+        for v in e.params.values():
+            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
+                    jaxpr_primitives(sub, seen)
+    return seen
+
+
 def rng_for(case_id: str, seed: int) -> np.random.Generator:
     """A generator that depends only on (case id, seed)."""
     h = hashlib.sha256(f"{case_id}\0{seed}".encode()).digest()

@@ -1,7 +1,8 @@
 """``jax-conformance``: run the suite, build reports, reproduce one case, list devices and cases.
 
     jax-conformance run [--runners R,...] [--profile quick|nightly] [--out DIR] [--history DB]
-                        [--seed S] [--examples N] [--seeds K]
+                        [--seed S] [--examples N] [--seeds K] [--save-outputs]
+    jax-conformance recheck DIR|FILE... [--runner R] [--cases S,...] [--results FILE]
     jax-conformance report RESULTS... --out DIR [--history DB]
     jax-conformance repro CASE --runner R [--seed S]
     jax-conformance devices
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import time
 import uuid
+
+from .case import jaxpr_primitives  # noqa: F401  (moved to case.py; `coverage` and callers use it here)
 
 
 def _runners_arg(value: str | None) -> list[str]:
@@ -47,7 +50,9 @@ def cmd_run(args) -> int:
         args.timeout = 60.0 if args.profile == "quick" else 300.0
     results_dir = os.path.join(args.out, "results")
     os.makedirs(results_dir, exist_ok=True)
-    for old in glob.glob(os.path.join(results_dir, "*.jsonl")):
+    from conformance.plugin import HARNESS_ERRORS_FILE
+    stale = glob.glob(os.path.join(results_dir, "*.jsonl")) + glob.glob(os.path.join(results_dir, HARNESS_ERRORS_FILE))
+    for old in stale:
         os.unlink(old)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     pkg = os.path.dirname(os.path.abspath(__file__))
@@ -55,6 +60,8 @@ def cmd_run(args) -> int:
     args.runners = ",".join(runners)
     cmd = [sys.executable, "-m", "pytest", pkg, "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
            "-o", "addopts=", "--results-dir", results_dir] + forward_args(args)
+    if args.save_outputs:
+        cmd += ["--case-save-outputs", os.path.join(args.out, "outputs")]
     if args.workers != "0" and _xdist_available():
         # xdist's setup-status reporter prints "bringing up nodes..." twice under -q: it says nothing more.
         cmd += ["-n", args.workers, "--dist", "loadgroup", "-p", "no:terminaldistreporter"]
@@ -78,8 +85,31 @@ def cmd_run(args) -> int:
         print("pytest did not complete the run; writing a report of what was recorded", file=sys.stderr)
     results, history = _report(results_dir, args.out, args.history, run_id)
     _print_summary(results, args.out, history)
+    harness_ok = _check_harness(results_dir, len(results.records))
     bad = results.bad()
+    if not harness_ok:     # whatever --fail-on-bad says (that switch is about the backends)
+        return 2
     return 1 if (args.fail_on_bad and bad) or rc not in (0, 1) else 0
+
+
+def _check_harness(results_dir: str, n_results: int) -> bool:
+    """Print the harness errors the plugin wrote (pytest ran with --tb=no) and say whether the
+    run is sound: no harness error, at least one result."""
+    from conformance.plugin import HARNESS_ERRORS_FILE
+    path = os.path.join(results_dir, HARNESS_ERRORS_FILE)
+    errors = json.load(open(path))["errors"] if os.path.exists(path) else []
+    for e in errors[:20]:    # pytest's summary above has them in full
+        lines = e["error"].splitlines()
+        first = next((line for line in lines if line.startswith("E ")), lines[-1] if lines else "")
+        print(f"harness error: {e['where']}: {first.lstrip('E').strip()}", file=sys.stderr)
+    if len(errors) > 20:
+        print(f"... and {len(errors) - 20} more", file=sys.stderr)
+    if errors:
+        print(f"jax-conformance: {len(errors)} harness errors (not results of a backend): see {path}",
+              file=sys.stderr)
+    if n_results == 0:
+        print("jax-conformance: the run recorded no results", file=sys.stderr)
+    return not errors and n_results > 0
 
 
 def _report(paths, out, history_db, run_id=None):
@@ -135,6 +165,53 @@ def _print_summary(results, out, history=None) -> None:
             print(line)
 
 
+def cmd_recheck(args) -> int:
+    """Judge saved backend outputs again with this checkout's reference and spec (no backend)."""
+    import collections
+    from conformance import outputs as saved
+    from conformance.cases import all_cases
+    from conformance.execute import BAD, PASS, recheck
+    files = saved.find(args.paths)
+    if not files:
+        print(f"no outputs-*.npz under {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    keys = [k.strip() for k in (args.cases or "").split(",") if k.strip()]
+    cases = all_cases("nightly")
+    counts: dict = collections.defaultdict(collections.Counter)
+    writer = None
+    if args.results:
+        from reports.schema import JsonlWriter
+        writer = JsonlWriter(args.results)
+    for path in files:
+        runner = saved.runner_of(path)
+        if args.runner and runner != args.runner:
+            continue
+        for case_id, seed, outs in saved.read(path):
+            if keys and not any(k in case_id for k in keys):
+                continue
+            case = cases.get(case_id)
+            if case is None:
+                counts[runner]["not-in-this-checkout"] += 1
+                print(f"{'not-in-this-checkout':22s} {runner} {case_id} seed={seed}")
+                continue
+            rec = recheck(case, runner, seed, outs)
+            counts[runner][rec["outcome"]] += 1
+            if writer:
+                writer.write(rec)
+            if rec["outcome"] != PASS:
+                why = rec.get("allowance") or (rec.get("known_divergence") or {}).get("id") or ""
+                print(f"{rec['outcome']:22s} {runner} {case_id} seed={seed} {why} "
+                      f"{str(rec.get('detail') or '').splitlines()[0][:160] if rec.get('detail') else ''}")
+    if writer:
+        writer.close()
+    unexplained = 0
+    for runner, c in sorted(counts.items()):
+        print(f"{runner}: " + ", ".join(f"{o} {n}" for o, n in sorted(c.items(), key=lambda kv: -kv[1])))
+        unexplained += sum(c[o] for o in BAD)
+    print(f"unexplained (fail/crash/timeout): {unexplained} of {sum(sum(c.values()) for c in counts.values())}")
+    return 1 if unexplained else 0
+
+
 def cmd_report(args) -> int:
     results, history = _report(args.results, args.out, args.history)
     _print_summary(results, args.out, history)
@@ -184,7 +261,7 @@ def cmd_repro(args) -> int:
     from conformance.execute import run_case
     case = get(args.case)
     if args.isolated:
-        from hardware_runners.isolation import Worker, run_isolated
+        from conformance.isolation import Worker, run_isolated
         w = Worker()
         try:
             rec = run_isolated(w, args.case, args.runner, args.seed, args.timeout)
@@ -232,19 +309,6 @@ def cmd_list(args) -> int:
             continue
         print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}")
     return 0
-
-
-def jaxpr_primitives(j, seen: set | None = None) -> set:
-    """Names of the primitives in a jaxpr, its sub-jaxprs (loop bodies, calls, kernels) included."""
-    import jax.extend.core as jcore
-    seen = set() if seen is None else seen
-    for e in getattr(j, "jaxpr", j).eqns:
-        seen.add(e.primitive.name)
-        for v in e.params.values():
-            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
-                if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
-                    jaxpr_primitives(sub, seen)
-    return seen
 
 
 def case_primitives(case) -> set:
@@ -298,9 +362,20 @@ def main(argv=None) -> int:
     r.add_argument("--history", default=None, help="SQLite nightly history database")
     add_run_options(r)     # the options the pytest plugin takes too (conformance/plugin.py OPTIONS)
     r.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers ('0': no xdist)")
-    r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any fail/crash/timeout")
+    r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any backend fail/crash/timeout "
+                   "(a run with harness errors or no results exits 2 regardless)")
+    r.add_argument("--save-outputs", action="store_true",
+                   help="keep every backend output in OUT/outputs (re-judge them later with `recheck`)")
     r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     r.set_defaults(func=cmd_run)
+    rc = sub.add_parser("recheck", help="judge saved backend outputs again with this checkout's reference "
+                        "and spec, without the backend")
+    rc.add_argument("paths", nargs="+", help="outputs-*.npz files or directories holding them (a run's --out)")
+    rc.add_argument("--runner", default=None, help="only this runner's outputs")
+    rc.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")
+    rc.add_argument("--results", default=None, help="also write the records to this JSONL file "
+                    "(`jax-conformance report` renders it)")
+    rc.set_defaults(func=cmd_recheck)
     rp = sub.add_parser("report", help="merge result files into a report")
     rp.add_argument("results", nargs="+", help="JSONL files or directories")
     rp.add_argument("--out", required=True)
@@ -325,6 +400,8 @@ def main(argv=None) -> int:
     cv.add_argument("--profile", default="quick", choices=("quick", "nightly"))
     cv.set_defaults(func=cmd_coverage)
     args = p.parse_args(argv)
+    from conformance import process_env
+    process_env.apply()   # before any command starts JAX here or in a child (run's pytest, repro's worker)
     try:
         rc = args.func(args)
         sys.stdout.flush()

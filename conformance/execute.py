@@ -30,13 +30,13 @@ OUTCOMES = (PASS, PASS_ALLOWANCE, FAIL, CRASH, TIMEOUT, BACKEND_UNSUPPORTED, REF
 GOOD = (PASS, PASS_ALLOWANCE)
 BAD = (FAIL, CRASH, TIMEOUT)
 
-# Backend messages that say "this backend has no implementation" (not "this went wrong"):
-# backend-unsupported with the message, not a crash. "no registered implementation": an XLA custom
-# call the platform does not implement (XLA:CPU: "NOT_FOUND: No registered implementation for untyped
-# custom call to Pin for Host", the lowering of pin/unpin).
-_UNSUPPORTED_MARKERS = ("not implemented", "unimplemented", "not supported", "unsupported",
-                        "translation rule for primitive", "no lowering", "cannot lower",
-                        "no registered implementation", "not implemented for platform")
+# XLA status codes (absl::StatusCode, which XLA's runtime errors begin with) that say "this backend
+# has no implementation" rather than "this went wrong": UNIMPLEMENTED anywhere; NOT_FOUND while
+# compiling, where it means a custom call with no implementation on the platform (XLA:CPU:
+# "NOT_FOUND: No registered implementation for untyped custom call to Pin for Host", the lowering
+# of pin/unpin).
+_REFUSING_STATUS = {"UNIMPLEMENTED": ("trace", "lower", "compile", "execute", None),
+                    "NOT_FOUND": ("compile",)}
 
 
 def reproducer(case_id: str, runner: str, seed: int) -> str:
@@ -48,11 +48,55 @@ def base_record(case_id: str, runner: str, seed: int) -> dict:
     return new_record(case=case_id, runner=runner, seed=seed, reproducer=reproducer(case_id, runner, seed))
 
 
-def _looks_unsupported(e: BaseException) -> bool:
-    if isinstance(e, NotImplementedError):
-        return True
-    msg = str(e).lower()
-    return any(m in msg for m in _UNSUPPORTED_MARKERS)
+def _chain(e: BaseException):
+    """``e`` and the exceptions it was raised from (``__cause__``, else ``__context__``)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _raised_in(e: BaseException) -> str | None:
+    """The module of the innermost frame that raised ``e`` (where JAX kept its frames)."""
+    tb = e.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_globals.get("__name__")
+
+
+def _status_code(e: BaseException) -> str | None:
+    """The XLA status code of a JAX runtime error ("UNIMPLEMENTED: ..."), else None."""
+    import jax
+    runtime = getattr(jax.errors, "JaxRuntimeError", None)
+    if runtime is None or not isinstance(e, runtime):
+        return None
+    head = str(e).split(":", 1)[0].strip()
+    return head if head.isupper() and head.replace("_", "").isalpha() else None
+
+
+def classify_failure(e: BaseException) -> tuple[str, dict]:
+    """(outcome, facts) for what a runner raised, judged by what raised it, never by the words of
+    its message: ``backend-unsupported`` when the backend refused the program (the runner's
+    BackendUnsupported; a NotImplementedError anywhere in the chain, which is how JAX and its Pallas
+    lowerings say a primitive or parameter has no rule; an XLA status in ``_REFUSING_STATUS``),
+    ``crash`` otherwise. ``facts``: stage (trace/lower/compile/execute, where the runner says),
+    error type, the module that raised it, and the message."""
+    from hardware_runners.base import BackendFailure, BackendUnsupported
+    stage = e.stage if isinstance(e, BackendFailure) else None
+    err = e.error if isinstance(e, BackendFailure) else e
+    facts = {"stage": stage, "type": type(err).__name__, "raised_in": _raised_in(err), "message": str(err)[:2000]}
+    refusal = next((x for x in _chain(err) if isinstance(x, (BackendUnsupported, NotImplementedError))), None)
+    if refusal is not None:
+        facts.update(refused_by=type(refusal).__name__, raised_in=_raised_in(refusal) or facts["raised_in"])
+        return BACKEND_UNSUPPORTED, facts
+    code = _status_code(err)
+    if code is not None and stage in _REFUSING_STATUS.get(code, ()):
+        facts["refused_by"] = f"XLA status {code}"
+        return BACKEND_UNSUPPORTED, facts
+    return CRASH, facts
 
 
 def _short_tb(e: BaseException, limit: int = 4000) -> str:
@@ -63,25 +107,40 @@ def _short_tb(e: BaseException, limit: int = 4000) -> str:
 _REF_CACHE: dict = {}
 
 
-def _reference(case: Case, seed: int):
-    """(inputs, outputs or exception, seconds, CPU seconds): cached so several runners in one
-    worker share it."""
-    key = (case.id, seed, id(case))
+def _reference(case: Case, seed: int, platform: str = "cpu"):
+    """(inputs, outputs or exception, seconds, CPU seconds) of the reference standing in for
+    ``platform`` (lax.platform_dependent follows it): cached so several runners in one worker
+    share it (runners of other platforms too, for programs that do not branch on the platform)."""
+    if platform != "cpu" and not _branches_on_platform(case, seed):
+        platform = "cpu"
+    key = (case.id, seed, id(case), platform)
     if key not in _REF_CACHE:
         if len(_REF_CACHE) >= 16:   # room for every seed of a nightly search (the runners share them)
             _REF_CACHE.pop(next(iter(_REF_CACHE)))
-        _REF_CACHE[key] = (case, _compute_reference(case, seed))   # the case is kept: id() stays unique
+        _REF_CACHE[key] = (case, _compute_reference(case, seed, platform))   # the case is kept: id() stays unique
     return _REF_CACHE[key][1]
 
 
-def _compute_reference(case: Case, seed: int):
+def _branches_on_platform(case: Case, seed: int) -> bool:
+    """Whether the case's reference program contains platform_index (lax.platform_dependent)."""
+    import jax
+    from .case import jaxpr_primitives
+    try:
+        with case.context():
+            return "platform_index" in jaxpr_primitives(jax.make_jaxpr(case.reference_program())(
+                *case.make_inputs(seed)))
+    except Exception:  # noqa: BLE001  (the reference run itself reports what fails to trace)
+        return False
+
+
+def _compute_reference(case: Case, seed: int, platform: str = "cpu"):
     import interp
     inputs = case.make_inputs(seed)
     t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         from hardware_runners.base import ReferenceRunner
         with case.context():
-            outs = ReferenceRunner().run(case, inputs)
+            outs = ReferenceRunner(platform).run(case, inputs)
     except interp.UnsupportedPrimitiveError as e:
         outs = e
     except Exception as e:  # noqa: BLE001  (a reference failure is recorded, never raised)
@@ -107,14 +166,38 @@ def explain_outcome(rec: dict, primitives: tuple[str, ...] = ()) -> dict:
     return rec
 
 
-def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: bool = True) -> dict:
-    import interp
+def _new_record(case: Case, runner_name: str, seed: int) -> dict:
     import jax
-    from hardware_runners.base import BackendUnsupported, get_runner
-
     rec = base_record(case.id, runner_name, seed)
     rec["family"] = case.family
     rec["jax_version"] = jax.__version__
+    return rec
+
+
+def _reference_for(case: Case, seed: int, rec: dict):
+    """(inputs, reference outputs) for the record's platform, or None after filling ``rec`` with
+    the outcome when the reference cannot run the case."""
+    import interp
+    inputs, ref, ref_s, ref_cpu = _reference(case, seed, rec.get("platform") or "cpu")
+    rec["reference_duration_s"] = round(ref_s, 6)
+    rec["reference_cpu_s"] = round(ref_cpu, 6)
+    if isinstance(ref, interp.UnsupportedPrimitiveError):
+        rec.update(outcome=REFERENCE_UNSUPPORTED, detail=str(ref)[:1000])
+        return None
+    if isinstance(ref, BaseException):
+        rec.update(outcome=CRASH, detail=f"the reference raised {type(ref).__name__}: {str(ref)[:500]}",
+                   output=_short_tb(ref), crashed="reference")
+        return None
+    return inputs, ref
+
+
+def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: bool = True,
+             keep_outputs: list | None = None) -> dict:
+    """One results record for (case, runner, seed). ``keep_outputs``: a list the backend's
+    outputs are appended to (``run --save-outputs``)."""
+    from hardware_runners.base import BackendUnsupported, describe_device, get_runner
+
+    rec = _new_record(case, runner_name, seed)
     t_start = time.perf_counter()
     runner = get_runner(runner_name)
     ok, why = runner.available()
@@ -123,19 +206,16 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
     if not ok:
         rec.update(outcome=BACKEND_UNSUPPORTED, detail=why)
         return rec
+    if runner_name != "reference":
+        rec["device"] = describe_device(runner.device())
+    rec["platform"] = runner.platform
 
-    inputs, ref, ref_s, ref_cpu = _reference(case, seed)
-    rec["reference_duration_s"] = round(ref_s, 6)
-    rec["reference_cpu_s"] = round(ref_cpu, 6)
-    if isinstance(ref, interp.UnsupportedPrimitiveError):
-        rec.update(outcome=REFERENCE_UNSUPPORTED, detail=str(ref)[:1000])
+    got = _reference_for(case, seed, rec)
+    if got is None:
         return rec
-    if isinstance(ref, BaseException):
-        rec.update(outcome=CRASH, detail=f"the reference raised {type(ref).__name__}: {str(ref)[:500]}",
-                   output=_short_tb(ref), crashed="reference")
-        return rec
+    inputs, ref = got
     if runner_name == "reference":
-        rec.update(outcome=PASS, duration_s=round(ref_s, 6), detail="the reference ran")
+        rec.update(outcome=PASS, duration_s=rec["reference_duration_s"], detail="the reference ran")
         # Outputs random by design (an emulated hardware PRNG) must at least look random.
         for i, mode in enumerate(case.modes_for(ref)):
             if mode.kind == C.STATISTICAL:
@@ -154,19 +234,39 @@ def run_case(case: Case, runner_name: str, seed: int = 0, *, first_divergence: b
         rec.update(outcome=BACKEND_UNSUPPORTED, detail=str(e))
         return rec
     except Exception as e:  # noqa: BLE001  (the backend's failure is the result)
-        if _looks_unsupported(e):
-            rec.update(outcome=BACKEND_UNSUPPORTED, detail=f"{type(e).__name__}: {str(e)[:500]}")
-        else:
-            rec.update(outcome=CRASH, detail=f"{type(e).__name__}: {str(e)[:500]}", output=_short_tb(e),
-                       crashed="backend")
+        outcome, facts = classify_failure(e)
+        rec.update(outcome=outcome, failure=facts, detail=f"{facts['type']}: {facts['message'][:500]}")
+        if outcome == CRASH:
+            rec.update(output=_short_tb(e), crashed="backend")
             explain_outcome(rec, tuple(case.primitives))
         return rec
     rec["duration_s"] = round(time.perf_counter() - t0, 6)
+    if keep_outputs is not None:
+        keep_outputs.extend(outs)
 
     with case.context():
         compare(case, runner_name, inputs, ref, outs, rec, first_divergence=first_divergence)
     rec["total_s"] = round(time.perf_counter() - t_start, 6)
     rec["cpu_s"] = round(time.process_time() - cpu0, 6)   # the backend run and the comparison
+    return rec
+
+
+def recheck(case: Case, runner_name: str, seed: int, outs) -> dict:
+    """The record of saved backend outputs ``outs`` of (case, runner, seed), judged now with this
+    checkout's reference and spec, without the backend (``jax-conformance recheck``)."""
+    from hardware_runners.base import get_runner
+    rec = _new_record(case, runner_name, seed)
+    try:
+        rec["platform"] = get_runner(runner_name).platform
+    except KeyError:       # a runner this JAX does not know (a PJRT plugin's xla:<platform>)
+        rec["platform"] = runner_name.split(":", 1)[1] if runner_name.startswith("xla:") else "cpu"
+    rec["rechecked"] = True
+    got = _reference_for(case, seed, rec)
+    if got is None:
+        return rec
+    inputs, ref = got
+    with case.context():
+        compare(case, runner_name, inputs, ref, list(outs), rec, first_divergence=False)
     return rec
 
 
@@ -210,7 +310,7 @@ def _check_all(mode_args: _ModeArgs, refs, outs, modes) -> list[checks.Check]:
     return res
 
 
-def _replay(case: Case, jaxpr, inputs, variant: dict):
+def _replay(case: Case, jaxpr, inputs, variant: dict, platform: str = "cpu"):
     """The reference outputs recomputed under an allowance's variant, or None if not possible."""
     from .replay import Variant, flush_subnormals, reference_replay
     if jaxpr is not None:
@@ -219,7 +319,7 @@ def _replay(case: Case, jaxpr, inputs, variant: dict):
         # A kernel (or anything not replayable equation by equation): flush at the boundary,
         # subnormal inputs read as zero and subnormal results written as zero.
         from hardware_runners.base import ReferenceRunner
-        outs = ReferenceRunner().run(case, [flush_subnormals(a) for a in inputs])
+        outs = ReferenceRunner(platform).run(case, [flush_subnormals(a) for a in inputs])
         return [flush_subnormals(o) for o in outs]
     return None
 
@@ -257,7 +357,7 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
         if variant:
             if name not in replays:
                 try:
-                    replays[name] = _replay(case, jaxpr, inputs, variant)
+                    replays[name] = _replay(case, jaxpr, inputs, variant, rec.get("platform") or "cpu")
                 except Exception:  # noqa: BLE001  (a replay the reference cannot do explains nothing)
                     replays[name] = None
             if replays[name] is None:

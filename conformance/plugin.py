@@ -16,6 +16,12 @@ Every item writes one results record (reports/schema.py) to ``<results-dir>/resu
 and maps its outcome to pytest's: pass and pass-with-allowance pass, known-divergence is an
 xfail naming the upstream issue, backend-/reference-unsupported are skips with the reason, fail /
 crash / timeout fail with the reproducer command.
+
+Errors of the harness itself (a collection error, a setup or teardown error, an item that raised
+instead of recording, a case worker or pytest-xdist worker that did not start, an internal error)
+are not results: the main pytest process lists them at the end of the run, writes them to
+``<results-dir>/harness-errors.json`` and never exits 0 with them. Before collection imports JAX,
+every pytest process of the suite sets its environment for the devices (conformance/process_env.py).
 """
 from __future__ import annotations
 
@@ -105,6 +111,8 @@ def pytest_addoption(parser):
     for o in OPTIONS:
         g.addoption(o.pytest, **o.kwargs(cli=False))
     g.addoption("--results-dir", default=None, help="write one JSONL results file per worker here")
+    g.addoption("--case-save-outputs", default=None, metavar="DIR",
+                help="keep every backend output in DIR (conformance/outputs.py; `jax-conformance recheck DIR`)")
     g.addoption("--case-isolation", default="subprocess", choices=("subprocess", "none"),
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
     g.addoption("--no-first-divergence", action="store_true",
@@ -130,6 +138,8 @@ def examples_for(case, explicit: int | None, default: int) -> int:
 def pytest_generate_tests(metafunc):
     if "conformance_item" not in metafunc.fixturenames:
         return
+    from conformance import process_env
+    process_env.apply()        # before the runner detection below starts JAX in this process
     from conformance.cases import all_cases
     from hardware_runners import get_runner
     config = metafunc.config
@@ -167,29 +177,40 @@ class _Session:
         self.config = config
         self.worker = None
         self.writer = None
+        self.outputs = None
+        odir = config.getoption("--case-save-outputs")
+        if odir:
+            from conformance.outputs import Writer
+            self.outputs = Writer(odir, f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}")
         rdir = config.getoption("--results-dir")
         if rdir:
             wid = os.environ.get("PYTEST_XDIST_WORKER", "main")
             self.writer = JsonlWriter(os.path.join(rdir, f"results-{wid}-{os.getpid()}.jsonl"))
             from hardware_runners.environment import environment
             from reports.schema import SCHEMA_VERSION
+            from conformance import process_env
+            env = dict(environment(), process_env={"set": dict(process_env.APPLIED),
+                                                   "too_late": dict(process_env.LATE)})
             self.writer.write({"schema": SCHEMA_VERSION, "type": "environment", "worker": wid,
                                "profile": config.getoption("--profile"), "run_id": os.environ.get(
-                                   "JAX_CONFORMANCE_RUN_ID"), "environment": environment()})
+                                   "JAX_CONFORMANCE_RUN_ID"), "environment": env})
 
     def run(self, case_id: str, runner: str, seed: int) -> dict:
         """One (case, runner, seed), in the isolated worker unless --case-isolation none."""
         first_div = not self.config.getoption("--no-first-divergence")
+        kept = [] if self.outputs is not None and runner != "reference" else None
         if self.config.getoption("--case-isolation") == "none":
             from conformance.cases import get
             from conformance.execute import run_case
-            rec = run_case(get(case_id), runner, seed, first_divergence=first_div)
+            rec = run_case(get(case_id), runner, seed, first_divergence=first_div, keep_outputs=kept)
         else:
-            from hardware_runners.isolation import Worker, run_isolated
+            from conformance.isolation import Worker, run_isolated
             if self.worker is None:
                 self.worker = Worker()
             rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),
-                               first_divergence=first_div)
+                               first_divergence=first_div, keep_outputs=kept)
+        if kept:
+            self.outputs.add(case_id, runner, seed, kept)
         return rec
 
     def search(self, case_id: str, runner: str, seed: int, examples: int) -> dict:
@@ -205,6 +226,8 @@ class _Session:
         return rec
 
     def close(self):
+        if self.outputs is not None:
+            self.outputs.close()
         if self.worker:
             self.worker.close()
         if self.writer:
@@ -218,10 +241,15 @@ def conformance_session(request):
     s.close()
 
 
-def check_item(session: _Session, item) -> None:
+OUTCOME_PROPERTY = "conformance_outcome"   # an item's user property: it recorded a result
+
+
+def check_item(session: _Session, item, record_property=None) -> None:
     case_id, runner, seed, examples = item
     rec = session.search(case_id, runner, seed, examples)
     outcome = rec["outcome"]
+    if record_property is not None:
+        record_property(OUTCOME_PROPERTY, outcome)
     if outcome in ("pass", "pass-with-allowance"):
         return
     if outcome == "known-divergence":
@@ -231,3 +259,80 @@ def check_item(session: _Session, item) -> None:
         pytest.skip(f"{outcome}: {(rec.get('detail') or '')[:300]}")
     from reports.render import failure_text
     pytest.fail(f"{outcome}: {case_id} on {runner}\n" + failure_text(rec, output_chars=3000), pytrace=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors of the harness: gathered in the main pytest process (pytest-xdist sends it the workers'
+# reports), listed at the end, written beside the results, and never an exit status of 0.
+# --------------------------------------------------------------------------------------------
+HARNESS_ERRORS_FILE = "harness-errors.json"
+_harness_errors: list[dict] = []
+_results_seen = [0]
+_suite_involved = [False]    # this pytest run collects the conformance suite (else: not our errors)
+
+
+def _is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _harness_error(where: str, text: str) -> None:
+    _harness_errors.append({"where": where, "error": text[-6000:]})
+
+
+def pytest_collectreport(report):
+    if "conformance" in report.nodeid:
+        _suite_involved[0] = True
+    if report.failed:
+        _harness_error(f"collecting {report.nodeid or 'the suite'}", report.longreprtext or "collection failed")
+
+
+def pytest_runtest_logreport(report):
+    recorded = any(k == OUTCOME_PROPERTY for k, _ in getattr(report, "user_properties", ()))
+    if "test_conformance[" in report.nodeid:
+        _suite_involved[0] = True
+    if report.when == "call" and recorded:
+        _results_seen[0] += 1
+    elif report.failed and "test_conformance[" in report.nodeid:
+        # a conformance item that failed without recording (its harness raised), or its
+        # setup/teardown failed; a worker that crashed under an item is reported here too
+        _harness_error(f"{report.when} of {report.nodeid}", report.longreprtext or "failed")
+
+
+def pytest_internalerror(excrepr, excinfo):
+    _harness_error("pytest internal error", str(excrepr))
+
+
+@pytest.hookimpl(optionalhook=True)      # a pytest-xdist hook: absent under -p no:xdist
+def pytest_testnodedown(node, error):
+    if error:
+        _harness_error(f"pytest-xdist worker {getattr(getattr(node, 'gateway', None), 'id', node)} went down",
+                       str(error))
+
+
+def _report_harness_errors(config) -> bool:
+    return not _is_xdist_worker(config) and _suite_involved[0] and bool(_harness_errors)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not _report_harness_errors(config):
+        return
+    rdir = config.getoption("--results-dir", None)
+    if rdir:
+        import json
+        os.makedirs(rdir, exist_ok=True)
+        with open(os.path.join(rdir, HARNESS_ERRORS_FILE), "w") as f:
+            json.dump({"errors": _harness_errors, "results": _results_seen[0]}, f, indent=1)
+    if session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _report_harness_errors(config):
+        return
+    tr = terminalreporter
+    tr.section(f"jax-conformance: {len(_harness_errors)} harness errors (not results; "
+               f"{_results_seen[0]} results recorded)", sep="=", red=True, bold=True)
+    for e in _harness_errors:
+        tr.write_line(f"--- {e['where']}")
+        tr.write_line(e["error"][-3000:])

@@ -2,5 +2,5 @@
 from conformance.plugin import check_item
 
 
-def test_conformance(conformance_session, conformance_item):
-    check_item(conformance_session, conformance_item)
+def test_conformance(conformance_session, conformance_item, record_property):
+    check_item(conformance_session, conformance_item, record_property)

@@ -8,15 +8,49 @@ cases it can run (``supports``), each time with the reason when not.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Sequence
 
 import numpy as np
 
 from conformance.case import LAX, PALLAS, Case
 
+from . import pallas_lowering
+
 
 class BackendUnsupported(Exception):
     """The runner cannot run this case (a missing feature of the backend or of the runner)."""
+
+
+STAGES = ("trace", "lower", "compile", "execute")
+
+
+class BackendFailure(Exception):
+    """What the backend raised, and at which stage of running the program (one of STAGES): the
+    harness judges from these (conformance/execute.py: classify_failure), not from the message."""
+
+    def __init__(self, stage: str, error: BaseException):
+        super().__init__(f"{stage}: {type(error).__name__}: {error}")
+        self.stage, self.error = stage, error
+
+
+def run_staged(fn, args) -> list[np.ndarray]:
+    """``fn`` (a jitted function) on ``args``, traced, lowered, compiled and executed as four
+    stages; a failure is raised as :class:`BackendFailure` naming its stage."""
+    import jax
+    stage = STAGES[0]
+    try:
+        traced = fn.trace(*args)
+        stage = "lower"
+        lowered = traced.lower()
+        stage = "compile"
+        compiled = lowered.compile()
+        stage = "execute"
+        return _leaves(jax.block_until_ready(compiled(*args)))
+    except BackendUnsupported:
+        raise
+    except Exception as e:  # noqa: BLE001  (every backend failure is reported with its stage)
+        raise BackendFailure(stage, e) from e
 
 
 def _devices(platform: str):
@@ -27,6 +61,31 @@ def _devices(platform: str):
         return []
 
 
+def lowering_platform(device) -> str:
+    """The platform name JAX lowers for on ``device`` ("cuda"/"rocm" where the device says "gpu"):
+    the name ``lax.platform_dependent`` branches on."""
+    if device.platform == "gpu":
+        for name in ("cuda", "rocm"):
+            if device in _devices(name):
+                return name
+    return device.platform
+
+
+def describe_device(device) -> dict | None:
+    """What a record says about the device it ran on; the physical GPU through the process's
+    CUDA_VISIBLE_DEVICES (conformance/process_env.py spreads workers over GPUs with it)."""
+    import os
+    if device is None:
+        return None
+    out = {"platform": device.platform, "id": device.id, "kind": getattr(device, "device_kind", None)}
+    cc = getattr(device, "compute_capability", None)
+    if cc is not None:
+        out["compute_capability"] = str(cc)
+    if device.platform != "cpu" and os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        out["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    return out
+
+
 def _leaves(out) -> list[np.ndarray]:
     import jax
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
@@ -35,6 +94,7 @@ def _leaves(out) -> list[np.ndarray]:
 class Runner:
     name = "?"
     kinds: tuple[str, ...] = ()
+    platform = "cpu"   # the platform lax.platform_dependent branches on (the reference follows it)
 
     def available(self) -> tuple[bool, str]:
         return True, ""
@@ -67,12 +127,17 @@ def _enough_devices(runner: Runner, case: Case) -> tuple[bool, str]:
 
 
 class ReferenceRunner(Runner):
+    """The NumPy reference, standing in for ``platform`` (the platform of the runner it is
+    compared with: ``lax.platform_dependent`` takes that platform's branch)."""
     name = "reference"
     kinds = (LAX, PALLAS)
 
+    def __init__(self, platform: str = "cpu"):
+        self.platform = platform
+
     def run(self, case, inputs):
         import interp
-        return _leaves(interp.interpret(case.reference_program())(*inputs))
+        return _leaves(interp.interpret(case.reference_program(), platform=self.platform)(*inputs))
 
 
 class XlaRunner(Runner):
@@ -93,24 +158,35 @@ class XlaRunner(Runner):
         dev = self.device()
         # (an SPMD case's program places its inputs on its own mesh)
         args = list(inputs) if wanted_devices(case) > 1 else [jax.device_put(a, dev) for a in inputs]
-        return _leaves(jax.jit(case.program())(*args))
+        with jax.default_device(dev):    # what a case places data on (control_flow placement cases)
+            return run_staged(jax.jit(case.program()), args)
 
 
 class PallasRunner(Runner):
     """A Pallas mode: the case's kernel is built with this runner's ``interpret`` argument."""
     kinds = (PALLAS,)
 
-    def __init__(self, name: str, targets: tuple[str, ...], platform: str | None):
+    def __init__(self, name: str, targets: tuple[str, ...], device_platform: str | None):
         self.name = name
         self.targets = targets      # kernel targets this mode can run: "generic", "tpu", "triton", "mosaic-gpu"
-        self.platform = platform    # hardware platform needed (None: runs on CPU)
+        self.device_platform = device_platform    # hardware platform needed (None: runs on CPU)
+
+    @property
+    def platform(self) -> str:
+        if not self.device_platform:
+            return "cpu"
+        devices = _devices(self.device_platform)
+        if devices:
+            return lowering_platform(devices[0])
+        # no device here (a recheck of saved outputs): the platform the mode's compilers target first
+        return "cuda" if self.device_platform == "gpu" else self.device_platform
 
     def interpret_param(self) -> Any:
         return False
 
     def available(self):
-        if self.platform and not _devices(self.platform):
-            return False, f"needs a {self.platform} device; jax.devices() has none"
+        if self.device_platform and not _devices(self.device_platform):
+            return False, f"needs a {self.device_platform} device; jax.devices() has none"
         try:
             self.interpret_param()
         except Exception as e:  # noqa: BLE001  (an optional module that cannot import here)
@@ -129,14 +205,55 @@ class PallasRunner(Runner):
         return True, ""
 
     def device(self):
-        return _devices(self.platform or "cpu")[0]
+        return _devices(self.device_platform or "cpu")[0]
+
+    def context(self):
+        """What the runner sets while it traces and runs a program (nothing for most modes)."""
+        return contextlib.nullcontext()
+
+    def check_program(self, jitted, args) -> None:
+        """Raise BackendUnsupported if this runner cannot run the traced program as its name says."""
 
     def run(self, case, inputs):
         import jax
         dev = self.device()
         args = [jax.device_put(a, dev) for a in inputs]
-        with jax.default_device(dev):
-            return _leaves(jax.jit(case.program(self.interpret_param()))(*args))
+        with jax.default_device(dev), self.context():
+            jitted = jax.jit(case.program(self.interpret_param()))
+            self.check_program(jitted, args)
+            return run_staged(jitted, args)
+
+
+class GpuCompilerRunner(PallasRunner):
+    """``pallas:triton`` / ``pallas:mosaic-gpu``: a compiled Pallas mode that lowers every kernel
+    through its own compiler, whatever JAX's default is (hardware_runners/pallas_lowering.py)."""
+
+    def __init__(self, compiler: str, targets: tuple[str, ...]):
+        super().__init__(f"pallas:{compiler}", targets, "gpu")
+        self.compiler = compiler
+
+    def available(self):
+        ok, why = super().available()
+        if ok:
+            ok, why = pallas_lowering.importable(self.compiler)
+        if ok and self.compiler == pallas_lowering.MOSAIC_GPU:
+            ok, why = pallas_lowering.compute_capability_ok(self.device())
+        return ok, why
+
+    def supports(self, case):
+        ok, why = super().supports(case)
+        if ok and self.compiler not in case.pallas_targets:
+            # a kernel not written for this compiler reaches it only through JAX's default switch
+            ok, why = pallas_lowering.default_switchable(self.compiler)
+        return ok, why
+
+    def context(self):
+        return pallas_lowering.forced_default(self.compiler)
+
+    def check_program(self, jitted, args):
+        ok, why = pallas_lowering.check_program(self.compiler, jitted.trace(*args).jaxpr)
+        if not ok:
+            raise BackendUnsupported(f"{self.name}: {why}")
 
 
 class HloInterpret(PallasRunner):
@@ -194,8 +311,8 @@ def all_runners() -> list[Runner]:
     out: list[Runner] = [ReferenceRunner()]
     out += [XlaRunner(p) for p in platforms]
     out += [HloInterpret(), TpuInterpret(), GpuInterpret(),
-            PallasRunner("pallas:triton", ("generic", "triton"), "gpu"),
-            PallasRunner("pallas:mosaic-gpu", ("mosaic-gpu",), "gpu"),
+            GpuCompilerRunner(pallas_lowering.TRITON, ("generic", "triton")),
+            GpuCompilerRunner(pallas_lowering.MOSAIC_GPU, ("generic", "mosaic-gpu")),
             PallasRunner("pallas:mosaic-tpu", ("generic", "tpu"), "tpu")]
     return out
 

@@ -15,12 +15,18 @@ class Options:
     grid_order: str = "sequential"  # Pallas: order of parallel grid axes
     seed: int = 0                   # anything randomised (shuffled grids, emulated hardware PRNG)
     check_avals: bool = True        # every rule's result must match its equation's aval
+    platform: str = "cpu"           # the platform the reference stands in for: lax.platform_dependent
+                                    # takes its branch (a JAX lowering platform: cpu, cuda, rocm, tpu, ...)
 
     def __post_init__(self):
         if self.uninitialized not in UNINITIALIZED_MODES:
             raise ValueError(f"uninitialized must be one of {UNINITIALIZED_MODES}, got {self.uninitialized!r}")
         if self.grid_order not in GRID_ORDERS:
             raise ValueError(f"grid_order must be one of {GRID_ORDERS}, got {self.grid_order!r}")
+        if self.platform == "gpu" or not self.platform or self.platform != self.platform.lower():
+            # (JAX's platform_dependent refuses "gpu" too: a program branches on cuda or rocm)
+            raise ValueError(f"platform must be a lowercase JAX lowering platform such as 'cpu', 'cuda', "
+                             f"'rocm' or 'tpu', got {self.platform!r}")
 
 
 def make_options(options: "Options | None" = None, **kwargs) -> Options:

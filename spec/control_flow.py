@@ -20,10 +20,11 @@ SEMANTICS = table(
               "tests: tests/test_control_flow.py::test_cond_index_out_of_range_runs_last_branch "
               "confirms XLA:CPU for -1, 3, 100 and INT32_MIN."),
     Semantics("platform_index", "The branch index lax.platform_dependent lowers per platform.",
-              ("the reference evaluates as the 'cpu' platform: the index of the branch listing 'cpu', "
-               "else the default (None) branch; no such branch raises UnsupportedPrimitiveError",),
+              ("the reference evaluates as the platform it stands in for (Options.platform, 'cpu' by "
+               "default): the index of the branch listing that platform, else the default (None) branch; "
+               "no such branch raises UnsupportedPrimitiveError",),
               (CF + "conditionals.py _platform_index_lowering",), EXACT,
-              "Chosen because the reference's results are compared with XLA:CPU."),
+              "The conformance suite passes the platform of the runner the reference is compared with."),
     Semantics("while", "Runs body_jaxpr while cond_jaxpr is true; cond/body consts lead the operands.",
               ("cond_nconsts and body_nconsts operands are the cond's and body's constants",
                "a batched (non-scalar) predicate (vmap): the loop runs while any element is true and "

@@ -46,7 +46,7 @@ def test_a_timeout_a_divergence_declares_becomes_known_divergence():
 def test_isolated_timeouts_are_explained_where_they_are_recorded(monkeypatch):
     """run_isolated (which builds the record of a hang or a dead worker) matches it against the
     divergences; the plugin's isolated path (and `repro --isolated`) get that record."""
-    import hardware_runners.isolation as iso
+    import conformance.isolation as iso
     from conformance.plugin import _Session
 
     class HangingWorker:          # what Worker.request answers when the case does not return
@@ -56,7 +56,7 @@ def test_isolated_timeouts_are_explained_where_they_are_recorded(monkeypatch):
     class Config:
         def getoption(self, name):
             return {"--results-dir": None, "--no-first-divergence": False, "--case-isolation": "subprocess",
-                    "--case-timeout": 1.0, "--profile": "quick"}[name]
+                    "--case-timeout": 1.0, "--profile": "quick", "--case-save-outputs": None}[name]
 
     igamma = "lax_special/igamma/float64/specials"      # explained on every JAX version
     rec = iso.run_isolated(HangingWorker(), igamma, "xla:cpu", 0, 1.0)
@@ -69,12 +69,15 @@ def test_isolated_timeouts_are_explained_where_they_are_recorded(monkeypatch):
 
 
 def test_no_registered_implementation_is_backend_unsupported_not_a_crash():
-    # XLA:CPU's message for the custom call pin lowers to; state/pin_unpin/int32 runs it end to end
-    # (tests/test_conformance_cases_calls.py).
-    assert E._looks_unsupported(RuntimeError(
-        "NOT_FOUND: No registered implementation for untyped custom call to Pin for Host"))
-    assert E._looks_unsupported(RuntimeError("MLIR lowering of foo is not implemented for platform cpu"))
-    assert not E._looks_unsupported(RuntimeError("INTERNAL: Failed to execute XLA Runtime executable"))
+    # XLA:CPU's status for the custom call pin lowers to, raised while compiling; state/pin_unpin/int32
+    # runs it end to end (tests/test_conformance_cases_calls.py). Judged by type, stage and status
+    # code: tests/test_conformance_gpu.py::test_backend_failures_are_classified_by_what_raised_them.
+    from hardware_runners.base import BackendFailure
+    from jax.errors import JaxRuntimeError
+    err = JaxRuntimeError("NOT_FOUND: No registered implementation for untyped custom call to Pin for Host")
+    assert E.classify_failure(BackendFailure("compile", err))[0] == "backend-unsupported"
+    assert E.classify_failure(BackendFailure("execute", JaxRuntimeError(
+        "INTERNAL: Failed to execute XLA Runtime executable")))[0] == "crash"
 
 
 def test_one_options_table_feeds_the_cli_and_the_plugin():

@@ -10,7 +10,7 @@ import pytest
 from conformance.case import LAX, PALLAS, Case
 from hardware_runners import detect, get_runner
 from hardware_runners.environment import environment
-from hardware_runners.isolation import Worker, run_isolated
+from conformance.isolation import Worker, run_isolated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -190,8 +190,17 @@ def _barrier(x, y):
     return a * b, a ^ b
 
 
+def _runner_device():
+    """The device the program is traced for: runners trace under jax.default_device(their device)
+    (hardware_runners/base.py); elsewhere (the reference) JAX's first device."""
+    dev = jax.config.jax_default_device
+    if isinstance(dev, str):   # jax_default_device also takes a platform name
+        return jax.devices(dev)[0]
+    return dev if dev is not None else jax.devices()[0]
+
+
 def _placement(x):
-    dev = jax.devices("cpu")[0]
+    dev = _runner_device()
     s = jax.sharding.SingleDeviceSharding(dev)
     y = lax.with_sharding_constraint(x * 5, s)
     return jax.device_put(y - 7, dev) ^ x
@@ -226,7 +235,7 @@ def _xla_metadata_call(x):
 
 
 def _platform_dependent(x):
-    # The reference evaluates as the CPU platform (interp/rules/control_flow.py platform_index).
+    # The reference takes the branch of the platform of the runner it is compared with (Options.platform).
     return lax.platform_dependent(x, cpu=lambda v: v * 3, tpu=lambda v: v * 5, default=lambda v: v - 1)
 
 

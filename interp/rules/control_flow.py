@@ -35,21 +35,21 @@ def cond(eqn, index, *args, branches, **params):
     return _run(eqn, branches[i], args)
 
 
-# The reference evaluates programs as the CPU platform does (its results are compared with
-# XLA:CPU): platform_index picks the branch listing "cpu", else the default (None) branch.
-REFERENCE_PLATFORM = "cpu"
-
-
+# The reference evaluates programs as the platform it stands in for does (Options.platform, "cpu"
+# unless told: the conformance suite passes the platform of the runner it compares with):
+# platform_index picks the branch listing that platform, else the default (None) branch, as
+# jax/_src/lax/control_flow/conditionals.py _platform_index_lowering does per lowering platform.
 @register("platform_index")
 def platform_index(eqn, *, platforms, **params):
+    platform = eqn.options.platform
     default = None
     for i, ps in enumerate(platforms):
         if ps is None:
             default = i
-        elif REFERENCE_PLATFORM in ps:
+        elif platform in ps:
             return np.int32(i)
     if default is None:
-        raise eqn.unsupported(f"no branch for platform {REFERENCE_PLATFORM!r} and no default")
+        raise eqn.unsupported(f"no branch for platform {platform!r} and no default")
     return np.int32(default)
 
 

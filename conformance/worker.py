@@ -1,6 +1,7 @@
-"""The isolated worker process: ``python -m hardware_runners.worker REQ_FD RESP_FD``.
+"""The isolated worker process: ``python -m conformance.worker REQ_FD RESP_FD``.
 
-Reads pickled requests {case, runner, seed, first_divergence}, answers each with a results record.
+Reads pickled requests {case, runner, seed, first_divergence, keep_outputs}, answers each with a
+results record (with the backend's outputs under ``backend_outputs`` when ``keep_outputs``).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import traceback
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     req_fd, resp_fd = int(argv[0]), int(argv[1])
-    from hardware_runners.isolation import _recv, _send
+    from conformance.isolation import _recv, _send
     from conformance.cases import all_cases, get
     from conformance.execute import base_record, run_case
     import interp  # noqa: F401  (import everything before saying ready)
@@ -23,9 +24,12 @@ def main(argv=None) -> None:
         req = _recv(req_fd, None)
         if req is None:
             return
+        outputs = [] if req.get("keep_outputs") else None
         try:
             rec = run_case(get(req["case"]), req["runner"], req["seed"],
-                           first_divergence=req.get("first_divergence", True))
+                           first_divergence=req.get("first_divergence", True), keep_outputs=outputs)
+            if outputs:
+                rec["backend_outputs"] = outputs
         except Exception as e:  # noqa: BLE001  (an error of the harness itself: a crash record)
             rec = base_record(req["case"], req["runner"], req["seed"])
             rec.update(outcome="crash", detail=f"harness error: {type(e).__name__}: {e}",

@@ -79,7 +79,7 @@ class Worker:
         self.resp_r, resp_w = os.pipe()
         self.log = tempfile.NamedTemporaryFile(prefix="conformance-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hardware_runners.worker", str(req_r), str(resp_w)],
+            [sys.executable, "-m", "conformance.worker", str(req_r), str(resp_w)],
             pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=self.env, start_new_session=True)
         os.close(req_r)
@@ -153,16 +153,20 @@ class Worker:
 
 
 def run_isolated(worker: Worker, case_id: str, runner: str, seed: int, timeout: float,
-                 first_divergence: bool = True) -> dict:
+                 first_divergence: bool = True, keep_outputs: list | None = None) -> dict:
     """One results record for (case, runner, seed), whatever happens to the worker. A hang or a
     dead worker that a known divergence explains (spec/divergences.py ``outcomes``) is recorded as
-    that divergence (conformance.execute.explain_outcome)."""
+    that divergence (conformance.execute.explain_outcome). ``keep_outputs``: a list the backend's
+    outputs are appended to."""
     from conformance.cases import all_cases
     from conformance.execute import base_record, explain_outcome
     t0 = time.perf_counter()
-    reply = worker.request({"case": case_id, "runner": runner, "seed": seed,
-                            "first_divergence": first_divergence}, timeout)
+    reply = worker.request({"case": case_id, "runner": runner, "seed": seed, "first_divergence": first_divergence,
+                            "keep_outputs": keep_outputs is not None}, timeout)
     if isinstance(reply, dict):
+        outputs = reply.pop("backend_outputs", None)
+        if keep_outputs is not None and outputs:
+            keep_outputs.extend(outputs)
         return reply
     outcome, output = reply
     rec = base_record(case_id, runner, seed)
