@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from ..pallas import indexing
+from ..pallas import hardware_prng, indexing
 from ..pallas.grid import CallPlan, MeshPlan, _alloc_scratch, current_run, maybe_current_run
 from ..pallas.dma import view_bytes
 from ..pallas.memory import KernelRef
@@ -223,28 +223,6 @@ def multiple_of(eqn, x, *, values):
 
 @register("delay")
 def delay(eqn, nanos):
-    return []
-
-
-# -- debug checks --------------------------------------------------------------------------------
-# pl.debug_check binds checkify's check[debug=True]. Mosaic TPU and Mosaic GPU lower it to a
-# runtime assertion with the message when pl.enable_debug_checks is on at lowering time, and to
-# nothing otherwise (lowering.py _check_lowering_rule); outside kernels it is a no-op until
-# checkify discharges it. JAX's interpret modes never check it (measured on 0.10.2 and 0.12).
-
-def kernel_debug_check(eqn, args, err_tree) -> list:
-    """The rule of check[debug=True] (called by control_flow.check): inside a kernel with debug
-    checks enabled (read when the kernel runs, as Mosaic reads it when it lowers), a failed
-    condition raises JaxRuntimeError naming kernel, grid point and message."""
-    import jax
-    from jax._src.pallas import core as pallas_core
-    run = maybe_current_run()
-    if run is None or not pallas_core.debug_checks_enabled():
-        return []
-    exc = jax.tree_util.tree_unflatten(err_tree, list(args)).get_exception()
-    if exc is not None:  # the message as Mosaic asserts it: the unformatted fmt_string
-        message = getattr(exc, "fmt_string", None) or str(exc)
-        raise jax.errors.JaxRuntimeError(f"{run.where()}: debug check failed: {message}")
     return []
 
 
@@ -591,34 +569,7 @@ def _bits(dtype):
     return bit_width(dtype)
 
 
-# -- TPU hardware PRNG ---------------------------------------------------------------------------
-# The hardware generator is undocumented and generation-specific; the reference uses the
-# documented deterministic emulation of the PRNG family (interp.prng.pallas_tpu_bits). TPUs have a
-# sequential generator per core: prng_seed sets its whole state, so the bits after a seed depend
-# on the seeds and on the draws made since, never on the grid point (pltpu.sample_block's
-# invariance over block shapes and iteration orders relies on this). The state lasts across grid
-# steps. JAX's TPU interpret mode returns zeros.
-
-def hardware_seed(run, seeds) -> None:
-    """prng_seed: the core's PRNG state becomes a function of these 32-bit seeds."""
-    run.prng = [np.array([int(np.asarray(s)) & 0xFFFFFFFF for s in seeds], np.int64), 0]
-
-
-def hardware_bits(eqn, run, shape) -> np.ndarray:
-    """prng_random_bits: the next uint32 draw of the core's PRNG."""
-    from .. import prng
-    if len(shape) < 2:
-        raise eqn.unsupported(f"hardware random bits of shape {tuple(shape)}: Mosaic draws only "
-                              "rank >= 2 blocks (lowering.py _prng_random_bits_lowering_rule: "
-                              "'random_bits only supports rank>=2 outputs.')")
-    if run.prng is None:
-        raise UndefinedBehaviorError(f"{run.where()}: prng_random_bits before any prng_seed "
-                                     "(the hardware PRNG state is undefined)")
-    seeds, draw = run.prng
-    run.prng[1] += 1
-    return np.asarray(prng.pallas_tpu_bits(seeds, tuple(shape), draw=draw,
-                                           options_seed=run.options.seed), np.uint32)
-
+# -- TPU hardware PRNG (the core's generator state: interp/pallas/hardware_prng.py) -----------
 
 @register("prng_seed", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits): bits are "
                                "deterministic and well mixed but not the TPU's own")
@@ -632,7 +583,7 @@ def prng_seed(eqn, *seeds):
         # verifies 32-bit operands (int64 seeds under jax_enable_x64 fail there too).
         raise eqn.unsupported("seeds " + ", ".join(str(a.str_short()) for a in eqn.in_avals)
                               + ": Mosaic seeds the hardware PRNG from scalar 32-bit integers")
-    hardware_seed(current_run(), seeds)
+    hardware_prng.seed(current_run(), seeds)
     return []
 
 
@@ -660,7 +611,7 @@ def prng_join(eqn, *scalars, impl):
 
 @register("prng_random_bits", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits)")
 def prng_random_bits(eqn, *, shape):
-    return hardware_bits(eqn, current_run(), shape).view(eqn.out_dtype)
+    return hardware_prng.draw(eqn, current_run(), shape).view(eqn.out_dtype)
 
 
 # -- elementwise packing (pltpu.pack_elementwise / unpack_elementwise) --------------------------
