@@ -20,8 +20,9 @@ from ..errors import RaceError
 
 
 class CoreScheduler:
-    def __init__(self, order, kernel_name: str):
+    def __init__(self, order, kernel_name: str, deadlock=RaceError):
         self.order = list(order)
+        self.deadlock = deadlock      # the error a deadlock raises
         self.kernel = kernel_name
         self.cv = threading.Condition()
         self.current = None
@@ -81,7 +82,7 @@ class CoreScheduler:
         self.current = None
         if len(self.finished) < n:
             waits = "; ".join(f"core {c}: {d}" for c, (_, d) in self.waiting.items())
-            self.error = RaceError(f"kernel '{self.kernel}': deadlock, every unfinished core "
+            self.error = self.deadlock(f"kernel '{self.kernel}': deadlock, every unfinished core "
                                    f"waits and no core or DMA can signal it ({waits})")
 
     def wait_until(self, core, ready, description: str) -> None:

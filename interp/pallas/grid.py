@@ -72,6 +72,15 @@ class KernelRun:
         self.globals = {}                 # get_global buffers by equation
         self.pipeline_grids = []          # grids of the running emit_pipelines, innermost last
 
+    def allocate_scoped(self, prototypes, collective_axes) -> list:
+        """run_scoped's buffers (fresh copies of the prototypes). Collective allocations belong
+        to kernels of several threads (interp.pallas.warpgroups.WarpgroupRun)."""
+        if collective_axes:
+            raise UnsupportedPrimitiveError("run_scoped", {"collective_axes": collective_axes},
+                                            f"{self.where()}: collective allocations outside a "
+                                            "Mosaic GPU kernel")
+        return [p.fresh(self) for p in prototypes]
+
     def raise_pending(self):
         _, _, message = self.pending
         self.pending = None
@@ -454,7 +463,16 @@ def _check_outputs_written(run, refs, inits) -> None:
                 "(uninitialized='raise')")
 
 
+# Allocators of dialect-specific scratch (Mosaic GPU barriers, accumulators): each
+# ``fn(aval, name, run, opts)`` returns a KernelRef, or None for an aval it does not own.
+SCRATCH_ALLOCATORS: list = []
+
+
 def _alloc_scratch(aval, name, run, opts) -> KernelRef:
+    for allocate in SCRATCH_ALLOCATORS:
+        ref = allocate(aval, name, run, opts)
+        if ref is not None:
+            return ref
     space = _memory_space_name(aval)
     if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended) and (
             "sem" in str(aval.dtype) or "sem" in space):
@@ -508,6 +526,13 @@ def _tpu_pipeline(params) -> bool:
     if isinstance(cp, dict) and any("triton" in k or "gpu" in k for k in cp):
         return False
     return True
+
+
+def mesh_plan_class(meshes):
+    """The plan of an ``mpmd_map``: a Mosaic GPU mesh (grid, cluster, warpgroups) or a TPU
+    core mesh."""
+    from .warpgroups import GpuMeshPlan, is_gpu_mesh
+    return GpuMeshPlan if meshes and is_gpu_mesh(meshes[0]) else MeshPlan
 
 
 class MeshPlan:

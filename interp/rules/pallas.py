@@ -12,7 +12,8 @@ import weakref
 import numpy as np
 
 from ..pallas import hardware_prng, indexing
-from ..pallas.grid import CallPlan, MeshPlan, _alloc_scratch, current_run, maybe_current_run
+from ..pallas.grid import (CallPlan, _alloc_scratch, current_run, maybe_current_run,
+                           mesh_plan_class)
 from ..pallas.dma import view_bytes
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
@@ -42,8 +43,8 @@ def _plan(eqn, cls):
 @register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); no DMAs to "
                               "another core's memory")
 def mpmd_map(eqn, *args, **params):
-    # pl.kernel / core_map over a core mesh.
-    return _plan(eqn, MeshPlan).run(args)
+    # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh.
+    return _plan(eqn, mesh_plan_class(params["meshes"])).run(args)
 
 
 def _axis_index(eqn, *, axis_name):
@@ -261,12 +262,12 @@ def _target(eqn, ref, transforms):
 
 # -- scoped allocation ---------------------------------------------------------------------------
 
-@register("run_scoped", partial="collective_axes (cross-core shared allocations) unsupported")
+@register("run_scoped", partial="collective_axes (shared allocations) only over the warpgroups "
+                                "of a Mosaic GPU block")
 def run_scoped(eqn, *consts, jaxpr, collective_axes=(), **params):
-    if collective_axes:
-        raise eqn.unsupported(f"run_scoped with collective_axes={collective_axes}")
     plan = eqn.plan(jaxpr)
-    return _run_scoped(plan, consts, _scoped_prototypes(plan, len(consts), eqn.options))
+    return _run_scoped(plan, consts, _scoped_prototypes(plan, len(consts), eqn.options),
+                       collective_axes)
 
 
 def _scoped_prototypes(plan, n_consts: int, options) -> list:
@@ -277,9 +278,9 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
             for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
 
 
-def _run_scoped(plan, consts, prototypes) -> list:
+def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
-    refs = [p.fresh(run) for p in prototypes]
+    refs = run.allocate_scoped(prototypes, collective_axes)
     if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
         outs = plan.run(list(consts), refs)
     else:                                          # the body takes them as leading invars
@@ -290,11 +291,10 @@ def _run_scoped(plan, consts, prototypes) -> list:
 
 def _prepare_run_scoped(ctx):
     """Plan time: the body's plan and allocation prototypes once per equation."""
-    if ctx.params.get("collective_axes"):
-        return run_scoped    # (raises)
     plan = ctx.plan(ctx.params["jaxpr"])
     prototypes = _scoped_prototypes(plan, len(ctx.eqn.invars), ctx.options)
-    return lambda eqn, *consts, **params: _run_scoped(plan, consts, prototypes)
+    axes = tuple(ctx.params.get("collective_axes") or ())
+    return lambda eqn, *consts, **params: _run_scoped(plan, consts, prototypes, axes)
 
 
 run_scoped.prepare = _prepare_run_scoped

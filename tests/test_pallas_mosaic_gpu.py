@@ -1,0 +1,269 @@
+"""Mosaic GPU kernels (plgpu.kernel) in the reference: TMA copies with barriers, TMA stores,
+warpgroups synchronised by barriers, wgmma, tiled and swizzled SMEM, and every undefined
+behaviour the dialect has (spec/pallas_mosaic_gpu.py UNDEFINED), each triggered by a kernel.
+
+Expectations are independent of the reference: NumPy on the inputs, exact sums (math.fsum) for
+wgmma, and the outputs the shipped kernels gave on a real H100 (tests/data/h100/).
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import interp
+
+try:
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+except ImportError as e:   # JAX 0.10.2's Mosaic GPU imports absl-py (mosaic/gpu/layout_inference)
+    plgpu = None
+    _WHY = f"jax.experimental.pallas.mosaic_gpu does not import here: {e}"
+
+needs_plgpu = pytest.mark.skipif(plgpu is None, reason=_WHY if plgpu is None else "")
+
+F32 = jnp.float32
+RNG = np.random.default_rng(0)
+
+
+def _kernel(body, out, scratch, **kw):
+    return plgpu.kernel(body, out_type=out, scratch_types=scratch, **kw)
+
+
+def _copy_add_one(x_gmem, o_gmem, smem, barrier):
+    plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+    plgpu.barrier_wait(barrier)
+    smem[...] = smem[...] + 1.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(smem, o_gmem)
+    plgpu.wait_smem_to_gmem(0)
+
+
+def _smem_kernel(body, shape=(64, 128), **kw):
+    return _kernel(body, jax.ShapeDtypeStruct(shape, F32),
+                   [plgpu.SMEM(shape, F32), plgpu.Barrier(num_arrivals=1)], **kw)
+
+
+@needs_plgpu
+def test_tma_round_trip_through_smem():
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    out = interp.interpret(_smem_kernel(_copy_add_one))(x)
+    np.testing.assert_array_equal(out, x + np.float32(1))
+
+
+@needs_plgpu
+def test_tiled_swizzled_smem_holds_the_logical_values():
+    # SMEM tiled (8, 64) and swizzled 128 B: a view with the same logical values, so a TMA copy
+    # in and a store out give the input back, and a strided read of the view sees the rows.
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        smem[8:16, :] = smem[0:8, :] * 2.0
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+    shape = (64, 64)
+    transforms = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128))
+    f = _kernel(body, jax.ShapeDtypeStruct(shape, F32),
+                [plgpu.SMEM(shape, F32, transforms=transforms), plgpu.Barrier(num_arrivals=1)])
+    x = RNG.standard_normal(shape).astype(np.float32)
+    want = x.copy()
+    want[8:16] = x[0:8] * np.float32(2)
+    np.testing.assert_array_equal(interp.interpret(f)(x), want)
+
+
+@needs_plgpu
+def test_read_of_smem_before_its_tma_barrier_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["tma-read-before-barrier"]
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        o = smem[...]                     # the copy may still be writing it
+        plgpu.barrier_wait(barrier)
+        smem[...] = o
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match=r"kernel 'body'.*warpgroup 0.*read of .*smem.*"
+                                               r"TMA copy is still writing"):
+        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+
+
+@needs_plgpu
+def test_overwriting_smem_under_a_tma_store_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-tma-store"]
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        smem[...] = jnp.zeros(smem.shape, F32)   # before wait_smem_to_gmem
+        plgpu.wait_smem_to_gmem(0)
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match="TMA store still reads it"):
+        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+
+
+@needs_plgpu
+def test_a_store_never_waited_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["async-store-at-exit"]
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match="ends with TMA stores still reading SMEM"):
+        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+
+
+@needs_plgpu
+def test_a_barrier_that_cannot_complete_is_a_deadlock_not_a_hang():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["barrier-deadlock"]: two arrivals expected, one comes.
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32),
+                [plgpu.SMEM((64, 128), F32), plgpu.Barrier(num_arrivals=2)])
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match=r"warpgroup 0 waits for phase 0 of barrier.*"
+                                            r"1 of 2 arrivals"):
+        interp.interpret(f)(np.zeros((64, 128), np.float32))
+
+
+def _producer_consumer(consumer_waits: bool):
+    """Warpgroup 0 copies x into SMEM; warpgroup 1 waits on the copy's barrier (or not),
+    doubles it and stores it."""
+    def body(x_gmem, o_gmem, smem, barrier):
+        wg = jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+
+        @pl_when(wg == 1)
+        def _():
+            if consumer_waits:
+                plgpu.barrier_wait(barrier)
+            smem[...] = smem[...] * 2.0
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+    return _smem_kernel(body, num_threads=2, thread_name="wg")
+
+
+def pl_when(cond):
+    from jax.experimental import pallas as pl
+    return pl.when(cond)
+
+
+@needs_plgpu
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_warpgroups_synchronised_by_a_barrier(grid_order):
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    out = interp.interpret(_producer_consumer(True), grid_order=grid_order, seed=3)(x)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+@needs_plgpu
+def test_a_warpgroup_reading_another_ones_copy_without_waiting_is_undefined():
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match="warpgroup 1: read"):
+        interp.interpret(_producer_consumer(False))(np.zeros((64, 128), np.float32))
+
+
+def _wgmma_kernel(m, k, n, *, wait: bool):
+    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
+        plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
+        plgpu.copy_gmem_to_smem(b_gmem, b_smem, barrier)
+        plgpu.barrier_wait(barrier)
+
+        def compute(acc_ref):
+            plgpu.wgmma(acc_ref, a_smem, b_smem)
+            if wait:
+                plgpu.wgmma_wait(0)
+            return plgpu.wgmma_accumulator_load(acc_ref, wait_n=None) if hasattr(
+                plgpu, "wgmma_accumulator_load") else acc_ref[...]
+        acc = pl_run_scoped(compute, plgpu.ACC((m, n), F32))
+        o_gmem[...] = acc
+    transforms = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    return _kernel(body, jax.ShapeDtypeStruct((m, n), F32),
+                   [plgpu.SMEM((m, k), jnp.float16, transforms=transforms),
+                    plgpu.SMEM((k, n), jnp.float16, transforms=transforms),
+                    plgpu.Barrier(num_arrivals=2)])
+
+
+def pl_run_scoped(fn, *types):
+    from jax.experimental import pallas as pl
+    return pl.run_scoped(fn, *types)
+
+
+@needs_plgpu
+def test_wgmma_is_the_exact_product_rounded_once():
+    m, k, n = 64, 128, 128
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((k, n)).astype(np.float16)
+    out = interp.interpret(_wgmma_kernel(m, k, n, wait=True))(a, b)
+    # math.fsum: the exact sum of the exact f16 products, rounded once to float64, then to f32
+    # (double rounding could differ only when the exact sum lies within 2**-53 relative of an
+    # f32 rounding boundary).
+    want = np.array([[math.fsum(float(a[i, j]) * float(b[j, c]) for j in range(k))
+                      for c in range(n)] for i in range(m)]).astype(np.float32)
+    np.testing.assert_array_equal(out, want)
+
+
+@needs_plgpu
+def test_reading_the_accumulator_before_wgmma_wait_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["accumulator-before-wgmma-wait"]
+    if not hasattr(plgpu, "wgmma_accumulator_load"):
+        pytest.skip("this JAX has no wgmma_accumulator_load(wait_n=None): every accumulator "
+                    "read waits")
+    from interp.pallas.warpgroups import AsyncAccessError
+    a = np.zeros((64, 128), np.float16)
+    b = np.zeros((128, 128), np.float16)
+    with pytest.raises(AsyncAccessError, match="accumulator .* while a wgmma still writes it"):
+        interp.interpret(_wgmma_kernel(64, 128, 128, wait=False))(a, b)
+
+
+@needs_plgpu
+def test_every_mosaic_gpu_primitive_is_supported_or_refused_with_a_reason():
+    from interp.coverage import all_primitives
+    cov = interp.coverage()
+    mine = {name for name, mods in all_primitives().items()
+            if any("pallas.mosaic_gpu" in m for m in mods)}
+    assert len(mine) > 30
+    silent = sorted(name for name in mine if cov[name] == "unsupported")
+    assert silent == []
+    assert cov["inline_mgpu" if "inline_mgpu" in mine else "inline_mgpu_p"].startswith(
+        "unsupported: arbitrary Mosaic GPU IR")
+
+
+def test_every_rule_has_semantics():
+    from interp.registry import REFUSED, RULES
+    from interp.rules import pallas_mosaic_gpu
+    from spec.pallas_mosaic_gpu import SEMANTICS
+    mine = {n for n, r in RULES.items() if r.__module__ == pallas_mosaic_gpu.__name__
+            and n not in REFUSED and not n.endswith("_p")}
+    assert mine <= set(SEMANTICS), mine - set(SEMANTICS)
+
+
+# --- the emulated device -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, cores", [("h100", 132), ("b200", 148)])
+def test_emulated_device_answers_what_tracing_asks(name, cores):
+    from jax._src import lib as jax_lib
+    before = jax_lib.cuda_versions
+    seen = {}
+
+    def f(x):
+        seen["cores"] = jax.sharding.get_abstract_mesh().abstract_device.num_cores
+        seen["cuda"] = jax_lib.cuda_versions.cuda_runtime_get_version()
+        return x + 1
+    out = interp.interpret(f, emulated_device=name)(np.int32(1))
+    assert out == 2 and seen == {"cores": cores, "cuda": 13000}
+    assert jax_lib.cuda_versions is before   # restored after tracing
+
+
+def test_unknown_emulated_device_is_refused():
+    with pytest.raises(ValueError, match="unknown emulated_device 'h200'"):
+        interp.interpret(lambda x: x, emulated_device="h200")
