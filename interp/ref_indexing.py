@@ -204,6 +204,51 @@ def _resolve(eqn, ref: Ref, flat_idx, tree):
         return _whole(ref.shape), ref.dtype
     if len(transforms) == 1 and isinstance(transforms[0], NDIndexer):
         return normalize_indexer(transforms[0], ref.shape, wrap), ref.dtype
+    key = _chain_key(ref, transforms)
+    hit = _CHAINS.get(key) if key is not None else None
+    if hit is not None:
+        return hit
+    out = _resolve_chain(eqn, ref, transforms, wrap)
+    if key is not None:
+        if len(_CHAINS) >= MAX_INDICES:
+            _CHAINS.clear()
+        _CHAINS[key] = out
+    return out
+
+
+# Resolved chains of views (Mosaic GPU's tiled SMEM: every access goes through unswizzle, untile
+# and an indexer) by the buffer's geometry and the transforms' values: the positions depend on
+# nothing else.
+_CHAINS: dict = {}
+
+
+def _chain_key(ref, transforms) -> "tuple | None":
+    parts = []
+    for t in transforms:
+        if isinstance(t, NDIndexer):
+            dims = []
+            for ix in t.indices:
+                if isinstance(ix, Slice):
+                    if not isinstance(ix.stride, int):
+                        return None
+                    dims.append((_int(ix.start), _int(ix.size), ix.stride))
+                elif isinstance(ix, (int, np.integer)) or (
+                        isinstance(ix, np.ndarray) and ix.ndim == 0):
+                    dims.append(_int(ix))
+                else:
+                    return None
+            parts.append(tuple(dims))
+        else:
+            try:
+                hash(t)
+            except TypeError:
+                return None
+            parts.append(t)
+    return (ref.shape, ref.array.size, ref.dtype, ref.wraps_negative_indices, ref.check_bounds,
+            tuple(parts))
+
+
+def _resolve_chain(eqn, ref, transforms, wrap):
     # A chain of views: follow the flat position of every element of the view through the
     # transforms (exact for indexing, reshape and transpose), then index the buffer with the
     # unravelled positions.

@@ -267,3 +267,43 @@ def test_emulated_device_answers_what_tracing_asks(name, cores):
 def test_unknown_emulated_device_is_refused():
     with pytest.raises(ValueError, match="unknown emulated_device 'h200'"):
         interp.interpret(lambda x: x, emulated_device="h200")
+
+
+# --- the kernels JAX ships, against what they computed on a real H100 ---------------------------
+# tests/data/h100/README.md says where the recorded inputs and outputs come from.
+
+def _recorded(name):
+    import pathlib
+    data = np.load(pathlib.Path(__file__).parent / "data" / "h100" / "mosaic_gpu_kernels.npz")
+    ins = [data[f"{name}/in{i}"] for i in range(3) if f"{name}/in{i}" in data]
+    return ins, data[f"{name}/out0"]
+
+
+@needs_plgpu
+def test_shipped_hopper_matmul_matches_the_h100_within_dot_product_bounds():
+    from conformance.cases.pallas_mosaic_gpu import _hopper_matmul
+    from conformance.checks import check
+    from spec import compliance as C
+    (a, b), h100 = _recorded("mgpu/hopper_matmul/f16")
+    out = interp.interpret(_hopper_matmul(), emulated_device="h100")(a, b)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    result = check(C.dot_product(a.shape[1]), out, h100, bound=bound)
+    assert result.passed, result
+    # ... and the reference is the kernel's own arithmetic, not the exact product: the kernel
+    # accumulates each 64-wide K step into f32 and rounds the result to f16.
+    exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+    assert check(C.dot_product(a.shape[1]), out, exact, bound=bound).passed
+
+
+@needs_plgpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_shipped_attention_matches_the_h100(causal):
+    from conformance.cases.pallas_mosaic_gpu import _attention, attention_claim, attention_mode
+    from conformance.checks import check
+    (q, k, v), h100 = _recorded(f"mgpu/attention/causal={causal}")
+    out = interp.interpret(_attention(causal), emulated_device="h100")(q, k, v)
+    magnitude = float(np.abs(v).max())
+    result = check(attention_mode(), out, h100, magnitude=magnitude)
+    assert result.passed, result
+    claim = np.asarray(attention_claim(q, k, v, causal))
+    assert check(attention_mode(), out, claim, magnitude=magnitude).passed

@@ -528,13 +528,6 @@ def _tpu_pipeline(params) -> bool:
     return True
 
 
-def mesh_plan_class(meshes):
-    """The plan of an ``mpmd_map``: a Mosaic GPU mesh (grid, cluster, warpgroups) or a TPU
-    core mesh."""
-    from .warpgroups import GpuMeshPlan, is_gpu_mesh
-    return GpuMeshPlan if meshes and is_gpu_mesh(meshes[0]) else MeshPlan
-
-
 class MeshPlan:
     """``mpmd_map`` (``pl.kernel`` / ``core_map`` over a TPU core mesh): the body runs once per
     core of the mesh on whole (HBM) operands; scratch and the barrier semaphore are core-local

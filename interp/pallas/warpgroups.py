@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import UndefinedBehaviorError
 from ..evaluator import get_plan, split_jaxpr
 from .dma import Region
-from .grid import (KernelRun, _alloc_scratch, _check_outputs_written, _kernel_name,
+from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written, _kernel_name,
                    _operand_names, maybe_current_run)
 from .memory import KernelRef, fill_uninitialized, logical_value, physical_operand, physical_value
 
@@ -100,6 +100,40 @@ def _join(into: dict, other: dict) -> None:
             into[k] = v
 
 
+class Footprint:
+    """The elements of one buffer an access or an asynchronous operation touches, as a mask
+    over the buffer (cheap to intersect for the block-sized SMEM views Mosaic GPU kernels use;
+    views of other buffers fall back to byte-address regions)."""
+    __slots__ = ("ref", "index", "array", "mask", "_region")
+
+    def __init__(self, ref, index):
+        self.ref, self.index, self.array = ref, index, ref.array
+        self.mask = None
+        self._region = None
+
+    def _mask(self):
+        if self.mask is None:
+            mask = np.zeros(self.array.shape, bool)
+            mask[self.index] = True
+            self.mask = mask
+        return self.mask
+
+    def overlaps(self, other: "Footprint") -> bool:
+        if self.array is other.array:
+            return bool(np.logical_and(self._mask(), other._mask()).any())
+        if not np.may_share_memory(self.array, other.array):
+            return False
+        return self.region().overlaps(other.region())
+
+    def region(self) -> Region:
+        if self._region is None:
+            self._region = Region(self.ref, self.index)
+        return self._region
+
+    def describe(self) -> str:
+        return self.region().describe()
+
+
 class WarpgroupRun(KernelRun):
     """One warpgroup of one block: the state its primitives consult."""
 
@@ -110,9 +144,9 @@ class WarpgroupRun(KernelRun):
         self.warpgroup = warpgroup
         self.known = {}                   # barrier id -> completed phases this warpgroup observed
         self.waits = {}                   # barrier id -> phases this warpgroup waited for
-        self.stores = []                  # TMA store groups: [[Region of SMEM read, ...], ...]
+        self.stores = []                  # TMA store groups: [[Footprint of SMEM read, ...], ...]
         self.uncommitted_stores = []      # TMA stores not yet committed to a group
-        self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Regions)
+        self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Footprints)
         self.scoped_counts = {}
 
     def where(self) -> str:
@@ -196,7 +230,7 @@ class ClusterState:
         self.thread_name = plan.thread_name
         self.shared = {}
         self.scheduler = None
-        self.tma = []       # in-flight TMA writes to SMEM: (Region, barrier, phase, describe)
+        self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
 
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access)."""
@@ -205,7 +239,7 @@ class ClusterState:
             return
         if not self.tma and not run.wgmma and not _any_stores(run, self):
             return
-        region = Region(ref, index)
+        region = Footprint(ref, index)
         for tma_region, barrier, phase in self.tma:
             if run.known.get(id(barrier), 0) <= phase and region.overlaps(tma_region):
                 raise AsyncAccessError(
@@ -344,3 +378,9 @@ class GpuMeshPlan:
 def is_gpu_mesh(mesh) -> bool:
     """A Mosaic GPU mesh (grid, cluster, threads) rather than a TPU core mesh."""
     return all(hasattr(mesh, a) for a in ("grid_names", "cluster_names", "num_threads"))
+
+
+def mesh_plan_class(meshes):
+    """The plan of an ``mpmd_map``: a Mosaic GPU mesh (grid, cluster, warpgroups) or a TPU
+    core mesh."""
+    return GpuMeshPlan if meshes and is_gpu_mesh(meshes[0]) else MeshPlan

@@ -12,8 +12,8 @@ import weakref
 import numpy as np
 
 from ..pallas import hardware_prng, indexing
-from ..pallas.grid import (CallPlan, _alloc_scratch, current_run, maybe_current_run,
-                           mesh_plan_class)
+from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
+from ..pallas.warpgroups import mesh_plan_class
 from ..pallas.dma import view_bytes
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError

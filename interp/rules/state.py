@@ -135,11 +135,24 @@ def run_state(eqn, *args, jaxpr, which_linear=None, is_initialized=None):
     for init, var in zip(is_initialized, invars):
         aval = getattr(var.aval, "inner_aval", var.aval)
         if init:
-            refs.append(_new_ref(eqn, np.array(next(it), dtype=aval.dtype, copy=True)))
+            value = next(it)
+            if isinstance(value, Ref):
+                # A ref the body closes over (hoisted to an operand: Pallas kernels' run_state
+                # over kernel memory): the body works on that memory itself.
+                refs.append(value)
+                continue
+            refs.append(_new_ref(eqn, np.array(value, dtype=aval.dtype, copy=True)))
         else:
             refs.append(_new_ref(eqn, uninitialized_fill(eqn, aval.shape, aval.dtype)))
     plan.run(consts, refs)
-    return [np.array(r.array, copy=True) for r in refs]
+    return [r if isinstance(a, Ref) else np.array(r.array, copy=True)
+            for r, a in zip(refs, _operands_by_invar(args, is_initialized))]
+
+
+def _operands_by_invar(args, is_initialized) -> list:
+    """run_state's operand for each body input (None for the uninitialized ones)."""
+    it = iter(args)
+    return [next(it) if init else None for init in is_initialized]
 
 
 # --- value-level helpers ------------------------------------------------------------------------
