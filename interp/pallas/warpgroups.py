@@ -34,11 +34,10 @@ import itertools
 import numpy as np
 
 from ..errors import UndefinedBehaviorError
-from ..evaluator import get_plan, split_jaxpr
 from .dma import Region
-from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written, _kernel_name,
-                   _operand_names, maybe_current_run)
-from .memory import KernelRef, fill_uninitialized, logical_value, physical_operand, physical_value
+from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
+                   maybe_current_run, operand_buffers)
+from .memory import KernelRef, logical_value
 
 
 class AsyncAccessError(UndefinedBehaviorError):
@@ -247,18 +246,13 @@ class ClusterState:
                     f"writing it: phase {phase} of barrier '{barrier.name}' that guards the copy "
                     "was not observed (barrier_wait) by this warpgroup")
         if kind != "read":
-            for group in run.stores + [run.uncommitted_stores]:
-                for store in group:
-                    if region.overlaps(store):
-                        raise AsyncAccessError(
-                            f"{run.where()}: {kind} of {region.describe()} while a TMA store "
-                            "still reads it (before wait_smem_to_gmem)")
-            for acc, operands in run.wgmma:
-                for operand in operands:
-                    if region.overlaps(operand):
-                        raise AsyncAccessError(
-                            f"{run.where()}: {kind} of {region.describe()} while a wgmma still "
-                            "reads it (before wgmma_wait)")
+            reading = [(f, "a TMA store", "wait_smem_to_gmem")
+                       for group in run.stores + [run.uncommitted_stores] for f in group]
+            reading += [(f, "a wgmma", "wgmma_wait") for _, operands in run.wgmma for f in operands]
+            for footprint, what, wait in reading:
+                if region.overlaps(footprint):
+                    raise AsyncAccessError(f"{run.where()}: {kind} of {region.describe()} while "
+                                           f"{what} still reads it (before {wait})")
         for acc, _ in run.wgmma:
             if ref is acc or (ref.array.base is not None and ref.array.base is acc.array.base):
                 raise AsyncAccessError(
@@ -274,16 +268,12 @@ def _any_stores(run, cluster) -> bool:
     return bool(run.stores or run.uncommitted_stores)
 
 
-class GpuMeshPlan:
+class GpuMeshPlan(MeshPlan):
     """``mpmd_map`` over a Mosaic GPU mesh (``plgpu.kernel``): grid x cluster x threads."""
 
     def __init__(self, eqn):
-        p = eqn.params
-        self.options = eqn.options
-        meshes, jaxprs = p["meshes"], p["jaxprs"]
-        if len(meshes) != 1 or p.get("external_meshes"):
-            raise eqn.unsupported("mpmd_map with several meshes (MPMD) or external meshes")
-        mesh = meshes[0]
+        self._read_kernel(eqn)
+        mesh = self.mesh
         self.grid_names, self.grid = tuple(mesh.grid_names), tuple(int(g) for g in mesh.grid)
         self.cluster_names = tuple(mesh.cluster_names)
         self.cluster = tuple(int(c) for c in mesh.cluster)
@@ -291,29 +281,14 @@ class GpuMeshPlan:
         self.num_threads = int(mesh.num_threads or 1)
         self.axes = tuple(mesh.shape)
         self.sizes = tuple(int(s) for s in mesh.shape.values())
-        kernel_jaxpr, self.kernel_consts = split_jaxpr(jaxprs[0])
-        self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
-        self.name = p.get("name") or _kernel_name(kernel_jaxpr) or "kernel"
-        self.out_avals = p["out_avals"]
-        self.names = _operand_names(kernel_jaxpr)
         self.n_in = len(eqn.in_avals)
-        self.out_physical = [physical_operand(a, self.names[self.n_in + o])
-                             for o, a in enumerate(self.out_avals)]
-        self.aliases = {o: i for i, o in dict(p.get("input_output_aliases") or {}).items()}
-        self.scratch = [(v.aval, self.names[self.n_in + len(self.out_avals) + i])
-                        for i, v in enumerate(kernel_jaxpr.invars[self.n_in + len(self.out_avals):])]
+        n_operands = self.n_in + len(self.out_avals)
+        self.scratch = [(v.aval, self.names[n_operands + i])
+                        for i, v in enumerate(self.invars[n_operands:])]
 
     def run(self, args):
         opts = self.options
-        arrays = [np.array(physical_value(a), copy=True) for a in args]
-        inits = [None] * len(arrays)
-        for o, (shape, dtype, _) in enumerate(self.out_physical):
-            if o in self.aliases:
-                arrays.append(arrays[self.aliases[o]])
-                inits.append(None)
-            else:
-                arrays.append(fill_uninitialized(shape, dtype, opts.uninitialized))
-                inits.append(np.zeros(shape, bool) if opts.uninitialized == "raise" else None)
+        arrays, inits = operand_buffers(args, self.out_physical, self.aliases, opts)
         clusters = list(itertools.product(*[range(g) for g in self.grid]))
         if opts.grid_order == "shuffled":
             order = np.random.default_rng(opts.seed).permutation(len(clusters))

@@ -237,10 +237,15 @@ def commit_smem(eqn):
 
 # --- barriers -------------------------------------------------------------------------------------
 
+def _barrier_operand(eqn, barrier, rest, treedef):
+    """(warpgroup, rest of the operands, transforms) of a barrier primitive."""
+    transforms, rest = _take(rest, treedef)
+    return _warpgroup(eqn), rest, transforms
+
+
 @register("barrier_arrive")
 def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=False):
-    run = _warpgroup(eqn)
-    transforms, rest = _take(rest, transforms_treedef)
+    run, rest, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     if _predicate(has_user_predicate, rest):
         run.arrive(_barrier(eqn, barrier, transforms))
     return []
@@ -248,16 +253,14 @@ def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=F
 
 @register("barrier_wait")
 def barrier_wait(eqn, barrier, *rest, transforms_treedef, **params):
-    run = _warpgroup(eqn)
-    transforms, _ = _take(rest, transforms_treedef)
+    run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     run.wait_barrier(_barrier(eqn, barrier, transforms))
     return []
 
 
 @register("barrier_arrive_and_wait")
 def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef, **params):
-    run = _warpgroup(eqn)
-    transforms, _ = _take(rest, transforms_treedef)
+    run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     b = _barrier(eqn, barrier, transforms)
     run.arrive(b)
     run.wait_barrier(b)
