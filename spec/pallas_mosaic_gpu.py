@@ -37,6 +37,10 @@ UNDEFINED = {
     "accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, before "
                                      "wgmma_wait (or a waiting accumulator read): AsyncAccessError",
     "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight: AsyncAccessError",
+    "smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no barrier "
+                                    "phase ordering the write before it (the writer arrived "
+                                    "after writing, the accessor observed that phase, directly "
+                                    "or through other barriers): WarpgroupRaceError (a RaceError)",
     "barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies that do "
                         "not match): DeadlockError, reported instead of hanging",
     "barrier-skipped-phase": "a wait for a phase after which another phase already completed (a "

@@ -172,6 +172,37 @@ def test_a_warpgroup_reading_another_ones_copy_without_waiting_is_undefined():
         interp.interpret(_producer_consumer(False))(np.zeros((64, 128), np.float32))
 
 
+@needs_plgpu
+@pytest.mark.parametrize("with_barrier", [True, False])
+def test_warpgroups_sharing_smem_without_a_barrier_race(with_barrier):
+    # Warpgroup 0 writes SMEM, warpgroup 1 reads it: ordered by a barrier (0 arrives after its
+    # write, 1 waits) the value is defined; without one it depends on the schedule.
+    def body(x_gmem, o_gmem, smem, barrier):
+        wg = jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            smem[...] = jnp.full(smem.shape, 3.0, F32)
+            if with_barrier:
+                plgpu.barrier_arrive(barrier)
+
+        @pl_when(wg == 1)
+        def _():
+            if with_barrier:
+                plgpu.barrier_wait(barrier)
+            o_gmem[...] = smem[...]
+    f = _smem_kernel(body, num_threads=2, thread_name="wg")
+    run = interp.interpret(f, grid_order="shuffled", seed=1)
+    x = np.zeros((64, 128), np.float32)
+    if with_barrier:
+        np.testing.assert_array_equal(run(x), np.full((64, 128), 3, np.float32))
+    else:
+        from interp.pallas.warpgroups import WarpgroupRaceError
+        with pytest.raises(WarpgroupRaceError, match=r"warpgroup 1: read of .*smem.* which "
+                                                     r"warpgroup 0 of block \(\) wrote"):
+            run(x)
+
+
 def _wgmma_kernel(m, k, n, *, wait: bool):
     def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
         plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)

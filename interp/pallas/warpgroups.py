@@ -23,6 +23,11 @@ undefined behaviour, raised as ``AsyncAccessError`` naming kernel, block, warpgr
 * a ``wgmma`` reads its SMEM operands and writes its accumulator until ``wgmma_wait`` (or a
   waiting accumulator read) retires it.
 
+Warpgroups sharing SMEM: a write by one warpgroup must be ordered before another warpgroup's
+access by a barrier phase (the writer arrives after writing; the accessor observes the phase):
+otherwise the value depends on the schedule (``WarpgroupRaceError``). Each arrival carries what
+its warpgroup wrote and observed (a vector clock over warpgroups and barrier phases).
+
 The dialect's rules (``interp/rules/pallas_mosaic_gpu.py``) call into this module; it imports no
 rule module.
 """
@@ -33,7 +38,7 @@ import itertools
 
 import numpy as np
 
-from ..errors import UndefinedBehaviorError
+from ..errors import RaceError, UndefinedBehaviorError
 from .dma import Region
 from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
                    maybe_current_run, operand_buffers)
@@ -132,6 +137,10 @@ class Footprint:
     def describe(self) -> str:
         return self.region().describe()
 
+    def covered_by(self, other: "Footprint") -> bool:
+        """Whether every element here is also in ``other`` (same buffer only)."""
+        return self.array is other.array and not (self._mask() & ~other._mask()).any()
+
 
 class WarpgroupRun(KernelRun):
     """One warpgroup of one block: the state its primitives consult."""
@@ -147,6 +156,7 @@ class WarpgroupRun(KernelRun):
         self.uncommitted_stores = []      # TMA stores not yet committed to a group
         self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Footprints)
         self.scoped_counts = {}
+        self.epoch = 1                    # this warpgroup's releases so far (barrier arrivals) + 1
 
     def where(self) -> str:
         return (f"kernel '{self.name}' at cluster {self.cluster.point}, block {self.block}, "
@@ -195,6 +205,10 @@ class WarpgroupRun(KernelRun):
         _join(self.known, barrier.knowledge[phase])
 
     def arrive(self, barrier: Barrier) -> None:
+        # A release: what this warpgroup wrote before it is visible to whoever observes the
+        # phase this arrival completes.
+        self.known[id(self)] = self.epoch
+        self.epoch += 1
         barrier.arrive(self.known)
 
     # -- async stores -----------------------------------------------------------------------------
@@ -215,6 +229,11 @@ class WarpgroupRun(KernelRun):
                                    "retired them")
 
 
+class WarpgroupRaceError(RaceError):
+    """Warpgroups accessing the same SMEM with no barrier ordering a write before the other
+    access: the result depends on the schedule."""
+
+
 class DeadlockError(UndefinedBehaviorError):
     """Every unfinished warpgroup waits and nothing can complete any of the waits."""
 
@@ -230,13 +249,16 @@ class ClusterState:
         self.shared = {}
         self.scheduler = None
         self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
+        self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
+        self.concurrent = plan.num_threads * len(plan.blocks) > 1
 
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access)."""
         run = maybe_current_run()
         if not isinstance(run, WarpgroupRun):
             return
-        if not self.tma and not run.wgmma and not _any_stores(run, self):
+        shared = self.concurrent and "smem" in ref.kind
+        if not self.tma and not run.wgmma and not _any_stores(run, self) and not shared:
             return
         region = Footprint(ref, index)
         for tma_region, barrier, phase in self.tma:
@@ -245,6 +267,8 @@ class ClusterState:
                     f"{run.where()}: {kind} of {region.describe()} while a TMA copy is still "
                     f"writing it: phase {phase} of barrier '{barrier.name}' that guards the copy "
                     "was not observed (barrier_wait) by this warpgroup")
+        if shared:
+            self._check_shared(run, region, kind)
         if kind != "read":
             reading = [(f, "a TMA store", "wait_smem_to_gmem")
                        for group in run.stores + [run.uncommitted_stores] for f in group]
@@ -258,6 +282,22 @@ class ClusterState:
                 raise AsyncAccessError(
                     f"{run.where()}: {kind} of accumulator {acc.short()} while a wgmma still "
                     "writes it (before wgmma_wait)")
+
+    def _check_shared(self, run, region, kind) -> None:
+        """SMEM written by another warpgroup must be ordered before this access by a barrier
+        phase whose arrivals carry that write (a data race otherwise: the value depends on the
+        schedule). Writes are remembered per writer, the newest over the older it covers."""
+        for footprint, writer, epoch in self.writes:
+            if writer is not run and run.known.get(id(writer), 0) < epoch and \
+                    region.overlaps(footprint):
+                raise WarpgroupRaceError(
+                    f"{run.where()}: {kind} of {region.describe()}, which warpgroup "
+                    f"{writer.warpgroup} of block {writer.block} wrote with no barrier ordering "
+                    "the two: the result depends on the schedule")
+        if kind != "read":
+            self.writes = [w for w in self.writes
+                           if not (w[1] is run and w[2] == run.epoch and w[0].covered_by(region))]
+            self.writes.append((region, run, run.epoch))
 
     def add_tma(self, region, barrier) -> None:
         self.tma = [t for t in self.tma if not region.overlaps(t[0])]
@@ -279,6 +319,7 @@ class GpuMeshPlan(MeshPlan):
         self.cluster = tuple(int(c) for c in mesh.cluster)
         self.thread_name = mesh.thread_name
         self.num_threads = int(mesh.num_threads or 1)
+        self.blocks = list(itertools.product(*[range(c) for c in self.cluster]))
         self.axes = tuple(mesh.shape)
         self.sizes = tuple(int(s) for s in mesh.shape.values())
         self.n_in = len(eqn.in_avals)
@@ -293,10 +334,9 @@ class GpuMeshPlan(MeshPlan):
         if opts.grid_order == "shuffled":
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
             clusters = [clusters[i] for i in order]
-        blocks = list(itertools.product(*[range(c) for c in self.cluster]))
         last = None
         for point in clusters:
-            last = self._run_cluster(point, blocks, arrays, inits)
+            last = self._run_cluster(point, arrays, inits)
         if last is not None:
             _check_outputs_written(last, [KernelRef(a, self.names[self.n_in + o], last,
                                                     init=inits[self.n_in + o], kind="output")
@@ -305,11 +345,11 @@ class GpuMeshPlan(MeshPlan):
         return [logical_value(impl, a)
                 for (_, _, impl), a in zip(self.out_physical, arrays[self.n_in:])]
 
-    def _run_cluster(self, point, blocks, arrays, inits):
+    def _run_cluster(self, point, arrays, inits):
         opts = self.options
         cluster = ClusterState(self, point)
         runs = {}
-        for block in blocks:
+        for block in self.blocks:
             scratch = None
             for wg in range(self.num_threads):
                 run = WarpgroupRun(self.name, self.sizes, opts, cluster, block, wg)
