@@ -338,3 +338,37 @@ def test_shipped_attention_matches_the_h100(causal):
     assert result.passed, result
     claim = np.asarray(attention_claim(q, k, v, causal))
     assert check(attention_mode(), out, claim, magnitude=magnitude).passed
+
+
+# Supported rules of the dialect no case of conformance/cases/pallas_mosaic_gpu.py stages, and why.
+NOT_IN_A_CASE = {
+    "wgmma": "the value form appears only after run_state discharge, which the reference does not "
+             "perform (run_state evaluates its body on refs)",
+    "wgmma_accumulator_store": "no shipped kernel stores into an accumulator; the rule is a ref write",
+    "barrier_arrive_and_wait": "JAX >= 0.12 only; no shipped kernel uses it",
+    "set_max_registers": "no value effect; the shipped hopper matmul's trace has it on JAX 0.12",
+    "print_layout": "no value effect (compile-time printing)",
+    "async_prefetch": "no value effect (an L2 prefetch)",
+    "griddepcontrol_wait": "no value effect for one kernel",
+    "griddepcontrol_launch_dependents": "no value effect for one kernel",
+    "_copysign": "bound only inside Mosaic GPU's lowering of sign, never in a traced program",
+    "load": "plgpu.load: a ref read, as get",
+    "store": "plgpu.store: a ref write, as swap",
+    "layout_cast": "no value effect; the shipped attention's trace has it",
+    "commit_group": "the shipped hopper matmul's trace has it",
+}
+
+
+@needs_plgpu
+def test_every_supported_rule_is_in_a_case():
+    from conformance.cases import pallas_mosaic_gpu as family
+    from conformance.cli import case_primitives
+    from interp.registry import REFUSED, RULES
+    from interp.rules import pallas_mosaic_gpu
+    mine = {n for n, r in RULES.items() if r.__module__ == pallas_mosaic_gpu.__name__
+            and n not in REFUSED and not n.endswith("_p")} - set(NOT_IN_A_CASE)
+    seen = set()
+    for case in family.cases():
+        if "/ops/" not in case.id and "/claims/" not in case.id:   # the feature kernels suffice
+            seen |= case_primitives(case)
+    assert mine - seen == set()

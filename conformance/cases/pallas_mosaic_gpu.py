@@ -66,22 +66,28 @@ def build_producer_consumer(shape):
         plgpu = _plgpu()
         from jax.experimental import pallas as pl
 
-        def body(x_gmem, o_gmem, smem, loaded):
+        def body(x_gmem, o_gmem, smem, loaded, ready):
+            # Warpgroup 0 loads x (TMA), adds one and arrives on `ready`; warpgroup 1 waits on
+            # `ready`, doubles it and stores it.
             wg = jax.lax.axis_index("wg")
 
             @pl.when(wg == 0)
             def _():
                 plgpu.copy_gmem_to_smem(x_gmem, smem, loaded)
+                plgpu.barrier_wait(loaded)
+                smem[...] = smem[...] + 1.0
+                plgpu.barrier_arrive(ready)
 
             @pl.when(wg == 1)
             def _():
-                plgpu.barrier_wait(loaded)
-                smem[...] = smem[...] + 1.0
+                plgpu.barrier_wait(ready)
+                smem[...] = smem[...] * 2.0
                 plgpu.commit_smem()
                 plgpu.copy_smem_to_gmem(smem, o_gmem)
                 plgpu.wait_smem_to_gmem(0)
         return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
                             scratch_types=[plgpu.SMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
                                            plgpu.Barrier(num_arrivals=1)],
                             num_threads=2, thread_name="wg", interpret=interpret)
     return build
@@ -219,7 +225,7 @@ def cases():
                 primitives=("mpmd_map", "copy_gmem_to_smem", "copy_smem_to_gmem"))
     yield _case("warpgroups_producer_consumer/f32/64x128", build_producer_consumer((64, 128)),
                 _rows([(64, 128)]), primitives=("mpmd_map", "axis_index", "barrier_wait",
-                                                "copy_gmem_to_smem"))
+                                                "barrier_arrive", "copy_gmem_to_smem"))
     yield _case("wgmma/f16/64x128x128", build_wgmma(64, 128, 128),
                 _rows([(64, 128), (128, 128)], F16, low=-2, high=2), modes=C.dot_product(128),
                 dot_bound=_abs_dot, primitives=("mpmd_map", "wgmma_ref", "wgmma_wait"))
