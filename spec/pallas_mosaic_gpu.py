@@ -126,6 +126,11 @@ SEMANTICS = table(
     ),
     Semantics("wgmma", "The value form of wgmma_ref (after run_state discharge): acc + a @ b, "
               "numerics as wgmma_ref.", sources=(_PRIMS,), exactness=CORRECTLY_ROUNDED),
+    Semantics("run_state (Mosaic GPU)", "plgpu.ACC.init(value) in pl.run_state: the body runs on "
+              "an accumulator holding the value (refs the body closes over are the kernel's own "
+              "memory), then every wgmma of the warpgroup is awaited, as Mosaic GPU's lowering "
+              "ends the body with wgmma.wait_group 0.",
+              sources=(_LOWER + " _run_state_lowering_rule ('Await the accumulators')",)),
     Semantics("wgmma_wait", "At most n wgmma of this warpgroup stay in flight (n: parameter, or "
               "operand on JAX 0.10.2). Each wgmma is its own group (primitives.py wgmma_wait: "
               "'no more than n WGMMA operations in flight').", sources=(_PRIMS, _PTX_WGMMA)),

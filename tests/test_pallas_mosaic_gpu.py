@@ -7,6 +7,7 @@ wgmma, and the outputs the shipped kernels gave on a real H100 (tests/data/h100/
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -372,3 +373,39 @@ def test_every_supported_rule_is_in_a_case():
         if "/ops/" not in case.id and "/claims/" not in case.id:   # the feature kernels suffice
             seen |= case_primitives(case)
     assert mine - seen == set()
+
+
+@needs_plgpu
+def test_shipped_ragged_dot_is_the_grouped_product():
+    # ragged_dot_mgpu.ragged_dot: rows of lhs in consecutive groups (group_sizes), group g
+    # multiplied by rhs[g]; against the exact per-group product, within DOT_PRODUCT(K).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from conformance.checks import check
+    from spec import compliance as C
+    rd = shipped_module("ragged_dot_mgpu")
+    lhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    rhs = RNG.standard_normal((4, 128, 256)).astype(np.float16)
+    sizes = np.array([128, 64, 192, 128], np.int32)
+    out = interp.interpret(lambda l, r, g: rd.ragged_dot(
+        l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
+        grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
+    group = np.repeat(np.arange(4), sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
+    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
+    result = check(C.dot_product(128), exact.astype(np.float16), out, bound=bound)
+    assert result.passed, result
+
+
+@needs_plgpu
+def test_shipped_attention_through_the_pipeline_emitter_is_attention():
+    from conformance.cases.pallas_mosaic_gpu import attention_claim, attention_mode, shipped_module
+    from conformance.checks import check
+    am = shipped_module("attention_mgpu")
+    cfg = am.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
+    q, k, v = (RNG.standard_normal((1, 256, 2, 64)).astype(np.float16) for _ in range(3))
+    fn = functools.partial(am.attention_with_pipeline_emitter, config=cfg)
+    out = interp.interpret(fn, emulated_device="h100")(q, k, v)
+    result = check(attention_mode(), np.asarray(attention_claim(q, k, v, False)), out,
+                   magnitude=float(np.abs(v).max()))
+    assert result.passed, result

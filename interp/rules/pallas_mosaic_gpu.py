@@ -18,11 +18,12 @@ import numpy as np
 
 from .. import dtypes
 from ..pallas import indexing
-from ..pallas.grid import SCRATCH_ALLOCATORS, current_run
+from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
 from ..pallas.memory import KernelRef
 from ..pallas.warpgroups import Barrier, Footprint, WarpgroupRun
 from ..ref_indexing import POSITION_TRANSFORMS
 from ..registry import register
+from .state import RUN_STATE_EXIT
 
 # --- layout transforms of SMEM refs (views with the same logical values) --------------------------
 # A tiled SMEM buffer is held at its physical (tiled) shape; UntilingTransform views it at its
@@ -315,6 +316,18 @@ def wgmma(eqn, acc, a, b, *leaves, **params):
                for v in (a, b)):
         raise eqn.unsupported(f"wgmma of {a.dtype} x {b.dtype} (16-bit float operands only)")
     return _mma(acc, a, b, eqn.out_aval.dtype)
+
+
+def _await_accumulators() -> None:
+    # Mosaic GPU lowers run_state (plgpu.ACC.init) to its body followed by
+    # "wgmma.wait_group.sync.aligned 0" (lowering.py _run_state_lowering_rule: "Await the
+    # accumulators and extract their final values").
+    run = maybe_current_run()
+    if isinstance(run, WarpgroupRun):
+        run.wait_wgmma(0)
+
+
+RUN_STATE_EXIT.append(_await_accumulators)
 
 
 @register("wgmma_wait")

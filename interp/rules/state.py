@@ -121,6 +121,11 @@ def free_ref(eqn, ref):
     return []
 
 
+# Called after every run_state body, ``hook() -> None``: a dialect's own end-of-body semantics
+# (Mosaic GPU awaits the body's wgmma: interp/rules/pallas_mosaic_gpu.py).
+RUN_STATE_EXIT: list = []
+
+
 @register("run_state")
 def run_state(eqn, *args, jaxpr, which_linear=None, is_initialized=None):
     # Discharged semantics (jax/_src/state/discharge.py _run_state_impl): the body runs on fresh
@@ -145,6 +150,8 @@ def run_state(eqn, *args, jaxpr, which_linear=None, is_initialized=None):
         else:
             refs.append(_new_ref(eqn, uninitialized_fill(eqn, aval.shape, aval.dtype)))
     plan.run(consts, refs)
+    for hook in RUN_STATE_EXIT:
+        hook()
     return [r if isinstance(a, Ref) else np.array(r.array, copy=True)
             for r, a in zip(refs, _operands_by_invar(args, is_initialized))]
 
