@@ -47,6 +47,13 @@ def _smem_kernel(body, shape=(64, 128), **kw):
                    [plgpu.SMEM(shape, F32), plgpu.Barrier(num_arrivals=1)], **kw)
 
 
+def _undefined(body, match):
+    """``body`` (on one SMEM buffer and its barrier) raises AsyncAccessError matching ``match``."""
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match=match):
+        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+
+
 @needs_plgpu
 def test_tma_round_trip_through_smem():
     x = RNG.standard_normal((64, 128)).astype(np.float32)
@@ -86,36 +93,24 @@ def test_read_of_smem_before_its_tma_barrier_is_undefined():
         plgpu.commit_smem()
         plgpu.copy_smem_to_gmem(smem, o_gmem)
         plgpu.wait_smem_to_gmem(0)
-    from interp.pallas.warpgroups import AsyncAccessError
-    with pytest.raises(AsyncAccessError, match=r"kernel 'body'.*warpgroup 0.*read of .*smem.*"
-                                               r"TMA copy is still writing"):
-        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+    _undefined(body, r"kernel 'body'.*warpgroup 0.*read of .*smem.*TMA copy is still writing")
 
 
 @needs_plgpu
-def test_overwriting_smem_under_a_tma_store_is_undefined():
-    # spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-tma-store"]
+@pytest.mark.parametrize("misuse, match", [
+    ("overwrite", "TMA store still reads it"),     # UNDEFINED["smem-write-under-tma-store"]
+    ("no wait", "ends with TMA stores still reading SMEM"),   # UNDEFINED["async-store-at-exit"]
+])
+def test_smem_under_a_tma_store(misuse, match):
+    # spec/pallas_mosaic_gpu.py: SMEM a TMA store reads is in flight until wait_smem_to_gmem.
     def body(x_gmem, o_gmem, smem, barrier):
         plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
         plgpu.barrier_wait(barrier)
         plgpu.copy_smem_to_gmem(smem, o_gmem)
-        smem[...] = jnp.zeros(smem.shape, F32)   # before wait_smem_to_gmem
-        plgpu.wait_smem_to_gmem(0)
-    from interp.pallas.warpgroups import AsyncAccessError
-    with pytest.raises(AsyncAccessError, match="TMA store still reads it"):
-        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
-
-
-@needs_plgpu
-def test_a_store_never_waited_is_undefined():
-    # spec/pallas_mosaic_gpu.py UNDEFINED["async-store-at-exit"]
-    def body(x_gmem, o_gmem, smem, barrier):
-        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
-        plgpu.barrier_wait(barrier)
-        plgpu.copy_smem_to_gmem(smem, o_gmem)
-    from interp.pallas.warpgroups import AsyncAccessError
-    with pytest.raises(AsyncAccessError, match="ends with TMA stores still reading SMEM"):
-        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+        if misuse == "overwrite":
+            smem[...] = jnp.zeros(smem.shape, F32)   # before wait_smem_to_gmem
+            plgpu.wait_smem_to_gmem(0)
+    _undefined(body, match)
 
 
 @needs_plgpu
@@ -205,29 +200,8 @@ def test_warpgroups_sharing_smem_without_a_barrier_race(with_barrier):
 
 
 def _wgmma_kernel(m, k, n, *, wait: bool):
-    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
-        plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
-        plgpu.copy_gmem_to_smem(b_gmem, b_smem, barrier)
-        plgpu.barrier_wait(barrier)
-
-        def compute(acc_ref):
-            plgpu.wgmma(acc_ref, a_smem, b_smem)
-            if wait:
-                plgpu.wgmma_wait(0)
-            return plgpu.wgmma_accumulator_load(acc_ref, wait_n=None) if hasattr(
-                plgpu, "wgmma_accumulator_load") else acc_ref[...]
-        acc = pl_run_scoped(compute, plgpu.ACC((m, n), F32))
-        o_gmem[...] = acc
-    transforms = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
-    return _kernel(body, jax.ShapeDtypeStruct((m, n), F32),
-                   [plgpu.SMEM((m, k), jnp.float16, transforms=transforms),
-                    plgpu.SMEM((k, n), jnp.float16, transforms=transforms),
-                    plgpu.Barrier(num_arrivals=2)])
-
-
-def pl_run_scoped(fn, *types):
-    from jax.experimental import pallas as pl
-    return pl.run_scoped(fn, *types)
+    from conformance.cases.pallas_mosaic_gpu import build_wgmma
+    return build_wgmma(m, k, n, wait=wait)(None)
 
 
 @needs_plgpu

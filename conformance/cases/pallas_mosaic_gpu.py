@@ -93,7 +93,9 @@ def build_producer_consumer(shape):
     return build
 
 
-def build_wgmma(m, k, n):
+def build_wgmma(m, k, n, wait=True):
+    """acc = a @ b by one wgmma (a, b through tiled, swizzled SMEM); without ``wait`` the
+    accumulator is read with no wgmma_wait (undefined: the tests trigger it)."""
     def build(interpret):
         plgpu = _plgpu()
         from jax.experimental import pallas as pl
@@ -105,8 +107,10 @@ def build_wgmma(m, k, n):
 
             def compute(acc_ref):
                 plgpu.wgmma(acc_ref, a_smem, b_smem)
-                plgpu.wgmma_wait(0)
-                return acc_ref[...]
+                if wait:
+                    plgpu.wgmma_wait(0)
+                    return acc_ref[...]
+                return plgpu.wgmma_accumulator_load(acc_ref, wait_n=None)
             o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), jnp.float32))
         t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
         return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
