@@ -13,14 +13,16 @@ operand of wgmma: measured on JAX 0.10.2 and 0.12). Outputs of the modes are com
 fast wrong answer cannot hide. Targets: the matmul 10x faster than the interpret mode (first
 call and steady), attention within 1 s steady.
 
-Measured (session 13, JAX 0.12.0.1, a shared 2-core machine at load average ~13-15, wall
-seconds; first calls include importing the kernel modules in the fresh process): hopper matmul,
-reference 36.0 first / 6.1 steady, interpret mode 97.9 / 95.5 (races on: 140.6 / 55.9), outputs
-within one f16 ulp of each other (the interpret mode's wgmma accumulates in float32 BLAS order);
-attention (1024 tokens), reference 19.6 / 6.8, the interpret mode fails (run_state). The steady
-matmul is 15x the interpret mode's; the first call is not 10x (2.7x), and neither meets the
-absolute targets under this load: most of the reference's time is warpgroup threads handing over
-(132 clusters x 3 warpgroups: thread start, baton passing at every barrier wait), not arithmetic.
+Measured (session 13, JAX 0.12.0.1, a shared 2-core machine, wall seconds; first calls include
+importing the kernel modules in the fresh process), at load average ~9 / ~14:
+hopper matmul, reference 6.2 / 36.0 first, 1.9 / 6.1 steady; interpret mode 33.2 / 97.9 first,
+22.9 / 95.5 steady (races on: 23.7 / 55.9 steady); outputs within one f16 ulp of each other (the
+interpret mode's wgmma accumulates in float32 in BLAS order). Attention (1024 tokens): reference
+7.6 / 19.6 first, 2.8 / 6.8 steady; the interpret mode fails (run_state). The steady matmul is
+12-15x faster than the interpret mode, the first call 2.7-5.4x (target 10x: not met); the
+absolute targets (0.79 s matmul, 1 s attention steady) are not met on this machine: most of the
+reference's time is warpgroup threads handing over (132 clusters x 3 warpgroups: thread start,
+baton passing at every barrier wait), not arithmetic.
 
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
 placeholder (conformance/cases/pallas_mosaic_gpu.py) stands in where it is missing. BLAS runs
