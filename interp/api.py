@@ -29,12 +29,17 @@ def _leaf_key(x) -> tuple:
     return (type(x), np.shape(x), str(getattr(x, "dtype", None)), bool(getattr(x, "weak_type", False)))
 
 
-def interpret(fn, *, static_argnums=(), static_argnames=(), **options):
+def interpret(fn, *, static_argnums=(), static_argnames=(), emulated_device=None, **options):
     """Like ``jax.jit(fn)``, but the traced program is evaluated by the NumPy reference.
 
     Returns a function with ``fn``'s signature whose outputs have ``fn``'s pytree structure,
     with ``np.ndarray`` leaves. Options: see :class:`interp.options.Options`.
+    ``emulated_device`` ("h100", "b200": ``spec/emulated_devices.py``) traces as if on that
+    device (``interp/emulated_device.py``), for kernels that ask the device while tracing.
     """
+    from .emulated_device import device, tracing
+    if emulated_device is not None:
+        device(emulated_device)   # an unknown name fails here, not at the first call
     opts = make_options(**options)
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
@@ -57,8 +62,9 @@ def interpret(fn, *, static_argnums=(), static_argnames=(), **options):
         if entry is None:
             static_kwargs = {k: kwargs[k] for k in static_argnames if k in kwargs}
             traced_fn = functools.partial(fn, **static_kwargs) if static_kwargs else fn
-            closed, out_shape = jax.make_jaxpr(traced_fn, static_argnums=static_argnums,
-                                               return_shape=True)(*args, **dyn_kwargs)
+            with tracing(emulated_device):
+                closed, out_shape = jax.make_jaxpr(traced_fn, static_argnums=static_argnums,
+                                                   return_shape=True)(*args, **dyn_kwargs)
             entry = (closed, jax.tree_util.tree_structure(out_shape))
             if key is not None:
                 with lock:

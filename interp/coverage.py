@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .registry import PARTIAL, RULES
+from .registry import PARTIAL, REFUSED, RULES
 
 # Modules whose import registers the primitives a JAX program can contain.
 PRIMITIVE_MODULES = (
@@ -34,14 +34,22 @@ def all_primitives() -> dict[str, list[str]]:
 
 
 def coverage() -> dict[str, str]:
-    """{primitive name: "supported" | "partial: <what is missing>" | "unsupported"}."""
+    """{primitive name: "supported" | "partial: <what is missing>" | "unsupported" |
+    "unsupported: <why the reference refuses it>"}."""
     from . import rules  # noqa: F401  (make sure every rule is registered)
     out = {}
     for name in all_primitives():
-        if name not in RULES:
+        if name in REFUSED:
+            out[name] = f"unsupported: {REFUSED[name]}"
+        elif name not in RULES:
             out[name] = "unsupported"
         elif name in PARTIAL:
             out[name] = f"partial: {PARTIAL[name]}"
         else:
             out[name] = "supported"
     return out
+
+
+def is_supported(status: str) -> bool:
+    """Whether a coverage() status means the reference evaluates the primitive (in part)."""
+    return not status.startswith("unsupported")

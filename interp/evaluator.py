@@ -47,6 +47,17 @@ def split_jaxpr(jaxpr_like) -> tuple[Any, list]:
     return jaxpr, consts
 
 
+def scan_layout(params) -> tuple[int, int]:
+    """(num_consts, num_carry) of either scan parameter layout.
+
+    JAX <= 0.10: explicit num_consts/num_carry. JAX 0.12: flat trees ft_in = (consts, carry, xs)
+    and ft_out = (carry, ys) (jax/_src/lax/control_flow/loops.py _scan_impl)."""
+    if "num_consts" in params:
+        return params["num_consts"], params["num_carry"]
+    consts, carry, _ = params["ft_in"].unpack()
+    return len(consts), len(carry)
+
+
 def literal_value(lit) -> Any:
     aval = lit.aval
     if not hasattr(aval, "dtype"):

@@ -15,13 +15,18 @@ from typing import Callable
 RULES: dict[str, Callable] = {}
 # Primitives whose rule exists but does not cover everything: name -> what is missing.
 PARTIAL: dict[str, str] = {}
+# Primitives the reference refuses on purpose (their rule raises UnsupportedPrimitiveError):
+# name -> why. coverage() says "unsupported: <why>".
+REFUSED: dict[str, str] = {}
 # Rules applied when an equation involves extended dtypes (PRNG keys, semaphores):
 # name -> rule with the same signature. Falls back to RULES when absent.
 EXTENDED_RULES: dict[str, Callable] = {}
 
 
-def register(*names: str, partial: str | None = None, extended: bool = False):
-    """Register the decorated function as the rule for each primitive name."""
+def register(*names: str, partial: str | None = None, extended: bool = False,
+             refused: str | None = None):
+    """Register the decorated function as the rule for each primitive name (``refused``: a rule
+    that only raises, with the reason coverage() states)."""
     table = EXTENDED_RULES if extended else RULES
 
     def deco(fn):
@@ -31,6 +36,8 @@ def register(*names: str, partial: str | None = None, extended: bool = False):
             table[name] = fn
             if partial:
                 PARTIAL[name] = partial
+            if refused:
+                REFUSED[name] = refused
         return fn
 
     return deco

@@ -108,7 +108,7 @@ def test_compiled_indexer_matches_generic_resolution(name, wrap):
     pytree resolution's, for every indexer it accepts, also for negative indices with and without
     wrapping (Pallas refs do not wrap); array indexers and view chains keep the generic path."""
     from interp.pallas.memory import KernelRef
-    from interp.rules import state
+    from interp import ref_indexing
     idx = INDEXERS[name]
     f = lambda x, i, a: idx(new_ref(x), i, a)
     args = (X, np.int32(-1), np.array([0, 3, 3, -1], np.int32))
@@ -116,7 +116,7 @@ def test_compiled_indexer_matches_generic_resolution(name, wrap):
     assert eqns
     for e in eqns:
         leaves = e.invars[1 + (e.primitive.name != "get"):]
-        fast = state.compile_indexer(e.params["tree"], leaves)
+        fast = ref_indexing.compile_indexer(e.params["tree"], leaves)
         has_array = any(getattr(v.aval, "shape", ()) != () for v in leaves)
         assert (fast is None) == (has_array or name.startswith("at_chain")), name
         if fast is None:
@@ -128,7 +128,7 @@ def test_compiled_indexer_matches_generic_resolution(name, wrap):
             buf = np.zeros(e.invars[0].aval.shape, np.float32)
             ref = interp.refs.Ref(buf) if wrap else KernelRef(buf, "block", None)
             assert ref.wraps_negative_indices == wrap
-            want, _ = state._resolve(None, ref, flat, e.params["tree"])
+            want, _ = ref_indexing._resolve(None, ref, flat, e.params["tree"])
             got = fast(flat, ref.shape, wrap)
             assert got == want, (name, got, want)
 

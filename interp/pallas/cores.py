@@ -20,8 +20,9 @@ from ..errors import RaceError
 
 
 class CoreScheduler:
-    def __init__(self, order, kernel_name: str):
+    def __init__(self, order, kernel_name: str, deadlock=RaceError):
         self.order = list(order)
+        self.deadlock = deadlock      # the error a deadlock raises
         self.kernel = kernel_name
         self.cv = threading.Condition()
         self.current = None
@@ -85,8 +86,8 @@ class CoreScheduler:
     def deadlock_error(self) -> BaseException:
         """The error of a run where every unfinished core waits and none can go on."""
         waits = "; ".join(f"core {c}: {d}" for c, (_, d) in self.waiting.items())
-        return RaceError(f"kernel '{self.kernel}': deadlock, every unfinished core "
-                         f"waits and no core or DMA can signal it ({waits})")
+        return self.deadlock(f"kernel '{self.kernel}': deadlock, every unfinished core "
+                             f"waits and no core or DMA can signal it ({waits})")
 
     def wait_until(self, core, ready, description: str) -> None:
         """Block ``core`` (the caller, holding the baton) until ``ready()``; other cores run."""

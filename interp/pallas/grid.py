@@ -77,6 +77,15 @@ class KernelRun:
         for check in self.exit_checks:
             check()
 
+    def allocate_scoped(self, prototypes, collective_axes) -> list:
+        """run_scoped's buffers (fresh copies of the prototypes). Collective allocations belong
+        to kernels of several threads (interp.pallas.warpgroups.WarpgroupRun)."""
+        if collective_axes:
+            raise UnsupportedPrimitiveError("run_scoped", {"collective_axes": collective_axes},
+                                            f"{self.where()}: collective allocations outside a "
+                                            "Mosaic GPU kernel")
+        return [p.fresh(self) for p in prototypes]
+
     def raise_pending(self):
         _, _, message = self.pending
         self.pending = None
@@ -460,7 +469,16 @@ def _check_outputs_written(run, refs, inits) -> None:
                 "(uninitialized='raise')")
 
 
+# Allocators of dialect-specific scratch (Mosaic GPU barriers, accumulators): each
+# ``fn(aval, name, run, opts)`` returns a KernelRef, or None for an aval it does not own.
+SCRATCH_ALLOCATORS: list = []
+
+
 def _alloc_scratch(aval, name, run, opts) -> KernelRef:
+    for allocate in SCRATCH_ALLOCATORS:
+        ref = allocate(aval, name, run, opts)
+        if ref is not None:
+            return ref
     space = _memory_space_name(aval)
     if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended) and (
             "sem" in str(aval.dtype) or "sem" in space):
@@ -521,6 +539,23 @@ def _tpu_pipeline(params) -> bool:
     return True
 
 
+def operand_buffers(args, out_physical, aliases, opts) -> tuple[list, list]:
+    """(buffers, written-masks) of a mesh kernel's whole operands: copies of the inputs (the
+    kernel may write them; typed keys are held as their key data, as in pallas_call: Mosaic
+    physicalizes them the same way), then the outputs (never-written memory, or the aliased
+    input's buffer)."""
+    arrays = [np.array(physical_value(a), copy=True) for a in args]
+    inits = [None] * len(arrays)
+    for o, (shape, dtype, _) in enumerate(out_physical):
+        if o in aliases:
+            arrays.append(arrays[aliases[o]])
+            inits.append(None)
+        else:
+            arrays.append(fill_uninitialized(shape, dtype, opts.uninitialized))
+            inits.append(np.zeros(shape, bool) if opts.uninitialized == "raise" else None)
+    return arrays, inits
+
+
 class MeshPlan:
     """``mpmd_map`` (``pl.kernel`` / ``core_map`` over a TPU core mesh): the body runs once per
     core of the mesh on whole (HBM) operands; scratch and the barrier semaphore are core-local
@@ -533,17 +568,21 @@ class MeshPlan:
     """
 
     def __init__(self, eqn):
+        self._read_kernel(eqn)
+        shape = dict(getattr(self.mesh, "shape", {}))
+        if not shape:
+            raise eqn.unsupported(f"mesh {self.mesh!r} without named axes")
+        self.axes = tuple(shape)
+        self.sizes = tuple(int(shape[a]) for a in self.axes)
+
+    def _read_kernel(self, eqn) -> None:
+        """The mesh, the kernel's plan, its operands' names and the outputs (every mesh kind)."""
         p = eqn.params
         self.options = eqn.options
         meshes, jaxprs = p["meshes"], p["jaxprs"]
         if len(meshes) != 1 or p.get("external_meshes"):
             raise eqn.unsupported("mpmd_map with several meshes (MPMD) or external meshes")
         self.mesh = meshes[0]
-        shape = dict(getattr(self.mesh, "shape", {}))
-        if not shape:
-            raise eqn.unsupported(f"mesh {self.mesh!r} without named axes")
-        self.axes = tuple(shape)
-        self.sizes = tuple(int(shape[a]) for a in self.axes)
         kernel_jaxpr, self.kernel_consts = split_jaxpr(jaxprs[0])
         self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
         self.name = p.get("name") or _kernel_name(kernel_jaxpr) or "kernel"
@@ -559,17 +598,7 @@ class MeshPlan:
         opts = self.options
         n_in = len(args)
         main = KernelRun(self.name, self.sizes, opts)
-        # the kernel may write its inputs; typed keys are held as their key data (as in
-        # pallas_call; Mosaic physicalizes them the same way)
-        arrays = [np.array(physical_value(a), copy=True) for a in args]
-        inits = [None] * n_in
-        for o, (shape, dtype, _) in enumerate(self.out_physical):
-            if o in self.aliases:
-                arrays.append(arrays[self.aliases[o]])
-                inits.append(None)
-            else:
-                arrays.append(fill_uninitialized(shape, dtype, opts.uninitialized))
-                inits.append(np.zeros(shape, bool) if opts.uninitialized == "raise" else None)
+        arrays, inits = operand_buffers(args, self.out_physical, self.aliases, opts)
         def operand_refs(run):
             return [KernelRef(a, self.names[k], run, init=inits[k],
                               kind="input (hbm)" if k < n_in else "output (hbm)",

@@ -1,10 +1,12 @@
 """Resolving a ref and its transforms (``x_ref.at[...]``, reshapes, bitcasts) into the shared
-Ref contract's normalized index. The normalisation itself belongs to the state family
-(``interp.rules.state``); this is the one call point Pallas rules use."""
+Ref contract's normalized index. The normalisation itself is shared with the state family
+(``interp/ref_indexing.py``); this is the one call point Pallas rules use."""
 from __future__ import annotations
 
 import jax
 import numpy as np
+
+from .. import ref_indexing
 
 
 def split_transformed(x):
@@ -16,15 +18,14 @@ def split_transformed(x):
 
 def resolve(eqn, ref, transforms):
     """(ref, normalized index, dtype the elements are viewed as) of ``ref`` under ``transforms``."""
-    from ..rules import state
     transforms = tuple(transforms or ())
-    if len(transforms) == 1 and isinstance(transforms[0], state.NDIndexer):
+    if len(transforms) == 1 and isinstance(transforms[0], ref_indexing.NDIndexer):
         # The common case (x_ref.at[...] / pl.ds): the state family's normaliser directly,
         # without flattening the indexer to re-build it.
-        return ref, state.normalize_indexer(transforms[0], ref.shape,
-                                            ref.wraps_negative_indices), ref.dtype
+        return ref, ref_indexing.normalize_indexer(transforms[0], ref.shape,
+                                                   ref.wraps_negative_indices), ref.dtype
     flat, tree = jax.tree_util.tree_flatten(transforms)
-    index, dtype = state._resolve(eqn, ref, flat, tree)
+    index, dtype = ref_indexing._resolve(eqn, ref, flat, tree)
     return ref, index, np.dtype(dtype)
 
 

@@ -217,7 +217,7 @@ def physical_operand(aval, name: str) -> tuple:
 
 def physical_value(x) -> np.ndarray:
     """A pallas_call operand as kernel memory: a key array's data, any other value as an array."""
-    from ..rules.random import KeyArray
+    from ..keys import KeyArray
     return x.data if isinstance(x, KeyArray) else np.asarray(x)
 
 
@@ -225,7 +225,7 @@ def logical_value(impl, array):
     """A pallas_call result: a key array (``impl``) of its key data, or the array itself."""
     if impl is None:
         return array
-    from ..rules.random import KeyArray
+    from ..keys import KeyArray
     return KeyArray(impl, array)
 
 

@@ -26,7 +26,8 @@ import weakref
 
 import numpy as np
 
-from ..evaluator import DropVar, Literal, get_plan, literal_value, split_jaxpr, to_reference_value
+from ..evaluator import (DropVar, Literal, get_plan, literal_value, scan_layout, split_jaxpr,
+                         to_reference_value)
 from ..registry import RULES
 
 # Results larger than this are not folded. Larger than FOLD_SMALL elements, a folded value (a
@@ -88,9 +89,10 @@ def _sub_jaxprs(params):
 _pure_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _pallas_family(rule) -> bool:
-    """A rule of the Pallas families (interp/rules/pallas.py, pallas_tpu.py, ...)."""
-    return rule.__module__.rsplit(".", 1)[-1].startswith("pallas")
+def _is_pallas_rule(rule) -> bool:
+    """Whether a rule belongs to a Pallas family: interp/rules/pallas.py or a dialect's
+    interp/rules/pallas_<dialect>.py (their primitives act on kernel state unless listed pure)."""
+    return rule.__module__.rpartition(".")[2].startswith("pallas")
 
 
 def _pure(eqn) -> bool:
@@ -101,7 +103,7 @@ def _pure(eqn) -> bool:
     if name in _STATEFUL:
         return False
     rule = RULES.get(name)
-    if rule is not None and _pallas_family(rule) and name not in _PALLAS_PURE:
+    if rule is not None and _is_pallas_rule(rule) and name not in _PALLAS_PURE:
         return False
     for j in _sub_jaxprs(eqn.params):
         ok = _pure_cache.get(j)
@@ -162,11 +164,6 @@ def _large_bytes(values) -> int:
                if type(v) is np.ndarray and v.size > FOLD_SMALL)
 
 
-def _scan_layout(params):
-    from ..rules.control_flow import _scan_layout as layout
-    return layout(params)
-
-
 def _inlinable(eqn) -> str | None:
     """How ``_walk`` may inline an equation: "cond" (when its index is known), "call" (a jit:
     its body on its operands), or None."""
@@ -177,7 +174,7 @@ def _inlinable(eqn) -> str | None:
         return "call"
     if name == "scan" and eqn.params["length"] == 1:
         # One iteration, no xs and no ys: the body on (consts, carry) gives the carry out.
-        nc, ncarry = _scan_layout(eqn.params)
+        nc, ncarry = scan_layout(eqn.params)
         if nc + ncarry == len(eqn.invars) and ncarry == len(eqn.outvars):
             return "call"
     return None

@@ -11,7 +11,7 @@ import numpy as np
 import jax
 
 from ..errors import UnsupportedPrimitiveError
-from ..evaluator import TOKEN, Token, is_extended
+from ..evaluator import TOKEN, Token, is_extended, scan_layout
 from ..registry import register
 
 
@@ -91,17 +91,6 @@ def while_loop(eqn, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
             carry = [_select_where(pred, n, o) for n, o in zip(new, carry)]
 
 
-def _scan_layout(params) -> tuple[int, int]:
-    """(num_consts, num_carry) of either scan parameter layout.
-
-    JAX <= 0.10: explicit num_consts/num_carry. JAX 0.12: flat trees ft_in = (consts, carry, xs)
-    and ft_out = (carry, ys) (jax/_src/lax/control_flow/loops.py _scan_impl)."""
-    if "num_consts" in params:
-        return params["num_consts"], params["num_carry"]
-    consts, carry, _ = params["ft_in"].unpack()
-    return len(consts), len(carry)
-
-
 def _row(x, i):
     """x[i] for an array or a typed key array (the PRNG family's KeyArray: impl + key data)."""
     if hasattr(x, "impl") and hasattr(x, "data"):
@@ -113,7 +102,7 @@ def _row(x, i):
 def scan(eqn, *args, jaxpr, length, reverse, unroll, **params):
     # unroll only changes how XLA lowers the loop, never the result; _split_transpose is a
     # transpose-time flag.
-    num_consts, num_carry = _scan_layout(params)
+    num_consts, num_carry = scan_layout(params)
     plan, own = eqn.closed_plan(jaxpr)
     run = plan.run
     consts = list(args[:num_consts])
@@ -279,8 +268,8 @@ def check(eqn, *args, err_tree, debug):
     # raises when it is set (checkify.py check_impl).
     if debug:
         # ... except in a Pallas kernel (pl.debug_check), where Mosaic asserts it when
-        # pl.enable_debug_checks is on: interp/rules/pallas.py kernel_debug_check.
-        from .pallas import kernel_debug_check
+        # pl.enable_debug_checks is on: interp/pallas/debug_checks.py.
+        from ..pallas.debug_checks import kernel_debug_check
         return kernel_debug_check(eqn, args, err_tree)
     from jax._src import checkify as _checkify
     exc = jax.tree_util.tree_unflatten(err_tree, list(args)).get_exception()

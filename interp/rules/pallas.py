@@ -12,7 +12,8 @@ import weakref
 import numpy as np
 
 from ..pallas import indexing
-from ..pallas.grid import CallPlan, MeshPlan, _alloc_scratch, current_run, maybe_current_run
+from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
+from ..pallas.warpgroups import mesh_plan_class
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
@@ -41,8 +42,8 @@ def _plan(eqn, cls):
 @register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); no DMAs to "
                               "another core's memory")
 def mpmd_map(eqn, *args, **params):
-    # pl.kernel / core_map over a core mesh.
-    return _plan(eqn, MeshPlan).run(args)
+    # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh.
+    return _plan(eqn, mesh_plan_class(params["meshes"])).run(args)
 
 
 def _axis_index(eqn, *, axis_name):
@@ -215,28 +216,6 @@ def delay(eqn, nanos):
     return []
 
 
-# -- debug checks --------------------------------------------------------------------------------
-# pl.debug_check binds checkify's check[debug=True]. Mosaic TPU and Mosaic GPU lower it to a
-# runtime assertion with the message when pl.enable_debug_checks is on at lowering time, and to
-# nothing otherwise (lowering.py _check_lowering_rule); outside kernels it is a no-op until
-# checkify discharges it. JAX's interpret modes never check it (measured on 0.10.2 and 0.12).
-
-def kernel_debug_check(eqn, args, err_tree) -> list:
-    """The rule of check[debug=True] (called by control_flow.check): inside a kernel with debug
-    checks enabled (read when the kernel runs, as Mosaic reads it when it lowers), a failed
-    condition raises JaxRuntimeError naming kernel, grid point and message."""
-    import jax
-    from jax._src.pallas import core as pallas_core
-    run = maybe_current_run()
-    if run is None or not pallas_core.debug_checks_enabled():
-        return []
-    exc = jax.tree_util.tree_unflatten(err_tree, list(args)).get_exception()
-    if exc is not None:  # the message as Mosaic asserts it: the unformatted fmt_string
-        message = getattr(exc, "fmt_string", None) or str(exc)
-        raise jax.errors.JaxRuntimeError(f"{run.where()}: debug check failed: {message}")
-    return []
-
-
 # -- masked loads and stores ---------------------------------------------------------------------
 
 @register("masked_load")
@@ -272,12 +251,12 @@ def _target(eqn, ref, transforms):
 
 # -- scoped allocation ---------------------------------------------------------------------------
 
-@register("run_scoped", partial="collective_axes (cross-core shared allocations) unsupported")
+@register("run_scoped", partial="collective_axes (shared allocations) only over the warpgroups "
+                                "of a Mosaic GPU block")
 def run_scoped(eqn, *consts, jaxpr, collective_axes=(), **params):
-    if collective_axes:
-        raise eqn.unsupported(f"run_scoped with collective_axes={collective_axes}")
     plan = eqn.plan(jaxpr)
-    return _run_scoped(plan, consts, _scoped_prototypes(plan, len(consts), eqn.options))
+    return _run_scoped(plan, consts, _scoped_prototypes(plan, len(consts), eqn.options),
+                       collective_axes)
 
 
 def _scoped_prototypes(plan, n_consts: int, options) -> list:
@@ -288,9 +267,9 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
             for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
 
 
-def _run_scoped(plan, consts, prototypes) -> list:
+def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
-    refs = [p.fresh(run) for p in prototypes]
+    refs = run.allocate_scoped(prototypes, collective_axes)
     if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
         outs = plan.run(list(consts), refs)
     else:                                          # the body takes them as leading invars
@@ -301,11 +280,10 @@ def _run_scoped(plan, consts, prototypes) -> list:
 
 def _prepare_run_scoped(ctx):
     """Plan time: the body's plan and allocation prototypes once per equation."""
-    if ctx.params.get("collective_axes"):
-        return run_scoped    # (raises)
     plan = ctx.plan(ctx.params["jaxpr"])
     prototypes = _scoped_prototypes(plan, len(ctx.eqn.invars), ctx.options)
-    return lambda eqn, *consts, **params: _run_scoped(plan, consts, prototypes)
+    axes = tuple(ctx.params.get("collective_axes") or ())
+    return lambda eqn, *consts, **params: _run_scoped(plan, consts, prototypes, axes)
 
 
 run_scoped.prepare = _prepare_run_scoped

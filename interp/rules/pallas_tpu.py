@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import UndefinedBehaviorError
-from ..pallas import indexing
+from ..pallas import hardware_prng, indexing
 from ..pallas.dma import view_bytes
 from ..pallas.grid import current_run
 from ..pallas.memory import KernelRef
@@ -152,34 +152,7 @@ def _bits(dtype):
     return bit_width(dtype)
 
 
-# -- TPU hardware PRNG ---------------------------------------------------------------------------
-# The hardware generator is undocumented and generation-specific; the reference uses the
-# documented deterministic emulation of the PRNG family (interp.prng.pallas_tpu_bits). TPUs have a
-# sequential generator per core: prng_seed sets its whole state, so the bits after a seed depend
-# on the seeds and on the draws made since, never on the grid point (pltpu.sample_block's
-# invariance over block shapes and iteration orders relies on this). The state lasts across grid
-# steps. JAX's TPU interpret mode returns zeros.
-
-def hardware_seed(run, seeds) -> None:
-    """prng_seed: the core's PRNG state becomes a function of these 32-bit seeds."""
-    run.prng = [np.array([int(np.asarray(s)) & 0xFFFFFFFF for s in seeds], np.int64), 0]
-
-
-def hardware_bits(eqn, run, shape) -> np.ndarray:
-    """prng_random_bits: the next uint32 draw of the core's PRNG."""
-    from .. import prng
-    if len(shape) < 2:
-        raise eqn.unsupported(f"hardware random bits of shape {tuple(shape)}: Mosaic draws only "
-                              "rank >= 2 blocks (lowering.py _prng_random_bits_lowering_rule: "
-                              "'random_bits only supports rank>=2 outputs.')")
-    if run.prng is None:
-        raise UndefinedBehaviorError(f"{run.where()}: prng_random_bits before any prng_seed "
-                                     "(the hardware PRNG state is undefined)")
-    seeds, draw = run.prng
-    run.prng[1] += 1
-    return np.asarray(prng.pallas_tpu_bits(seeds, tuple(shape), draw=draw,
-                                           options_seed=run.options.seed), np.uint32)
-
+# -- TPU hardware PRNG (the core's generator state: interp/pallas/hardware_prng.py) -----------
 
 @register("prng_seed", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits): bits are "
                                "deterministic and well mixed but not the TPU's own")
@@ -193,7 +166,7 @@ def prng_seed(eqn, *seeds):
         # verifies 32-bit operands (int64 seeds under jax_enable_x64 fail there too).
         raise eqn.unsupported("seeds " + ", ".join(str(a.str_short()) for a in eqn.in_avals)
                               + ": Mosaic seeds the hardware PRNG from scalar 32-bit integers")
-    hardware_seed(current_run(), seeds)
+    hardware_prng.seed(current_run(), seeds)
     return []
 
 
@@ -221,7 +194,7 @@ def prng_join(eqn, *scalars, impl):
 
 @register("prng_random_bits", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits)")
 def prng_random_bits(eqn, *, shape):
-    return hardware_bits(eqn, current_run(), shape).view(eqn.out_dtype)
+    return hardware_prng.draw(eqn, current_run(), shape).view(eqn.out_dtype)
 
 
 # -- elementwise packing (pltpu.pack_elementwise / unpack_elementwise) --------------------------

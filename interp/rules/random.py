@@ -12,7 +12,6 @@ reads it (it is not an equation parameter).
 from __future__ import annotations
 
 import functools
-import math
 import threading
 import weakref
 
@@ -22,6 +21,9 @@ from jax._src import core as jax_core
 from jax._src.random import prng as jax_prng
 
 from .. import prng
+from ..keys import KeyArray, as_key  # noqa: F401  (re-exported: the family's value type)
+from ..pallas import hardware_prng
+from ..pallas.grid import maybe_current_run
 from ..evaluator import EXTENDED_VALUE_CONVERTERS, EqnContext
 from ..registry import EXTENDED_RULES, RULES, register
 
@@ -30,109 +32,6 @@ U32 = np.uint32
 
 def _partitionable() -> bool:
     return bool(jax.config.jax_threefry_partitionable)
-
-
-class KeyArray:
-    """The reference value of a typed PRNG key array: ``impl`` (a JAX ``PRNGImpl``) and
-    ``data``, ``uint32[*shape, *impl.key_shape]``. ``dtype`` is JAX's key dtype."""
-    __slots__ = ("impl", "data")
-
-    def __init__(self, impl, data):
-        data = np.asarray(data)
-        if data.dtype != U32 or data.shape[data.ndim - len(impl.key_shape):] != tuple(impl.key_shape):
-            raise TypeError(f"key data for {impl.name} must be uint32[..., "
-                            f"{', '.join(map(str, impl.key_shape))}], got {data.dtype}{list(data.shape)}")
-        self.impl = impl
-        self.data = data
-
-    @property
-    def dtype(self):
-        return jax_prng.KeyTy(self.impl)
-
-    @property
-    def shape(self) -> tuple:
-        return self.data.shape[:self.data.ndim - len(self.impl.key_shape)]
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def to_jax(self):
-        """The same keys as a JAX key array."""
-        return jax.random.wrap_key_data(self.data, impl=self.impl.name)
-
-    def __array__(self, *args, **kwargs):
-        raise TypeError("a key array has no NumPy value; use its .data (the key data)")
-
-    # Generic rules (control flow) move opaque values with indexing and a few NumPy functions:
-    # these act on the leading (key array) dimensions of the data, like JAX's KeyTyRules.
-    def _check_index(self, idx):
-        parts = idx if isinstance(idx, tuple) else (idx,)
-        if any(p is Ellipsis or p is None for p in parts):
-            raise TypeError("key arrays take only basic/advanced indices of their key dimensions")
-        return idx
-
-    def __getitem__(self, idx):
-        return KeyArray(self.impl, self.data[self._check_index(idx)])
-
-    def __setitem__(self, idx, value):
-        self.data[self._check_index(idx)] = as_key(value).data
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __array_function__(self, func, types, args, kwargs):
-        handler = _ARRAY_FUNCTIONS.get(func)
-        return NotImplemented if handler is None else handler(*args, **kwargs)
-
-    def __repr__(self):
-        return f"KeyArray({self.dtype.name}{list(self.shape)}, data={self.data.tolist()})"
-
-
-def _logical_axis(axis: int, ndim: int) -> int:
-    return axis + ndim if axis < 0 else axis
-
-
-def _np_where(cond, x, y):
-    x, y = as_key(x), as_key(y)
-    cond = np.asarray(cond)
-    return KeyArray(x.impl, np.where(cond.reshape(cond.shape + (1,) * len(x.impl.key_shape)),
-                                     x.data, y.data))
-
-
-def _np_stack(arrays, axis=0):
-    arrays = [as_key(a) for a in arrays]
-    axis = _logical_axis(axis, arrays[0].ndim + 1)
-    return KeyArray(arrays[0].impl, np.stack([a.data for a in arrays], axis=axis))
-
-
-def _np_concatenate(arrays, axis=0):
-    arrays = [as_key(a) for a in arrays]
-    axis = _logical_axis(axis, arrays[0].ndim)
-    return KeyArray(arrays[0].impl, np.concatenate([a.data for a in arrays], axis=axis))
-
-
-_ARRAY_FUNCTIONS = {
-    np.where: _np_where,
-    np.stack: _np_stack,
-    np.concatenate: _np_concatenate,
-    np.copy: lambda a, *args, **kw: KeyArray(as_key(a).impl, as_key(a).data.copy()),
-    np.shape: lambda a: as_key(a).shape,
-    np.ndim: lambda a: as_key(a).ndim,
-}
-
-
-def as_key(x) -> KeyArray:
-    """A key operand as a :class:`KeyArray` (literals and constants arrive as JAX key arrays)."""
-    if isinstance(x, KeyArray):
-        return x
-    if isinstance(x, jax_prng.PRNGKeyArray):
-        return KeyArray(x._impl, np.asarray(jax.random.key_data(x)))
-    raise TypeError(f"expected a PRNG key array, got {type(x).__name__}")
 
 
 def _convert(x):
@@ -211,7 +110,6 @@ def _pallas_kind(impl) -> "str | None":
 
 
 def _kernel_run(eqn, what: str):
-    from ..pallas.grid import maybe_current_run
     run = maybe_current_run()
     if run is None:
         raise eqn.unsupported(f"{what} of a Pallas TPU key outside a Pallas kernel (JAX lowers "
@@ -220,7 +118,6 @@ def _kernel_run(eqn, what: str):
 
 
 def _pallas_bits(eqn, keys, kind, bit_width, shape):
-    from .pallas_tpu import hardware_bits, hardware_seed
     run = _kernel_run(eqn, "random_bits")
     if bit_width != 32:  # pallas/mosaic/random.py _random_bits: "Bit width must be 32"
         raise eqn.unsupported(f"bit_width {bit_width}: the TPU hardware PRNG draws 32-bit words")
@@ -228,8 +125,8 @@ def _pallas_bits(eqn, keys, kind, bit_width, shape):
         if keys.shape:
             raise eqn.unsupported(f"random_bits of a Pallas key array {keys.shape} (Mosaic "
                                   "seeds the hardware PRNG from one key)")
-        hardware_seed(run, keys.data.reshape(-1))
-    return hardware_bits(eqn, run, shape)
+        hardware_prng.seed(run, keys.data.reshape(-1))
+    return hardware_prng.draw(eqn, run, shape)
 
 
 @register("random_seed")
@@ -573,7 +470,7 @@ def ne(eqn, x, y):
 # key's scalars; physicalized loads append whole slices).
 
 def _key_ref_index(eqn, ref, flat_idx, tree):
-    from .state import NDIndexer, _whole, normalize_indexer
+    from ..ref_indexing import NDIndexer, _whole, normalize_indexer
     transforms = jax.tree_util.tree_unflatten(tree, flat_idx) if tree is not None else ()
     if len(transforms) > 1 or (transforms and type(transforms[0]) is not NDIndexer):
         raise eqn.unsupported(f"ref transforms {[type(t).__name__ for t in transforms]} on a "

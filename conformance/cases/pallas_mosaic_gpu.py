@@ -1,0 +1,260 @@
+"""Pallas Mosaic GPU: feature kernels per primitive family (TMA copies and stores with barriers,
+tiled and swizzled SMEM, warpgroups synchronised by barriers, wgmma) and the kernels JAX ships in
+``jax.experimental.pallas.ops.gpu``, on ``reference``, ``pallas:gpu-interpret`` (JAX's Mosaic
+GPU interpret mode, CPU) and ``pallas:mosaic-gpu`` (a GPU); shipped kernels also against the
+function they claim to compute.
+
+Mosaic GPU kernels trace only where ``jax.experimental.pallas.mosaic_gpu`` imports (JAX 0.10.2's
+needs absl-py): elsewhere this family has no cases. Semantics: ``spec/pallas_mosaic_gpu.py``.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import sys
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from spec import compliance as C
+
+from ..case import PALLAS, Case, random_array
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _plgpu():
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    return plgpu
+
+
+def _case(name, build, inputs, *, modes=None, primitives=("mpmd_map",), **kw):
+    return Case(id=f"pallas_mosaic_gpu/{name}", fn=None, build=build, inputs=inputs, kind=PALLAS,
+                pallas_targets=("mosaic-gpu",), modes=modes, primitives=tuple(primitives), **kw)
+
+
+def _rows(shapes, dtype=F32, **kw):
+    return lambda rng: [random_array(rng, dtype, s, specials=0, **kw) for s in shapes]
+
+
+# ---------------------------------------------------------------------------- feature kernels
+def _tma_kernel(shape, transforms, interpret):
+    plgpu = _plgpu()
+
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        smem[...] = smem[...] * 2.0
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+    t = tuple(make() for make in transforms)
+    return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                        scratch_types=[plgpu.SMEM(shape, jnp.float32, transforms=t),
+                                       plgpu.Barrier(num_arrivals=1)], interpret=interpret)
+
+
+def build_tma(shape, transforms=()):
+    return lambda interpret: _tma_kernel(shape, transforms, interpret)
+
+
+def build_producer_consumer(shape):
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem, smem, loaded, ready):
+            # Warpgroup 0 loads x (TMA), adds one and arrives on `ready`; warpgroup 1 waits on
+            # `ready`, doubles it and stores it.
+            wg = jax.lax.axis_index("wg")
+
+            @pl.when(wg == 0)
+            def _():
+                plgpu.copy_gmem_to_smem(x_gmem, smem, loaded)
+                plgpu.barrier_wait(loaded)
+                smem[...] = smem[...] + 1.0
+                plgpu.barrier_arrive(ready)
+
+            @pl.when(wg == 1)
+            def _():
+                plgpu.barrier_wait(ready)
+                smem[...] = smem[...] * 2.0
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(smem, o_gmem)
+                plgpu.wait_smem_to_gmem(0)
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.Barrier(num_arrivals=1)],
+                            num_threads=2, thread_name="wg", interpret=interpret)
+    return build
+
+
+def build_wgmma(m, k, n, wait=True):
+    """acc = a @ b by one wgmma (a, b through tiled, swizzled SMEM); without ``wait`` the
+    accumulator is read with no wgmma_wait (undefined: the tests trigger it)."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
+            plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
+            plgpu.copy_gmem_to_smem(b_gmem, b_smem, barrier)
+            plgpu.barrier_wait(barrier)
+
+            def compute(acc_ref):
+                plgpu.wgmma(acc_ref, a_smem, b_smem)
+                if wait:
+                    plgpu.wgmma_wait(0)
+                    return acc_ref[...]
+                return plgpu.wgmma_accumulator_load(acc_ref, wait_n=None)
+            o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), jnp.float32))
+        t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
+                            scratch_types=[plgpu.SMEM((m, k), jnp.float16, transforms=t),
+                                           plgpu.SMEM((k, n), jnp.float16, transforms=t),
+                                           plgpu.Barrier(num_arrivals=2)], interpret=interpret)
+    return build
+
+
+def _abs_dot(x, y):
+    return [np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))]
+
+
+# ---------------------------------------------------------------------------- shipped kernels
+@contextlib.contextmanager
+def _test_util_placeholder():
+    """The shipped Mosaic GPU kernels import ``jax._src.test_util`` and never use it (``# noqa:
+    F401``); test_util needs absl-py. Where absl-py is missing, an empty module stands in for that
+    one import (and is removed after it), so the kernels trace without it."""
+    name = "jax._src.test_util"
+    try:
+        importlib.import_module(name)
+        yield
+        return
+    except ImportError:
+        pass
+    sys.modules[name] = types.ModuleType(name)
+    try:
+        yield
+    finally:
+        sys.modules.pop(name, None)
+
+
+def shipped_module(name: str):
+    """``jax.experimental.pallas.ops.gpu.<name>`` (see ``_test_util_placeholder``)."""
+    full = f"jax.experimental.pallas.ops.gpu.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    with _test_util_placeholder():
+        return importlib.import_module(full)
+
+
+def _on_gpu() -> bool:
+    try:
+        return jax.devices()[0].platform == "gpu"
+    except RuntimeError:
+        return False
+
+
+def shipped(make):
+    """Build a shipped kernel (which takes no ``interpret``) for one Pallas mode: JAX's Mosaic GPU
+    interpret mode through ``force_gpu_interpret_mode``; compiled or the reference as is. Without
+    a GPU it traces under the emulated H100 (interp/emulated_device.py: SM count, CUDA version)."""
+    def build(interpret):
+        fn = make()
+
+        def run(*args):
+            from interp.emulated_device import tracing
+            plgpu = _plgpu()
+            emulate = tracing(None if _on_gpu() else "h100")
+            interp_mode = (plgpu.force_gpu_interpret_mode(interpret)
+                           if interpret not in (None, True, False) else contextlib.nullcontext())
+            with emulate, interp_mode:
+                return fn(*args)
+        return run
+    return build
+
+
+def _hopper_matmul(tile_m=128, tile_n=128, tile_k=64, steps=2):
+    hm = shipped_module("hopper_matmul_mgpu")
+    cfg = hm.TuningConfig(tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, max_concurrent_steps=steps)
+    return lambda a, b: hm.matmul(a, b, None, config=cfg)
+
+
+def _attention(causal, block_q=64, block_kv=64, steps=2):
+    am = shipped_module("attention_mgpu")
+    cfg = am.TuningConfig(block_q=block_q, block_kv=block_kv, max_concurrent_steps=steps,
+                          causal=causal)
+    return functools.partial(am.attention, config=cfg)
+
+
+def attention_claim(q, k, v, causal):
+    """What attention_mgpu.attention computes: softmax(q k^T) v per batch and head (layout
+    [batch, seq, heads, head_dim]; no 1/sqrt(d) scaling, as attention_mgpu.attention_reference),
+    the causal variant masking keys after the query."""
+    q32, k32, v32 = (x.astype(jnp.float32) for x in (q, k, v))
+    hi = jax.lax.Precision.HIGHEST
+    s = jnp.einsum("bqhd,bkhd->bhqk", q32, k32, precision=hi)
+    if causal:
+        n = q.shape[1]
+        s = jnp.where(jnp.tril(jnp.ones((n, n), bool)), s, -jnp.inf)
+    return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v32,
+                      precision=hi).astype(q.dtype)
+
+
+def attention_mode():
+    """|o - o'| <= (1 * eps16) max|v| + 0.5 eps16 |o|: the kernel rounds the probabilities p to
+    f16 before the p v wgmma (1 ulp of p, summed over a convex combination, moves o by at most
+    eps16 max|v| between two implementations that differ in p by less than an f16 rounding)
+    and rounds o once to f16 (0.5 eps16 |o|); the f32 softmax and accumulation errors are orders
+    of magnitude below. ``magnitude`` is max|v| (Case.magnitude)."""
+    return C.abs_rel(1, 0.5, "derived: f16 probabilities and f16 output (pallas_mosaic_gpu.py)")
+
+
+def cases():
+    try:
+        _plgpu()
+    except Exception:  # noqa: BLE001  (this JAX cannot import Mosaic GPU: no such cases here)
+        return
+    yield _case("tma/f32/64x128", build_tma((64, 128)), _rows([(64, 128)]),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_wait", "copy_smem_to_gmem",
+                            "wait_smem_to_gmem", "commit_smem"))
+    plgpu = _plgpu()
+    tiled = (lambda: plgpu.TilingTransform((8, 32)), lambda: plgpu.SwizzleTransform(128))
+    yield _case("tma_tiled_swizzled/f32/64x64", build_tma((64, 64), tiled), _rows([(64, 64)]),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "copy_smem_to_gmem"))
+    yield _case("warpgroups_producer_consumer/f32/64x128", build_producer_consumer((64, 128)),
+                _rows([(64, 128)]), primitives=("mpmd_map", "axis_index", "barrier_wait",
+                                                "barrier_arrive", "copy_gmem_to_smem"))
+    yield _case("wgmma/f16/64x128x128", build_wgmma(64, 128, 128),
+                _rows([(64, 128), (128, 128)], F16, low=-2, high=2), modes=C.dot_product(128),
+                dot_bound=_abs_dot, primitives=("mpmd_map", "wgmma_ref", "wgmma_wait"))
+    for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
+        sid = f"{m}x{k}x{n}"
+        inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)
+        yield _case(f"ops/hopper_matmul/f16/{sid}", shipped(_hopper_matmul), inputs,
+                    modes=C.dot_product(k), dot_bound=_abs_dot, profile=prof, examples=2,
+                    primitives=("mpmd_map", "wgmma_ref", "copy_gmem_to_smem"))
+        yield Case(id=f"pallas_mosaic_gpu/claims/hopper_matmul_vs_dot/f16/{sid}", fn=None,
+                   build=shipped(_hopper_matmul), inputs=inputs, kind=PALLAS,
+                   pallas_targets=("mosaic-gpu",), modes=C.dot_product(k), dot_bound=_abs_dot,
+                   reference_fn=lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32
+                                                     ).astype(a.dtype),
+                   primitives=("mpmd_map", "wgmma_ref"), profile=prof, examples=2)
+    for causal in (False, True):
+        inputs = _rows([(1, 256, 2, 64)] * 3, F16, low=-3, high=3)
+        yield _case(f"ops/attention/f16/1x256x2x64/causal={causal}",
+                    shipped(lambda causal=causal: _attention(causal)), inputs,
+                    modes=attention_mode(), magnitude=lambda q, k, v: float(np.abs(v).max()),
+                    primitives=("mpmd_map", "wgmma_ref", "run_state"), examples=2)
+        yield Case(id=f"pallas_mosaic_gpu/claims/attention_vs_softmax/f16/1x256x2x64/"
+                      f"causal={causal}", fn=None,
+                   build=shipped(lambda causal=causal: _attention(causal)), inputs=inputs,
+                   kind=PALLAS, pallas_targets=("mosaic-gpu",), modes=attention_mode(),
+                   magnitude=lambda q, k, v: float(np.abs(v).max()),
+                   reference_fn=functools.partial(attention_claim, causal=causal),
+                   primitives=("mpmd_map", "wgmma_ref"), examples=2)

@@ -1,0 +1,388 @@
+"""Mosaic GPU kernels (plgpu.kernel) in the reference: TMA copies with barriers, TMA stores,
+warpgroups synchronised by barriers, wgmma, tiled and swizzled SMEM, and every undefined
+behaviour the dialect has (spec/pallas_mosaic_gpu.py UNDEFINED), each triggered by a kernel.
+
+Expectations are independent of the reference: NumPy on the inputs, exact sums (math.fsum) for
+wgmma, and the outputs the shipped kernels gave on a real H100 (tests/data/h100/).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import interp
+
+try:
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+except ImportError as e:   # JAX 0.10.2's Mosaic GPU imports absl-py (mosaic/gpu/layout_inference)
+    plgpu = None
+    _WHY = f"jax.experimental.pallas.mosaic_gpu does not import here: {e}"
+
+needs_plgpu = pytest.mark.skipif(plgpu is None, reason=_WHY if plgpu is None else "")
+
+F32 = jnp.float32
+RNG = np.random.default_rng(0)
+
+
+def _kernel(body, out, scratch, **kw):
+    return plgpu.kernel(body, out_type=out, scratch_types=scratch, **kw)
+
+
+def _copy_add_one(x_gmem, o_gmem, smem, barrier):
+    plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+    plgpu.barrier_wait(barrier)
+    smem[...] = smem[...] + 1.0
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(smem, o_gmem)
+    plgpu.wait_smem_to_gmem(0)
+
+
+def _smem_kernel(body, shape=(64, 128), **kw):
+    return _kernel(body, jax.ShapeDtypeStruct(shape, F32),
+                   [plgpu.SMEM(shape, F32), plgpu.Barrier(num_arrivals=1)], **kw)
+
+
+def _undefined(body, match):
+    """``body`` (on one SMEM buffer and its barrier) raises AsyncAccessError matching ``match``."""
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match=match):
+        interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
+
+
+@needs_plgpu
+def test_tma_round_trip_through_smem():
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    out = interp.interpret(_smem_kernel(_copy_add_one))(x)
+    np.testing.assert_array_equal(out, x + np.float32(1))
+
+
+@needs_plgpu
+def test_tiled_swizzled_smem_holds_the_logical_values():
+    # SMEM tiled (8, 64) and swizzled 128 B: a view with the same logical values, so a TMA copy
+    # in and a store out give the input back, and a strided read of the view sees the rows.
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        smem[8:16, :] = smem[0:8, :] * 2.0
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+    shape = (64, 64)
+    transforms = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128))
+    f = _kernel(body, jax.ShapeDtypeStruct(shape, F32),
+                [plgpu.SMEM(shape, F32, transforms=transforms), plgpu.Barrier(num_arrivals=1)])
+    x = RNG.standard_normal(shape).astype(np.float32)
+    want = x.copy()
+    want[8:16] = x[0:8] * np.float32(2)
+    np.testing.assert_array_equal(interp.interpret(f)(x), want)
+
+
+@needs_plgpu
+def test_read_of_smem_before_its_tma_barrier_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["tma-read-before-barrier"]
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        o = smem[...]                     # the copy may still be writing it
+        plgpu.barrier_wait(barrier)
+        smem[...] = o
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+    _undefined(body, r"kernel 'body'.*warpgroup 0.*read of .*smem.*TMA copy is still writing")
+
+
+@needs_plgpu
+@pytest.mark.parametrize("misuse, match", [
+    ("overwrite", "TMA store still reads it"),     # UNDEFINED["smem-write-under-tma-store"]
+    ("no wait", "ends with TMA stores still reading SMEM"),   # UNDEFINED["async-store-at-exit"]
+])
+def test_smem_under_a_tma_store(misuse, match):
+    # spec/pallas_mosaic_gpu.py: SMEM a TMA store reads is in flight until wait_smem_to_gmem.
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        plgpu.copy_smem_to_gmem(smem, o_gmem)
+        if misuse == "overwrite":
+            smem[...] = jnp.zeros(smem.shape, F32)   # before wait_smem_to_gmem
+            plgpu.wait_smem_to_gmem(0)
+    _undefined(body, match)
+
+
+@needs_plgpu
+def test_a_barrier_that_cannot_complete_is_a_deadlock_not_a_hang():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["barrier-deadlock"]: two arrivals expected, one comes.
+    def body(x_gmem, o_gmem, smem, barrier):
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32),
+                [plgpu.SMEM((64, 128), F32), plgpu.Barrier(num_arrivals=2)])
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match=r"warpgroup 0 waits for phase 0 of barrier.*"
+                                            r"1 of 2 arrivals"):
+        interp.interpret(f)(np.zeros((64, 128), np.float32))
+
+
+def _producer_consumer(consumer_waits: bool):
+    """Warpgroup 0 copies x into SMEM; warpgroup 1 waits on the copy's barrier (or not),
+    doubles it and stores it."""
+    def body(x_gmem, o_gmem, smem, barrier):
+        wg = jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+
+        @pl_when(wg == 1)
+        def _():
+            if consumer_waits:
+                plgpu.barrier_wait(barrier)
+            smem[...] = smem[...] * 2.0
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+    return _smem_kernel(body, num_threads=2, thread_name="wg")
+
+
+def pl_when(cond):
+    from jax.experimental import pallas as pl
+    return pl.when(cond)
+
+
+@needs_plgpu
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_warpgroups_synchronised_by_a_barrier(grid_order):
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    out = interp.interpret(_producer_consumer(True), grid_order=grid_order, seed=3)(x)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+@needs_plgpu
+def test_a_warpgroup_reading_another_ones_copy_without_waiting_is_undefined():
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match="warpgroup 1: read"):
+        interp.interpret(_producer_consumer(False))(np.zeros((64, 128), np.float32))
+
+
+@needs_plgpu
+@pytest.mark.parametrize("with_barrier", [True, False])
+def test_warpgroups_sharing_smem_without_a_barrier_race(with_barrier):
+    # Warpgroup 0 writes SMEM, warpgroup 1 reads it: ordered by a barrier (0 arrives after its
+    # write, 1 waits) the value is defined; without one it depends on the schedule.
+    def body(x_gmem, o_gmem, smem, barrier):
+        wg = jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            smem[...] = jnp.full(smem.shape, 3.0, F32)
+            if with_barrier:
+                plgpu.barrier_arrive(barrier)
+
+        @pl_when(wg == 1)
+        def _():
+            if with_barrier:
+                plgpu.barrier_wait(barrier)
+            o_gmem[...] = smem[...]
+    f = _smem_kernel(body, num_threads=2, thread_name="wg")
+    run = interp.interpret(f, grid_order="shuffled", seed=1)
+    x = np.zeros((64, 128), np.float32)
+    if with_barrier:
+        np.testing.assert_array_equal(run(x), np.full((64, 128), 3, np.float32))
+    else:
+        from interp.pallas.warpgroups import WarpgroupRaceError
+        with pytest.raises(WarpgroupRaceError, match=r"warpgroup 1: read of .*smem.* which "
+                                                     r"warpgroup 0 of block \(\) wrote"):
+            run(x)
+
+
+def _wgmma_kernel(m, k, n, *, wait: bool):
+    from conformance.cases.pallas_mosaic_gpu import build_wgmma
+    return build_wgmma(m, k, n, wait=wait)(None)
+
+
+@needs_plgpu
+def test_wgmma_is_the_exact_product_rounded_once():
+    m, k, n = 64, 128, 128
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((k, n)).astype(np.float16)
+    out = interp.interpret(_wgmma_kernel(m, k, n, wait=True))(a, b)
+    # math.fsum: the exact sum of the exact f16 products, rounded once to float64, then to f32
+    # (double rounding could differ only when the exact sum lies within 2**-53 relative of an
+    # f32 rounding boundary).
+    want = np.array([[math.fsum(float(a[i, j]) * float(b[j, c]) for j in range(k))
+                      for c in range(n)] for i in range(m)]).astype(np.float32)
+    np.testing.assert_array_equal(out, want)
+
+
+@needs_plgpu
+def test_reading_the_accumulator_before_wgmma_wait_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["accumulator-before-wgmma-wait"]
+    if not hasattr(plgpu, "wgmma_accumulator_load"):
+        pytest.skip("this JAX has no wgmma_accumulator_load(wait_n=None): every accumulator "
+                    "read waits")
+    from interp.pallas.warpgroups import AsyncAccessError
+    a = np.zeros((64, 128), np.float16)
+    b = np.zeros((128, 128), np.float16)
+    with pytest.raises(AsyncAccessError, match="accumulator .* while a wgmma still writes it"):
+        interp.interpret(_wgmma_kernel(64, 128, 128, wait=False))(a, b)
+
+
+@needs_plgpu
+def test_every_mosaic_gpu_primitive_is_supported_or_refused_with_a_reason():
+    from interp.coverage import all_primitives
+    cov = interp.coverage()
+    mine = {name for name, mods in all_primitives().items()
+            if any("pallas.mosaic_gpu" in m for m in mods)}
+    assert len(mine) > 30
+    silent = sorted(name for name in mine if cov[name] == "unsupported")
+    assert silent == []
+    assert cov["inline_mgpu" if "inline_mgpu" in mine else "inline_mgpu_p"].startswith(
+        "unsupported: arbitrary Mosaic GPU IR")
+
+
+def test_every_rule_has_semantics():
+    from interp.registry import REFUSED, RULES
+    from interp.rules import pallas_mosaic_gpu
+    from spec.pallas_mosaic_gpu import SEMANTICS
+    mine = {n for n, r in RULES.items() if r.__module__ == pallas_mosaic_gpu.__name__
+            and n not in REFUSED and not n.endswith("_p")}
+    assert mine <= set(SEMANTICS), mine - set(SEMANTICS)
+
+
+# --- the emulated device -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, cores", [("h100", 132), ("b200", 148)])
+def test_emulated_device_answers_what_tracing_asks(name, cores):
+    from jax._src import lib as jax_lib
+    before = jax_lib.cuda_versions
+    seen = {}
+
+    def f(x):
+        seen["cores"] = jax.sharding.get_abstract_mesh().abstract_device.num_cores
+        seen["cuda"] = jax_lib.cuda_versions.cuda_runtime_get_version()
+        return x + 1
+    out = interp.interpret(f, emulated_device=name)(np.int32(1))
+    assert out == 2 and seen == {"cores": cores, "cuda": 13000}
+    assert jax_lib.cuda_versions is before   # restored after tracing
+
+
+def test_unknown_emulated_device_is_refused():
+    with pytest.raises(ValueError, match="unknown emulated_device 'h200'"):
+        interp.interpret(lambda x: x, emulated_device="h200")
+
+
+# --- the kernels JAX ships, against what they computed on a real H100 ---------------------------
+# tests/data/h100/README.md says where the recorded inputs and outputs come from.
+
+def _recorded(name):
+    import pathlib
+    data = np.load(pathlib.Path(__file__).parent / "data" / "h100" / "mosaic_gpu_kernels.npz")
+    ins = [data[f"{name}/in{i}"] for i in range(3) if f"{name}/in{i}" in data]
+    return ins, data[f"{name}/out0"]
+
+
+@needs_plgpu
+def test_shipped_hopper_matmul_matches_the_h100_within_dot_product_bounds():
+    from conformance.cases.pallas_mosaic_gpu import _hopper_matmul
+    from conformance.checks import check
+    from spec import compliance as C
+    (a, b), h100 = _recorded("mgpu/hopper_matmul/f16")
+    out = interp.interpret(_hopper_matmul(), emulated_device="h100")(a, b)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    result = check(C.dot_product(a.shape[1]), out, h100, bound=bound)
+    assert result.passed, result
+    # ... and the reference is the kernel's own arithmetic, not the exact product: the kernel
+    # accumulates each 64-wide K step into f32 and rounds the result to f16.
+    exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+    assert check(C.dot_product(a.shape[1]), out, exact, bound=bound).passed
+
+
+@needs_plgpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_shipped_attention_matches_the_h100(causal):
+    from conformance.cases.pallas_mosaic_gpu import _attention, attention_claim, attention_mode
+    from conformance.checks import check
+    (q, k, v), h100 = _recorded(f"mgpu/attention/causal={causal}")
+    out = interp.interpret(_attention(causal), emulated_device="h100")(q, k, v)
+    magnitude = float(np.abs(v).max())
+    result = check(attention_mode(), out, h100, magnitude=magnitude)
+    assert result.passed, result
+    claim = np.asarray(attention_claim(q, k, v, causal))
+    assert check(attention_mode(), out, claim, magnitude=magnitude).passed
+
+
+# Supported rules of the dialect no case of conformance/cases/pallas_mosaic_gpu.py stages, and why.
+NOT_IN_A_CASE = {
+    "wgmma": "the value form appears only after run_state discharge, which the reference does not "
+             "perform (run_state evaluates its body on refs)",
+    "wgmma_accumulator_store": "no shipped kernel stores into an accumulator; the rule is a ref write",
+    "barrier_arrive_and_wait": "JAX >= 0.12 only; no shipped kernel uses it",
+    "set_max_registers": "no value effect; the shipped hopper matmul's trace has it on JAX 0.12",
+    "print_layout": "no value effect (compile-time printing)",
+    "async_prefetch": "no value effect (an L2 prefetch)",
+    "griddepcontrol_wait": "no value effect for one kernel",
+    "griddepcontrol_launch_dependents": "no value effect for one kernel",
+    "_copysign": "bound only inside Mosaic GPU's lowering of sign, never in a traced program",
+    "load": "plgpu.load: a ref read, as get",
+    "store": "plgpu.store: a ref write, as swap",
+    "layout_cast": "no value effect; the shipped attention's trace has it",
+    "commit_group": "the shipped hopper matmul's trace has it",
+}
+
+
+@needs_plgpu
+def test_every_supported_rule_is_in_a_case():
+    from conformance.cases import pallas_mosaic_gpu as family
+    from conformance.cli import case_primitives
+    from interp.registry import REFUSED, RULES
+    from interp.rules import pallas_mosaic_gpu
+    from interp.coverage import all_primitives
+    defined = set(all_primitives())   # (names differ by version: wgmma_accumulator_deref_p...)
+    mine = {n for n, r in RULES.items() if r.__module__ == pallas_mosaic_gpu.__name__
+            and n not in REFUSED and n in defined}
+    mine -= set(NOT_IN_A_CASE) | {f"{n}_p" for n in NOT_IN_A_CASE}
+    seen = set()
+    for case in family.cases():
+        if "/ops/" not in case.id and "/claims/" not in case.id:   # the feature kernels suffice
+            seen |= case_primitives(case)
+    assert mine - seen == set()
+
+
+@needs_plgpu
+def test_shipped_ragged_dot_is_the_grouped_product():
+    # ragged_dot_mgpu.ragged_dot: rows of lhs in consecutive groups (group_sizes), group g
+    # multiplied by rhs[g]; against the exact per-group product, within DOT_PRODUCT(K).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from conformance.checks import check
+    from spec import compliance as C
+    rd = shipped_module("ragged_dot_mgpu")
+    lhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    rhs = RNG.standard_normal((4, 128, 256)).astype(np.float16)
+    sizes = np.array([128, 64, 192, 128], np.int32)
+    out = interp.interpret(lambda l, r, g: rd.ragged_dot(
+        l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
+        grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
+    group = np.repeat(np.arange(4), sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
+    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
+    result = check(C.dot_product(128), exact.astype(np.float16), out, bound=bound)
+    assert result.passed, result
+
+
+@needs_plgpu
+def test_shipped_attention_through_the_pipeline_emitter_is_attention():
+    from conformance.cases.pallas_mosaic_gpu import attention_claim, attention_mode, shipped_module
+    from conformance.checks import check
+    am = shipped_module("attention_mgpu")
+    cfg = am.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
+    q, k, v = (RNG.standard_normal((1, 256, 2, 64)).astype(np.float16) for _ in range(3))
+    fn = functools.partial(am.attention_with_pipeline_emitter, config=cfg)
+    out = interp.interpret(fn, emulated_device="h100")(q, k, v)
+    result = check(attention_mode(), np.asarray(attention_claim(q, k, v, False)), out,
+                   magnitude=float(np.abs(v).max()))
+    assert result.passed, result
