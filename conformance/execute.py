@@ -38,6 +38,12 @@ BAD = (FAIL, CRASH, TIMEOUT)
 _REFUSING_STATUS = {"UNIMPLEMENTED": ("trace", "lower", "compile", "execute", None),
                     "NOT_FOUND": ("compile",)}
 
+# Lowering rules that refuse a parameter with a ValueError instead of NotImplementedError, named by
+# the function that raises (module, function, exception type). jax/_src/lax/lax.py
+# _handle_dot_precision: "The CPU backend silently ignores the algorithm spec, so we check here"
+# (the presets XLA:CPU does not implement).
+_REFUSING_FRAMES = {("jax._src.lax.lax", "_handle_dot_precision", "ValueError")}
+
 
 def reproducer(case_id: str, runner: str, seed: int) -> str:
     return f"jax-conformance repro {case_id} --runner {runner} --seed {seed}"
@@ -57,14 +63,19 @@ def _chain(e: BaseException):
         e = e.__cause__ or e.__context__
 
 
-def _raised_in(e: BaseException) -> str | None:
-    """The module of the innermost frame that raised ``e`` (where JAX kept its frames)."""
+def _raised_at(e: BaseException) -> tuple[str | None, str | None]:
+    """(module, function) of the innermost frame that raised ``e`` (where JAX kept its frames)."""
     tb = e.__traceback__
     if tb is None:
-        return None
+        return None, None
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return tb.tb_frame.f_globals.get("__name__")
+    return tb.tb_frame.f_globals.get("__name__"), tb.tb_frame.f_code.co_name
+
+
+def _raised_in(e: BaseException) -> str | None:
+    """The module of the innermost frame that raised ``e``."""
+    return _raised_at(e)[0]
 
 
 def _status_code(e: BaseException) -> str | None:
@@ -81,7 +92,8 @@ def classify_failure(e: BaseException) -> tuple[str, dict]:
     """(outcome, facts) for what a runner raised, judged by what raised it, never by the words of
     its message: ``backend-unsupported`` when the backend refused the program (the runner's
     BackendUnsupported; a NotImplementedError anywhere in the chain, which is how JAX and its Pallas
-    lowerings say a primitive or parameter has no rule; an XLA status in ``_REFUSING_STATUS``),
+    lowerings say a primitive or parameter has no rule; a lowering rule of ``_REFUSING_FRAMES``;
+    an XLA status in ``_REFUSING_STATUS``),
     ``crash`` otherwise. ``facts``: stage (trace/lower/compile/execute, where the runner says),
     error type, the module that raised it, and the message."""
     from hardware_runners.base import BackendFailure, BackendUnsupported
@@ -91,6 +103,10 @@ def classify_failure(e: BaseException) -> tuple[str, dict]:
     refusal = next((x for x in _chain(err) if isinstance(x, (BackendUnsupported, NotImplementedError))), None)
     if refusal is not None:
         facts.update(refused_by=type(refusal).__name__, raised_in=_raised_in(refusal) or facts["raised_in"])
+        return BACKEND_UNSUPPORTED, facts
+    refusing = next((x for x in _chain(err) if (*_raised_at(x), type(x).__name__) in _REFUSING_FRAMES), None)
+    if refusing is not None:
+        facts["refused_by"] = ".".join(_raised_at(refusing))
         return BACKEND_UNSUPPORTED, facts
     code = _status_code(err)
     if code is not None and stage in _REFUSING_STATUS.get(code, ()):

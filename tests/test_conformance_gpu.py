@@ -375,6 +375,17 @@ def test_backend_failures_are_classified_by_what_raised_them():
     assert E.classify_failure(B.BackendFailure("compile", JaxRuntimeError("UNIMPLEMENTED: x")))[0] == unsupported
     assert E.classify_failure(B.BackendFailure("execute", JaxRuntimeError("NOT_FOUND: buffer")))[0] == crash
     assert E.classify_failure(B.BackendUnsupported("no such mode"))[0] == unsupported
+    # A lowering rule that refuses with a ValueError, named by the function that raised it: JAX's
+    # dot_general lowering refuses the algorithm presets XLA:CPU does not implement.
+    import jax
+    import jax.numpy as jnp
+    x = np.ones((2, 2), np.float32)
+    dot = jax.jit(lambda a, b: jnp.dot(a, b, precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32_X9))
+    with pytest.raises(B.BackendFailure) as info:
+        B.run_staged(dot, [x, x])
+    outcome, facts = E.classify_failure(info.value)
+    assert outcome == unsupported and facts["refused_by"].endswith("_handle_dot_precision"), facts
+    assert E.classify_failure(B.BackendFailure("lower", _raised(ValueError("not supported"))))[0] == crash
 
 
 def test_runners_report_the_failing_stage():
