@@ -128,7 +128,7 @@ def test_scan_layout_of_installed_jax():
     jaxpr = jax.make_jaxpr(lambda c, xs: lax.scan(lambda c, x: (c + x * w, c), c, xs))(
         np.zeros(6, np.int32), np.ones((3, 6), np.int32))
     eqn = next(e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan")
-    assert cf._scan_layout(eqn.params) == (1, 1)
+    assert cf.scan_layout(eqn.params) == (1, 1)
     assert ("num_consts" in eqn.params) != ("ft_in" in eqn.params)
 
 
