@@ -15,6 +15,10 @@ class Options:
     grid_order: str = "sequential"  # Pallas: order of parallel grid axes
     seed: int = 0                   # anything randomised (shuffled grids, emulated hardware PRNG)
     check_avals: bool = True        # every rule's result must match its equation's aval
+    # A per-equation hook (conformance/replay.py): ``observer.wrap(ctx, rule) -> rule`` is applied to
+    # every equation of every plan built under these options, nested jaxprs included (hashable:
+    # plans are cached per options, so an observed evaluation never shares plans with a plain one).
+    observer: object = None
 
     def __post_init__(self):
         if self.uninitialized not in UNINITIALIZED_MODES:
