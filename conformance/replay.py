@@ -375,6 +375,25 @@ def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, option
     return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay.trace
 
 
+def program_ops(closed_jaxpr) -> list[tuple[str, str, dict]]:
+    """(primitive, output dtype name, params) of every equation of a program, nested jaxprs
+    (loop bodies, branches, calls, custom rules) included: what an allowance may require."""
+    out: list = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            dtype = getattr(eqn.outvars[0].aval, "dtype", None) if eqn.outvars else None
+            name = np.dtype(dtype).name if dtype is not None and not is_extended(dtype) else ""
+            out.append((eqn.primitive.name, name, eqn.params))
+            for v in eqn.params.values():
+                for x in (v if isinstance(v, (tuple, list)) else (v,)):
+                    inner = getattr(x, "jaxpr", x)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+    walk(split_jaxpr(closed_jaxpr)[0])
+    return out
+
+
 def comparable(aval) -> bool:
     dtype = getattr(aval, "dtype", None)
     return dtype is not None and not is_extended(dtype) and type(aval).__name__ == "ShapedArray"
