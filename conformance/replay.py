@@ -16,7 +16,10 @@ the way a backend is allowed to compute:
   11 significant bits (TF32 tensor cores), rounded to nearest or truncated, before the exact
   product and the float32 result;
 - ``packed_window_f64``: float64 ``select_and_gather_add`` operands rounded to 32 bits (11 exponent,
-  20 mantissa), as JAX's GPU lowering packs both into one 64-bit word.
+  20 mantissa), as JAX's GPU lowering packs both into one 64-bit word;
+- ``scatter_winner``: a ``scatter`` (set) whose updates hit one element several times keeps the
+  k-th of them (in application order, cyclically) instead of the last: :func:`scatter_candidates`
+  replays k = 0, 1, ... so that every element's every candidate appears in some replay.
 
 The replay runs in the interpreter's own evaluator (``interp.eval_jaxpr`` with an
 ``Options.observer``): every equation, inside loops, conditionals and calls too, passes through
@@ -57,6 +60,7 @@ class Variant:
     rewrites: bool = False
     tf32: str = ""                  # "", "nearest" or "truncate"
     packed_window_f64: bool = False
+    scatter_winner: int = -1        # >= 0: of the updates a scatter writes to one element, the k-th wins
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -220,6 +224,7 @@ class _Replay:
         self.shadow: dict[Any, np.ndarray] = {}
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
+        self.max_writers = 1                  # most updates a scatter wrote to one element
 
     def step(self, ctx, rule, invals, params):
         eqn = ctx.eqn
@@ -262,7 +267,9 @@ class _Replay:
         if v.packed_window_f64 and name == "select_and_gather_add" and np.dtype(eqn.outvars[0].aval.dtype) == np.float64:
             invals = [reduce_precision_f64(np.asarray(x), PACKED_EXPONENT_BITS, PACKED_MANTISSA_BITS) for x in invals]
         out = None
-        if v.rewrites:
+        if v.scatter_winner >= 0 and name == "scatter":
+            out = self._scatter_kth(ctx, invals, params)
+        if out is None and v.rewrites:
             out = self._rewrite(eqn, invals)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
@@ -282,6 +289,26 @@ class _Replay:
         keys = [flush_subnormals(x) for x in invals[:params["num_keys"]]]
         out = rule(ctx, *keys, *invals, **params)
         return list(out)[-n:]
+
+    def _scatter_kth(self, ctx, invals, params):
+        from interp.rules import lax_indexing as rules
+        update_jaxpr = params.get("update_jaxpr")
+        if update_jaxpr is not None and not rules._is_set_jaxpr(update_jaxpr):
+            return None
+        operand, indices, updates = (np.asarray(x) for x in invals)
+        out = np.array(operand, order="C", copy=True)
+        if out.size == 0 or updates.size == 0:
+            return [out]
+        targets, values = rules._scatter_targets(ctx, out.shape, indices, updates, params["dimension_numbers"],
+                                                 rules._mode_name(ctx, params["mode"]))
+        order = np.argsort(targets, kind="stable")          # each target's writers, in application order
+        sorted_targets = targets[order]
+        first = np.flatnonzero(np.r_[True, sorted_targets[1:] != sorted_targets[:-1]])
+        counts = np.diff(np.r_[first, sorted_targets.size])
+        self.max_writers = max(self.max_writers, int(counts.max()))
+        pick = order[first + self.v.scatter_winner % counts]
+        out.reshape(-1)[targets[pick]] = values[pick]
+        return [out]
 
     def _resolve(self, atom):
         while not isinstance(atom, jcore.Literal) and atom in self.alias:
@@ -362,9 +389,13 @@ def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, option
     evaluator (interp/evaluator.py Plan.run with an observer on every equation, nested ones
     included). With ``record``, the trace holds the value of every equation that
     ``walk_inlining_calls`` evaluates (the top level, calls entered), in evaluation order."""
-    import dataclasses as _dc
+    outs, replay = _replay_with_state(closed_jaxpr, args, variant, options, record)
+    return outs, replay.trace
+
+
+def _replay_with_state(closed_jaxpr, args, variant, options, record=False):
     jaxpr, _ = split_jaxpr(closed_jaxpr)
-    opts = _dc.replace(options or Options(), observer=_Observer(variant))
+    opts = dataclasses.replace(options or Options(), observer=_Observer(variant))
     replay = _Replay(variant, _top_level_eqns(jaxpr, set()) if record else None)
     previous = getattr(_ACTIVE, "replay", None)
     _ACTIVE.replay = replay
@@ -372,7 +403,7 @@ def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, option
         outs = eval_jaxpr(closed_jaxpr, *args, options=opts)
     finally:
         _ACTIVE.replay = previous
-    return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay.trace
+    return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay
 
 
 def program_ops(closed_jaxpr) -> list[tuple[str, str, dict]]:
@@ -392,6 +423,19 @@ def program_ops(closed_jaxpr) -> list[tuple[str, str, dict]]:
                         walk(inner)
     walk(split_jaxpr(closed_jaxpr)[0])
     return out
+
+
+def scatter_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
+                       limit: int = 64) -> list[list]:
+    """The reference's outputs replayed once per duplicate rank (``scatter_winner`` = 0, 1, ...,
+    up to the most updates any scatter wrote to one element, at most ``limit``): an element that a
+    scatter set from duplicate indices equals, in one of them, each update targeting it."""
+    first, replay = _replay_with_state(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=0), options)
+    outs = [first]
+    for k in range(1, min(replay.max_writers, limit)):
+        outs.append(reference_replay(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=k),
+                                     options=options)[0])
+    return outs
 
 
 def comparable(aval) -> bool:

@@ -142,6 +142,21 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "sqrt.approx.f32' for f32 and f16 sqrt fusions"),
         mode_change=_faithful_f32(GPU_F32_DIV_SQRT_ULP), requires=_approximate_f32_div_sqrt),
     Allowance(
+        "scatter-duplicate-order",
+        ("xla:*",),
+        "A scatter whose indices hit one element several times may apply those updates in any order: "
+        "each such element of a set-scatter holds one of the updates targeting it (the reference applies "
+        "them in XLA:CPU's order, the last one wins). Checked per element: the reference is replayed once "
+        "per duplicate rank with the k-th update winning, and an element complies if it matches any "
+        "replay; elements no update targets, or one update only, must still be exact.",
+        ("https://openxla.org/xla/operation_semantics#scatter ('If the index ... for multiple updates is the "
+         "same, the order in which the updates are applied is implementation-defined' / non-deterministic)",
+         "jax-ml/jax#12359 (scatter with duplicate indices differs between CPU and GPU)",
+         "H100 evidence (JAX 0.11.2): lax_indexing/scatter_rows_clip_rank3 and lax_structure/scatter_set_drop "
+         "keep another duplicate's row than XLA:CPU"),
+        variant={"scatter_winner": 0},
+        requires=lambda prim, dtype, params: prim == "scatter"),
+    Allowance(
         "gpu-packed-select-and-gather-add-f64",
         ("xla:cuda", "xla:rocm"),
         "JAX lowers select_and_gather_add (the JVP of max/min pooling) on GPU by packing operand and "

@@ -547,18 +547,6 @@ DIVERGENCES: tuple[Divergence, ...] = (
         runners=("xla:cpu", "pallas:interpret", "pallas:tpu-interpret"), primitives=("erf",),
         match=_erf_out_of_range),
     Divergence(
-        "jax-3193-argmax-nan", "https://github.com/jax-ml/jax/issues/3193",
-        "argmax/argmin with NaN inputs return an index that differs between backends.",
-        runners=("xla:cuda", "xla:rocm", "xla:tpu"), primitives=("argmax", "argmin")),
-    Divergence(
-        "jax-6443-sort-negative-nan", "https://github.com/jax-ml/jax/issues/6443",
-        "sort places -NaN differently from +NaN on some backends.",
-        runners=("xla:cuda", "xla:rocm", "xla:tpu"), primitives=("sort",)),
-    Divergence(
-        "jax-12359-scatter-duplicates", "https://github.com/jax-ml/jax/issues/12359",
-        "scatter with duplicate indices: which update wins differs between CPU and GPU.",
-        runners=("xla:cuda", "xla:rocm", "xla:tpu"), primitives=("scatter",)),
-    Divergence(
         "jax-19011-fp8-minmax-nan", "https://github.com/jax-ml/jax/issues/19011",
         "min/max of fp8 values with NaN do not propagate NaN on some backends.",
         runners=("xla:*",), primitives=("max", "min"),
