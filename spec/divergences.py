@@ -203,8 +203,8 @@ XLA_CPU_CASE_ABS: dict[tuple[str, str], float] = {
 }
 
 
-def _within_abs(prim: str, ref: np.ndarray, out: np.ndarray) -> np.ndarray:
-    k = XLA_CPU_CASE_ABS.get((prim, ref.dtype.name))
+def _within_abs(prim: str, ref: np.ndarray, out: np.ndarray, table: dict | None = None) -> np.ndarray:
+    k = (XLA_CPU_CASE_ABS if table is None else table).get((prim, ref.dtype.name))
     if k is None:
         return np.zeros(ref.shape, bool)
     from interp import dtypes as D
@@ -345,17 +345,20 @@ def _measured_ulp(prim: str, dtype: str) -> int:
     return max(budget, XLA_CPU_CASE_ULP.get((prim, dtype), 0))
 
 
-def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = None) -> bool:
+def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = None, budgets: "_Budgets | None" = None,
+                         model_required: bool = True) -> bool:
     """Every element of every failing output of an elementwise case either stays within XLA:CPU's
     measured ULP budget (or its absolute-error budget, XLA_CPU_CASE_ABS), is explained by an
     allowance, has a subnormal argument of a DAZ-inconsistent primitive (or a subnormal reference
     result that XLA:CPU flushed), or has an argument listed in XLA_CPU_SPECIAL_ARGS. With ``model``
     (primitive, fn): that primitive's remaining elements count if ``fn(f, args, ref, out, rest)``
     (a mask over ``rest``) says the model of XLA's algorithm explains them, and at least one element
-    must need the model."""
+    must need the model (unless not ``model_required``). ``budgets``: another backend's measured tables
+    (default: XLA:CPU's)."""
     from conformance.checks import ulp_distance
     if not f.primitives or not f.inputs:
         return False
+    b = budgets or XLA_CPU_BUDGETS
     prim = f.primitives[0]
     needed_model = False
     for i in f.failing_outputs:
@@ -364,9 +367,10 @@ def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = Non
             args = [np.broadcast_to(np.asarray(a), ref.shape) for a in f.inputs]
         except ValueError:
             return False                      # not elementwise
-        ok = ulp_distance(ref, out) <= _measured_ulp(prim, ref.dtype.name)
-        ok |= _within_abs(prim, ref, out)
-        ok |= _subnormal(ref) & ~_subnormal(out) & (np.abs(out.astype(np.complex128)) == 0)
+        ok = ulp_distance(ref, out) <= b.ulp(prim, ref.dtype.name)
+        ok |= _within_abs(prim, ref, out, b.abs_table)
+        if b.flushes:
+            ok |= _subnormal(ref) & ~_subnormal(out) & (np.abs(out.astype(np.complex128)) == 0)
         if prim == "mul":
             if not np.iscomplexobj(ref):
                 return False
@@ -378,7 +382,7 @@ def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = Non
                 ok |= np.abs(ref.astype(np.complex128) - out.astype(np.complex128)) <= bound
         if i < len(f.allowed) and f.allowed[i] is not None:
             ok |= np.asarray(f.allowed[i])       # explained by an allowance (e.g. flush-to-zero)
-        if prim in XLA_CPU_DAZ_INCONSISTENT:
+        if prim in b.daz_inconsistent:
             for a in args:
                 ok |= _subnormal(a)
         special = XLA_CPU_SPECIAL_ARGS.get(prim)
@@ -391,7 +395,19 @@ def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = Non
             ok[rest] = fits
         if not ok.all():
             return False
-    return needed_model or model is None
+    return needed_model or model is None or not model_required
+
+
+@dataclasses.dataclass(frozen=True)
+class _Budgets:
+    """One backend's measured tables for the special-function matcher."""
+    ulp: Callable[[str, str], int]                 # (primitive, dtype) -> ULP budget
+    abs_table: dict                                # (primitive, dtype) -> eps * max(1, |f|) multiples
+    daz_inconsistent: frozenset                    # primitives whose subnormal arguments explain anything
+    flushes: bool                                  # a subnormal reference result may come back as 0
+
+
+XLA_CPU_BUDGETS = _Budgets(_measured_ulp, XLA_CPU_CASE_ABS, XLA_CPU_DAZ_INCONSISTENT, True)
 
 
 def _sqrt_via_float16(f: Failure) -> bool:
