@@ -31,6 +31,7 @@ class Allowance:
     # (primitive, output dtype name, params) triples, nested jaxprs included (None: any program).
     # A kernel or a case without a jaxpr has no operations to show: such an allowance is not tried.
     requires: Callable | None = None
+    kernels: bool = False           # with ``requires``: tried for kernels too (no program to inspect)
 
     def applies_to(self, runner: str) -> bool:
         return any(fnmatch.fnmatchcase(runner, p) for p in self.runners)
@@ -38,7 +39,9 @@ class Allowance:
     def applies_to_program(self, ops) -> bool:
         if self.requires is None:
             return True
-        return ops is not None and any(self.requires(*op) for op in ops)
+        if ops is None:
+            return self.kernels
+        return any(self.requires(*op) for op in ops)
 
 
 def _matmul_precision(bits: int):
@@ -123,7 +126,9 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "openxla/xla xla/service/gpu/transforms/gemm_fusion.cc and the Triton GEMM emitter: a DEFAULT f32 "
          "dot becomes a __triton_nested_gemm_fusion whose tt.dot uses input precision tf32 (H100 optimized "
          "HLO of jit_dot_f32_default in the evidence: split into 4 K-chunks, then a reduce)"),
-        variant={"tf32": "nearest"}, mode_change=_matmul_precision(11)),
+        variant={"tf32": "nearest"}, mode_change=_matmul_precision(11),
+        requires=lambda prim, dtype, params: prim in ("dot_general", "conv_general_dilated")
+        and dtype in ("float32", "complex64"), kernels=True),
     Allowance(
         "gpu-f32-div-sqrt",
         ("xla:cuda",),
