@@ -509,7 +509,9 @@ def _xla_gpu_elementwise(f: Failure) -> bool:
 # to x's dtype (the H100's optimized HLO keeps exp and add in bf16/f16; a float16 exp(-x) overflows
 # to inf below x = -11.09 and the result is 0). Each model is the lowering with every intermediate
 # rounded to the dtype (or, for the product feeding exp, kept in float32: XLA may fuse it), the
-# last operation correctly rounded; the backend must be within LOWERING_MODEL_ULP of it.
+# last operation correctly rounded; the backend must be within LOWERING_MODEL_ULP of it. log2 (JAX >=
+# 0.11, lax.py _log2_lower) is log(x) * fl(1 / ln 2), the same way: bfloat16 log2(0.006226) = -7.375
+# for -7.3125 (2 ulp).
 LOWERING_MODEL_ULP = {"float32": 7, "float64": 5, "bfloat16": 1, "float16": 1}   # exp: accuracy_budget.h GPU, JAX f64 tolerance; narrow: 1
 
 
@@ -531,7 +533,14 @@ def _logistic_models(x: np.ndarray, dtype) -> list[np.ndarray]:
         return [1 / _round_to(1 + _round_to(np.exp(-x), dtype), dtype)]
 
 
-LOWERING_MODELS = {"exp2": _exp2_models, "logistic": _logistic_models}
+def _log2_models(x: np.ndarray, dtype) -> list[np.ndarray]:
+    x = np.asarray(x).astype(np.float64)
+    inv_ln2 = _round_to(1.4426950408889634, dtype)
+    with np.errstate(all="ignore"):
+        return [_round_to(np.log(x), dtype) * inv_ln2, _round_to(np.log(x), np.float32) * inv_ln2]
+
+
+LOWERING_MODELS = {"exp2": _exp2_models, "logistic": _logistic_models, "log2": _log2_models}
 
 
 def _lowering_model_explains(f: Failure) -> bool:
@@ -724,12 +733,12 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "lowered with mlir.lower_fun on GPU and CPU); spec/divergences.py LOWERING_MODELS; reproducers "
         "(H100, JAX 0.11.2): jnp.exp2(np.float16(11.96)) = 4012 (2^11.96 = 3986.3); "
         "jax.nn.sigmoid(jnp.bfloat16(-0.1001)) = 0.4785 (0.4750 correctly rounded)",
-        "exp2 and logistic are not lowered to one operation: exp2(x) is exp(fl(fl(ln 2) * x)) and logistic(x) "
-        "is 1 / fl(1 + fl(exp(-x))), every intermediate rounded to x's dtype, so float32 exp2 is up to 60 ulp "
+        "exp2, log2 and logistic are not lowered to one operation: exp2(x) is exp(fl(fl(ln 2) * x)), log2(x) is "
+        "fl(log(x)) * fl(1 / ln 2) and logistic(x) is 1 / fl(1 + fl(exp(-x))), every intermediate rounded to x's dtype, so float32 exp2 is up to 60 ulp "
         "off for |x| ~ 95, float16/bfloat16 exp2 up to 13 / 75 ulp, bfloat16 logistic 2 ulp and float16 logistic "
         "0 instead of a tiny result once exp(-x) overflows. The matcher recomputes the lowering per element "
         "(XLA:CPU runs the same lowering: its records are matched by xla-cpu-special-functions' measurements).",
-        runners=("xla:cuda", "xla:rocm"), primitives=("exp2", "logistic"), match=_lowering_model_explains),
+        runners=("xla:cuda", "xla:rocm"), primitives=("exp2", "logistic", "log2"), match=_lowering_model_explains),
     Divergence(
         "xla-gpu-special-functions",
         "spec/divergences.py XLA_GPU_CASE_ULP / XLA_GPU_CASE_ABS (measured on the H100 evidence, JAX 0.11.2; "
@@ -743,7 +752,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         runners=("xla:cuda",),
         primitives=("digamma", "lgamma", "polygamma", "zeta", "erfc", "erf", "erf_inv", "igamma", "igammac",
                     "igamma_grad_a", "random_gamma_grad", "regularized_incomplete_beta", "bessel_i0e",
-                    "bessel_i1e", "tanh", "log2", "exp2"),
+                    "bessel_i1e", "tanh"),
         match=_xla_gpu_elementwise),
     Divergence(
         "xla-cpu-special-functions",
