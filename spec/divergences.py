@@ -453,7 +453,7 @@ XLA_GPU_CASE_ULP: dict[tuple[str, str], int] = {
     ("igamma", "float32"): 1080,         # 540
     ("igamma", "float64"): 2268,         # 1134
     ("igamma_grad_a", "float32"): 246,   # 123
-    ("igamma_grad_a", "float64"): 182,   # 91
+    ("igamma_grad_a", "float64"): 406,   # 203 at (a, x) = (17.057, 0.01): -1.3553e-48
     ("igammac", "float16"): 18,          # 9
     ("igammac", "float32"): 848,         # 424
     ("igammac", "float64"): 332,         # 166
