@@ -11,7 +11,19 @@ the way a backend is allowed to compute:
   (LLVM contracts fmul+fadd on XLA:CPU/GPU); ``fma_operand`` picks which mul operand is fused;
 - ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
   the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
-- ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x and sqrt(x*x) -> |x|.
+- ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x and sqrt(x*x) -> |x|;
+- ``tf32``: the float32 operands of Precision.DEFAULT ``dot_general``/``conv_general_dilated`` keep
+  11 significant bits (TF32 tensor cores), rounded to nearest or truncated, before the exact
+  product and the float32 result;
+- ``packed_window_f64``: float64 ``select_and_gather_add`` operands rounded to 32 bits (11 exponent,
+  20 mantissa), as JAX's GPU lowering packs both into one 64-bit word;
+- ``scatter_winner``: a ``scatter`` (set) whose updates hit one element several times keeps the
+  k-th of them (in application order, cyclically) instead of the last: :func:`scatter_candidates`
+  replays k = 0, 1, ... so that every element's every candidate appears in some replay.
+
+The replay runs in the interpreter's own evaluator (``interp.eval_jaxpr`` with an
+``Options.observer``): every equation, inside loops, conditionals and calls too, passes through
+the variant, and plans keep their prepared rules, step hooks and output checks.
 
 ``backend_intermediates`` evaluates the same equations with ``bind`` inside one jitted function
 whose outputs are every intermediate value, so both sides can be compared equation by equation.
@@ -19,6 +31,7 @@ whose outputs are every intermediate value, so both sides can be compared equati
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 import numpy as np
@@ -26,8 +39,9 @@ import jax
 import jax.extend.core as jcore
 
 from interp import dtypes as D
-from interp.evaluator import EqnContext, _lookup_rule, is_extended, literal_value, split_jaxpr
+from interp.evaluator import eval_jaxpr, is_extended, split_jaxpr
 from interp.options import Options
+from interp.rules.lax_conversions import reduce_precision_bits
 
 CALLS = ("jit", "pjit", "closed_call", "core_call")
 FLUSHED = tuple(np.dtype(t) for t in (np.float32, np.float64, D.bfloat16, np.complex64, np.complex128))
@@ -44,6 +58,45 @@ class Variant:
     fma_operand: int = 0
     excess: bool = False
     rewrites: bool = False
+    tf32: str = ""                  # "", "nearest" or "truncate"
+    packed_window_f64: bool = False
+    scatter_winner: int = -1        # >= 0: of the updates a scatter writes to one element, the k-th wins
+
+
+DOTS = ("dot_general", "conv_general_dilated")
+TF32_BITS = 10                      # explicit mantissa bits of TF32 (11 significant bits)
+PACKED_EXPONENT_BITS, PACKED_MANTISSA_BITS = 11, 20
+
+
+def _default_precision(params) -> bool:
+    """A dot/conv whose precision lets XLA:GPU use TF32 (None or DEFAULT for both operands)."""
+    p = params.get("precision")
+    if p is None:
+        return True
+    ps = p if isinstance(p, tuple) else (p, p)
+    return all(q is None or "DEFAULT" in str(q).upper() for q in ps)
+
+
+def round_significand(x: np.ndarray, mantissa_bits: int, mode: str) -> np.ndarray:
+    """float32 ``x`` keeping ``mantissa_bits`` explicit mantissa bits: rounded to nearest even
+    ("nearest") or truncated toward zero ("truncate"); NaN and inf unchanged."""
+    x = np.asarray(x, np.float32)
+    u = np.ascontiguousarray(x).view(np.uint32).astype(np.uint64)
+    if mode == "nearest":
+        out = reduce_precision_bits(u, (32, 8, 23), 8, mantissa_bits)
+    elif mode == "truncate":
+        out = u & np.uint64(~((1 << (23 - mantissa_bits)) - 1) & 0xFFFFFFFF)
+    else:
+        raise ValueError(f"unknown rounding {mode!r}")
+    out = out.astype(np.uint32).view(np.float32).reshape(x.shape)
+    return np.where(np.isfinite(x), out, x)
+
+
+def reduce_precision_f64(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """XLA's reduce_precision of float64 ``x`` (round to nearest even)."""
+    x = np.asarray(x, np.float64)
+    u = np.ascontiguousarray(x).view(np.uint64)
+    return reduce_precision_bits(u, (64, 11, 52), exponent_bits, mantissa_bits).view(np.float64).reshape(x.shape)
 
 
 def _sub_jaxpr(eqn):
@@ -133,71 +186,137 @@ def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None)
     return [read(a) for a in jaxpr.outvars]
 
 
+# The replay running on this thread (the observer's wrapped steps find their state here: the
+# observer itself is part of the hashable Options, so plans built for one variant are reused).
+_ACTIVE = threading.local()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Observer:
+    """interp Options.observer: every equation the evaluator runs, nested jaxprs included, goes
+    through the active :class:`_Replay` (plans keep their ``prepare``d rules, step hooks and output
+    checks: the replay only transforms operands and results)."""
+    variant: Variant
+
+    def wrap(self, ctx, rule):
+        def observed(ctx, *invals, **params):
+            return _ACTIVE.replay.step(ctx, rule, invals, params)
+        return observed
+
+
+def _top_level_eqns(jaxpr, out: set) -> set:
+    """ids of the equations ``walk_inlining_calls`` evaluates (calls entered, not evaluated)."""
+    for eqn in jaxpr.eqns:
+        sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
+        if sub is not None:
+            _top_level_eqns(split_jaxpr(sub)[0], out)
+        else:
+            out.add(id(eqn))
+    return out
+
+
 class _Replay:
-    def __init__(self, variant: Variant, options: Options, record: bool):
+    def __init__(self, variant: Variant, record_eqns: set | None):
         self.v = variant
-        self.options = options
-        self.record = record
+        self.record_eqns = record_eqns       # ids of the equations whose values the trace keeps
         self.producer: dict[Any, Any] = {}   # var -> eqn that produced it
+        self.alias: dict[Any, Any] = {}      # a call's inner invar -> the outer atom it is bound to
         self.shadow: dict[Any, np.ndarray] = {}
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
+        self.max_writers = 1                  # most updates a scatter wrote to one element
 
-    def run(self, jaxpr, consts, args):
-        return walk_inlining_calls(jaxpr, consts, args, self._eval_top_level, literal_value,
-                                   after_call=self._carry_through_call)
-
-    def _eval_top_level(self, eqn, invals):
-        outs = self.eval_eqn(eqn, invals)
+    def step(self, ctx, rule, invals, params):
+        eqn = ctx.eqn
+        sub = _sub_jaxpr(eqn) if ctx.name in CALLS else None
+        inner = split_jaxpr(sub)[0] if sub is not None else None
+        if inner is not None:
+            # Calls are transparent: the callee's operands are the caller's atoms.
+            for iv, a in zip(inner.invars, eqn.invars):
+                self.alias[iv] = a
+                if not isinstance(a, jcore.Literal) and a in self.shadow:
+                    self.shadow[iv] = self.shadow[a]
+        outs = self.eval_eqn(ctx, rule, list(invals), params)
         for ov, o in zip(eqn.outvars, outs):
-            if self.record:
+            if self.record_eqns is not None and id(eqn) in self.record_eqns:
                 self.trace.append((eqn, ov, o))
             if not isinstance(ov, jcore.DropVar):
                 self.producer[ov] = eqn
-        return outs
+        if inner is not None:
+            for ov, iv in zip(eqn.outvars, inner.outvars):
+                if not isinstance(iv, jcore.Literal):
+                    src = self._resolve(iv)
+                    if src in self.producer:
+                        self.producer[ov] = self.producer[src]
+                    if iv in self.shadow:
+                        self.shadow[ov] = self.shadow[iv]
+        return outs if eqn.primitive.multiple_results else outs[0]
 
-    def _carry_through_call(self, eqn, inner):
-        # Calls are transparent: producers/shadows of the inner outputs carry over.
-        for ov, iv in zip(eqn.outvars, inner.outvars):
-            if not isinstance(iv, jcore.Literal):
-                if iv in self.producer:
-                    self.producer[ov] = self.producer[iv]
-                if iv in self.shadow:
-                    self.shadow[ov] = self.shadow[iv]
-
-    def eval_eqn(self, eqn, invals):
+    def eval_eqn(self, ctx, rule, invals, params):
+        eqn = ctx.eqn
         self._operands[id(eqn)] = invals
         v = self.v
-        name = eqn.primitive.name
-        ctx = EqnContext(eqn, self.options)
+        name = ctx.name
         if v.flush and name in MOVES_VALUES:
-            return self._moved_under_daz(ctx, eqn, invals)
+            return self._moved_under_daz(ctx, rule, invals, params)
         if v.flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
+        if v.tf32 and name in DOTS and _default_precision(params) and all(
+                np.dtype(getattr(a.aval, "dtype", None) or np.int8) == np.float32 for a in eqn.invars[:2]):
+            invals = [round_significand(np.asarray(x), TF32_BITS, v.tf32) for x in invals[:2]] + invals[2:]
+        if v.packed_window_f64 and name == "select_and_gather_add" and np.dtype(eqn.outvars[0].aval.dtype) == np.float64:
+            invals = [reduce_precision_f64(np.asarray(x), PACKED_EXPONENT_BITS, PACKED_MANTISSA_BITS) for x in invals]
         out = None
-        if v.rewrites:
+        if v.scatter_winner >= 0 and name == "scatter":
+            out = self._scatter_kth(ctx, invals, params)
+        if out is None and v.rewrites:
             out = self._rewrite(eqn, invals)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
         if out is None and v.excess:
             out = self._excess(eqn, invals)
         if out is None:
-            rule = _lookup_rule(ctx)
-            out = rule(ctx, *invals, **eqn.params)
+            out = rule(ctx, *invals, **params)
             out = list(out) if eqn.primitive.multiple_results else [out]
         if v.flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
         return out
 
-    def _moved_under_daz(self, ctx, eqn, invals):
+    def _moved_under_daz(self, ctx, rule, invals, params):
         """sort under DAZ: the keys compare as if subnormals were zero, but the values moved are
         the original ones (the comparator reads flushed values, the data is only copied)."""
         n = len(invals)
-        keys = [flush_subnormals(x) for x in invals[:eqn.params["num_keys"]]]
-        out = _lookup_rule(ctx)(ctx, *keys, *invals, **eqn.params)
+        keys = [flush_subnormals(x) for x in invals[:params["num_keys"]]]
+        out = rule(ctx, *keys, *invals, **params)
         return list(out)[-n:]
 
+    def _scatter_kth(self, ctx, invals, params):
+        from interp.rules import lax_indexing as rules
+        update_jaxpr = params.get("update_jaxpr")
+        if update_jaxpr is not None and not rules._is_set_jaxpr(update_jaxpr):
+            return None
+        operand, indices, updates = (np.asarray(x) for x in invals)
+        out = np.array(operand, order="C", copy=True)
+        if out.size == 0 or updates.size == 0:
+            return [out]
+        targets, values = rules._scatter_targets(ctx, out.shape, indices, updates, params["dimension_numbers"],
+                                                 rules._mode_name(ctx, params["mode"]))
+        order = np.argsort(targets, kind="stable")          # each target's writers, in application order
+        sorted_targets = targets[order]
+        first = np.flatnonzero(np.r_[True, sorted_targets[1:] != sorted_targets[:-1]])
+        counts = np.diff(np.r_[first, sorted_targets.size])
+        self.max_writers = max(self.max_writers, int(counts.max()))
+        pick = order[first + self.v.scatter_winner % counts]
+        out.reshape(-1)[targets[pick]] = values[pick]
+        return [out]
+
+    def _resolve(self, atom):
+        while not isinstance(atom, jcore.Literal) and atom in self.alias:
+            atom = self.alias[atom]
+        return atom
+
     def _from(self, atom, name):
+        atom = self._resolve(atom)
         if isinstance(atom, jcore.Literal):
             return None
         e = self.producer.get(atom)
@@ -266,11 +385,57 @@ class _Replay:
 
 def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
                      record: bool = False):
-    """(outputs, trace) of the reference evaluated equation by equation under ``variant``."""
-    jaxpr, consts = split_jaxpr(closed_jaxpr)
-    r = _Replay(variant, options or Options(), record)
-    outs = r.run(jaxpr, consts, list(args))
-    return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], r.trace
+    """(outputs, trace) of the reference evaluated under ``variant`` by the interpreter's own
+    evaluator (interp/evaluator.py Plan.run with an observer on every equation, nested ones
+    included). With ``record``, the trace holds the value of every equation that
+    ``walk_inlining_calls`` evaluates (the top level, calls entered), in evaluation order."""
+    outs, replay = _replay_with_state(closed_jaxpr, args, variant, options, record)
+    return outs, replay.trace
+
+
+def _replay_with_state(closed_jaxpr, args, variant, options, record=False):
+    jaxpr, _ = split_jaxpr(closed_jaxpr)
+    opts = dataclasses.replace(options or Options(), observer=_Observer(variant))
+    replay = _Replay(variant, _top_level_eqns(jaxpr, set()) if record else None)
+    previous = getattr(_ACTIVE, "replay", None)
+    _ACTIVE.replay = replay
+    try:
+        outs = eval_jaxpr(closed_jaxpr, *args, options=opts)
+    finally:
+        _ACTIVE.replay = previous
+    return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay
+
+
+def program_ops(closed_jaxpr) -> list[tuple[str, str, dict]]:
+    """(primitive, output dtype name, params) of every equation of a program, nested jaxprs
+    (loop bodies, branches, calls, custom rules) included: what an allowance may require."""
+    out: list = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            dtype = getattr(eqn.outvars[0].aval, "dtype", None) if eqn.outvars else None
+            name = np.dtype(dtype).name if dtype is not None and not is_extended(dtype) else ""
+            out.append((eqn.primitive.name, name, eqn.params))
+            for v in eqn.params.values():
+                for x in (v if isinstance(v, (tuple, list)) else (v,)):
+                    inner = getattr(x, "jaxpr", x)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+    walk(split_jaxpr(closed_jaxpr)[0])
+    return out
+
+
+def scatter_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
+                       limit: int = 64) -> list[list]:
+    """The reference's outputs replayed once per duplicate rank (``scatter_winner`` = 0, 1, ...,
+    up to the most updates any scatter wrote to one element, at most ``limit``): an element that a
+    scatter set from duplicate indices equals, in one of them, each update targeting it."""
+    first, replay = _replay_with_state(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=0), options)
+    outs = [first]
+    for k in range(1, min(replay.max_writers, limit)):
+        outs.append(reference_replay(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=k),
+                                     options=options)[0])
+    return outs
 
 
 def comparable(aval) -> bool:

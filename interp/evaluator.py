@@ -234,6 +234,9 @@ class Plan:
                 rule = prepare(ctx)
             for hook in STEP_HOOKS:
                 rule = hook(ctx, rule)
+            if options.observer is not None:
+                # outermost: the observer sees (and may replace) the step as the plan runs it
+                rule = options.observer.wrap(ctx, rule)
             ins = tuple(read_slot(a) for a in eqn.invars)
             for s in ins:
                 last_use[s] = k

@@ -57,6 +57,8 @@ SOURCES = {
     "faithful": "a correctly rounded result is defined but not required of backends: one ulp (a faithful "
                 "result) is allowed for primitives without a stated budget",
     "spec-semantics": "the primitive's exactness class in its family's spec/<family>.py SEMANTICS table",
+    "gpu-f32-div-sqrt": "the gpu-f32-div-sqrt allowance (spec/allowances.py): XLA:GPU's float32 division "
+                        "(PTX div.full.f32) and square root (sqrt.approx.f32) are within 2 ulp, not correctly rounded",
 }
 
 

@@ -26,8 +26,8 @@ Duplicate scatter indices: XLA:CPU applies updates one after the other, in row-m
 scatter (batch) dimensions of `updates`, each window in row-major order; each combination is
 rounded to the dtype. The reference does exactly that: scatter = last write wins; scatter-add of
 float32 [1e8, 1, -1e8, 1, 1, 1] into 0 is 3.0 (an exact sum would be 4). Other backends may apply
-duplicates in another order (GPU: atomics; TPU: sorted), see spec/divergences.py
-jax-12359-scatter-duplicates; the reference defines the CPU order.
+duplicates in another order (GPU: atomics; TPU: sorted), see the spec/allowances.py
+scatter-duplicate-order allowance; the reference defines the CPU order.
 
 Known XLA:CPU divergences (the reference follows the operation semantics):
   * scatter with an empty index vector (scatter_dims_to_operand_dims=()) and several update

@@ -208,3 +208,113 @@ def test_fma_replay_rounds_once_even_at_f32_midpoints():
     got = fma_round_f32(np.array([p, p, p]), np.array([0.0, tiny, -tiny]))
     assert got.tolist() == [lo, hi, lo]                  # tie to even; otherwise the side of the exact sum
     assert float(np.float32(p + tiny)) == lo             # double rounding would have given lo
+
+
+# --- GPU allowances on synthetic outputs (the recorded H100 ones: tests/test_conformance_gpu_evidence.py) ---
+
+def _tf32_nearest(x):
+    """float32 rounded to 10 explicit mantissa bits, to nearest even (written independently of
+    conformance.replay: NumPy's float16 has the same 10-bit mantissa, so rounding the significand
+    scaled into float16's normal range gives TF32's rounding of it)."""
+    x = np.asarray(x, np.float32)
+    m, e = np.frexp(x.astype(np.float64))                # x = m 2^e, 0.5 <= |m| < 1
+    return (np.float16(m).astype(np.float64) * 2.0 ** e).astype(np.float32)
+
+
+def test_tf32_allowance_explains_a_tf32_program_and_not_a_bf16_one():
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.uniform(-1, 1, (16, 32)).astype(np.float32), rng.uniform(-1, 1, (32, 4)).astype(np.float32)
+    x = rng.uniform(-1, 1, (8, 16)).astype(np.float32)
+
+    def prog(x, w1, w2):
+        return jnp.tanh(x @ w1) @ w2
+
+    def backend(rounding):   # every matmul's operands rounded, exact products, float32 result
+        h = np.tanh((rounding(x).astype(np.float64) @ rounding(w1).astype(np.float64)).astype(np.float32))
+        return [(rounding(h).astype(np.float64) @ rounding(w2).astype(np.float64)).astype(np.float32)]
+
+    case = _case(prog, [x, w1, w2], primitives=("dot_general",), modes=C.abs_rel(8, 8, "measured"))
+    import interp
+    ref = [np.asarray(interp.interpret(prog)(x, w1, w2))]
+    rec = {}
+    compare(case, "xla:cuda", case.make_inputs(0), ref, backend(_tf32_nearest), rec, first_divergence=False)
+    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "matmul-precision-tf32"
+
+    def bf16(a):
+        return np.asarray(a, np.float32).astype(jnp.bfloat16).astype(np.float32)
+    rec = {}
+    compare(case, "xla:cuda", case.make_inputs(0), ref, backend(bf16), rec, first_divergence=False)
+    assert rec["outcome"] == "fail"
+    rec = {}
+    compare(case, "xla:cpu", case.make_inputs(0), ref, backend(_tf32_nearest), rec, first_divergence=False)
+    assert rec["outcome"] == "fail"           # TF32 is no allowance of XLA:CPU
+
+
+def _ulps_away(x, n):
+    x = np.asarray(x, np.float32).copy()
+    for _ in range(n):
+        x = np.nextafter(x, np.float32(np.inf))
+    return x
+
+
+@pytest.mark.parametrize("n, outcome", [(2, "pass-with-allowance"), (3, "fail")])
+def test_gpu_div_allowance_is_two_ulp(n, outcome):
+    a, b = np.float32([1, 2, 3]), np.float32([3, 7, 11])
+    case = _case(lambda a, b: a / b, [a, b], primitives=("div",))
+    ref = [a / b]
+    rec = {}
+    compare(case, "xla:cuda", case.make_inputs(0), ref, [_ulps_away(ref[0], n)], rec, first_divergence=False)
+    assert rec["outcome"] == outcome
+    if outcome != "fail":
+        assert rec["allowance"] == "gpu-f32-div-sqrt"
+
+
+def test_gpu_div_allowance_needs_a_division_in_the_program():
+    a, b = np.float32([1, 2, 3]), np.float32([3, 7, 11])
+    case = _case(lambda a, b: a + b, [a, b], primitives=("add",))
+    ref = [a + b]
+    rec = {}
+    compare(case, "xla:cuda", case.make_inputs(0), ref, [_ulps_away(ref[0], 1)], rec, first_divergence=False)
+    assert rec["outcome"] == "fail"
+
+
+def test_scatter_duplicates_any_update_but_nothing_else():
+    x = np.zeros(5, np.float32)
+    idx = np.array([1, 3, 1, 1, 4], np.int32)
+    upd = np.float32([10, 20, 30, 40, 50])
+    case = _case(lambda x, i, u: x.at[i].set(u), [x, idx, upd], primitives=("scatter",))
+    ref = [np.float32([0, 40, 0, 20, 50])]                  # XLA:CPU's order: the last duplicate wins
+    for got, outcome in [([0, 10, 0, 20, 50], "pass-with-allowance"), ([0, 30, 0, 20, 50], "pass-with-allowance"),
+                         ([0, 15, 0, 20, 50], "fail"),        # no update is 15
+                         ([0, 10, 10, 20, 50], "fail")]:      # element 2 is hit by nothing: stays 0
+        rec = {}
+        compare(case, "xla:cuda", case.make_inputs(0), ref, [np.float32(got)], rec, first_divergence=False)
+        assert rec["outcome"] == outcome, got
+        if outcome != "fail":
+            assert rec["allowance"] == "scatter-duplicate-order"
+
+
+def test_replay_runs_inside_loops_and_remat():
+    # The fma variant contracts mul+add inside a scan body and a remat: the evaluator's observer sees
+    # nested equations (the old top-level walk evaluated scan/remat2 as one opaque rule).
+    a, b, c = np.float32(1 + 2 ** -23), np.float32(1 - 2 ** -23), np.float32(-1)
+
+    def body(carry, _):
+        return carry, jax.checkpoint(lambda p, q, r: p * q + r)(a, b, c)
+
+    fn = lambda: lax.scan(body, np.float32(0), None, length=2)[1]
+    jaxpr = jax.make_jaxpr(fn)()
+    names = {e.primitive.name for e in jaxpr.jaxpr.eqns}
+    assert "scan" in names
+    fused, _ = reference_replay(jaxpr, [], Variant(fma=True))
+    plain, _ = reference_replay(jaxpr, [], Variant())
+    assert (fused[0] == np.float32(-(2.0 ** -46))).all() and (plain[0] == 0).all()
+
+
+def test_observed_plans_are_not_shared_with_plain_evaluation():
+    import interp
+    x = np.float32([TINY / 4 * 3, 1.0])            # a subnormal input
+    jaxpr = jax.make_jaxpr(lambda x: x * np.float32(2))(x)
+    flushed, _ = reference_replay(jaxpr, [x], Variant(flush=True))
+    assert flushed[0][0] == 0
+    assert interp.eval_jaxpr(jaxpr, x)[0][0] == np.float32(TINY / 4 * 3) * 2     # the plain plan is unchanged
