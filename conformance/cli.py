@@ -169,7 +169,7 @@ def cmd_list(args) -> int:
     for cid, case in all_cases(args.profile).items():
         if args.family and case.family != args.family:
             continue
-        print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}")
+        print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}" + (f"\t{case.not_applicable}" if case.not_applicable else ""))
     return 0
 
 
@@ -202,6 +202,8 @@ def exercised_primitives(profile: str) -> tuple[dict, list]:
     counts: collections.Counter = collections.Counter()
     failed = []
     for cid, case in all_cases(profile).items():
+        if case.not_applicable:   # listed by `jax-conformance list` with its reason; nothing to trace
+            continue
         try:
             seen = case_primitives(case)
         except Exception:  # noqa: BLE001  (listed as untraceable)

@@ -134,7 +134,7 @@ SEMANTICS = table(
     ),
     Semantics(
         "emit_pipeline",
-        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.12): "
+        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.11): "
         "its meaning is its expansion, pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr (what "
         "the Mosaic lowering and the TPU interpret mode run): the same DMA pipeline the default "
         "path inlines, evaluated by the reference's DMA / semaphore model (race detection, "
@@ -257,6 +257,9 @@ SEMANTICS = table(
               sources=("jax/_src/pallas/triton/primitives.py",)),
     Semantics("debug_barrier", "Triton thread barrier: no effect on values.",
               sources=("jax/_src/pallas/triton/primitives.py",)),
+    Semantics("debug_barrier_p", "The name of debug_barrier up to JAX 0.11 (the Primitive was "
+              "created as \"debug_barrier_p\"; JAX 0.12 renamed it).",
+              sources=("jax/_src/pallas/triton/primitives.py debug_barrier_p",)),
     Semantics("add_dependency", "pltpu.touch: a scheduling dependency; no effect on values.",
               sources=(_TPU,)),
     Semantics("trace_value", "pltpu.trace_value: a profiler annotation; no effect on values.",
@@ -343,7 +346,7 @@ UNSUPPORTED = {
                         "programming (latched weights, accumulator state): not modelled",
     "remote DMAs / signals (device_id of another device)": "the reference runs one device; cores "
                         "of one core mesh are supported",
-    "emit_pipeline / pipeline_body on JAX < 0.12 (jax_use_emit_pipeline_primitive=True)": "JAX "
+    "emit_pipeline / pipeline_body on JAX 0.10.2 (jax_use_emit_pipeline_primitive=True)": "JAX "
                         "0.10.2 expands the primitive only inside its Mosaic lowering rule (no "
                         "pipeline.emit_pipeline_to_jaxpr) and both its interpret modes fail on "
                         "it: nothing defines it off TPU",

@@ -81,11 +81,6 @@ def _pipeline_expansion():
     return getattr(mosaic_pipeline, "emit_pipeline_to_jaxpr", None)
 
 
-def _jax_at_least(*version) -> bool:
-    import jax
-    return tuple(int(p) for p in jax.__version__.split(".")[:len(version)]) >= version
-
-
 def emit_pipeline(eqn, *args, grid_mapping, args_tree, core_axis=None, **params):
     expand = _pipeline_expansion()
     if expand is None or "refs_tree" not in params:
@@ -158,10 +153,10 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, _explicit_indices=False, **params)
     return []
 
 
-# JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (no
-# emit_pipeline_to_jaxpr; both its interpret modes fail on it): unsupported there
-# (spec/pallas.py UNSUPPORTED). The rule re-checks for the expansion when it runs.
-if _jax_at_least(0, 12):
+# Registered where the installed JAX defines the expansion (pipeline.emit_pipeline_to_jaxpr:
+# JAX >= 0.11). JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (both its
+# interpret modes fail on it): unsupported there (spec/pallas.py UNSUPPORTED).
+if _pipeline_expansion() is not None:
     register("emit_pipeline", partial="core_axis (use core_axis_name) unsupported")(emit_pipeline)
     register("pipeline_body", partial="body refs whose transforms are not basic indexing (a "
                                       "view of the buffer) are unsupported")(pipeline_body)
@@ -751,7 +746,8 @@ def einshape_lo(eqn, x, *, equation, sizes=(), assert_is_tile_preserving=False):
     return np.ascontiguousarray(x)
 
 
-@register("debug_barrier", "add_dependency", "trace_value")
+# Triton's debug barrier is the primitive "debug_barrier_p" up to JAX 0.11, "debug_barrier" from 0.12.
+@register("debug_barrier", "debug_barrier_p", "add_dependency", "trace_value")
 def no_value_effect(eqn, *args, label=None):
     # Synchronisation / scheduling / tracing markers: nothing observable in values.
     return [] if eqn.primitive.multiple_results else (args[0] if args else [])
