@@ -12,6 +12,8 @@ the way a backend is allowed to compute:
 - ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
   the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
 - ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x and sqrt(x*x) -> |x|.
+- ``minmax_daz``: bfloat16 ``max``/``min`` compare their operands with subnormals read as zero
+  but return the chosen operand unflushed, lhs on ties (XLA:CPU on hosts with AVX512-BF16).
 
 ``backend_intermediates`` evaluates the same equations with ``bind`` inside one jitted function
 whose outputs are every intermediate value, so both sides can be compared equation by equation.
@@ -44,6 +46,19 @@ class Variant:
     fma_operand: int = 0
     excess: bool = False
     rewrites: bool = False
+    minmax_daz: bool = False
+
+
+def minmax_compared_under_daz(name: str, lhs, rhs) -> np.ndarray:
+    """bfloat16 max/min as XLA's EmitFloatMax / EmitFloatMin select (xla/service/llvm_ir/
+    llvm_util.cc: select(isnan(lhs) | (!isnan(rhs) & lhs >= rhs), lhs, rhs), <= for min), with
+    the comparison reading subnormals as zero (DAZ) and the selected operand returned as it was."""
+    lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
+    a, b = (flush_subnormals(v).astype(np.float32) for v in (lhs, rhs))
+    with np.errstate(invalid="ignore"):
+        wins = (a >= b) if name == "max" else (a <= b)
+    pick_lhs = np.isnan(a) | (~np.isnan(b) & wins)
+    return np.where(pick_lhs, lhs, rhs).astype(lhs.dtype)
 
 
 def _sub_jaxpr(eqn):
@@ -172,6 +187,8 @@ class _Replay:
         ctx = EqnContext(eqn, self.options)
         if v.flush and name in MOVES_VALUES:
             return self._moved_under_daz(ctx, eqn, invals)
+        if v.minmax_daz and name in ("max", "min") and np.dtype(ctx.out_dtype) == D.bfloat16:
+            return [minmax_compared_under_daz(name, *invals)]
         if v.flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
         out = None

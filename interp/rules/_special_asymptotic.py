@@ -270,7 +270,7 @@ def _beta_phi(a: float, b: float, n: int, prec: int):
     min(x0, 1 - x0)) (where eta^2 / 2 reaches the other sheets of the logarithms)."""
     with mpmath.workprec(prec):
         p = fractions.Fraction(a) / (fractions.Fraction(a) + fractions.Fraction(b))
-        p, q = mpmath.mpf(p), mpmath.mpf(1 - p)
+        p, q = _mpf_of_fraction(p), _mpf_of_fraction(1 - p)
         beta = (q - p) / mpmath.sqrt(p * q)
         m = [mpmath.mpf(0), mpmath.mpf(1)]
         for k in range(2, n + 2):
