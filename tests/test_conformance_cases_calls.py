@@ -28,7 +28,7 @@ NEW = ("control_flow/composite", "control_flow/custom_", "control_flow/linear_ca
        "pallas/tpu_emit_pipeline", "pallas/tpu_threefry_key")
 FAMILIES = ("control_flow", "state", "pallas")
 # Version-dependent spellings: a case naming several of these needs only the one its JAX stages.
-ALTERNATIVES = ({"eval_jaxpr", "closed_call"},)
+ALTERNATIVES = ({"eval_jaxpr", "closed_call"}, {"debug_barrier", "debug_barrier_p"})   # interp/coverage.py RULE_NAME_RELEASES
 # Only JAX 0.12 stages these for the program (0.10.2 traces plain lax ops / a different primitive).
 ONLY_NEWER = {"call_hi_primitive": "jnp.searchsorted is a hijax primitive from JAX 0.12 on"}
 
@@ -89,7 +89,11 @@ def test_every_call_state_and_kernel_primitive_is_in_a_case():
         wanted -= set(NOT_IN_A_CASE_BEFORE_0_12)
     seen: set = set()
     for cid, case in all_cases("quick").items():
-        if case.family in FAMILIES:
+        if case.family in FAMILIES and case.not_applicable:
+            # a case this JAX cannot trace (relayout on 0.11.2) accounts for its primitives with
+            # the reason it records on every runner
+            seen |= set(case.primitives)
+        elif case.family in FAMILIES:
             try:
                 seen |= case_primitives(case)
             except Exception:  # noqa: BLE001  (an untraceable case exercises nothing)

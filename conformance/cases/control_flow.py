@@ -209,7 +209,7 @@ def _layout(x):
 
 
 def _relayout(x):
-    from jax._src.pjit import explicit_layout      # relayout's only producer (JAX 0.12)
+    from jax._src.pjit import explicit_layout      # relayout's only producer (traceable from JAX 0.12)
     from jax.experimental.layout import Layout
     f = explicit_layout(lambda a: -a, in_layouts=Layout(major_to_minor=(0, 1)))
     return f(x.reshape(4, 6))
