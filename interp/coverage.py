@@ -12,7 +12,8 @@ PRIMITIVE_MODULES = (
     "jax", "jax.numpy", "jax.lax", "jax.random", "jax.experimental.pallas",
     "jax.experimental.pallas.tpu", "jax.experimental.pallas.triton",
     "jax.experimental.pallas.mosaic_gpu", "jax.experimental.pallas.fuser",
-    "jax.experimental.shard_map",
+    "jax.experimental.shard_map", "jax.experimental.xla_metadata", "jax.experimental.layout",
+    "jax.experimental.custom_partitioning",
 )
 
 
@@ -56,7 +57,6 @@ RULE_NAME_RELEASES = {
     "one_minus_square": Releases("new in JAX 0.11 (lax.py)", since=(0, 11)),
     "relayout": Releases("new in JAX 0.11 (pjit.py explicit_layout)", since=(0, 11)),
     "xla_metadata_call": Releases("new in JAX 0.11 (jax.experimental.xla_metadata)", since=(0, 11)),
-    "xla_metadata_value": Releases("new in JAX 0.11 (jax.experimental.xla_metadata)", since=(0, 11)),
     "polynomial": Releases("lax.polynomial is new in JAX 0.12", since=(0, 12)),
     "has_memory_space": Releases("pltpu.has_memory_space is new in JAX 0.12", since=(0, 12)),
 }
