@@ -4,13 +4,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= quick
 OUT ?= conformance-report
+# CONSTRAINTS=<file>: pip constraints for the install (CI's lowest-dependency environment uses
+# .ci/lowest-deps.txt); empty installs the newest versions pip resolves.
+CONSTRAINTS ?=
 
 .PHONY: venv test conformance bench coverage-docs clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS))
 	touch $@
 
 venv: $(VENV)/.installed

@@ -47,6 +47,10 @@ class Case:
                                                # and names the first differing equation
     examples: int | None = None                # at most this many seeds per runner in a seed search
                                                # (nightly); None: the profile's default. Heavy cases ask for fewer
+    not_applicable: str = ""                   # why the installed JAX cannot express this case (an API
+                                               # or lowering it lacks): every runner, the reference
+                                               # included, records it backend-unsupported with this
+                                               # reason. A case is never left out of the list silently.
 
     @property
     def family(self) -> str:
@@ -106,6 +110,16 @@ def jaxpr_primitives(j, seen: set | None = None) -> set:
                 if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
                     jaxpr_primitives(sub, seen)
     return seen
+
+
+def applicable_if(available: bool, why_not: str) -> str:
+    """``Case.not_applicable`` for a case that needs something the installed JAX may lack:
+    empty where ``available`` (found by probing the installed JAX), else ``why_not`` with the
+    installed version."""
+    if available:
+        return ""
+    import jax
+    return f"not applicable to JAX {jax.__version__}: {why_not}"
 
 
 def rng_for(case_id: str, seed: int) -> np.random.Generator:

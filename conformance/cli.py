@@ -307,7 +307,7 @@ def cmd_list(args) -> int:
             continue
         if runner is not None and not runner.supports(case)[0]:   # (whether or not available here)
             continue
-        print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}")
+        print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}" + (f"\t{case.not_applicable}" if case.not_applicable else ""))
     return 0
 
 
@@ -327,6 +327,8 @@ def exercised_primitives(profile: str) -> tuple[dict, list]:
     counts: collections.Counter = collections.Counter()
     failed = []
     for cid, case in all_cases(profile).items():
+        if case.not_applicable:   # listed by `jax-conformance list` with its reason; nothing to trace
+            continue
         try:
             seen = case_primitives(case)
         except Exception:  # noqa: BLE001  (listed as untraceable)

@@ -19,7 +19,9 @@ the way a backend is allowed to compute:
   20 mantissa), as JAX's GPU lowering packs both into one 64-bit word;
 - ``scatter_winner``: a ``scatter`` (set) whose updates hit one element several times keeps the
   k-th of them (in application order, cyclically) instead of the last: :func:`scatter_candidates`
-  replays k = 0, 1, ... so that every element's every candidate appears in some replay.
+  replays k = 0, 1, ... so that every element's every candidate appears in some replay;
+- ``minmax_daz``: bfloat16 ``max``/``min`` compare their operands with subnormals read as zero
+  but return the chosen operand unflushed, lhs on ties (XLA:CPU on hosts with AVX512-BF16).
 
 The replay runs in the interpreter's own evaluator (``interp.eval_jaxpr`` with an
 ``Options.observer``): every equation, inside loops, conditionals and calls too, passes through
@@ -61,6 +63,7 @@ class Variant:
     tf32: str = ""                  # "", "nearest" or "truncate"
     packed_window_f64: bool = False
     scatter_winner: int = -1        # >= 0: of the updates a scatter writes to one element, the k-th wins
+    minmax_daz: bool = False
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -97,6 +100,18 @@ def reduce_precision_f64(x: np.ndarray, exponent_bits: int, mantissa_bits: int) 
     x = np.asarray(x, np.float64)
     u = np.ascontiguousarray(x).view(np.uint64)
     return reduce_precision_bits(u, (64, 11, 52), exponent_bits, mantissa_bits).view(np.float64).reshape(x.shape)
+
+
+def minmax_compared_under_daz(name: str, lhs, rhs) -> np.ndarray:
+    """bfloat16 max/min as XLA's EmitFloatMax / EmitFloatMin select (xla/service/llvm_ir/
+    llvm_util.cc: select(isnan(lhs) | (!isnan(rhs) & lhs >= rhs), lhs, rhs), <= for min), with
+    the comparison reading subnormals as zero (DAZ) and the selected operand returned as it was."""
+    lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
+    a, b = (flush_subnormals(v).astype(np.float32) for v in (lhs, rhs))
+    with np.errstate(invalid="ignore"):
+        wins = (a >= b) if name == "max" else (a <= b)
+    pick_lhs = np.isnan(a) | (~np.isnan(b) & wins)
+    return np.where(pick_lhs, lhs, rhs).astype(lhs.dtype)
 
 
 def _sub_jaxpr(eqn):
@@ -259,6 +274,8 @@ class _Replay:
         name = ctx.name
         if v.flush and name in MOVES_VALUES:
             return self._moved_under_daz(ctx, rule, invals, params)
+        if v.minmax_daz and name in ("max", "min") and np.dtype(ctx.out_dtype) == D.bfloat16:
+            return [minmax_compared_under_daz(name, *invals)]
         if v.flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
         if v.tf32 and name in DOTS and _default_precision(params) and all(

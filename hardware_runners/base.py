@@ -100,6 +100,8 @@ class Runner:
         return True, ""
 
     def supports(self, case: Case) -> tuple[bool, str]:
+        if case.not_applicable:
+            return False, case.not_applicable
         if case.kind not in self.kinds:
             return False, f"{self.name} runs {'/'.join(self.kinds)} cases, not {case.kind}"
         return _enough_devices(self, case)

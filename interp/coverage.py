@@ -1,6 +1,7 @@
 """``coverage()``: every primitive the installed JAX defines, and what the reference does with it."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 
@@ -11,8 +12,69 @@ PRIMITIVE_MODULES = (
     "jax", "jax.numpy", "jax.lax", "jax.random", "jax.experimental.pallas",
     "jax.experimental.pallas.tpu", "jax.experimental.pallas.triton",
     "jax.experimental.pallas.mosaic_gpu", "jax.experimental.pallas.fuser",
-    "jax.experimental.shard_map",
+    "jax.experimental.shard_map", "jax.experimental.xla_metadata", "jax.experimental.layout",
+    "jax.experimental.custom_partitioning",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Releases:
+    """The JAX releases that define a registered rule's primitive name: ``since <= version <
+    until`` (None: open). ``why`` says what the other releases have instead."""
+    why: str
+    since: tuple[int, ...] | None = None
+    until: tuple[int, ...] | None = None
+
+    def defines(self, version: tuple[int, ...]) -> bool:
+        return (self.since is None or version >= self.since) and (self.until is None or version < self.until)
+
+
+_OLDEST = (0, 10, 2)   # the oldest supported JAX: a name gone before it is in no supported release
+# Every registered rule name that some supported JAX (0.10.2 .. newest) does not define, and
+# why. tests/test_versions.py checks each entry against the installed JAX (the name is defined
+# exactly when the entry says so) and fails for any other registered name the installed JAX
+# lacks: a rule never disappears silently behind a renamed primitive.
+RULE_NAME_RELEASES = {
+    # Older spellings, bound by no supported release (kept for jaxprs of older JAX).
+    "pjit": Releases("older name of jit", until=_OLDEST),
+    "checkpoint": Releases("older name of remat2", until=_OLDEST),
+    "core_call": Releases("older call primitive; supported releases bind closed_call / eval_jaxpr",
+                          until=_OLDEST),
+    "custom_vjp_call_jaxpr": Releases("older form of custom_vjp_call", until=_OLDEST),
+    "mutable_array": Releases("older name of new_ref", until=_OLDEST),
+    # Renamed or replaced within the supported range.
+    "closed_call": Releases("JAX 0.11 binds eval_jaxpr (core.py: closed_call_p = eval_jaxpr_p)",
+                            until=(0, 11)),
+    "fusible": Releases("JAX 0.11's fuser.fusible is a call_hi_primitive (pallas/fuser/fusible.py)",
+                        until=(0, 11)),
+    "debug_barrier_p": Releases("the Triton debug barrier's name up to JAX 0.11; 0.12 renamed it "
+                                "debug_barrier (pallas/triton/primitives.py)", until=(0, 12)),
+    "debug_barrier": Releases("the Triton debug barrier is named debug_barrier_p before JAX 0.12",
+                              since=(0, 12)),
+    # Primitives new within the supported range.
+    "log2": Releases("lax.log2_p is new in JAX 0.11 (older jnp.log2 lowers to log / log(2))",
+                     since=(0, 11)),
+    "one_minus_square": Releases("new in JAX 0.11 (lax.py)", since=(0, 11)),
+    "relayout": Releases("new in JAX 0.11 (pjit.py explicit_layout)", since=(0, 11)),
+    "xla_metadata_call": Releases("new in JAX 0.11 (jax.experimental.xla_metadata)", since=(0, 11)),
+    "polynomial": Releases("lax.polynomial is new in JAX 0.12", since=(0, 12)),
+    "has_memory_space": Releases("pltpu.has_memory_space is new in JAX 0.12", since=(0, 12)),
+}
+
+
+def jax_version() -> tuple[int, ...]:
+    import jax
+    return tuple(int(p) for p in jax.__version__.split(".") if p.isdigit())
+
+
+def rules_not_in_this_jax() -> dict[str, str]:
+    """{registered rule name: why} for every rule whose primitive name the installed JAX does not
+    define (coverage() lists only what it defines); "unexplained" for a name RULE_NAME_RELEASES
+    does not account for."""
+    from . import rules  # noqa: F401  (make sure every rule is registered)
+    defined = all_primitives()
+    return {name: (RULE_NAME_RELEASES[name].why if name in RULE_NAME_RELEASES else "unexplained")
+            for name in sorted(RULES) if name not in defined}
 
 
 def all_primitives() -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ import collections
 
 import jax
 
-from .coverage import all_primitives, coverage
+from .coverage import all_primitives, coverage, rules_not_in_this_jax
 
 
 def family_of(name: str) -> str:
@@ -32,6 +32,11 @@ def markdown() -> str:
     for name, status in cov.items():
         mods = ", ".join(m.replace("jax._src.", "") for m in where[name][:2])
         lines.append(f"| `{name}` | {status} | {family_of(name)} | {mods} |")
+    absent = rules_not_in_this_jax()
+    lines += ["", f"## Rules for primitive names JAX {jax.__version__} does not define", "",
+              "Registered for other JAX releases (interp/coverage.py RULE_NAME_RELEASES).", "",
+              "| rule name | why | rule family |", "|---|---|---|"]
+    lines += [f"| `{name}` | {why} | {family_of(name)} |" for name, why in absent.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -232,6 +232,7 @@ class Plan:
             prepare = getattr(rule, "prepare", None)
             if prepare is not None:
                 rule = prepare(ctx)
+            check_params(ctx, rule)
             for hook in STEP_HOOKS:
                 rule = hook(ctx, rule)
             if options.observer is not None:
@@ -313,6 +314,59 @@ def _donation(step: list, k: int, last_use: dict, keep: set, template: list) -> 
             continue
         return (pos, inplace, s, shape, dtype)
     return None
+
+
+_SIGNATURES: "weakref.WeakKeyDictionary[Callable, tuple | None]" = weakref.WeakKeyDictionary()
+
+
+def _keywords(fn: Callable) -> "tuple[frozenset, frozenset, tuple] | None":
+    """(keyword names ``fn`` accepts, keyword-only ones it requires, its keyword-only names), or
+    None where it takes ``**params``
+    (every parameter accepted) or has no Python signature (a ufunc)."""
+    try:
+        return _SIGNATURES[fn]
+    except (KeyError, TypeError):
+        pass
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        out = None
+    else:
+        kinds = inspect.Parameter
+        ps = list(sig.parameters.values())
+        if any(p.kind is kinds.VAR_KEYWORD for p in ps):
+            out = None
+        else:
+            named = [p for p in ps if p.kind in (kinds.KEYWORD_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+            keyword_only = [p for p in ps if p.kind is kinds.KEYWORD_ONLY]
+            out = (frozenset(p.name for p in named),
+                   frozenset(p.name for p in keyword_only if p.default is p.empty),
+                   tuple(p.name for p in keyword_only))
+    try:
+        _SIGNATURES[fn] = out
+    except TypeError:   # not weak-referenceable: recomputed next time
+        pass
+    return out
+
+
+def check_params(ctx: EqnContext, rule: Callable) -> None:
+    """Every rule's parameters are checked once, at plan time: an equation parameter the rule does
+    not name (a rule without ``**params``), or a keyword-only parameter the rule needs that the
+    equation lacks (another JAX version's spelling), is an UnsupportedPrimitiveError naming it,
+    never a TypeError from the call."""
+    keywords = _keywords(rule)
+    if keywords is None:
+        return
+    accepted, required, known = keywords
+    unknown = sorted(set(ctx.params) - accepted)
+    if unknown:
+        raise ctx.unsupported(f"parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                              f"not implemented (the rule knows {', '.join(known) or 'none'})")
+    missing = sorted(required - set(ctx.params))
+    if missing:
+        raise ctx.unsupported(f"this JAX's equation lacks the parameter{'s' if len(missing) > 1 else ''} "
+                              f"{', '.join(map(repr, missing))} the rule needs")
 
 
 def _lookup_rule(ctx: EqnContext) -> Callable:

@@ -19,9 +19,9 @@ Backend notes (what the conformance cases and tests/test_fusion.py found):
   and f16 chains (add chains, mul+add, convert round trips and pairs, 64-element sums) come out
   bitwise equal to per-equation rounding; the f32 mul+add differs (FMA contraction: the
   fma-contraction allowance in spec/allowances.py explains it).
-- JAX 0.10.2 quantises bfloat16 mxfp8 inputs in bfloat16, and XLA:CPU flushes the subnormal bf16
-  scale of an all-zero block (DIVERGENCES below: the flush-to-zero allowance; JAX 0.11+ computes
-  the scale in float32).
+- JAX 0.10.2 and 0.11.2 quantise bfloat16 mxfp8 inputs in bfloat16, and XLA:CPU flushes the
+  subnormal bf16 scale of an all-zero block (DIVERGENCES below: the flush-to-zero allowance; JAX
+  0.12 computes the scale in float32: jax/_src/cudnn/scaled_matmul_stablehlo.py quantize).
 - nvfp4 quantisation on XLA:CPU multiplies by float32 reciprocals instead of dividing (both JAX
   versions, DIVERGENCES "xla-cpu-nvfp4-reciprocal"): the data differ from the program exactly
   where a quotient is an e2m1 rounding midpoint.
@@ -126,19 +126,24 @@ FUSER_LIMITS = {
         "input fusion works: case dot_general)",
     "neg (-x) in an input fusion or an epilogue":
         "no pull and no push rule: NotImplementedError 'neg' (write x * -1 or 0 - x)",
-    "abs, ge, le, ne, or, xor, shift_right_logical as an epilogue (JAX 0.10.2)":
-        "no push rule on 0.10.2 (NotImplementedError naming it); 0.12 has them",
+    "abs, ne as an epilogue (JAX 0.10.2)":
+        "no push rule on 0.10.2 (NotImplementedError naming it); 0.11 has them",
+    "ge, le, or, xor, shift_right_logical as an epilogue (JAX 0.10.2, 0.11)":
+        "a pull rule but no push rule before 0.12 (NotImplementedError naming it); 0.12 has them",
     "clamp, round, one_minus_square, dynamic_update_slice, split (JAX 0.10.2)":
-        "no block-spec rule at all on 0.10.2; 0.12 has pull and push rules",
+        "no block-spec rule at all on 0.10.2; 0.11 has pull and push rules",
 }
-# Names of FUSER_LIMITS' version-dependent rules, pinned by tests/test_fusion.py.
-FUSER_PUSH_ONLY_FROM_0_11 = ("abs", "ge", "le", "ne", "or", "xor", "shift_right_logical")
-FUSER_RULES_ONLY_FROM_0_11 = ("clamp", "round", "one_minus_square", "dynamic_update_slice", "split")
+# FUSER_LIMITS' version-dependent rules: the first JAX release whose fuser has them
+# (jax/_src/pallas/fuser/block_spec.py push_block_spec_rules / pull_block_spec_rules), pinned on
+# every release in range by tests/test_fusion.py test_fuser_limits.
+FUSER_PUSH_RULE_SINCE = {"abs": (0, 11), "ne": (0, 11), "ge": (0, 12), "le": (0, 12), "or": (0, 12),
+                         "xor": (0, 12), "shift_right_logical": (0, 12)}
+FUSER_RULES_SINCE = {n: (0, 11) for n in ("clamp", "round", "one_minus_square", "dynamic_update_slice", "split")}
 
 # Backend departures found by tests/test_fusion.py (JAX 0.10.2, XLA:CPU, bfloat16 quantize):
 DIVERGENCES = {
     "xla-cpu-bf16-mxfp8-zero-block": (
-        "quantize(mxfp8) of a bfloat16 all-zero block on JAX 0.10.2 divides by e8m0_to_dtype(0, bf16) "
+        "quantize(mxfp8) of a bfloat16 all-zero block on JAX 0.10.2 and 0.11.2 divides by e8m0_to_dtype(0, bf16) "
         "= 2^-127, a bf16 subnormal that XLA:CPU flushes to 0: 0/0 gives NaN data where the program "
         "gives 0. The flush-to-zero allowance (spec/allowances.py) explains it entirely: XLA:CPU's "
         "data and scales equal the reference replayed with subnormals flushed "
@@ -147,7 +152,7 @@ DIVERGENCES = {
         "quantize(nvfp4) on XLA:CPU (both JAX versions, any input dtype): XLA's algebraic simplifier "
         "turns every division of the program into a multiplication by a float32 reciprocal: "
         "x / global_scale -> x * fl(1/gs) (2.66666675 for 0.375), amax / 6 -> amax * 0.166666672, and "
-        "v / s -> v * fl(1/s) (s the e4m3 block scale); the XLA of JAX 0.10.2 also reassociates the "
+        "v / s -> v * fl(1/s) (s the e4m3 block scale); the XLA of JAX 0.10.2 and 0.11.2 also reassociates the "
         "data path into x * fl(fl(1/s) * fl(1/gs)) (compiled HLO: fused_computation multiply(x, "
         "broadcast(multiply(recip_s, 2.66666675)))), JAX 0.12's keeps (x * fl(1/gs)) * fl(1/s). The "
         "scales equal the program's on the tested inputs (they could differ only where amax / 6 is an "

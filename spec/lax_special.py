@@ -155,10 +155,11 @@ SEMANTICS = table(
        [JAX_SPECIAL, "numerics.md: XLA:CPU erf_inv(+-1) = +-inf"]),
     _s("lgamma", f"log|Gamma(x)|; {_CR}",
        ["lgamma(+-0) = +inf", "lgamma(negative integer) = +inf", "lgamma(+-inf) = +inf",
-        "lgamma(1) = lgamma(2) = +0 (XLA:CPU of JAX 0.10.2 gives lgamma(1) = 4.7683716e-07 in "
-        "float32; 0.12 gives +0)"], [JAX_SPECIAL, C99_F + " F.9.5.3"]),
+        "lgamma(1) = lgamma(2) = +0 (XLA:CPU of JAX 0.10.2 and 0.11.2 gives lgamma(1) = 4.7683716e-07 "
+        "in float32; 0.12 gives +0)"], [JAX_SPECIAL, C99_F + " F.9.5.3"]),
     _s("digamma", f"psi(x) = Gamma'(x)/Gamma(x); {_CR}",
-       ["digamma(+-0) = -inf (XLA:CPU of JAX 0.12; JAX 0.10.2's XLA gives NaN; SciPy gives +inf for -0)",
+       ["digamma(+-0) = -inf (XLA:CPU of JAX 0.11.2 and 0.12, polygamma(0, +-0) too; JAX 0.10.2's XLA "
+        "gives NaN; SciPy gives +inf for -0)",
         "digamma(negative integer) = NaN", "digamma(+inf) = +inf", "digamma(-inf) = NaN"],
        [JAX_SPECIAL, "chlo.digamma decomposition (stablehlo/transforms ChloDecompositionPatterns)",
         MEASURED]),

@@ -318,3 +318,27 @@ def test_observed_plans_are_not_shared_with_plain_evaluation():
     flushed, _ = reference_replay(jaxpr, [x], Variant(flush=True))
     assert flushed[0][0] == 0
     assert interp.eval_jaxpr(jaxpr, x)[0][0] == np.float32(TINY / 4 * 3) * 2     # the plain plan is unchanged
+
+
+def test_bf16_minmax_daz_compare_explains_exactly_the_avx512_bf16_selection():
+    # Recorded from issue 15 (XLA:CPU of JAX 0.11.2 / 0.12.0.1 on an AVX512-BF16 host; this host
+    # may not reproduce it): max(-s, +0) = -s, min(+s, -0) = +s for a bf16 subnormal s: the
+    # comparison reads s as zero, the selected (left, on the tie) operand comes back unflushed.
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    s = np.array(2.0 ** -130, bf)
+    x = np.array([-s, s, 1.0, -2.0], bf)
+    y = np.array([0.0, -0.0, s, -s], bf)
+    for name, fn in (("max", lax.max), ("min", lax.min)):
+        case = _case(fn, [x, y], primitives=(name,), name=f"bf16-{name}")
+        ref = [np.asarray(getattr(np, f"{name}imum")(x.astype(np.float32), y.astype(np.float32)).astype(bf))]
+        host = np.where(np.array([True, True, name == "max", name == "min"]), x, y).astype(bf)
+        rec = {}
+        compare(case, "xla:cpu", [x, y], ref, [host], rec, first_divergence=False)
+        assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "bf16-minmax-daz-compare", rec
+        # not anything: the other operand on the tie is no allowed answer
+        other = np.where(np.array([False, False, name == "max", name == "min"]), x, y).astype(bf)
+        if not np.array_equal(other.view(np.uint16), ref[0].view(np.uint16)):
+            rec = {}
+            compare(case, "xla:cpu", [x, y], ref, [other], rec, first_divergence=False)
+            assert rec["outcome"] == "fail", rec

@@ -315,9 +315,10 @@ def test_fuser_limits():
             jax.make_jaxpr(fuser.fuse(fn))(x)
     pull = {p.name for p in block_spec.pull_block_spec_rules}
     push = {p.name for p in block_spec.push_block_spec_rules}
-    new = JAX_VERSION >= (0, 11, 0)
-    assert all((n in push) == new for n in S.FUSER_PUSH_ONLY_FROM_0_11)
-    assert all((n in pull and n in push) == new for n in S.FUSER_RULES_ONLY_FROM_0_11)
+    assert {n: n in push for n in S.FUSER_PUSH_RULE_SINCE} == {
+        n: JAX_VERSION >= since for n, since in S.FUSER_PUSH_RULE_SINCE.items()}
+    assert {n: n in pull and n in push for n in S.FUSER_RULES_SINCE} == {
+        n: JAX_VERSION >= since for n, since in S.FUSER_RULES_SINCE.items()}
     assert not {"slice", "dynamic_slice", "squeeze", "tile", "iota", "bitcast_convert_type",
                 "random_bits"} & push
 
@@ -424,10 +425,19 @@ def _quantize_config(mode, global_scale=None):
     return jax.nn.get_scaled_dot_general_config(mode, **kw)
 
 
-# JAX 0.10.2 quantises bf16 mxfp8 inputs in bf16 (0.12 computes the block scale in f32), and XLA:CPU
-# flushes the bf16 scale 2^-127 of an all-zero block to 0 (0/0: NaN data where the program gives 0;
-# spec/fusion.py DIVERGENCES "xla-cpu-bf16-mxfp8-zero-block"): the flush-to-zero allowance.
-OLD_BF16_QUANTIZE = JAX_VERSION < (0, 11, 0)
+def _quantizes_in_input_dtype() -> bool:
+    """Whether the installed JAX's block-scaled quantize divides in the input's dtype (JAX 0.10.2
+    and 0.11.2: bf16 for bf16 inputs) rather than in float32 (0.12): probed from its jaxpr."""
+    from jax._src.cudnn.scaled_matmul_stablehlo import quantize
+    cfg = _quantize_config("mxfp8", None)
+    jaxpr = jax.make_jaxpr(lambda v: quantize(v, cfg))(np.zeros((1, 32), jnp.bfloat16))
+    return any(e.primitive.name == "div" and e.outvars[0].aval.dtype == jnp.bfloat16 for e in jaxpr.eqns)
+
+
+# Where quantize divides bf16 mxfp8 inputs in bf16 (above), XLA:CPU flushes the bf16 scale 2^-127
+# of an all-zero block to 0 (0/0: NaN data where the program gives 0; spec/fusion.py DIVERGENCES
+# "xla-cpu-bf16-mxfp8-zero-block"): the flush-to-zero allowance.
+OLD_BF16_QUANTIZE = _quantizes_in_input_dtype()
 
 
 def _quantize_input(cfg, mode, global_scale, dtype):
@@ -474,8 +484,9 @@ def _xla_cpu_nvfp4_arithmetic(x, global_scale):
     """quantize(nvfp4) as XLA:CPU's compiled HLO computes it (spec/fusion.py DIVERGENCES
     "xla-cpu-nvfp4-reciprocal"), in float32 NumPy (one rounding per operation, as XLA:CPU):
     every division becomes a multiplication by a float32 reciprocal (x / gs -> x * fl(1/gs),
-    amax / 6 -> amax * fl(1/6), v / s -> v * fl(1/s)), and the XLA of JAX 0.10.2 reassociates the
-    data path into x * fl(fl(1/s) * fl(1/gs)). Returns (data quotient before clipping, scales)."""
+    amax / 6 -> amax * fl(1/6), v / s -> v * fl(1/s)), and where quantize divides in the input
+    dtype (OLD_BF16_QUANTIZE: JAX 0.10.2 and 0.11.2) XLA reassociates the data path into
+    x * fl(fl(1/s) * fl(1/gs)). Returns (data quotient before clipping, scales)."""
     f32 = np.float32
     d = np.asarray(x).astype(f32).reshape(x.shape[:-1] + (x.shape[-1] // 16, 16))
     inv_gs = f32(1) / f32(global_scale)
@@ -484,7 +495,7 @@ def _xla_cpu_nvfp4_arithmetic(x, global_scale):
     scales = np.clip(amax * (f32(1) / f32(6)), f32(0), f32(448)).astype(ml_dtypes.float8_e4m3fn)
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_s = f32(1) / scales.astype(f32)
-        q = d * (inv_s * inv_gs) if JAX_VERSION < (0, 11, 0) else e * inv_s
+        q = d * (inv_s * inv_gs) if OLD_BF16_QUANTIZE else e * inv_s
     return q.reshape(x.shape), scales.reshape(scales.shape[:-1])
 
 

@@ -47,6 +47,7 @@ class Op:
     nightly_dtypes: tuple = ()   # dtypes only in the nightly profile
     mode: object = None          # compliance mode (default: from the primitive and dtype)
     dot_bound: Callable | None = None
+    not_applicable: str = ""     # Case.not_applicable of every case of the op (conformance.case.applicable_if)
 
 
 def _inputs(op: Op, dtype, shape):
@@ -80,7 +81,8 @@ def elementwise_cases(family: str, ops: list[Op]):
             x64 = dtype in X64 or (op.in_dtype is not None and
                                    any(op.in_dtype(i, dtype) in X64 for i in range(op.arity)))
             base = f"{family}/{op.primitive}/{dtype_id(dtype)}"
-            common = dict(fn=op.fn, x64=x64, primitives=(op.primitive,), modes=op.mode, dot_bound=op.dot_bound)
+            common = dict(fn=op.fn, x64=x64, primitives=(op.primitive,), modes=op.mode, dot_bound=op.dot_bound,
+                          not_applicable=op.not_applicable)
             if op.specials:
                 yield Case(id=f"{base}/specials", inputs=_special_inputs(op, dtype),
                            profile="nightly" if nightly_dtype else op.specials_profile, **common)
@@ -118,4 +120,5 @@ def exhaustive_cases(family: str, ops: list[Op], skip=()):
                 grids = np.meshgrid(*([np.arange(vals.size)] * arity), indexing="ij")
                 return [vals[g.ravel()] for g in grids]
             yield Case(id=f"{family}/{op.primitive}/{dtype_id(dtype)}/exhaustive", fn=op.fn, inputs=make,
-                       primitives=(op.primitive,), modes=op.mode, profile=profile)
+                       primitives=(op.primitive,), modes=op.mode, profile=profile,
+                       not_applicable=op.not_applicable)

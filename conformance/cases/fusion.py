@@ -23,7 +23,7 @@ from jax.experimental import pallas as pl
 
 from spec import compliance as C
 
-from ..case import LAX, PALLAS, Case, random_array
+from ..case import LAX, PALLAS, Case, applicable_if, random_array
 
 F32, BF16, F16 = np.dtype(np.float32), np.dtype(jnp.bfloat16), np.dtype(np.float16)
 M, N = 16, 256          # the kernel's operand shape
@@ -240,17 +240,20 @@ def _has_mode(mode) -> bool:
 
 
 def _scaled_matmul_cases():
-    for mode in [m for m in ("mxfp8", "nvfp4", "mxfp4") if _has_mode(m)]:
+    for mode in ("mxfp8", "nvfp4", "mxfp4"):
         yield Case(id=f"fusion/scaled_matmul/{mode}", fn=lambda a, b, sa, sb: jax.nn.scaled_matmul(a, b, sa, sb),
                    inputs=functools.partial(_scaled_matmul_inputs, mode=mode), modes=C.dot_product(64),
-                   dot_bound=scaled_matmul_bound, primitives=("scaled_matmul_wrapper",), tags=("block-scaled",))
-    if hasattr(lax, "scaled_dot"):   # jax.lax.scaled_dot (JAX >= 0.12): the same product, batched
-        dn = (((2,), (2,)), ((0,), (0,)))
-        yield Case(id="fusion/scaled_dot/mxfp8",
-                   fn=lambda a, b, sa, sb: lax.scaled_dot(a, b, lhs_scale=sa, rhs_scale=sb, dimension_numbers=dn,
-                                                          preferred_element_type=jnp.float32),
-                   inputs=functools.partial(_scaled_matmul_inputs, mode="mxfp8"), modes=C.dot_product(64),
-                   dot_bound=scaled_matmul_bound, primitives=("scaled_dot",), tags=("block-scaled",))
+                   dot_bound=scaled_matmul_bound, primitives=("scaled_matmul_wrapper",), tags=("block-scaled",),
+                   not_applicable=applicable_if(_has_mode(mode), f"jax.nn.get_scaled_dot_general_config has no "
+                                                                 f"{mode!r} mode"))
+    # jax.lax.scaled_dot (JAX >= 0.12): the same product, batched
+    dn = (((2,), (2,)), ((0,), (0,)))
+    yield Case(id="fusion/scaled_dot/mxfp8",
+               fn=lambda a, b, sa, sb: lax.scaled_dot(a, b, lhs_scale=sa, rhs_scale=sb, dimension_numbers=dn,
+                                                      preferred_element_type=jnp.float32),
+               inputs=functools.partial(_scaled_matmul_inputs, mode="mxfp8"), modes=C.dot_product(64),
+               dot_bound=scaled_matmul_bound, primitives=("scaled_dot",), tags=("block-scaled",),
+               not_applicable=applicable_if(hasattr(lax, "scaled_dot"), "no jax.lax.scaled_dot"))
 
 
 # The fuser gives a 0-d operand of broadcast_in_dim a whole-array block in memory space ANY, which

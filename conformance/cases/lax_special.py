@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from ..case import Case
+from ..case import Case, applicable_if
 from ._elementwise import BF16, F16, F32, F64, I32, U8, Op, elementwise_cases, exhaustive_cases
 
 Q, N = (F32, BF16, F16), (F64,)
@@ -58,15 +58,16 @@ OPS = [
     # Three operands: the all-triples special grid is 27**3 elements, too many for the reference.
     Op("regularized_incomplete_beta", lax.betainc, 3, (F32,), nightly_dtypes=(F64, BF16),
        domains=((0.1, 20), (0.1, 20), (0.0, 1.0)), specials=False, random_specials=0, quick_shapes=False),
-] + ([Op("log2", lax.log2, 1, (F32,), nightly_dtypes=N + (BF16,), positive=True, high=1e6)]
-     if hasattr(lax, "log2") else []) + (
+    Op("log2", getattr(lax, "log2", None), 1, (F32,), nightly_dtypes=N + (BF16,), positive=True, high=1e6,
+       not_applicable=applicable_if(hasattr(lax, "log2"), "no lax.log2 (jnp.log2 lowers to log / log(2))")),
     # Horner's rule, each multiply and add rounded (JAX >= 0.12); integers wrap. XLA:CPU contracts
     # the multiply-add into an FMA: the allowance fma-contraction (its replay models float32 FMAs;
     # XLA:CPU contracts float64 too, so float64 is left out).
-    [Op("polynomial", lambda x: lax.polynomial(x, (3, -2, 0.5, 1.25, -0.75) if x.dtype.kind == "f" or
-                                               x.dtype == BF16 else (3, 2, 7, 1, 5)),
-        1, (F32, BF16, I32), nightly_dtypes=(F16, U8), low=-4, high=4)]
-    if hasattr(lax, "polynomial") else [])
+    Op("polynomial", lambda x: lax.polynomial(x, (3, -2, 0.5, 1.25, -0.75) if x.dtype.kind == "f" or
+                                              x.dtype == BF16 else (3, 2, 7, 1, 5)),
+       1, (F32, BF16, I32), nightly_dtypes=(F16, U8), low=-4, high=4,
+       not_applicable=applicable_if(hasattr(lax, "polynomial"), "no lax.polynomial")),
+]
 
 
 # Every value of the one-byte floats (correctly rounded through float32 on XLA:CPU for these four).

@@ -14,7 +14,7 @@ from jax.experimental import pallas as pl
 
 from spec import compliance as C
 
-from ..case import PALLAS, Case, random_array
+from ..case import PALLAS, Case, applicable_if, random_array
 
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
 
@@ -303,10 +303,12 @@ def build_mgpu_axpb(interpret):
 def mosaic_gpu_cases():
     try:
         from jax.experimental.pallas import mosaic_gpu as plgpu  # noqa: F401
-    except Exception:  # noqa: BLE001  (this JAX cannot import Mosaic GPU: no such cases here)
-        return
+        why_not = ""
+    except Exception as e:  # noqa: BLE001  (this JAX cannot import Mosaic GPU: the case says why)
+        why_not = applicable_if(False, f"jax.experimental.pallas.mosaic_gpu does not import "
+                                       f"({type(e).__name__}: {e})")
     yield _case("mosaic_gpu/axpb/f32/2x256", build_mgpu_axpb, _rows([(2, 256)]), targets=("mosaic-gpu",),
-                primitives=("pallas_call", "add", "mul"))
+                primitives=("pallas_call", "add", "mul"), not_applicable=why_not)
 
 
 # ------------------------------------------------------------------ kernel-body primitives
@@ -346,12 +348,12 @@ _REF_OPERAND_HLO_INTERPRET = Gate("JAX's HLO interpret mode cannot lower a kerne
                                   (("TypeError", "No ir_type_handler for aval type"),))
 _REF_OPERAND_TPU_INTERPRET = Gate("JAX's TPU interpret mode cannot lower pl.get_global",
                                   (("TypeError", "No ir_type_handler for aval type"),))
-# JAX 0.10.2 only (0.12.0.1 runs it): the constrained operand keeps its HBM memory space inside
+# JAX 0.10.2 only (0.11.2 and 0.12.0.1 run it): the constrained operand keeps its HBM memory space inside
 # the discharged kernel body, where `add` refuses to mix it with an unconstrained value.
 _MEMORY_SPACE_HLO_INTERPRET = Gate("JAX's HLO interpret mode cannot run a kernel on a "
                                    "with_memory_space_constraint operand",
                                    (("ValueError", "memory_space of all inputs passed to `add` must be the same"),),
-                                   fixed_in="0.12.0")
+                                   fixed_in="0.11.0")
 _CORE_MESH_HLO_INTERPRET = Gate("JAX's HLO interpret mode does not bind a core mesh's axis names "
                                 "(pl.kernel over a TensorCoreMesh)", (("NameError", "unbound axis name"),))
 
@@ -389,10 +391,18 @@ def _gated_case(name, build, inputs, **kw):
     return _case(name, build, inputs, reference_fn=build.ungated(True), **kw)
 
 
-def _reference_supports(*prims):
+def _needs_primitives(*prims) -> str:
+    """Case.not_applicable of a case whose kernel binds ``prims``: why not where the installed
+    JAX defines none of them (interp.coverage() lists what it defines)."""
     import interp
     cov = interp.coverage()
-    return all(not cov.get(p, "unsupported").startswith("unsupported") for p in prims)
+    missing = [p for p in prims if p not in cov]
+    return applicable_if(not missing, f"this JAX defines no {', '.join(missing)} primitive")
+
+
+def _emit_pipeline_expands() -> bool:
+    from jax._src.pallas.mosaic import pipeline
+    return hasattr(pipeline, "emit_pipeline_to_jaxpr")
 
 
 def _dyn_grid_kernel(x_ref, o_ref):
@@ -708,49 +718,53 @@ def primitive_cases():
                 lambda rng: [random_array(rng, I32, (8, 128)),
                              random_array(rng, np.dtype(np.int16), (16, 128))], targets=tpu, modes=_DEF,
                 primitives=("pallas_call", "roll", "bitcast", "einshape_lo"))
-    if hasattr(_tpu(), "pack_elementwise") and _reference_supports("pack_elementwise", "unpack_elementwise"):
-        yield _case("tpu_pack_unpack_elementwise/i32", build_pack, _i32(*[(8, 128)] * 5), targets=tpu, modes=_DEF,
-                    primitives=("pallas_call", "pack_elementwise", "unpack_elementwise"))
-    if _reference_supports("prng_split", "prng_join"):
-        yield _case("tpu_prng_key_join_split", build_keys, lambda rng: [], targets=tpu, modes=_DEF,
-                    primitives=("pallas_call", "prng_join", "prng_split"))
-    if _reference_supports("emit_pipeline", "pipeline_body"):
-        yield _gated_case("tpu_emit_pipeline_primitive/i32/32x128",
-                          gated(build_emit_pipeline, hlo_interpret=_PIPELINE_HLO_INTERPRET),
-                          _i32((32, 128)), targets=tpu, modes=_DEF,
-                          jax_config=(("jax_use_emit_pipeline_primitive", True),),
-                          primitives=("pallas_call", "emit_pipeline"))
+    yield _case("tpu_pack_unpack_elementwise/i32", build_pack, _i32(*[(8, 128)] * 5), targets=tpu, modes=_DEF,
+                primitives=("pallas_call", "pack_elementwise", "unpack_elementwise"),
+                not_applicable=_needs_primitives("pack_elementwise", "unpack_elementwise"))
+    yield _case("tpu_prng_key_join_split", build_keys, lambda rng: [], targets=tpu, modes=_DEF,
+                primitives=("pallas_call", "prng_join", "prng_split"),
+                not_applicable=_needs_primitives("prng_split", "prng_join"))
+    yield _gated_case("tpu_emit_pipeline_primitive/i32/32x128",
+                      gated(build_emit_pipeline, hlo_interpret=_PIPELINE_HLO_INTERPRET),
+                      _i32((32, 128)), targets=tpu, modes=_DEF,
+                      jax_config=(("jax_use_emit_pipeline_primitive", True),),
+                      primitives=("pallas_call", "emit_pipeline"),
+                      not_applicable=_needs_primitives("emit_pipeline", "pipeline_body") or applicable_if(
+                          _emit_pipeline_expands(), "the emit_pipeline primitive is expanded only inside "
+                          "its Mosaic lowering rule (no pipeline.emit_pipeline_to_jaxpr): neither "
+                          "interpret mode nor the reference can run it"))
     yield _case("tpu_threefry_key_in_kernel/fold_in_bits_uniform", build_threefry_in_kernel,
                 lambda rng: [rng.integers(-2**31, 2**31, size=(1,)).astype(np.int32)], targets=tpu,
                 modes=_DEF, primitives=("pallas_call", "random_seed", "random_fold_in",
                                         "random_bits"))
     yield _case("delay_debug_print/i32", build_same_shape(_delay_print_kernel), _i32((8, 128)), targets=tpu,
                 modes=_DEF, primitives=("pallas_call", "delay", "debug_print"))
-    if hasattr(_tpu(), "touch"):
-        yield _gated_case("tpu_touch/i32", gated(build_same_shape(_touch_kernel), tpu_interpret=_TOUCH_TPU_INTERPRET),
-                    _i32((8, 128)), targets=tpu, modes=_DEF, primitives=("pallas_call", "add_dependency"))
-    if hasattr(_tpu(), "trace_value"):
-        yield _case("tpu_trace_value/i32", build_same_shape(_trace_value_kernel), _i32((8, 128)), targets=tpu,
-                    modes=_DEF, primitives=("pallas_call", "trace_value"))
+    yield _gated_case("tpu_touch/i32", gated(build_same_shape(_touch_kernel), tpu_interpret=_TOUCH_TPU_INTERPRET),
+                      _i32((8, 128)), targets=tpu, modes=_DEF, primitives=("pallas_call", "add_dependency"),
+                      not_applicable=applicable_if(hasattr(_tpu(), "touch"), "no pltpu.touch"))
+    yield _case("tpu_trace_value/i32", build_same_shape(_trace_value_kernel), _i32((8, 128)), targets=tpu,
+                modes=_DEF, primitives=("pallas_call", "trace_value"),
+                not_applicable=applicable_if(hasattr(_tpu(), "trace_value"), "no pltpu.trace_value"))
     yield _case("semaphores_signal_wait_read", build_semaphores, lambda rng: [], targets=tpu, modes=_DEF,
                 primitives=("pallas_call", "semaphore_signal", "semaphore_wait", "semaphore_read"))
     yield _gated_case("barrier_semaphore", gated(build_barrier_semaphore, hlo_interpret=_REF_OPERAND_HLO_INTERPRET),
                       lambda rng: [], targets=tpu, modes=_DEF,
                       primitives=("pallas_call", "get_barrier_semaphore", "semaphore_signal", "semaphore_wait"))
-    if hasattr(pl, "get_global"):
-        yield _gated_case("get_global_across_grid_steps",
-                          gated(build_get_global, hlo_interpret=_REF_OPERAND_HLO_INTERPRET,
-                                tpu_interpret=_REF_OPERAND_TPU_INTERPRET),
-                          lambda rng: [], targets=tpu, modes=_DEF,
-                          primitives=("pallas_call", "get_global", "semaphore_signal", "semaphore_read"))
-    if hasattr(_tpu(), "has_memory_space"):
-        yield _case("has_memory_space_of_any_operand", build_has_memory_space, _rows([(8, 128)]), targets=tpu,
-                    modes=_DEF, primitives=("pallas_call", "has_memory_space"))
-    if hasattr(_tpu(), "with_memory_space_constraint"):
-        yield _gated_case("with_memory_space_constraint/f32/8x128",
-                          gated(build_memory_space_constraint, hlo_interpret=_MEMORY_SPACE_HLO_INTERPRET),
-                          _rows([(8, 128), (8, 128)]), targets=tpu, modes=C.exact("ieee754"),
-                          primitives=("pallas_call", "with_memory_space_constraint"))
+    yield _gated_case("get_global_across_grid_steps",
+                      gated(build_get_global, hlo_interpret=_REF_OPERAND_HLO_INTERPRET,
+                            tpu_interpret=_REF_OPERAND_TPU_INTERPRET),
+                      lambda rng: [], targets=tpu, modes=_DEF,
+                      primitives=("pallas_call", "get_global", "semaphore_signal", "semaphore_read"),
+                      not_applicable=applicable_if(hasattr(pl, "get_global"), "no pl.get_global"))
+    yield _case("has_memory_space_of_any_operand", build_has_memory_space, _rows([(8, 128)]), targets=tpu,
+                modes=_DEF, primitives=("pallas_call", "has_memory_space"),
+                not_applicable=applicable_if(hasattr(_tpu(), "has_memory_space"), "no pltpu.has_memory_space"))
+    yield _gated_case("with_memory_space_constraint/f32/8x128",
+                      gated(build_memory_space_constraint, hlo_interpret=_MEMORY_SPACE_HLO_INTERPRET),
+                      _rows([(8, 128), (8, 128)]), targets=tpu, modes=C.exact("ieee754"),
+                      primitives=("pallas_call", "with_memory_space_constraint"),
+                      not_applicable=applicable_if(hasattr(_tpu(), "with_memory_space_constraint"),
+                                                   "no pltpu.with_memory_space_constraint"))
     yield _case("reciprocal/f32/8x128", build_reciprocal, _rows([(8, 128)]), modes=C.exact("ieee754"),
                 primitives=("pallas_call", "reciprocal"))
     # Distinct indices, then duplicate ones: JAX's HLO interpret mode discharges an atomic as
@@ -767,9 +781,8 @@ def primitive_cases():
                 lambda rng: [rng.integers(0, 8, size=(16,)).astype(np.int32),
                              rng.integers(-1000, 1000, size=(16,)).astype(np.int32)],
                 targets=("triton",), modes=_DEF, primitives=("pallas_call", "atomic_rmw", "atomic_cas"))
-    if _reference_supports("debug_barrier"):
-        yield _case("triton_debug_barrier/i32", build_debug_barrier, _i32((16,)), targets=("triton",), modes=_DEF,
-                    primitives=("pallas_call", "debug_barrier"))
+    yield _case("triton_debug_barrier/i32", build_debug_barrier, _i32((16,)), targets=("triton",), modes=_DEF,
+                primitives=("pallas_call", "debug_barrier"))
     yield _gated_case("core_mesh_axis_index/i32/16x128", gated(build_core_mesh, hlo_interpret=_CORE_MESH_HLO_INTERPRET),
                       _i32((16, 128)), targets=tpu, modes=_DEF,
                       primitives=("mpmd_map", "axis_index", "run_scoped", "dma_start", "dma_wait"))

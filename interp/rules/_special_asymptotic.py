@@ -270,7 +270,7 @@ def _beta_phi(a: float, b: float, n: int, prec: int):
     min(x0, 1 - x0)) (where eta^2 / 2 reaches the other sheets of the logarithms)."""
     with mpmath.workprec(prec):
         p = fractions.Fraction(a) / (fractions.Fraction(a) + fractions.Fraction(b))
-        p, q = mpmath.mpf(p), mpmath.mpf(1 - p)
+        p, q = _mpf_of_fraction(p), _mpf_of_fraction(1 - p)
         beta = (q - p) / mpmath.sqrt(p * q)
         m = [mpmath.mpf(0), mpmath.mpf(1)]
         for k in range(2, n + 2):
@@ -293,6 +293,13 @@ def _log_gamma_star(z):
         return mpmath.loggamma(z) - ((z - 0.5) * mpmath.log(z) - z + mpmath.log(2 * mpmath.pi) / 2)
 
 
+def _mpf_of_fraction(q: fractions.Fraction):
+    """q as an mpf rounded once to the working precision, as mpmath >= 1.4's mpf(q) does
+    (mpmath 1.3.0's mpf refuses a Fraction: TypeError)."""
+    return mpmath.mp.make_mpf(mpmath.libmp.from_rational(q.numerator, q.denominator, mpmath.mp.prec,
+                                                         mpmath.libmp.round_nearest))
+
+
 def _beta_parts(a: float, b: float, x: float):
     """(r = a + b, min(x0, 1 - x0), eta^2 / 2, eta) at the caller's precision, from the exact
     s = x - x0: eta^2 / 2 = x0 g(s / x0) + (1 - x0) g(-s / (1 - x0)), g(y) = y - log1p(y) >= 0
@@ -303,10 +310,10 @@ def _beta_parts(a: float, b: float, x: float):
     s_ = F(x) - p_
     h = mpmath.mpf(0)
     for w, y in ((p_, s_ / p_), (1 - p_, -s_ / (1 - p_))):
-        y = mpmath.mpf(y)
-        h += mpmath.mpf(w) * (y - mpmath.log1p(y))
+        y = _mpf_of_fraction(y)
+        h += _mpf_of_fraction(w) * (y - mpmath.log1p(y))
     eta = mpmath.sqrt(2 * h) * (1 if s_ > 0 else -1)
-    return mpmath.mpf(a) + b, mpmath.mpf(min(p_, 1 - p_)), h, eta
+    return mpmath.mpf(a) + b, _mpf_of_fraction(min(p_, 1 - p_)), h, eta
 
 
 def _beta_guard(a, b, x):
@@ -317,7 +324,7 @@ def _beta_guard(a, b, x):
     if not s_:
         return 48
     with mpmath.workprec(64):
-        return 48 + max(0, -int(mpmath.mag(mpmath.mpf(min(abs(s_) / p_, abs(s_) / (1 - p_))))))
+        return 48 + max(0, -int(mpmath.mag(_mpf_of_fraction(min(abs(s_) / p_, abs(s_) / (1 - p_))))))
 
 
 def temme_beta(a: float, b: float, x: float, prec: int):

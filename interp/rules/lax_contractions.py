@@ -602,7 +602,7 @@ def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation
     idx = window_indices(spatial, window, window_strides, padding, lhs_dilation, rhs_dilation)
     out_sp = idx.shape[:-1]
     s, kw = math.prod(out_sp), idx.shape[-1]
-    xf = x.reshape(n, c, -1)
+    xf = x.reshape(n, c, math.prod(spatial))   # (spelled out: -1 is ambiguous when n or c is 0)
     patches = xf[:, :, np.where(idx >= 0, idx, 0).reshape(-1)] if xf.shape[2] else \
         np.zeros((n, c, s * kw), x.dtype)
     patches = np.where((idx >= 0).reshape(-1), patches, np.zeros((), x.dtype)).reshape(n, c, s, kw)

@@ -748,7 +748,8 @@ def window_indices(shape, window_dimensions, window_strides, padding,
         flat = flat + np.where(idx >= 0, idx, 0) * stride
         valid = valid & (idx >= 0)
         stride *= shape[d]
-    return np.where(valid, flat, -1).reshape(out_shape + (-1,))
+    # (the window size spelled out: -1 cannot be inferred when the output is empty)
+    return np.where(valid, flat, -1).reshape(out_shape + (int(np.prod(wins, dtype=np.int64)),))
 
 
 def windows(x: np.ndarray, pad_value, **window) -> np.ndarray:

@@ -498,15 +498,20 @@ def _zeta_mp(s, q):
     return mpmath.zeta(s, f) + sign * (mpmath.zeta(s, 1 - f) - mpmath.zeta(s, 1 - q))
 
 
-def _igamma_mp(a, x):
+def _igamma_domain(a, x):
     if a == 0:
         raise ValueError("a = 0: the limit (SciPy's value) is kept")
+    if a < 0 or x < 0:   # (mpmath 1.3.0's gammainc(65504, 0, -3) recurses without end)
+        raise ValueError("outside the domain a, x >= 0: NaN (_fix_igamma)")
+
+
+def _igamma_mp(a, x):
+    _igamma_domain(a, x)
     return mpmath.gammainc(a, 0, x, regularized=True)
 
 
 def _igammac_mp(a, x):
-    if a == 0:
-        raise ValueError("a = 0: the limit (SciPy's value) is kept")
+    _igamma_domain(a, x)
     return mpmath.gammainc(a, x, mpmath.inf, regularized=True)
 
 
