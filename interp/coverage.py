@@ -59,7 +59,54 @@ RULE_NAME_RELEASES = {
     "xla_metadata_call": Releases("new in JAX 0.11 (jax.experimental.xla_metadata)", since=(0, 11)),
     "polynomial": Releases("lax.polynomial is new in JAX 0.12", since=(0, 12)),
     "has_memory_space": Releases("pltpu.has_memory_space is new in JAX 0.12", since=(0, 12)),
+    "conv": Releases("pltpu.conv is new in JAX 0.11 (pallas/mosaic/primitives.py)", since=(0, 11)),
+    "matmul_lhs_fifo": Releases("the MXU FIFO forms are new in JAX 0.11", since=(0, 11)),
+    "matmul_pop_fifo": Releases("the MXU FIFO forms are new in JAX 0.11", since=(0, 11)),
+    "elementwise_inline_asm_p": Releases("Triton's inline asm primitive's name up to JAX 0.11",
+                                         until=(0, 12)),
+    "elementwise_inline_asm": Releases("named elementwise_inline_asm_p before JAX 0.12", since=(0, 12)),
+    # SPMD (lax/parallel.py): the async starts of 0.10, the varying/unreduced casts renamed in 0.12.
+    "psum_start": Releases("JAX 0.10's async psum start; 0.11 has no async collective pairs",
+                           until=(0, 11)),
+    "pbroadcast_start": Releases("JAX 0.10's async pbroadcast start", until=(0, 11)),
+    "pbroadcast_done": Releases("JAX 0.10's async pbroadcast done", until=(0, 11)),
+    "unreduced_psum_start": Releases("JAX 0.10's async unreduced psum start", until=(0, 11)),
+    "unreduced_reduce_scatter_start": Releases("JAX 0.10's async unreduced reduce-scatter start",
+                                               until=(0, 11)),
+    "pbroadcast_dynamic": Releases("new in JAX 0.12", since=(0, 12)),
+    "unreduced_pmax": Releases("new in JAX 0.11", since=(0, 11)),
+    "unreduced_pmin": Releases("new in JAX 0.11", since=(0, 11)),
+    "reduced_vary_cast_p": Releases("the cast's name up to JAX 0.11", until=(0, 12)),
+    "reduced_vary_cast": Releases("named reduced_vary_cast_p before JAX 0.12", since=(0, 12)),
+    "vary_unreduced_cast_p": Releases("the cast's name up to JAX 0.11", until=(0, 12)),
+    "vary_unreduced_cast": Releases("named vary_unreduced_cast_p before JAX 0.12", since=(0, 12)),
+    # Mosaic GPU (pallas/mosaic_gpu/primitives.py): _p names up to 0.11, new primitives in 0.12.
+    **{n: Releases("new in JAX 0.12's Mosaic GPU", since=(0, 12))
+       for n in ("barrier_arrive_and_wait", "mosaic_gpu_reduce_max", "mosaic_gpu_reduce_min",
+                 "mosaic_gpu_reduce_prod", "mosaic_gpu_reduce_sum", "store")},
+    **{n: Releases(f"named {n}_p before JAX 0.12", since=(0, 12))
+       for n in ("inline_mgpu", "set_max_registers", "wgmma_accumulator_deref",
+                 "wgmma_accumulator_store")},
+    **{f"{n}_p": Releases(f"the primitive's name up to JAX 0.11; 0.12 names it {n}", until=(0, 12))
+       for n in ("inline_mgpu", "set_max_registers", "wgmma_accumulator_deref",
+                 "wgmma_accumulator_store")},
 }
+
+# The JAX module whose import defines a rule family's primitives, where that import may fail in
+# a supported environment (JAX 0.10.2's Mosaic GPU needs absl-py: the project's mosaic-gpu extra).
+FAMILY_MODULES = {"interp.rules.pallas_mosaic_gpu": "jax.experimental.pallas.mosaic_gpu"}
+
+
+def import_failure(rule_name: str) -> str | None:
+    """Why the JAX module defining ``rule_name``'s family cannot be imported here, else None."""
+    module = FAMILY_MODULES.get(getattr(RULES.get(rule_name), "__module__", None))
+    if module is None:
+        return None
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001  (reported as the reason, never swallowed)
+        return f"{module} does not import here ({type(e).__name__}: {e})"
+    return None
 
 
 def jax_version() -> tuple[int, ...]:
@@ -73,7 +120,8 @@ def rules_not_in_this_jax() -> dict[str, str]:
     does not account for."""
     from . import rules  # noqa: F401  (make sure every rule is registered)
     defined = all_primitives()
-    return {name: (RULE_NAME_RELEASES[name].why if name in RULE_NAME_RELEASES else "unexplained")
+    return {name: (import_failure(name) or (RULE_NAME_RELEASES[name].why if name in RULE_NAME_RELEASES
+                                            else "unexplained"))
             for name in sorted(RULES) if name not in defined}
 
 

@@ -46,6 +46,11 @@ SOURCES = {
     "narrow-via-f32": "XLA computes bf16/f16/fp8 elementwise ops by upcasting to f32 "
                       "(xla/service/float_normalization, CPU/GPU elemental emitters) and rounding once: "
                       "an f32 error of a few f32 ulps can move the result across one narrow rounding boundary",
+    "f16-attention": "Derived for attention kernels that round the softmax probabilities p to f16 "
+                     "before the p.v product and the output once to f16 (JAX's attention_mgpu): 1 "
+                     "f16 ulp of p moves a convex combination by at most eps16 max|v|, the output "
+                     "rounding adds 0.5 eps16 |o|; the f32 softmax and accumulation errors are orders "
+                     "of magnitude below (conformance/cases/pallas_mosaic_gpu.py attention_mode)",
     "higham": "N. Higham, Accuracy and Stability of Numerical Algorithms (2nd ed.), section 3.1: "
               "|fl(a.b) - a.b| <= gamma_K sum|a_k||b_k|, gamma_K = K u / (1 - K u)",
     "tosa": "TOSA specification 1.0, section 1.8 'Floating-point accuracy': compliance modes "

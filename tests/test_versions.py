@@ -23,7 +23,8 @@ from jax import lax
 import interp
 from conformance.cases import all_cases
 from conformance.execute import run_case
-from interp.coverage import RULE_NAME_RELEASES, all_primitives, jax_version, rules_not_in_this_jax
+from interp.coverage import (RULE_NAME_RELEASES, all_primitives, import_failure, jax_version,
+                             rules_not_in_this_jax)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,7 +35,8 @@ def test_every_rule_names_a_primitive_of_this_jax_or_says_which_releases_do():
     assert not unexplained, (f"rules for primitive names JAX {jax.__version__} does not define: {unexplained}; "
                              "register the name this JAX uses, or add it to RULE_NAME_RELEASES")
     defined, version = all_primitives(), jax_version()
-    wrong = {n: (n in defined) for n, r in RULE_NAME_RELEASES.items() if (n in defined) != r.defines(version)}
+    wrong = {n: (n in defined) for n, r in RULE_NAME_RELEASES.items()
+             if (n in defined) != r.defines(version) and not import_failure(n)}
     assert not wrong, f"RULE_NAME_RELEASES is wrong for JAX {jax.__version__}: defined here = {wrong}"
 
 

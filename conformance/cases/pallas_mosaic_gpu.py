@@ -5,11 +5,13 @@ GPU interpret mode, CPU) and ``pallas:mosaic-gpu`` (a GPU); shipped kernels also
 function they claim to compute.
 
 Mosaic GPU kernels trace only where ``jax.experimental.pallas.mosaic_gpu`` imports (JAX 0.10.2's
-needs absl-py): elsewhere this family has no cases. Semantics: ``spec/pallas_mosaic_gpu.py``.
+needs absl-py: the `mosaic-gpu` extra): elsewhere every case is listed not applicable, with the
+reason. Semantics: ``spec/pallas_mosaic_gpu.py``.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import sys
@@ -21,7 +23,7 @@ import numpy as np
 
 from spec import compliance as C
 
-from ..case import PALLAS, Case, random_array
+from ..case import PALLAS, Case, applicable_if, random_array
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
@@ -212,19 +214,31 @@ def attention_mode():
     eps16 max|v| between two implementations that differ in p by less than an f16 rounding)
     and rounds o once to f16 (0.5 eps16 |o|); the f32 softmax and accumulation errors are orders
     of magnitude below. ``magnitude`` is max|v| (Case.magnitude)."""
-    return C.abs_rel(1, 0.5, "derived: f16 probabilities and f16 output (pallas_mosaic_gpu.py)")
+    return C.abs_rel(1, 0.5, "f16-attention")
+
+
+def _unavailable() -> str:
+    """Case.not_applicable of every case here: why this installation cannot import Mosaic GPU
+    (JAX 0.10.2 needs absl-py for it: the project's ``mosaic-gpu`` extra)."""
+    try:
+        _plgpu()
+        return ""
+    except Exception as e:  # noqa: BLE001  (listed as not applicable with the reason, never dropped)
+        return applicable_if(False, f"jax.experimental.pallas.mosaic_gpu does not import "
+                                    f"({type(e).__name__}: {e})")
 
 
 def cases():
-    try:
-        _plgpu()
-    except Exception:  # noqa: BLE001  (this JAX cannot import Mosaic GPU: no such cases here)
-        return
+    why = _unavailable()
+    for case in _cases():
+        yield dataclasses.replace(case, not_applicable=why) if why else case
+
+
+def _cases():
     yield _case("tma/f32/64x128", build_tma((64, 128)), _rows([(64, 128)]),
                 primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_wait", "copy_smem_to_gmem",
                             "wait_smem_to_gmem", "commit_smem"))
-    plgpu = _plgpu()
-    tiled = (lambda: plgpu.TilingTransform((8, 32)), lambda: plgpu.SwizzleTransform(128))
+    tiled = (lambda: _plgpu().TilingTransform((8, 32)), lambda: _plgpu().SwizzleTransform(128))
     yield _case("tma_tiled_swizzled/f32/64x64", build_tma((64, 64), tiled), _rows([(64, 64)]),
                 primitives=("mpmd_map", "copy_gmem_to_smem", "copy_smem_to_gmem"))
     yield _case("warpgroups_producer_consumer/f32/64x128", build_producer_consumer((64, 128)),

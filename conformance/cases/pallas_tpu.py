@@ -20,7 +20,7 @@ from jax.experimental import pallas as pl
 
 from spec import compliance as C
 
-from ..case import LAX, PALLAS, Case, random_array
+from ..case import LAX, PALLAS, Case, applicable_if, random_array
 from .pallas import _PIPELINE_HLO_INTERPRET, Gate, gated
 
 F32 = np.dtype(np.float32)
@@ -161,13 +161,14 @@ def mxu_cases():
     for dtype in (np.dtype(ml_dtypes.bfloat16), F32, np.dtype(np.int8)):
         out = np.int32 if np.issubdtype(dtype, np.integer) else np.float32
         m, k, n = 16, 256, 256
-        if _has("matmul_acc_lhs") and hasattr(_tpu(), "ACC"):
-            yield from _case(f"mxu_acc_two_staging_registers/{dtype.name}/{m}x{k}x{n}",
-                             gated(build_mxu_acc(m, n, out), tpu_interpret=ACC_TPU_INTERPRET),
-                             _operands(dtype, (m, k), (k, n), (m, k), (k, n)),
-                             claims=_claimed_matmul(out), modes=_mxu_modes(dtype, 2 * k),
-                             dot_bound=_dot_bound,
-                             primitives=("matmul_push_rhs", "matmul_acc_lhs", "matmul_pop"))
+        yield from _case(f"mxu_acc_two_staging_registers/{dtype.name}/{m}x{k}x{n}",
+                         gated(build_mxu_acc(m, n, out), tpu_interpret=ACC_TPU_INTERPRET),
+                         _operands(dtype, (m, k), (k, n), (m, k), (k, n)),
+                         claims=_claimed_matmul(out), modes=_mxu_modes(dtype, 2 * k),
+                         dot_bound=_dot_bound, not_applicable=applicable_if(
+                             _has("matmul_acc_lhs") and hasattr(_tpu(), "ACC"),
+                             "no pltpu.matmul_acc_lhs with pltpu.ACC accumulator refs"),
+                         primitives=("matmul_push_rhs", "matmul_acc_lhs", "matmul_pop"))
         if _acc_by_address():
             def claims(x1, y1, x2, y2, out=out):   # the second right-hand side pushed transposed
                 return _claimed_matmul(out)(x1, y1, x2, y2.T)
@@ -176,11 +177,11 @@ def mxu_cases():
                              modes=_mxu_modes(dtype, 2 * k), dot_bound=lambda x1, y1, x2, y2:
                              _dot_bound(x1, y1, x2, y2.T),
                              primitives=("matmul_push_rhs", "matmul_acc_lhs", "matmul_pop"))
-        if _has("matmul_lhs_fifo"):
-            yield from _case(f"mxu_fifo/{dtype.name}/{2 * m}x{k}x{n}", build_mxu_fifo(2 * m, n, 8, out),
-                             _operands(dtype, (2 * m, k), (k, n)), claims=_claimed_matmul(out),
-                             modes=_mxu_modes(dtype, k), dot_bound=_dot_bound,
-                             primitives=("matmul_push_rhs", "matmul_lhs_fifo", "matmul_pop_fifo"))
+        yield from _case(f"mxu_fifo/{dtype.name}/{2 * m}x{k}x{n}", build_mxu_fifo(2 * m, n, 8, out),
+                         _operands(dtype, (2 * m, k), (k, n)), claims=_claimed_matmul(out),
+                         modes=_mxu_modes(dtype, k), dot_bound=_dot_bound,
+                         not_applicable=applicable_if(_has("matmul_lhs_fifo"), "no pltpu.matmul_lhs_fifo"),
+                         primitives=("matmul_push_rhs", "matmul_lhs_fifo", "matmul_pop_fifo"))
 
 
 # --------------------------------------------------------------------------------------- conv
@@ -249,8 +250,7 @@ def _conv_bound(dn, kw, with_acc):
 
 def conv_cases():
     import ml_dtypes
-    if not _has("conv"):
-        return
+    why = applicable_if(_has("conv"), "no pltpu.conv")
     for name, (lhs, rhs, dn, kw, dtype, preferred) in CONVS.items():
         dtype = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
         with_acc = "acc" in name
@@ -267,7 +267,8 @@ def conv_cases():
         yield from _case(f"conv/{name}", build_conv(lhs, rhs, dn, kw, dtype, preferred, with_acc), inputs,
                          claims=_plain_conv(dn, kw, preferred, with_acc),
                          modes=_DEF if integer else C.dot_product(k),
-                         dot_bound=None if integer else _conv_bound(dn, kw, with_acc), primitives=("conv",))
+                         dot_bound=None if integer else _conv_bound(dn, kw, with_acc), not_applicable=why,
+                         primitives=("conv",))
 
 
 # ---------------------------------------------------------------------------- stochastic_round
@@ -302,15 +303,14 @@ def _stochastic_inputs(shape, target):
 
 def stochastic_cases():
     import ml_dtypes
-    if not _has("stochastic_round"):
-        return
+    why = applicable_if(_has("stochastic_round"), "no pltpu.stochastic_round")
     for target in STOCHASTIC:
         for shape in ((8, 128), (16, 256)):
             sid = "x".join(map(str, shape))
             yield from _case(f"stochastic_round/{target}/{sid}",
                              build_stochastic(shape, np.dtype(getattr(ml_dtypes, target))),
                              _stochastic_inputs(shape, target), modes=_NEIGHBOUR,
-                             primitives=("stochastic_round",))
+                             not_applicable=why, primitives=("stochastic_round",))
 
 
 # ----------------------------------------------------------------- pack / unpack elementwise
@@ -364,15 +364,16 @@ def _claimed_unpack_unsigned(x):
 
 
 def packing_cases():
-    if not _has("pack_elementwise"):
-        return
+    why = applicable_if(_has("pack_elementwise"), "no pltpu.pack_elementwise")
     shape = (16, 128)
     yield from _case("pack_elementwise/f32_to_bf16_rounding/16x128", build_pack_bf16,
                      lambda rng: [_rounding_cases(rng, shape), _rounding_cases(rng, shape)],
-                     claims=_claimed_pack_bf16, modes=_DEF, primitives=("pack_elementwise",))
+                     claims=_claimed_pack_bf16, modes=_DEF, not_applicable=why,
+                     primitives=("pack_elementwise",))
     yield from _case("unpack_elementwise/uint4_fields_of_uint8/8x128", build_unpack_unsigned,
                      lambda rng: [rng.integers(0, 256, size=(8, 128)).astype(np.uint8)],
-                     claims=_claimed_unpack_unsigned, modes=_DEF, primitives=("unpack_elementwise",))
+                     claims=_claimed_unpack_unsigned, modes=_DEF, not_applicable=why,
+                     primitives=("unpack_elementwise",))
 
 
 # ------------------------------------------------------------------- emit_pipeline over cores
@@ -410,8 +411,8 @@ def _pipeline_claim(x):
 def pipeline_cases():
     import interp.rules  # noqa: F401  (registers every rule)
     from interp.registry import PARTIAL, RULES
-    if "emit_pipeline" not in RULES or "core_axis" in PARTIAL.get("emit_pipeline", ""):
-        return   # JAX < 0.12: no expansion outside the Mosaic lowering (spec/pallas.py)
+    why = applicable_if("emit_pipeline" in RULES and "core_axis" not in PARTIAL.get("emit_pipeline", ""),
+                        "emit_pipeline has no expansion outside the Mosaic lowering (spec/pallas.py)")
     for steps, cores in ((4, 2), (5, 2)):
         yield from _case(f"emit_pipeline_core_axis/i32/{steps}_steps_{cores}_cores",
                          gated(build_pipeline_core_axis(steps, cores), hlo_interpret=_PIPELINE_HLO_INTERPRET),
@@ -419,7 +420,7 @@ def pipeline_cases():
                                                                 low=-1000, high=1000)],
                          claims=_pipeline_claim, modes=_DEF,
                          jax_config=(("jax_use_emit_pipeline_primitive", True),),
-                         primitives=("emit_pipeline",))
+                         not_applicable=why, primitives=("emit_pipeline",))
 
 
 # -------------------------------------------------------------------------- remove_memory_space
@@ -437,8 +438,8 @@ def cases():
     yield from stochastic_cases()
     yield from packing_cases()
     yield from pipeline_cases()
-    prim = _remove_memory_space()
-    if prim is not None:   # a plain program: XLA runs it (its lowering is the identity)
-        yield Case(id="pallas_tpu/remove_memory_space/f32/8x128", fn=lambda x: prim.bind(x),
-                   inputs=lambda rng: [random_array(rng, F32, (8, 128))], kind=LAX, modes=_DEF,
-                   primitives=("remove_memory_space",))
+    prim = _remove_memory_space()   # a plain program: XLA runs it (its lowering is the identity)
+    yield Case(id="pallas_tpu/remove_memory_space/f32/8x128", fn=lambda x: prim.bind(x),
+               inputs=lambda rng: [random_array(rng, F32, (8, 128))], kind=LAX, modes=_DEF,
+               not_applicable=applicable_if(prim is not None, "no remove_memory_space primitive"),
+               primitives=("remove_memory_space",))
