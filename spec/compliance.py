@@ -51,6 +51,25 @@ SOURCES = {
                      "f16 ulp of p moves a convex combination by at most eps16 max|v|, the output "
                      "rounding adds 0.5 eps16 |o|; the f32 softmax and accumulation errors are orders "
                      "of magnitude below (conformance/cases/pallas_mosaic_gpu.py attention_mode)",
+    "stochastic-round-neighbour": "pltpu.stochastic_round: how the random bits choose between the two "
+                                  "neighbours is the TPU's own rule (Mosaic lowers it to the closed TPU "
+                                  "backend); JAX's test (tests/pallas/tpu_ops_test.py test_stochastic_round) "
+                                  "requires only one of the two neighbours: ULP(1) of the reference's pick",
+    "atomic-float-order": "float atomics of several lanes on one element apply in an order PTX leaves "
+                          "undefined (atom.add.f32): the sum of the updates with each addition rounded, "
+                          "bounded as a dot product of the updates with ones (Higham section 3.1)",
+    "dot-algorithm-preset": "jax.lax.DotAlgorithmPreset (jax/_src/lax/lax.py): the preset's input "
+                            "type (bits kept per operand) and number of partial products, each a K-term "
+                            "dot accumulated in float32: DOT_PRODUCT(K x parts) on inputs of that width",
+    "tanh-approx-f32": "PTX tanh.approx.f32: maximum relative error 1.113e-5 measured over all float32 "
+                       "inputs (NVIDIA developer forum, 'hardware accelerated tanh on Turing', "
+                       "forums.developer.nvidia.com/t/173291), below 2^-16",
+    "ieee754-convert": "IEEE 754 round to nearest even for float narrowing; float to integer truncates "
+                       "toward zero (XLA operation semantics, ConvertElementType)",
+    "ops-kernel-eps": "engineering bound for JAX's shipped Triton ops kernels (softmax, norms, attention): "
+                      "a few eps of the output dtype per reduction stage, stated a priori, not derived from "
+                      "an error analysis; the H100 outputs and the HLO interpret mode measure within 1-2 eps "
+                      "of the reference (tests/test_pallas_triton.py)",
     "higham": "N. Higham, Accuracy and Stability of Numerical Algorithms (2nd ed.), section 3.1: "
               "|fl(a.b) - a.b| <= gamma_K sum|a_k||b_k|, gamma_K = K u / (1 - K u)",
     "tosa": "TOSA specification 1.0, section 1.8 'Floating-point accuracy': compliance modes "

@@ -26,8 +26,7 @@ from .pallas import _PIPELINE_HLO_INTERPRET, Gate, gated
 F32 = np.dtype(np.float32)
 _DEF = C.exact("definition")
 # A TPU MXU sums in float32 in an order it does not document (spec/pallas_tpu.py matmul_acc_lhs).
-_NEIGHBOUR = C.ulp(1, "stochastic rounding: the hardware picks either neighbour "
-                      "(tests/pallas/tpu_ops_test.py test_stochastic_round)")
+_NEIGHBOUR = C.ulp(1, "stochastic-round-neighbour")
 
 
 def _tpu():

@@ -143,7 +143,7 @@ def atomic_cases():
                 modes = _DEF
                 kw = {}
                 if indices == "duplicates" and op == "add" and dtype == F32:
-                    modes, kw = C.dot_product(LANES, "atomic float additions in the hardware's order"), \
+                    modes, kw = C.dot_product(LANES, "atomic-float-order"), \
                         {"dot_bound": _sum_bound}
                 yield _case(cid, build_atomic(op, dtype, seen=indices == "distinct"),
                             _atomic_inputs(dtype, indices), modes=modes,
@@ -214,7 +214,7 @@ def grid_atomic_cases():
         return [np.abs(init.astype(np.float64)) + np.abs(x.astype(np.float64)).reshape(8, 32).sum(1)
                 .reshape(4, 2).sum(0)]
     yield _case("atomic_add/float32/block_sums_across_grid", build_grid_atomic("add", F32), floats,
-                modes=C.dot_product(129, "atomic float additions in the hardware's order"), dot_bound=bound,
+                modes=C.dot_product(129, "atomic-float-order"), dot_bound=bound,
                 primitives=("pallas_call", "atomic_rmw", "reduce_sum"))
 
 
@@ -461,7 +461,7 @@ def dot_cases():
         if alg is None:
             continue
         yield _case(f"dot/float32/algorithm_{name}/{m}x{k}x{n}", build_dot(m, k, n, F32, alg),
-                    _dot_inputs(m, k, n, F32), modes=C.dot_product(k * parts, "jax DotAlgorithmPreset", bits),
+                    _dot_inputs(m, k, n, F32), modes=C.dot_product(k * parts, "dot-algorithm-preset", bits),
                     dot_bound=_abs_dot(), primitives=prims)
 
 
@@ -594,7 +594,7 @@ def generic_cases():
                 targets=("generic", "triton"))
     yield _case("convert/float32_to_f16_bf16_i32/4x128", build_convert,
                 lambda rng: [random_array(rng, F32, (4, 128), specials=0, low=-7e4, high=7e4)],
-                modes=C.exact("ieee754 round to nearest even; truncation toward zero"),
+                modes=C.exact("ieee754-convert"),
                 primitives=("pallas_call", "convert_element_type"), targets=("generic", "triton"))
 
 
@@ -700,7 +700,7 @@ def _paged_inputs(b, h, d, page, pages_per_seq, dtype):
 
 
 def _eps_mode(atol, rtol):
-    return C.abs_rel(atol, rtol, "a priori: a few eps of the output dtype per reduction stage")
+    return C.abs_rel(atol, rtol, "ops-kernel-eps")
 
 
 def _claim(fn, out_dtype):
