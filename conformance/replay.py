@@ -41,7 +41,7 @@ import jax
 import jax.extend.core as jcore
 
 from interp import dtypes as D
-from interp.evaluator import eval_jaxpr, is_extended, split_jaxpr
+from interp.evaluator import _lookup_rule, eval_jaxpr, is_extended, split_jaxpr
 from interp.options import Options
 from interp.rules.lax_conversions import reduce_precision_bits
 
@@ -119,6 +119,15 @@ def _sub_jaxpr(eqn):
         if key in eqn.params:
             return eqn.params[key]
     return None
+
+
+def _holds_jaxprs(eqn) -> bool:
+    """Whether an equation evaluates sub-jaxprs (calls, loops, conditionals, remat...)."""
+    for v in eqn.params.values():
+        for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
+                return True
+    return False
 
 
 def flush_subnormals(x):
@@ -251,7 +260,13 @@ class _Replay:
                 self.alias[iv] = a
                 if not isinstance(a, jcore.Literal) and a in self.shadow:
                     self.shadow[iv] = self.shadow[a]
-        outs = self.eval_eqn(ctx, rule, list(invals), params)
+        if _holds_jaxprs(eqn):
+            # Calls and control flow are transparent: the equations inside are observed one by
+            # one (flushing at the boundary would flush values the program only moves).
+            outs = rule(ctx, *invals, **params)
+            outs = list(outs) if eqn.primitive.multiple_results else [outs]
+        else:
+            outs = self.eval_eqn(ctx, rule, list(invals), params)
         for ov, o in zip(eqn.outvars, outs):
             if self.record_eqns is not None and id(eqn) in self.record_eqns:
                 self.trace.append((eqn, ov, o))
@@ -304,7 +319,9 @@ class _Replay:
         the original ones (the comparator reads flushed values, the data is only copied)."""
         n = len(invals)
         keys = [flush_subnormals(x) for x in invals[:params["num_keys"]]]
-        out = rule(ctx, *keys, *invals, **params)
+        # The registered rule itself: the step's prepared function is specialised to the
+        # equation's own operand count, and this call sorts the flushed keys with the values.
+        out = _lookup_rule(ctx)(ctx, *keys, *invals, **params)
         return list(out)[-n:]
 
     def _scatter_kth(self, ctx, invals, params):

@@ -342,3 +342,19 @@ def test_bf16_minmax_daz_compare_explains_exactly_the_avx512_bf16_selection():
             rec = {}
             compare(case, "xla:cpu", [x, y], ref, [other], rec, first_divergence=False)
             assert rec["outcome"] == "fail", rec
+
+
+def test_flush_replay_moves_values_unflushed_through_calls():
+    # Under DAZ a sort compares flushed keys but moves the original values: its output is a
+    # permutation of its input whether or not the sort sits inside a jit (calls and control flow
+    # are transparent to the replay; flushing at a call's boundary would zero the subnormals).
+    import ml_dtypes
+    from conformance.replay import Variant, reference_replay
+    s = 2.0 ** -133
+    x = np.array([[s, -0.0, 1.0, -s, 0.5]], ml_dtypes.bfloat16)
+    plain = jax.make_jaxpr(lambda a: lax.sort(a, dimension=1))(x)
+    called = jax.make_jaxpr(jax.jit(lambda a: lax.sort(a, dimension=1)))(x)
+    assert any(e.primitive.name in ("jit", "pjit") for e in called.jaxpr.eqns)
+    for jaxpr in (plain, called):
+        out = reference_replay(jaxpr, [x], Variant(flush=True))[0][0]
+        assert sorted(out.view(np.uint16).ravel().tolist()) == sorted(x.view(np.uint16).ravel().tolist())
