@@ -932,7 +932,8 @@ def test_betainc_temme_coefficients(x0):
         for c_lo, c_hi in zip(lo, hi):
             assert abs(c_lo - c_hi) <= max(abs(c_hi), scale * mpmath.mpf(2) ** -200) * mpmath.mpf(2) ** -(256 - loss)
     with mpmath.workprec(320):
-        p, q = mpmath.mpf(p), mpmath.mpf(1 - p)
+        # (mpf(int) / int: one rounding, as mpf(Fraction) gives on mpmath >= 1.4; 1.3.0 has no such constructor)
+        p, q = mpmath.mpf(p.numerator) / p.denominator, mpmath.mpf((1 - p).numerator) / (1 - p).denominator
         sigma = mpmath.sqrt(p * q)
         assert abs(hi[1] + (q - p) / (3 * sigma)) < abs(hi[1]) * mpmath.mpf(2) ** -300 + mpmath.mpf(2) ** -300
         radius = 2 * mpmath.sqrt(mpmath.pi * min(p, q))
