@@ -860,6 +860,20 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(in the special-value grid) it never returns. The nightly's lax_special/igamma/float64/specials timeout "
         "(300 s); the reference gives 0.5 there (0.7 s CPU for the whole grid).",
         runners=("xla:cpu",), outcomes=("timeout",), cases=("lax_special/igamma/float64/specials",)),
+    # -- Pallas Mosaic GPU (conformance/cases/pallas_mosaic_gpu.py) ---------------------------
+    Divergence(
+        "pallas-gpu-interpret-attention-effects",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic/interpret/thread_map.py "
+        "(_run_jaxpr lowers each warpgroup's jaxpr with jax.jit, and mlir.lower_jaxpr_to_module refuses "
+        "the Mosaic GPU effects the kernel still carries); one-line reproducer: jax-conformance repro "
+        "pallas_mosaic_gpu/ops/attention/f16/1x256x2x64/causal=False --runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode cannot run the shipped attention_mgpu kernel: a warpgroup "
+        "thread fails with 'ValueError: Cannot lower jaxpr with effects: {IOEffect, "
+        "_WGMMAPipelineEffect, MemoryEffect}', reported through the CPU callback as JaxRuntimeError "
+        "INTERNAL (a crash of the backend, JAX 0.12.0.1 on CPU; the research that first saw it: "
+        "run_state and wgmma with a register operand are missing there).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/ops/attention/*", "pallas_mosaic_gpu/claims/attention_vs_softmax/*")),
     # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
     Divergence(
         "pallas-triton-vector-integer-atomic-minmax-assert",
