@@ -29,6 +29,14 @@ class Releases:
         return (self.since is None or version >= self.since) and (self.until is None or version < self.until)
 
 
+# Mosaic GPU primitives JAX 0.12 renamed from "<name>_p" to "<name>": both spellings, one entry each.
+_RENAMED_IN_0_12 = {
+    name: entry
+    for n in ("inline_mgpu", "set_max_registers", "wgmma_accumulator_deref", "wgmma_accumulator_store")
+    for name, entry in ((n, Releases(f"named {n}_p before JAX 0.12", since=(0, 12))),
+                        (f"{n}_p", Releases(f"the primitive's name up to JAX 0.11; 0.12 names it {n}",
+                                            until=(0, 12))))
+}
 _OLDEST = (0, 10, 2)   # the oldest supported JAX: a name gone before it is in no supported release
 # Every registered rule name that some supported JAX (0.10.2 .. newest) does not define, and
 # why. tests/test_versions.py checks each entry against the installed JAX (the name is defined
@@ -84,12 +92,7 @@ RULE_NAME_RELEASES = {
     **{n: Releases("new in JAX 0.12's Mosaic GPU", since=(0, 12))
        for n in ("barrier_arrive_and_wait", "mosaic_gpu_reduce_max", "mosaic_gpu_reduce_min",
                  "mosaic_gpu_reduce_prod", "mosaic_gpu_reduce_sum", "store")},
-    **{n: Releases(f"named {n}_p before JAX 0.12", since=(0, 12))
-       for n in ("inline_mgpu", "set_max_registers", "wgmma_accumulator_deref",
-                 "wgmma_accumulator_store")},
-    **{f"{n}_p": Releases(f"the primitive's name up to JAX 0.11; 0.12 names it {n}", until=(0, 12))
-       for n in ("inline_mgpu", "set_max_registers", "wgmma_accumulator_deref",
-                 "wgmma_accumulator_store")},
+    **_RENAMED_IN_0_12,
 }
 
 # The JAX module whose import defines a rule family's primitives, where that import may fail in
