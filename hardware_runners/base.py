@@ -53,6 +53,17 @@ def run_staged(fn, args) -> list[np.ndarray]:
         raise BackendFailure(stage, e) from e
 
 
+def place_on_default_device(inputs) -> list:
+    """The inputs on the default device (the runner sets it), uncommitted: the compiled program's
+    own device assignment decides placement. Committed arrays (``device_put(a, dev)``) make JAX
+    0.10.2's AOT call compare layouts and reject every sub-byte argument (float4_e2m1fn, int4:
+    "Passed layout ... sub_byte_element_size_in_bits=0, Required ... =4", from
+    jax/_src/interpreters/pxla.py check_array_xla_sharding_layout_match, which skips uncommitted
+    arrays); ``jax.jit(f)(x)`` itself accepts them."""
+    import jax
+    return [jax.device_put(a) for a in inputs]
+
+
 def _devices(platform: str):
     import jax
     try:
@@ -159,8 +170,8 @@ class XlaRunner(Runner):
         import jax
         dev = self.device()
         # (an SPMD case's program places its inputs on its own mesh)
-        args = list(inputs) if wanted_devices(case) > 1 else [jax.device_put(a, dev) for a in inputs]
         with jax.default_device(dev):    # what a case places data on (control_flow placement cases)
+            args = list(inputs) if wanted_devices(case) > 1 else place_on_default_device(inputs)
             return run_staged(jax.jit(case.program()), args)
 
 
@@ -219,8 +230,8 @@ class PallasRunner(Runner):
     def run(self, case, inputs):
         import jax
         dev = self.device()
-        args = [jax.device_put(a, dev) for a in inputs]
         with jax.default_device(dev), self.context():
+            args = place_on_default_device(inputs)
             jitted = jax.jit(case.program(self.interpret_param()))
             self.check_program(jitted, args)
             return run_staged(jitted, args)

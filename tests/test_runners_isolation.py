@@ -140,3 +140,16 @@ def test_seed_search_through_isolation_reports_the_crashing_seed_unshrunk(worker
     assert rec["seed"] == rec["first_failing_seed"] == rec["seeds_tried"][-1] != 0
     assert _aborts(rec["seed"]) and not any(_aborts(s) for s in rec["seeds_tried"][:-1])
     assert rec["reproducer"] == f"jax-conformance repro {cid} --runner xla:cpu --seed {rec['seed']}"
+
+
+def test_xla_cpu_runs_sub_byte_arguments():
+    """Sub-byte operands reach the compiled program: JAX 0.10.2's AOT call rejects committed
+    float4/int4 arrays with a layout mismatch, so the runner passes uncommitted ones (every
+    float4_e2m1fn case crashed on xla:cpu with JAX 0.10.2 before)."""
+    import ml_dtypes
+    values = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6] * 2, ml_dtypes.float4_e2m1fn)
+    values[8:] = -values[8:]
+    case = Case(id="t/abs-float4", fn=lambda x: abs(x), inputs=lambda seed: [values])
+    out, = get_runner("xla:cpu").run(case, [values])
+    assert out.dtype == values.dtype
+    np.testing.assert_array_equal(out.astype(np.float32), np.abs(values.astype(np.float32)))
