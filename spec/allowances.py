@@ -45,10 +45,14 @@ class Allowance:
 
 
 def _matmul_precision(bits: int):
+    """DOT_PRODUCT modes get inputs of ``bits`` significant bits; so do the ABS_REL modes of programs
+    whose case gives its matmuls' first-order sensitivity (spec/compliance.py, ABS_REL)."""
     def change(mode: C.Mode) -> C.Mode:
-        if mode.kind != C.DOT_PRODUCT:
-            return mode
-        return C.dot_product(mode.k, mode.source, input_bits=bits)
+        if mode.kind == C.DOT_PRODUCT:
+            return C.dot_product(mode.k, mode.source, input_bits=bits)
+        if mode.kind == C.ABS_REL and mode.dot_sensitivity:
+            return dataclasses.replace(mode, input_bits=bits)
+        return mode
     return change
 
 
