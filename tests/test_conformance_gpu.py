@@ -482,3 +482,33 @@ def test_recheck_reads_outputs_recorded_on_an_h100(capsys):
     assert main(["recheck", H100_OUTPUTS]) == 0
     out = capsys.readouterr().out
     assert "xla:cuda: pass 4" in out and "unexplained (fail/crash/timeout): 0 of 4" in out
+
+
+def test_recheck_does_not_judge_outputs_of_an_older_program(tmp_path, capsys):
+    """A case whose program changed (a higher Case.revision) is not judged on outputs saved from its
+    old program: recheck counts them as program-changed and says so loudly. The H100 evidence's
+    lax_linalg/eig/f32 (revision 0, a DEFAULT-precision residual) against the checkout's revision 1
+    (the residual at HIGHEST); outputs saved at the checkout's revision are judged as usual."""
+    from conformance.cases import all_cases
+    from conformance.cli import main
+    case = all_cases("quick")["lax_linalg/eig/f32"]
+    assert case.revision == 1
+    kept = []
+    rec = E.run_case(case, "xla:cpu", first_divergence=False, keep_outputs=kept)
+    assert rec["outcome"] == "pass"
+    old = saved.Writer(str(tmp_path / "old"), "h100")
+    old.add(case.id, "xla:cuda", 0, kept)                    # no revision written: revision 0
+    new = saved.Writer(str(tmp_path / "new"), "cpu")
+    new.add(case.id, "xla:cpu", 0, kept, revision=case.revision)
+    (old_path,), (new_path,) = old.close(), new.close()
+    assert saved.revisions(old_path) == {} and saved.revisions(new_path) == {case.id: 1}
+    assert [g[0] for g in saved.read(new_path)] == [case.id]          # the revision is no output
+    capsys.readouterr()
+    assert main(["recheck", old_path, "--results", str(tmp_path / "rc.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "program-changed" in out and "saved at revision 0, the case is at revision 1" in out
+    assert "NOT JUDGED: 1" in out and "xla:cuda: program-changed 1" in out
+    assert not [r for r in map(json.loads, open(tmp_path / "rc.jsonl")) if "outcome" in r]   # no record made up
+    assert main(["recheck", new_path]) == 0
+    out = capsys.readouterr().out
+    assert "xla:cpu: pass 1" in out and "NOT JUDGED" not in out
