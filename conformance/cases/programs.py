@@ -87,11 +87,14 @@ def _matmul_sensitivity(fn):
     TF32 rounding is discontinuous, so a 1-ulp float32 difference upstream of a matmul (layer
     norm's rsqrt, softmax's exp and division on a GPU) moves an operand across a TF32 rounding
     boundary by one TF32 ulp, which no replay of the reference reproduces (docs/gpu-triage.md).
-    Evaluated with JAX on the CPU at Precision.HIGHEST in float32 (a bound needs a few correct
-    digits, not the last one): ``fn`` takes ``tap`` and routes every matmul through it."""
+    Evaluated with JAX at Precision.HIGHEST in float32, on the CPU where JAX has one (a bound needs a
+    few correct digits, not the last one): ``fn`` takes ``tap`` and routes every matmul through it."""
     def bound(*inputs):
-        cpu = jax.devices("cpu")[0]
-        with jax.default_device(cpu), jax.default_matmul_precision("highest"):
+        try:
+            device = jax.devices("cpu")[0]
+        except RuntimeError:        # JAX_PLATFORMS without cpu: HIGHEST keeps the accelerator's f32
+            device = None
+        with jax.default_device(device), jax.default_matmul_precision("highest"):
             args = [jnp.asarray(a) for a in inputs]
             sizes = []
 
