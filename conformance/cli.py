@@ -389,7 +389,8 @@ def main(argv=None) -> int:
     r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     r.set_defaults(func=cmd_run)
     rc = sub.add_parser("recheck", help="judge saved backend outputs again with this checkout's reference "
-                        "and spec, without the backend")
+                        "and spec, without the backend (outputs saved before their case's program changed "
+                        "are listed as program-changed, not judged)")
     rc.add_argument("paths", nargs="+", help="outputs-*.npz files or directories holding them (a run's --out)")
     rc.add_argument("--runner", default=None, help="only this runner's outputs")
     rc.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")
