@@ -47,6 +47,8 @@ class Case:
                                                # and names the first differing equation
     examples: int | None = None                # at most this many seeds per runner in a seed search
                                                # (nightly); None: the profile's default. Heavy cases ask for fewer
+    revision: int = 0                          # raised when the program changes: saved outputs of
+                                               # another revision are not rechecked (docs/conformance.md)
     not_applicable: str = ""                   # why the installed JAX cannot express this case (an API
                                                # or lowering it lacks): every runner, the reference
                                                # included, records it backend-unsupported with this

@@ -165,6 +165,11 @@ def _bad(mode: C.Mode, ref, out, magnitude, bound):
             tol = mode.atol_eps * eps * magnitude + mode.rtol_eps * eps * np.abs(ref.astype(
                 np.complex128 if D.is_complex(ref.dtype) else np.float64))
             detail = f"{mode.describe()}; max|in|={magnitude:.3g}"
+            if mode.input_bits:
+                if bound is None:
+                    raise ValueError("ABS_REL with rounded matmul inputs needs the case's dot_bound")
+                u_in = 2.0 ** -mode.input_bits
+                tol = tol + (2 * u_in + u_in * u_in) * np.abs(np.asarray(bound, np.float64))
         elif mode.kind == C.DOT_PRODUCT:
             if bound is None:
                 raise ValueError("DOT_PRODUCT needs sum |a||b|")

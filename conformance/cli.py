@@ -165,8 +165,13 @@ def _print_summary(results, out, history=None) -> None:
             print(line)
 
 
+PROGRAM_CHANGED = "program-changed"
+
+
 def cmd_recheck(args) -> int:
-    """Judge saved backend outputs again with this checkout's reference and spec (no backend)."""
+    """Judge saved backend outputs again with this checkout's reference and spec (no backend).
+    Outputs saved at another revision of their case than the checkout's are counted as
+    ``program-changed`` and not judged (conformance/outputs.py)."""
     import collections
     from conformance import outputs as saved
     from conformance.cases import all_cases
@@ -182,10 +187,12 @@ def cmd_recheck(args) -> int:
     if args.results:
         from reports.schema import JsonlWriter
         writer = JsonlWriter(args.results)
+    changed = 0
     for path in files:
         runner = saved.runner_of(path)
         if args.runner and runner != args.runner:
             continue
+        revisions = saved.revisions(path)
         for case_id, seed, outs in saved.read(path):
             if keys and not any(k in case_id for k in keys):
                 continue
@@ -193,6 +200,13 @@ def cmd_recheck(args) -> int:
             if case is None:
                 counts[runner]["not-in-this-checkout"] += 1
                 print(f"{'not-in-this-checkout':22s} {runner} {case_id} seed={seed}")
+                continue
+            if revisions.get(case_id, 0) != case.revision:
+                # Computed by another program than the checkout's: judging them would be a lie.
+                changed += 1
+                counts[runner][PROGRAM_CHANGED] += 1
+                print(f"{PROGRAM_CHANGED:22s} {runner} {case_id} seed={seed} saved at revision "
+                      f"{revisions.get(case_id, 0)}, the case is at revision {case.revision}: not judged")
                 continue
             rec = recheck(case, runner, seed, outs)
             counts[runner][rec["outcome"]] += 1
@@ -209,6 +223,10 @@ def cmd_recheck(args) -> int:
         print(f"{runner}: " + ", ".join(f"{o} {n}" for o, n in sorted(c.items(), key=lambda kv: -kv[1])))
         unexplained += sum(c[o] for o in BAD)
     print(f"unexplained (fail/crash/timeout): {unexplained} of {sum(sum(c.values()) for c in counts.values())}")
+    if changed:
+        print(f"NOT JUDGED: {changed} saved (case, seed) outputs come from an older program than the "
+              "checkout's (the case's revision changed since they were saved): run those cases on the "
+              "backend again to judge them")
     return 1 if unexplained else 0
 
 
@@ -371,7 +389,8 @@ def main(argv=None) -> int:
     r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     r.set_defaults(func=cmd_run)
     rc = sub.add_parser("recheck", help="judge saved backend outputs again with this checkout's reference "
-                        "and spec, without the backend")
+                        "and spec, without the backend (outputs saved before their case's program changed "
+                        "are listed as program-changed, not judged)")
     rc.add_argument("paths", nargs="+", help="outputs-*.npz files or directories holding them (a run's --out)")
     rc.add_argument("--runner", default=None, help="only this runner's outputs")
     rc.add_argument("--cases", default=None, help="only case ids containing one of these comma-separated strings")

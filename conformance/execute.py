@@ -306,9 +306,9 @@ class _ModeArgs:
     def __call__(self, modes):
         """(magnitude, per-output dot bounds) for ``modes`` (None where no mode needs them)."""
         bounds = None
-        if any(m.kind == C.DOT_PRODUCT for m in modes):
+        if any(m.needs_dot_bound for m in modes):
             if self.case.dot_bound is None:
-                raise ValueError(f"case {self.case.id} uses a DOT_PRODUCT mode but gives no dot_bound "
+                raise ValueError(f"case {self.case.id} uses a mode that needs a dot_bound but gives none "
                                  "(the sum |a||b| per output; a bug in the case)")
             bounds = self.bounds
         magnitude = self.magnitude if any(m.kind == C.ABS_REL for m in modes) else None

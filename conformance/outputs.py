@@ -9,6 +9,12 @@ under the key ``CASE_ID::SEED::I::DTYPE``: output ``I`` of the case run with inp
 stored as their bits, an unsigned integer array of the same item size; the key's DTYPE says how
 to read them back. This is the format of the H100 evidence of 2026-11-27 (``outputs-xla_cuda.npz``),
 so those files are rechecked as they are.
+
+A case whose program changed since its outputs were saved has a higher ``Case.revision``; a file
+records the revision of each case saved at a revision other than 0 under the key
+``#revision::CASE_ID`` (a scalar integer; absent: revision 0, as in every file written before
+revisions existed). ``recheck`` does not judge outputs of another revision than the checkout's:
+they were computed by another program.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 SEP = "::"
+REVISION = "#revision" + SEP     # key prefix of a case's revision (not an output)
 _NATIVE = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
            "float32", "float64", "complex64", "complex128"}
 
@@ -71,7 +78,9 @@ class Writer:
         self.directory, self.part = directory, part
         self.arrays: dict[str, dict[str, np.ndarray]] = collections.defaultdict(dict)
 
-    def add(self, case_id: str, runner: str, seed: int, outputs: Iterable) -> None:
+    def add(self, case_id: str, runner: str, seed: int, outputs: Iterable, revision: int = 0) -> None:
+        if revision:
+            self.arrays[runner][REVISION + case_id] = np.array(revision, np.int64)
         for i, o in enumerate(outputs):
             o = np.asarray(o)
             self.arrays[runner][key(case_id, seed, i, o.dtype)] = encode(o)
@@ -104,9 +113,17 @@ def read(path: str) -> Iterator[tuple[str, int, list[np.ndarray]]]:
     groups: dict = collections.defaultdict(dict)
     with np.load(path) as data:
         for k in data.files:
+            if k.startswith(REVISION):
+                continue
             case_id, seed, index, dtype = parse_key(k)
             groups[(case_id, seed)][index] = decode(data[k], dtype)
     for (case_id, seed), outs in sorted(groups.items()):
         if sorted(outs) != list(range(len(outs))):
             raise ValueError(f"{path}: {case_id} seed {seed} has outputs {sorted(outs)}, not 0..{len(outs) - 1}")
         yield case_id, seed, [outs[i] for i in range(len(outs))]
+
+
+def revisions(path: str) -> dict[str, int]:
+    """The revision each case of a file was saved at, for the cases saved at a revision other than 0."""
+    with np.load(path) as data:
+        return {k[len(REVISION):]: int(data[k]) for k in data.files if k.startswith(REVISION)}

@@ -210,7 +210,8 @@ class _Session:
             rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),
                                first_divergence=first_div, keep_outputs=kept)
         if kept:
-            self.outputs.add(case_id, runner, seed, kept)
+            from conformance.cases import get
+            self.outputs.add(case_id, runner, seed, kept, revision=get(case_id).revision)
         return rec
 
     def search(self, case_id: str, runner: str, seed: int, examples: int) -> dict:

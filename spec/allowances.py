@@ -45,10 +45,14 @@ class Allowance:
 
 
 def _matmul_precision(bits: int):
+    """DOT_PRODUCT modes get inputs of ``bits`` significant bits; so do the ABS_REL modes of programs
+    whose case gives its matmuls' first-order sensitivity (spec/compliance.py, ABS_REL)."""
     def change(mode: C.Mode) -> C.Mode:
-        if mode.kind != C.DOT_PRODUCT:
-            return mode
-        return C.dot_product(mode.k, mode.source, input_bits=bits)
+        if mode.kind == C.DOT_PRODUCT:
+            return C.dot_product(mode.k, mode.source, input_bits=bits)
+        if mode.kind == C.ABS_REL and mode.dot_sensitivity:
+            return dataclasses.replace(mode, input_bits=bits)
+        return mode
     return change
 
 
@@ -125,9 +129,13 @@ ALLOWANCES: tuple[Allowance, ...] = (
         ("jax-ml/jax#22557", "NVIDIA: TensorFloat-32 in the A100 GPU",
          "openxla/xla xla/service/gpu/transforms/gemm_fusion.cc and the Triton GEMM emitter: a DEFAULT f32 "
          "dot becomes a __triton_nested_gemm_fusion whose tt.dot uses input precision tf32 (H100 optimized "
-         "HLO of jit_dot_f32_default in the evidence: split into 4 K-chunks, then a reduce)"),
+         "HLO of jit_dot_f32_default in the evidence: split into 4 K-chunks, then a reduce)",
+         "openxla/xla xla/hlo/transforms/expanders/ragged_dot_rewriter.h ('RaggedDotRewriter converts ragged "
+         "dots to general dots through expansion', a GPU pass: the expanded dots are DEFAULT-precision f32 dots "
+         "like any other; H100 evidence: lax_contractions/ragged_dot/f32 off the float32 bound, within the "
+         "11-bit one)"),
         variant={"tf32": "nearest"}, mode_change=_matmul_precision(11),
-        requires=lambda prim, dtype, params: prim in ("dot_general", "conv_general_dilated")
+        requires=lambda prim, dtype, params: prim in ("dot_general", "conv_general_dilated", "ragged_dot_general")
         and dtype in ("float32", "complex64"), kernels=True),
     Allowance(
         "gpu-f32-div-sqrt",

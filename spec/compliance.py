@@ -10,7 +10,12 @@ Modes:
   ULP(n)       at most n units in the last place from the correctly rounded reference; NaN and
                +-inf must be where the reference has them (+-0 compare equal).
   ABS_REL      |backend - reference| <= atol_eps * eps * magnitude + rtol_eps * eps * |reference|,
-               where magnitude is max |input| (the inputs' scale); for whole programs.
+               where magnitude is max |input| (the inputs' scale); for whole programs. A program
+               whose case gives its matmuls' first-order sensitivity (``dot_sensitivity``: the
+               case's dot_bound is, per output, sum over its matmuls of |d out / d product| |a||b|)
+               may have those matmuls' inputs rounded to ``input_bits`` (a matmul-precision
+               allowance): the tolerance then adds (2 u_in + u_in^2) times that sensitivity, the
+               DOT_PRODUCT input-rounding term propagated to the output to first order.
   DOT_PRODUCT  |backend - reference| <= (K * u_acc + u_in + u_out) * sum_k |a_k||b_k|
                (the classic forward error bound of a length-K dot product with inputs rounded to
                u_in, accumulation at u_acc and one output rounding at u_out; TOSA's DOT_PRODUCT
@@ -81,6 +86,9 @@ SOURCES = {
     "faithful": "a correctly rounded result is defined but not required of backends: one ulp (a faithful "
                 "result) is allowed for primitives without a stated budget",
     "spec-semantics": "the primitive's exactness class in its family's spec/<family>.py SEMANTICS table",
+    "first-order": "derived in the case from its operations' budgets: each inexact operation's error bound "
+                   "carried to the output by the size of its first-order contribution (the case states "
+                   "the derivation; cancellation in a sum makes a per-operation ULP budget meaningless)",
     "gpu-f32-div-sqrt": "the gpu-f32-div-sqrt allowance (spec/allowances.py): XLA:GPU's float32 division "
                         "(PTX div.full.f32) and square root (sqrt.approx.f32) are within 2 ulp, not correctly rounded",
 }
@@ -94,18 +102,27 @@ class Mode:
     atol_eps: float = 0.0           # ABS_REL: multiples of eps(dtype) * magnitude
     rtol_eps: float = 0.0           # ABS_REL: multiples of eps(dtype) * |reference|
     k: int = 0                      # DOT_PRODUCT: contraction length
-    input_bits: int = 0             # DOT_PRODUCT: significand bits the inputs are rounded to (0: exact)
+    input_bits: int = 0             # DOT_PRODUCT (ABS_REL with dot_sensitivity): significand bits the
+    #                                 matmul inputs are rounded to (0: exact)
+    dot_sensitivity: bool = False   # ABS_REL: the case's dot_bound gives the program's first-order
+    #                                 sensitivity to its matmuls (see the module docstring)
     source: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown compliance mode {self.kind!r}")
 
+    @property
+    def needs_dot_bound(self) -> bool:
+        """Whether checking this mode needs the case's dot_bound arrays."""
+        return self.kind == DOT_PRODUCT or (self.kind == ABS_REL and bool(self.input_bits))
+
     def describe(self) -> str:
         if self.kind == ULP:
             return f"ULP({self.ulp})"
         if self.kind == ABS_REL:
-            return f"ABS_REL(atol={self.atol_eps:g} eps*max|in|, rtol={self.rtol_eps:g} eps)"
+            return (f"ABS_REL(atol={self.atol_eps:g} eps*max|in|, rtol={self.rtol_eps:g} eps"
+                    + (f", matmul inputs {self.input_bits}-bit to first order)" if self.input_bits else ")"))
         if self.kind == DOT_PRODUCT:
             return f"DOT_PRODUCT(K={self.k}" + (f", inputs {self.input_bits}-bit)" if self.input_bits else ")")
         return self.kind.upper().replace("-", "_")
@@ -119,8 +136,9 @@ def ulp(n: int, source: str) -> Mode:
     return Mode(ULP, ulp=int(n), source=source)
 
 
-def abs_rel(atol_eps: float, rtol_eps: float, source: str) -> Mode:
-    return Mode(ABS_REL, atol_eps=float(atol_eps), rtol_eps=float(rtol_eps), source=source)
+def abs_rel(atol_eps: float, rtol_eps: float, source: str, dot_sensitivity: bool = False) -> Mode:
+    return Mode(ABS_REL, atol_eps=float(atol_eps), rtol_eps=float(rtol_eps), source=source,
+                dot_sensitivity=dot_sensitivity)
 
 
 def dot_product(k: int, source: str = "higham", input_bits: int = 0) -> Mode:

@@ -945,6 +945,21 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "product.",
         runners=("pallas:interpret",), primitives=("dot_general",), outcomes=("fail",),
         cases=("pallas_triton/dot/float32/algorithm_BF16_BF16_F32/*",), match=lambda f: _dot_unrounded(f)),
+    Divergence(
+        "xla-gpu-exp2-f64-argument",
+        "H100 evidence (JAX 0.11.2): lax_special/exp2/float64/33x65 at seed 0, x = 34.99297383812594: "
+        "34192807617.114216 where exp(fl(fl(ln 2) x)) = 34192807617.114456 (63 ulp) = exp of the double 2 ulp "
+        "below fl(fl(ln 2) x); the smaller shapes of the case agree with exp(fl(fl(ln 2) x)) within 1 ulp; "
+        "openxla/xla xla/codegen/intrinsic/accuracy/accuracy_budget.h kExpF64Budget (GPU: 1 ulp); "
+        "docs/gpu-triage.md (finding: which code XLA:GPU emits for that shape is not established)",
+        "JAX lowers float64 exp2(x) as exp(fl(fl(ln 2) x)), which amplifies an error in the argument by the "
+        "argument itself (d exp(y) / exp(y) = dy). In one shape of the evidence, 5 of 2145 results of XLA:GPU "
+        "are the exponential, within 1 ulp, of a double 1 or 2 ulp from fl(fl(ln 2) x) rather than of "
+        "fl(fl(ln 2) x) (up to 63 ulp for |x| ~ 35), as if the multiply and the exponential's range reduction "
+        "were evaluated together; the cause is not established. Modelled per element: the result is within "
+        "1 ulp of exp(a) for a double a within EXP2_F64_ARGUMENT_ULP ulp of fl(fl(ln 2) x).",
+        runners=("xla:cuda",), primitives=("exp2",), dtypes=("float64",), outcomes=("fail",),
+        match=lambda f: _exp2_f64_shifted_argument(f)),
 )
 
 BY_ID = {d.id: d for d in DIVERGENCES}
@@ -955,3 +970,41 @@ def find(f: Failure) -> Divergence | None:
         if d.matches(f):
             return d
     return None
+
+
+# --- XLA:GPU float64 exp2 (the H100 evidence, JAX 0.11.2) ----------------------------------------------
+# The worst argument shift measured (2 ulp of fl(fl(ln 2) x), lax_special/exp2/float64/33x65 seed 0)
+# times 2, the rule of docs/gpu-triage.md; the exponential itself within 1 ulp (XLA's GPU budget for
+# f64 exp) plus NumPy's own rounding of the model: 2 ulp.
+EXP2_F64_ARGUMENT_ULP = 4
+EXP2_F64_EXP_ULP = 2
+
+
+def _exp2_f64_shifted_argument(f: Failure) -> bool:
+    """Every element of every failing float64 output is within exp2's budget, explained by an
+    allowance, or within EXP2_F64_EXP_ULP of exp(a) for a double a at most EXP2_F64_ARGUMENT_ULP
+    ulp from fl(fl(ln 2) x); at least one element needs the shifted argument."""
+    from conformance.checks import ulp_distance
+    from spec import compliance as C
+    if tuple(f.primitives) != ("exp2",) or len(f.inputs) != 1:
+        return False
+    x = np.asarray(f.inputs[0])
+    needed = False
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if ref.dtype != np.float64 or x.dtype != np.float64 or x.shape != ref.shape:
+            return False
+        ok = ulp_distance(ref, out) <= C.ulp_budget("exp2", ref.dtype)
+        if i < len(f.allowed) and f.allowed[i] is not None:
+            ok |= np.asarray(f.allowed[i])
+        y = np.float64(np.log(2.0)) * x
+        lo, hi, fits = y, y, np.zeros(ref.shape, bool)
+        with np.errstate(all="ignore"):
+            for _ in range(EXP2_F64_ARGUMENT_ULP + 1):
+                for a in (lo, hi):
+                    fits |= ulp_distance(np.exp(a), out) <= EXP2_F64_EXP_ULP
+                lo, hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)
+        needed |= bool((fits & ~ok).any())
+        if not (ok | fits).all():
+            return False
+    return needed

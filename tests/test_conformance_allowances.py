@@ -358,3 +358,23 @@ def test_flush_replay_moves_values_unflushed_through_calls():
     for jaxpr in (plain, called):
         out = reference_replay(jaxpr, [x], Variant(flush=True))[0][0]
         assert sorted(out.view(np.uint16).ravel().tolist()) == sorted(x.view(np.uint16).ravel().tolist())
+
+
+def test_matmul_precision_widens_abs_rel_only_where_the_case_gives_its_matmul_sensitivity():
+    """TF32 widens an ABS_REL mode by (2u + u^2) x the case's matmul sensitivity (u = 2^-11), and only
+    a mode that says the case gives one (dot_sensitivity); by hand at one element of sensitivity 1."""
+    from conformance.checks import complies
+    change = A.BY_NAME["matmul-precision-tf32"].mode_change
+    plain = C.abs_rel(8, 8, "measured")
+    assert change(plain) == plain and not plain.needs_dot_bound
+    tapped = C.abs_rel(8, 8, "measured", dot_sensitivity=True)
+    wide = change(tapped)
+    assert (wide.input_bits, wide.needs_dot_bound, tapped.needs_dot_bound) == (11, True, False)
+    assert "11-bit" in wide.describe()
+    u, eps = 2.0 ** -11, 2.0 ** -23
+    ref = np.array([0.0], np.float32)
+    tol = 8 * eps * 1.0 + (2 * u + u * u) * 1.0          # magnitude 1, |ref| 0, sensitivity 1
+    inside, outside = np.array([0.99 * tol], np.float32), np.array([1.01 * tol], np.float32)
+    assert complies(wide, ref, inside, magnitude=1.0, bound=np.array([1.0])).all()
+    assert not complies(wide, ref, outside, magnitude=1.0, bound=np.array([1.0])).any()
+    assert not complies(tapped, ref, inside, magnitude=1.0).any()          # without the allowance: f32 only

@@ -482,3 +482,57 @@ def test_recheck_reads_outputs_recorded_on_an_h100(capsys):
     assert main(["recheck", H100_OUTPUTS]) == 0
     out = capsys.readouterr().out
     assert "xla:cuda: pass 4" in out and "unexplained (fail/crash/timeout): 0 of 4" in out
+
+
+def test_recheck_does_not_judge_outputs_of_an_older_program(tmp_path, capsys):
+    """A case whose program changed (a higher Case.revision) is not judged on outputs saved from its
+    old program: recheck counts them as program-changed and says so loudly. The H100 evidence's
+    lax_linalg/eig/f32 (revision 0, a DEFAULT-precision residual) against the checkout's revision 1
+    (the residual at HIGHEST); outputs saved at the checkout's revision are judged as usual."""
+    from conformance.cases import all_cases
+    from conformance.cli import main
+    case = all_cases("quick")["lax_linalg/eig/f32"]
+    assert case.revision == 1
+    kept = []
+    rec = E.run_case(case, "xla:cpu", first_divergence=False, keep_outputs=kept)
+    assert rec["outcome"] == "pass"
+    old = saved.Writer(str(tmp_path / "old"), "h100")
+    old.add(case.id, "xla:cuda", 0, kept)                    # no revision written: revision 0
+    new = saved.Writer(str(tmp_path / "new"), "cpu")
+    new.add(case.id, "xla:cpu", 0, kept, revision=case.revision)
+    (old_path,), (new_path,) = old.close(), new.close()
+    assert saved.revisions(old_path) == {} and saved.revisions(new_path) == {case.id: 1}
+    assert [g[0] for g in saved.read(new_path)] == [case.id]          # the revision is no output
+    capsys.readouterr()
+    assert main(["recheck", old_path, "--results", str(tmp_path / "rc.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "program-changed" in out and "saved at revision 0, the case is at revision 1" in out
+    assert "NOT JUDGED: 1" in out and "xla:cuda: program-changed 1" in out
+    assert not [r for r in map(json.loads, open(tmp_path / "rc.jsonl")) if "outcome" in r]   # no record made up
+    assert main(["recheck", new_path]) == 0
+    out = capsys.readouterr().out
+    assert "xla:cpu: pass 1" in out and "NOT JUDGED" not in out
+
+
+# --- the GPU session script (.ci/gpu-checks) -----------------------------------------------------
+def test_gpu_checks_script_dry_run_keeps_outputs_and_fails_a_step_that_records_nothing(tmp_path):
+    """.ci/gpu-checks on the CPU stand-ins (GPU_CHECKS_DRY_RUN=1) with the toy cases: the quick step
+    records results and saves outputs that recheck reads, the summary counts them, and a step whose
+    case filter matches nothing makes the script exit 2 and say NO RESULTS."""
+    out = tmp_path / "out"
+    env = dict(TOY_ENV, GPU_CHECKS_DRY_RUN="1", GPU_CHECKS_WORKERS="0", GPU_CHECKS_QUICK_CASES="testing/ok_heavy",
+               GPU_CHECKS_MOSAIC_CASES="testing/ok_heavy", GPU_CHECKS_SPMD_CASES="no/such/case",
+               PYTHON=sys.executable)
+    proc = subprocess.run([os.path.join(ROOT, ".ci", "gpu-checks"), str(out)], capture_output=True, text=True,
+                          env=env, cwd=str(tmp_path), timeout=400)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-3000:]
+    summary = (out / "SUMMARY.md").read_text()
+    assert "dry run on the CPU stand-ins" in summary
+    assert "## quick: exit 0" in summary and "- xla:cpu: pass 1" in summary
+    assert "## spmd: exit 2" in summary and "NO RESULTS" in summary
+    steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()[1:]]
+    assert [(s[0], s[1]) for s in steps] == [("quick", "0"), ("mosaic-gpu", "0"), ("spmd", "2")]
+    (path,) = saved.find([str(out / "quick" / "outputs")])
+    assert saved.runner_of(path) == "xla:cpu" and [g[0] for g in saved.read(path)] == ["testing/ok_heavy"]
+    assert "the run recorded no results" in (out / "spmd.log").read_text()

@@ -53,6 +53,12 @@ EXPECTED = {
     ("lax_special/digamma/float32/3x5", 1): ("known-divergence", "xla-gpu-special-functions"),
     ("lax_special/erfc/float32/3x5", 1): ("known-divergence", "xla-gpu-special-functions"),
     ("lax_special/sqrt/float8_e3m4/exhaustive", 0): ("known-divergence", "xla-cpu-e3m4-sqrt-via-f16"),
+    # the transformer block's matmuls bound to first order (ABS_REL with dot_sensitivity)
+    ("programs/transformer_block/forward/float32", 0): ("pass-with-allowance", "matmul-precision-tf32"),
+    ("lax_contractions/ragged_dot/f32", 0): ("pass-with-allowance", "matmul-precision-tf32"),
+    # a cancellation: the case's derived ABS_REL mode, no allowance needed
+    ("control_flow/remat_grad/float32", 0): ("pass", None),
+    ("lax_special/exp2/float64/33x65", 0): ("known-divergence", "xla-gpu-exp2-f64-argument"),
 }
 
 
@@ -75,6 +81,8 @@ def test_recorded_h100_output_is_explained(key):
     outcome, name = EXPECTED[key]
     rec, _, _ = _judge(*key, RECORDED[key])
     assert rec["outcome"] == outcome, rec.get("detail")
+    if outcome == "pass":
+        return
     got = rec.get("allowance") if outcome == "pass-with-allowance" else rec["known_divergence"]["id"]
     assert got == name
 

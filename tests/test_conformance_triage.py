@@ -3,6 +3,8 @@ crash, allowances and divergences explaining one output together, backend "no re
 implementation" errors as backend-unsupported."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -312,3 +314,84 @@ def test_betainc_nightly_failures_become_known_divergences():
         assert rec["outcome"] == "known-divergence", (case_id, rec["outcome"])
         assert rec["known_divergence"]["id"] == BETA
     assert get("lax_special/regularized_incomplete_beta/float32/large-parameters").profile == "nightly"
+
+
+# --- the second pass over the H100 evidence (docs/gpu-triage.md) --------------------------------
+def _tf32(a):
+    """a rounded to TF32 (10 explicit mantissa bits, to nearest) by XLA's own reduce_precision."""
+    import jax
+    return jax.lax.reduce_precision(a, exponent_bits=8, mantissa_bits=10)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_transformer_matmul_sensitivity_bounds_tf32_matmuls(seed):
+    """The transformer block's dot_bound (first-order sensitivity to its matmuls) bounds what TF32
+    matmuls do to it: the program with every matmul input rounded to TF32 (XLA:CPU's reduce_precision,
+    not the replay) stays within (2u + u^2) * sensitivity plus the float32 budget of the exact
+    program, and uses a fair part of it (the bound is not vacuous)."""
+    import jax
+    from conformance.cases import all_cases
+    from conformance.checks import complies
+    from spec import compliance as C
+    case = all_cases("nightly")["programs/transformer_block/forward/float32"]
+    inputs = case.make_inputs(seed)
+    (mode,) = {m for m in case.modes_for([np.zeros((2, 8, 16), np.float32)])}
+    assert mode.kind == C.ABS_REL and mode.dot_sensitivity and not mode.input_bits
+    with jax.default_device(jax.devices("cpu")[0]), jax.default_matmul_precision("highest"):
+        exact = np.asarray(case.fn(*inputs))
+        tf32 = np.asarray(case.fn(*inputs, tap=lambda f, a, b: f(_tf32(a), _tf32(b))))
+    (sens,) = case.dot_bound(*inputs)
+    magnitude = max(float(np.abs(a).max()) for a in inputs)
+    widened = dataclasses.replace(mode, input_bits=11)
+    assert complies(widened, exact, tf32, magnitude=magnitude, bound=sens).all()
+    assert not complies(mode, exact, tf32, magnitude=magnitude).all()      # TF32 needs the widening
+    u = 2.0 ** -11
+    assert np.max(np.abs(tf32.astype(np.float64) - exact) / ((2 * u + u * u) * sens)) > 0.01
+
+
+def test_remat_grad_mode_bounds_the_cancellation_of_its_terms():
+    """d/dy sin(y) y = sin(y) + y cos(y) with sin and cos each 8 ulp off the same way (the worst
+    case of their budgets) complies with the case's derived ABS_REL mode; the ULP(8) it had before
+    does not bound that result near the cancellation (y = 2.0424: terms near 0.9, result -0.037)."""
+    from conformance.cases import all_cases
+    from conformance.checks import complies
+    from spec import compliance as C
+    case = all_cases("quick")["control_flow/remat_grad/float32"]
+    y = np.array([2.042443, 2.0287578, -1.5, 0.25, 3.0, -2.9], np.float32)
+    y64 = y.astype(np.float64)
+    exact = (np.sin(y64) + y64 * np.cos(y64)).astype(np.float32)
+    eps = 2.0 ** -23
+    worst = (np.sin(y64) * (1 + 8 * eps) + y64 * np.cos(y64) * (1 - 8 * eps)).astype(np.float32)
+    (mode,) = set(case.modes_for([exact]))
+    assert mode.kind == C.ABS_REL and mode.source == "first-order"
+    assert complies(mode, exact, worst, magnitude=float(np.abs(y).max())).all()
+    assert not complies(C.ulp(8, "xla-accuracy-budget"), exact, worst).all()
+    # a result 1e-4 off (far more than the budgets allow) still fails
+    assert not complies(mode, exact, exact + np.float32(1e-4), magnitude=float(np.abs(y).max())).any()
+
+
+def test_exp2_f64_shifted_argument_divergence_is_that_model_only():
+    """xla-gpu-exp2-f64-argument accepts exp of an argument within 4 ulp of fl(fl(ln 2) x), within
+    2 ulp; not a result 6 ulp of the argument away, nor another runner or dtype."""
+    x = np.array([34.99297383812594, -66.99744673793475, 12.947900062291396, 1.5], np.float64)
+    y = np.float64(np.log(2.0)) * x
+    ref = np.exp2(x)
+    shifted = y.copy()
+    for _ in range(2):
+        shifted = np.nextafter(shifted, -np.inf)
+    out = ref.copy()
+    out[0] = np.exp(shifted[0])                     # the H100's value at x = 34.99...
+    assert out[0] != ref[0]
+
+    def failure(out, runner="xla:cuda"):
+        return DV.Failure("lax_special/exp2/float64/33x65", runner, "0.11.2", ("exp2",), [ref], [out], (0,),
+                          None, inputs=(x,))
+    entry = DV.BY_ID["xla-gpu-exp2-f64-argument"]
+    assert entry.matches(failure(out))
+    assert not entry.matches(failure(out, runner="xla:cpu"))
+    far = y[0]
+    for _ in range(6):
+        far = np.nextafter(far, -np.inf)
+    out6 = ref.copy()
+    out6[0] = np.exp(far)
+    assert not entry.matches(failure(out6))

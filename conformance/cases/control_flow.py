@@ -61,9 +61,14 @@ def cases():
                  primitives=["cond"])
     yield from P(fam, "custom_jvp_grad", jax.grad(lambda x: jnp.sum(_clip_grad(x) * 3)), [(7,)], (F32,),
                  primitives=["custom_jvp_call", "mul"], specials=0)
+    # d/dy (sin(y) y) = sin(y) + y cos(y): a sum that cancels (at y = 2.0424 it is -0.0372 from terms
+    # near 0.9), so a per-operation ULP budget bounds the terms, not the result. With M = max|y|:
+    # sin within 8 ulp adds 8 eps |sin y| <= 8 eps M (|sin y| <= min(1, |y|)); cos within 8 ulp, times
+    # y, adds 8 eps M; rounding y cos(y) adds eps M / 2 and the final add eps |result| / 2: ABS_REL
+    # with atol 17 (16.5 rounded up), rtol 1, in eps (8 ulp: JAX's f32 test tolerance, JTU_F32_ULP).
     yield from P(fam, "remat_grad", jax.grad(lambda x: jnp.sum(jax.checkpoint(lambda y: jnp.sin(y) * y)(x))),
                  [(6,)], (F32,), primitives=["remat", "sin", "cos"], specials=0,
-                 modes=C.ulp(8, "xla-accuracy-budget"))
+                 modes=C.abs_rel(2 * C.JTU_F32_ULP + 1, 1, "first-order"))
     yield from call_cases()
 
 

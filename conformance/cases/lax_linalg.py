@@ -116,7 +116,9 @@ def _eig_quantities(a):
     and the largest residual |A v - w v| of the unit-norm right eigenvectors."""
     w, v = lax.linalg.eig(a, compute_left_eigenvectors=False)
     ac = a.astype(w.dtype)
-    resid = jnp.max(jnp.abs(ac @ v - v * w[None, :]))
+    # HIGHEST: at DEFAULT precision XLA:GPU computes A v in TF32 and the residual measures that
+    # (2.7e-4 on an H100), not the eigenvectors (revision 1; before it the product was DEFAULT).
+    resid = jnp.max(jnp.abs(jnp.matmul(ac, v, precision=lax.Precision.HIGHEST) - v * w[None, :]))
     return jnp.sort(w.real), jnp.sort(jnp.abs(w.imag)), resid
 
 
@@ -156,7 +158,8 @@ def _more_cases(fam):
     yield Case(id=f"{fam}/tridiagonal/f32", fn=lambda a: (lambda _, d, e, t: (d, jnp.abs(e)))(
         *lax.linalg.tridiagonal(a, lower=True)), inputs=_sym, modes=MODE_REDUCTION, primitives=("tridiagonal",))
     yield Case(id=f"{fam}/schur/f32", fn=_schur_quantities, inputs=_square, modes=MODE_REDUCTION, primitives=("schur",))
-    yield Case(id=f"{fam}/eig/f32", fn=_eig_quantities, inputs=_square, modes=MODE_REDUCTION, primitives=("eig",))
+    yield Case(id=f"{fam}/eig/f32", fn=_eig_quantities, inputs=_square, modes=MODE_REDUCTION, primitives=("eig",),
+               revision=1)
     # alpha A A^T + beta C: a length-(K + 1) dot product per element (JAX guarantees the lower triangle).
     yield Case(id=f"{fam}/symmetric_product/f32", fn=lambda a, c: jnp.tril(
         lax.linalg.symmetric_product(a, c, alpha=0.75, beta=-1.5)),
