@@ -122,6 +122,86 @@ def build_wgmma(m, k, n, wait=True):
     return build
 
 
+def build_tcgen05(m, k, n, *, commit="mma_barrier"):
+    """acc = a[:, :k/2] @ b[:k/2] + a[:, k/2:] @ b[k/2:] by two tcgen05_mma into TMEM (the second
+    accumulating), read back with async_load_tmem. ``commit`` says how the MMAs' completion is
+    observed: "mma_barrier" (the barrier operand of the last MMA), "commit_arrive"
+    (tcgen05_commit_arrive after them), or "none" (no wait: undefined, the tests trigger it)."""
+    def build(interpret):
+        plgpu = _plgpu()
+        half = k // 2
+
+        def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, acc, tma_bar, mma_bar):
+            plgpu.copy_gmem_to_smem(a_gmem, a_smem, tma_bar)
+            plgpu.copy_gmem_to_smem(b_gmem, b_smem, tma_bar)
+            plgpu.barrier_wait(tma_bar)
+            plgpu.tcgen05_mma(acc, a_smem.at[:, :half], b_smem.at[:half], accumulate=False)
+            last = mma_bar if commit == "mma_barrier" else None
+            plgpu.tcgen05_mma(acc, a_smem.at[:, half:], b_smem.at[half:], last, accumulate=True)
+            if commit == "commit_arrive":
+                plgpu.tcgen05_commit_arrive(mma_bar)
+            if commit != "none":
+                plgpu.barrier_wait(mma_bar)
+            o_gmem[...] = plgpu.async_load_tmem(acc)
+            plgpu.wait_load_tmem()
+        t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
+                            scratch_types=[plgpu.SMEM((m, k), jnp.float16, transforms=t),
+                                           plgpu.SMEM((k, n), jnp.float16, transforms=t),
+                                           plgpu.TMEM((m, n), jnp.float32),
+                                           plgpu.Barrier(num_arrivals=2),
+                                           plgpu.Barrier(orders_tensor_core=True)],
+                            interpret=interpret)
+    return build
+
+
+def build_tmem_round_trip(shape, via="registers"):
+    """x into TMEM and back, doubled: from registers (async_store_tmem, commit_tmem) or from SMEM
+    (a TMA copy in, async_copy_smem_to_tmem, tcgen05_commit_arrive)."""
+    def build(interpret):
+        plgpu = _plgpu()
+
+        def body(x_gmem, o_gmem, smem, tmem, tma_bar, tc_bar):
+            if via == "registers":
+                plgpu.async_store_tmem(tmem, x_gmem[...])
+                plgpu.commit_tmem()
+            else:
+                plgpu.copy_gmem_to_smem(x_gmem, smem, tma_bar)
+                plgpu.barrier_wait(tma_bar)
+                plgpu.async_copy_smem_to_tmem(smem, tmem)
+                plgpu.tcgen05_commit_arrive(tc_bar)
+                plgpu.barrier_wait(tc_bar)
+            o_gmem[...] = plgpu.async_load_tmem(tmem) * 2.0
+            plgpu.wait_load_tmem()
+        t = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32, transforms=t),
+                                           plgpu.TMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.Barrier(orders_tensor_core=True)],
+                            interpret=interpret)
+    return build
+
+
+def build_dynamic_scheduling(blocks, rows=8, cols=128):
+    """o = 2 x over a grid of ``blocks`` clusters whose work is claimed with
+    plgpu.dynamic_scheduling_loop (try_cluster_cancel / query_cluster_cancel): every block of
+    rows is computed once whichever clusters claim them."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem):
+            @plgpu.dynamic_scheduling_loop(grid_names=("g",))
+            def _(info):
+                (i,) = info.index
+                o_gmem[pl.ds(i * rows, rows)] = x_gmem[pl.ds(i * rows, rows)] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((blocks * rows, cols),
+                                                                jnp.float32),
+                            grid=(blocks,), grid_names=("g",), interpret=interpret)
+    return build
+
+
 def _abs_dot(x, y):
     return [np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))]
 
@@ -228,6 +308,26 @@ def _unavailable() -> str:
                                     f"({type(e).__name__}: {e})")
 
 
+def _no_tmem() -> str:
+    """Why Blackwell cases do not apply here ('' where they do): JAX's Mosaic GPU has TMEM and
+    tcgen05 from 0.11; JAX's GPU interpret mode has them from 0.12 (0.10.2's raises
+    'Unsupported memory space: tmem')."""
+    try:
+        plgpu = _plgpu()
+    except Exception:  # noqa: BLE001  (_unavailable says why)
+        return ""
+    return applicable_if(hasattr(plgpu, "tcgen05_mma") and hasattr(plgpu, "TMEM"),
+                         "this JAX's Mosaic GPU has no tcgen05_mma / TMEM")
+
+
+def _no_api(name) -> str:
+    try:
+        plgpu = _plgpu()
+    except Exception:  # noqa: BLE001  (_unavailable says why)
+        return ""
+    return applicable_if(hasattr(plgpu, name), f"this JAX's Mosaic GPU has no plgpu.{name}")
+
+
 def cases():
     why = _unavailable()
     for case in _cases():
@@ -247,6 +347,21 @@ def _cases():
     yield _case("wgmma/f16/64x128x128", build_wgmma(64, 128, 128),
                 _rows([(64, 128), (128, 128)], F16, low=-2, high=2), modes=C.dot_product(128),
                 dot_bound=_abs_dot, primitives=("mpmd_map", "wgmma_ref", "wgmma_wait"))
+    for commit in ("mma_barrier", "commit_arrive"):
+        yield _case(f"tcgen05/f16/128x128x128/{commit}", build_tcgen05(128, 128, 128, commit=commit),
+                    _rows([(128, 128), (128, 128)], F16, low=-2, high=2),
+                    modes=C.dot_product(128), dot_bound=_abs_dot, not_applicable=_no_tmem(),
+                    primitives=("mpmd_map", "tcgen05_mma", "async_load", "wait_load_tmem") +
+                    (("tcgen05_commit_arrive",) if commit == "commit_arrive" else ()))
+    for via, prims in (("registers", ("async_store_tmem", "commit_tmem")),
+                       ("smem", ("async_copy_smem_to_tmem", "tcgen05_commit_arrive"))):
+        yield _case(f"tmem_round_trip/{via}/f32/128x128", build_tmem_round_trip((128, 128), via),
+                    _rows([(128, 128)]), not_applicable=_no_tmem(),
+                    primitives=("mpmd_map", "async_load", "wait_load_tmem") + prims)
+    yield _case("dynamic_scheduling/f32/6x8x128", build_dynamic_scheduling(6), _rows([(48, 128)]),
+                not_applicable=_no_api("dynamic_scheduling_loop"),
+                primitives=("mpmd_map", "try_cluster_cancel", "query_cluster_cancel",
+                            "inline_mgpu"))
     for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
         sid = f"{m}x{k}x{n}"
         inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)

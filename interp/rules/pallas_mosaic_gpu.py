@@ -20,7 +20,8 @@ from .. import dtypes
 from ..pallas import indexing
 from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
 from ..pallas.memory import KernelRef
-from ..pallas.warpgroups import Barrier, Footprint, WarpgroupRun
+from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
+                                 commit_tensor_core)
 from ..ref_indexing import POSITION_TRANSFORMS
 from ..registry import register
 from .state import RUN_STATE_EXIT
@@ -351,6 +352,246 @@ def wgmma_accumulator_store(eqn, acc, value):
     return []
 
 
+# --- Blackwell: tcgen05 and TMEM ---------------------------------------------------------------------
+# The tensor core's operations (tcgen05.mma, tcgen05.cp) are asynchronous: the reference does them
+# at issue and records them in flight (TensorCoreOp) until a barrier phase that a commit of the
+# issuing thread arrives on (tcgen05_commit_arrive, or the barrier operand of tcgen05_mma, which
+# Mosaic GPU lowers to the mma followed by tcgen05.commit) is observed by the accessing thread.
+
+_TCGEN05_FLOATS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _tc_operand(eqn, run, ref, transforms):
+    """(value, Footprint) of a tcgen05 operand (SMEM or TMEM) read by the tensor core that
+    ``run`` drives: ordered after the thread's earlier tcgen05 operations (the tensor pipe runs
+    them in order), checked against everything else in flight."""
+    target, index = _view(eqn, ref, transforms)
+    run.in_tensor_pipe = True
+    try:
+        return target.read(index), Footprint(target, index)
+    finally:
+        run.in_tensor_pipe = False
+
+
+@register("tcgen05_mma", partial="collective (2-CTA) MMA, block-scaled (a_scale/b_scale) and "
+                                 "sparse MMA unsupported; operands f16/bf16/fp8 only")
+def tcgen05_mma(eqn, acc, a, b, accumulate, *rest, acc_transforms_tree, a_transforms_tree,
+                b_transforms_tree, barrier_transforms_tree, a_scale_transforms_tree,
+                b_scale_transforms_tree, a_sparse_metadata_transforms_tree, collective_axis,
+                arrive, scaled, sparse):
+    run = _warpgroup(eqn)
+    if collective_axis is not None:
+        raise eqn.unsupported(f"collective tcgen05_mma over cluster axis {collective_axis!r} "
+                              "(2-CTA MMA: the peer block's operands are not modelled)")
+    if scaled:
+        raise eqn.unsupported("block-scaled tcgen05_mma (a_scale / b_scale): the scale-factor "
+                              "layout in TMEM is not modelled")
+    if sparse:
+        raise eqn.unsupported("sparse tcgen05_mma (a_sparse_metadata): the 2:4 metadata layout "
+                              "is not modelled")
+    barrier, rest = (rest[0], rest[1:]) if arrive else (None, rest)
+    acc_t, rest = _take(rest, acc_transforms_tree)
+    a_t, rest = _take(rest, a_transforms_tree)
+    b_t, rest = _take(rest, b_transforms_tree)
+    bar_t, rest = _take(rest, barrier_transforms_tree)
+    acc_ref, acc_index = _view(eqn, acc, acc_t)
+    av, a_region = _tc_operand(eqn, run, a, a_t)
+    bv, b_region = _tc_operand(eqn, run, b, b_t)
+    if not all(np.dtype(v.dtype).name in _TCGEN05_FLOATS for v in (av, bv)):
+        raise eqn.unsupported(f"tcgen05_mma of {av.dtype} x {bv.dtype} (f16, bf16 and fp8 "
+                              "operands only: tf32 and integer kinds are not modelled)")
+    acc_region = Footprint(acc_ref, acc_index)
+    old = acc_ref.array[acc_index] if bool(np.asarray(accumulate)) else 0.0
+    op = TensorCoreOp("tcgen05_mma", run, [acc_region], [a_region, b_region])
+    run.cluster.add_tensor_core_op(op)
+    # The tensor core's own accumulator access bypasses the in-flight check (ordered in its pipe).
+    acc_ref.array[acc_index] = _mma(old, av, bv, acc_ref.dtype)
+    if barrier is not None:
+        commit_tensor_core(run, _barrier(eqn, barrier, bar_t))
+    return []
+
+
+@register("tcgen05_commit_arrive", partial="collective (2-CTA) commits unsupported")
+def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collective_axis,
+                          has_user_predicate=False):
+    # has_user_predicate: JAX >= 0.12 (the predicate is the last operand).
+    run = _warpgroup(eqn)
+    if collective_axis is not None:
+        raise eqn.unsupported(f"collective tcgen05_commit_arrive over {collective_axis!r}")
+    transforms, rest = _take(rest, barrier_transforms_tree)
+    if _predicate(has_user_predicate, rest):
+        commit_tensor_core(run, _barrier(eqn, barrier, transforms))
+    return []
+
+
+@register("async_copy_smem_to_tmem", partial="collective (2-CTA) copies unsupported")
+def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, collective_axis):
+    run = _warpgroup(eqn)
+    if collective_axis is not None:
+        raise eqn.unsupported(f"collective async_copy_smem_to_tmem over {collective_axis!r}")
+    smem_t, leaves = _take(leaves, smem_tree)
+    tmem_t, leaves = _take(leaves, tmem_tree)
+    value, src = _tc_operand(eqn, run, smem, smem_t)
+    dst_ref, dst_index = _view(eqn, tmem, tmem_t)
+    dst = Footprint(dst_ref, dst_index)
+    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
+                                                [dst], [src]))
+    dst_ref.array[dst_index] = value.reshape(np.shape(dst_ref.array[dst_index]))
+    return []
+
+
+_TMEM_REDUCTIONS = {"max": lambda x: x.max(-1), "min": lambda x: x.min(-1),
+                    "absmax": lambda x: np.abs(x).max(-1), "absmin": lambda x: np.abs(x).min(-1)}
+
+
+@register("async_load", partial="reduce with NaN in the loaded data unsupported (tcgen05.ld.red's "
+                                "NaN rule depends on the lowering's qualifier)")
+def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
+    # Named async_load in JAX (primitives.py async_load_tmem_p); reduce: JAX >= 0.12.
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, tree)
+    target, index = _view(eqn, src, transforms)
+    value = np.asarray(target.read(index)).reshape(eqn.out_avals[0].shape)
+    record = [Footprint(target, index), run, None]
+    run.cluster.tmem_loads.append(record)
+    run.tmem_loads.append(record)
+    if reduce is None:
+        return [value]
+    name = str(getattr(reduce, "value", reduce)).lower()
+    if name not in _TMEM_REDUCTIONS or (dtypes.is_float(value.dtype) and np.isnan(value).any()):
+        raise eqn.unsupported(f"async_load_tmem(reduce={reduce!r}) on {value.dtype} data "
+                              "with NaN" if name in _TMEM_REDUCTIONS else f"reduce={reduce!r}")
+    return [value, _TMEM_REDUCTIONS[name](value).astype(eqn.out_avals[1].dtype)]
+
+
+@register("wait_load_tmem")
+def wait_load_tmem(eqn):
+    run = _warpgroup(eqn)
+    for record in run.tmem_loads:
+        record[2] = run.epoch   # the next arrival of this thread carries the retirement
+    run.tmem_loads = []
+    return []
+
+
+@register("async_store_tmem")
+def async_store_tmem(eqn, ref, value, *leaves, tree):
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, tree)
+    target, index = _view(eqn, ref, transforms)
+    footprint = Footprint(target, index)
+    run.cluster.check_tmem_write(run, [footprint])
+    target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
+    run.tmem_stores.append(footprint)
+    return []
+
+
+@register("commit_tmem")
+def commit_tmem(eqn):
+    # tcgen05.wait::st: this thread's TMEM stores become visible (to its loads and MMAs, and
+    # through barriers to others).
+    _warpgroup(eqn).tmem_stores = []
+    return []
+
+
+# --- cluster launch control (dynamic scheduling) ------------------------------------------------
+# try_cluster_cancel asks the hardware to cancel the launch of a cluster that has not started
+# and hand its work to the caller. Which request succeeds is the scheduler's choice: the
+# reference cancels the next cluster of its launch order when one is left, and under
+# grid_order="shuffled" fails a seeded random half of the requests, so a kernel is run under
+# both outcomes. The 16-byte response holds int32 words (success, grid coordinates...).
+
+def _cancel_decision(run, collective_axes):
+    cluster = run.cluster
+    point = dict(run.point)
+    group = tuple(v for k, v in point.items()
+                  if k not in collective_axes and k not in cluster.plan.grid_names)
+    run.cancel_calls += 1
+    key = (group, run.cancel_calls)
+    if key not in cluster.cancel_decisions:
+        queue, decision = cluster.launch_queue, None
+        if queue:
+            opts = run.options
+            fail = opts.grid_order == "shuffled" and np.random.default_rng(
+                (opts.seed or 0, *cluster.point, len(queue))).random() < 0.5
+            if not fail:
+                decision = queue.popleft()
+        cluster.cancel_decisions[key] = decision
+    return cluster.cancel_decisions[key]
+
+
+@register("try_cluster_cancel")
+def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
+                       barrier_transforms_tree, collective_axes=()):
+    run = _warpgroup(eqn)
+    res_t, leaves = _take(leaves, result_transforms_tree)
+    bar_t, leaves = _take(leaves, barrier_transforms_tree)
+    bar = _barrier(eqn, barrier, bar_t)
+    target, index = _view(eqn, result, res_t)
+    cluster = run.cluster
+    thread = cluster.thread_name
+    writes = thread is None or thread not in collective_axes or run.point.get(thread) == 0
+    decision = _cancel_decision(run, tuple(collective_axes))
+    if not writes:   # the other threads of the collective only arrive (lowering: barrier.arrive)
+        run.arrive(bar)
+        return []
+    words = np.full(4, -1, np.int32)
+    words[0] = decision is not None
+    if decision is not None:
+        words[1:1 + len(decision)] = decision
+    target.write(index, words.view(target.dtype).reshape(np.shape(target.array[index])))
+    bar.expect_tx(16)   # arrive_expect_tx(16) by the first thread, complete_tx by the response
+    cluster.add_tma(Footprint(target, index), bar)
+    run.arrive(bar)
+    bar.complete_tx(16)
+    return []
+
+
+@register("query_cluster_cancel")
+def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, transforms_tree)
+    target, index = _view(eqn, result, transforms)
+    words = np.ascontiguousarray(target.read(index)).reshape(-1).view(np.int32)
+    names = run.cluster.plan.grid_names
+    # A failed request leaves the coordinates undefined (PTX: clusterlaunchcontrol.query_cancel
+    # .get_first_ctaid is defined for a canceled response only): -1, loud as an index.
+    coords = [np.int32(words[1 + names.index(n)]) for n in grid_names]
+    return coords + [np.bool_(words[0] != 0)]
+
+
+# --- inline Mosaic GPU: only the fences JAX's own helpers emit -------------------------------------
+_KNOWN_PTX = {
+    # plgpu.dynamic_scheduling_loop (helpers.py): proxy fences around the cancellation response.
+    # They order memory accesses between proxies; the reference's accesses are in program order
+    # already, so they change no value.
+    "fence.proxy.async::generic.acquire.sync_restrict::shared::cluster.cluster;",
+    "fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;",
+}
+
+
+def _inline_ptx(mgpu_fn):
+    """The PTX string of a helpers.inline_ptx(asm) body, or None for any other function."""
+    if getattr(mgpu_fn, "__qualname__", "") != "inline_ptx.<locals>.ptx":
+        return None
+    cells = [c.cell_contents for c in (mgpu_fn.__closure__ or ())]
+    strings = [c for c in cells if isinstance(c, str)]
+    return strings[0] if len(strings) == 1 else None
+
+
+@register("inline_mgpu", "inline_mgpu_p", partial="only the proxy fences JAX's "
+          "dynamic_scheduling_loop emits through inline_ptx; any other Mosaic GPU IR has no "
+          "semantics the reference can evaluate")
+def inline_mgpu(eqn, *args, mgpu_fn, flat_arg_types, flat_ret_ty, pytree_args,
+                pytree_ref_transforms, pytree_ret_ty):
+    asm = _inline_ptx(mgpu_fn)
+    if asm not in _KNOWN_PTX or flat_ret_ty:
+        raise eqn.unsupported("arbitrary Mosaic GPU IR (plgpu.inline_mgpu) has no semantics the "
+                              f"reference can evaluate ({getattr(mgpu_fn, '__qualname__', mgpu_fn)}"
+                              f"{'' if asm is None else ': ' + asm!r})")
+    _warpgroup(eqn)
+    return []
+
+
 # --- register values and hints without a value effect -----------------------------------------------
 
 @register("layout_cast")
@@ -402,22 +643,11 @@ def store(eqn, ref, value, *leaves, tree, **params):
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
-    "inline_mgpu": "arbitrary Mosaic GPU IR (plgpu.inline_mgpu) has no semantics the reference "
-                   "can evaluate",
     "barrier_test": "its value depends on the schedule (whether a phase completed yet)",
-    "try_cluster_cancel": "cluster launch control: whether a cancellation succeeds is up to the "
-                          "hardware scheduler",
-    "query_cluster_cancel": "cluster launch control: whether a cancellation succeeds is up to "
-                            "the hardware scheduler",
-    "tcgen05_mma": "Blackwell tcgen05 / TMEM not modelled yet",
-    "tcgen05_commit_arrive": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_copy_smem_to_tmem": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_copy_scales_to_tmem": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_copy_sparse_metadata_to_tmem": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_load": "Blackwell TMEM loads not modelled yet",
-    "async_store_tmem": "Blackwell TMEM stores not modelled yet",
-    "wait_load_tmem": "Blackwell TMEM loads not modelled yet",
-    "commit_tmem": "Blackwell TMEM not modelled yet",
+    "async_copy_scales_to_tmem": "block scales in TMEM feed only block-scaled tcgen05_mma, "
+                                 "whose scale-factor layout is not modelled",
+    "async_copy_sparse_metadata_to_tmem": "sparse metadata in TMEM feeds only sparse "
+                                          "tcgen05_mma, whose 2:4 metadata layout is not modelled",
     "async_store_smem": "cp.async (pre-Hopper) copies not modelled yet",
     "wait_gmem_to_smem": "cp.async (pre-Hopper) copies not modelled yet",
     "mma": "Ampere mma not modelled yet",
@@ -431,7 +661,6 @@ REFUSED = {
     "semaphore_signal_parallel": "Mosaic GPU semaphores not modelled yet",
     "semaphore_signal_multicast": "Mosaic GPU semaphores not modelled yet",
 }
-REFUSED["inline_mgpu_p"] = REFUSED["inline_mgpu"]
 
 
 def _refuse(name, reason):
