@@ -92,7 +92,8 @@ SEMANTICS = table(
     Semantics(
         "run_scoped (Mosaic GPU)",
         "Allocations per warpgroup, or per block shared by its warpgroups when collective_axes "
-        "names the thread axis. Accumulators (plgpu.ACC) start at zero; barriers at phase 0 "
+        "names the thread axis; cluster copies, cluster barriers and collective MMAs reach "
+        "the same allocation of another block of the cluster. Accumulators (plgpu.ACC) start at zero; barriers at phase 0 "
         "with no arrivals; SMEM is never-written memory. Tiled / swizzled SMEM is held at its "
         "physical (tiled) shape; UntilingTransform, UnswizzleRef and "
         "ExpandLeadingBatchDimensionsTransform are views with the logical values (a swizzle "
@@ -106,11 +107,22 @@ SEMANTICS = table(
         "arrives once on the barrier with expect-tx of the copy's bytes; the copy's complete-tx "
         "follows. A false predicate skips both. dst is in flight until the barrier phase is "
         "observed (UNDEFINED['tma-read-before-barrier']).",
-        edge_cases=("collective_axes (multicast, partitioned copies) and copies without a barrier "
-                    "(cp.async) are refused",
+        edge_cases=("collective_axes, multicast (leader_tracked None): every block of the "
+                    "collective group issues the copy and receives all of src; each block "
+                    "arrives on its own barrier with expect-tx of all the bytes, and the slice "
+                    "each block loads completes its bytes on every block's barrier (a block that "
+                    "does not issue leaves the others' barriers waiting: a deadlock, reported)",
+                    "collective_axes with leader_tracked=PARTITIONED(axis): block i receives the "
+                    "i-th equal slice of src along dst's axis; only the leader (block 0 of the "
+                    "group) arrives, expecting every slice's bytes, and every slice completes on "
+                    "the leader's barrier; REPLICATED is refused (its byte accounting is not "
+                    "stated)",
+                    "copies without a barrier (cp.async) are refused",
                     "a source outside its array raises OutOfBoundsError (OOBFillMode is not "
                     "modelled)"),
-        sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering", _PTX_TMA, _PTX_MBAR),
+        sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",
+                 "jax/experimental/mosaic/gpu/launch_context.py async_copy (collective, "
+                 "leader_tracked)", _PTX_TMA, _PTX_MBAR),
     ),
     Semantics(
         "copy_smem_to_gmem",
@@ -129,7 +141,10 @@ SEMANTICS = table(
               sources=(_PRIMS, _PTX_MODEL)),
     Semantics("barrier_arrive", "One arrival on the barrier (a false predicate: none). A phase "
               "completes when its num_arrivals arrived and no transaction bytes are pending; "
-              "the arrival carries what the arriving warpgroup observed.",
+              "the arrival carries what the arriving warpgroup observed. A plgpu.ClusterBarrier "
+              "is one barrier per block expecting num_arrivals from every block of its "
+              "collective group; an arrival lands on the barrier of every block of the group "
+              "(of the group's leader only, leader_tracked).",
               sources=(_PRIMS, _PTX_MBAR, _PTX_MODEL)),
     Semantics("barrier_wait", "The warpgroup's k-th wait on a barrier waits for phase k to "
               "complete (Mosaic GPU tracks the phase parity per thread); the warpgroup then "
@@ -185,14 +200,17 @@ SEMANTICS = table(
         "at issue, in flight until a commit of the issuing thread is observed; a barrier operand "
         "is a tcgen05.commit to it after the mma (one arrival).",
         edge_cases=(UNDEFINED["tmem-read-before-commit"], UNDEFINED["tmem-write-under-load"],
-                    "collective_axis (2-CTA MMA), a_scale/b_scale (block-scaled) and "
-                    "a_sparse_metadata (sparse) are refused: their TMEM layouts and the peer "
-                    "block's operands are not modelled; tf32 and integer kinds are refused"),
+                    "collective_axis (2-CTA MMA): issued by the pair's leader block only (the "
+                    "others' calls do nothing); block i's acc += block i's a @ [b of block 0 | "
+                    "b of block 1]; a barrier operand is committed to both blocks' barriers",
+                    "a_scale/b_scale (block-scaled) and a_sparse_metadata (sparse) are refused: "
+                    "their TMEM layouts are not modelled; tf32 and integer kinds are refused"),
         sources=(_PRIMS + " tcgen05_mma", _LOWER, _PTX_TCGEN05), exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("tcgen05_commit_arrive", "tcgen05.commit: one arrival on the barrier, after every "
               "tcgen05 operation the thread issued so far (a false predicate: none; JAX >= 0.12 "
-              "has the predicate).", edge_cases=(UNDEFINED["tmem-read-before-commit"],),
+              "has the predicate). Collective: the pair's leader commits to the barrier of both "
+              "blocks (tcgen05.commit multicast, mask 0b11); the other block's call does nothing.", edge_cases=(UNDEFINED["tmem-read-before-commit"],),
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_copy_smem_to_tmem", "tcgen05.cp: the SMEM values (through their transforms) "
               "into TMEM; asynchronous like tcgen05_mma, and ordered before the thread's later "

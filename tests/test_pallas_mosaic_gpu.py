@@ -512,3 +512,129 @@ def test_dynamic_scheduling_claims_every_block_once(grid_order):
         np.testing.assert_array_equal(out, np.ones(8, np.int32))
     else:
         assert len(set(out.tolist())) > 1
+
+
+# --- the Blackwell kernels JAX ships (no B200 outputs are recorded: only the exact product) -------
+def _blackwell_matmul(collective=False):
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    bm = shipped_module("blackwell_matmul_mgpu")
+    cfg = bm.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          collective=collective, epilogue_tile_n=64)
+    return lambda a, b: bm.matmul_kernel(a, b, cfg)
+
+
+@needs_dynamic_scheduling
+def test_shipped_blackwell_matmul_ends_with_a_tma_store_in_flight():
+    # blackwell_matmul_mgpu's store warpgroup ends each tile with wait_smem_to_gmem(1): after the
+    # last tile one TMA store still reads SMEM when the kernel ends (spec/pallas_mosaic_gpu.py
+    # UNDEFINED["async-store-at-exit"]; JAX's GPU interpret mode raises the same).
+    from interp.pallas.warpgroups import AsyncAccessError
+    a = RNG.standard_normal((256, 128)).astype(np.float16)
+    b = RNG.standard_normal((128, 256)).astype(np.float16)
+    with pytest.raises(AsyncAccessError, match=r"block \(0,\), warpgroup 1: the warpgroup ends "
+                                               "with TMA stores still reading SMEM"):
+        interp.interpret(_blackwell_matmul(), emulated_device="b200")(a, b)
+
+
+# --- clusters ---------------------------------------------------------------------------------------
+needs_clusters = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "ClusterBarrier"),
+                                    reason="this JAX's Mosaic GPU has no ClusterBarrier")
+
+
+@needs_clusters
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_multicast_tma_gives_every_block_of_the_cluster_the_data(grid_order):
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_multicast
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    out = interp.interpret(build_cluster_multicast((64, 128))(None), grid_order=grid_order,
+                           seed=1)(x)
+    np.testing.assert_array_equal(out, np.concatenate([x, x * np.float32(2)]))
+
+
+@needs_clusters
+def test_a_block_missing_from_a_multicast_copy_deadlocks_the_others():
+    # Every block of the collective must issue the copy (launch_context.py async_copy: "the
+    # behavior is undefined otherwise"): block 0's barrier waits for block 1's share of the
+    # bytes, which never comes.
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_multicast
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match=r"block \(0,\), warpgroup 0 waits for phase 0 .* "
+                                            r"16384 transaction bytes pending"):
+        interp.interpret(build_cluster_multicast((64, 128), every_block_issues=False)(None))(
+            np.zeros((64, 128), np.float32))
+
+
+@needs_clusters
+def test_partitioned_copy_gives_each_block_its_slice():
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_partitioned
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    out = interp.interpret(build_cluster_partitioned((128, 128))(None))(x)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+@needs_clusters
+def test_a_cluster_barrier_waits_for_every_block():
+    # Block 1 writes SMEM of its own, then both arrive on a cluster barrier; block 0 reading its
+    # copy of the barrier completes only when block 1 arrived too (2 arrivals expected): without
+    # block 1's arrival the wait is a deadlock.
+    from jax.experimental import pallas as pl
+
+    def kernel(arrive_from_1):
+        def body(o_gmem, everyone):
+            b = jax.lax.axis_index("c")
+
+            @pl.when(jnp.logical_or(arrive_from_1, b == 0))
+            def _():
+                plgpu.barrier_arrive(everyone)
+            plgpu.barrier_wait(everyone)
+            o_gmem[pl.ds(b, 1)] = jnp.full((1,), 1, jnp.int32) + b
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32), cluster=(2,),
+                            cluster_names=("c",),
+                            scratch_types=[plgpu.ClusterBarrier(collective_axes=("c",))])
+    np.testing.assert_array_equal(interp.interpret(kernel(True))(), [1, 2])
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match="0 of 2 arrivals|1 of 2 arrivals"):
+        interp.interpret(kernel(False))()
+
+
+@needs_clusters
+def test_shipped_blackwell_ragged_dot_is_the_grouped_product():
+    # blackwell_ragged_dot_mgpu: 2-CTA clusters (collective tcgen05_mma, partitioned TMA, cluster
+    # barriers); the kernel reads its SM count off jax.local_devices() (the emulated B200: 148).
+    # Its collective=False path reads axis_index("x") of a cluster axis it does not create, so
+    # only collective=True traces. No B200 output is recorded: checked against the exact
+    # per-group product within DOT_PRODUCT(K).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from conformance.checks import check
+    from spec import compliance as C
+    rd = shipped_module("blackwell_ragged_dot_mgpu")
+    bm = shipped_module("blackwell_matmul_mgpu")
+    cfg = rd.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          collective=True, grid_tile_width=1,
+                          grid_minor_dim=bm.MatmulDimension.N)
+    lhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    rhs = RNG.standard_normal((4, 128, 256)).astype(np.float16)
+    sizes = np.array([128, 64, 192, 128], np.int32)
+    out = interp.interpret(lambda l, r, g: rd.ragged_dot_kernel(l, r, g, cfg),
+                           emulated_device="b200")(lhs, rhs, sizes)
+    group = np.repeat(np.arange(4), sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
+    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
+    result = check(C.dot_product(128), exact.astype(np.float16), out, bound=bound)
+    assert result.passed, result
+
+
+@needs_clusters
+def test_shipped_collective_blackwell_matmul_races_on_its_cancellation_responses():
+    # blackwell_matmul_mgpu with collective=True runs 2-CTA clusters but does not pass
+    # cluster_axes to plgpu.dynamic_scheduling_loop ("This must be passed in if the kernel uses
+    # a cluster size > 1", helpers.py): both blocks issue a cancellation request, and each
+    # response is multicast to both blocks (mosaic/gpu/utils.py try_cluster_cancel:
+    # .multicast::cluster::all), so block 1's response overwrites the buffer block 0 reads.
+    from interp.pallas.warpgroups import AsyncAccessError
+    a = RNG.standard_normal((512, 128)).astype(np.float16)
+    b = RNG.standard_normal((128, 512)).astype(np.float16)
+    with pytest.raises(AsyncAccessError, match=r"read of .*int8\[2, 16\].* while a TMA copy is "
+                                               "still writing it"):
+        interp.interpret(_blackwell_matmul(collective=True), emulated_device="b200")(a, b)

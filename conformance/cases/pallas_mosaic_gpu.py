@@ -202,6 +202,65 @@ def build_dynamic_scheduling(blocks, rows=8, cols=128):
     return build
 
 
+def build_cluster_multicast(shape, blocks=2, *, every_block_issues=True):
+    """A cluster of ``blocks`` blocks: a multicast TMA copy (collective_axes) gives every block
+    all of x, each block's barrier counting all of its bytes; block b writes (b + 1) * x into
+    its rows of the output after a cluster barrier that every block arrives on. Without
+    ``every_block_issues`` block 1 skips its share of the multicast (undefined: a deadlock)."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+        rows = shape[0]
+
+        def body(x_gmem, o_gmem, smem, loaded, everyone):
+            b = jax.lax.axis_index("c")
+
+            @pl.when(jnp.logical_or(every_block_issues, b == 0))
+            def _():
+                plgpu.copy_gmem_to_smem(x_gmem, smem, loaded, collective_axes="c")
+            plgpu.barrier_wait(loaded)
+            plgpu.barrier_arrive(everyone)
+            plgpu.barrier_wait(everyone)
+            o_gmem[pl.ds(b * rows, rows)] = smem[...] * (b + 1).astype(jnp.float32)
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((blocks * rows,) + shape[1:],
+                                                                jnp.float32),
+                            cluster=(blocks,), cluster_names=("c",),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.ClusterBarrier(collective_axes=("c",))],
+                            interpret=interpret)
+    return build
+
+
+def build_cluster_partitioned(shape, blocks=2):
+    """A PARTITIONED copy over a cluster: block b receives rows b of x (equal slices along axis
+    0), only the leader's barrier tracks it; after a cluster barrier each block stores its
+    slice doubled."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+        rows = shape[0] // blocks
+
+        def body(x_gmem, o_gmem, smem, loaded, everyone):
+            b = jax.lax.axis_index("c")
+            plgpu.copy_gmem_to_smem(x_gmem, smem, loaded, collective_axes="c",
+                                    leader_tracked=plgpu.CopyPartition.PARTITIONED(0))
+
+            @pl.when(b == 0)
+            def _():
+                plgpu.barrier_wait(loaded)
+            plgpu.barrier_arrive(everyone)   # the leader arrives after its wait: the data is in
+            plgpu.barrier_wait(everyone)
+            o_gmem[pl.ds(b * rows, rows)] = smem[...] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            cluster=(blocks,), cluster_names=("c",),
+                            scratch_types=[plgpu.SMEM((rows,) + shape[1:], jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.ClusterBarrier(collective_axes=("c",))],
+                            interpret=interpret)
+    return build
+
+
 def _abs_dot(x, y):
     return [np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))]
 
@@ -362,6 +421,12 @@ def _cases():
                 not_applicable=_no_api("dynamic_scheduling_loop"),
                 primitives=("mpmd_map", "try_cluster_cancel", "query_cluster_cancel",
                             "inline_mgpu"))
+    yield _case("cluster_multicast/f32/2x64x128", build_cluster_multicast((64, 128)),
+                _rows([(64, 128)]), not_applicable=_no_api("ClusterBarrier"),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_arrive", "barrier_wait"))
+    yield _case("cluster_partitioned/f32/2x64x128", build_cluster_partitioned((128, 128)),
+                _rows([(128, 128)]), not_applicable=_no_api("CopyPartition"),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_arrive", "barrier_wait"))
     for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
         sid = f"{m}x{k}x{n}"
         inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)

@@ -78,7 +78,9 @@ class Barrier:
     def expect_tx(self, nbytes: int) -> None:
         self.tx += nbytes
 
-    def complete_tx(self, nbytes: int) -> None:
+    def complete_tx(self, nbytes: int, known: dict | None = None) -> None:
+        if known:   # a copy issued by a thread that does not arrive here (cluster copies)
+            _join(self.pending, known)
         self.tx -= nbytes
         self._maybe_complete()
 
@@ -172,9 +174,13 @@ class WarpgroupRun(KernelRun):
     def allocate_scoped(self, prototypes, collective_axes) -> list:
         """run_scoped's buffers: one per warpgroup, or one per block shared by the warpgroups
         with ``collective_axes`` naming the thread axis (Mosaic GPU's collective allocations)."""
-        if not collective_axes:
-            return [p.fresh(self) for p in prototypes]
         cluster = self.cluster
+        if not collective_axes:   # per warpgroup: its counterpart in another block is the same
+            n = self.scoped_counts.get(id(prototypes), 0)   # warpgroup's allocation there
+            self.scoped_counts[id(prototypes)] = n + 1
+            thread = (self.warpgroup, getattr(self, "warp", None))
+            return cluster.block_allocation(("scoped", thread, id(prototypes), n),
+                                            self.block, prototypes, self)
         axes = set(collective_axes)
         if not axes <= {cluster.thread_name}:
             raise UndefinedBehaviorError(f"{self.where()}: run_scoped collective over "
@@ -182,11 +188,15 @@ class WarpgroupRun(KernelRun):
                                          f"{cluster.thread_name!r} is supported)")
         n = self.scoped_counts.get(id(prototypes), 0)
         self.scoped_counts[id(prototypes)] = n + 1
-        key = (self.block, id(prototypes), n)
-        refs = cluster.shared.get(key)
-        if refs is None:
-            refs = cluster.shared[key] = [p.fresh(self) for p in prototypes]
-        return refs
+        return cluster.block_allocation(("scoped", id(prototypes), n), self.block, prototypes,
+                                        self)
+
+    def release(self) -> dict:
+        """What this thread makes visible to whoever observes a barrier phase it contributes to
+        (an arrival, or the complete-tx of a copy it issued): its writes so far."""
+        self.known[id(self)] = self.epoch
+        self.epoch += 1
+        return self.known
 
     # -- waits ----------------------------------------------------------------------------------
     def wait_until(self, ready, description: str) -> None:
@@ -214,9 +224,7 @@ class WarpgroupRun(KernelRun):
     def arrive(self, barrier: Barrier) -> None:
         # A release: what this warpgroup wrote before it is visible to whoever observes the
         # phase this arrival completes.
-        self.known[id(self)] = self.epoch
-        self.epoch += 1
-        barrier.arrive(self.known)
+        barrier.arrive(self.release())
 
     # -- async stores -----------------------------------------------------------------------------
     def wait_stores(self, n: int) -> None:
@@ -263,6 +271,50 @@ class ClusterState:
         self.launch_queue = None   # clusters not launched yet (try_cluster_cancel may take one)
         self.cancel_decisions = {}  # (issuer group, request number) -> cancelled point or None
         self.plan = plan
+        self.allocations = {}   # allocation key -> {block: [refs]} (scratch, collective scoped)
+        self.allocation_of = {}   # id(ref) -> (allocation key, position)
+        self.prototypes = {}      # allocation key -> what its refs are made from
+
+    # -- clusters: the same allocation in another block of the cluster ---------------------------
+    def block_allocation(self, key, block, prototypes, run) -> list:
+        """The refs of allocation ``key`` in ``block`` (made from ``prototypes`` the first time,
+        by whichever block of the cluster asks first)."""
+        per_block = self.allocations.setdefault(key, {})
+        self.prototypes[key] = prototypes
+        refs = per_block.get(block)
+        if refs is None:
+            refs = per_block[block] = [p.fresh(run) for p in prototypes]
+            for i, r in enumerate(refs):
+                self.allocation_of[id(r)] = (key, i)
+        return refs
+
+    def register_block_allocation(self, key, block, refs) -> None:
+        self.allocations.setdefault(key, {})[block] = refs
+        for i, r in enumerate(refs):
+            self.allocation_of[id(r)] = (key, i)
+
+    def peer(self, ref, block):
+        """``ref`` (a kernel scratch buffer or a block-wide run_scoped allocation) as allocated
+        in ``block`` of this cluster, or None for memory with no counterpart there."""
+        found = self.allocation_of.get(id(ref))
+        if found is None:
+            return None
+        key, i = found
+        refs = self.allocations[key].get(block)
+        if refs is None:   # the block has not reached the run_scoped yet: allocate it now
+            refs = self.block_allocation(key, block, self.prototypes[key], maybe_current_run())
+        return refs[i]
+
+    def group(self, block, axes) -> list:
+        """The blocks of this cluster that differ from ``block`` only along the cluster axes
+        ``axes`` (composite axes flattened), in row-major order: a collective's participants."""
+        names = list(self.plan.cluster_names)
+        flat = set()
+        for a in axes:
+            flat |= set(a) if isinstance(a, tuple) else {a}
+        free = [names.index(a) for a in flat if a in names]
+        return [b for b in self.plan.blocks
+                if all(b[d] == block[d] for d in range(len(block)) if d not in free)]
 
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access)."""
@@ -384,14 +436,16 @@ class TensorCoreOp:
             " (the commit that tracks it) was not observed (barrier_wait) by this thread"
 
 
-def commit_tensor_core(run, barrier) -> None:
-    """tcgen05.commit to ``barrier``: every tcgen05 operation ``run`` issued so far completes
-    before the arrival; the reference's operations are done at issue, so it arrives now."""
+def commit_tensor_core(run, barriers) -> None:
+    """tcgen05.commit to ``barriers`` (one; both of a block pair for a collective commit): every
+    tcgen05 operation ``run`` issued so far completes before the arrival; the reference's
+    operations are done at issue, so it arrives now."""
     live = set(map(id, run.cluster.tensor_core))
     run.tensor_core_ops = [op for op in run.tensor_core_ops if id(op) in live]
-    for op in run.tensor_core_ops:
-        op.guards.append((barrier, barrier.completed))
-    run.arrive(barrier)
+    for barrier in barriers:
+        for op in run.tensor_core_ops:
+            op.guards.append((barrier, barrier.completed))
+        run.arrive(barrier)
 
 
 class WarpRun(WarpgroupRun):
@@ -537,6 +591,7 @@ class GpuMeshPlan(MeshPlan):
                 if scratch is None:   # scratch operands are SMEM: one per block
                     scratch = [_alloc_scratch(aval, name, run, opts)
                                for aval, name in self.scratch]
+                    cluster.register_block_allocation(("scratch",), block, scratch)
                 refs = [KernelRef(a, self.names[k], run, init=inits[k],
                                   kind="input (gmem)" if k < self.n_in else "output (gmem)",
                                   check_bounds=opts.check_bounds)

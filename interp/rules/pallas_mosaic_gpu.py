@@ -63,16 +63,18 @@ POSITION_TRANSFORMS.update({
 def _allocate(aval, name, run, opts):
     dtype = getattr(aval, "dtype", None)
     kind = type(dtype).__name__
-    if kind == "BarrierType":
+    if kind in ("BarrierType", "ClusterBarrierType"):
+        collective = None
+        if kind == "ClusterBarrierType":
+            collective = (tuple(dtype.collective_axes), bool(getattr(dtype, "leader_tracked",
+                                                                     False)))
         shape = tuple(aval.shape)
         array = np.empty(shape, object)
         for i in np.ndindex(shape):
             array[i] = Barrier(f"{name}{list(i) if shape else ''}", dtype.num_arrivals)
-        return _BarrierRefs(array, name, run)
-    if kind == "ClusterBarrierType":
-        return _BarrierRefs(np.empty((0,), object), name, run, refused=(
-            "cluster barriers (plgpu.ClusterBarrier): arrivals from the blocks of a cluster are "
-            "not modelled yet"))
+        refs = _BarrierRefs(array, name, run, collective)
+        # run_scoped prototypes are made with no run; their fresh copies count per cluster.
+        return refs if run is None else refs.fresh(run)
     if type(aval).__name__ == "WGMMAAbstractAccumulatorRef":
         # Mosaic GPU allocates accumulators as zeros (lowering.py _run_scoped_lowering_rule:
         # mgpu.WGMMAAccumulator.zero).
@@ -82,21 +84,27 @@ def _allocate(aval, name, run, opts):
 
 
 class _BarrierRefs(KernelRef):
-    """A ref of barriers: its elements are :class:`Barrier` objects."""
-    __slots__ = ("refused",)
+    """A ref of barriers: its elements are :class:`Barrier` objects. ``collective``: (cluster
+    axes, leader_tracked) of a plgpu.ClusterBarrier, None for a block's own barrier."""
+    __slots__ = ("collective",)
 
-    def __init__(self, array, name, run, refused=None):
+    def __init__(self, array, name, run, collective=None):
         super().__init__(array, name, run, kind="barrier")
-        self.refused = refused
+        self.collective = collective
 
     def fresh(self, run):
-        if self.refused:
-            return _BarrierRefs(self.array, self.name, run, self.refused)
+        # A cluster barrier is one barrier per block; an arrival lands in every block of its
+        # collective group (or in the group's leader, leader_tracked), so each expects
+        # num_arrivals from each block of the group (mosaic/gpu/utils.py
+        # CollectiveBarrierRef.initialize: arrival_count * cluster_arrival_count).
+        scale = 1
+        if self.collective and isinstance(run, WarpgroupRun):
+            scale = len(run.cluster.group(run.block, self.collective[0]))
         array = np.empty(self.array.shape, object)
         for i in np.ndindex(array.shape):
             b = self.array[i]
-            array[i] = Barrier(b.name, b.num_arrivals)
-        return _BarrierRefs(array, self.name, run)
+            array[i] = Barrier(b.name, b.num_arrivals * scale)
+        return _BarrierRefs(array, self.name, run, self.collective)
 
 
 SCRATCH_ALLOCATORS.append(_allocate)
@@ -128,14 +136,42 @@ def _view(eqn, ref, transforms):
     return target, index
 
 
-def _barrier(eqn, ref, transforms) -> Barrier:
+def _barrier(eqn, ref, transforms, block=None) -> Barrier:
+    """The one barrier the operand selects (in ``block`` of the cluster: the same barrier of
+    another block, for cluster copies and arrivals)."""
     target, index = _view(eqn, ref, transforms)
-    if getattr(target, "refused", None):
-        raise eqn.unsupported(target.refused)
+    if block is not None and block != current_run().block:
+        peer = current_run().cluster.peer(target, block)
+        if peer is None:
+            raise eqn.unsupported(f"barrier {target.short()} has no counterpart in block {block}")
+        target = peer
     chosen = np.asarray(target.array[index], object).reshape(-1)
     if chosen.size != 1:   # JAX: the transforms must select exactly one barrier
         raise eqn.unsupported(f"barrier operand selecting {chosen.size} barriers")
     return chosen[0]
+
+
+def _arrivals(eqn, run, ref, transforms) -> list:
+    """The barriers an arrival of ``run`` lands on: its block's, or for a cluster barrier the
+    one of every block of its collective group (the group's leader only, leader_tracked)."""
+    target, _ = _view(eqn, ref, transforms)
+    collective = getattr(target, "collective", None)
+    if not collective:
+        return [_barrier(eqn, ref, transforms)]
+    axes, leader_tracked = collective
+    blocks = run.cluster.group(run.block, axes)
+    return [_barrier(eqn, ref, transforms, b) for b in (blocks[:1] if leader_tracked else blocks)]
+
+
+def _peer_view(eqn, run, target, index, block):
+    """(ref, index) of the same elements of ``target`` in ``block`` of the cluster."""
+    if block == run.block:
+        return target, index
+    peer = run.cluster.peer(target, block)
+    if peer is None:
+        raise eqn.unsupported(f"{target.short()} has no counterpart in block {block} (only "
+                              "kernel scratch and block-wide run_scoped allocations do)")
+    return peer, index
 
 
 def _predicate(has, rest):
@@ -149,16 +185,13 @@ def _n(n, operands) -> int:
 
 # --- TMA ------------------------------------------------------------------------------------------
 
-@register("copy_gmem_to_smem", partial="multicast / partitioned copies over a cluster "
-                                       "(collective_axes) and im2col sources unsupported; the "
-                                       "source must lie inside its array (OOB fill not modelled)")
+@register("copy_gmem_to_smem", partial="REPLICATED leader-tracked copies and im2col sources "
+                                       "unsupported; the source must lie inside its array (OOB "
+                                       "fill not modelled)")
 def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
                       barrier_transforms_treedef, collective_axes=None, leader_tracked=None,
                       oob_mode=None, has_barrier=True, has_user_predicate=False, **params):
     run = _warpgroup(eqn)
-    if collective_axes:
-        raise eqn.unsupported(f"copy_gmem_to_smem over cluster axes {collective_axes} "
-                              "(multicast / partitioned TMA)")
     if not has_barrier:
         raise eqn.unsupported("copy_gmem_to_smem without a barrier (cp.async, pre-Hopper)")
     src, dst, barrier, rest = flat[0], flat[1], flat[2], flat[3:]
@@ -169,8 +202,12 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
         return []   # neither the copy nor the arrival (primitives.py copy_gmem_to_smem docstring)
     src_ref, src_index = _view(eqn, src, src_t)
     dst_ref, dst_index = _view(eqn, dst, dst_t)
-    bar = _barrier(eqn, barrier, bar_t)
     value = src_ref.read(src_index)
+    if collective_axes:
+        axes = collective_axes if isinstance(collective_axes, tuple) else (collective_axes,)
+        _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked)
+        return []
+    bar = _barrier(eqn, barrier, bar_t)
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
@@ -178,6 +215,50 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     run.arrive(bar)
     bar.complete_tx(value.nbytes)
     return []
+
+
+def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked):
+    """A TMA copy over the blocks of a cluster (primitives.py copy_gmem_to_smem docstring;
+    PTX cp.async.bulk.tensor .multicast::cluster):
+    * multicast (leader_tracked None): the blocks of the collective group each load a slice of
+      ``src`` and multicast it: every block's dst receives all of ``src``; each block arrives
+      once on its own barrier expecting all the bytes, and every slice completes its bytes on
+      the barrier of every block it lands in;
+    * PARTITIONED(axis): block i of the group receives the i-th of equal slices of ``src``
+      along dst's ``axis``; only the group's leader arrives (expecting every slice's bytes) and
+      every slice completes its bytes on the leader's barrier."""
+    cluster = run.cluster
+    blocks = cluster.group(run.block, axes)
+    me = blocks.index(run.block)
+    shape = np.shape(dst_ref.array[dst_index])
+    if leader_tracked is None:
+        slices = np.array_split(value.reshape(shape), len(blocks), axis=0)
+        own = _barrier(eqn, barrier, bar_t)
+        own.expect_tx(value.nbytes)
+        run.arrive(own)
+        piece = slices[me]
+        start = sum(p.shape[0] for p in slices[:me])
+        for block in blocks:
+            ref, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
+            view = ref.array[dst_index]
+            view[start:start + piece.shape[0]] = piece   # written by the TMA unit, not a thread
+            bar = _barrier(eqn, barrier, bar_t, block)
+            cluster.add_tma(Footprint(ref, dst_index), bar)
+            bar.complete_tx(piece.nbytes, known=run.release())
+        return
+    axis = getattr(leader_tracked, "axis", None)
+    if axis is None:
+        raise eqn.unsupported(f"copy_gmem_to_smem(leader_tracked={leader_tracked!r}): only "
+                              "multicast and PARTITIONED copies are modelled")
+    piece = np.split(value, len(blocks), axis=axis)[me]
+    leader = _barrier(eqn, barrier, bar_t, blocks[0])
+    if me == 0:
+        leader.expect_tx(value.nbytes)
+    dst_ref.write(dst_index, piece.reshape(shape))
+    cluster.add_tma(Footprint(dst_ref, dst_index), leader)
+    if me == 0:
+        run.arrive(leader)
+    leader.complete_tx(piece.nbytes, known=run.release())
 
 
 _REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum}
@@ -249,7 +330,8 @@ def _barrier_operand(eqn, barrier, rest, treedef):
 def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=False):
     run, rest, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     if _predicate(has_user_predicate, rest):
-        run.arrive(_barrier(eqn, barrier, transforms))
+        for b in _arrivals(eqn, run, barrier, transforms):
+            run.arrive(b)
     return []
 
 
@@ -263,9 +345,9 @@ def barrier_wait(eqn, barrier, *rest, transforms_treedef, **params):
 @register("barrier_arrive_and_wait")
 def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef, **params):
     run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
-    b = _barrier(eqn, barrier, transforms)
-    run.arrive(b)
-    run.wait_barrier(b)
+    for b in _arrivals(eqn, run, barrier, transforms):
+        run.arrive(b)
+    run.wait_barrier(_barrier(eqn, barrier, transforms))
     return []
 
 
@@ -361,11 +443,10 @@ def wgmma_accumulator_store(eqn, acc, value):
 _TCGEN05_FLOATS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
-def _tc_operand(eqn, run, ref, transforms):
-    """(value, Footprint) of a tcgen05 operand (SMEM or TMEM) read by the tensor core that
-    ``run`` drives: ordered after the thread's earlier tcgen05 operations (the tensor pipe runs
-    them in order), checked against everything else in flight."""
-    target, index = _view(eqn, ref, transforms)
+def _tc_operand(eqn, run, target, index):
+    """(value, Footprint) of a tcgen05 operand (SMEM or TMEM, ``target[index]``) read by the
+    tensor core that ``run`` drives: ordered after the thread's earlier tcgen05 operations (the
+    tensor pipe runs them in order), checked against everything else in flight."""
     run.in_tensor_pipe = True
     try:
         return target.read(index), Footprint(target, index)
@@ -373,16 +454,13 @@ def _tc_operand(eqn, run, ref, transforms):
         run.in_tensor_pipe = False
 
 
-@register("tcgen05_mma", partial="collective (2-CTA) MMA, block-scaled (a_scale/b_scale) and "
-                                 "sparse MMA unsupported; operands f16/bf16/fp8 only")
+@register("tcgen05_mma", partial="block-scaled (a_scale/b_scale) and sparse MMA unsupported; "
+                                 "operands f16/bf16/fp8 only")
 def tcgen05_mma(eqn, acc, a, b, accumulate, *rest, acc_transforms_tree, a_transforms_tree,
                 b_transforms_tree, barrier_transforms_tree, a_scale_transforms_tree,
                 b_scale_transforms_tree, a_sparse_metadata_transforms_tree, collective_axis,
                 arrive, scaled, sparse):
     run = _warpgroup(eqn)
-    if collective_axis is not None:
-        raise eqn.unsupported(f"collective tcgen05_mma over cluster axis {collective_axis!r} "
-                              "(2-CTA MMA: the peer block's operands are not modelled)")
     if scaled:
         raise eqn.unsupported("block-scaled tcgen05_mma (a_scale / b_scale): the scale-factor "
                               "layout in TMEM is not modelled")
@@ -394,33 +472,61 @@ def tcgen05_mma(eqn, acc, a, b, accumulate, *rest, acc_transforms_tree, a_transf
     a_t, rest = _take(rest, a_transforms_tree)
     b_t, rest = _take(rest, b_transforms_tree)
     bar_t, rest = _take(rest, barrier_transforms_tree)
+    blocks = _mma_blocks(eqn, run, collective_axis)
+    if not blocks:
+        return []   # a collective MMA is issued by the pair's leader block only
     acc_ref, acc_index = _view(eqn, acc, acc_t)
-    av, a_region = _tc_operand(eqn, run, a, a_t)
-    bv, b_region = _tc_operand(eqn, run, b, b_t)
-    if not all(np.dtype(v.dtype).name in _TCGEN05_FLOATS for v in (av, bv)):
-        raise eqn.unsupported(f"tcgen05_mma of {av.dtype} x {bv.dtype} (f16, bf16 and fp8 "
-                              "operands only: tf32 and integer kinds are not modelled)")
-    acc_region = Footprint(acc_ref, acc_index)
-    old = acc_ref.array[acc_index] if bool(np.asarray(accumulate)) else 0.0
-    op = TensorCoreOp("tcgen05_mma", run, [acc_region], [a_region, b_region])
-    run.cluster.add_tensor_core_op(op)
-    # The tensor core's own accumulator access bypasses the in-flight check (ordered in its pipe).
-    acc_ref.array[acc_index] = _mma(old, av, bv, acc_ref.dtype)
+    a_ref, a_index = _view(eqn, a, a_t)
+    b_ref, b_index = _view(eqn, b, b_t)
+    # Collective (2-CTA) MMA: block i of the pair holds rows i of acc and a and columns i of b;
+    # each block's acc += its a @ [b of block 0 | b of block 1] (primitives.py tcgen05_mma).
+    operands = [(_tc_operand(eqn, run, *_peer_view(eqn, run, a_ref, a_index, blk)),
+                 _tc_operand(eqn, run, *_peer_view(eqn, run, b_ref, b_index, blk)))
+                for blk in blocks]
+    bv = np.concatenate([b for _, (b, _) in operands], axis=1)
+    writes, reads = [], []
+    for blk, ((av, a_region), (_, b_region)) in zip(blocks, operands):
+        if not all(np.dtype(v.dtype).name in _TCGEN05_FLOATS for v in (av, bv)):
+            raise eqn.unsupported(f"tcgen05_mma of {av.dtype} x {bv.dtype} (f16, bf16 and fp8 "
+                                  "operands only: tf32 and integer kinds are not modelled)")
+        writes.append(Footprint(*_peer_view(eqn, run, acc_ref, acc_index, blk)))
+        reads += [a_region, b_region]
+    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05_mma", run, writes, reads))
+    for region, ((av, _), _) in zip(writes, operands):
+        # The tensor core's own accumulator access bypasses the in-flight check (ordered in
+        # its pipe).
+        old = region.ref.array[acc_index] if bool(np.asarray(accumulate)) else 0.0
+        region.ref.array[acc_index] = _mma(old, av, bv, acc_ref.dtype)
     if barrier is not None:
-        commit_tensor_core(run, _barrier(eqn, barrier, bar_t))
+        commit_tensor_core(run, [_barrier(eqn, barrier, bar_t, blk) for blk in blocks])
     return []
 
 
-@register("tcgen05_commit_arrive", partial="collective (2-CTA) commits unsupported")
+def _mma_blocks(eqn, run, collective_axis) -> list:
+    """The blocks a tcgen05 operation of ``run`` acts on: its own, or for a collective one the
+    pair along ``collective_axis`` when ``run``'s block leads it (the lowering predicates the
+    others off: primitives.py _collective_mma_predicate), none otherwise."""
+    if collective_axis is None:
+        return [run.block]
+    blocks = run.cluster.group(run.block, (collective_axis,))
+    if len(blocks) != 2:
+        raise eqn.unsupported(f"collective tcgen05 over {collective_axis!r} of {len(blocks)} "
+                              "blocks (Mosaic GPU requires exactly 2)")
+    return blocks if blocks[0] == run.block else []
+
+
+@register("tcgen05_commit_arrive")
 def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collective_axis,
                           has_user_predicate=False):
     # has_user_predicate: JAX >= 0.12 (the predicate is the last operand).
     run = _warpgroup(eqn)
-    if collective_axis is not None:
-        raise eqn.unsupported(f"collective tcgen05_commit_arrive over {collective_axis!r}")
     transforms, rest = _take(rest, barrier_transforms_tree)
     if _predicate(has_user_predicate, rest):
-        commit_tensor_core(run, _barrier(eqn, barrier, transforms))
+        # Collective: the leader's commit arrives on the barrier of both blocks of the pair
+        # (mosaic/gpu/tcgen05.py commit_arrive: tcgen05.commit multicast, mask 0b11).
+        blocks = _mma_blocks(eqn, run, collective_axis)
+        if blocks:
+            commit_tensor_core(run, [_barrier(eqn, barrier, transforms, b) for b in blocks])
     return []
 
 
@@ -431,7 +537,7 @@ def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, coll
         raise eqn.unsupported(f"collective async_copy_smem_to_tmem over {collective_axis!r}")
     smem_t, leaves = _take(leaves, smem_tree)
     tmem_t, leaves = _take(leaves, tmem_tree)
-    value, src = _tc_operand(eqn, run, smem, smem_t)
+    value, src = _tc_operand(eqn, run, *_view(eqn, smem, smem_t))
     dst_ref, dst_index = _view(eqn, tmem, tmem_t)
     dst = Footprint(dst_ref, dst_index)
     run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
@@ -498,51 +604,58 @@ def commit_tmem(eqn):
 # and hand its work to the caller. Which request succeeds is the scheduler's choice: the
 # reference cancels the next cluster of its launch order when one is left, and under
 # grid_order="shuffled" fails a seeded random half of the requests, so a kernel is run under
-# both outcomes. The 16-byte response holds int32 words (success, grid coordinates...).
+# both outcomes. The 16-byte response holds int32 words (success, grid coordinates...): what
+# query_cluster_cancel decodes, opaque to the kernel as on the hardware.
 
-def _cancel_decision(run, collective_axes):
+def _cancel(run):
+    """The outcome of one cancellation request: the grid point of the cluster it cancels (the
+    next one of the launch order), or None."""
     cluster = run.cluster
-    point = dict(run.point)
-    group = tuple(v for k, v in point.items()
-                  if k not in collective_axes and k not in cluster.plan.grid_names)
+    queue = cluster.launch_queue
+    if not queue:
+        return None
+    opts = run.options
     run.cancel_calls += 1
-    key = (group, run.cancel_calls)
-    if key not in cluster.cancel_decisions:
-        queue, decision = cluster.launch_queue, None
-        if queue:
-            opts = run.options
-            fail = opts.grid_order == "shuffled" and np.random.default_rng(
-                (opts.seed or 0, *cluster.point, len(queue))).random() < 0.5
-            if not fail:
-                decision = queue.popleft()
-        cluster.cancel_decisions[key] = decision
-    return cluster.cancel_decisions[key]
+    if opts.grid_order == "shuffled" and np.random.default_rng(
+            (opts.seed or 0, *cluster.point, *run.block, run.cancel_calls)).random() < 0.5:
+        return None
+    return queue.popleft()
 
 
 @register("try_cluster_cancel")
 def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
                        barrier_transforms_tree, collective_axes=()):
+    # The lowering (primitives.py try_cluster_cancel_lowering): the first thread along the
+    # thread axis (when collective over it) arrives with expect-tx(16), the others arrive; the
+    # first thread of the first block along the collective cluster axes issues the request,
+    # whose response is multicast to every block of the cluster (mosaic/gpu/utils.py
+    # try_cluster_cancel: .multicast::cluster::all), completing 16 bytes on each one's barrier.
     run = _warpgroup(eqn)
     res_t, leaves = _take(leaves, result_transforms_tree)
     bar_t, leaves = _take(leaves, barrier_transforms_tree)
-    bar = _barrier(eqn, barrier, bar_t)
     target, index = _view(eqn, result, res_t)
     cluster = run.cluster
+    axes = tuple(collective_axes)
     thread = cluster.thread_name
-    writes = thread is None or thread not in collective_axes or run.point.get(thread) == 0
-    decision = _cancel_decision(run, tuple(collective_axes))
-    if not writes:   # the other threads of the collective only arrive (lowering: barrier.arrive)
-        run.arrive(bar)
+    first_thread = thread is None or thread not in axes or run.point.get(thread) == 0
+    first_block = all(run.point[a] == 0 for a in axes if a in cluster.plan.cluster_names)
+    own = _barrier(eqn, barrier, bar_t)
+    if first_thread:
+        own.expect_tx(16)
+    run.arrive(own)
+    if not (first_thread and first_block):
         return []
+    decision = _cancel(run)
     words = np.full(4, -1, np.int32)
     words[0] = decision is not None
     if decision is not None:
         words[1:1 + len(decision)] = decision
-    target.write(index, words.view(target.dtype).reshape(np.shape(target.array[index])))
-    bar.expect_tx(16)   # arrive_expect_tx(16) by the first thread, complete_tx by the response
-    cluster.add_tma(Footprint(target, index), bar)
-    run.arrive(bar)
-    bar.complete_tx(16)
+    for block in cluster.plan.blocks:
+        ref, _ = _peer_view(eqn, run, target, index, block)
+        ref.array[index] = words.view(ref.dtype).reshape(np.shape(ref.array[index]))
+        bar = _barrier(eqn, barrier, bar_t, block)
+        cluster.add_tma(Footprint(ref, index), bar)
+        bar.complete_tx(16, known=run.release())
     return []
 
 
