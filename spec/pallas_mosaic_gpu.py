@@ -75,6 +75,19 @@ UNDEFINED = {
                                 "and no commit_tmem since: AsyncAccessError",
 }
 
+SEMAPHORE_NAMES = (
+    "Mosaic GPU binds its own semaphore_signal and semaphore_wait primitives "
+    "(jax/_src/pallas/mosaic_gpu/primitives.py semaphore_signal_p, semaphore_wait_p) under the "
+    "names of Pallas's generic ones (jax/_src/pallas/primitives.py) that Mosaic TPU kernels "
+    "bind. Both take args_tree over (semaphore, transforms, value, device_id, core_index) for "
+    "signal and (semaphore, transforms, value, decrement) for wait, with the same meaning: "
+    "signal adds value (to the semaphore of another core or device when named); wait blocks "
+    "until the semaphore holds at least value, then subtracts it when decrement. Mosaic GPU "
+    "adds memory_scope ('sys' or 'gpu'), the scope of the atomic: no value effect on one "
+    "device. One rule per name serves both (interp/rules/pallas.py); a Mosaic GPU semaphore "
+    "(plgpu.SemaphoreType) lives in GMEM, one per kernel launch shared by every block, where a "
+    "TPU one is per core.")
+
 SEMANTICS = table(
     Semantics(
         "mpmd_map (plgpu.kernel over a Mosaic GPU mesh)",
@@ -260,6 +273,10 @@ SEMANTICS = table(
               "warpgroup's); at the join the warpgroup learns what every warp observed.",
               sources=(_LOWER + " _mpmd_map_lowering_rule ('a fork/join over individual warps "
                        "in a warpgroup')", "jax/_src/pallas/mosaic_gpu/helpers.py warp_map")),
+    Semantics("semaphore_signal_parallel", "Each listed semaphore gets its increment, in no "
+              "guaranteed order (the reference: the listed one); signals to other devices are "
+              "refused.", edge_cases=(SEMAPHORE_NAMES,),
+              sources=(_PRIMS + " semaphore_signal_parallel",)),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
               "optimized arguments do not change values).", sources=(_PRIMS,)),
     Semantics("store", "plgpu.store: writes the value through the ref's transforms.",

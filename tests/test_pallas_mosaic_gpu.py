@@ -638,3 +638,66 @@ def test_shipped_collective_blackwell_matmul_races_on_its_cancellation_responses
     with pytest.raises(AsyncAccessError, match=r"read of .*int8\[2, 16\].* while a TMA copy is "
                                                "still writing it"):
         interp.interpret(_blackwell_matmul(collective=True), emulated_device="b200")(a, b)
+
+
+# --- semaphores: Mosaic GPU's and Pallas's generic primitives share their names -------------------
+@needs_plgpu
+@pytest.mark.parametrize("signal", ["semaphore_signal", "semaphore_signal_parallel"])
+def test_mosaic_gpu_semaphores_order_warpgroups(signal):
+    # spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES: plgpu.semaphore_signal / semaphore_wait bind
+    # Mosaic GPU's own primitives (with memory_scope), named as the generic ones TPU kernels bind.
+    from jax._src.pallas import primitives as generic
+    from jax._src.pallas.mosaic_gpu import primitives as mgpu_prims
+    if not hasattr(plgpu, "semaphore_signal_parallel"):
+        pytest.skip("this JAX's Mosaic GPU has no semaphore_signal_parallel")
+    assert mgpu_prims.semaphore_signal_p is not generic.semaphore_signal_p
+    assert mgpu_prims.semaphore_signal_p.name == generic.semaphore_signal_p.name
+
+    def body(x_gmem, o_gmem, sem):
+        wg = jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            o_gmem[...] = x_gmem[...] + 1.0
+            if signal == "semaphore_signal":
+                plgpu.semaphore_signal(sem, 2)
+            else:
+                plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None,
+                                                                      inc=2))
+
+        @pl_when(wg == 1)
+        def _():
+            plgpu.semaphore_wait(sem, 2)
+            o_gmem[...] = o_gmem[...] * 2.0
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((8, 128), F32), num_threads=2,
+                     thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR])
+    jaxpr = str(jax.make_jaxpr(f)(np.ones((8, 128), np.float32)))
+    assert "memory_scope" in jaxpr   # Mosaic GPU's semaphore_wait, not the generic one
+    x = RNG.standard_normal((8, 128)).astype(np.float32)
+    for order in ("sequential", "shuffled"):
+        out = interp.interpret(f, grid_order=order, seed=3)(x)
+        np.testing.assert_array_equal(out, (x + np.float32(1)) * np.float32(2))
+
+
+@needs_plgpu
+def test_a_mosaic_gpu_semaphore_is_one_per_kernel_launch():
+    # Semaphores live in GMEM: block 1 of a cluster signals the one block 0 waits on.
+    if not hasattr(plgpu, "ClusterBarrier"):
+        pytest.skip("this JAX's Mosaic GPU has no clusters")
+    from jax.experimental import pallas as pl
+
+    def body(o_gmem, sem):
+        b = jax.lax.axis_index("c")
+
+        @pl.when(b == 1)
+        def _():
+            o_gmem[pl.ds(1, 1)] = jnp.full((1,), 7, jnp.int32)
+            plgpu.semaphore_signal(sem, 1)
+
+        @pl.when(b == 0)
+        def _():
+            plgpu.semaphore_wait(sem, 1)
+            o_gmem[pl.ds(0, 1)] = jnp.full((1,), 5, jnp.int32)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32), cluster=(2,),
+                     cluster_names=("c",), scratch_types=[plgpu.SemaphoreType.REGULAR])
+    np.testing.assert_array_equal(interp.interpret(f)(), [5, 7])

@@ -175,6 +175,16 @@ class WarpgroupRun(KernelRun):
         """run_scoped's buffers: one per warpgroup, or one per block shared by the warpgroups
         with ``collective_axes`` naming the thread axis (Mosaic GPU's collective allocations)."""
         cluster = self.cluster
+        if prototypes and all(p.kind == "semaphore" for p in prototypes):
+            # Mosaic GPU semaphores (plgpu.SemaphoreType) live in GMEM: one per kernel launch,
+            # shared by every block and cluster.
+            n = self.scoped_counts.get(id(prototypes), 0)
+            self.scoped_counts[id(prototypes)] = n + 1
+            shared = cluster.plan.kernel_allocations
+            key = (id(prototypes), n)
+            if key not in shared:
+                shared[key] = [p.fresh(self) for p in prototypes]
+            return shared[key]
         if not collective_axes:   # per warpgroup: its counterpart in another block is the same
             n = self.scoped_counts.get(id(prototypes), 0)   # warpgroup's allocation there
             self.scoped_counts[id(prototypes)] = n + 1
@@ -561,6 +571,7 @@ class GpuMeshPlan(MeshPlan):
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
             clusters = [clusters[i] for i in order]
         last = None
+        self.kernel_allocations = {}   # GMEM scratch of this launch (semaphores)
         queue = collections.deque(clusters)   # try_cluster_cancel takes from its front
         while queue:
             last = self._run_cluster(queue.popleft(), arrays, inits, queue)

@@ -672,6 +672,31 @@ def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
     return coords + [np.bool_(words[0] != 0)]
 
 
+# --- semaphores ------------------------------------------------------------------------------------
+# Mosaic GPU binds its own semaphore_signal / semaphore_wait primitives (primitives.py
+# semaphore_signal_p, semaphore_wait_p), named as Pallas's generic ones (pallas/primitives.py)
+# that Mosaic TPU kernels bind: one rule per name serves both (interp/rules/pallas.py), their
+# operands (args_tree: semaphore, transforms, value, device_id, core_index / decrement) mean the
+# same; Mosaic GPU adds memory_scope, the scope of the atomic, with no value effect on one
+# device (spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES). Its semaphores live in GMEM:
+# one per kernel launch (interp/pallas/warpgroups.py allocate_scoped).
+
+@register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
+                                               "unsupported")
+def semaphore_signal_parallel(eqn, *flat, args_tree):
+    # Several signals without an order among them (primitives.py semaphore_signal_parallel):
+    # the reference delivers them in the listed order, one of the allowed orders.
+    run = _warpgroup(eqn)
+    refs, transforms, incs, device_ids = args_tree.unflatten(flat)
+    for ref, t, inc, device_id in zip(refs, transforms, incs, device_ids):
+        if device_id is not None:
+            raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
+                                  "(multi-GPU: remote semaphores are not modelled)")
+        target, index = _view(eqn, ref, t)
+        run.dma.signal((target, index), int(np.asarray(inc)))
+    return []
+
+
 # --- inline Mosaic GPU: only the fences JAX's own helpers emit -------------------------------------
 _KNOWN_PTX = {
     # plgpu.dynamic_scheduling_loop (helpers.py): proxy fences around the cancellation response.
@@ -771,8 +796,8 @@ REFUSED = {
     "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
     "multimem_store": "multi-GPU memory (multimem) not modelled",
     "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
-    "semaphore_signal_parallel": "Mosaic GPU semaphores not modelled yet",
-    "semaphore_signal_multicast": "Mosaic GPU semaphores not modelled yet",
+    "semaphore_signal_multicast": "signals the semaphore on every device along collective_axes "
+                                  "(multi-GPU multicast memory): other devices are not modelled",
 }
 
 
