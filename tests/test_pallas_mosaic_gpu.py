@@ -701,3 +701,48 @@ def test_a_mosaic_gpu_semaphore_is_one_per_kernel_launch():
     f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32), cluster=(2,),
                      cluster_names=("c",), scratch_types=[plgpu.SemaphoreType.REGULAR])
     np.testing.assert_array_equal(interp.interpret(f)(), [5, 7])
+
+
+# --- the other Hopper kernels JAX ships ---------------------------------------------------------
+@needs_clusters
+@pytest.mark.parametrize("cluster", [None, "M"])
+def test_shipped_mixed_type_matmul_is_the_product(cluster):
+    # hopper_mixed_type_matmul_mgpu: int8 @ bf16 -> bf16, with and without 2-block clusters
+    # (multicast TMA through the warp-specialized pipeline); its SM count comes off
+    # jax.extend.backend.get_default_device() (the emulated H100). Against the exact product
+    # within DOT_PRODUCT(K) (no H100 output of this kernel is recorded).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from conformance.checks import check
+    from spec import compliance as C
+    mm = shipped_module("hopper_mixed_type_matmul_mgpu")
+    cfg = mm.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          cluster_dimension=None if cluster is None else mm.MatmulDimension.M)
+    a = RNG.integers(-128, 127, (256, 256)).astype(np.int8)
+    b = RNG.standard_normal((256, 256)).astype(jnp.bfloat16)
+    out = interp.interpret(lambda a, b: mm.mixed_matmul_kernel(a, b, out_dtype=jnp.bfloat16,
+                                                               config=cfg),
+                           emulated_device="h100")(a, b)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    result = check(C.dot_product(256), (a64 @ b64).astype(jnp.bfloat16), out,
+                   bound=np.abs(a64) @ np.abs(b64))
+    assert result.passed, result
+
+
+@needs_plgpu
+def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
+    # transposed_ragged_dot_mgpu (SM count off jax.devices()[0].core_count: the emulated H100)
+    # views lhs past its end ("potentially out of bounds, but we never access the out of bound
+    # part": a Mosaic GPU view is address arithmetic, only accessed elements must exist), then
+    # masks the first/last block of a group in SMEM while the wgmmas of earlier pipeline steps
+    # are not waited for (no wgmma_wait when max_concurrent_steps > 1; the kernel relies on an
+    # "implicit wait of wgmma"): spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from interp.pallas.warpgroups import AsyncAccessError
+    tr = shipped_module("transposed_ragged_dot_mgpu")
+    lhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    rhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    sizes = np.array([128, 64, 192, 128], np.int32)
+    with pytest.raises(AsyncAccessError, match="write of .*smem.* while a wgmma still reads it"):
+        interp.interpret(lambda l, r, g: tr.transposed_ragged_dot(
+            l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
+            grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)

@@ -22,7 +22,8 @@ from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
 from ..pallas.memory import KernelRef
 from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
-from ..ref_indexing import POSITION_TRANSFORMS
+from ..errors import OutOfBoundsError
+from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
 from ..registry import register
 from .state import RUN_STATE_EXIT
 
@@ -130,10 +131,47 @@ def _take(flat, treedef):
 def _view(eqn, ref, transforms):
     """(ref, normalized index) of a ref under its transforms (bitcast views refused)."""
     ref, transforms_of_ref = indexing.split_transformed(ref)
-    target, index, dtype = indexing.resolve(eqn, ref, tuple(transforms_of_ref) + tuple(transforms))
+    chain = tuple(transforms_of_ref) + tuple(transforms)
+    try:
+        target, index, dtype = indexing.resolve(eqn, ref, chain)
+    except OutOfBoundsError:
+        index = _address_view(ref, chain)
+        if index is None:
+            raise
+        ref.check_index(index)   # the elements the operation touches must be in bounds
+        return ref, index
     if dtype != target.dtype:
         raise eqn.unsupported(f"a bitcast view ({target.dtype} as {dtype}) as a copy operand")
     return target, index
+
+
+def _address_view(ref, chain):
+    """The index of a chain of unit-stride slicings composed as address arithmetic, or None.
+
+    A Mosaic GPU ref view is a memref subview (a base address and strides): a view that extends
+    past its buffer is no access, only the elements an operation then touches must exist.
+    JAX's shipped transposed_ragged_dot relies on it ("This slice is potentially out of bounds,
+    but we never access the out of bound part in emit_pipeline")."""
+    starts, sizes = [0] * len(ref.shape), list(ref.shape)
+    view = list(range(len(ref.shape)))   # dimension of the view -> dimension of the buffer
+    for t in chain:
+        if not isinstance(t, NDIndexer) or len(t.indices) > len(view):
+            return None
+        kept = []
+        for dim, ix in zip(view, t.indices):
+            if isinstance(ix, Slice):
+                if ix.stride != 1:
+                    return None
+                starts[dim] += int(np.asarray(ix.start))
+                sizes[dim] = int(ix.size)
+                kept.append(dim)
+            elif np.ndim(ix) == 0:
+                starts[dim] += int(np.asarray(ix))
+                sizes[dim] = None
+            else:
+                return None
+        view = kept + view[len(t.indices):]
+    return tuple(st if n is None else slice(st, st + n, 1) for st, n in zip(starts, sizes))
 
 
 def _barrier(eqn, ref, transforms, block=None) -> Barrier:
@@ -240,8 +278,9 @@ def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, lea
         start = sum(p.shape[0] for p in slices[:me])
         for block in blocks:
             ref, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
-            view = ref.array[dst_index]
-            view[start:start + piece.shape[0]] = piece   # written by the TMA unit, not a thread
+            view = np.array(ref.array[dst_index])   # (a copy: the index may be an array)
+            view[start:start + piece.shape[0]] = piece
+            ref.array[dst_index] = view   # written by the TMA unit, not a thread
             bar = _barrier(eqn, barrier, bar_t, block)
             cluster.add_tma(Footprint(ref, dst_index), bar)
             bar.complete_tx(piece.nbytes, known=run.release())
