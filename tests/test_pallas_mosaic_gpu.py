@@ -653,24 +653,8 @@ def test_mosaic_gpu_semaphores_order_warpgroups(signal):
     assert mgpu_prims.semaphore_signal_p is not generic.semaphore_signal_p
     assert mgpu_prims.semaphore_signal_p.name == generic.semaphore_signal_p.name
 
-    def body(x_gmem, o_gmem, sem):
-        wg = jax.lax.axis_index("wg")
-
-        @pl_when(wg == 0)
-        def _():
-            o_gmem[...] = x_gmem[...] + 1.0
-            if signal == "semaphore_signal":
-                plgpu.semaphore_signal(sem, 2)
-            else:
-                plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None,
-                                                                      inc=2))
-
-        @pl_when(wg == 1)
-        def _():
-            plgpu.semaphore_wait(sem, 2)
-            o_gmem[...] = o_gmem[...] * 2.0
-    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((8, 128), F32), num_threads=2,
-                     thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR])
+    from conformance.cases.pallas_mosaic_gpu import build_semaphore_handoff
+    f = build_semaphore_handoff((8, 128), signal)(None)
     jaxpr = str(jax.make_jaxpr(f)(np.ones((8, 128), np.float32)))
     assert "memory_scope" in jaxpr   # Mosaic GPU's semaphore_wait, not the generic one
     x = RNG.standard_normal((8, 128)).astype(np.float32)

@@ -261,6 +261,35 @@ def build_cluster_partitioned(shape, blocks=2):
     return build
 
 
+def build_semaphore_handoff(shape, signal="semaphore_signal"):
+    """Warpgroup 0 writes x + 1 to the output and signals a semaphore by 2 (semaphore_signal or
+    semaphore_signal_parallel); warpgroup 1 waits for 2 and doubles the output."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem, sem):
+            wg = jax.lax.axis_index("wg")
+
+            @pl.when(wg == 0)
+            def _():
+                o_gmem[...] = x_gmem[...] + 1.0
+                if signal == "semaphore_signal":
+                    plgpu.semaphore_signal(sem, 2)
+                else:
+                    plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None,
+                                                                          inc=2))
+
+            @pl.when(wg == 1)
+            def _():
+                plgpu.semaphore_wait(sem, 2)
+                o_gmem[...] = o_gmem[...] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            num_threads=2, thread_name="wg",
+                            scratch_types=[plgpu.SemaphoreType.REGULAR], interpret=interpret)
+    return build
+
+
 def _abs_dot(x, y):
     return [np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))]
 
@@ -427,6 +456,10 @@ def _cases():
     yield _case("cluster_partitioned/f32/2x64x128", build_cluster_partitioned((128, 128)),
                 _rows([(128, 128)]), not_applicable=_no_api("CopyPartition"),
                 primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_arrive", "barrier_wait"))
+    for signal in ("semaphore_signal", "semaphore_signal_parallel"):
+        yield _case(f"semaphores/{signal}/f32/8x128", build_semaphore_handoff((8, 128), signal),
+                    _rows([(8, 128)]), not_applicable=_no_api("semaphore_signal_parallel"),
+                    primitives=("mpmd_map", signal, "semaphore_wait"))
     for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
         sid = f"{m}x{k}x{n}"
         inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)
