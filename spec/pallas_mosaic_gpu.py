@@ -232,7 +232,7 @@ SEMANTICS = table(
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_load", "async_load_tmem (primitive async_load): the TMEM values through the "
               "ref's transforms, usable at once; the TMEM stays read until wait_load_tmem. "
-              "reduce (JAX >= 0.12) also returns max / min / absmax / absmin along the last "
+              "reduce (JAX >= 0.11) also returns max / min / absmax / absmin along the last "
               "dimension (refused on data with NaN: the NaN rule depends on the lowering).",
               edge_cases=(UNDEFINED["tmem-write-under-load"], UNDEFINED["tmem-store-before-commit"]),
               sources=(_PRIMS + " async_load_tmem", _PTX_TCGEN05)),

@@ -227,10 +227,13 @@ def _n(n, operands) -> int:
                                        "unsupported; the source must lie inside its array (OOB "
                                        "fill not modelled)")
 def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
-                      barrier_transforms_treedef, collective_axes=None, leader_tracked=None,
-                      oob_mode=None, has_barrier=True, has_user_predicate=False, **params):
+                      barrier_transforms_treedef, collective_axes, leader_tracked, oob_mode,
+                      has_barrier=None, has_user_predicate=None):
+    # oob_mode: how a TMA fills a source outside its array; the reference refuses such sources
+    # (OutOfBoundsError), so in-bounds values do not depend on it.
+    # has_barrier, has_user_predicate: JAX >= 0.11 (0.10.2: the barrier is always an operand).
     run = _warpgroup(eqn)
-    if not has_barrier:
+    if has_barrier is False:
         raise eqn.unsupported("copy_gmem_to_smem without a barrier (cp.async, pre-Hopper)")
     src, dst, barrier, rest = flat[0], flat[1], flat[2], flat[3:]
     src_t, rest = _take(rest, src_transforms_treedef)
@@ -306,7 +309,7 @@ _REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum}
 @register("copy_smem_to_gmem", partial="reduction_op other than add/min/max unsupported; the "
                                        "destination must lie inside its array")
 def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
-                      has_user_predicate=False, commit_group=True, reduction_op=None, **params):
+                      has_user_predicate, commit_group, reduction_op):
     run = _warpgroup(eqn)
     src, dst, rest = flat[0], flat[1], flat[2:]
     src_t, rest = _take(rest, src_transforms_treedef)
@@ -342,7 +345,8 @@ def commit_group(eqn):
 
 
 @register("wait_smem_to_gmem")
-def wait_smem_to_gmem(eqn, *operands, n=None, wait_read_only=False):
+def wait_smem_to_gmem(eqn, *operands, wait_read_only, n=None):
+    # n: a parameter from JAX 0.11, the operand on 0.10.2.
     # Whether the wait covers the GMEM writes too (wait_read_only=False) changes nothing here:
     # the writes are done at issue. The SMEM reads are done either way.
     _warpgroup(eqn).wait_stores(_n(n, operands))
@@ -366,7 +370,8 @@ def _barrier_operand(eqn, barrier, rest, treedef):
 
 
 @register("barrier_arrive")
-def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=False):
+def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=None):
+    # has_user_predicate: JAX >= 0.11 (the predicate is the last operand).
     run, rest, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     if _predicate(has_user_predicate, rest):
         for b in _arrivals(eqn, run, barrier, transforms):
@@ -375,14 +380,14 @@ def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=F
 
 
 @register("barrier_wait")
-def barrier_wait(eqn, barrier, *rest, transforms_treedef, **params):
+def barrier_wait(eqn, barrier, *rest, transforms_treedef):
     run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     run.wait_barrier(_barrier(eqn, barrier, transforms))
     return []
 
 
 @register("barrier_arrive_and_wait")
-def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef, **params):
+def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef):
     run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     for b in _arrivals(eqn, run, barrier, transforms):
         run.arrive(b)
@@ -412,8 +417,8 @@ def _operand(eqn, x, transforms):
 
 
 @register("wgmma_ref", partial="integer and fp8 operands unsupported")
-def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=None,
-              b_transforms_tree=None, **params):
+def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
+              b_transforms_tree):
     run = _warpgroup(eqn)
     acc_t, leaves = _take(leaves, acc_transforms_tree)
     a_t, leaves = _take(leaves, a_transforms_tree)
@@ -432,8 +437,12 @@ def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tr
 
 
 @register("wgmma", partial="integer and fp8 operands unsupported")
-def wgmma(eqn, acc, a, b, *leaves, **params):
-    # The value form (after run_state discharge): acc + a @ b.
+def wgmma(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=None,
+          b_transforms_tree=None):
+    # The value form (after run_state discharge): acc + a @ b. It is bound with wgmma_ref's
+    # transform trees (primitives.py: wgmma_p.bind(..., **kwargs)); a value form has none left.
+    if any(t is not None for t in (acc_transforms_tree, a_transforms_tree, b_transforms_tree)):
+        raise eqn.unsupported("the value form of wgmma with ref transforms")
     if not all(dtypes.is_float(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize == 2
                for v in (a, b)):
         raise eqn.unsupported(f"wgmma of {a.dtype} x {b.dtype} (16-bit float operands only)")
@@ -454,12 +463,13 @@ RUN_STATE_EXIT.append(_await_accumulators)
 
 @register("wgmma_wait")
 def wgmma_wait(eqn, *operands, n=None):
+    # n: a parameter from JAX 0.11, the operand on 0.10.2.
     _warpgroup(eqn).wait_wgmma(_n(n, operands))
     return []
 
 
 @register("wgmma_accumulator_deref", "wgmma_accumulator_deref_p")
-def wgmma_accumulator_deref(eqn, acc, *, wait_n=0):
+def wgmma_accumulator_deref(eqn, acc, *, wait_n):
     run = _warpgroup(eqn)
     if wait_n is not None:
         run.wait_wgmma(int(wait_n))
@@ -556,7 +566,7 @@ def _mma_blocks(eqn, run, collective_axis) -> list:
 
 @register("tcgen05_commit_arrive")
 def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collective_axis,
-                          has_user_predicate=False):
+                          has_user_predicate=None):
     # has_user_predicate: JAX >= 0.12 (the predicate is the last operand).
     run = _warpgroup(eqn)
     transforms, rest = _take(rest, barrier_transforms_tree)
@@ -592,7 +602,8 @@ _TMEM_REDUCTIONS = {"max": lambda x: x.max(-1), "min": lambda x: x.min(-1),
 @register("async_load", partial="reduce with NaN in the loaded data unsupported (tcgen05.ld.red's "
                                 "NaN rule depends on the lowering's qualifier)")
 def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
-    # Named async_load in JAX (primitives.py async_load_tmem_p); reduce: JAX >= 0.12.
+    # reduce: JAX >= 0.11.
+    # Named async_load in JAX (primitives.py async_load_tmem_p).
     run = _warpgroup(eqn)
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, src, transforms)
@@ -663,7 +674,8 @@ def _cancel(run):
 
 @register("try_cluster_cancel")
 def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
-                       barrier_transforms_tree, collective_axes=()):
+                       barrier_transforms_tree, collective_axes=None):
+    # collective_axes: JAX >= 0.11 (0.10.2: every thread issues its own request).
     # The lowering (primitives.py try_cluster_cancel_lowering): the first thread along the
     # thread axis (when collective over it) arrives with expect-tx(16), the others arrive; the
     # first thread of the first block along the collective cluster axes issues the request,
@@ -674,7 +686,7 @@ def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
     bar_t, leaves = _take(leaves, barrier_transforms_tree)
     target, index = _view(eqn, result, res_t)
     cluster = run.cluster
-    axes = tuple(collective_axes)
+    axes = tuple(collective_axes or ())
     thread = cluster.thread_name
     first_thread = thread is None or thread not in axes or run.point.get(thread) == 0
     first_block = all(run.point[a] == 0 for a in axes if a in cluster.plan.cluster_names)
@@ -772,23 +784,28 @@ def inline_mgpu(eqn, *args, mgpu_fn, flat_arg_types, flat_ret_ty, pytree_args,
 # --- register values and hints without a value effect -----------------------------------------------
 
 @register("layout_cast")
-def layout_cast(eqn, x, **params):
-    # A register layout is how the value is spread over threads, not the value.
+def layout_cast(eqn, x, *, new_layout):
+    # new_layout: how the value is spread over threads, not the value.
     return x
 
 
 @register("set_max_registers", "set_max_registers_p")
 def set_max_registers(eqn, *operands, action, n=None):
-    return []   # setmaxnreg: register allocation only
+    # action and n (a parameter from JAX 0.11, the operand on 0.10.2) say how many registers
+    # the warpgroup keeps (setmaxnreg): register allocation only, no value effect.
+    return []
 
 
 @register("print_layout")
-def print_layout(eqn, *operands, fmt, transforms_tree=None):
+def print_layout(eqn, *operands, fmt, transforms_tree):
     return []   # evaluated at compile time (primitives.py print_layout docstring)
 
 
 @register("async_prefetch")
-def async_prefetch(eqn, *operands, **params):
+def async_prefetch(eqn, *operands, ref_transforms_treedef, collective_axes, leader_tracked,
+                   has_user_predicate=None):
+    # All parameters say what to prefetch into L2 and who issues it: no value effect.
+    # has_user_predicate: JAX >= 0.11.
     return []   # an L2 prefetch hint
 
 
@@ -802,15 +819,17 @@ def copysign(eqn, x1, x2):
     return np.copysign(np.asarray(x1), np.asarray(x2)).astype(eqn.out_aval.dtype)
 
 
-@register("load", partial="the optimized flag is a lowering hint")
-def load(eqn, ref, *leaves, tree, **params):
+@register("load")
+def load(eqn, ref, *leaves, tree, optimized):
+    # optimized: a lowering hint (whether the load may use the optimized path), not a value.
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
     return np.asarray(target.read(index)).reshape(eqn.out_aval.shape)
 
 
 @register("store")
-def store(eqn, ref, value, *leaves, tree, **params):
+def store(eqn, ref, value, *leaves, tree, optimized):
+    # optimized: as load's.
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
     target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
@@ -841,8 +860,8 @@ REFUSED = {
 
 
 def _refuse(name, reason):
-    def rule(eqn, *args, **params):
-        raise eqn.unsupported(reason)
+    def rule(eqn, *args, **params):   # noqa: every parameter: the equation is refused whatever
+        raise eqn.unsupported(reason)   # its parameters say, with the reason coverage() gives
     rule.__name__ = name
     register(name, refused=reason)(rule)
 
