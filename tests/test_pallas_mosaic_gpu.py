@@ -730,3 +730,48 @@ def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
         interp.interpret(lambda l, r, g: tr.transposed_ragged_dot(
             l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
             grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
+
+
+def _bound_parameters():
+    """{primitive name: set of parameter names} of every ``<prim>_p.bind(...)`` in the installed
+    JAX's Mosaic GPU primitives (read as source: JAX 0.10.2's does not import without absl-py)."""
+    import ast
+    import importlib.util
+    import pathlib
+    root = pathlib.Path(importlib.util.find_spec("jax").origin).parent / "_src/pallas/mosaic_gpu"
+    tree = ast.parse("\n".join((root / f).read_text() for f in ("primitives.py", "core.py")))
+    names = {t.id: node.value.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+             and getattr(node.value.func, "attr", "") == "Primitive" and node.value.args
+             and isinstance(node.value.args[0], ast.Constant)
+             for t in node.targets if isinstance(t, ast.Name)}
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "bind":
+            var = ast.unparse(node.func.value).split(".")[-1]
+            if var in names:
+                bound.setdefault(names[var], set()).update(k.arg for k in node.keywords if k.arg)
+    return bound
+
+
+def test_every_rule_names_the_parameters_this_jax_binds():
+    # Every parameter the installed JAX binds is named by the rule (none left to **params), and
+    # every parameter the rule requires is bound (version-specific ones default to None).
+    from interp.evaluator import _keywords
+    from interp.registry import REFUSED, RULES
+    from interp.rules import pallas_mosaic_gpu
+    bound = _bound_parameters()
+    checked = 0
+    for name, params in sorted(bound.items()):
+        rule = RULES.get(name)
+        if rule is None or rule.__module__ != pallas_mosaic_gpu.__name__ or name in REFUSED:
+            continue
+        if name == "wgmma":   # bound with **kwargs: wgmma_ref's transform trees
+            params = bound["wgmma_ref"]
+        keywords = _keywords(rule)
+        assert keywords is not None, f"{name}: the rule takes **params"
+        accepted, required, _ = keywords
+        assert params <= accepted, (name, params - accepted)
+        assert required <= params, (name, required - params)
+        checked += 1
+    assert checked >= 25
