@@ -352,13 +352,24 @@ def test_every_supported_rule_is_in_a_case():
     assert mine - seen == set()
 
 
+def _assert_grouped_product(out, lhs, rhs, sizes):
+    """Rows of lhs in consecutive groups (sizes), group g times rhs[g]: out within
+    DOT_PRODUCT(K) of the exact per-group product."""
+    from conformance.checks import check
+    from spec import compliance as C
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
+    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
+    result = check(C.dot_product(lhs.shape[1]), exact.astype(out.dtype), out, bound=bound)
+    assert result.passed, result
+
+
 @needs_plgpu
 def test_shipped_ragged_dot_is_the_grouped_product():
     # ragged_dot_mgpu.ragged_dot: rows of lhs in consecutive groups (group_sizes), group g
     # multiplied by rhs[g]; against the exact per-group product, within DOT_PRODUCT(K).
     from conformance.cases.pallas_mosaic_gpu import shipped_module
-    from conformance.checks import check
-    from spec import compliance as C
     rd = shipped_module("ragged_dot_mgpu")
     lhs = RNG.standard_normal((512, 128)).astype(np.float16)
     rhs = RNG.standard_normal((4, 128, 256)).astype(np.float16)
@@ -366,12 +377,7 @@ def test_shipped_ragged_dot_is_the_grouped_product():
     out = interp.interpret(lambda l, r, g: rd.ragged_dot(
         l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
         grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
-    group = np.repeat(np.arange(4), sizes)
-    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
-    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
-    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
-    result = check(C.dot_product(128), exact.astype(np.float16), out, bound=bound)
-    assert result.passed, result
+    _assert_grouped_product(out, lhs, rhs, sizes)
 
 
 @needs_plgpu
@@ -523,19 +529,6 @@ def _blackwell_matmul(collective=False):
     return lambda a, b: bm.matmul_kernel(a, b, cfg)
 
 
-@needs_dynamic_scheduling
-def test_shipped_blackwell_matmul_ends_with_a_tma_store_in_flight():
-    # blackwell_matmul_mgpu's store warpgroup ends each tile with wait_smem_to_gmem(1): after the
-    # last tile one TMA store still reads SMEM when the kernel ends (spec/pallas_mosaic_gpu.py
-    # UNDEFINED["async-store-at-exit"]; JAX's GPU interpret mode raises the same).
-    from interp.pallas.warpgroups import AsyncAccessError
-    a = RNG.standard_normal((256, 128)).astype(np.float16)
-    b = RNG.standard_normal((128, 256)).astype(np.float16)
-    with pytest.raises(AsyncAccessError, match=r"block \(0,\), warpgroup 1: the warpgroup ends "
-                                               "with TMA stores still reading SMEM"):
-        interp.interpret(_blackwell_matmul(), emulated_device="b200")(a, b)
-
-
 # --- clusters ---------------------------------------------------------------------------------------
 needs_clusters = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "ClusterBarrier"),
                                     reason="this JAX's Mosaic GPU has no ClusterBarrier")
@@ -605,8 +598,6 @@ def test_shipped_blackwell_ragged_dot_is_the_grouped_product():
     # only collective=True traces. No B200 output is recorded: checked against the exact
     # per-group product within DOT_PRODUCT(K).
     from conformance.cases.pallas_mosaic_gpu import shipped_module
-    from conformance.checks import check
-    from spec import compliance as C
     rd = shipped_module("blackwell_ragged_dot_mgpu")
     bm = shipped_module("blackwell_matmul_mgpu")
     cfg = rd.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
@@ -617,27 +608,30 @@ def test_shipped_blackwell_ragged_dot_is_the_grouped_product():
     sizes = np.array([128, 64, 192, 128], np.int32)
     out = interp.interpret(lambda l, r, g: rd.ragged_dot_kernel(l, r, g, cfg),
                            emulated_device="b200")(lhs, rhs, sizes)
-    group = np.repeat(np.arange(4), sizes)
-    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
-    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
-    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
-    result = check(C.dot_product(128), exact.astype(np.float16), out, bound=bound)
-    assert result.passed, result
+    _assert_grouped_product(out, lhs, rhs, sizes)
 
 
 @needs_clusters
-def test_shipped_collective_blackwell_matmul_races_on_its_cancellation_responses():
-    # blackwell_matmul_mgpu with collective=True runs 2-CTA clusters but does not pass
-    # cluster_axes to plgpu.dynamic_scheduling_loop ("This must be passed in if the kernel uses
-    # a cluster size > 1", helpers.py): both blocks issue a cancellation request, and each
-    # response is multicast to both blocks (mosaic/gpu/utils.py try_cluster_cancel:
-    # .multicast::cluster::all), so block 1's response overwrites the buffer block 0 reads.
+@pytest.mark.parametrize("collective, shape, match", [
+    # The store warpgroup ends each tile with wait_smem_to_gmem(1): after the last tile one TMA
+    # store still reads SMEM when the kernel ends (spec/pallas_mosaic_gpu.py
+    # UNDEFINED["async-store-at-exit"]; JAX's GPU interpret mode raises the same).
+    (False, (256, 128, 256), r"block \(0,\), warpgroup 1: the warpgroup ends with TMA stores "
+                             "still reading SMEM"),
+    # 2-CTA clusters without cluster_axes for plgpu.dynamic_scheduling_loop ("This must be
+    # passed in if the kernel uses a cluster size > 1", helpers.py): both blocks issue a
+    # cancellation request, each response is multicast to both blocks (mosaic/gpu/utils.py
+    # try_cluster_cancel: .multicast::cluster::all), so block 1's overwrites what block 0 reads.
+    (True, (512, 128, 512), r"read of .*int8\[2, 16\].* while a TMA copy is still writing it"),
+])
+def test_shipped_blackwell_matmul_is_reported_undefined(collective, shape, match):
+    # No B200 output is recorded; the reference stops at the first undefined access.
     from interp.pallas.warpgroups import AsyncAccessError
-    a = RNG.standard_normal((512, 128)).astype(np.float16)
-    b = RNG.standard_normal((128, 512)).astype(np.float16)
-    with pytest.raises(AsyncAccessError, match=r"read of .*int8\[2, 16\].* while a TMA copy is "
-                                               "still writing it"):
-        interp.interpret(_blackwell_matmul(collective=True), emulated_device="b200")(a, b)
+    m, k, n = shape
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((k, n)).astype(np.float16)
+    with pytest.raises(AsyncAccessError, match=match):
+        interp.interpret(_blackwell_matmul(collective), emulated_device="b200")(a, b)
 
 
 # --- semaphores: Mosaic GPU's and Pallas's generic primitives share their names -------------------
