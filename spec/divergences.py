@@ -899,6 +899,28 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "None up (ValueError, a crash of the backend).",
         runners=("pallas:gpu-interpret",), outcomes=("crash",),
         cases=("pallas_mosaic_gpu/dynamic_scheduling/*",)),
+    Divergence(
+        "pallas-gpu-interpret-collective-tcgen05",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "gpu_callbacks.py (tcgen05_mma task: 'AssertionError: collective_axis not supported "
+        "yet'); reproducer: jax-conformance repro pallas_mosaic_gpu/ops/blackwell_ragged_dot/"
+        "f16/512x128x256/4groups --runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode asserts on the 2-CTA (collective) tcgen05_mma that the "
+        "shipped blackwell_ragged_dot_mgpu issues (a crash of the backend).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/ops/blackwell_ragged_dot/*",)),
+    Divergence(
+        "pallas-gpu-interpret-register-lhs-wgmma",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "gpu_callbacks.py (wgmma passes a register LHS to HostAllocationKey.from_array: "
+        "'ValueError: Expected shape (6,) but got (128, 64)'); reproducer: jax-conformance repro "
+        "'pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/int8xbf16/256x256x256/cluster=None' "
+        "--runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode cannot run a wgmma whose LHS is a register value (the "
+        "shipped hopper_mixed_type_matmul_mgpu converts int8 to bf16 in registers first): a "
+        "crash of the backend.",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/*",)),
     # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
     Divergence(
         "pallas-triton-vector-integer-atomic-minmax-assert",

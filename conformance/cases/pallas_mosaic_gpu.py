@@ -330,17 +330,18 @@ def _on_gpu() -> bool:
         return False
 
 
-def shipped(make):
+def shipped(make, device="h100"):
     """Build a shipped kernel (which takes no ``interpret``) for one Pallas mode: JAX's Mosaic GPU
     interpret mode through ``force_gpu_interpret_mode``; compiled or the reference as is. Without
-    a GPU it traces under the emulated H100 (interp/emulated_device.py: SM count, CUDA version)."""
+    a GPU it traces under the emulated ``device`` (interp/emulated_device.py: SM count, CUDA
+    version)."""
     def build(interpret):
         fn = make()
 
         def run(*args):
             from interp.emulated_device import tracing
             plgpu = _plgpu()
-            emulate = tracing(None if _on_gpu() else "h100")
+            emulate = tracing(None if _on_gpu() else device)
             interp_mode = (plgpu.force_gpu_interpret_mode(interpret)
                            if interpret not in (None, True, False) else contextlib.nullcontext())
             with emulate, interp_mode:
@@ -360,6 +361,33 @@ def _attention(causal, block_q=64, block_kv=64, steps=2):
     cfg = am.TuningConfig(block_q=block_q, block_kv=block_kv, max_concurrent_steps=steps,
                           causal=causal)
     return functools.partial(am.attention, config=cfg)
+
+
+def _blackwell_ragged_dot(sizes):
+    """blackwell_ragged_dot_mgpu on 2-CTA clusters (its collective=False path reads a cluster
+    axis it does not create), the group sizes fixed by the case."""
+    rd = shipped_module("blackwell_ragged_dot_mgpu")
+    bm = shipped_module("blackwell_matmul_mgpu")
+    cfg = rd.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          collective=True, grid_tile_width=1,
+                          grid_minor_dim=bm.MatmulDimension.N)
+    return lambda lhs, rhs: rd.ragged_dot_kernel(lhs, rhs, jnp.asarray(sizes, jnp.int32), cfg)
+
+
+def _grouped_abs_dot(sizes):
+    def bound(lhs, rhs):
+        group = np.repeat(np.arange(len(sizes)), sizes)
+        return [np.einsum("mk,mkn->mn", np.abs(lhs.astype(np.float64)),
+                          np.abs(rhs.astype(np.float64))[group])]
+    return bound
+
+
+def _mixed_type_matmul(cluster):
+    mm = shipped_module("hopper_mixed_type_matmul_mgpu")
+    cfg = mm.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          cluster_dimension=None if cluster is None else
+                          mm.MatmulDimension[cluster])
+    return lambda a, b: mm.mixed_matmul_kernel(a, b, out_dtype=jnp.bfloat16, config=cfg)
 
 
 def attention_claim(q, k, v, causal):
@@ -472,6 +500,22 @@ def _cases():
                    reference_fn=lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32
                                                      ).astype(a.dtype),
                    primitives=("mpmd_map", "wgmma_ref"), profile=prof, examples=2)
+    sizes = (128, 64, 192, 128)
+    yield _case("ops/blackwell_ragged_dot/f16/512x128x256/4groups",
+                shipped(lambda: _blackwell_ragged_dot(sizes), "b200"),
+                _rows([(512, 128), (4, 128, 256)], F16, low=-2, high=2),
+                modes=C.dot_product(128), dot_bound=_grouped_abs_dot(sizes),
+                not_applicable=_no_tmem(), examples=1,
+                primitives=("mpmd_map", "tcgen05_mma", "copy_gmem_to_smem"))
+    for cluster in (None, "M"):
+        yield _case(f"ops/hopper_mixed_type_matmul/int8xbf16/256x256x256/cluster={cluster}",
+                    shipped(lambda cluster=cluster: _mixed_type_matmul(cluster)),
+                    lambda rng: [rng.integers(-128, 127, (256, 256)).astype(np.int8),
+                                 random_array(rng, np.dtype(jnp.bfloat16), (256, 256),
+                                              specials=0, low=-2, high=2)],
+                    modes=C.dot_product(256), dot_bound=_abs_dot, examples=1,
+                    not_applicable=_no_api("ClusterBarrier"),
+                    primitives=("mpmd_map", "wgmma_ref", "copy_gmem_to_smem"))
     for causal in (False, True):
         inputs = _rows([(1, 256, 2, 64)] * 3, F16, low=-3, high=3)
         yield _case(f"ops/attention/f16/1x256x2x64/causal={causal}",
