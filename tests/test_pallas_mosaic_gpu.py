@@ -769,3 +769,53 @@ def test_every_rule_names_the_parameters_this_jax_binds():
         assert required <= params, (name, required - params)
         checked += 1
     assert checked >= 25
+
+
+# --- warps and views ----------------------------------------------------------------------------
+@needs_tmem   # plgpu.warp_map arrived with the Blackwell kernels (JAX 0.11)
+def test_warps_of_a_warp_map_run_concurrently():
+    # Warp 0 waits for a barrier warp 1 arrives on after it: only warps running concurrently
+    # (a fork/join, lowering.py _mpmd_map_lowering_rule) let warp 0 finish.
+    from jax.experimental import pallas as pl
+    if not hasattr(plgpu, "warp_map"):
+        pytest.skip("this JAX's Mosaic GPU has no warp_map")
+
+    def body(o_gmem, barrier):
+        @plgpu.warp_map
+        def _(warp):
+            @pl.when(warp == 0)
+            def _():
+                plgpu.barrier_wait(barrier)
+                o_gmem[pl.ds(0, 1)] = jnp.full((1,), 10, jnp.int32)
+
+            @pl.when(warp == 1)
+            def _():
+                o_gmem[pl.ds(1, 1)] = jnp.full((1,), 11, jnp.int32)
+                plgpu.barrier_arrive(barrier)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32),
+                     scratch_types=[plgpu.Barrier(num_arrivals=1)])
+    np.testing.assert_array_equal(interp.interpret(f)(), [10, 11])
+
+
+@needs_plgpu
+@pytest.mark.parametrize("rows", [64, 65])
+def test_a_gmem_view_past_its_buffer_is_address_arithmetic(rows):
+    # x_gmem.at[64:192] reaches past x's 128 rows; only what a copy then touches must exist
+    # (interp/rules/pallas_mosaic_gpu.py _address_view): rows 64..127 copy, row 128 is out of
+    # bounds.
+    from jax.experimental import pallas as pl
+    from interp.errors import OutOfBoundsError
+
+    def body(x_gmem, o_gmem, smem, barrier):
+        start = jax.lax.optimization_barrier(jnp.int32(64))   # dynamic: JAX checks static ones
+        plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(start, 128)].at[pl.ds(0, rows)], smem, barrier)
+        plgpu.barrier_wait(barrier)
+        o_gmem[...] = smem[pl.ds(0, 64)]
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32),
+                [plgpu.SMEM((rows, 128), F32), plgpu.Barrier(num_arrivals=1)])
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    if rows == 64:
+        np.testing.assert_array_equal(interp.interpret(f)(x), x[64:])
+    else:
+        with pytest.raises(OutOfBoundsError, match="dimension 0"):
+            interp.interpret(f)(x)
