@@ -9,8 +9,11 @@ What is emulated is what JAX's kernels read while they are traced:
 * the CUDA runtime version: ``jax._src.lib.cuda_versions`` (None without a CUDA plugin), and the
   name modules imported from it (attention_mgpu: ``from jax._src.lib import cuda_versions``),
   answer the device's ``cuda_runtime_get_version`` while tracing, and are restored after.
-Kernels that call ``jax.devices()[0].core_count`` directly are not helped: the devices of the
-machine are not faked.
+* the device itself, for kernels that ask ``jax.devices()[0].core_count`` (transposed_ragged_dot,
+  blackwell_ragged_dot: ``jax.local_devices()``; hopper_mixed_type_matmul:
+  ``jax.extend.backend.get_default_device()``): inside JAX's shipped kernel modules only, the
+  names ``jax`` and ``backend`` answer those calls with the emulated device while tracing. The
+  machine's devices seen by everything else are not faked.
 """
 from __future__ import annotations
 
@@ -40,6 +43,46 @@ def _cuda_versions(dev):
     )
 
 
+class _EmulatedJaxDevice:
+    """What a kernel reads off a device while tracing (``jax.Device`` attributes)."""
+
+    def __init__(self, dev):
+        self.id, self.process_index = 0, 0
+        self.platform = "gpu"   # jax.Device.platform of a CUDA device
+        self.device_kind, self.core_count = dev.device_kind, dev.num_cores
+
+    def __repr__(self):
+        return f"EmulatedDevice({self.device_kind}, core_count={self.core_count})"
+
+
+class _Forwarding(types.ModuleType):
+    """A module standing in for ``module`` with some attributes replaced."""
+
+    def __init__(self, module, **replaced):
+        super().__init__(module.__name__)
+        self.__dict__.update(replaced)
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+def _device_names(mod, dev) -> list:
+    """(module, name, stand-in) for the device queries of one shipped kernel module."""
+    out = []
+    emulated = [_EmulatedJaxDevice(dev)]
+    real_jax = vars(mod).get("jax")
+    if isinstance(real_jax, types.ModuleType) and real_jax.__name__ == "jax":
+        out.append((mod, "jax", _Forwarding(real_jax, devices=lambda *a, **k: list(emulated),
+                                            local_devices=lambda *a, **k: list(emulated))))
+    real_backend = vars(mod).get("backend")
+    if isinstance(real_backend, types.ModuleType) and \
+            real_backend.__name__ == "jax.extend.backend":
+        out.append((mod, "backend", _Forwarding(real_backend,
+                                                get_default_device=lambda: emulated[0])))
+    return out
+
+
 @contextlib.contextmanager
 def tracing(name: str | None):
     """Trace under the emulated device ``name`` (None: the machine as it is)."""
@@ -54,16 +97,18 @@ def tracing(name: str | None):
     mesh = jax.sharding.AbstractMesh((), (), abstract_device=abstract)
     stub = _cuda_versions(dev)
     with _patch_lock:
-        patched = [(jax_lib, getattr(jax_lib, "cuda_versions", None))]
+        replaced = [(jax_lib, "cuda_versions", stub)]
         for mod in list(sys.modules.values()):
-            if getattr(mod, "__name__", "").startswith("jax.experimental.pallas.ops") and \
-                    "cuda_versions" in vars(mod):
-                patched.append((mod, mod.cuda_versions))
+            if getattr(mod, "__name__", "").startswith("jax.experimental.pallas.ops"):
+                if "cuda_versions" in vars(mod):
+                    replaced.append((mod, "cuda_versions", stub))
+                replaced += _device_names(mod, dev)
+        saved = [(mod, attr, getattr(mod, attr, None)) for mod, attr, _ in replaced]
         try:
-            for mod, _ in patched:
-                mod.cuda_versions = stub
+            for mod, attr, value in replaced:
+                setattr(mod, attr, value)
             with jax.sharding.use_abstract_mesh(mesh):
                 yield dev
         finally:
-            for mod, old in patched:
-                mod.cuda_versions = old
+            for mod, attr, old in saved:
+                setattr(mod, attr, old)

@@ -874,6 +874,53 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "run_state and wgmma with a register operand are missing there).",
         runners=("pallas:gpu-interpret",), outcomes=("crash",),
         cases=("pallas_mosaic_gpu/ops/attention/*", "pallas_mosaic_gpu/claims/attention_vs_softmax/*")),
+    Divergence(
+        "pallas-gpu-interpret-ignores-partitioned-copies",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "jaxpr_interpret.py (_interpret_copy_gmem_to_smem_p never reads collective_axes or "
+        "leader_tracked); reproducer: jax-conformance repro "
+        "pallas_mosaic_gpu/cluster_partitioned/f32/2x64x128 --runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode copies the whole source of a PARTITIONED cluster copy into "
+        "each block's (smaller) SMEM, so block 1 gets rows 0..63 of x instead of its slice 64..127 "
+        "(primitives.py copy_gmem_to_smem: 'block 0 gets src[0:128, :], block 1 gets "
+        "src[128:256, :]').",
+        runners=("pallas:gpu-interpret",), outcomes=("fail",),
+        cases=("pallas_mosaic_gpu/cluster_partitioned/*",)),
+    Divergence(
+        "pallas-gpu-interpret-dynamic-scheduling-axis",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "jaxpr_interpret.py (axis resolution: 'Collective axis `None` not found among axes' for "
+        "the run_scoped of plgpu.dynamic_scheduling_loop, collective_axes=thread_axis=None); "
+        "reproducer: jax-conformance repro pallas_mosaic_gpu/dynamic_scheduling/f32/6x8x128 "
+        "--runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode cannot run plgpu.dynamic_scheduling_loop in a kernel "
+        "without num_threads/thread_name: the loop allocates its scratch with "
+        "run_scoped(collective_axes=thread_axis), None there, and the interpreter looks the axis "
+        "None up (ValueError, a crash of the backend).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/dynamic_scheduling/*",)),
+    Divergence(
+        "pallas-gpu-interpret-collective-tcgen05",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "gpu_callbacks.py (tcgen05_mma task: 'AssertionError: collective_axis not supported "
+        "yet'); reproducer: jax-conformance repro pallas_mosaic_gpu/ops/blackwell_ragged_dot/"
+        "f16/512x128x256/4groups --runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode asserts on the 2-CTA (collective) tcgen05_mma that the "
+        "shipped blackwell_ragged_dot_mgpu issues (a crash of the backend).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/ops/blackwell_ragged_dot/*",)),
+    Divergence(
+        "pallas-gpu-interpret-register-lhs-wgmma",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "gpu_callbacks.py (wgmma passes a register LHS to HostAllocationKey.from_array: "
+        "'ValueError: Expected shape (6,) but got (128, 64)'); reproducer: jax-conformance repro "
+        "'pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/int8xbf16/256x256x256/cluster=None' "
+        "--runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode cannot run a wgmma whose LHS is a register value (the "
+        "shipped hopper_mixed_type_matmul_mgpu converts int8 to bf16 in registers first): a "
+        "crash of the backend.",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/*",)),
     # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
     Divergence(
         "pallas-triton-vector-integer-atomic-minmax-assert",

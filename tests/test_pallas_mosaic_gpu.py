@@ -241,7 +241,7 @@ def test_every_mosaic_gpu_primitive_is_supported_or_refused_with_a_reason():
     silent = sorted(name for name in mine if cov[name] == "unsupported")
     assert silent == []
     assert cov["inline_mgpu" if "inline_mgpu" in mine else "inline_mgpu_p"].startswith(
-        "unsupported: arbitrary Mosaic GPU IR")
+        "partial: only the proxy fences")
 
 
 def test_every_rule_has_semantics():
@@ -352,13 +352,24 @@ def test_every_supported_rule_is_in_a_case():
     assert mine - seen == set()
 
 
+def _assert_grouped_product(out, lhs, rhs, sizes):
+    """Rows of lhs in consecutive groups (sizes), group g times rhs[g]: out within
+    DOT_PRODUCT(K) of the exact per-group product."""
+    from conformance.checks import check
+    from spec import compliance as C
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
+    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
+    result = check(C.dot_product(lhs.shape[1]), exact.astype(out.dtype), out, bound=bound)
+    assert result.passed, result
+
+
 @needs_plgpu
 def test_shipped_ragged_dot_is_the_grouped_product():
     # ragged_dot_mgpu.ragged_dot: rows of lhs in consecutive groups (group_sizes), group g
     # multiplied by rhs[g]; against the exact per-group product, within DOT_PRODUCT(K).
     from conformance.cases.pallas_mosaic_gpu import shipped_module
-    from conformance.checks import check
-    from spec import compliance as C
     rd = shipped_module("ragged_dot_mgpu")
     lhs = RNG.standard_normal((512, 128)).astype(np.float16)
     rhs = RNG.standard_normal((4, 128, 256)).astype(np.float16)
@@ -366,12 +377,7 @@ def test_shipped_ragged_dot_is_the_grouped_product():
     out = interp.interpret(lambda l, r, g: rd.ragged_dot(
         l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
         grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
-    group = np.repeat(np.arange(4), sizes)
-    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
-    exact = np.einsum("mk,mkn->mn", lhs64, rhs64[group])
-    bound = np.einsum("mk,mkn->mn", np.abs(lhs64), np.abs(rhs64[group]))
-    result = check(C.dot_product(128), exact.astype(np.float16), out, bound=bound)
-    assert result.passed, result
+    _assert_grouped_product(out, lhs, rhs, sizes)
 
 
 @needs_plgpu
@@ -386,3 +392,430 @@ def test_shipped_attention_through_the_pipeline_emitter_is_attention():
     result = check(attention_mode(), np.asarray(attention_claim(q, k, v, False)), out,
                    magnitude=float(np.abs(v).max()))
     assert result.passed, result
+
+
+# --- Blackwell: tcgen05 and TMEM ------------------------------------------------------------------
+needs_tmem = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "tcgen05_mma"),
+                                reason="this JAX's Mosaic GPU has no tcgen05_mma / TMEM")
+
+
+def _exact_product(a, b, acc=None):
+    """acc + a @ b: the exact sum of the accumulator and the exact products (math.fsum), rounded
+    once to float64, then to f32."""
+    acc = np.zeros((a.shape[0], b.shape[1])) if acc is None else acc
+    return np.array([[math.fsum([float(acc[i, c])] + [float(a[i, j]) * float(b[j, c])
+                                                      for j in range(a.shape[1])])
+                      for c in range(b.shape[1])] for i in range(a.shape[0])]).astype(np.float32)
+
+
+@needs_tmem
+@pytest.mark.parametrize("commit", ["mma_barrier", "commit_arrive"])
+def test_tcgen05_mma_accumulates_in_tmem_exactly_rounded(commit):
+    # Two MMAs over the halves of K, the second accumulating (accumulate=True): acc = a @ b.
+    from conformance.cases.pallas_mosaic_gpu import build_tcgen05
+    a = RNG.standard_normal((128, 128)).astype(np.float16)
+    b = RNG.standard_normal((128, 128)).astype(np.float16)
+    out = interp.interpret(build_tcgen05(128, 128, 128, commit=commit)(None))(a, b)
+    half = 64
+    # The accumulator is rounded to f32 after each MMA (PTX: D = A*B + D per instruction).
+    want = _exact_product(a[:, half:], b[half:], acc=_exact_product(a[:, :half], b[:half]))
+    np.testing.assert_array_equal(out, want)
+
+
+@needs_tmem
+def test_reading_tmem_before_the_mma_commit_barrier_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["tmem-read-before-commit"]
+    from conformance.cases.pallas_mosaic_gpu import build_tcgen05
+    from interp.pallas.warpgroups import AsyncAccessError
+    z = np.zeros((128, 128), np.float16)
+    with pytest.raises(AsyncAccessError, match=r"read of .*tmem.* while a tcgen05_mma still "
+                                               r"writes it: no tcgen05_commit_arrive"):
+        interp.interpret(build_tcgen05(128, 128, 128, commit="none")(None))(z, z)
+
+
+def _tmem_kernel(body, shape=(128, 128)):
+    return _kernel(body, jax.ShapeDtypeStruct(shape, F32),
+                   [plgpu.TMEM(shape, F32), plgpu.Barrier(orders_tensor_core=True)])
+
+
+@needs_tmem
+@pytest.mark.parametrize("waits", [True, False])
+def test_overwriting_tmem_an_async_load_still_reads_is_undefined(waits):
+    # spec/pallas_mosaic_gpu.py UNDEFINED["tmem-write-under-load"]
+    def body(x_gmem, o_gmem, tmem, barrier):
+        plgpu.async_store_tmem(tmem, x_gmem[...])
+        plgpu.commit_tmem()
+        o_gmem[...] = plgpu.async_load_tmem(tmem) * 2.0
+        if waits:
+            plgpu.wait_load_tmem()
+        plgpu.async_store_tmem(tmem, jnp.zeros((128, 128), F32))
+        plgpu.commit_tmem()
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    run = interp.interpret(_tmem_kernel(body))
+    if waits:
+        np.testing.assert_array_equal(run(x), x * np.float32(2))
+    else:
+        from interp.pallas.warpgroups import AsyncAccessError
+        with pytest.raises(AsyncAccessError, match="async_load_tmem .* may still read it "
+                                                   r"\(no wait_load_tmem\)"):
+            run(x)
+
+
+@needs_tmem
+def test_reading_tmem_stored_without_commit_tmem_is_undefined():
+    # spec/pallas_mosaic_gpu.py UNDEFINED["tmem-store-before-commit"]
+    def body(x_gmem, o_gmem, tmem, barrier):
+        plgpu.async_store_tmem(tmem, x_gmem[...])
+        o_gmem[...] = plgpu.async_load_tmem(tmem)
+        plgpu.wait_load_tmem()
+    from interp.pallas.warpgroups import AsyncAccessError
+    with pytest.raises(AsyncAccessError, match="async_store_tmem wrote with no commit_tmem"):
+        interp.interpret(_tmem_kernel(body))(np.zeros((128, 128), np.float32))
+
+
+@needs_tmem
+def test_collective_scaled_and_sparse_tcgen05_are_refused_by_name():
+    from interp.registry import REFUSED
+    assert "scale-factor layout" in REFUSED["async_copy_scales_to_tmem"]
+    assert "metadata layout" in REFUSED["async_copy_sparse_metadata_to_tmem"]
+
+
+@needs_tmem
+@pytest.mark.parametrize("via", ["registers", "smem"])
+def test_tmem_round_trip(via):
+    from conformance.cases.pallas_mosaic_gpu import build_tmem_round_trip
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    out = interp.interpret(build_tmem_round_trip((128, 128), via)(None))(x)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+# --- cluster launch control -------------------------------------------------------------------------
+needs_dynamic_scheduling = pytest.mark.skipif(
+    plgpu is None or not hasattr(plgpu, "dynamic_scheduling_loop"),
+    reason="this JAX's Mosaic GPU has no dynamic_scheduling_loop (cluster launch control)")
+
+
+@needs_dynamic_scheduling
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_dynamic_scheduling_claims_every_block_once(grid_order):
+    # Each claimed block records which launched cluster computed it: every block is computed
+    # exactly once whoever claims it; launching in order, the first cluster cancels every later
+    # launch (spec/pallas_mosaic_gpu.py try_cluster_cancel), shuffled, some launches survive.
+    from jax.experimental import pallas as pl
+
+    def body(o_gmem):
+        me = jax.lax.axis_index("g")
+
+        @plgpu.dynamic_scheduling_loop(grid_names=("g",))
+        def _(info):
+            (i,) = info.index
+            o_gmem[pl.ds(i, 1)] = o_gmem[pl.ds(i, 1)] * 0 + me + 1
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((8,), jnp.int32), grid=(8,),
+                     grid_names=("g",))
+    out = interp.interpret(f, grid_order=grid_order, seed=4, uninitialized="zero")()
+    assert (out >= 1).all()   # every block claimed
+    if grid_order == "sequential":
+        np.testing.assert_array_equal(out, np.ones(8, np.int32))
+    else:
+        assert len(set(out.tolist())) > 1
+
+
+# --- the Blackwell kernels JAX ships (no B200 outputs are recorded: only the exact product) -------
+def _blackwell_matmul(collective=False):
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    bm = shipped_module("blackwell_matmul_mgpu")
+    cfg = bm.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          collective=collective, epilogue_tile_n=64)
+    return lambda a, b: bm.matmul_kernel(a, b, cfg)
+
+
+# --- clusters ---------------------------------------------------------------------------------------
+needs_clusters = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "ClusterBarrier"),
+                                    reason="this JAX's Mosaic GPU has no ClusterBarrier")
+
+
+@needs_clusters
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_multicast_tma_gives_every_block_of_the_cluster_the_data(grid_order):
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_multicast
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    out = interp.interpret(build_cluster_multicast((64, 128))(None), grid_order=grid_order,
+                           seed=1)(x)
+    np.testing.assert_array_equal(out, np.concatenate([x, x * np.float32(2)]))
+
+
+@needs_clusters
+def test_a_block_missing_from_a_multicast_copy_deadlocks_the_others():
+    # Every block of the collective must issue the copy (launch_context.py async_copy: "the
+    # behavior is undefined otherwise"): block 0's barrier waits for block 1's share of the
+    # bytes, which never comes.
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_multicast
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match=r"block \(0,\), warpgroup 0 waits for phase 0 .* "
+                                            r"16384 transaction bytes pending"):
+        interp.interpret(build_cluster_multicast((64, 128), every_block_issues=False)(None))(
+            np.zeros((64, 128), np.float32))
+
+
+@needs_clusters
+def test_partitioned_copy_gives_each_block_its_slice():
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_partitioned
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    out = interp.interpret(build_cluster_partitioned((128, 128))(None))(x)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+@needs_clusters
+def test_a_cluster_barrier_waits_for_every_block():
+    # Block 1 writes SMEM of its own, then both arrive on a cluster barrier; block 0 reading its
+    # copy of the barrier completes only when block 1 arrived too (2 arrivals expected): without
+    # block 1's arrival the wait is a deadlock.
+    from jax.experimental import pallas as pl
+
+    def kernel(arrive_from_1):
+        def body(o_gmem, everyone):
+            b = jax.lax.axis_index("c")
+
+            @pl.when(jnp.logical_or(arrive_from_1, b == 0))
+            def _():
+                plgpu.barrier_arrive(everyone)
+            plgpu.barrier_wait(everyone)
+            o_gmem[pl.ds(b, 1)] = jnp.full((1,), 1, jnp.int32) + b
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32), cluster=(2,),
+                            cluster_names=("c",),
+                            scratch_types=[plgpu.ClusterBarrier(collective_axes=("c",))])
+    np.testing.assert_array_equal(interp.interpret(kernel(True))(), [1, 2])
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match="0 of 2 arrivals|1 of 2 arrivals"):
+        interp.interpret(kernel(False))()
+
+
+@needs_clusters
+def test_shipped_blackwell_ragged_dot_is_the_grouped_product():
+    # blackwell_ragged_dot_mgpu: 2-CTA clusters (collective tcgen05_mma, partitioned TMA, cluster
+    # barriers); the kernel reads its SM count off jax.local_devices() (the emulated B200: 148).
+    # Its collective=False path reads axis_index("x") of a cluster axis it does not create, so
+    # only collective=True traces. No B200 output is recorded: checked against the exact
+    # per-group product within DOT_PRODUCT(K).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    rd = shipped_module("blackwell_ragged_dot_mgpu")
+    bm = shipped_module("blackwell_matmul_mgpu")
+    cfg = rd.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          collective=True, grid_tile_width=1,
+                          grid_minor_dim=bm.MatmulDimension.N)
+    lhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    rhs = RNG.standard_normal((4, 128, 256)).astype(np.float16)
+    sizes = np.array([128, 64, 192, 128], np.int32)
+    out = interp.interpret(lambda l, r, g: rd.ragged_dot_kernel(l, r, g, cfg),
+                           emulated_device="b200")(lhs, rhs, sizes)
+    _assert_grouped_product(out, lhs, rhs, sizes)
+
+
+@needs_clusters
+@pytest.mark.parametrize("collective, shape, match", [
+    # The store warpgroup ends each tile with wait_smem_to_gmem(1): after the last tile one TMA
+    # store still reads SMEM when the kernel ends (spec/pallas_mosaic_gpu.py
+    # UNDEFINED["async-store-at-exit"]; JAX's GPU interpret mode raises the same).
+    (False, (256, 128, 256), r"block \(0,\), warpgroup 1: the warpgroup ends with TMA stores "
+                             "still reading SMEM"),
+    # 2-CTA clusters without cluster_axes for plgpu.dynamic_scheduling_loop ("This must be
+    # passed in if the kernel uses a cluster size > 1", helpers.py): both blocks issue a
+    # cancellation request, each response is multicast to both blocks (mosaic/gpu/utils.py
+    # try_cluster_cancel: .multicast::cluster::all), so block 1's overwrites what block 0 reads.
+    (True, (512, 128, 512), r"read of .*int8\[2, 16\].* while a TMA copy is still writing it"),
+])
+def test_shipped_blackwell_matmul_is_reported_undefined(collective, shape, match):
+    # No B200 output is recorded; the reference stops at the first undefined access.
+    from interp.pallas.warpgroups import AsyncAccessError
+    m, k, n = shape
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((k, n)).astype(np.float16)
+    with pytest.raises(AsyncAccessError, match=match):
+        interp.interpret(_blackwell_matmul(collective), emulated_device="b200")(a, b)
+
+
+# --- semaphores: Mosaic GPU's and Pallas's generic primitives share their names -------------------
+@needs_plgpu
+@pytest.mark.parametrize("signal", ["semaphore_signal", "semaphore_signal_parallel"])
+def test_mosaic_gpu_semaphores_order_warpgroups(signal):
+    # spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES: plgpu.semaphore_signal / semaphore_wait bind
+    # Mosaic GPU's own primitives (with memory_scope), named as the generic ones TPU kernels bind.
+    from jax._src.pallas import primitives as generic
+    from jax._src.pallas.mosaic_gpu import primitives as mgpu_prims
+    if not hasattr(plgpu, "semaphore_signal_parallel"):
+        pytest.skip("this JAX's Mosaic GPU has no semaphore_signal_parallel")
+    assert mgpu_prims.semaphore_signal_p is not generic.semaphore_signal_p
+    assert mgpu_prims.semaphore_signal_p.name == generic.semaphore_signal_p.name
+
+    from conformance.cases.pallas_mosaic_gpu import build_semaphore_handoff
+    f = build_semaphore_handoff((8, 128), signal)(None)
+    jaxpr = str(jax.make_jaxpr(f)(np.ones((8, 128), np.float32)))
+    assert "memory_scope" in jaxpr   # Mosaic GPU's semaphore_wait, not the generic one
+    x = RNG.standard_normal((8, 128)).astype(np.float32)
+    for order in ("sequential", "shuffled"):
+        out = interp.interpret(f, grid_order=order, seed=3)(x)
+        np.testing.assert_array_equal(out, (x + np.float32(1)) * np.float32(2))
+
+
+@needs_plgpu
+def test_a_mosaic_gpu_semaphore_is_one_per_kernel_launch():
+    # Semaphores live in GMEM: block 1 of a cluster signals the one block 0 waits on.
+    if not hasattr(plgpu, "ClusterBarrier"):
+        pytest.skip("this JAX's Mosaic GPU has no clusters")
+    from jax.experimental import pallas as pl
+
+    def body(o_gmem, sem):
+        b = jax.lax.axis_index("c")
+
+        @pl.when(b == 1)
+        def _():
+            o_gmem[pl.ds(1, 1)] = jnp.full((1,), 7, jnp.int32)
+            plgpu.semaphore_signal(sem, 1)
+
+        @pl.when(b == 0)
+        def _():
+            plgpu.semaphore_wait(sem, 1)
+            o_gmem[pl.ds(0, 1)] = jnp.full((1,), 5, jnp.int32)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32), cluster=(2,),
+                     cluster_names=("c",), scratch_types=[plgpu.SemaphoreType.REGULAR])
+    np.testing.assert_array_equal(interp.interpret(f)(), [5, 7])
+
+
+# --- the other Hopper kernels JAX ships ---------------------------------------------------------
+@needs_clusters
+@pytest.mark.parametrize("cluster", [None, "M"])
+def test_shipped_mixed_type_matmul_is_the_product(cluster):
+    # hopper_mixed_type_matmul_mgpu: int8 @ bf16 -> bf16, with and without 2-block clusters
+    # (multicast TMA through the warp-specialized pipeline); its SM count comes off
+    # jax.extend.backend.get_default_device() (the emulated H100). Against the exact product
+    # within DOT_PRODUCT(K) (no H100 output of this kernel is recorded).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from conformance.checks import check
+    from spec import compliance as C
+    mm = shipped_module("hopper_mixed_type_matmul_mgpu")
+    cfg = mm.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          cluster_dimension=None if cluster is None else mm.MatmulDimension.M)
+    a = RNG.integers(-128, 127, (256, 256)).astype(np.int8)
+    b = RNG.standard_normal((256, 256)).astype(jnp.bfloat16)
+    out = interp.interpret(lambda a, b: mm.mixed_matmul_kernel(a, b, out_dtype=jnp.bfloat16,
+                                                               config=cfg),
+                           emulated_device="h100")(a, b)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    result = check(C.dot_product(256), (a64 @ b64).astype(jnp.bfloat16), out,
+                   bound=np.abs(a64) @ np.abs(b64))
+    assert result.passed, result
+
+
+@needs_plgpu
+def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
+    # transposed_ragged_dot_mgpu (SM count off jax.devices()[0].core_count: the emulated H100)
+    # views lhs past its end ("potentially out of bounds, but we never access the out of bound
+    # part": a Mosaic GPU view is address arithmetic, only accessed elements must exist), then
+    # masks the first/last block of a group in SMEM while the wgmmas of earlier pipeline steps
+    # are not waited for (no wgmma_wait when max_concurrent_steps > 1; the kernel relies on an
+    # "implicit wait of wgmma"): spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from interp.pallas.warpgroups import AsyncAccessError
+    tr = shipped_module("transposed_ragged_dot_mgpu")
+    lhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    rhs = RNG.standard_normal((512, 128)).astype(np.float16)
+    sizes = np.array([128, 64, 192, 128], np.int32)
+    with pytest.raises(AsyncAccessError, match="write of .*smem.* while a wgmma still reads it"):
+        interp.interpret(lambda l, r, g: tr.transposed_ragged_dot(
+            l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
+            grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
+
+
+def _bound_parameters():
+    """{primitive name: set of parameter names} of every ``<prim>_p.bind(...)`` in the installed
+    JAX's Mosaic GPU primitives (read as source: JAX 0.10.2's does not import without absl-py)."""
+    import ast
+    import importlib.util
+    import pathlib
+    root = pathlib.Path(importlib.util.find_spec("jax").origin).parent / "_src/pallas/mosaic_gpu"
+    tree = ast.parse("\n".join((root / f).read_text() for f in ("primitives.py", "core.py")))
+    names = {t.id: node.value.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+             and getattr(node.value.func, "attr", "") == "Primitive" and node.value.args
+             and isinstance(node.value.args[0], ast.Constant)
+             for t in node.targets if isinstance(t, ast.Name)}
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "bind":
+            var = ast.unparse(node.func.value).split(".")[-1]
+            if var in names:
+                bound.setdefault(names[var], set()).update(k.arg for k in node.keywords if k.arg)
+    return bound
+
+
+def test_every_rule_names_the_parameters_this_jax_binds():
+    # Every parameter the installed JAX binds is named by the rule (none left to **params), and
+    # every parameter the rule requires is bound (version-specific ones default to None).
+    from interp.evaluator import _keywords
+    from interp.registry import REFUSED, RULES
+    from interp.rules import pallas_mosaic_gpu
+    bound = _bound_parameters()
+    checked = 0
+    for name, params in sorted(bound.items()):
+        rule = RULES.get(name)
+        if rule is None or rule.__module__ != pallas_mosaic_gpu.__name__ or name in REFUSED:
+            continue
+        if name == "wgmma":   # bound with **kwargs: wgmma_ref's transform trees
+            params = bound["wgmma_ref"]
+        keywords = _keywords(rule)
+        assert keywords is not None, f"{name}: the rule takes **params"
+        accepted, required, _ = keywords
+        assert params <= accepted, (name, params - accepted)
+        assert required <= params, (name, required - params)
+        checked += 1
+    assert checked >= 25
+
+
+# --- warps and views ----------------------------------------------------------------------------
+@needs_tmem   # plgpu.warp_map arrived with the Blackwell kernels (JAX 0.11)
+def test_warps_of_a_warp_map_run_concurrently():
+    # Warp 0 waits for a barrier warp 1 arrives on after it: only warps running concurrently
+    # (a fork/join, lowering.py _mpmd_map_lowering_rule) let warp 0 finish.
+    from jax.experimental import pallas as pl
+    if not hasattr(plgpu, "warp_map"):
+        pytest.skip("this JAX's Mosaic GPU has no warp_map")
+
+    def body(o_gmem, barrier):
+        @plgpu.warp_map
+        def _(warp):
+            @pl.when(warp == 0)
+            def _():
+                plgpu.barrier_wait(barrier)
+                o_gmem[pl.ds(0, 1)] = jnp.full((1,), 10, jnp.int32)
+
+            @pl.when(warp == 1)
+            def _():
+                o_gmem[pl.ds(1, 1)] = jnp.full((1,), 11, jnp.int32)
+                plgpu.barrier_arrive(barrier)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32),
+                     scratch_types=[plgpu.Barrier(num_arrivals=1)])
+    np.testing.assert_array_equal(interp.interpret(f)(), [10, 11])
+
+
+@needs_plgpu
+@pytest.mark.parametrize("rows", [64, 65])
+def test_a_gmem_view_past_its_buffer_is_address_arithmetic(rows):
+    # x_gmem.at[64:192] reaches past x's 128 rows; only what a copy then touches must exist
+    # (interp/rules/pallas_mosaic_gpu.py _address_view): rows 64..127 copy, row 128 is out of
+    # bounds.
+    from jax.experimental import pallas as pl
+    from interp.errors import OutOfBoundsError
+
+    def body(x_gmem, o_gmem, smem, barrier):
+        start = jax.lax.optimization_barrier(jnp.int32(64))   # dynamic: JAX checks static ones
+        plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(start, 128)].at[pl.ds(0, rows)], smem, barrier)
+        plgpu.barrier_wait(barrier)
+        o_gmem[...] = smem[pl.ds(0, 64)]
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32),
+                [plgpu.SMEM((rows, 128), F32), plgpu.Barrier(num_arrivals=1)])
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    if rows == 64:
+        np.testing.assert_array_equal(interp.interpret(f)(x), x[64:])
+    else:
+        with pytest.raises(OutOfBoundsError, match="dimension 0"):
+            interp.interpret(f)(x)

@@ -122,6 +122,174 @@ def build_wgmma(m, k, n, wait=True):
     return build
 
 
+def build_tcgen05(m, k, n, *, commit="mma_barrier"):
+    """acc = a[:, :k/2] @ b[:k/2] + a[:, k/2:] @ b[k/2:] by two tcgen05_mma into TMEM (the second
+    accumulating), read back with async_load_tmem. ``commit`` says how the MMAs' completion is
+    observed: "mma_barrier" (the barrier operand of the last MMA), "commit_arrive"
+    (tcgen05_commit_arrive after them), or "none" (no wait: undefined, the tests trigger it)."""
+    def build(interpret):
+        plgpu = _plgpu()
+        half = k // 2
+
+        def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, acc, tma_bar, mma_bar):
+            plgpu.copy_gmem_to_smem(a_gmem, a_smem, tma_bar)
+            plgpu.copy_gmem_to_smem(b_gmem, b_smem, tma_bar)
+            plgpu.barrier_wait(tma_bar)
+            plgpu.tcgen05_mma(acc, a_smem.at[:, :half], b_smem.at[:half], accumulate=False)
+            last = mma_bar if commit == "mma_barrier" else None
+            plgpu.tcgen05_mma(acc, a_smem.at[:, half:], b_smem.at[half:], last, accumulate=True)
+            if commit == "commit_arrive":
+                plgpu.tcgen05_commit_arrive(mma_bar)
+            if commit != "none":
+                plgpu.barrier_wait(mma_bar)
+            o_gmem[...] = plgpu.async_load_tmem(acc)
+            plgpu.wait_load_tmem()
+        t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
+                            scratch_types=[plgpu.SMEM((m, k), jnp.float16, transforms=t),
+                                           plgpu.SMEM((k, n), jnp.float16, transforms=t),
+                                           plgpu.TMEM((m, n), jnp.float32),
+                                           plgpu.Barrier(num_arrivals=2),
+                                           plgpu.Barrier(orders_tensor_core=True)],
+                            interpret=interpret)
+    return build
+
+
+def build_tmem_round_trip(shape, via="registers"):
+    """x into TMEM and back, doubled: from registers (async_store_tmem, commit_tmem) or from SMEM
+    (a TMA copy in, async_copy_smem_to_tmem, tcgen05_commit_arrive)."""
+    def build(interpret):
+        plgpu = _plgpu()
+
+        def body(x_gmem, o_gmem, smem, tmem, tma_bar, tc_bar):
+            if via == "registers":
+                plgpu.async_store_tmem(tmem, x_gmem[...])
+                plgpu.commit_tmem()
+            else:
+                plgpu.copy_gmem_to_smem(x_gmem, smem, tma_bar)
+                plgpu.barrier_wait(tma_bar)
+                plgpu.async_copy_smem_to_tmem(smem, tmem)
+                plgpu.tcgen05_commit_arrive(tc_bar)
+                plgpu.barrier_wait(tc_bar)
+            o_gmem[...] = plgpu.async_load_tmem(tmem) * 2.0
+            plgpu.wait_load_tmem()
+        t = (plgpu.TilingTransform((8, 32)), plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32, transforms=t),
+                                           plgpu.TMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.Barrier(orders_tensor_core=True)],
+                            interpret=interpret)
+    return build
+
+
+def build_dynamic_scheduling(blocks, rows=8, cols=128):
+    """o = 2 x over a grid of ``blocks`` clusters whose work is claimed with
+    plgpu.dynamic_scheduling_loop (try_cluster_cancel / query_cluster_cancel): every block of
+    rows is computed once whichever clusters claim them."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem):
+            @plgpu.dynamic_scheduling_loop(grid_names=("g",))
+            def _(info):
+                (i,) = info.index
+                o_gmem[pl.ds(i * rows, rows)] = x_gmem[pl.ds(i * rows, rows)] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((blocks * rows, cols),
+                                                                jnp.float32),
+                            grid=(blocks,), grid_names=("g",), interpret=interpret)
+    return build
+
+
+def build_cluster_multicast(shape, blocks=2, *, every_block_issues=True):
+    """A cluster of ``blocks`` blocks: a multicast TMA copy (collective_axes) gives every block
+    all of x, each block's barrier counting all of its bytes; block b writes (b + 1) * x into
+    its rows of the output after a cluster barrier that every block arrives on. Without
+    ``every_block_issues`` block 1 skips its share of the multicast (undefined: a deadlock)."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+        rows = shape[0]
+
+        def body(x_gmem, o_gmem, smem, loaded, everyone):
+            b = jax.lax.axis_index("c")
+
+            @pl.when(jnp.logical_or(every_block_issues, b == 0))
+            def _():
+                plgpu.copy_gmem_to_smem(x_gmem, smem, loaded, collective_axes="c")
+            plgpu.barrier_wait(loaded)
+            plgpu.barrier_arrive(everyone)
+            plgpu.barrier_wait(everyone)
+            o_gmem[pl.ds(b * rows, rows)] = smem[...] * (b + 1).astype(jnp.float32)
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((blocks * rows,) + shape[1:],
+                                                                jnp.float32),
+                            cluster=(blocks,), cluster_names=("c",),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.ClusterBarrier(collective_axes=("c",))],
+                            interpret=interpret)
+    return build
+
+
+def build_cluster_partitioned(shape, blocks=2):
+    """A PARTITIONED copy over a cluster: block b receives rows b of x (equal slices along axis
+    0), only the leader's barrier tracks it; after a cluster barrier each block stores its
+    slice doubled."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+        rows = shape[0] // blocks
+
+        def body(x_gmem, o_gmem, smem, loaded, everyone):
+            b = jax.lax.axis_index("c")
+            plgpu.copy_gmem_to_smem(x_gmem, smem, loaded, collective_axes="c",
+                                    leader_tracked=plgpu.CopyPartition.PARTITIONED(0))
+
+            @pl.when(b == 0)
+            def _():
+                plgpu.barrier_wait(loaded)
+            plgpu.barrier_arrive(everyone)   # the leader arrives after its wait: the data is in
+            plgpu.barrier_wait(everyone)
+            o_gmem[pl.ds(b * rows, rows)] = smem[...] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            cluster=(blocks,), cluster_names=("c",),
+                            scratch_types=[plgpu.SMEM((rows,) + shape[1:], jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.ClusterBarrier(collective_axes=("c",))],
+                            interpret=interpret)
+    return build
+
+
+def build_semaphore_handoff(shape, signal="semaphore_signal"):
+    """Warpgroup 0 writes x + 1 to the output and signals a semaphore by 2 (semaphore_signal or
+    semaphore_signal_parallel); warpgroup 1 waits for 2 and doubles the output."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem, sem):
+            wg = jax.lax.axis_index("wg")
+
+            @pl.when(wg == 0)
+            def _():
+                o_gmem[...] = x_gmem[...] + 1.0
+                if signal == "semaphore_signal":
+                    plgpu.semaphore_signal(sem, 2)
+                else:
+                    plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None,
+                                                                          inc=2))
+
+            @pl.when(wg == 1)
+            def _():
+                plgpu.semaphore_wait(sem, 2)
+                o_gmem[...] = o_gmem[...] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            num_threads=2, thread_name="wg",
+                            scratch_types=[plgpu.SemaphoreType.REGULAR], interpret=interpret)
+    return build
+
+
 def _abs_dot(x, y):
     return [np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))]
 
@@ -162,17 +330,18 @@ def _on_gpu() -> bool:
         return False
 
 
-def shipped(make):
+def shipped(make, device="h100"):
     """Build a shipped kernel (which takes no ``interpret``) for one Pallas mode: JAX's Mosaic GPU
     interpret mode through ``force_gpu_interpret_mode``; compiled or the reference as is. Without
-    a GPU it traces under the emulated H100 (interp/emulated_device.py: SM count, CUDA version)."""
+    a GPU it traces under the emulated ``device`` (interp/emulated_device.py: SM count, CUDA
+    version)."""
     def build(interpret):
         fn = make()
 
         def run(*args):
             from interp.emulated_device import tracing
             plgpu = _plgpu()
-            emulate = tracing(None if _on_gpu() else "h100")
+            emulate = tracing(None if _on_gpu() else device)
             interp_mode = (plgpu.force_gpu_interpret_mode(interpret)
                            if interpret not in (None, True, False) else contextlib.nullcontext())
             with emulate, interp_mode:
@@ -192,6 +361,33 @@ def _attention(causal, block_q=64, block_kv=64, steps=2):
     cfg = am.TuningConfig(block_q=block_q, block_kv=block_kv, max_concurrent_steps=steps,
                           causal=causal)
     return functools.partial(am.attention, config=cfg)
+
+
+def _blackwell_ragged_dot(sizes):
+    """blackwell_ragged_dot_mgpu on 2-CTA clusters (its collective=False path reads a cluster
+    axis it does not create), the group sizes fixed by the case."""
+    rd = shipped_module("blackwell_ragged_dot_mgpu")
+    bm = shipped_module("blackwell_matmul_mgpu")
+    cfg = rd.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          collective=True, grid_tile_width=1,
+                          grid_minor_dim=bm.MatmulDimension.N)
+    return lambda lhs, rhs: rd.ragged_dot_kernel(lhs, rhs, jnp.asarray(sizes, jnp.int32), cfg)
+
+
+def _grouped_abs_dot(sizes):
+    def bound(lhs, rhs):
+        group = np.repeat(np.arange(len(sizes)), sizes)
+        return [np.einsum("mk,mkn->mn", np.abs(lhs.astype(np.float64)),
+                          np.abs(rhs.astype(np.float64))[group])]
+    return bound
+
+
+def _mixed_type_matmul(cluster):
+    mm = shipped_module("hopper_mixed_type_matmul_mgpu")
+    cfg = mm.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                          cluster_dimension=None if cluster is None else
+                          mm.MatmulDimension[cluster])
+    return lambda a, b: mm.mixed_matmul_kernel(a, b, out_dtype=jnp.bfloat16, config=cfg)
 
 
 def attention_claim(q, k, v, causal):
@@ -228,6 +424,26 @@ def _unavailable() -> str:
                                     f"({type(e).__name__}: {e})")
 
 
+def _no_tmem() -> str:
+    """Why Blackwell cases do not apply here ('' where they do): JAX's Mosaic GPU has TMEM and
+    tcgen05 from 0.11; JAX's GPU interpret mode has them from 0.12 (0.10.2's raises
+    'Unsupported memory space: tmem')."""
+    try:
+        plgpu = _plgpu()
+    except Exception:  # noqa: BLE001  (_unavailable says why)
+        return ""
+    return applicable_if(hasattr(plgpu, "tcgen05_mma") and hasattr(plgpu, "TMEM"),
+                         "this JAX's Mosaic GPU has no tcgen05_mma / TMEM")
+
+
+def _no_api(name) -> str:
+    try:
+        plgpu = _plgpu()
+    except Exception:  # noqa: BLE001  (_unavailable says why)
+        return ""
+    return applicable_if(hasattr(plgpu, name), f"this JAX's Mosaic GPU has no plgpu.{name}")
+
+
 def cases():
     why = _unavailable()
     for case in _cases():
@@ -247,6 +463,31 @@ def _cases():
     yield _case("wgmma/f16/64x128x128", build_wgmma(64, 128, 128),
                 _rows([(64, 128), (128, 128)], F16, low=-2, high=2), modes=C.dot_product(128),
                 dot_bound=_abs_dot, primitives=("mpmd_map", "wgmma_ref", "wgmma_wait"))
+    for commit in ("mma_barrier", "commit_arrive"):
+        yield _case(f"tcgen05/f16/128x128x128/{commit}", build_tcgen05(128, 128, 128, commit=commit),
+                    _rows([(128, 128), (128, 128)], F16, low=-2, high=2),
+                    modes=C.dot_product(128), dot_bound=_abs_dot, not_applicable=_no_tmem(),
+                    primitives=("mpmd_map", "tcgen05_mma", "async_load", "wait_load_tmem") +
+                    (("tcgen05_commit_arrive",) if commit == "commit_arrive" else ()))
+    for via, prims in (("registers", ("async_store_tmem", "commit_tmem")),
+                       ("smem", ("async_copy_smem_to_tmem", "tcgen05_commit_arrive"))):
+        yield _case(f"tmem_round_trip/{via}/f32/128x128", build_tmem_round_trip((128, 128), via),
+                    _rows([(128, 128)]), not_applicable=_no_tmem(),
+                    primitives=("mpmd_map", "async_load", "wait_load_tmem") + prims)
+    yield _case("dynamic_scheduling/f32/6x8x128", build_dynamic_scheduling(6), _rows([(48, 128)]),
+                not_applicable=_no_api("dynamic_scheduling_loop"),
+                primitives=("mpmd_map", "try_cluster_cancel", "query_cluster_cancel",
+                            "inline_mgpu"))
+    yield _case("cluster_multicast/f32/2x64x128", build_cluster_multicast((64, 128)),
+                _rows([(64, 128)]), not_applicable=_no_api("ClusterBarrier"),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_arrive", "barrier_wait"))
+    yield _case("cluster_partitioned/f32/2x64x128", build_cluster_partitioned((128, 128)),
+                _rows([(128, 128)]), not_applicable=_no_api("CopyPartition"),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "barrier_arrive", "barrier_wait"))
+    for signal in ("semaphore_signal", "semaphore_signal_parallel"):
+        yield _case(f"semaphores/{signal}/f32/8x128", build_semaphore_handoff((8, 128), signal),
+                    _rows([(8, 128)]), not_applicable=_no_api("semaphore_signal_parallel"),
+                    primitives=("mpmd_map", signal, "semaphore_wait"))
     for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
         sid = f"{m}x{k}x{n}"
         inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)
@@ -259,6 +500,22 @@ def _cases():
                    reference_fn=lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32
                                                      ).astype(a.dtype),
                    primitives=("mpmd_map", "wgmma_ref"), profile=prof, examples=2)
+    sizes = (128, 64, 192, 128)
+    yield _case("ops/blackwell_ragged_dot/f16/512x128x256/4groups",
+                shipped(lambda: _blackwell_ragged_dot(sizes), "b200"),
+                _rows([(512, 128), (4, 128, 256)], F16, low=-2, high=2),
+                modes=C.dot_product(128), dot_bound=_grouped_abs_dot(sizes),
+                not_applicable=_no_tmem(), examples=1,
+                primitives=("mpmd_map", "tcgen05_mma", "copy_gmem_to_smem"))
+    for cluster in (None, "M"):
+        yield _case(f"ops/hopper_mixed_type_matmul/int8xbf16/256x256x256/cluster={cluster}",
+                    shipped(lambda cluster=cluster: _mixed_type_matmul(cluster)),
+                    lambda rng: [rng.integers(-128, 127, (256, 256)).astype(np.int8),
+                                 random_array(rng, np.dtype(jnp.bfloat16), (256, 256),
+                                              specials=0, low=-2, high=2)],
+                    modes=C.dot_product(256), dot_bound=_abs_dot, examples=1,
+                    not_applicable=_no_api("ClusterBarrier"),
+                    primitives=("mpmd_map", "wgmma_ref", "copy_gmem_to_smem"))
     for causal in (False, True):
         inputs = _rows([(1, 256, 2, 64)] * 3, F16, low=-3, high=3)
         yield _case(f"ops/attention/f16/1x256x2x64/causal={causal}",

@@ -33,6 +33,7 @@ rule module.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 
@@ -77,7 +78,9 @@ class Barrier:
     def expect_tx(self, nbytes: int) -> None:
         self.tx += nbytes
 
-    def complete_tx(self, nbytes: int) -> None:
+    def complete_tx(self, nbytes: int, known: dict | None = None) -> None:
+        if known:   # a copy issued by a thread that does not arrive here (cluster copies)
+            _join(self.pending, known)
         self.tx -= nbytes
         self._maybe_complete()
 
@@ -157,6 +160,12 @@ class WarpgroupRun(KernelRun):
         self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Footprints)
         self.scoped_counts = {}
         self.epoch = 1                    # this warpgroup's releases so far (barrier arrivals) + 1
+        self.tensor_core_ops = []         # tcgen05 operations this thread issued (TensorCoreOp)
+        self.in_tensor_pipe = False       # reading an operand for a tcgen05 op it issues
+        self.tmem_stores = []             # async_store_tmem footprints before commit_tmem
+        self.tmem_loads = []              # async_load_tmem records before wait_load_tmem
+        self.warps = {}                   # warp id -> WarpRun of this warpgroup's warp_maps
+        self.cancel_calls = 0             # try_cluster_cancel calls so far
 
     def where(self) -> str:
         return (f"kernel '{self.name}' at cluster {self.cluster.point}, block {self.block}, "
@@ -165,9 +174,23 @@ class WarpgroupRun(KernelRun):
     def allocate_scoped(self, prototypes, collective_axes) -> list:
         """run_scoped's buffers: one per warpgroup, or one per block shared by the warpgroups
         with ``collective_axes`` naming the thread axis (Mosaic GPU's collective allocations)."""
-        if not collective_axes:
-            return [p.fresh(self) for p in prototypes]
         cluster = self.cluster
+        if prototypes and all(p.kind == "semaphore" for p in prototypes):
+            # Mosaic GPU semaphores (plgpu.SemaphoreType) live in GMEM: one per kernel launch,
+            # shared by every block and cluster.
+            n = self.scoped_counts.get(id(prototypes), 0)
+            self.scoped_counts[id(prototypes)] = n + 1
+            shared = cluster.plan.kernel_allocations
+            key = (id(prototypes), n)
+            if key not in shared:
+                shared[key] = [p.fresh(self) for p in prototypes]
+            return shared[key]
+        if not collective_axes:   # per warpgroup: its counterpart in another block is the same
+            n = self.scoped_counts.get(id(prototypes), 0)   # warpgroup's allocation there
+            self.scoped_counts[id(prototypes)] = n + 1
+            thread = (self.warpgroup, getattr(self, "warp", None))
+            return cluster.block_allocation(("scoped", thread, id(prototypes), n),
+                                            self.block, prototypes, self)
         axes = set(collective_axes)
         if not axes <= {cluster.thread_name}:
             raise UndefinedBehaviorError(f"{self.where()}: run_scoped collective over "
@@ -175,11 +198,15 @@ class WarpgroupRun(KernelRun):
                                          f"{cluster.thread_name!r} is supported)")
         n = self.scoped_counts.get(id(prototypes), 0)
         self.scoped_counts[id(prototypes)] = n + 1
-        key = (self.block, id(prototypes), n)
-        refs = cluster.shared.get(key)
-        if refs is None:
-            refs = cluster.shared[key] = [p.fresh(self) for p in prototypes]
-        return refs
+        return cluster.block_allocation(("scoped", id(prototypes), n), self.block, prototypes,
+                                        self)
+
+    def release(self) -> dict:
+        """What this thread makes visible to whoever observes a barrier phase it contributes to
+        (an arrival, or the complete-tx of a copy it issued): its writes so far."""
+        self.known[id(self)] = self.epoch
+        self.epoch += 1
+        return self.known
 
     # -- waits ----------------------------------------------------------------------------------
     def wait_until(self, ready, description: str) -> None:
@@ -207,9 +234,7 @@ class WarpgroupRun(KernelRun):
     def arrive(self, barrier: Barrier) -> None:
         # A release: what this warpgroup wrote before it is visible to whoever observes the
         # phase this arrival completes.
-        self.known[id(self)] = self.epoch
-        self.epoch += 1
-        barrier.arrive(self.known)
+        barrier.arrive(self.release())
 
     # -- async stores -----------------------------------------------------------------------------
     def wait_stores(self, n: int) -> None:
@@ -251,6 +276,55 @@ class ClusterState:
         self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
         self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
         self.concurrent = plan.num_threads * len(plan.blocks) > 1
+        self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
+        self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
+        self.launch_queue = None   # clusters not launched yet (try_cluster_cancel may take one)
+        self.cancel_decisions = {}  # (issuer group, request number) -> cancelled point or None
+        self.plan = plan
+        self.allocations = {}   # allocation key -> {block: [refs]} (scratch, collective scoped)
+        self.allocation_of = {}   # id(ref) -> (allocation key, position)
+        self.prototypes = {}      # allocation key -> what its refs are made from
+
+    # -- clusters: the same allocation in another block of the cluster ---------------------------
+    def block_allocation(self, key, block, prototypes, run) -> list:
+        """The refs of allocation ``key`` in ``block`` (made from ``prototypes`` the first time,
+        by whichever block of the cluster asks first)."""
+        per_block = self.allocations.setdefault(key, {})
+        self.prototypes[key] = prototypes
+        refs = per_block.get(block)
+        if refs is None:
+            refs = per_block[block] = [p.fresh(run) for p in prototypes]
+            for i, r in enumerate(refs):
+                self.allocation_of[id(r)] = (key, i)
+        return refs
+
+    def register_block_allocation(self, key, block, refs) -> None:
+        self.allocations.setdefault(key, {})[block] = refs
+        for i, r in enumerate(refs):
+            self.allocation_of[id(r)] = (key, i)
+
+    def peer(self, ref, block):
+        """``ref`` (a kernel scratch buffer or a block-wide run_scoped allocation) as allocated
+        in ``block`` of this cluster, or None for memory with no counterpart there."""
+        found = self.allocation_of.get(id(ref))
+        if found is None:
+            return None
+        key, i = found
+        refs = self.allocations[key].get(block)
+        if refs is None:   # the block has not reached the run_scoped yet: allocate it now
+            refs = self.block_allocation(key, block, self.prototypes[key], maybe_current_run())
+        return refs[i]
+
+    def group(self, block, axes) -> list:
+        """The blocks of this cluster that differ from ``block`` only along the cluster axes
+        ``axes`` (composite axes flattened), in row-major order: a collective's participants."""
+        names = list(self.plan.cluster_names)
+        flat = set()
+        for a in axes:
+            flat |= set(a) if isinstance(a, tuple) else {a}
+        free = [names.index(a) for a in flat if a in names]
+        return [b for b in self.plan.blocks
+                if all(b[d] == block[d] for d in range(len(block)) if d not in free)]
 
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access)."""
@@ -258,9 +332,12 @@ class ClusterState:
         if not isinstance(run, WarpgroupRun):
             return
         shared = self.concurrent and "smem" in ref.kind
-        if not self.tma and not run.wgmma and not _any_stores(run, self) and not shared:
+        if not self.tma and not run.wgmma and not _any_stores(run, self) and not shared and \
+                not self.tensor_core and not run.tmem_stores:
             return
         region = Footprint(ref, index)
+        if self.tensor_core or run.tmem_stores:
+            self._check_tensor_core(run, region, kind)
         for tma_region, barrier, phase in self.tma:
             if run.known.get(id(barrier), 0) <= phase and region.overlaps(tma_region):
                 raise AsyncAccessError(
@@ -299,9 +376,168 @@ class ClusterState:
                            if not (w[1] is run and w[2] == run.epoch and w[0].covered_by(region))]
             self.writes.append((region, run, run.epoch))
 
+    # -- Blackwell: the tensor core (tcgen05) and TMEM ----------------------------------------------
+    def _check_tensor_core(self, run, region, kind) -> None:
+        """An access while a tcgen05 operation (mma, cp) may still write it, or still reads it and
+        the access writes: undefined until the accessor observed a barrier phase a
+        tcgen05_commit_arrive (or the mma's own barrier) completes after the operation. TMEM a
+        thread stored to (async_store_tmem) is not visible to its own reads before commit_tmem."""
+        for op in self.tensor_core:
+            if (run.in_tensor_pipe and op.issuer is run) or op.observed_by(run):
+                continue
+            if any(region.overlaps(w) for w in op.writes):
+                raise AsyncAccessError(
+                    f"{run.where()}: {kind} of {region.describe()} while a {op.what} still writes "
+                    f"it: {op.guard_text()}")
+            if kind != "read" and any(region.overlaps(r) for r in op.reads):
+                raise AsyncAccessError(
+                    f"{run.where()}: {kind} of {region.describe()} while a {op.what} still reads "
+                    f"it: {op.guard_text()}")
+        if kind == "read":
+            for f in run.tmem_stores:
+                if region.overlaps(f):
+                    raise AsyncAccessError(
+                        f"{run.where()}: read of {region.describe()}, which async_store_tmem "
+                        "wrote with no commit_tmem since: the store is not visible yet")
+
+    def add_tensor_core_op(self, op: "TensorCoreOp") -> None:
+        self.check_tmem_write(op.issuer, op.writes)
+        self.tensor_core.append(op)
+        op.issuer.tensor_core_ops.append(op)
+
+    def check_tmem_write(self, writer, footprints) -> None:
+        """A write of TMEM an async_load_tmem may still read: undefined unless the loading thread
+        retired the load (wait_load_tmem) and, for another writer, the writer observed a barrier
+        arrival the loader made after that wait."""
+        for f in footprints:
+            for loaded, reader, retired in self.tmem_loads:
+                if not loaded.overlaps(f):
+                    continue
+                if retired is None or (reader is not writer and
+                                       writer.known.get(id(reader), 0) < retired):
+                    raise AsyncAccessError(
+                        f"{writer.where()}: write of {f.describe()} while an async_load_tmem of "
+                        f"{reader.where()} may still read it (no wait_load_tmem"
+                        f"{'' if retired is None else ' ordered before this write by a barrier'})")
+
     def add_tma(self, region, barrier) -> None:
         self.tma = [t for t in self.tma if not region.overlaps(t[0])]
         self.tma.append((region, barrier, barrier.completed))
+
+
+class TensorCoreOp:
+    """A tcgen05 operation (tcgen05_mma, async_copy_smem_to_tmem) in flight: what it writes and
+    reads, and the barrier phases whose completion shows it done (``guards``: every
+    tcgen05_commit_arrive, or mma barrier, its thread issued after it; PTX ISA tcgen05.commit
+    tracks all prior asynchronous tcgen05 operations of the thread)."""
+    __slots__ = ("what", "issuer", "writes", "reads", "guards")
+
+    def __init__(self, what, issuer, writes, reads):
+        self.what, self.issuer, self.writes, self.reads = what, issuer, writes, reads
+        self.guards = []
+
+    def observed_by(self, run) -> bool:
+        return any(run.known.get(id(b), 0) > phase for b, phase in self.guards)
+
+    def guard_text(self) -> str:
+        if not self.guards:
+            return "no tcgen05_commit_arrive tracks it yet"
+        return " or ".join(f"phase {p} of barrier '{b.name}'" for b, p in self.guards) + \
+            " (the commit that tracks it) was not observed (barrier_wait) by this thread"
+
+
+def commit_tensor_core(run, barriers) -> None:
+    """tcgen05.commit to ``barriers`` (one; both of a block pair for a collective commit): every
+    tcgen05 operation ``run`` issued so far completes before the arrival; the reference's
+    operations are done at issue, so it arrives now."""
+    live = set(map(id, run.cluster.tensor_core))
+    run.tensor_core_ops = [op for op in run.tensor_core_ops if id(op) in live]
+    for barrier in barriers:
+        for op in run.tensor_core_ops:
+            op.guards.append((barrier, barrier.completed))
+        run.arrive(barrier)
+
+
+class WarpRun(WarpgroupRun):
+    """One warp of a warpgroup inside ``plgpu.warp_map`` (an ``mpmd_map`` over a WarpMesh):
+    warps run concurrently with each other and with the other warpgroups. A warp starts each
+    warp_map knowing what its warpgroup knows and having waited what it waited (the warpgroup's
+    threads are the warps'); the warpgroup learns what every warp observed when they join."""
+
+    def __init__(self, parent, warp):
+        super().__init__(parent.name, parent.grid, parent.options, parent.cluster, parent.block,
+                         parent.warpgroup)
+        self.parent, self.warp = parent, warp
+        self.core = (parent.core, "warp", warp)
+        self.tracker, self.program_ids = parent.tracker, parent.program_ids
+        self.kernel_grid = parent.kernel_grid
+
+    def where(self) -> str:
+        return f"{super().where()}, warp {self.warp}"
+
+
+class _WarpMeshState:
+    def __init__(self, axes, sizes):
+        self.axes, self.sizes = axes, sizes
+
+
+class WarpMapPlan:
+    """``mpmd_map`` over a ``WarpMesh`` inside a Mosaic GPU kernel (``plgpu.warp_map``): a
+    fork/join of the warpgroup's 4 warps (lowering.py _mpmd_map_lowering_rule: "a fork/join over
+    individual warps in a warpgroup"), each running the body with its warp id."""
+    NUM_WARPS = 4
+
+    def __init__(self, eqn):
+        from ..evaluator import get_plan, split_jaxpr
+        p = eqn.params
+        if len(p["meshes"]) != 1:
+            raise eqn.unsupported("warp_map with several meshes")
+        self.axis_name = p["meshes"][0].axis_name
+        jaxpr, self.consts = split_jaxpr(p["jaxprs"][0])
+        self.plan = get_plan(jaxpr, eqn.options)
+
+    def run(self, args):
+        parent = maybe_current_run()
+        if not isinstance(parent, WarpgroupRun) or isinstance(parent, WarpRun):
+            raise UndefinedBehaviorError("warp_map outside a Mosaic GPU warpgroup (or nested in "
+                                         "another warp_map: Mosaic GPU refuses to lower it)")
+        cluster = parent.cluster
+        mesh = _WarpMeshState(tuple(cluster.axes) + (self.axis_name,),
+                              tuple(cluster.sizes) + (self.NUM_WARPS,))
+        warps = {}
+        for w in range(self.NUM_WARPS):
+            warp = parent.warps.get(w)
+            if warp is None:
+                warp = parent.warps[w] = WarpRun(parent, w)
+            _join(warp.known, parent.known)
+            _join(warp.waits, parent.waits)
+            warp.mesh = mesh
+            warp.point = {**parent.point, self.axis_name: w}
+            warps[warp.core] = warp
+
+        def body(warp):
+            with warp:
+                self.plan.run(self.consts, list(args))
+                if warp.pending is not None:
+                    warp.raise_pending()
+
+        bodies = {core: functools.partial(body, warp) for core, warp in warps.items()}
+        cluster.concurrent = True   # the warps' SMEM accesses are checked as concurrent ones
+        if cluster.scheduler is not None:
+            cluster.scheduler.fork(parent.core, bodies)
+        else:
+            from .cores import CoreScheduler
+            cluster.scheduler = CoreScheduler(list(bodies), parent.name, deadlock=DeadlockError)
+            try:
+                cluster.scheduler.run(bodies)
+            finally:
+                cluster.scheduler = None
+        for warp in warps.values():   # the join: a warpgroup barrier after the warps
+            _join(parent.known, warp.known)
+            parent.stores += warp.stores + ([warp.uncommitted_stores] if warp.uncommitted_stores
+                                            else [])
+            warp.stores, warp.uncommitted_stores = [], []
+        return []
 
 
 def _any_stores(run, cluster) -> bool:
@@ -335,8 +571,10 @@ class GpuMeshPlan(MeshPlan):
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
             clusters = [clusters[i] for i in order]
         last = None
-        for point in clusters:
-            last = self._run_cluster(point, arrays, inits)
+        self.kernel_allocations = {}   # GMEM scratch of this launch (semaphores)
+        queue = collections.deque(clusters)   # try_cluster_cancel takes from its front
+        while queue:
+            last = self._run_cluster(queue.popleft(), arrays, inits, queue)
         if last is not None:
             _check_outputs_written(last, [KernelRef(a, self.names[self.n_in + o], last,
                                                     init=inits[self.n_in + o], kind="output")
@@ -345,9 +583,10 @@ class GpuMeshPlan(MeshPlan):
         return [logical_value(impl, a)
                 for (_, _, impl), a in zip(self.out_physical, arrays[self.n_in:])]
 
-    def _run_cluster(self, point, arrays, inits):
+    def _run_cluster(self, point, arrays, inits, queue=None):
         opts = self.options
         cluster = ClusterState(self, point)
+        cluster.launch_queue = queue
         runs = {}
         for block in self.blocks:
             scratch = None
@@ -363,6 +602,7 @@ class GpuMeshPlan(MeshPlan):
                 if scratch is None:   # scratch operands are SMEM: one per block
                     scratch = [_alloc_scratch(aval, name, run, opts)
                                for aval, name in self.scratch]
+                    cluster.register_block_allocation(("scratch",), block, scratch)
                 refs = [KernelRef(a, self.names[k], run, init=inits[k],
                                   kind="input (gmem)" if k < self.n_in else "output (gmem)",
                                   check_bounds=opts.check_bounds)
@@ -398,4 +638,14 @@ def is_gpu_mesh(mesh) -> bool:
 def mesh_plan_class(meshes):
     """The plan of an ``mpmd_map``: a Mosaic GPU mesh (grid, cluster, warpgroups) or a TPU
     core mesh."""
+    if meshes and is_warp_mesh(meshes[0]):
+        return WarpMapPlan
     return GpuMeshPlan if meshes and is_gpu_mesh(meshes[0]) else MeshPlan
+
+
+def is_warp_mesh(mesh) -> bool:
+    try:
+        from jax._src.pallas.mosaic_gpu.core import WarpMesh
+    except ImportError:   # no Mosaic GPU here (JAX 0.10.2 without absl-py)
+        return False
+    return isinstance(mesh, WarpMesh)

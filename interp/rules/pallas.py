@@ -392,7 +392,10 @@ def _sem_operand(eqn, flat, args_tree, operands):
 @register("semaphore_signal", partial="signals to other devices unsupported (cores of a "
                                       "core mesh are supported)")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, _operands=None):
+def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=None,
+                     _operands=None):
+    # memory_scope: Mosaic GPU's own semaphore_signal (same name, spec/pallas_mosaic_gpu.py
+    # "semaphore-names"): the scope of the atomic, no value effect.
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
     if device_id is not None or core_index is not None:
@@ -421,7 +424,8 @@ def _signalled_core(eqn, run, device_id, device_id_type, core_index):
 
 @register("semaphore_wait")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_wait(eqn, *flat, args_tree, _operands=None):
+def semaphore_wait(eqn, *flat, args_tree, memory_scope=None, _operands=None):
+    # memory_scope: as semaphore_signal.
     sem, (value, *rest) = _sem_operand(eqn, flat, args_tree, _operands)
     decrement = rest[0] if rest else True
     current_run().dma.wait(sem, value, decrement=decrement is None or bool(decrement))

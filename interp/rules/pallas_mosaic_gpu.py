@@ -20,8 +20,10 @@ from .. import dtypes
 from ..pallas import indexing
 from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
 from ..pallas.memory import KernelRef
-from ..pallas.warpgroups import Barrier, Footprint, WarpgroupRun
-from ..ref_indexing import POSITION_TRANSFORMS
+from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
+                                 commit_tensor_core)
+from ..errors import OutOfBoundsError
+from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
 from ..registry import register
 from .state import RUN_STATE_EXIT
 
@@ -62,16 +64,18 @@ POSITION_TRANSFORMS.update({
 def _allocate(aval, name, run, opts):
     dtype = getattr(aval, "dtype", None)
     kind = type(dtype).__name__
-    if kind == "BarrierType":
+    if kind in ("BarrierType", "ClusterBarrierType"):
+        collective = None
+        if kind == "ClusterBarrierType":
+            collective = (tuple(dtype.collective_axes), bool(getattr(dtype, "leader_tracked",
+                                                                     False)))
         shape = tuple(aval.shape)
         array = np.empty(shape, object)
         for i in np.ndindex(shape):
             array[i] = Barrier(f"{name}{list(i) if shape else ''}", dtype.num_arrivals)
-        return _BarrierRefs(array, name, run)
-    if kind == "ClusterBarrierType":
-        return _BarrierRefs(np.empty((0,), object), name, run, refused=(
-            "cluster barriers (plgpu.ClusterBarrier): arrivals from the blocks of a cluster are "
-            "not modelled yet"))
+        refs = _BarrierRefs(array, name, run, collective)
+        # run_scoped prototypes are made with no run; their fresh copies count per cluster.
+        return refs if run is None else refs.fresh(run)
     if type(aval).__name__ == "WGMMAAbstractAccumulatorRef":
         # Mosaic GPU allocates accumulators as zeros (lowering.py _run_scoped_lowering_rule:
         # mgpu.WGMMAAccumulator.zero).
@@ -81,21 +85,27 @@ def _allocate(aval, name, run, opts):
 
 
 class _BarrierRefs(KernelRef):
-    """A ref of barriers: its elements are :class:`Barrier` objects."""
-    __slots__ = ("refused",)
+    """A ref of barriers: its elements are :class:`Barrier` objects. ``collective``: (cluster
+    axes, leader_tracked) of a plgpu.ClusterBarrier, None for a block's own barrier."""
+    __slots__ = ("collective",)
 
-    def __init__(self, array, name, run, refused=None):
+    def __init__(self, array, name, run, collective=None):
         super().__init__(array, name, run, kind="barrier")
-        self.refused = refused
+        self.collective = collective
 
     def fresh(self, run):
-        if self.refused:
-            return _BarrierRefs(self.array, self.name, run, self.refused)
+        # A cluster barrier is one barrier per block; an arrival lands in every block of its
+        # collective group (or in the group's leader, leader_tracked), so each expects
+        # num_arrivals from each block of the group (mosaic/gpu/utils.py
+        # CollectiveBarrierRef.initialize: arrival_count * cluster_arrival_count).
+        scale = 1
+        if self.collective and isinstance(run, WarpgroupRun):
+            scale = len(run.cluster.group(run.block, self.collective[0]))
         array = np.empty(self.array.shape, object)
         for i in np.ndindex(array.shape):
             b = self.array[i]
-            array[i] = Barrier(b.name, b.num_arrivals)
-        return _BarrierRefs(array, self.name, run)
+            array[i] = Barrier(b.name, b.num_arrivals * scale)
+        return _BarrierRefs(array, self.name, run, self.collective)
 
 
 SCRATCH_ALLOCATORS.append(_allocate)
@@ -121,20 +131,85 @@ def _take(flat, treedef):
 def _view(eqn, ref, transforms):
     """(ref, normalized index) of a ref under its transforms (bitcast views refused)."""
     ref, transforms_of_ref = indexing.split_transformed(ref)
-    target, index, dtype = indexing.resolve(eqn, ref, tuple(transforms_of_ref) + tuple(transforms))
+    chain = tuple(transforms_of_ref) + tuple(transforms)
+    try:
+        target, index, dtype = indexing.resolve(eqn, ref, chain)
+    except OutOfBoundsError:
+        index = _address_view(ref, chain)
+        if index is None:
+            raise
+        ref.check_index(index)   # the elements the operation touches must be in bounds
+        return ref, index
     if dtype != target.dtype:
         raise eqn.unsupported(f"a bitcast view ({target.dtype} as {dtype}) as a copy operand")
     return target, index
 
 
-def _barrier(eqn, ref, transforms) -> Barrier:
+def _address_view(ref, chain):
+    """The index of a chain of unit-stride slicings composed as address arithmetic, or None.
+
+    A Mosaic GPU ref view is a memref subview (a base address and strides): a view that extends
+    past its buffer is no access, only the elements an operation then touches must exist.
+    JAX's shipped transposed_ragged_dot relies on it ("This slice is potentially out of bounds,
+    but we never access the out of bound part in emit_pipeline")."""
+    starts, sizes = [0] * len(ref.shape), list(ref.shape)
+    view = list(range(len(ref.shape)))   # dimension of the view -> dimension of the buffer
+    for t in chain:
+        if not isinstance(t, NDIndexer) or len(t.indices) > len(view):
+            return None
+        kept = []
+        for dim, ix in zip(view, t.indices):
+            if isinstance(ix, Slice):
+                if ix.stride != 1:
+                    return None
+                starts[dim] += int(np.asarray(ix.start))
+                sizes[dim] = int(ix.size)
+                kept.append(dim)
+            elif np.ndim(ix) == 0:
+                starts[dim] += int(np.asarray(ix))
+                sizes[dim] = None
+            else:
+                return None
+        view = kept + view[len(t.indices):]
+    return tuple(st if n is None else slice(st, st + n, 1) for st, n in zip(starts, sizes))
+
+
+def _barrier(eqn, ref, transforms, block=None) -> Barrier:
+    """The one barrier the operand selects (in ``block`` of the cluster: the same barrier of
+    another block, for cluster copies and arrivals)."""
     target, index = _view(eqn, ref, transforms)
-    if getattr(target, "refused", None):
-        raise eqn.unsupported(target.refused)
+    if block is not None and block != current_run().block:
+        peer = current_run().cluster.peer(target, block)
+        if peer is None:
+            raise eqn.unsupported(f"barrier {target.short()} has no counterpart in block {block}")
+        target = peer
     chosen = np.asarray(target.array[index], object).reshape(-1)
     if chosen.size != 1:   # JAX: the transforms must select exactly one barrier
         raise eqn.unsupported(f"barrier operand selecting {chosen.size} barriers")
     return chosen[0]
+
+
+def _arrivals(eqn, run, ref, transforms) -> list:
+    """The barriers an arrival of ``run`` lands on: its block's, or for a cluster barrier the
+    one of every block of its collective group (the group's leader only, leader_tracked)."""
+    target, _ = _view(eqn, ref, transforms)
+    collective = getattr(target, "collective", None)
+    if not collective:
+        return [_barrier(eqn, ref, transforms)]
+    axes, leader_tracked = collective
+    blocks = run.cluster.group(run.block, axes)
+    return [_barrier(eqn, ref, transforms, b) for b in (blocks[:1] if leader_tracked else blocks)]
+
+
+def _peer_view(eqn, run, target, index, block):
+    """(ref, index) of the same elements of ``target`` in ``block`` of the cluster."""
+    if block == run.block:
+        return target, index
+    peer = run.cluster.peer(target, block)
+    if peer is None:
+        raise eqn.unsupported(f"{target.short()} has no counterpart in block {block} (only "
+                              "kernel scratch and block-wide run_scoped allocations do)")
+    return peer, index
 
 
 def _predicate(has, rest):
@@ -148,17 +223,17 @@ def _n(n, operands) -> int:
 
 # --- TMA ------------------------------------------------------------------------------------------
 
-@register("copy_gmem_to_smem", partial="multicast / partitioned copies over a cluster "
-                                       "(collective_axes) and im2col sources unsupported; the "
-                                       "source must lie inside its array (OOB fill not modelled)")
+@register("copy_gmem_to_smem", partial="REPLICATED leader-tracked copies and im2col sources "
+                                       "unsupported; the source must lie inside its array (OOB "
+                                       "fill not modelled)")
 def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
-                      barrier_transforms_treedef, collective_axes=None, leader_tracked=None,
-                      oob_mode=None, has_barrier=True, has_user_predicate=False, **params):
+                      barrier_transforms_treedef, collective_axes, leader_tracked, oob_mode,
+                      has_barrier=None, has_user_predicate=None):
+    # oob_mode: how a TMA fills a source outside its array; the reference refuses such sources
+    # (OutOfBoundsError), so in-bounds values do not depend on it.
+    # has_barrier, has_user_predicate: JAX >= 0.11 (0.10.2: the barrier is always an operand).
     run = _warpgroup(eqn)
-    if collective_axes:
-        raise eqn.unsupported(f"copy_gmem_to_smem over cluster axes {collective_axes} "
-                              "(multicast / partitioned TMA)")
-    if not has_barrier:
+    if has_barrier is False:
         raise eqn.unsupported("copy_gmem_to_smem without a barrier (cp.async, pre-Hopper)")
     src, dst, barrier, rest = flat[0], flat[1], flat[2], flat[3:]
     src_t, rest = _take(rest, src_transforms_treedef)
@@ -168,8 +243,12 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
         return []   # neither the copy nor the arrival (primitives.py copy_gmem_to_smem docstring)
     src_ref, src_index = _view(eqn, src, src_t)
     dst_ref, dst_index = _view(eqn, dst, dst_t)
-    bar = _barrier(eqn, barrier, bar_t)
     value = src_ref.read(src_index)
+    if collective_axes:
+        axes = collective_axes if isinstance(collective_axes, tuple) else (collective_axes,)
+        _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked)
+        return []
+    bar = _barrier(eqn, barrier, bar_t)
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
@@ -179,13 +258,58 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     return []
 
 
+def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked):
+    """A TMA copy over the blocks of a cluster (primitives.py copy_gmem_to_smem docstring;
+    PTX cp.async.bulk.tensor .multicast::cluster):
+    * multicast (leader_tracked None): the blocks of the collective group each load a slice of
+      ``src`` and multicast it: every block's dst receives all of ``src``; each block arrives
+      once on its own barrier expecting all the bytes, and every slice completes its bytes on
+      the barrier of every block it lands in;
+    * PARTITIONED(axis): block i of the group receives the i-th of equal slices of ``src``
+      along dst's ``axis``; only the group's leader arrives (expecting every slice's bytes) and
+      every slice completes its bytes on the leader's barrier."""
+    cluster = run.cluster
+    blocks = cluster.group(run.block, axes)
+    me = blocks.index(run.block)
+    shape = np.shape(dst_ref.array[dst_index])
+    if leader_tracked is None:
+        slices = np.array_split(value.reshape(shape), len(blocks), axis=0)
+        own = _barrier(eqn, barrier, bar_t)
+        own.expect_tx(value.nbytes)
+        run.arrive(own)
+        piece = slices[me]
+        start = sum(p.shape[0] for p in slices[:me])
+        for block in blocks:
+            ref, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
+            view = np.array(ref.array[dst_index])   # (a copy: the index may be an array)
+            view[start:start + piece.shape[0]] = piece
+            ref.array[dst_index] = view   # written by the TMA unit, not a thread
+            bar = _barrier(eqn, barrier, bar_t, block)
+            cluster.add_tma(Footprint(ref, dst_index), bar)
+            bar.complete_tx(piece.nbytes, known=run.release())
+        return
+    axis = getattr(leader_tracked, "axis", None)
+    if axis is None:
+        raise eqn.unsupported(f"copy_gmem_to_smem(leader_tracked={leader_tracked!r}): only "
+                              "multicast and PARTITIONED copies are modelled")
+    piece = np.split(value, len(blocks), axis=axis)[me]
+    leader = _barrier(eqn, barrier, bar_t, blocks[0])
+    if me == 0:
+        leader.expect_tx(value.nbytes)
+    dst_ref.write(dst_index, piece.reshape(shape))
+    cluster.add_tma(Footprint(dst_ref, dst_index), leader)
+    if me == 0:
+        run.arrive(leader)
+    leader.complete_tx(piece.nbytes, known=run.release())
+
+
 _REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum}
 
 
 @register("copy_smem_to_gmem", partial="reduction_op other than add/min/max unsupported; the "
                                        "destination must lie inside its array")
 def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
-                      has_user_predicate=False, commit_group=True, reduction_op=None, **params):
+                      has_user_predicate, commit_group, reduction_op):
     run = _warpgroup(eqn)
     src, dst, rest = flat[0], flat[1], flat[2:]
     src_t, rest = _take(rest, src_transforms_treedef)
@@ -221,7 +345,8 @@ def commit_group(eqn):
 
 
 @register("wait_smem_to_gmem")
-def wait_smem_to_gmem(eqn, *operands, n=None, wait_read_only=False):
+def wait_smem_to_gmem(eqn, *operands, wait_read_only, n=None):
+    # n: a parameter from JAX 0.11, the operand on 0.10.2.
     # Whether the wait covers the GMEM writes too (wait_read_only=False) changes nothing here:
     # the writes are done at issue. The SMEM reads are done either way.
     _warpgroup(eqn).wait_stores(_n(n, operands))
@@ -245,26 +370,28 @@ def _barrier_operand(eqn, barrier, rest, treedef):
 
 
 @register("barrier_arrive")
-def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=False):
+def barrier_arrive(eqn, barrier, *rest, transforms_treedef, has_user_predicate=None):
+    # has_user_predicate: JAX >= 0.11 (the predicate is the last operand).
     run, rest, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     if _predicate(has_user_predicate, rest):
-        run.arrive(_barrier(eqn, barrier, transforms))
+        for b in _arrivals(eqn, run, barrier, transforms):
+            run.arrive(b)
     return []
 
 
 @register("barrier_wait")
-def barrier_wait(eqn, barrier, *rest, transforms_treedef, **params):
+def barrier_wait(eqn, barrier, *rest, transforms_treedef):
     run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
     run.wait_barrier(_barrier(eqn, barrier, transforms))
     return []
 
 
 @register("barrier_arrive_and_wait")
-def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef, **params):
+def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef):
     run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
-    b = _barrier(eqn, barrier, transforms)
-    run.arrive(b)
-    run.wait_barrier(b)
+    for b in _arrivals(eqn, run, barrier, transforms):
+        run.arrive(b)
+    run.wait_barrier(_barrier(eqn, barrier, transforms))
     return []
 
 
@@ -290,8 +417,8 @@ def _operand(eqn, x, transforms):
 
 
 @register("wgmma_ref", partial="integer and fp8 operands unsupported")
-def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=None,
-              b_transforms_tree=None, **params):
+def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
+              b_transforms_tree):
     run = _warpgroup(eqn)
     acc_t, leaves = _take(leaves, acc_transforms_tree)
     a_t, leaves = _take(leaves, a_transforms_tree)
@@ -310,8 +437,12 @@ def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tr
 
 
 @register("wgmma", partial="integer and fp8 operands unsupported")
-def wgmma(eqn, acc, a, b, *leaves, **params):
-    # The value form (after run_state discharge): acc + a @ b.
+def wgmma(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=None,
+          b_transforms_tree=None):
+    # The value form (after run_state discharge): acc + a @ b. It is bound with wgmma_ref's
+    # transform trees (primitives.py: wgmma_p.bind(..., **kwargs)); a value form has none left.
+    if any(t is not None for t in (acc_transforms_tree, a_transforms_tree, b_transforms_tree)):
+        raise eqn.unsupported("the value form of wgmma with ref transforms")
     if not all(dtypes.is_float(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize == 2
                for v in (a, b)):
         raise eqn.unsupported(f"wgmma of {a.dtype} x {b.dtype} (16-bit float operands only)")
@@ -332,12 +463,13 @@ RUN_STATE_EXIT.append(_await_accumulators)
 
 @register("wgmma_wait")
 def wgmma_wait(eqn, *operands, n=None):
+    # n: a parameter from JAX 0.11, the operand on 0.10.2.
     _warpgroup(eqn).wait_wgmma(_n(n, operands))
     return []
 
 
 @register("wgmma_accumulator_deref", "wgmma_accumulator_deref_p")
-def wgmma_accumulator_deref(eqn, acc, *, wait_n=0):
+def wgmma_accumulator_deref(eqn, acc, *, wait_n):
     run = _warpgroup(eqn)
     if wait_n is not None:
         run.wait_wgmma(int(wait_n))
@@ -351,26 +483,329 @@ def wgmma_accumulator_store(eqn, acc, value):
     return []
 
 
+# --- Blackwell: tcgen05 and TMEM ---------------------------------------------------------------------
+# The tensor core's operations (tcgen05.mma, tcgen05.cp) are asynchronous: the reference does them
+# at issue and records them in flight (TensorCoreOp) until a barrier phase that a commit of the
+# issuing thread arrives on (tcgen05_commit_arrive, or the barrier operand of tcgen05_mma, which
+# Mosaic GPU lowers to the mma followed by tcgen05.commit) is observed by the accessing thread.
+
+_TCGEN05_FLOATS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _tc_operand(eqn, run, target, index):
+    """(value, Footprint) of a tcgen05 operand (SMEM or TMEM, ``target[index]``) read by the
+    tensor core that ``run`` drives: ordered after the thread's earlier tcgen05 operations (the
+    tensor pipe runs them in order), checked against everything else in flight."""
+    run.in_tensor_pipe = True
+    try:
+        return target.read(index), Footprint(target, index)
+    finally:
+        run.in_tensor_pipe = False
+
+
+@register("tcgen05_mma", partial="block-scaled (a_scale/b_scale) and sparse MMA unsupported; "
+                                 "operands f16/bf16/fp8 only")
+def tcgen05_mma(eqn, acc, a, b, accumulate, *rest, acc_transforms_tree, a_transforms_tree,
+                b_transforms_tree, barrier_transforms_tree, a_scale_transforms_tree,
+                b_scale_transforms_tree, a_sparse_metadata_transforms_tree, collective_axis,
+                arrive, scaled, sparse):
+    run = _warpgroup(eqn)
+    if scaled:
+        raise eqn.unsupported("block-scaled tcgen05_mma (a_scale / b_scale): the scale-factor "
+                              "layout in TMEM is not modelled")
+    if sparse:
+        raise eqn.unsupported("sparse tcgen05_mma (a_sparse_metadata): the 2:4 metadata layout "
+                              "is not modelled")
+    barrier, rest = (rest[0], rest[1:]) if arrive else (None, rest)
+    acc_t, rest = _take(rest, acc_transforms_tree)
+    a_t, rest = _take(rest, a_transforms_tree)
+    b_t, rest = _take(rest, b_transforms_tree)
+    bar_t, rest = _take(rest, barrier_transforms_tree)
+    blocks = _mma_blocks(eqn, run, collective_axis)
+    if not blocks:
+        return []   # a collective MMA is issued by the pair's leader block only
+    acc_ref, acc_index = _view(eqn, acc, acc_t)
+    a_ref, a_index = _view(eqn, a, a_t)
+    b_ref, b_index = _view(eqn, b, b_t)
+    # Collective (2-CTA) MMA: block i of the pair holds rows i of acc and a and columns i of b;
+    # each block's acc += its a @ [b of block 0 | b of block 1] (primitives.py tcgen05_mma).
+    operands = [(_tc_operand(eqn, run, *_peer_view(eqn, run, a_ref, a_index, blk)),
+                 _tc_operand(eqn, run, *_peer_view(eqn, run, b_ref, b_index, blk)))
+                for blk in blocks]
+    bv = np.concatenate([b for _, (b, _) in operands], axis=1)
+    writes, reads = [], []
+    for blk, ((av, a_region), (_, b_region)) in zip(blocks, operands):
+        if not all(np.dtype(v.dtype).name in _TCGEN05_FLOATS for v in (av, bv)):
+            raise eqn.unsupported(f"tcgen05_mma of {av.dtype} x {bv.dtype} (f16, bf16 and fp8 "
+                                  "operands only: tf32 and integer kinds are not modelled)")
+        writes.append(Footprint(*_peer_view(eqn, run, acc_ref, acc_index, blk)))
+        reads += [a_region, b_region]
+    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05_mma", run, writes, reads))
+    for region, ((av, _), _) in zip(writes, operands):
+        # The tensor core's own accumulator access bypasses the in-flight check (ordered in
+        # its pipe).
+        old = region.ref.array[acc_index] if bool(np.asarray(accumulate)) else 0.0
+        region.ref.array[acc_index] = _mma(old, av, bv, acc_ref.dtype)
+    if barrier is not None:
+        commit_tensor_core(run, [_barrier(eqn, barrier, bar_t, blk) for blk in blocks])
+    return []
+
+
+def _mma_blocks(eqn, run, collective_axis) -> list:
+    """The blocks a tcgen05 operation of ``run`` acts on: its own, or for a collective one the
+    pair along ``collective_axis`` when ``run``'s block leads it (the lowering predicates the
+    others off: primitives.py _collective_mma_predicate), none otherwise."""
+    if collective_axis is None:
+        return [run.block]
+    blocks = run.cluster.group(run.block, (collective_axis,))
+    if len(blocks) != 2:
+        raise eqn.unsupported(f"collective tcgen05 over {collective_axis!r} of {len(blocks)} "
+                              "blocks (Mosaic GPU requires exactly 2)")
+    return blocks if blocks[0] == run.block else []
+
+
+@register("tcgen05_commit_arrive")
+def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collective_axis,
+                          has_user_predicate=None):
+    # has_user_predicate: JAX >= 0.12 (the predicate is the last operand).
+    run = _warpgroup(eqn)
+    transforms, rest = _take(rest, barrier_transforms_tree)
+    if _predicate(has_user_predicate, rest):
+        # Collective: the leader's commit arrives on the barrier of both blocks of the pair
+        # (mosaic/gpu/tcgen05.py commit_arrive: tcgen05.commit multicast, mask 0b11).
+        blocks = _mma_blocks(eqn, run, collective_axis)
+        if blocks:
+            commit_tensor_core(run, [_barrier(eqn, barrier, transforms, b) for b in blocks])
+    return []
+
+
+@register("async_copy_smem_to_tmem", partial="collective (2-CTA) copies unsupported")
+def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, collective_axis):
+    run = _warpgroup(eqn)
+    if collective_axis is not None:
+        raise eqn.unsupported(f"collective async_copy_smem_to_tmem over {collective_axis!r}")
+    smem_t, leaves = _take(leaves, smem_tree)
+    tmem_t, leaves = _take(leaves, tmem_tree)
+    value, src = _tc_operand(eqn, run, *_view(eqn, smem, smem_t))
+    dst_ref, dst_index = _view(eqn, tmem, tmem_t)
+    dst = Footprint(dst_ref, dst_index)
+    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
+                                                [dst], [src]))
+    dst_ref.array[dst_index] = value.reshape(np.shape(dst_ref.array[dst_index]))
+    return []
+
+
+_TMEM_REDUCTIONS = {"max": lambda x: x.max(-1), "min": lambda x: x.min(-1),
+                    "absmax": lambda x: np.abs(x).max(-1), "absmin": lambda x: np.abs(x).min(-1)}
+
+
+@register("async_load", partial="reduce with NaN in the loaded data unsupported (tcgen05.ld.red's "
+                                "NaN rule depends on the lowering's qualifier)")
+def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
+    # reduce: JAX >= 0.11.
+    # Named async_load in JAX (primitives.py async_load_tmem_p).
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, tree)
+    target, index = _view(eqn, src, transforms)
+    value = np.asarray(target.read(index)).reshape(eqn.out_avals[0].shape)
+    record = [Footprint(target, index), run, None]
+    run.cluster.tmem_loads.append(record)
+    run.tmem_loads.append(record)
+    if reduce is None:
+        return [value]
+    name = str(getattr(reduce, "value", reduce)).lower()
+    if name not in _TMEM_REDUCTIONS or (dtypes.is_float(value.dtype) and np.isnan(value).any()):
+        raise eqn.unsupported(f"async_load_tmem(reduce={reduce!r}) on {value.dtype} data "
+                              "with NaN" if name in _TMEM_REDUCTIONS else f"reduce={reduce!r}")
+    return [value, _TMEM_REDUCTIONS[name](value).astype(eqn.out_avals[1].dtype)]
+
+
+@register("wait_load_tmem")
+def wait_load_tmem(eqn):
+    run = _warpgroup(eqn)
+    for record in run.tmem_loads:
+        record[2] = run.epoch   # the next arrival of this thread carries the retirement
+    run.tmem_loads = []
+    return []
+
+
+@register("async_store_tmem")
+def async_store_tmem(eqn, ref, value, *leaves, tree):
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, tree)
+    target, index = _view(eqn, ref, transforms)
+    footprint = Footprint(target, index)
+    run.cluster.check_tmem_write(run, [footprint])
+    target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
+    run.tmem_stores.append(footprint)
+    return []
+
+
+@register("commit_tmem")
+def commit_tmem(eqn):
+    # tcgen05.wait::st: this thread's TMEM stores become visible (to its loads and MMAs, and
+    # through barriers to others).
+    _warpgroup(eqn).tmem_stores = []
+    return []
+
+
+# --- cluster launch control (dynamic scheduling) ------------------------------------------------
+# try_cluster_cancel asks the hardware to cancel the launch of a cluster that has not started
+# and hand its work to the caller. Which request succeeds is the scheduler's choice: the
+# reference cancels the next cluster of its launch order when one is left, and under
+# grid_order="shuffled" fails a seeded random half of the requests, so a kernel is run under
+# both outcomes. The 16-byte response holds int32 words (success, grid coordinates...): what
+# query_cluster_cancel decodes, opaque to the kernel as on the hardware.
+
+def _cancel(run):
+    """The outcome of one cancellation request: the grid point of the cluster it cancels (the
+    next one of the launch order), or None."""
+    cluster = run.cluster
+    queue = cluster.launch_queue
+    if not queue:
+        return None
+    opts = run.options
+    run.cancel_calls += 1
+    if opts.grid_order == "shuffled" and np.random.default_rng(
+            (opts.seed or 0, *cluster.point, *run.block, run.cancel_calls)).random() < 0.5:
+        return None
+    return queue.popleft()
+
+
+@register("try_cluster_cancel")
+def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
+                       barrier_transforms_tree, collective_axes=None):
+    # collective_axes: JAX >= 0.11 (0.10.2: every thread issues its own request).
+    # The lowering (primitives.py try_cluster_cancel_lowering): the first thread along the
+    # thread axis (when collective over it) arrives with expect-tx(16), the others arrive; the
+    # first thread of the first block along the collective cluster axes issues the request,
+    # whose response is multicast to every block of the cluster (mosaic/gpu/utils.py
+    # try_cluster_cancel: .multicast::cluster::all), completing 16 bytes on each one's barrier.
+    run = _warpgroup(eqn)
+    res_t, leaves = _take(leaves, result_transforms_tree)
+    bar_t, leaves = _take(leaves, barrier_transforms_tree)
+    target, index = _view(eqn, result, res_t)
+    cluster = run.cluster
+    axes = tuple(collective_axes or ())
+    thread = cluster.thread_name
+    first_thread = thread is None or thread not in axes or run.point.get(thread) == 0
+    first_block = all(run.point[a] == 0 for a in axes if a in cluster.plan.cluster_names)
+    own = _barrier(eqn, barrier, bar_t)
+    if first_thread:
+        own.expect_tx(16)
+    run.arrive(own)
+    if not (first_thread and first_block):
+        return []
+    decision = _cancel(run)
+    words = np.full(4, -1, np.int32)
+    words[0] = decision is not None
+    if decision is not None:
+        words[1:1 + len(decision)] = decision
+    for block in cluster.plan.blocks:
+        ref, _ = _peer_view(eqn, run, target, index, block)
+        ref.array[index] = words.view(ref.dtype).reshape(np.shape(ref.array[index]))
+        bar = _barrier(eqn, barrier, bar_t, block)
+        cluster.add_tma(Footprint(ref, index), bar)
+        bar.complete_tx(16, known=run.release())
+    return []
+
+
+@register("query_cluster_cancel")
+def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, transforms_tree)
+    target, index = _view(eqn, result, transforms)
+    words = np.ascontiguousarray(target.read(index)).reshape(-1).view(np.int32)
+    names = run.cluster.plan.grid_names
+    # A failed request leaves the coordinates undefined (PTX: clusterlaunchcontrol.query_cancel
+    # .get_first_ctaid is defined for a canceled response only): -1, loud as an index.
+    coords = [np.int32(words[1 + names.index(n)]) for n in grid_names]
+    return coords + [np.bool_(words[0] != 0)]
+
+
+# --- semaphores ------------------------------------------------------------------------------------
+# Mosaic GPU binds its own semaphore_signal / semaphore_wait primitives (primitives.py
+# semaphore_signal_p, semaphore_wait_p), named as Pallas's generic ones (pallas/primitives.py)
+# that Mosaic TPU kernels bind: one rule per name serves both (interp/rules/pallas.py), their
+# operands (args_tree: semaphore, transforms, value, device_id, core_index / decrement) mean the
+# same; Mosaic GPU adds memory_scope, the scope of the atomic, with no value effect on one
+# device (spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES). Its semaphores live in GMEM:
+# one per kernel launch (interp/pallas/warpgroups.py allocate_scoped).
+
+@register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
+                                               "unsupported")
+def semaphore_signal_parallel(eqn, *flat, args_tree):
+    # Several signals without an order among them (primitives.py semaphore_signal_parallel):
+    # the reference delivers them in the listed order, one of the allowed orders.
+    run = _warpgroup(eqn)
+    refs, transforms, incs, device_ids = args_tree.unflatten(flat)
+    for ref, t, inc, device_id in zip(refs, transforms, incs, device_ids):
+        if device_id is not None:
+            raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
+                                  "(multi-GPU: remote semaphores are not modelled)")
+        target, index = _view(eqn, ref, t)
+        run.dma.signal((target, index), int(np.asarray(inc)))
+    return []
+
+
+# --- inline Mosaic GPU: only the fences JAX's own helpers emit -------------------------------------
+_KNOWN_PTX = {
+    # plgpu.dynamic_scheduling_loop (helpers.py): proxy fences around the cancellation response.
+    # They order memory accesses between proxies; the reference's accesses are in program order
+    # already, so they change no value.
+    "fence.proxy.async::generic.acquire.sync_restrict::shared::cluster.cluster;",
+    "fence.proxy.async::generic.release.sync_restrict::shared::cta.cluster;",
+}
+
+
+def _inline_ptx(mgpu_fn):
+    """The PTX string of a helpers.inline_ptx(asm) body, or None for any other function."""
+    if getattr(mgpu_fn, "__qualname__", "") != "inline_ptx.<locals>.ptx":
+        return None
+    cells = [c.cell_contents for c in (mgpu_fn.__closure__ or ())]
+    strings = [c for c in cells if isinstance(c, str)]
+    return strings[0] if len(strings) == 1 else None
+
+
+@register("inline_mgpu", "inline_mgpu_p", partial="only the proxy fences JAX's "
+          "dynamic_scheduling_loop emits through inline_ptx; any other Mosaic GPU IR has no "
+          "semantics the reference can evaluate")
+def inline_mgpu(eqn, *args, mgpu_fn, flat_arg_types, flat_ret_ty, pytree_args,
+                pytree_ref_transforms, pytree_ret_ty):
+    asm = _inline_ptx(mgpu_fn)
+    if asm not in _KNOWN_PTX or flat_ret_ty:
+        raise eqn.unsupported("arbitrary Mosaic GPU IR (plgpu.inline_mgpu) has no semantics the "
+                              f"reference can evaluate ({getattr(mgpu_fn, '__qualname__', mgpu_fn)}"
+                              f"{'' if asm is None else ': ' + asm!r})")
+    _warpgroup(eqn)
+    return []
+
+
 # --- register values and hints without a value effect -----------------------------------------------
 
 @register("layout_cast")
-def layout_cast(eqn, x, **params):
-    # A register layout is how the value is spread over threads, not the value.
+def layout_cast(eqn, x, *, new_layout):
+    # new_layout: how the value is spread over threads, not the value.
     return x
 
 
 @register("set_max_registers", "set_max_registers_p")
 def set_max_registers(eqn, *operands, action, n=None):
-    return []   # setmaxnreg: register allocation only
+    # action and n (a parameter from JAX 0.11, the operand on 0.10.2) say how many registers
+    # the warpgroup keeps (setmaxnreg): register allocation only, no value effect.
+    return []
 
 
 @register("print_layout")
-def print_layout(eqn, *operands, fmt, transforms_tree=None):
+def print_layout(eqn, *operands, fmt, transforms_tree):
     return []   # evaluated at compile time (primitives.py print_layout docstring)
 
 
 @register("async_prefetch")
-def async_prefetch(eqn, *operands, **params):
+def async_prefetch(eqn, *operands, ref_transforms_treedef, collective_axes, leader_tracked,
+                   has_user_predicate=None):
+    # All parameters say what to prefetch into L2 and who issues it: no value effect.
+    # has_user_predicate: JAX >= 0.11.
     return []   # an L2 prefetch hint
 
 
@@ -384,15 +819,17 @@ def copysign(eqn, x1, x2):
     return np.copysign(np.asarray(x1), np.asarray(x2)).astype(eqn.out_aval.dtype)
 
 
-@register("load", partial="the optimized flag is a lowering hint")
-def load(eqn, ref, *leaves, tree, **params):
+@register("load")
+def load(eqn, ref, *leaves, tree, optimized):
+    # optimized: a lowering hint (whether the load may use the optimized path), not a value.
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
     return np.asarray(target.read(index)).reshape(eqn.out_aval.shape)
 
 
 @register("store")
-def store(eqn, ref, value, *leaves, tree, **params):
+def store(eqn, ref, value, *leaves, tree, optimized):
+    # optimized: as load's.
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
     target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
@@ -402,22 +839,11 @@ def store(eqn, ref, value, *leaves, tree, **params):
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
-    "inline_mgpu": "arbitrary Mosaic GPU IR (plgpu.inline_mgpu) has no semantics the reference "
-                   "can evaluate",
     "barrier_test": "its value depends on the schedule (whether a phase completed yet)",
-    "try_cluster_cancel": "cluster launch control: whether a cancellation succeeds is up to the "
-                          "hardware scheduler",
-    "query_cluster_cancel": "cluster launch control: whether a cancellation succeeds is up to "
-                            "the hardware scheduler",
-    "tcgen05_mma": "Blackwell tcgen05 / TMEM not modelled yet",
-    "tcgen05_commit_arrive": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_copy_smem_to_tmem": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_copy_scales_to_tmem": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_copy_sparse_metadata_to_tmem": "Blackwell tcgen05 / TMEM not modelled yet",
-    "async_load": "Blackwell TMEM loads not modelled yet",
-    "async_store_tmem": "Blackwell TMEM stores not modelled yet",
-    "wait_load_tmem": "Blackwell TMEM loads not modelled yet",
-    "commit_tmem": "Blackwell TMEM not modelled yet",
+    "async_copy_scales_to_tmem": "block scales in TMEM feed only block-scaled tcgen05_mma, "
+                                 "whose scale-factor layout is not modelled",
+    "async_copy_sparse_metadata_to_tmem": "sparse metadata in TMEM feeds only sparse "
+                                          "tcgen05_mma, whose 2:4 metadata layout is not modelled",
     "async_store_smem": "cp.async (pre-Hopper) copies not modelled yet",
     "wait_gmem_to_smem": "cp.async (pre-Hopper) copies not modelled yet",
     "mma": "Ampere mma not modelled yet",
@@ -428,15 +854,14 @@ REFUSED = {
     "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
     "multimem_store": "multi-GPU memory (multimem) not modelled",
     "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
-    "semaphore_signal_parallel": "Mosaic GPU semaphores not modelled yet",
-    "semaphore_signal_multicast": "Mosaic GPU semaphores not modelled yet",
+    "semaphore_signal_multicast": "signals the semaphore on every device along collective_axes "
+                                  "(multi-GPU multicast memory): other devices are not modelled",
 }
-REFUSED["inline_mgpu_p"] = REFUSED["inline_mgpu"]
 
 
 def _refuse(name, reason):
-    def rule(eqn, *args, **params):
-        raise eqn.unsupported(reason)
+    def rule(eqn, *args, **params):   # noqa: every parameter: the equation is refused whatever
+        raise eqn.unsupported(reason)   # its parameters say, with the reason coverage() gives
     rule.__name__ = name
     register(name, refused=reason)(rule)
 
