@@ -290,3 +290,146 @@ def cases():
             yield Case(id=f"spmd/{name}/float32/{mesh_id}", fn=fn, inputs=_float_inputs(shapes),
                        modes=C.abs_rel(*tol, source="measured"), primitives=("shard_map",),
                        needs=_needs(shape), tags=("spmd", "program"))
+
+
+# --- Pallas TPU kernels across devices (interp/pallas/devices.py) -----------------------------------
+# They live in the SPMD family (not pallas_tpu): what they exercise is communication between the
+# devices of a shard_map, and they need "devices:N" like every case here. Kernels of the TPU
+# dialect: the reference and pallas:tpu-interpret (JAX's TPU interpret mode simulates the devices
+# of the shard_map in threads, remote DMAs and signals included) run them; xla:cpu runs no Pallas
+# kernel (it has no Mosaic TPU lowering: LAX cases only); pallas:interpret (HLO interpret)
+# discharges a kernel on one device and refuses remote DMAs (hardware_runners: "remote-dma").
+
+def _pltpu():
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu
+
+
+def _pallas_call(kernel, out_shape, interpret, *, scratch=(), collective_id=None, **kw):
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    params = pltpu.CompilerParams(collective_id=collective_id) if collective_id is not None else None
+    extra = {} if interpret is None else {"interpret": interpret}
+    return pl.pallas_call(
+        kernel, out_shape=out_shape, compiler_params=params, **extra,
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=0, scratch_shapes=tuple(scratch),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.VMEM)), **kw)
+
+
+def _ring_permute_kernel(x_ref, o_ref, send_sem, recv_sem, *, axis, names):
+    # Every device sends its block to its right neighbour along ``axis`` by a remote DMA (a MESH
+    # id as a dict: the other mesh axes keep this device's coordinates).
+    pltpu = _pltpu()
+    right = lax.rem(lax.axis_index(axis) + 1, lax.axis_size(axis))
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id={axis: right},
+                                        device_id_type=pltpu.DeviceIdType.MESH)
+    copy.start()
+    copy.wait()
+
+
+def _barrier_handshake_kernel(x_ref, o_ref, *, axis, names):
+    # The barrier semaphore (collective_id) handshake every collective kernel starts with: signal
+    # both neighbours, wait for both; then a local result that depends on the device. MESH ids
+    # as tuples of coordinates along every mesh axis.
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+
+    def neighbour(k):
+        return tuple(lax.rem(me + k, n) if a == axis else lax.axis_index(a) for a in names)
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=neighbour(1))
+    pl.semaphore_signal(barrier, 1, device_id=neighbour(n - 1))
+    pl.semaphore_wait(barrier, 2)
+    o_ref[...] = x_ref[...] * 2 + me
+
+
+def _signal_permute_kernel(x_ref, o_ref, send_sem, recv_sem, ready, *, axis, names):
+    # Right permute addressed by LOGICAL ids (row-major over all the mesh axes, ``axis`` last):
+    # the DMA's send side is awaited, and a regular semaphore signalled on the receiver tells it
+    # the data has landed.
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+    right = lax.axis_index(tuple(names)) - me + lax.rem(me + 1, n)
+    logical = pltpu.DeviceIdType.LOGICAL
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=right,
+                                        device_id_type=logical)
+    copy.start()
+    copy.wait_send()
+    copy.wait_recv()
+    pl.semaphore_signal(ready, 1, device_id=right, device_id_type=logical)
+    pl.semaphore_wait(ready, 1)
+
+
+def pallas_remote_kernels(shape, names):
+    """{name: (build(interpret) -> program, its plain-JAX meaning, input shapes, dtype)} of the
+    hand-written feature kernels over the last mesh axis."""
+    pltpu = _pltpu()
+    axis = names[-1]
+    n = shape[-1]
+    spec = P(tuple(names))
+    dma = pltpu.SemaphoreType.DMA
+    block = (8, 128)
+
+    def program(kernel, scratch, collective_id=None):
+        def build(interpret):
+            def local(x):
+                out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+                return _pallas_call(partial(kernel, axis=axis, names=tuple(names)), out, interpret,
+                                    scratch=scratch,
+                                    collective_id=collective_id)(x)
+
+            def fn(x):
+                return shard_map(local, make_mesh(shape, names), spec, spec, check_vma=False)(x)
+            return fn
+        return build
+
+    def rolled(x):   # the right permute along the last axis, in plain JAX
+        def local(b):
+            return lax.ppermute(b, axis, [(i, (i + 1) % n) for i in range(n)])
+        return shard_map(local, make_mesh(shape, names), spec, spec)(x)
+
+    def handshake(x):
+        return shard_map(lambda b: b * 2 + lax.axis_index(axis).astype(b.dtype),
+                         make_mesh(shape, names), spec, spec)(x)
+
+    rows = (math.prod(shape) * block[0], block[1])
+    return {
+        "ring_permute_remote_dma": (program(_ring_permute_kernel, (dma, dma)), rolled, rows, I32),
+        "barrier_handshake": (program(_barrier_handshake_kernel, (), collective_id=0), handshake,
+                              rows, F32),
+        "right_permute_signal": (program(_signal_permute_kernel,
+                                         (dma, dma, pltpu.SemaphoreType.REGULAR)), rolled, rows,
+                                 F32),
+    }
+
+
+def shipped_all_gather(shape, names):
+    """(build(interpret) -> program, input shape): JAX's jax.experimental.pallas.ops.tpu.all_gather
+    over the last mesh axis. The kernel as shipped (interpret None), or the same kernel and
+    pallas_call under pltpu.force_tpu_interpret_mode for an interpret mode."""
+    from jax.experimental.pallas.ops.tpu import all_gather as shipped
+    axis = names[-1]
+
+    def build(interpret):
+        def fn(x):
+            mesh = make_mesh(shape, names)
+            if interpret is None or interpret is False:
+                return shipped.all_gather(x, mesh=mesh, axis_name=axis)
+            with _pltpu().force_tpu_interpret_mode(interpret):
+                return shipped.all_gather(x, mesh=mesh, axis_name=axis)
+        return fn
+    return build, (shape[-1] * 8, 128)
+
+
+def plain_all_gather(shape, names):
+    """What the shipped all-gather computes: lax.all_gather (tiled) of the shards."""
+    axis = names[-1]
+
+    def fn(x):
+        return shard_map(lambda b: lax.all_gather(b, axis, tiled=True), make_mesh(shape, names),
+                         P(axis), P(None), check_vma=False)(x)
+    return fn

@@ -31,6 +31,7 @@ import jax
 
 from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
 from ..evaluator import Literal, get_plan, split_jaxpr
+from .devices import join as join_devices
 from .dma import DmaEngine
 from .memory import (KernelRef, fill_uninitialized, logical_value, physical_operand,
                      physical_value, poison_value)
@@ -384,6 +385,7 @@ class CallPlan:
                    for k, bp in enumerate(self.blocks) if not bp.whole]
         body = self.body
         vm = self.vmapped
+        devices = join_devices(run, kernel_args)   # in a shard_map: the other devices' runs
         with run:
             for ids in self._grid_points(grid):
                 run.point = ids
@@ -409,6 +411,8 @@ class CallPlan:
                     arr[sl] = ref.array[inner]
                     if init is not None:
                         init[sl] = ref.init[inner]
+            if devices is not None:
+                devices.leave(run)
             run.dma.check_exit(sems, "pallas_call")
             run.check_exit()
         _check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
