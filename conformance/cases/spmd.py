@@ -16,6 +16,7 @@ conformance/cases/programs.py does (PROGRAMS below).
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 
 import jax
@@ -26,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from spec import compliance as C
 
-from ..case import Case, random_array
+from ..case import PALLAS, Case, random_array
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
@@ -283,6 +284,7 @@ def cases():
     yield Case(id="spmd/float_extrema/float32/8", fn=_float_extrema(shape, names),
                inputs=lambda rng: [random_array(rng, F32, (64, 16), specials=0.25)],
                modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
+    yield from pallas_cases()
     for name, (build, tol) in PROGRAMS.items():
         for mesh_id in PROGRAM_MESHES:
             shape, names = MESHES[mesh_id]
@@ -323,8 +325,7 @@ def _ring_permute_kernel(x_ref, o_ref, send_sem, recv_sem, *, axis, names):
     # id as a dict: the other mesh axes keep this device's coordinates).
     pltpu = _pltpu()
     right = lax.rem(lax.axis_index(axis) + 1, lax.axis_size(axis))
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id={axis: right},
-                                        device_id_type=pltpu.DeviceIdType.MESH)
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id={axis: right})
     copy.start()
     copy.wait()
 
@@ -354,13 +355,16 @@ def _signal_permute_kernel(x_ref, o_ref, send_sem, recv_sem, ready, *, axis, nam
     pltpu = _pltpu()
     me, n = lax.axis_index(axis), lax.axis_size(axis)
     right = lax.axis_index(tuple(names)) - me + lax.rem(me + 1, n)
-    logical = pltpu.DeviceIdType.LOGICAL
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=right,
-                                        device_id_type=logical)
-    copy.start()
-    copy.wait_send()
-    copy.wait_recv()
-    pl.semaphore_signal(ready, 1, device_id=right, device_id_type=logical)
+    with warnings.catch_warnings():
+        # JAX 0.12 deprecates device_id_type (LOGICAL ids keep working there)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        logical = pl.DeviceIdType.LOGICAL
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=right,
+                                            device_id_type=logical)
+        copy.start()
+        copy.wait_send()
+        copy.wait_recv()
+        pl.semaphore_signal(ready, 1, device_id=right, device_id_type=logical)
     pl.semaphore_wait(ready, 1)
 
 
@@ -417,7 +421,9 @@ def shipped_all_gather(shape, names):
     def build(interpret):
         def fn(x):
             mesh = make_mesh(shape, names)
-            if interpret is None or interpret is False:
+            if interpret is None or isinstance(interpret, bool):
+                # as shipped (the reference traces with True and ignores it; pallas:interpret is
+                # refused remote-DMA cases)
                 return shipped.all_gather(x, mesh=mesh, axis_name=axis)
             with _pltpu().force_tpu_interpret_mode(interpret):
                 return shipped.all_gather(x, mesh=mesh, axis_name=axis)
@@ -433,3 +439,32 @@ def plain_all_gather(shape, names):
         return shard_map(lambda b: lax.all_gather(b, axis, tiled=True), make_mesh(shape, names),
                          P(axis), P(None), check_vma=False)(x)
     return fn
+
+
+PALLAS_MESHES = ("2", "4", "8", "2x4")
+_REMOTE = ("pallas_call", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
+           "get_barrier_semaphore", "shard_map")
+
+
+def _int_valued(shape, dtype):
+    # integer-valued inputs: data movement is checked bit for bit, float or not
+    return lambda rng: [rng.integers(-1000, 1000, size=shape).astype(dtype)]
+
+
+def pallas_cases():
+    """The remote-DMA kernels: each kernel against the reference running it
+    (``spmd/pallas/<name>``) and against the plain JAX it computes (``spmd/pallas/claims/...``)."""
+    exact = C.exact("definition")
+    for mesh_id in PALLAS_MESHES:
+        shape, names = MESHES[mesh_id]
+        needs = _needs(shape) | {"remote-dma"}
+        kernels = pallas_remote_kernels(shape, names)
+        build, rows = shipped_all_gather(shape, names)
+        kernels["all_gather_shipped"] = (build, plain_all_gather(shape, names), rows, F32)
+        for name, (build, plain, rows, dtype) in kernels.items():
+            common = dict(fn=None, build=build, inputs=_int_valued(rows, dtype), modes=exact,
+                          kind=PALLAS, pallas_targets=("tpu",), primitives=_REMOTE, needs=needs,
+                          tags=("spmd", "pallas"))
+            dt = np.dtype(dtype).name
+            yield Case(id=f"spmd/pallas/{name}/{dt}/{mesh_id}", **common)
+            yield Case(id=f"spmd/pallas/claims/{name}/{dt}/{mesh_id}", reference_fn=plain, **common)
