@@ -390,7 +390,8 @@ def _sem_operand(eqn, flat, args_tree, operands):
     return (ref, index), [None if p is None else flat[p] for p in operands.parts[2:]]
 
 
-@register("semaphore_signal")
+@register("semaphore_signal", partial="signals to run_scoped semaphores of another device (operand, "
+                                      "scratch and barrier semaphores are supported)")
 @_with_operands("args_tree", _sem_refs)
 def semaphore_signal(eqn, *flat, args_tree,
                      device_id_type=None,   # absent where JAX binds no device ids (GPU dialects)
