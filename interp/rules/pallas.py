@@ -393,8 +393,9 @@ def _sem_operand(eqn, flat, args_tree, operands):
 @register("semaphore_signal", partial="signals to run_scoped semaphores of another device (operand, "
                                       "scratch and barrier semaphores are supported)")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_signal(eqn, *flat, args_tree,
-                     device_id_type=None,   # absent where JAX binds no device ids (GPU dialects)
+def semaphore_signal(eqn, *flat, args_tree, device_id_type,
+                     memory_scope=None,   # Mosaic GPU's atomic scope: every signal here is seen
+                                          # by every later wait, whatever the scope
                      _operands=None):
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
@@ -437,7 +438,9 @@ def _signalled_core(eqn, run, device_id, device_id_type, core_index):
 
 @register("semaphore_wait")
 @_with_operands("args_tree", _sem_refs)
-def semaphore_wait(eqn, *flat, args_tree, _operands=None):
+def semaphore_wait(eqn, *flat, args_tree,
+                   memory_scope=None,   # Mosaic GPU's atomic scope (as semaphore_signal)
+                   _operands=None):
     sem, (value, *rest) = _sem_operand(eqn, flat, args_tree, _operands)
     decrement = rest[0] if rest else True
     current_run().dma.wait(sem, value, decrement=decrement is None or bool(decrement))
