@@ -202,7 +202,9 @@ SEMANTICS = table(
                           "device_id (device-mesh coordinates) or device_id_type LOGICAL names a "
                           "device, never a core (primitives.py device_id_to_logical; lowering.py "
                           "_device_id_to_logical)",
-                          "a signal to another device's run_scoped semaphore: unsupported",),
+                          "a signal to another device's run_scoped semaphore while that device "
+                          "is outside the run_scoped: RaceError (the semaphore does not exist "
+                          "there)",),
               sources=(_PRIMS,)),
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
               "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),

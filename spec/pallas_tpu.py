@@ -49,8 +49,9 @@ SEMANTICS = table(
             "and raises RaceError for floats (rounding depends on the order)",
             "remote DMAs (device_id, in a pallas_call inside shard_map/pmap): the destination "
             "and its semaphore are the target device's buffers in the same position (operand, "
-            "scratch); a device id outside the mesh raises OutOfBoundsError; into another "
-            "device's run_scoped allocation: unsupported (spec/spmd.py remote-dma)",
+            "scratch, run_scoped allocation while the target is inside that run_scoped, else "
+            "RaceError); a device id outside the mesh raises OutOfBoundsError (spec/spmd.py "
+            "remote-dma)",
         ),
         sources=(_TPU, _TPU_INTERP),
         notes="Speed: the DMA's operand pytree is resolved once per equation (where its refs "

@@ -41,8 +41,9 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   (interpret/utils.py device_coords_to_logical_id; primitives.py device_id_to_logical). An id
   outside the mesh is OutOfBoundsError (Mosaic does not define it).
 - remote-dma/target: the DMA's destination, its receive semaphore and a remote signal's semaphore
-  are the target kernel's buffers in the same position (operand, scratch, barrier semaphore), as
-  interpret mode addresses the same buffer id on the other device.
+  are the target kernel's buffers in the same position (operand, scratch, barrier semaphore, a
+  run_scoped allocation while the target is inside that run_scoped: else RaceError), as interpret
+  mode addresses the same buffer id on the other device.
 - remote-dma/completion: without detect_races a DMA lands at its start. With detect_races it is in
   flight until a wait on either of its semaphores, on any device, completes it whole (both sides,
   in start order); reading its destination or writing its source or destination meanwhile, on

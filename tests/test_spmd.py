@@ -538,6 +538,44 @@ def test_read_of_a_remote_dma_destination_before_its_wait_is_a_race():
     _remote_kernel(kernel, 2, scratch, detect_races=False)()   # (no detection: it runs)
 
 
+def _scoped_ring_kernel(handshake):
+    # The ring permute into a run_scoped VMEM buffer of the right neighbour, with run_scoped DMA
+    # semaphores; with the handshake every device is inside its run_scoped before anyone sends.
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        me, n = lax.axis_index("x"), lax.axis_size("x")
+        right, left = lax.rem(me + 1, n), lax.rem(me + n - 1, n)
+
+        def scoped(buf, send_sem, recv_sem):
+            if handshake:
+                barrier = pltpu.get_barrier_semaphore()
+                pl.semaphore_signal(barrier, 1, device_id=(left,))
+                pl.semaphore_signal(barrier, 1, device_id=(right,))
+                pl.semaphore_wait(barrier, 2)
+            copy = pltpu.make_async_remote_copy(x_ref, buf, send_sem, recv_sem,
+                                                device_id=(right,))
+            copy.start()
+            copy.wait()
+            o_ref[...] = buf[...]
+        pl.run_scoped(scoped, pltpu.VMEM(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.DMA,
+                      pltpu.SemaphoreType.DMA)
+    return kernel
+
+
+def test_remote_dma_into_a_run_scoped_buffer_of_the_neighbour():
+    run = _remote_kernel(_scoped_ring_kernel(True), 4, (), collective_id=0)
+    x = _ints((32, 128), dtype=np.int32)
+    assert run().tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+
+
+def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_race():
+    # Without the handshake the first device sends before its neighbour has allocated the buffer.
+    with pytest.raises(RaceError, match="not inside the run_scoped"):
+        _remote_kernel(_scoped_ring_kernel(False), 4, (), collective_id=0)()
+
+
 @pytest.mark.parametrize("form", ["mesh", "logical", "dict"])
 def test_remote_dma_to_a_device_outside_the_mesh_is_out_of_bounds(form):
     import warnings

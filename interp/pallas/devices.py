@@ -16,8 +16,9 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
   row-major index over all the mesh axes (interpret/utils.py ``device_coords_to_logical_id``).
   An id outside the mesh raises :class:`OutOfBoundsError`.
 * The buffer a remote DMA writes (and the semaphore it or a remote signal increments) is the
-  target kernel's buffer in the same position: the same operand, scratch buffer or the barrier
-  semaphore (JAX's interpret mode: the same buffer id on the other device).
+  target kernel's buffer in the same position: the same operand, scratch buffer, run_scoped
+  allocation (while the target is inside that run_scoped) or the barrier semaphore (JAX's
+  interpret mode: the same buffer id on the other device).
 * DMAs in flight (``detect_races=True``) are one list for all the devices: a read of a remote
   DMA's destination on the target device before its ``dma_wait`` is a race like any other, and a
   wait completes the in-flight DMAs, from any device, that signal its semaphore.
@@ -123,10 +124,31 @@ class DeviceKernels:
         slot = self.slots[here].get(id(ref))
         if slot is None:
             raise UnsupportedPrimitiveError(
-                what, {}, f"{run.where()}: {ref.short()} is not an operand or scratch buffer "
-                "of the kernel (remote DMAs and signals into run_scoped allocations are not "
-                "supported)")
-        return self.buffers[target][slot]
+                what, {}, f"{run.where()}: {ref.short()} is neither an operand, a scratch buffer "
+                "nor a run_scoped allocation of the kernel")
+        there = self.buffers[target]
+        other = there[slot] if slot < len(there) else None
+        if other is None or other.name != ref.name or other.array.shape != ref.array.shape \
+                or other.array.dtype != ref.array.dtype:
+            raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
+                            f"{self.devices[target].describe()}, which is not inside the "
+                            "run_scoped that allocates it (the buffer does not exist there)")
+        return other
+
+    def enter_scope(self, run, refs) -> None:
+        """A run_scoped's allocations on ``run``'s device: other devices may address them (by
+        position: devices enter their run_scopeds in program order) until it ends."""
+        rank = run.device_rank
+        for r in refs:
+            self.slots[rank][id(r)] = len(self.buffers[rank])
+            self.buffers[rank].append(r)
+
+    def exit_scope(self, run, refs) -> None:
+        rank = run.device_rank
+        for r in refs:
+            del self.slots[rank][id(r)]
+        if refs:
+            del self.buffers[rank][-len(refs):]
 
     def remote_semaphore(self, run, sem, target: int, what: str):
         ref, index = sem

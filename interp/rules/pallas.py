@@ -270,10 +270,17 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
 def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
     refs = run.allocate_scoped(prototypes, collective_axes)
-    if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
-        outs = plan.run(list(consts), refs)
-    else:                                          # the body takes them as leading invars
-        outs = plan.run([], list(consts) + refs)
+    devices = getattr(run, "devices", None)   # other devices' kernels may address them
+    if devices is not None:
+        devices.enter_scope(run, refs)
+    try:
+        if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
+            outs = plan.run(list(consts), refs)
+        else:                                          # the body takes them as leading invars
+            outs = plan.run([], list(consts) + refs)
+    finally:
+        if devices is not None:
+            devices.exit_scope(run, refs)
     run.dma.check_exit([r for r in refs if r.kind == "semaphore"], "run_scoped")
     return outs
 
@@ -390,8 +397,7 @@ def _sem_operand(eqn, flat, args_tree, operands):
     return (ref, index), [None if p is None else flat[p] for p in operands.parts[2:]]
 
 
-@register("semaphore_signal", partial="signals to run_scoped semaphores of another device (operand, "
-                                      "scratch and barrier semaphores are supported)")
+@register("semaphore_signal")
 @_with_operands("args_tree", _sem_refs)
 def semaphore_signal(eqn, *flat, args_tree, device_id_type,
                      memory_scope=None,   # Mosaic GPU's atomic scope: every signal here is seen

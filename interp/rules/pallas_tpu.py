@@ -94,8 +94,7 @@ def _remote(eqn, run, device_id, device_id_type):
     return devices, devices.target(run, device_id, device_id_type, eqn.name)
 
 
-@register("dma_start", partial="remote DMAs into run_scoped allocations of another device "
-                               "(operands and scratch are supported)")
+@register("dma_start")
 @_with_operands("tree", _dma_refs)
 def dma_start(eqn, *flat, tree, device_id_type, add=False,
               priority=0,   # issue priority: orders DMAs on hardware, changes no value
