@@ -225,6 +225,7 @@ CASES_ON_XLA = {"spmd/float_extrema/float32/8": "known-divergence xla-cpu-all-re
 CASES_ON_TPU_INTERPRET = {"spmd/pallas/ring_permute_remote_dma/int32/8": "pass",
                           "spmd/pallas/barrier_handshake/float32/4": "pass",
                           "spmd/pallas/right_permute_signal/float32/2x4": "pass",
+                          "spmd/pallas/ring_permute_run_scoped/int32/2x4": "pass",
                           "spmd/pallas/claims/all_gather_shipped/float32/2": "pass"}
 
 
@@ -539,29 +540,8 @@ def test_read_of_a_remote_dma_destination_before_its_wait_is_a_race():
 
 
 def _scoped_ring_kernel(handshake):
-    # The ring permute into a run_scoped VMEM buffer of the right neighbour, with run_scoped DMA
-    # semaphores; with the handshake every device is inside its run_scoped before anyone sends.
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    def kernel(x_ref, o_ref):
-        me, n = lax.axis_index("x"), lax.axis_size("x")
-        right, left = lax.rem(me + 1, n), lax.rem(me + n - 1, n)
-
-        def scoped(buf, send_sem, recv_sem):
-            if handshake:
-                barrier = pltpu.get_barrier_semaphore()
-                pl.semaphore_signal(barrier, 1, device_id=(left,))
-                pl.semaphore_signal(barrier, 1, device_id=(right,))
-                pl.semaphore_wait(barrier, 2)
-            copy = pltpu.make_async_remote_copy(x_ref, buf, send_sem, recv_sem,
-                                                device_id=(right,))
-            copy.start()
-            copy.wait()
-            o_ref[...] = buf[...]
-        pl.run_scoped(scoped, pltpu.VMEM(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.DMA,
-                      pltpu.SemaphoreType.DMA)
-    return kernel
+    from conformance.cases.spmd import _scoped_ring_kernel as kernel
+    return partial(kernel, axis="x", names=("x",), handshake=handshake)
 
 
 def test_remote_dma_into_a_run_scoped_buffer_of_the_neighbour():

@@ -368,6 +368,29 @@ def _signal_permute_kernel(x_ref, o_ref, send_sem, recv_sem, ready, *, axis, nam
     pl.semaphore_wait(ready, 1)
 
 
+def _scoped_ring_kernel(x_ref, o_ref, *, axis, names, handshake=True):
+    # The ring permute into a run_scoped VMEM buffer of the right neighbour, with run_scoped DMA
+    # semaphores; the barrier handshake first puts every device inside its run_scoped before
+    # anyone sends (without it the buffer may not exist yet on the target).
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+
+    def scoped(buf, send_sem, recv_sem):
+        if handshake:
+            barrier = pltpu.get_barrier_semaphore()
+            pl.semaphore_signal(barrier, 1, device_id={axis: lax.rem(me + n - 1, n)})
+            pl.semaphore_signal(barrier, 1, device_id={axis: lax.rem(me + 1, n)})
+            pl.semaphore_wait(barrier, 2)
+        copy = pltpu.make_async_remote_copy(x_ref, buf, send_sem, recv_sem,
+                                            device_id={axis: lax.rem(me + 1, n)})
+        copy.start()
+        copy.wait()
+        o_ref[...] = buf[...]
+    pl.run_scoped(scoped, pltpu.VMEM(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.DMA,
+                  pltpu.SemaphoreType.DMA)
+
+
 def pallas_remote_kernels(shape, names):
     """{name: (build(interpret) -> program, its plain-JAX meaning, input shapes, dtype)} of the
     hand-written feature kernels over the last mesh axis."""
@@ -405,6 +428,8 @@ def pallas_remote_kernels(shape, names):
         "ring_permute_remote_dma": (program(_ring_permute_kernel, (dma, dma)), rolled, rows, I32),
         "barrier_handshake": (program(_barrier_handshake_kernel, (), collective_id=0), handshake,
                               rows, F32),
+        "ring_permute_run_scoped": (program(_scoped_ring_kernel, (), collective_id=0), rolled,
+                                    rows, I32),
         "right_permute_signal": (program(_signal_permute_kernel,
                                          (dma, dma, pltpu.SemaphoreType.REGULAR)), rolled, rows,
                                  F32),
