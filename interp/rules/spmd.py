@@ -55,7 +55,8 @@ def _manual_axes(mesh, newly_manual_axes) -> list[tuple[str, int]]:
     return [(n, shape[n]) for n in mesh.axis_names if n in set(newly_manual_axes)]
 
 
-@register("shard_map")
+@register("shard_map", partial="in/out specs with unreduced/reduced axes (PartitionSpec.unreduced / "
+                                "reduced): refused")
 def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
               check_vma):   # a typing discipline (varying manual axes): values the same either way
     for spec in (*in_specs, *out_specs):
