@@ -556,6 +556,22 @@ def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_rac
         _remote_kernel(_scoped_ring_kernel(False), 4, (), collective_id=0)()
 
 
+def test_signal_nobody_waits_for_on_another_device_raises():
+    # Device 1 signals device 0's semaphore, which device 0 never waits on: a signal into a kernel
+    # that has ended, or a semaphore left non-zero at its end (whichever device runs first).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, sem):
+        o_ref[...] = x_ref[...]
+
+        @pl_when(lax.axis_index("x") == 1)
+        def _():
+            pl.semaphore_signal(sem, 1, device_id=(0,))
+    with pytest.raises(RaceError, match="kernel has ended|holds 1"):
+        _remote_kernel(kernel, 2, (pltpu.SemaphoreType.REGULAR,))()
+
+
 @pytest.mark.parametrize("form", ["mesh", "logical", "dict"])
 def test_remote_dma_to_a_device_outside_the_mesh_is_out_of_bounds(form):
     import warnings

@@ -358,9 +358,9 @@ class DmaEngine:
                                 f"{dma.dst.describe()} (started at grid point {dma.point}) was "
                                 f"never waited for before the end of the {what}")
         for ref in sems:
-            nz = np.argwhere(ref.array != 0)
-            if nz.size:
-                at = tuple(int(i) for i in nz[0])
+            left = ref.array != 0
+            if left.any():   # (np.argwhere finds nothing in a 0-d array: a scalar semaphore)
+                at = tuple(int(i) for i in np.argwhere(left)[0]) if left.ndim else ()
                 raise RaceError(f"{self.run.where()}: semaphore {ref.short()} holds "
                                 f"{int(ref.array[at])} at index {at} at the end of the {what} "
                                 "(signals and waits do not balance)")
