@@ -94,7 +94,8 @@ def _remote(eqn, run, device_id, device_id_type):
     return devices, devices.target(run, device_id, device_id_type, eqn.name)
 
 
-@register("dma_start")
+@register("dma_start", partial="DMAs through a bitcast view of a ref (its dtype differs from the "
+                               "buffer's)")
 @_with_operands("tree", _dma_refs)
 def dma_start(eqn, *flat, tree, device_id_type, add=False,
               priority=0,   # issue priority: orders DMAs on hardware, changes no value
