@@ -51,6 +51,10 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   sides separately (interpret/shared_memory.py Semaphore.wait): kernels whose semaphores count
   several same-sized DMAs can see other values there (spec/divergences.py
   pallas-tpu-interpret-all-gather-dma-order).
+- remote-dma/custom-barrier: a kernel with collective_id gets no device barrier at its start
+  (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
+  runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
+  whose signal this device has not yet waited for is a RaceError.
 - remote-dma/deadlock: a wait only other devices can satisfy lets them run; when every device waits,
   DeadlockError names each device, its kernel, the semaphore and the amount it waits for. A DMA or
   signal into a kernel that has ended is a RaceError; with detect_races, a DMA never waited for or

@@ -551,9 +551,26 @@ def test_remote_dma_into_a_run_scoped_buffer_of_the_neighbour():
 
 
 def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_race():
-    # Without the handshake the first device sends before its neighbour has allocated the buffer.
+    # Without the handshake the first device sends before its neighbour has allocated the buffer
+    # (no collective_id: Mosaic's device barrier at the start still orders the kernels).
     with pytest.raises(RaceError, match="not inside the run_scoped"):
-        _remote_kernel(_scoped_ring_kernel(False), 4, (), collective_id=0)()
+        _remote_kernel(_scoped_ring_kernel(False), 4, ())()
+
+
+def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
+    # collective_id set: no device barrier precedes the kernel, so a DMA into a neighbour that has
+    # not signalled yet may land in a kernel that has not started.
+    from conformance.cases.spmd import _ring_permute_kernel
+    from jax.experimental.pallas import tpu as pltpu
+    kernel = partial(_ring_permute_kernel, axis="x", names=("x",))
+    dma = pltpu.SemaphoreType.DMA
+    with pytest.raises(RaceError, match="has not heard from.*collective_id"):
+        _remote_kernel(kernel, 4, (dma, dma), collective_id=0)()
+    x = _ints((32, 128), dtype=np.int32)
+    got = _remote_kernel(kernel, 4, (dma, dma), detect_races=False, collective_id=0)()
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    got = _remote_kernel(kernel, 4, (dma, dma))()   # (Mosaic's start barrier: no race)
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
 
 
 def test_signal_nobody_waits_for_on_another_device_raises():

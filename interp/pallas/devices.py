@@ -22,6 +22,12 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
 * DMAs in flight (``detect_races=True``) are one list for all the devices: a read of a remote
   DMA's destination on the target device before its ``dma_wait`` is a race like any other, and a
   wait completes the in-flight DMAs, from any device, that signal its semaphore.
+* A kernel that sets ``collective_id`` brings its own barrier: Mosaic inserts no device barrier at
+  its start and JAX's interpret mode skips its global one (interpret_pallas_call.py: "The kernel
+  doesn't specify its own barrier semaphore, so we do a global barrier"). With
+  ``detect_races=True`` a remote DMA or signal (other than to the barrier semaphore) into a device
+  this device has not heard from (no semaphore it has waited on was signalled from there) raises
+  RaceError: the target's kernel may not have started.
 * A wait on a semaphore only another device can signal lets the other devices run
   (``World.wait_until``); when every device waits, the program would hang on hardware: the
   reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
@@ -49,14 +55,17 @@ def barrier_semaphore(run) -> KernelRef:
 class DeviceKernels:
     """The runs of one pallas_call on every device of its shard_map, by logical device id."""
 
-    def __init__(self, world, entries):
+    def __init__(self, world, entries, custom_barrier: bool):
         self.world = world
+        self.custom_barrier = custom_barrier   # collective_id set: no implicit start barrier
         self.devices = [device for device, _, _ in entries]
         self.runs = [run for _, run, _ in entries]
         self.slots = [{id(r): i for i, r in enumerate(refs)} for _, _, refs in entries]
         self.buffers = [list(refs) for _, _, refs in entries]
         self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
         self.ended: set = set()    # logical ids whose kernel body has ended
+        self.heard = [set() for _ in entries]   # per device: devices known to run this kernel
+        self.signallers: dict = {}              # id(semaphore buffer) -> devices that signalled it
 
     # -- device ids ----------------------------------------------------------------------------
     def target(self, run, device_id, device_id_type, what: str) -> int:
@@ -120,7 +129,16 @@ class DeviceKernels:
                             "outputs may already be read: signal and DMA before the target's "
                             "last wait)")
         if ref is run.barrier:
-            return barrier_semaphore(self.runs[target])
+            other = barrier_semaphore(self.runs[target])
+            self.signallers.setdefault(id(other), set()).add(here)
+            return other
+        if (self.custom_barrier and target != here and target not in self.heard[here]
+                and run.options.detect_races):
+            raise RaceError(
+                f"{run.where()}: {what} into {ref.short()} of {self.devices[target].describe()}, "
+                "which this device has not heard from: the kernel sets collective_id, so no "
+                "device barrier precedes it, and its kernel may not have started (signal and "
+                "wait on the barrier semaphore first)")
         slot = self.slots[here].get(id(ref))
         if slot is None:
             raise UnsupportedPrimitiveError(
@@ -133,7 +151,15 @@ class DeviceKernels:
             raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
                             f"{self.devices[target].describe()}, which is not inside the "
                             "run_scoped that allocates it (the buffer does not exist there)")
+        if other.kind == "semaphore":
+            self.signallers.setdefault(id(other), set()).add(here)
         return other
+
+    def waited(self, run, ref) -> None:
+        """A wait on ``ref`` completed: its signallers' kernels are known to run."""
+        heard = self.signallers.get(id(ref))
+        if heard:
+            self.heard[run.device_rank] |= heard
 
     def enter_scope(self, run, refs) -> None:
         """A run_scoped's allocations on ``run``'s device: other devices may address them (by
@@ -184,13 +210,13 @@ class DeviceKernels:
             run.dma.check_exit([run.barrier], "pallas_call")
 
 
-def _meet(device, what, run, operand):
+def _meet(device, what, run, operand, custom_barrier=False):
     names = tuple(device.coords)
     rank = _rank(device)
     n = math.prod(device.sizes[a] for a in names)
     world = device.world
-    combine = (lambda entries: [DeviceKernels(world, entries)] * n) if operand is not None else \
-        (lambda entries: [None] * n)
+    combine = (lambda entries: [DeviceKernels(world, entries, custom_barrier)] * n) \
+        if operand is not None else (lambda entries: [None] * n)
     return world.rendezvous(device, (f"pallas_call {what}", names), rank, n,
                             f"{what} pallas_call '{run.base_name}'", operand, combine)
 
@@ -202,7 +228,7 @@ def _rank(device) -> int:
     return linear
 
 
-def join(run, refs) -> "DeviceKernels | None":
+def join(run, refs, compiler_params=None) -> "DeviceKernels | None":
     """At the start of a pallas_call: inside a shard_map body, meet this kernel's runs on the
     other devices (all allocated) and return what they share; None outside every shard_map."""
     from ..spmd import current_device
@@ -211,7 +237,8 @@ def join(run, refs) -> "DeviceKernels | None":
         return None
     run.base_name = run.name
     run.device_rank = _rank(device)
-    group = _meet(device, "start of", run, (device, run, list(refs)))
+    custom_barrier = getattr(compiler_params, "collective_id", None) is not None
+    group = _meet(device, "start of", run, (device, run, list(refs)), custom_barrier)
     run.devices = group
     run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
     run.dma.inflight = group.inflight

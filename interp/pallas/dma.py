@@ -345,6 +345,8 @@ class DmaEngine:
                 "hardware; the reference runs one core at a time)")
         if decrement:
             ref.array[index] = have - amount
+        if devices is not None:
+            devices.waited(self.run, ref)
 
     # -- exit checks ---------------------------------------------------------------------------
     def check_exit(self, sems=(), what="pallas_call") -> None:

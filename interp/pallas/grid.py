@@ -323,7 +323,8 @@ class CallPlan:
         # Whole (ANY/HBM) inputs the kernel writes are copied once per call.
         self.written_inputs = {i for i in range(self.num_inputs)
                                if self.num_scalars + i in written and self.blocks[i].whole}
-        sem = _dimension_semantics(p.get("compiler_params"))
+        self.compiler_params = p.get("compiler_params")
+        sem = _dimension_semantics(self.compiler_params)
         # dimension_semantics describe the kernel's own axes; vmap adds batch axes (vmapped_dims),
         # which are independent, hence parallel.
         own = [d for d in range(len(self.grid_spec)) if d not in self.vmapped]
@@ -385,7 +386,8 @@ class CallPlan:
                    for k, bp in enumerate(self.blocks) if not bp.whole]
         body = self.body
         vm = self.vmapped
-        devices = join_devices(run, kernel_args)   # in a shard_map: the other devices' runs
+        # in a shard_map: the other devices' runs of this kernel
+        devices = join_devices(run, kernel_args, self.compiler_params)
         with run:
             for ids in self._grid_points(grid):
                 run.point = ids
