@@ -18,6 +18,10 @@ rendezvous can complete (a collective under a branch only some devices take, a `
 trip count differs between devices), the program would hang on hardware: the reference raises
 ``DeadlockError`` naming the devices and what each waits for.
 
+Pallas kernels in a device's body wait on semaphores the kernels of other devices signal (remote
+DMAs, ``semaphore_signal`` with a ``device_id``): such a wait passes the baton like a collective
+does (``interp/pallas/devices.py``), and a deadlock names each device's semaphore.
+
 A nested ``shard_map`` in one device spawns the inner devices (coordinates extended by the newly
 manual axes) into the same world, so inner bodies may use collectives over outer axes too.
 """
@@ -87,8 +91,8 @@ class World(CoreScheduler):
 
     def deadlock_error(self) -> BaseException:
         waits = "; ".join(d for _, d in self.waiting.values())
-        return DeadlockError("SPMD deadlock: every unfinished device waits and no collective can "
-                             f"complete ({waits})")
+        return DeadlockError("SPMD deadlock: every unfinished device waits and no collective, "
+                             f"DMA or semaphore signal can complete it ({waits})")
 
     # -- devices ------------------------------------------------------------------------------------
     def run_devices(self, parent: "Device | None", devices: Sequence[Device],

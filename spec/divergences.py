@@ -860,6 +860,25 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(in the special-value grid) it never returns. The nightly's lax_special/igamma/float64/specials timeout "
         "(300 s); the reference gives 0.5 there (0.7 s CPU for the whole grid).",
         runners=("xla:cpu",), outcomes=("timeout",), cases=("lax_special/igamma/float64/specials",)),
+    # -- SPMD Pallas kernels (conformance/cases/spmd.py) ------------------------------------------
+    Divergence(
+        "pallas-tpu-interpret-all-gather-dma-order",
+        "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/pallas/mosaic/interpret/shared_memory.py "
+        "(Semaphore.wait: 'This approach will tend to run DMAs as late as possible, as well as "
+        "out-of-order', tasks.pop() takes the newest DMA; params.py dma_execution_mode='on_wait' runs "
+        "a DMA's read and write separately); one-line reproducer: jax-conformance repro "
+        "spmd/pallas/all_gather_shipped/float32/8 --runner pallas:tpu-interpret",
+        "The shipped jax.experimental.pallas.ops.tpu.all_gather forwards slot s to its right "
+        "neighbour after a dma_wait on the receive semaphore that the left neighbour's DMAs of "
+        "slots s and s+1 both signal with the same byte count. JAX's TPU interpret mode completes "
+        "a waited DMA semaphore's DMAs newest first and a DMA's send and receive sides separately, "
+        "so the wait can be satisfied by slot s+1 and the device forwards slot s before it lands "
+        "(never-written NaN; its race detector reports the read, and raises on 0.12). On 2 devices "
+        "there is one step and no overlap. The reference completes a DMA whole when either of its "
+        "semaphores is waited on, in start order (spec/spmd.py remote-dma), and gives "
+        "lax.all_gather's values on 2, 4, 8 and 2x4 devices.",
+        runners=("pallas:tpu-interpret",), outcomes=("fail", "crash"),
+        cases=("spmd/pallas/all_gather_shipped/*", "spmd/pallas/claims/all_gather_shipped/*")),
     # -- Pallas Mosaic GPU (conformance/cases/pallas_mosaic_gpu.py) ---------------------------
     Divergence(
         "pallas-gpu-interpret-attention-effects",

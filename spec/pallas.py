@@ -195,12 +195,16 @@ SEMANTICS = table(
               sources=(_PRIMS, "jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule")),
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
     Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
-              "of a core-mesh kernel, to that core's copy of it (other devices: unsupported).",
+              "of a core-mesh kernel, to that core's copy of it; naming another device of the "
+              "enclosing shard_map, to that device's kernel's copy (spec/spmd.py remote-dma).",
               edge_cases=("cores are named by core_index or by a device_id dict of core-mesh "
                           "axes (device_id_type MESH, as pltpu.core_barrier does); a non-dict "
                           "device_id (device-mesh coordinates) or device_id_type LOGICAL names a "
-                          "device, never a core: a remote signal, unsupported (primitives.py "
-                          "device_id_to_logical; lowering.py _device_id_to_logical)",),
+                          "device, never a core (primitives.py device_id_to_logical; lowering.py "
+                          "_device_id_to_logical)",
+                          "a signal to another device's run_scoped semaphore while that device "
+                          "is outside the run_scoped: RaceError (the semaphore does not exist "
+                          "there)",),
               sources=(_PRIMS,)),
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
               "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),

@@ -47,7 +47,11 @@ SEMANTICS = table(
             "no defined order, so RaceError unless every write to the element carries the same "
             "bits; an accumulating DMA applies every duplicate for integers (exact in any order) "
             "and raises RaceError for floats (rounding depends on the order)",
-            "remote DMAs (device_id) are unsupported: the reference runs one device",
+            "remote DMAs (device_id, in a pallas_call inside shard_map/pmap): the destination "
+            "and its semaphore are the target device's buffers in the same position (operand, "
+            "scratch, run_scoped allocation while the target is inside that run_scoped, else "
+            "RaceError); a device id outside the mesh raises OutOfBoundsError (spec/spmd.py "
+            "remote-dma)",
         ),
         sources=(_TPU, _TPU_INTERP),
         notes="Speed: the DMA's operand pytree is resolved once per equation (where its refs "
@@ -57,10 +61,14 @@ SEMANTICS = table(
     ),
     Semantics("dma_wait", "Waits until the semaphore holds the byte count of the waited ref and "
               "subtracts it; completes in-flight DMAs on that semaphore in start order; a wait no "
-              "DMA can satisfy raises RaceError (deadlock on hardware).", sources=(_TPU,)),
-    Semantics("get_barrier_semaphore", "The kernel's barrier semaphore (one device: only this "
-              "kernel signals it). tag (JAX 0.12) names the collective id kernels on other "
-              "devices share: no effect on one device.", sources=(_TPU,)),
+              "DMA can satisfy raises RaceError (deadlock on hardware; inside shard_map the other "
+              "devices run first, and DeadlockError names every device's wait). A wait_send waits "
+              "on the send semaphore (is_wait_send; insert_dummy_device on JAX 0.10.2, which "
+              "swaps the operands the same way).", sources=(_TPU,)),
+    Semantics("get_barrier_semaphore", "The kernel's barrier semaphore, one per kernel and "
+              "device: kernels on other devices of the shard_map signal it with a device_id "
+              "(spec/spmd.py remote-dma). tag (JAX >= 0.11) names the collective id kernels "
+              "share on hardware: no further effect within one kernel.", sources=(_TPU,)),
     Semantics("roll", "pltpu.roll: jnp.roll(x, shift, axis); with stride, slice i along "
               "stride_axis rolls by shift + i*stride.", sources=(_TPU + " _roll_lowering_rule",)),
     Semantics("bitcast", "pltpu.bitcast: packs/unpacks consecutive elements along dim (second "

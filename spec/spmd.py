@@ -30,6 +30,35 @@ of Numerical Algorithms, 2nd ed., section 4.2: any summation order has error <= 
 O(u^2), plus one rounding of the reference), with u the unit roundoff of the operand type.
 pmean is psum followed by a div in the jaxpr (jax/_src/lax/parallel.py pmean): its division is
 an ordinary correctly rounded div.
+
+Pallas across devices (remote-dma; interp/pallas/devices.py). A pallas_call in a shard_map body
+runs on every device; its runs meet after allocating and again before returning (JAX's TPU
+interpret mode: _barrier / _clean_up_shared_memory in jax/_src/pallas/mosaic/interpret/
+interpret_pallas_call.py), so remote DMAs and signals always find their target kernel running.
+- remote-dma/device-id: device_id_type MESH names coordinates along the manual mesh axes (a tuple
+  in mesh order, or a dict whose unnamed axes keep this device's coordinate, a tuple key being the
+  row-major index over its axes); LOGICAL names the row-major index over all of them
+  (interpret/utils.py device_coords_to_logical_id; primitives.py device_id_to_logical). An id
+  outside the mesh is OutOfBoundsError (Mosaic does not define it).
+- remote-dma/target: the DMA's destination, its receive semaphore and a remote signal's semaphore
+  are the target kernel's buffers in the same position (operand, scratch, barrier semaphore, a
+  run_scoped allocation while the target is inside that run_scoped: else RaceError), as interpret
+  mode addresses the same buffer id on the other device.
+- remote-dma/completion: without detect_races a DMA lands at its start. With detect_races it is in
+  flight until a wait on either of its semaphores, on any device, completes it whole (both sides,
+  in start order); reading its destination or writing its source or destination meanwhile, on
+  either device, is a RaceError. JAX's interpret mode completes DMAs newest first and their two
+  sides separately (interpret/shared_memory.py Semaphore.wait): kernels whose semaphores count
+  several same-sized DMAs can see other values there (spec/divergences.py
+  pallas-tpu-interpret-all-gather-dma-order).
+- remote-dma/custom-barrier: a kernel with collective_id gets no device barrier at its start
+  (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
+  runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
+  whose signal this device has not yet waited for is a RaceError.
+- remote-dma/deadlock: a wait only other devices can satisfy lets them run; when every device waits,
+  DeadlockError names each device, its kernel, the semaphore and the amount it waits for. A DMA or
+  signal into a kernel that has ended is a RaceError; with detect_races, a DMA never waited for or
+  a barrier semaphore not back at zero at the kernel's end is a RaceError.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ undefined-behaviour errors (deadlock, mismatched collectives, unreplicated outpu
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from jax.sharding import PartitionSpec as P
 import interp
 from conformance.cases.spmd import make_mesh
 from interp.spmd import CollectiveMismatchError, DeadlockError
-from interp.errors import UndefinedBehaviorError
+from interp.errors import OutOfBoundsError, RaceError, UndefinedBehaviorError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -207,6 +208,9 @@ def _compare_main() -> None:
     for case_id in CASES_ON_XLA:
         rec = run_case(get(case_id), "xla:cpu", 0)
         verdicts[case_id] = rec["outcome"] + " " + str((rec.get("known_divergence") or {}).get("id") or rec.get("detail", ""))[:300]
+    for case_id in CASES_ON_TPU_INTERPRET:
+        rec = run_case(get(case_id), "pallas:tpu-interpret", 0)
+        verdicts[case_id] = rec["outcome"] + " " + str((rec.get("known_divergence") or {}).get("id") or rec.get("detail", ""))[:300]
     print("VERDICTS " + json.dumps(verdicts))
 
 
@@ -214,6 +218,15 @@ def _compare_main() -> None:
 # runs in the main job (make conformance).
 CASES_ON_XLA = {"spmd/float_extrema/float32/8": "known-divergence xla-cpu-all-reduce-extremum-nan-zero",
                 "spmd/collectives/mixed/2x4": "pass"}
+
+
+# Remote-DMA kernels on JAX's TPU interpret mode (it simulates the 8 host devices in threads),
+# against the reference running the same kernel: every feature, MESH and LOGICAL ids, 1-D and 2-D.
+CASES_ON_TPU_INTERPRET = {"spmd/pallas/ring_permute_remote_dma/int32/8": "pass",
+                          "spmd/pallas/barrier_handshake/float32/4": "pass",
+                          "spmd/pallas/right_permute_signal/float32/2x4": "pass",
+                          "spmd/pallas/ring_permute_run_scoped/int32/2x4": "pass",
+                          "spmd/pallas/claims/all_gather_shipped/float32/2": "pass"}
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +249,11 @@ def test_matches_xla_cpu_with_8_devices(xla_verdicts, name):
 @pytest.mark.parametrize("case_id", list(CASES_ON_XLA))
 def test_case_outcome_on_xla_cpu_with_8_devices(xla_verdicts, case_id):
     assert xla_verdicts[case_id].startswith(CASES_ON_XLA[case_id]), xla_verdicts[case_id]
+
+
+@pytest.mark.parametrize("case_id", list(CASES_ON_TPU_INTERPRET))
+def test_remote_dma_case_on_tpu_interpret_with_8_devices(xla_verdicts, case_id):
+    assert xla_verdicts[case_id].startswith(CASES_ON_TPU_INTERPRET[case_id]), xla_verdicts[case_id]
 
 
 # --- reference only: hand-computed answers --------------------------------------------------------
@@ -400,3 +418,196 @@ def test_participants_sum_matches_the_certified_reduce_sum():
         got = participants_sum(None, x[:, :k], np.float32)
         want = float_sum_last(x[:, :k], np.float32)
         np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+# --- Pallas across devices (interp/pallas/devices.py) ----------------------------------------------
+
+def _blocks_rolled_right(x, shape):
+    """The right permute along the last mesh axis, by hand: device (i, j) gets (i, j-1)'s rows."""
+    n, rows = shape[-1], x.shape[0] // math.prod(shape)
+    blocks = x.reshape(math.prod(shape) // n, n, rows, *x.shape[1:])
+    return np.roll(blocks, 1, axis=1).reshape(x.shape)
+
+
+@pytest.mark.parametrize("mesh_id", ["2", "4", "8", "2x4"])
+@pytest.mark.parametrize("detect_races", [False, True])
+def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id, detect_races):
+    # jax.experimental.pallas.ops.tpu.all_gather: remote DMAs both ways round the ring after a
+    # barrier-semaphore handshake. Gathering every shard, tiled, gives the input back (on 2x4:
+    # along the last axis, the input replicated over the first).
+    from conformance.cases.spmd import MESHES, plain_all_gather, shipped_all_gather
+    shape, names = MESHES[mesh_id]
+    build, rows = shipped_all_gather(shape, names)
+    x = _ints(rows, -1000, 1000, seed=3)
+    got = interp.interpret(build(None), detect_races=detect_races)(x)
+    assert got.shape == x.shape and got.tobytes() == x.tobytes()
+    want = interp.interpret(plain_all_gather(shape, names))(x)
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("mesh_id", ["2", "8", "2x4"])
+def test_remote_dma_feature_kernels_known_answers(mesh_id):
+    from conformance.cases.spmd import MESHES, pallas_remote_kernels
+    shape, names = MESHES[mesh_id]
+    kernels = pallas_remote_kernels(shape, names)
+    for name, (build, _, rows, dtype) in kernels.items():
+        x = _ints(rows, -1000, 1000, seed=4, dtype=dtype)
+        if name == "barrier_handshake":
+            n = shape[-1]
+            me = np.repeat(np.tile(np.arange(n), math.prod(shape) // n), rows[0] // math.prod(shape))
+            want = x * 2 + me[:, None].astype(dtype)
+        else:
+            want = _blocks_rolled_right(x, shape)
+        for detect in (False, True):
+            got = interp.interpret(build(None), detect_races=detect)(x)
+            assert got.tobytes() == want.tobytes(), (name, detect)
+
+
+def _remote_kernel(kernel, n, scratch, detect_races=True, collective_id=None):
+    from conformance.cases.spmd import _pallas_call, make_mesh
+    x = _ints((8 * n, 128), dtype=np.int32)
+
+    def local(a):
+        return _pallas_call(kernel, jax.ShapeDtypeStruct(a.shape, a.dtype), None, scratch=scratch,
+                            collective_id=collective_id)(a)
+    f = smap(local, (n,), ("x",), P("x"), P("x"), check_vma=False)
+    return lambda: interp.interpret(f, detect_races=detect_races)(x)
+
+
+def test_remote_wait_nobody_signals_is_a_deadlock_naming_devices_and_semaphores():
+    # Device 0 sends to device 1; device 1 sends nothing, yet every device waits to receive.
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        me = lax.axis_index("x")
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(1,))
+
+        @pl_when(me == 0)
+        def _():
+            copy.start()
+            copy.wait_send()
+        copy.wait_recv()
+    dma = pltpu.SemaphoreType.DMA
+    for detect in (False, True):
+        with pytest.raises(DeadlockError) as err:
+            _remote_kernel(kernel, 2, (dma, dma), detect_races=detect)()
+        msg = str(err.value)
+        assert "device(x=0)" in msg and "semaphore buffer" in msg and "dma_wait" in msg, msg
+
+
+def test_barrier_wait_with_one_signal_missing_is_a_deadlock():
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        me = lax.axis_index("x")
+        sem = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(sem, 1, device_id=(lax.rem(me + 1, 4),))   # right only
+        pl.semaphore_wait(sem, 2)                                         # waits for two
+        o_ref[...] = x_ref[...]
+    with pytest.raises(DeadlockError, match="barrier semaphore"):
+        _remote_kernel(kernel, 4, (), collective_id=0)()
+
+
+def test_read_of_a_remote_dma_destination_before_its_wait_is_a_race():
+    # Device 0 starts a DMA into device 1's output and tells device 1 so; device 1 reads that
+    # output before waiting for the DMA (whatever order the devices run in).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem, started, done):
+        me = lax.axis_index("x")
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(1,))
+
+        @pl_when(me == 0)
+        def _():
+            copy.start()
+            pl.semaphore_signal(started, 1, device_id=(1,))
+            pl.semaphore_wait(done, 1)
+            copy.wait_send()
+
+        @pl_when(me == 1)
+        def _():
+            pl.semaphore_wait(started, 1)
+            o_ref[0:1, :] = o_ref[1:2, :] + 1       # reads the DMA's destination
+            pl.semaphore_signal(done, 1, device_id=(0,))
+            copy.wait_recv()
+    dma, regular = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
+    scratch = (dma, dma, regular, regular)
+    with pytest.raises(RaceError, match=r"device\(x=1\).*read of .*o_ref.* in flight"):
+        _remote_kernel(kernel, 2, scratch)()
+    _remote_kernel(kernel, 2, scratch, detect_races=False)()   # (no detection: it runs)
+
+
+def _scoped_ring_kernel(handshake):
+    from conformance.cases.spmd import _scoped_ring_kernel as kernel
+    return partial(kernel, axis="x", names=("x",), handshake=handshake)
+
+
+def test_remote_dma_into_a_run_scoped_buffer_of_the_neighbour():
+    run = _remote_kernel(_scoped_ring_kernel(True), 4, (), collective_id=0)
+    x = _ints((32, 128), dtype=np.int32)
+    assert run().tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+
+
+def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_race():
+    # Without the handshake the first device sends before its neighbour has allocated the buffer
+    # (no collective_id: Mosaic's device barrier at the start still orders the kernels).
+    with pytest.raises(RaceError, match="not inside the run_scoped"):
+        _remote_kernel(_scoped_ring_kernel(False), 4, ())()
+
+
+def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
+    # collective_id set: no device barrier precedes the kernel, so a DMA into a neighbour that has
+    # not signalled yet may land in a kernel that has not started.
+    from conformance.cases.spmd import _ring_permute_kernel
+    from jax.experimental.pallas import tpu as pltpu
+    kernel = partial(_ring_permute_kernel, axis="x", names=("x",))
+    dma = pltpu.SemaphoreType.DMA
+    with pytest.raises(RaceError, match="has not heard from.*collective_id"):
+        _remote_kernel(kernel, 4, (dma, dma), collective_id=0)()
+    x = _ints((32, 128), dtype=np.int32)
+    got = _remote_kernel(kernel, 4, (dma, dma), detect_races=False, collective_id=0)()
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    got = _remote_kernel(kernel, 4, (dma, dma))()   # (Mosaic's start barrier: no race)
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+
+
+def test_signal_nobody_waits_for_on_another_device_raises():
+    # Device 1 signals device 0's semaphore, which device 0 never waits on: a signal into a kernel
+    # that has ended, or a semaphore left non-zero at its end (whichever device runs first).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, sem):
+        o_ref[...] = x_ref[...]
+
+        @pl_when(lax.axis_index("x") == 1)
+        def _():
+            pl.semaphore_signal(sem, 1, device_id=(0,))
+    with pytest.raises(RaceError, match="kernel has ended|holds 1"):
+        _remote_kernel(kernel, 2, (pltpu.SemaphoreType.REGULAR,))()
+
+
+@pytest.mark.parametrize("form", ["mesh", "logical", "dict"])
+def test_remote_dma_to_a_device_outside_the_mesh_is_out_of_bounds(form):
+    import warnings
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)   # device_id_type (JAX 0.12)
+            kw = {"mesh": dict(device_id=(4,)), "dict": dict(device_id={"x": 5}),
+                  "logical": dict(device_id=4, device_id_type=pl.DeviceIdType.LOGICAL)}[form]
+            copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, **kw)
+        copy.start()
+        copy.wait()
+    dma = pltpu.SemaphoreType.DMA
+    with pytest.raises(OutOfBoundsError, match=r"outside \[0, 4\)"):
+        _remote_kernel(kernel, 4, (dma, dma))()
+
+
+def pl_when(cond):
+    from jax.experimental import pallas as pl
+    return pl.when(cond)

@@ -16,6 +16,7 @@ conformance/cases/programs.py does (PROGRAMS below).
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 
 import jax
@@ -26,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from spec import compliance as C
 
-from ..case import Case, random_array
+from ..case import PALLAS, Case, random_array
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
@@ -283,6 +284,7 @@ def cases():
     yield Case(id="spmd/float_extrema/float32/8", fn=_float_extrema(shape, names),
                inputs=lambda rng: [random_array(rng, F32, (64, 16), specials=0.25)],
                modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
+    yield from pallas_cases()
     for name, (build, tol) in PROGRAMS.items():
         for mesh_id in PROGRAM_MESHES:
             shape, names = MESHES[mesh_id]
@@ -290,3 +292,204 @@ def cases():
             yield Case(id=f"spmd/{name}/float32/{mesh_id}", fn=fn, inputs=_float_inputs(shapes),
                        modes=C.abs_rel(*tol, source="measured"), primitives=("shard_map",),
                        needs=_needs(shape), tags=("spmd", "program"))
+
+
+# --- Pallas TPU kernels across devices (interp/pallas/devices.py) -----------------------------------
+# They live in the SPMD family (not pallas_tpu): what they exercise is communication between the
+# devices of a shard_map, and they need "devices:N" like every case here. Kernels of the TPU
+# dialect: the reference and pallas:tpu-interpret (JAX's TPU interpret mode simulates the devices
+# of the shard_map in threads, remote DMAs and signals included) run them; xla:cpu runs no Pallas
+# kernel (it has no Mosaic TPU lowering: LAX cases only); pallas:interpret (HLO interpret)
+# discharges a kernel on one device and refuses remote DMAs (hardware_runners: "remote-dma").
+
+def _pltpu():
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu
+
+
+def _pallas_call(kernel, out_shape, interpret, *, scratch=(), collective_id=None, **kw):
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    params = pltpu.CompilerParams(collective_id=collective_id) if collective_id is not None else None
+    extra = {} if interpret is None else {"interpret": interpret}
+    return pl.pallas_call(
+        kernel, out_shape=out_shape, compiler_params=params, **extra,
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=0, scratch_shapes=tuple(scratch),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.VMEM)), **kw)
+
+
+def _ring_permute_kernel(x_ref, o_ref, send_sem, recv_sem, *, axis, names):
+    # Every device sends its block to its right neighbour along ``axis`` by a remote DMA (a MESH
+    # id as a dict: the other mesh axes keep this device's coordinates).
+    pltpu = _pltpu()
+    right = lax.rem(lax.axis_index(axis) + 1, lax.axis_size(axis))
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id={axis: right})
+    copy.start()
+    copy.wait()
+
+
+def _barrier_handshake_kernel(x_ref, o_ref, *, axis, names):
+    # The barrier semaphore (collective_id) handshake every collective kernel starts with: signal
+    # both neighbours, wait for both; then a local result that depends on the device. MESH ids
+    # as tuples of coordinates along every mesh axis.
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+
+    def neighbour(k):
+        return tuple(lax.rem(me + k, n) if a == axis else lax.axis_index(a) for a in names)
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=neighbour(1))
+    pl.semaphore_signal(barrier, 1, device_id=neighbour(n - 1))
+    pl.semaphore_wait(barrier, 2)
+    o_ref[...] = x_ref[...] * 2 + me
+
+
+def _signal_permute_kernel(x_ref, o_ref, send_sem, recv_sem, ready, *, axis, names):
+    # Right permute addressed by LOGICAL ids (row-major over all the mesh axes, ``axis`` last):
+    # the DMA's send side is awaited, and a regular semaphore signalled on the receiver tells it
+    # the data has landed.
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+    right = lax.axis_index(tuple(names)) - me + lax.rem(me + 1, n)
+    with warnings.catch_warnings():
+        # JAX 0.12 deprecates device_id_type (LOGICAL ids keep working there)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        logical = pl.DeviceIdType.LOGICAL
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=right,
+                                            device_id_type=logical)
+        copy.start()
+        copy.wait_send()
+        copy.wait_recv()
+        pl.semaphore_signal(ready, 1, device_id=right, device_id_type=logical)
+    pl.semaphore_wait(ready, 1)
+
+
+def _scoped_ring_kernel(x_ref, o_ref, *, axis, names, handshake=True):
+    # The ring permute into a run_scoped VMEM buffer of the right neighbour, with run_scoped DMA
+    # semaphores; the barrier handshake first puts every device inside its run_scoped before
+    # anyone sends (without it the buffer may not exist yet on the target).
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+
+    def scoped(buf, send_sem, recv_sem):
+        if handshake:
+            barrier = pltpu.get_barrier_semaphore()
+            pl.semaphore_signal(barrier, 1, device_id={axis: lax.rem(me + n - 1, n)})
+            pl.semaphore_signal(barrier, 1, device_id={axis: lax.rem(me + 1, n)})
+            pl.semaphore_wait(barrier, 2)
+        copy = pltpu.make_async_remote_copy(x_ref, buf, send_sem, recv_sem,
+                                            device_id={axis: lax.rem(me + 1, n)})
+        copy.start()
+        copy.wait()
+        o_ref[...] = buf[...]
+    pl.run_scoped(scoped, pltpu.VMEM(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.DMA,
+                  pltpu.SemaphoreType.DMA)
+
+
+def pallas_remote_kernels(shape, names):
+    """{name: (build(interpret) -> program, its plain-JAX meaning, input shapes, dtype)} of the
+    hand-written feature kernels over the last mesh axis."""
+    pltpu = _pltpu()
+    axis = names[-1]
+    n = shape[-1]
+    spec = P(tuple(names))
+    dma = pltpu.SemaphoreType.DMA
+    block = (8, 128)
+
+    def program(kernel, scratch, collective_id=None):
+        def build(interpret):
+            def local(x):
+                out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+                return _pallas_call(partial(kernel, axis=axis, names=tuple(names)), out, interpret,
+                                    scratch=scratch,
+                                    collective_id=collective_id)(x)
+
+            def fn(x):
+                return shard_map(local, make_mesh(shape, names), spec, spec, check_vma=False)(x)
+            return fn
+        return build
+
+    def rolled(x):   # the right permute along the last axis, in plain JAX
+        def local(b):
+            return lax.ppermute(b, axis, [(i, (i + 1) % n) for i in range(n)])
+        return shard_map(local, make_mesh(shape, names), spec, spec)(x)
+
+    def handshake(x):
+        return shard_map(lambda b: b * 2 + lax.axis_index(axis).astype(b.dtype),
+                         make_mesh(shape, names), spec, spec)(x)
+
+    rows = (math.prod(shape) * block[0], block[1])
+    return {
+        "ring_permute_remote_dma": (program(_ring_permute_kernel, (dma, dma)), rolled, rows, I32),
+        "barrier_handshake": (program(_barrier_handshake_kernel, (), collective_id=0), handshake,
+                              rows, F32),
+        "ring_permute_run_scoped": (program(_scoped_ring_kernel, (), collective_id=0), rolled,
+                                    rows, I32),
+        "right_permute_signal": (program(_signal_permute_kernel,
+                                         (dma, dma, pltpu.SemaphoreType.REGULAR)), rolled, rows,
+                                 F32),
+    }
+
+
+def shipped_all_gather(shape, names):
+    """(build(interpret) -> program, input shape): JAX's jax.experimental.pallas.ops.tpu.all_gather
+    over the last mesh axis. The kernel as shipped (interpret None), or the same kernel and
+    pallas_call under pltpu.force_tpu_interpret_mode for an interpret mode."""
+    from jax.experimental.pallas.ops.tpu import all_gather as shipped
+    axis = names[-1]
+
+    def build(interpret):
+        def fn(x):
+            mesh = make_mesh(shape, names)
+            if interpret is None or isinstance(interpret, bool):
+                # as shipped (the reference traces with True and ignores it; pallas:interpret is
+                # refused remote-DMA cases)
+                return shipped.all_gather(x, mesh=mesh, axis_name=axis)
+            with _pltpu().force_tpu_interpret_mode(interpret):
+                return shipped.all_gather(x, mesh=mesh, axis_name=axis)
+        return fn
+    return build, (shape[-1] * 8, 128)
+
+
+def plain_all_gather(shape, names):
+    """What the shipped all-gather computes: lax.all_gather (tiled) of the shards."""
+    axis = names[-1]
+
+    def fn(x):
+        return shard_map(lambda b: lax.all_gather(b, axis, tiled=True), make_mesh(shape, names),
+                         P(axis), P(None), check_vma=False)(x)
+    return fn
+
+
+PALLAS_MESHES = ("2", "4", "8", "2x4")
+_REMOTE = ("pallas_call", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
+           "get_barrier_semaphore", "shard_map")
+
+
+def _int_valued(shape, dtype):
+    # integer-valued inputs: data movement is checked bit for bit, float or not
+    return lambda rng: [rng.integers(-1000, 1000, size=shape).astype(dtype)]
+
+
+def pallas_cases():
+    """The remote-DMA kernels: each kernel against the reference running it
+    (``spmd/pallas/<name>``) and against the plain JAX it computes (``spmd/pallas/claims/...``)."""
+    exact = C.exact("definition")
+    for mesh_id in PALLAS_MESHES:
+        shape, names = MESHES[mesh_id]
+        needs = _needs(shape) | {"remote-dma"}
+        kernels = pallas_remote_kernels(shape, names)
+        build, rows = shipped_all_gather(shape, names)
+        kernels["all_gather_shipped"] = (build, plain_all_gather(shape, names), rows, F32)
+        for name, (build, plain, rows, dtype) in kernels.items():
+            common = dict(fn=None, build=build, inputs=_int_valued(rows, dtype), modes=exact,
+                          kind=PALLAS, pallas_targets=("tpu",), primitives=_REMOTE, needs=needs,
+                          tags=("spmd", "pallas"))
+            dt = np.dtype(dtype).name
+            yield Case(id=f"spmd/pallas/{name}/{dt}/{mesh_id}", **common)
+            yield Case(id=f"spmd/pallas/claims/{name}/{dt}/{mesh_id}", reference_fn=plain, **common)

@@ -297,21 +297,42 @@ class DmaEngine:
     def wait(self, sem, amount, decrement=True) -> None:
         self._wait(sem, int(amount), kind="semaphore_wait", send=None, decrement=decrement)
 
+    def _signals(self, dma, key, send) -> bool:
+        """Whether completing ``dma`` signals the semaphore ``key`` (its send semaphore for a
+        wait_send, its receive one for a dma_wait, either for a semaphore_wait)."""
+        sems = (dma.src_sem,) if send else (dma.dst_sem,) if send is False else \
+            (dma.dst_sem, dma.src_sem)
+        return any(s is not None and _sem_key(s) == key for s in sems)
+
+    def signalling(self, sem, send) -> bool:
+        """Whether a DMA in flight would signal ``sem`` on completion."""
+        if not self.inflight:
+            return False
+        key = _sem_key(sem)
+        return any(self._signals(dma, key, send) for dma in self.inflight)
+
+    def complete_signalling(self, sem, amount, send) -> None:
+        """Complete in-flight DMAs that signal ``sem`` (in start order) until it holds
+        ``amount``."""
+        ref, index = sem
+        key = _sem_key(sem)
+        for dma in list(self.inflight):
+            if int(ref.array[index]) >= amount:
+                break
+            if self._signals(dma, key, send):
+                self._complete(dma)
+
     def _wait(self, sem, amount, *, kind, send, decrement=True) -> None:
         ref, index = sem
         if self.detect and self.inflight:
-            key = _sem_key(sem)
-            # Complete in-flight DMAs that signal this semaphore until the wait is satisfied.
-            for dma in list(self.inflight):
-                if int(ref.array[index]) >= amount:
-                    break
-                sems = [dma.src_sem] if send else [dma.dst_sem] if send is False else \
-                    [dma.dst_sem, dma.src_sem]
-                if any(s is not None and _sem_key(s) == key for s in sems):
-                    self._complete(dma)
+            self.complete_signalling(sem, amount, send)
         have = int(ref.array[index])
         mesh = getattr(self.run, "mesh", None)
-        if have < amount and mesh is not None and mesh.scheduler is not None:
+        devices = getattr(self.run, "devices", None)
+        if have < amount and devices is not None:
+            # Kernels on other devices may signal it (interp.pallas.devices).
+            have = devices.wait(self, sem, amount, kind, send)
+        elif have < amount and mesh is not None and mesh.scheduler is not None:
             # Other cores may signal it: let them run until it is ready (or all are stuck).
             mesh.scheduler.wait_until(
                 self.run.core, lambda: int(ref.array[index]) >= amount,
@@ -324,6 +345,8 @@ class DmaEngine:
                 "hardware; the reference runs one core at a time)")
         if decrement:
             ref.array[index] = have - amount
+        if devices is not None:
+            devices.waited(self.run, ref)
 
     # -- exit checks ---------------------------------------------------------------------------
     def check_exit(self, sems=(), what="pallas_call") -> None:
@@ -337,9 +360,9 @@ class DmaEngine:
                                 f"{dma.dst.describe()} (started at grid point {dma.point}) was "
                                 f"never waited for before the end of the {what}")
         for ref in sems:
-            nz = np.argwhere(ref.array != 0)
-            if nz.size:
-                at = tuple(int(i) for i in nz[0])
+            left = ref.array != 0
+            if left.any():   # (np.argwhere finds nothing in a 0-d array: a scalar semaphore)
+                at = tuple(int(i) for i in np.argwhere(left)[0]) if left.ndim else ()
                 raise RaceError(f"{self.run.where()}: semaphore {ref.short()} holds "
                                 f"{int(ref.array[at])} at index {at} at the end of the {what} "
                                 "(signals and waits do not balance)")

@@ -31,6 +31,7 @@ import jax
 
 from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
 from ..evaluator import Literal, get_plan, split_jaxpr
+from .devices import join as join_devices
 from .dma import DmaEngine
 from .memory import (KernelRef, fill_uninitialized, logical_value, physical_operand,
                      physical_value, poison_value)
@@ -322,7 +323,8 @@ class CallPlan:
         # Whole (ANY/HBM) inputs the kernel writes are copied once per call.
         self.written_inputs = {i for i in range(self.num_inputs)
                                if self.num_scalars + i in written and self.blocks[i].whole}
-        sem = _dimension_semantics(p.get("compiler_params"))
+        self.compiler_params = p.get("compiler_params")
+        sem = _dimension_semantics(self.compiler_params)
         # dimension_semantics describe the kernel's own axes; vmap adds batch axes (vmapped_dims),
         # which are independent, hence parallel.
         own = [d for d in range(len(self.grid_spec)) if d not in self.vmapped]
@@ -384,6 +386,8 @@ class CallPlan:
                    for k, bp in enumerate(self.blocks) if not bp.whole]
         body = self.body
         vm = self.vmapped
+        # in a shard_map: the other devices' runs of this kernel
+        devices = join_devices(run, kernel_args, self.compiler_params)
         with run:
             for ids in self._grid_points(grid):
                 run.point = ids
@@ -409,6 +413,8 @@ class CallPlan:
                     arr[sl] = ref.array[inner]
                     if init is not None:
                         init[sl] = ref.init[inner]
+            if devices is not None:
+                devices.leave(run)
             run.dma.check_exit(sems, "pallas_call")
             run.check_exit()
         _check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])

@@ -270,10 +270,17 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
 def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
     refs = run.allocate_scoped(prototypes, collective_axes)
-    if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
-        outs = plan.run(list(consts), refs)
-    else:                                          # the body takes them as leading invars
-        outs = plan.run([], list(consts) + refs)
+    devices = getattr(run, "devices", None)   # other devices' kernels may address them
+    if devices is not None:
+        devices.enter_scope(run, refs)
+    try:
+        if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
+            outs = plan.run(list(consts), refs)
+        else:                                          # the body takes them as leading invars
+            outs = plan.run([], list(consts) + refs)
+    finally:
+        if devices is not None:
+            devices.exit_scope(run, refs)
     run.dma.check_exit([r for r in refs if r.kind == "semaphore"], "run_scoped")
     return outs
 
@@ -354,6 +361,7 @@ def _with_operands(tree_param, refs_of):
             return rule(eqn, *flat, _operands=_operands, **params)
         direct.prepare = prepare
         direct.__name__ = rule.__name__
+        direct.__wrapped__ = rule   # its signature is the rule's (evaluator.check_params)
         return direct
     return deco
 
@@ -389,8 +397,7 @@ def _sem_operand(eqn, flat, args_tree, operands):
     return (ref, index), [None if p is None else flat[p] for p in operands.parts[2:]]
 
 
-@register("semaphore_signal", partial="signals to other devices unsupported (cores of a "
-                                      "core mesh are supported)")
+@register("semaphore_signal")
 @_with_operands("args_tree", _sem_refs)
 def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=None,
                      _operands=None):
@@ -398,12 +405,24 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
     # "semaphore-names"): the scope of the atomic, no value effect.
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
-    if device_id is not None or core_index is not None:
+    devices = getattr(run, "devices", None)
+    if device_id is not None and core_index is None and devices is not None and \
+            not _names_cores(run, device_id):
+        # A signal to another device of the enclosing shard_map (interp.pallas.devices).
+        other = devices.target(run, device_id, device_id_type, eqn.name)
+        target = devices.counterpart(run, target, other, "semaphore_signal")
+    elif device_id is not None or core_index is not None:
         # A signal to another core of this kernel's core mesh: its copy of the semaphore.
         target = run.mesh.counterpart(target, _signalled_core(eqn, run, device_id,
                                                               device_id_type, core_index))
     run.dma.signal((target, index), inc)
     return []
+
+
+def _names_cores(run, device_id) -> bool:
+    """Whether a device_id dict names the core axes of this kernel's core mesh."""
+    return (run.mesh is not None and isinstance(device_id, dict)
+            and all(k in run.mesh.axes for k in device_id))
 
 
 def _signalled_core(eqn, run, device_id, device_id_type, core_index):
@@ -417,8 +436,9 @@ def _signalled_core(eqn, run, device_id, device_id_type, core_index):
         core = run.mesh.core_of(device_id, run.core)
     if core is None:
         raise eqn.unsupported(f"semaphore_signal to device {device_id!r} ({device_id_type}) / "
-                              f"core {core_index!r}: only the cores of a core-mesh kernel, named "
-                              "by a dict of its core axes or core_index (other devices: remote)")
+                              f"core {core_index!r}: outside a shard_map body only the cores of "
+                              "a core-mesh kernel, named by a dict of its core axes or "
+                              "core_index, can be signalled")
     return core
 
 

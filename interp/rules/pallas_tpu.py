@@ -20,9 +20,9 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import UndefinedBehaviorError
 from ..pallas import hardware_prng, indexing
+from ..pallas.devices import barrier_semaphore
 from ..pallas.dma import view_bytes
 from ..pallas.grid import current_run
-from ..pallas.memory import KernelRef
 from ..registry import register
 from .lax_contractions import conv_general_dilated, matmul
 from .lax_reductions import wrap_int
@@ -31,25 +31,18 @@ from .pallas import _sem, _with_operands
 
 @register("get_barrier_semaphore")
 def get_barrier_semaphore(eqn, *, tag=None):
-    # One barrier semaphore per kernel; with one device, barriers only ever signal this kernel.
-    # The tag (JAX 0.12) names the collective id kernels on other devices share: no effect here.
-    run = current_run()
-    if run.barrier is None:
-        run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
-                                kind="semaphore", check_bounds=run.options.check_bounds)
-        if run.mesh is not None:
-            run.mesh.barriers[run.core] = run.barrier
-    return run.barrier
+    # One barrier semaphore per kernel and device (interp.pallas.devices: other devices' kernels
+    # signal it by device_id). tag (JAX >= 0.11) names the collective id kernels share on
+    # hardware; within one kernel it selects nothing more, so it has no effect here.
+    return barrier_semaphore(current_run())
 
 
 # -- DMAs ----------------------------------------------------------------------------------------
 
 def _dma_operands(eqn, flat, tree):
-    """((src ref, index), (dst ref, index), dst semaphore, src semaphore) of a DMA equation;
-    a semaphore is (ref, index) or None."""
+    """((src ref, index), (dst ref, index), dst semaphore, src semaphore, device_id) of a DMA
+    equation; a semaphore is (ref, index) or None."""
     src, dst, dst_sem, src_sem, device_id = tree.unflatten(flat)
-    if device_id is not None:
-        raise eqn.unsupported("remote DMA (device_id given): the reference runs one device")
     s_ref, s_idx, s_dt = indexing.resolve_transformed(eqn, src)
     d_ref, d_idx, d_dt = indexing.resolve_transformed(eqn, dst)
     if s_dt != s_ref.dtype or d_dt != d_ref.dtype:
@@ -61,25 +54,25 @@ def _dma_operands(eqn, flat, tree):
         else:
             ref, transforms = indexing.split_transformed(sem)
             sems.append(_sem(eqn, ref, transforms))
-    return (s_ref, s_idx), (d_ref, d_idx), sems[0], sems[1]
+    return (s_ref, s_idx), (d_ref, d_idx), sems[0], sems[1], device_id
 
 
 def _dma_refs(parts):
     if parts[4] is not None:
-        return None  # remote DMA: the generic path raises
+        return None  # remote DMA: the generic path (its target changes per call)
     return [None if x is None else indexing.split_transformed(x) for x in parts[:4]]
 
 
 def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = False):
-    """(src, src index, dst, dst index, dst sem, src sem, nbytes); nbytes is the checked byte
-    count of the copy (start) or of the view a wait counts (the destination, or the source for a
-    wait_send), None on the generic path."""
+    """(src, src index, dst, dst index, dst sem, src sem, nbytes, device_id); nbytes is the
+    checked byte count of the copy (start) or of the view a wait counts (the destination, or the
+    source for a wait_send), None on the generic path."""
     if operands.ref_pos is None:
-        (s, si), (d, di), ds, ss = _dma_operands(eqn, flat, tree)
-        return s, si, d, di, ds, ss, None
+        (s, si), (d, di), ds, ss, device_id = _dma_operands(eqn, flat, tree)
+        return s, si, d, di, ds, ss, None, device_id
 
     def derive():
-        (s, si), (d, di), ds, ss = _dma_operands(eqn, flat, tree)
+        (s, si), (d, di), ds, ss, _ = _dma_operands(eqn, flat, tree)
         if start:
             nbytes = run.dma.check(s, si, d, di)
         else:
@@ -89,30 +82,54 @@ def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = Fals
 
     (si, di, dsi, ssi, nbytes), (s, d, dsr, ssr) = operands.lookup(flat, derive)
     return (s, si, d, di, None if dsi is None else (dsr, dsi), None if ssi is None else (ssr, ssi),
-            nbytes)
+            nbytes, None)
 
 
-@register("dma_start", partial="local DMAs only (remote device_id unsupported)")
+def _remote(eqn, run, device_id, device_id_type):
+    """The logical id of the device a remote DMA / signal targets (interp.pallas.devices)."""
+    devices = getattr(run, "devices", None)
+    if devices is None:
+        raise eqn.unsupported(f"remote {eqn.name} to device {device_id!r} outside a shard_map "
+                              "(or pmap) body: no other devices are interpreted")
+    return devices, devices.target(run, device_id, device_id_type, eqn.name)
+
+
+@register("dma_start", partial="DMAs through a bitcast view of a ref (its dtype differs from the "
+                               "buffer's)")
 @_with_operands("tree", _dma_refs)
-def dma_start(eqn, *flat, tree, add=False, _operands=None, **params):
+def dma_start(eqn, *flat, tree, device_id_type, add=False,
+              priority=0,   # issue priority: orders DMAs on hardware, changes no value
+              _operands=None):
     run = current_run()
-    s, si, d, di, ds, ss, nbytes = _dma_resolved(eqn, flat, tree, _operands, run, start=True)
+    s, si, d, di, ds, ss, nbytes, device_id = _dma_resolved(eqn, flat, tree, _operands, run,
+                                                            start=True)
+    if device_id is not None:
+        # A remote DMA: the destination and its semaphore are the target device's.
+        devices, target = _remote(eqn, run, device_id, device_id_type)
+        d = devices.counterpart(run, d, target, "DMA")
+        if ds is not None:
+            ds = devices.remote_semaphore(run, ds, target, "DMA")
     run.dma.start(s, si, d, di, ds, ss, bool(add), nbytes=nbytes)
     return []
 
 
-@register("dma_wait", partial="local DMAs only (remote device_id unsupported)")
+@register("dma_wait")
 @_with_operands("tree", _dma_refs)
-def dma_wait(eqn, *flat, tree, is_wait_send=False, _operands=None, **params):
+def dma_wait(eqn, *flat, tree,
+             device_id_type,             # the waited semaphore is this device's: no target
+             is_wait_send=None,          # JAX >= 0.11
+             insert_dummy_device=None,   # JAX <= 0.11: True exactly for a remote wait_send
+             _operands=None):
     run = current_run()
-    send = bool(is_wait_send)
-    s, si, d, di, ds, ss, nbytes = _dma_resolved(eqn, flat, tree, _operands, run, start=False,
-                                                 send=send)
+    # A wait_send's arguments are pre-swapped by JAX (mosaic/primitives.py wait_send): the send
+    # semaphore sits in the destination-semaphore slot and this device's source buffer in the
+    # destination slot. JAX 0.10.2 marks it by insert_dummy_device only.
+    send = bool(is_wait_send) or bool(insert_dummy_device)
+    s, si, d, di, ds, ss, nbytes, _ = _dma_resolved(eqn, flat, tree, _operands, run, start=False,
+                                                    send=send)
     if ds is None:
         raise eqn.unsupported("dma_wait without a semaphore")
-    # A wait_send's arguments are pre-swapped by JAX: the semaphore waited on sits in the
-    # destination-semaphore slot; the amount is the copied byte count either way (of the source
-    # view for a wait_send).
+    # The amount is the copied byte count (the same for both views of a DMA).
     ref, index = (s, si) if send else (d, di)
     run.dma.wait_dma(ds, ref, index, send=send, nbytes=nbytes)
     return []

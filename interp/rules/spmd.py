@@ -50,24 +50,20 @@ def _block(entries, coords: dict, sizes: dict, shape) -> tuple:
     return tuple(index)
 
 
-def _manual_axes(eqn, mesh, params) -> list[tuple[str, int]]:
+def _manual_axes(mesh, newly_manual_axes) -> list[tuple[str, int]]:
     shape = dict(mesh.shape)
-    if "newly_manual_axes" in params:
-        manual = set(params["newly_manual_axes"])
-    elif "auto" in params:        # older shard_map: the mesh axes not left to the partitioner
-        manual = set(shape) - set(params["auto"])
-    else:
-        raise eqn.unsupported("shard_map without newly_manual_axes or auto: unknown manual axes")
-    return [(n, shape[n]) for n in mesh.axis_names if n in manual]
+    return [(n, shape[n]) for n in mesh.axis_names if n in set(newly_manual_axes)]
 
 
-@register("shard_map")
-def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, **params):
+@register("shard_map", partial="in/out specs with unreduced/reduced axes (PartitionSpec.unreduced / "
+                                "reduced): refused")
+def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
+              check_vma):   # a typing discipline (varying manual axes): values the same either way
     for spec in (*in_specs, *out_specs):
         if _reduced_axes(spec):
             raise eqn.unsupported(f"spec {spec} with unreduced/reduced axes: the global value of an "
                                   "unreduced array is not an array the reference holds")
-    axes = _manual_axes(eqn, mesh, params)
+    axes = _manual_axes(mesh, newly_manual_axes)
     plan, consts = eqn.closed_plan(jaxpr)
 
     def body(device):
@@ -220,7 +216,8 @@ def _reduction(kind: str):
             return _shared(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
         return combine
 
-    def rule(eqn, *xs, axes, axis_index_groups=None, **params):
+    def rule(eqn, *xs, axes,
+             axis_index_groups=None):   # absent from psum_invariant and the unreduced_* forms
         named, positional = _split_axes(axes)
         outs = [collective(eqn, named, x, reduce_one(eqn, x, positional, _dtype(aval)), axis_index_groups)
                 for x, aval in zip(xs, eqn.out_avals)]
@@ -237,7 +234,7 @@ register("pmin", "unreduced_pmin")(_reduction("min"))
 # --- data movement ------------------------------------------------------------------------------
 
 @register("ppermute", "ppermute_start")
-def ppermute(eqn, x, *, axis_name, perm, **params):
+def ppermute(eqn, x, *, axis_name, perm):
     def combine(ops):
         out = [np.zeros_like(np.asarray(o)) for o in ops]   # a device nobody sends to gets zeros
         for src, dst in perm:
@@ -247,12 +244,12 @@ def ppermute(eqn, x, *, axis_name, perm, **params):
 
 
 @register("pbroadcast", "pbroadcast_start")
-def pbroadcast(eqn, x, *, axis_name, source, **params):
+def pbroadcast(eqn, x, *, axis_name, source):
     return collective(eqn, axis_name, x, lambda ops: _shared(ops[source], len(ops)))
 
 
 @register("pbroadcast_dynamic")
-def pbroadcast_dynamic(eqn, x, source, *, axis_name, **params):
+def pbroadcast_dynamic(eqn, x, source, *, axis_name):
     def combine(ops):
         sources = {int(s) for _, s in ops}
         if len(sources) != 1:
@@ -264,7 +261,9 @@ def pbroadcast_dynamic(eqn, x, source, *, axis_name, **params):
     return collective(eqn, axis_name, (x, source), combine)
 
 
-def _gather(eqn, x, *, all_gather_dimension, axis_name, tiled, axis_index_groups=None, **params):
+def _gather(eqn, x, *, all_gather_dimension, axis_name, tiled,
+            axis_size,                 # the participant count, which the group already gives
+            axis_index_groups=None):   # absent from all_gather_invariant / _reduced
     def combine(ops):
         parts = [np.asarray(o) for o in ops]
         whole = (np.concatenate(parts, axis=all_gather_dimension) if tiled
@@ -277,7 +276,9 @@ register("all_gather", "all_gather_invariant", "all_gather_reduced", "all_gather
          "all_gather_reduced_start")(_gather)
 
 
-def _reduce_scatter(eqn, x, *, scatter_dimension, axis_name, tiled, axis_index_groups=None, **params):
+def _reduce_scatter(eqn, x, *, scatter_dimension, axis_name, tiled,
+                    axis_size,                 # the participant count, which the group gives
+                    axis_index_groups=None):   # absent from unreduced_reduce_scatter
     out_dtype = _dtype(eqn.out_aval)
 
     def combine(ops):
@@ -293,7 +294,8 @@ register("reduce_scatter", "unreduced_reduce_scatter", "reduce_scatter_start",
 
 
 @register("all_to_all", "all_to_all_start")
-def all_to_all(eqn, x, *, axis_name, split_axis, concat_axis, axis_index_groups=None, **params):
+def all_to_all(eqn, x, *, axis_name, split_axis, concat_axis, axis_index_groups,
+               tiled):   # lax.all_to_all reshapes around the primitive (abstract eval: del tiled)
     def combine(ops):
         chunks = [np.split(np.asarray(o), len(ops), axis=split_axis) for o in ops]
         return [np.concatenate([chunks[src][dst] for src in range(len(ops))], axis=concat_axis)
@@ -303,7 +305,7 @@ def all_to_all(eqn, x, *, axis_name, split_axis, concat_axis, axis_index_groups=
 
 @register("ragged_all_to_all")
 def ragged_all_to_all(eqn, operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
-                      *, axis_name, axis_index_groups=None, **params):
+                      *, axis_name, axis_index_groups):
     def combine(ops):
         n = len(ops)
         results = []
@@ -338,11 +340,11 @@ def ragged_all_to_all(eqn, operand, output, input_offsets, send_sizes, output_of
 
 @register("all_gather_done", "psum_done", "reduce_scatter_done", "all_to_all_done", "ppermute_done",
           "pbroadcast_done")
-def collective_done(eqn, x, **params):
+def collective_done(eqn, x):
     return x
 
 
-def _cast(eqn, *xs, **params):
+def _cast(eqn, *xs, axes):
     # The varying/unreduced/reduced manual-axis types change what JAX's type checker allows, not
     # any device's value.
     return list(xs) if eqn.primitive.multiple_results else xs[0]
@@ -371,5 +373,5 @@ _PSEND_REFUSAL = ("refused: JAX documents psend/precv semantics as platform-spec
 
 
 @register("psend", "precv", partial=_PSEND_REFUSAL)
-def psend_precv(eqn, *args, **params):
+def psend_precv(eqn, *args, axis_name, perm, out_shape=None):   # out_shape: precv only
     raise eqn.unsupported(_PSEND_REFUSAL)

@@ -1,0 +1,245 @@
+"""Pallas TPU kernels across the interpreted devices of a ``shard_map``: remote DMAs, semaphores
+signalled on another device and the barrier semaphore (semantics: spec/spmd.py, "remote DMA").
+
+A ``pallas_call`` inside a shard_map body runs once per interpreted device (``interp/spmd.py``:
+one thread per device, one device at a time, the baton passing when a device waits). The runs of
+one pallas_call on all the devices form a :class:`DeviceKernels`:
+
+* Every device's kernel allocates its buffers, then the devices meet (a rendezvous of all the
+  devices of the shard_map), so a remote DMA or signal never names a buffer that does not exist
+  yet; at the end of the kernel they meet again before any device reads its outputs. JAX's TPU
+  interpret mode does the same: ``_barrier`` after allocating and ``_clean_up_shared_memory``
+  before freeing (jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py).
+* ``device_id`` names the target device: a MESH id is the device's coordinates along the mesh
+  axes (a tuple in mesh order, or a dict {axis: index} whose unnamed axes keep this device's
+  coordinate; a tuple of axes as a key is the row-major index over them), a LOGICAL id the
+  row-major index over all the mesh axes (interpret/utils.py ``device_coords_to_logical_id``).
+  An id outside the mesh raises :class:`OutOfBoundsError`.
+* The buffer a remote DMA writes (and the semaphore it or a remote signal increments) is the
+  target kernel's buffer in the same position: the same operand, scratch buffer, run_scoped
+  allocation (while the target is inside that run_scoped) or the barrier semaphore (JAX's
+  interpret mode: the same buffer id on the other device).
+* DMAs in flight (``detect_races=True``) are one list for all the devices: a read of a remote
+  DMA's destination on the target device before its ``dma_wait`` is a race like any other, and a
+  wait completes the in-flight DMAs, from any device, that signal its semaphore.
+* A kernel that sets ``collective_id`` brings its own barrier: Mosaic inserts no device barrier at
+  its start and JAX's interpret mode skips its global one (interpret_pallas_call.py: "The kernel
+  doesn't specify its own barrier semaphore, so we do a global barrier"). With
+  ``detect_races=True`` a remote DMA or signal (other than to the barrier semaphore) into a device
+  this device has not heard from (no semaphore it has waited on was signalled from there) raises
+  RaceError: the target's kernel may not have started.
+* A wait on a semaphore only another device can signal lets the other devices run
+  (``World.wait_until``); when every device waits, the program would hang on hardware: the
+  reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
+from .memory import KernelRef, _show
+
+
+def barrier_semaphore(run) -> KernelRef:
+    """The kernel's barrier semaphore (``get_barrier_semaphore``), allocated at its first use."""
+    if run.barrier is None:
+        run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
+                                kind="semaphore", check_bounds=run.options.check_bounds)
+        if run.mesh is not None:
+            run.mesh.barriers[run.core] = run.barrier
+    return run.barrier
+
+
+class DeviceKernels:
+    """The runs of one pallas_call on every device of its shard_map, by logical device id."""
+
+    def __init__(self, world, entries, custom_barrier: bool):
+        self.world = world
+        self.custom_barrier = custom_barrier   # collective_id set: no implicit start barrier
+        self.devices = [device for device, _, _ in entries]
+        self.runs = [run for _, run, _ in entries]
+        self.slots = [{id(r): i for i, r in enumerate(refs)} for _, _, refs in entries]
+        self.buffers = [list(refs) for _, _, refs in entries]
+        self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
+        self.ended: set = set()    # logical ids whose kernel body has ended
+        self.heard = [set() for _ in entries]   # per device: devices known to run this kernel
+        self.signallers: dict = {}              # id(semaphore buffer) -> devices that signalled it
+
+    # -- device ids ----------------------------------------------------------------------------
+    def target(self, run, device_id, device_id_type, what: str) -> int:
+        """The logical id of the device ``device_id`` names, from ``run``'s device."""
+        device = self.devices[run.device_rank]
+        names, sizes = tuple(device.coords), tuple(device.sizes[n] for n in device.coords)
+        kind = getattr(device_id_type, "name", str(device_id_type)).upper()
+        if isinstance(device_id, dict):
+            if kind != "MESH":
+                raise UnsupportedPrimitiveError(what, {"device_id_type": device_id_type},
+                                                "a dict device_id needs DeviceIdType.MESH")
+            coords = dict(device.coords)
+            for key, value in device_id.items():
+                axes = key if isinstance(key, tuple) else (key,)
+                unknown = [a for a in axes if a not in coords]
+                if unknown:
+                    raise UnsupportedPrimitiveError(
+                        what, {"device_id": device_id},
+                        f"axes {unknown} are not manual axes of the enclosing shard_map "
+                        f"{names} (core axes of a core mesh are not devices)")
+                linear = int(value)
+                span = math.prod(device.sizes[a] for a in axes)
+                self._in_range(run, what, device_id, linear, span, f"axes {axes}")
+                for a in reversed(axes):
+                    linear, coords[a] = divmod(linear, device.sizes[a])
+            point = tuple(coords[n] for n in names)
+        elif kind == "MESH":
+            leaves = device_id if isinstance(device_id, (tuple, list)) else (device_id,)
+            point = tuple(int(np.asarray(c)) for c in leaves)
+            if len(point) != len(names):
+                raise UnsupportedPrimitiveError(
+                    what, {"device_id": device_id},
+                    f"{len(point)} mesh coordinates for the {len(names)} manual mesh axes {names}")
+            for c, n, s in zip(point, names, sizes):
+                self._in_range(run, what, device_id, c, s, f"axis {n!r}")
+        elif kind == "LOGICAL":
+            linear = int(np.asarray(device_id))
+            self._in_range(run, what, device_id, linear, math.prod(sizes), "the logical ids")
+            return linear
+        else:
+            raise UnsupportedPrimitiveError(what, {"device_id_type": device_id_type},
+                                            "unknown device id type")
+        linear = 0
+        for c, s in zip(point, sizes):
+            linear = linear * s + c
+        return linear
+
+    @staticmethod
+    def _in_range(run, what, device_id, value, size, along) -> None:
+        if not 0 <= value < size:
+            raise OutOfBoundsError(f"{run.where()}: {what} to device {device_id!r}: index "
+                                   f"{value} outside [0, {size}) along {along} of the mesh")
+
+    # -- buffers of another device -------------------------------------------------------------
+    def counterpart(self, run, ref, target: int, what: str):
+        """The buffer of device ``target``'s kernel in the position ``ref`` has in ``run``."""
+        here = run.device_rank
+        if target in self.ended and target != here:
+            raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
+                            f"{self.devices[target].describe()}, whose kernel has ended (its "
+                            "outputs may already be read: signal and DMA before the target's "
+                            "last wait)")
+        if ref is run.barrier:
+            other = barrier_semaphore(self.runs[target])
+            self.signallers.setdefault(id(other), set()).add(here)
+            return other
+        if (self.custom_barrier and target != here and target not in self.heard[here]
+                and run.options.detect_races):
+            raise RaceError(
+                f"{run.where()}: {what} into {ref.short()} of {self.devices[target].describe()}, "
+                "which this device has not heard from: the kernel sets collective_id, so no "
+                "device barrier precedes it, and its kernel may not have started (signal and "
+                "wait on the barrier semaphore first)")
+        slot = self.slots[here].get(id(ref))
+        if slot is None:
+            raise UnsupportedPrimitiveError(
+                what, {}, f"{run.where()}: {ref.short()} is neither an operand, a scratch buffer "
+                "nor a run_scoped allocation of the kernel")
+        there = self.buffers[target]
+        other = there[slot] if slot < len(there) else None
+        if other is None or other.name != ref.name or other.array.shape != ref.array.shape \
+                or other.array.dtype != ref.array.dtype:
+            raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
+                            f"{self.devices[target].describe()}, which is not inside the "
+                            "run_scoped that allocates it (the buffer does not exist there)")
+        if other.kind == "semaphore":
+            self.signallers.setdefault(id(other), set()).add(here)
+        return other
+
+    def waited(self, run, ref) -> None:
+        """A wait on ``ref`` completed: its signallers' kernels are known to run."""
+        heard = self.signallers.get(id(ref))
+        if heard:
+            self.heard[run.device_rank] |= heard
+
+    def enter_scope(self, run, refs) -> None:
+        """A run_scoped's allocations on ``run``'s device: other devices may address them (by
+        position: devices enter their run_scopeds in program order) until it ends."""
+        rank = run.device_rank
+        for r in refs:
+            self.slots[rank][id(r)] = len(self.buffers[rank])
+            self.buffers[rank].append(r)
+
+    def exit_scope(self, run, refs) -> None:
+        rank = run.device_rank
+        for r in refs:
+            del self.slots[rank][id(r)]
+        if refs:
+            del self.buffers[rank][-len(refs):]
+
+    def remote_semaphore(self, run, sem, target: int, what: str):
+        ref, index = sem
+        return self.counterpart(run, ref, target, what), index
+
+    # -- waits ---------------------------------------------------------------------------------
+    def wait(self, engine, sem, amount: int, kind: str, send) -> int:
+        """Block this device until ``sem`` holds ``amount``: the other devices run meanwhile
+        (their DMAs and signals may satisfy it); returns what it holds then."""
+        run = engine.run
+        ref, index = sem
+        device = self.devices[run.device_rank]
+
+        def ready():
+            return int(ref.array[index]) >= amount or engine.signalling(sem, send)
+
+        while int(ref.array[index]) < amount:
+            self.world.wait_until(
+                device.key, ready,
+                f"{device.describe()} in kernel '{self.runs[0].base_name}': {kind} on "
+                f"{ref.short()}{_show(index)} for {amount} (holds {int(ref.array[index])})")
+            engine.complete_signalling(sem, amount, send)
+        return int(ref.array[index])
+
+    # -- kernel end ----------------------------------------------------------------------------
+    def leave(self, run) -> None:
+        """The end of ``run``'s kernel body: wait for every device's, then check what the
+        kernel must not leave behind (the barrier semaphore back at zero)."""
+        self.ended.add(run.device_rank)
+        device = self.devices[run.device_rank]
+        _meet(device, "end of", run, None)
+        if run.barrier is not None:
+            run.dma.check_exit([run.barrier], "pallas_call")
+
+
+def _meet(device, what, run, operand, custom_barrier=False):
+    names = tuple(device.coords)
+    rank = _rank(device)
+    n = math.prod(device.sizes[a] for a in names)
+    world = device.world
+    combine = (lambda entries: [DeviceKernels(world, entries, custom_barrier)] * n) \
+        if operand is not None else (lambda entries: [None] * n)
+    return world.rendezvous(device, (f"pallas_call {what}", names), rank, n,
+                            f"{what} pallas_call '{run.base_name}'", operand, combine)
+
+
+def _rank(device) -> int:
+    linear = 0
+    for n, c in device.coords.items():
+        linear = linear * device.sizes[n] + c
+    return linear
+
+
+def join(run, refs, compiler_params=None) -> "DeviceKernels | None":
+    """At the start of a pallas_call: inside a shard_map body, meet this kernel's runs on the
+    other devices (all allocated) and return what they share; None outside every shard_map."""
+    from ..spmd import current_device
+    device = current_device()
+    if device is None:
+        return None
+    run.base_name = run.name
+    run.device_rank = _rank(device)
+    custom_barrier = getattr(compiler_params, "collective_id", None) is not None
+    group = _meet(device, "start of", run, (device, run, list(refs)), custom_barrier)
+    run.devices = group
+    run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
+    run.dma.inflight = group.inflight
+    return group
