@@ -28,7 +28,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .errors import UndefinedBehaviorError
-from .pallas.cores import CoreScheduler, _local_config
+from .pallas.cores import CoreScheduler
 
 
 class DeadlockError(UndefinedBehaviorError):
@@ -99,11 +99,12 @@ class World(CoreScheduler):
 
         def on_device(i: int, device: Device):
             def run() -> None:
+                outer = getattr(_local, "device", None)
                 _local.device = device
                 try:
                     results[i] = body(device)
                 finally:
-                    _local.device = None
+                    _local.device = outer
             return run
 
         bodies = {d.key: on_device(i, d) for i, d in enumerate(devices)}
@@ -113,21 +114,15 @@ class World(CoreScheduler):
             return results
         # A nested shard_map: the new devices join this world after their parent, which parks
         # until they finish (they run on the baton it passes).
-        config = _local_config()
-        threads = [threading.Thread(target=self._main, args=(key, run, config), daemon=True,
-                                    name=f"spmd-{key}") for key, run in bodies.items()]
         done = set(bodies)
         with self.cv:
             at = self.order.index(parent.key) + 1
             self.order[at:at] = list(bodies)
-        for t in threads:
-            t.start()
+            self.add(bodies)
         try:
             self.wait_until(parent.key, lambda: done <= self.finished,
                             f"{parent.describe()} waits for its nested shard_map")
         finally:
-            for t in threads:
-                t.join()
             with self.cv:
                 self.order = [k for k in self.order if k not in done]
                 self.finished -= done
