@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import UndefinedBehaviorError
 from ..registry import register
+from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
 from .. import dtypes as D
 from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
@@ -70,13 +71,20 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, **params):
     axes = _manual_axes(eqn, mesh, params)
     plan, consts = eqn.closed_plan(jaxpr)
 
-    def body(device):
-        local = [np.ascontiguousarray(a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
-                                               np.shape(a))])
-                 for a, s in zip(args, in_specs)]
-        return plan.run(consts, local)
+    def local(device):
+        return [np.ascontiguousarray(a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
+                                              np.shape(a))])
+                for a, s in zip(args, in_specs)]
 
-    per_device = run_spmd(axes, body)
+    lockstep = spmd_lockstep.program(plan.jaxpr, eqn.options, axes)
+    if lockstep is not None:   # every device's equations at once (interp/spmd_lockstep.py)
+        devices = spmd_lockstep.devices(axes)
+        blocks = [local(d) for d in devices]
+        stacked = [np.stack([b[k] for b in blocks]) for k in range(len(args))]
+        outs = lockstep.run(axes, consts, stacked)
+        per_device = [(d, [o[i] for o in outs]) for i, d in enumerate(devices)]
+    else:
+        per_device = run_spmd(axes, lambda device: plan.run(consts, local(device)))
     return [_assemble(i, spec, aval, per_device) for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
 
 
