@@ -259,6 +259,20 @@ def _psum(ctx, axes, names, x, out_dtype) -> np.ndarray:
     return np.ascontiguousarray(full).reshape(x.shape[0], *shape)
 
 
+# Lockstep pays where fixed per-equation costs dominate: small shards. On large ones the batched
+# temporaries (n devices' worth at once) outgrow the rules' scratch buffers and caches, and the
+# per-device evaluation was measured faster (bench/spmd.py: (512, 512, 2048) 1.9x vs 1.8x of one
+# device; break-even near 64K elements per device).
+MAX_ELEMENTS = 1 << 16
+
+
+def _largest(jaxpr) -> int:
+    """The most elements of any value of the body (one device's)."""
+    avals = [v.aval for v in (*jaxpr.invars, *jaxpr.constvars)]
+    avals += [v.aval for e in jaxpr.eqns for v in e.outvars]
+    return max((math.prod(getattr(a, "shape", ())) for a in avals), default=0)
+
+
 _programs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
@@ -276,7 +290,7 @@ def program(jaxpr, options, axes) -> "Program | None":
         if key in per:
             return per[key]
     prog = None
-    if n > 1 and all(_plain(v.aval) for v in (*jaxpr.invars, *jaxpr.constvars, *jaxpr.outvars)) \
+    if n > 1 and _largest(jaxpr) <= MAX_ELEMENTS and all(_plain(v.aval) for v in (*jaxpr.invars, *jaxpr.constvars, *jaxpr.outvars)) \
             and all(_kind(e) is not None for e in jaxpr.eqns):
         prog = Program(jaxpr, options, n)
     with _lock:
