@@ -117,9 +117,7 @@ class Footprint:
 
     def _mask(self):
         if self.mask is None:
-            mask = np.zeros(self.array.shape, bool)
-            mask[self.index] = True
-            self.mask = mask
+            self.mask = _index_mask(self.index, self.array.shape)
         return self.mask
 
     def overlaps(self, other: "Footprint") -> bool:
@@ -140,6 +138,29 @@ class Footprint:
     def covered_by(self, other: "Footprint") -> bool:
         """Whether every element here is also in ``other`` (same buffer only)."""
         return self.array is other.array and not (self._mask() & ~other._mask()).any()
+
+
+# Masks of immutable indices (ints, slices, the read-only position arrays of tiled SMEM views,
+# which interp/ref_indexing.py hands out again for the same view) by index identity and buffer
+# shape: a kernel touches the same few views of each buffer at every step. The entry holds the
+# index, so its id is not reused while the entry exists.
+_MASKS: dict = {}
+_MAX_MASKS = 256
+
+
+def _index_mask(index, shape) -> np.ndarray:
+    hit = _MASKS.get(id(index))
+    if hit is not None and hit[0] is index and hit[1] == shape:
+        return hit[2]
+    mask = np.zeros(shape, bool)
+    mask[index] = True
+    if type(index) is tuple and all(type(ix) is slice or type(ix) is int or (
+            type(ix) is np.ndarray and not ix.flags.writeable) for ix in index):
+        mask.flags.writeable = False
+        if len(_MASKS) >= _MAX_MASKS:
+            _MASKS.clear()
+        _MASKS[id(index)] = (index, shape, mask)
+    return mask
 
 
 class WarpgroupRun(KernelRun):

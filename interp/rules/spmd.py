@@ -360,12 +360,26 @@ register("pvary", "preduced", "reduced_vary_cast", "reduced_vary_cast_p", "vary_
          "vary_unreduced_cast_p")(_cast)
 
 
+def _pallas_run():
+    """The running Pallas kernel of this thread (its mesh axes take precedence), or None.
+    (Imported on first use: the Pallas engine imports the rule families; axis_index runs per
+    warpgroup and step in Mosaic GPU kernels, where a function-level import costs more than the
+    rule.)"""
+    global _maybe_current_run
+    if _maybe_current_run is None:
+        from ..pallas.grid import maybe_current_run
+        _maybe_current_run = maybe_current_run
+    return _maybe_current_run()
+
+
+_maybe_current_run = None
+
+
 # --- axis queries --------------------------------------------------------------------------------
 
 @register("axis_index")
 def axis_index(eqn, *, axis_name):
-    from ..pallas.grid import maybe_current_run
-    run = maybe_current_run()
+    run = _pallas_run()
     names = _names(axis_name)
     mesh = run.mesh if run is not None else None
     if mesh is not None and all(n in mesh.axes for n in names):
