@@ -197,8 +197,10 @@ class Program:
         self.outvars = resolved(jaxpr.outvars)
         flush()
 
-    def run(self, axes, consts, stacked_args) -> list:
-        """The body's outputs, stacked over the devices, from its stacked inputs."""
+    def run(self, axes, consts, stacked_args, participants_sum) -> list:
+        """The body's outputs, stacked over the devices, from its stacked inputs.
+        ``participants_sum(ctx, stacked, dtype)``: the psum rule's sum over a last axis of
+        participants (interp/rules/spmd.py; passed in: the engine imports no rule module)."""
         from jax._src import core
         jaxpr = self.jaxpr
         env = {}
@@ -218,7 +220,7 @@ class Program:
                 ctx, names = planned
                 for i, o in zip(ins, outs):
                     if not isinstance(o, core.DropVar):
-                        env[o] = _psum(ctx, axes, names, read(i), o.aval.dtype)
+                        env[o] = _psum(ctx, axes, names, read(i), o.aval.dtype, participants_sum)
                 continue
             plan, pconsts = planned
             args = [read(v) for v in ins]
@@ -235,12 +237,11 @@ class Program:
         return [read(v) for v in self.outvars]
 
 
-def _psum(ctx, axes, names, x, out_dtype) -> np.ndarray:
+def _psum(ctx, axes, names, x, out_dtype, participants_sum) -> np.ndarray:
     """Every device's psum over ``names`` of its slice of ``x`` (stacked in device order): the
     participants of each group in rank order (row-major over ``names`` as listed, as
     interp/rules/spmd.py collective ranks them) along a last axis, summed by the rule's
     participants_sum."""
-    from .rules.spmd import participants_sum
     mesh_names = [n for n, _ in axes]
     sizes = [s for _, s in axes]
     shape = x.shape[1:]

@@ -82,27 +82,28 @@ class CoreScheduler:
             with self.cv:
                 self.finished.add(core)
                 self._running -= 1
-                core = self._dispatch(self._next(core), free=True)
+                core, wake = self._dispatch(self._next(core), free=True)
+            _wake(wake)
 
     def _dispatch(self, nxt, free: bool):
-        """Hand the baton to ``nxt`` (called with the lock held by the thread giving it up).
-        Returns the core this thread should start itself (only when ``free``), else None."""
+        """Give the baton to ``nxt`` (called with the lock held by the thread giving it up):
+        (the core this thread starts itself, only when ``free``; the parked threads to wake, or a
+        core to start on a worker, which the caller does after releasing the lock, so that the
+        woken thread finds the state settled and the lock free)."""
         if nxt is None:
-            for lock in self._parked.values():   # an error or a deadlock: unwind every waiter
-                lock.release()
+            wake = list(self._parked.values())   # an error or a deadlock: unwind every waiter
             self._parked = {}
             if self._running == 0:
                 self._done.set()
-            return None
+            return None, wake
         parked = self._parked.pop(nxt, None)
         if parked is not None:
-            parked.release()
-            return None
+            del self.waiting[nxt]
+            return None, [parked]
         self._running += 1
         if free:
-            return nxt
-        _submit(self._serve, nxt)
-        return None
+            return nxt, ()
+        return None, nxt
 
     def _next(self, core):
         """The next core that can run after ``core`` (called with the lock held), or None when
@@ -140,13 +141,21 @@ class CoreScheduler:
         with self.cv:
             self.waiting[core] = (ready, description)
             self._parked[core] = lock
-            self._dispatch(self._next(core), free=False)
+            _, wake = self._dispatch(self._next(core), free=False)
+        if type(wake) is list:
+            _wake(wake)
+        else:
+            _submit(self._serve, wake)
         lock.acquire()   # parked until the baton comes back (or an error unwinds every core)
-        with self.cv:
-            del self.waiting[core]
-            self._parked.pop(core, None)
-            if self.error is not None:
-                raise self.error
+        if self.error is not None:
+            with self.cv:
+                self.waiting.pop(core, None)
+            raise self.error
+
+
+def _wake(locks) -> None:
+    for lock in locks:
+        lock.release()
 
 
 # Worker threads that run cores started by a core that parked: kept between runs, since starting

@@ -81,7 +81,7 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, **params):
         devices = spmd_lockstep.devices(axes)
         blocks = [local(d) for d in devices]
         stacked = [np.stack([b[k] for b in blocks]) for k in range(len(args))]
-        outs = lockstep.run(axes, consts, stacked)
+        outs = lockstep.run(axes, consts, stacked, participants_sum)
         per_device = [(d, [o[i] for o in outs]) for i, d in enumerate(devices)]
     else:
         per_device = run_spmd(axes, lambda device: plan.run(consts, local(device)))
