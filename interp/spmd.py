@@ -1,8 +1,11 @@
-"""Interpreted devices for SPMD programs (``shard_map``, ``jax.pmap``): one thread per device,
-collectives as rendezvous, run one device at a time.
+"""Interpreted devices for SPMD programs (``shard_map``, ``jax.pmap``): one thread of control per
+device, collectives as rendezvous, run one device at a time. (Straight-line bodies on small
+shards are evaluated for all devices at once instead, with the same results:
+``interp/spmd_lockstep.py``.)
 
 The reference never needs N real devices: a ``shard_map`` over a mesh with manual axes of sizes
-(2, 4) runs its body once per mesh coordinate, each in its own thread. Only the device holding
+(2, 4) runs its body once per mesh coordinate, each a core of a ``CoreScheduler`` (with a thread
+of its own only while it waits). Only the device holding
 the baton executes (as in ``interp/pallas/cores.py``): it runs until it finishes or reaches a
 collective whose other participants have not arrived, then the baton passes to the next device
 that can make progress, in device order. Runs are therefore deterministic, and every construct

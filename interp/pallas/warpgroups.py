@@ -5,9 +5,9 @@ The kernel body runs once per *thread* of the mesh (a Mosaic GPU "thread" is a w
 CUDA threads). Clusters (points of the grid) run one after another, in row-major order or a
 seeded shuffled one (``grid_order="shuffled"``): they cannot synchronise with each other except
 through global memory. The warpgroups of all blocks of one cluster run concurrently as far as the
-model is concerned: each in its own thread under ``interp.pallas.cores.CoreScheduler``, one at a
-time, a warpgroup that waits on a barrier whose phase has not completed handing over to the next
-one. A correct kernel therefore gets its one answer whatever the order; a wait nobody can satisfy
+model is concerned: under ``interp.pallas.cores.CoreScheduler``, one at a time, a warpgroup that
+waits on a barrier whose phase has not completed handing over to the next one (a warpgroup gets a
+thread of its own only while it waits). A correct kernel therefore gets its one answer whatever the order; a wait nobody can satisfy
 is a deadlock, reported (``DeadlockError``) instead of hanging.
 
 Asynchronous operations complete at issue (their data is where it will be) but are *in flight*
