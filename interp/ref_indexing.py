@@ -213,7 +213,8 @@ def _resolve(eqn, ref: Ref, flat_idx, tree):
         if len(_CHAINS) >= MAX_INDICES:
             _CHAINS.clear()
         for positions in out[0]:   # shared by every later access: read-only (checked once)
-            positions.flags.writeable = False
+            if type(positions) is np.ndarray:
+                positions.flags.writeable = False
         _CHAINS[key] = out
     return out
 
