@@ -13,16 +13,24 @@ operand of wgmma: measured on JAX 0.10.2 and 0.12). Outputs of the modes are com
 fast wrong answer cannot hide. Targets: the matmul 10x faster than the interpret mode (first
 call and steady), attention within 1 s steady.
 
-Measured (session 13, JAX 0.12.0.1, a shared 2-core machine, wall seconds; first calls include
-importing the kernel modules in the fresh process), at load average ~9 / ~14:
-hopper matmul, reference 6.2 / 36.0 first, 1.9 / 6.1 steady; interpret mode 33.2 / 97.9 first,
-22.9 / 95.5 steady (races on: 23.7 / 55.9 steady); outputs within one f16 ulp of each other (the
-interpret mode's wgmma accumulates in float32 in BLAS order). Attention (1024 tokens): reference
-7.6 / 19.6 first, 2.8 / 6.8 steady; the interpret mode fails (run_state). The steady matmul is
-12-15x faster than the interpret mode, the first call 2.7-5.4x (target 10x: not met); the
-absolute targets (0.79 s matmul, 1 s attention steady) are not met on this machine: most of the
-reference's time is warpgroup threads handing over (132 clusters x 3 warpgroups: thread start,
-baton passing at every barrier wait), not arithmetic.
+Measured (JAX 0.12.0.1, the shared 2-core development VM, load average 7-10 from other users,
+OPENBLAS_NUM_THREADS=1, wall seconds; first calls in a fresh process after the imports every
+mode pays, ``_imports``). One full run, 2026-11-27 (first / steady median / steady best):
+hopper matmul, reference 1.70 / 1.10 / 0.95; interpret mode 31.1 / 31.8 / 27.3, with
+detect_races 30.2 / 26.7 / 25.1: the reference is 18x faster on the first call and 24-29x steady
+(target 10x: met); outputs within one f16 ulp of each other (the interpret mode's wgmma
+accumulates in float32 in BLAS order). Attention (1024 tokens): reference 2.71 / 4.24 / 3.82; the
+interpret mode cannot run it (effects it cannot lower). The same day, the reference before and
+after the speed work, alternating fresh processes (minima of 2 first calls and 6 steady calls,
+wall / CPU): matmul first 2.27 / 1.17 -> 1.67 / 0.83, steady 1.24 / 0.79 -> 0.60 / 0.38;
+attention first 2.51 / 1.42 -> 2.55 / 1.27, steady 2.38 / 1.27 -> 1.80 / 0.93. The absolute
+targets (matmul 0.79 s first call, attention 1 s steady) are not met on this loaded machine:
+wall time is 2-3x the process's CPU time there. The matmul's steady state meets 0.79 s. What is
+left: JAX's own trace of the kernel (~0.45 s of the first call), ~400 warpgroup handoffs per
+attention call (each a thread wake, slow on a loaded machine), the wgmma arithmetic and the
+per-access race bookkeeping. What was cut: a thread per warpgroup per cluster (124 of the
+matmul's 132 clusters never wait and now run on the caller's thread), a condition every thread
+woke on at every handoff, re-resolving every tiled SMEM view per access.
 
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
 placeholder (conformance/cases/pallas_mosaic_gpu.py) stands in where it is missing. BLAS runs
