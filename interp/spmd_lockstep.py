@@ -260,11 +260,11 @@ def _psum(ctx, axes, names, x, out_dtype, participants_sum) -> np.ndarray:
     return np.ascontiguousarray(full).reshape(x.shape[0], *shape)
 
 
-# Lockstep pays where fixed per-equation costs dominate: small shards. On large ones the batched
+# Lockstep pays where fixed per-equation costs dominate: small shards. On larger ones the batched
 # temporaries (n devices' worth at once) outgrow the rules' scratch buffers and caches, and the
-# per-device evaluation was measured faster (bench/spmd.py: (512, 512, 2048) 1.9x vs 1.8x of one
-# device; break-even near 64K elements per device).
-MAX_ELEMENTS = 1 << 16
+# per-device evaluation was measured faster (bench/spmd.py, 8 devices: (256, 256, 1024), 64Ki
+# elements per device, 2.9-3.2x of one device in lockstep against 2.4-2.5x per device).
+MAX_ELEMENTS = 1 << 14
 
 
 def _largest(jaxpr) -> int:

@@ -94,3 +94,26 @@ def test_control_flow_keeps_per_device_evaluation(monkeypatch):
     got, want, built = _both_ways(_with_cond, [x], monkeypatch)
     assert built == [None]
     assert got[0].tobytes() == want[0].tobytes()
+
+
+def test_two_participant_sum_is_the_correctly_rounded_sum():
+    """psum of two float32 participants (its IEEE-addition path) against the general certified
+    path, reached by adding a third participant -0.0 that leaves every exact sum unchanged: ties
+    at float32 midpoints, cancellations to zero (+0.0), subnormals, far-apart magnitudes."""
+    from interp.rules.spmd import participants_sum
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(4096).astype(np.float32) * np.float32(2.0) ** rng.integers(-140, 100, 4096)
+    b = rng.standard_normal(4096).astype(np.float32) * np.float32(2.0) ** rng.integers(-140, 100, 4096)
+    b[:512] = -a[:512]                                     # exact cancellation: +0.0
+    a[512:1024] = 1.0
+    b[512:1024] = np.float32(2.0 ** -24)                   # ties at a float32 midpoint
+    b[1024:1536] = np.float32(3 * 2.0 ** -25)              # just above it
+    a[1536:2048] = np.float32(-0.0)
+    b[1536:2048] = np.float32(-0.0)                        # -0 + -0: +0.0 as the general path
+    assert np.isfinite(a + b).all()                       # (the two-participant path applies)
+    pair = np.stack([a, b], axis=-1)
+    triple = np.stack([a, b, np.full_like(a, -0.0)], axis=-1)
+    two = participants_sum(None, pair, np.float32)
+    general = participants_sum(None, triple, np.float32)
+    assert two.dtype == general.dtype == np.float32
+    assert two.tobytes() == general.tobytes()

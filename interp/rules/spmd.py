@@ -186,6 +186,14 @@ def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
     if not (D.is_float(out_dtype) and D.is_float(stacked.dtype) and D.bit_width(stacked.dtype) <= 32
             and stacked.shape[-1] > 1):
         return sum_last(eqn, stacked, out_dtype)
+    if stacked.shape[-1] == 2 and stacked.dtype == np.float32 and out_dtype == np.float32:
+        # Two float32 participants (a pmean over a pair of devices): IEEE float32 addition is
+        # the correctly rounded sum (IEEE 754-2019 5.4.1); an exact zero sum is +0.0 as below.
+        # Non-finite results take the general path (its NaN and overflow handling).
+        with np.errstate(invalid="ignore", over="ignore"):
+            total = np.add(stacked[..., 0], stacked[..., 1])
+        if np.isfinite(total).all():
+            return total + np.float32(0.0)
     terms = stacked.astype(F64)
     with np.errstate(invalid="ignore", over="ignore"):
         s = terms[..., 0].copy()
