@@ -11,13 +11,17 @@ gradients differently), so their outputs are not compared here: tests/test_spmd.
 conformance family compare the sharded program with XLA:CPU. The devices are interpreted (an
 AbstractMesh: no real devices needed).
 
-Measured on the shared 2-core development VM (JAX 0.10.2, OPENBLAS_NUM_THREADS=1: with threaded
-OpenBLAS on a loaded machine every BLAS call costs ~60 ms of thread wake-up whatever its size,
-which hides everything else): (64, 64, 256) 6.7x, (256, 256, 1024) 3.2-3.7x, (512, 512, 2048)
-2.2x (target met). Small steps are
-dominated by interpreting each equation once per device (8x the equation evaluations of one
-device); evaluating the devices' equations vectorised over the device axis is what would close
-that gap.
+Columns: the reference as it runs the step (8 devices: in lockstep where
+interp/spmd_lockstep.py takes the body, i.e. small shards), the same with lockstep off (every
+device interpreted on its own), one device; ratios of the alternating rounds' medians, wall and
+(CPU). Measured 2026-11-27 on the shared 2-core development VM (load average 4-6 from other
+users, OPENBLAS_NUM_THREADS=1: with threaded OpenBLAS on a loaded machine every BLAS call costs
+~60 ms of thread wake-up whatever its size), JAX 0.12.0.1, --repeats=9:
+(64, 64, 256) 2.13x (CPU 1.93x), per device 5.66x; (256, 256, 1024) 1.25x; (512, 512, 2048)
+1.35x. JAX 0.10.2: 1.96x, per device 5.52x; 1.53x; 1.38x. Before this work, the same run of the
+previous code on JAX 0.12.0.1: 8.84x, 2.52x, 2.20x (8 threads handing a baton through a condition
+each woke on; every equation once per device; psums of two float32 participants through the
+general certified sum). Target met at every size.
 
     python -m bench.spmd [--quick] [--repeats N]
 """
