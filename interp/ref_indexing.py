@@ -212,6 +212,9 @@ def _resolve(eqn, ref: Ref, flat_idx, tree):
     if key is not None:
         if len(_CHAINS) >= MAX_INDICES:
             _CHAINS.clear()
+        for positions in out[0]:   # shared by every later access: read-only (checked once)
+            if type(positions) is np.ndarray:
+                positions.flags.writeable = False
         _CHAINS[key] = out
     return out
 

@@ -1,8 +1,11 @@
-"""Interpreted devices for SPMD programs (``shard_map``, ``jax.pmap``): one thread per device,
-collectives as rendezvous, run one device at a time.
+"""Interpreted devices for SPMD programs (``shard_map``, ``jax.pmap``): one thread of control per
+device, collectives as rendezvous, run one device at a time. (Straight-line bodies on small
+shards are evaluated for all devices at once instead, with the same results:
+``interp/spmd_lockstep.py``.)
 
 The reference never needs N real devices: a ``shard_map`` over a mesh with manual axes of sizes
-(2, 4) runs its body once per mesh coordinate, each in its own thread. Only the device holding
+(2, 4) runs its body once per mesh coordinate, each a core of a ``CoreScheduler`` (with a thread
+of its own only while it waits). Only the device holding
 the baton executes (as in ``interp/pallas/cores.py``): it runs until it finishes or reaches a
 collective whose other participants have not arrived, then the baton passes to the next device
 that can make progress, in device order. Runs are therefore deterministic, and every construct
@@ -32,7 +35,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .errors import UndefinedBehaviorError
-from .pallas.cores import CoreScheduler, _local_config
+from .pallas.cores import CoreScheduler
 
 
 class DeadlockError(UndefinedBehaviorError):
@@ -103,11 +106,12 @@ class World(CoreScheduler):
 
         def on_device(i: int, device: Device):
             def run() -> None:
+                outer = getattr(_local, "device", None)
                 _local.device = device
                 try:
                     results[i] = body(device)
                 finally:
-                    _local.device = None
+                    _local.device = outer
             return run
 
         bodies = {d.key: on_device(i, d) for i, d in enumerate(devices)}
@@ -117,21 +121,15 @@ class World(CoreScheduler):
             return results
         # A nested shard_map: the new devices join this world after their parent, which parks
         # until they finish (they run on the baton it passes).
-        config = _local_config()
-        threads = [threading.Thread(target=self._main, args=(key, run, config), daemon=True,
-                                    name=f"spmd-{key}") for key, run in bodies.items()]
         done = set(bodies)
         with self.cv:
             at = self.order.index(parent.key) + 1
             self.order[at:at] = list(bodies)
-        for t in threads:
-            t.start()
+            self.add(bodies)
         try:
             self.wait_until(parent.key, lambda: done <= self.finished,
                             f"{parent.describe()} waits for its nested shard_map")
         finally:
-            for t in threads:
-                t.join()
             with self.cv:
                 self.order = [k for k in self.order if k not in done]
                 self.finished -= done

@@ -1,15 +1,23 @@
 """Several cores of a core mesh (``pl.kernel`` / ``core_map``), run one at a time.
 
-Each core runs in its own thread but only the core holding the baton executes: it runs until it
-finishes or waits on a semaphore that is not ready, then the baton passes to the next core (in
-core order, or the seeded shuffled order) that can make progress. Runs are therefore
-deterministic, and cross-core handshakes (``core_barrier``, signal/wait between cores) work.
-When every unfinished core waits and no one can signal, the program deadlocks on hardware: the
-reference raises :class:`RaceError` naming the waits.
+Only the core holding the baton executes: it runs until it finishes or waits on a semaphore that
+is not ready, then the baton passes to the next core (in core order, or the seeded shuffled
+order) that can make progress. Runs are therefore deterministic, and cross-core handshakes
+(``core_barrier``, signal/wait between cores) work. When every unfinished core waits and no one
+can signal, the program deadlocks on hardware: the reference raises :class:`RaceError` naming
+the waits.
+
+A core only needs a thread of its own while it waits (its Python stack must stay alive): a core
+starts on the thread that hands it the baton when that thread is free (the caller's thread, or
+the thread of a core that just finished), and on a pooled worker thread when the handing core
+parks in a wait. A mesh whose cores never wait therefore runs entirely on the caller's thread,
+and the baton passes to exactly the thread that takes it (a lock per parked core, not a
+condition every thread wakes on). Which OS thread runs a core is invisible to the program: the
+order in which cores run is the baton's, as before.
 
 JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
 ``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
-each core thread runs under the caller's values.
+each core runs under the caller's values.
 """
 from __future__ import annotations
 
@@ -24,51 +32,85 @@ class CoreScheduler:
         self.order = list(order)
         self.deadlock = deadlock      # the error a deadlock raises
         self.kernel = kernel_name
-        self.cv = threading.Condition()
+        self.cv = threading.Condition()   # guards the scheduler's state
         self.current = None
         self.waiting: dict = {}       # core -> (ready predicate, description)
         self.finished: set = set()
         self.error: BaseException | None = None
+        self.pending: dict = {}       # core -> its body, not started yet
+        self._parked: dict = {}       # waiting core -> the lock its thread is parked on
+        self._running = 0             # cores started and not finished
+        self._done = threading.Event()
+        self._config: list = []
 
     def run(self, bodies: dict) -> None:
         """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
-        config = _local_config()
-        threads = [threading.Thread(target=self._main, args=(c, bodies[c], config), daemon=True,
-                                    name=f"pallas-core-{c}") for c in self.order]
+        self._config = _local_config()
+        self.pending.update(bodies)
+        self._done.clear()
         with self.cv:
-            self.current = self.order[0]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+            first = self.current = self.order[0]
+            self._running += 1
+        self._serve(first)
+        self._done.wait()
         if self.error is not None:
             raise self.error
 
-    def _main(self, core, body, config) -> None:
-        with self.cv:
-            self.cv.wait_for(lambda: self.current == core or self.error is not None)
-            if self.error is not None:
-                return
-        try:
-            with contextlib.ExitStack() as stack:
-                for state, value in config:
-                    stack.enter_context(state(value))
-                body()
-        except BaseException as e:  # noqa: BLE001 - re-raised by run()
-            with self.cv:
-                if self.error is None:
-                    self.error = e
-        finally:
+    def add(self, bodies: dict) -> None:
+        """Cores that join a running scheduler (their keys already in ``order``)."""
+        self.pending.update(bodies)
+
+    # -- the baton --------------------------------------------------------------------------------
+    def _serve(self, core) -> None:
+        """Run ``core`` (holding the baton) on this free thread, then every core the baton reaches
+        that has not started while this thread stays free."""
+        config = self._config
+        while core is not None:
+            body = self.pending.pop(core)
+            try:
+                if config:
+                    with contextlib.ExitStack() as stack:
+                        for state, value in config:
+                            stack.enter_context(state(value))
+                        body()
+                else:
+                    body()
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                with self.cv:
+                    if self.error is None:
+                        self.error = e
             with self.cv:
                 self.finished.add(core)
-                self._pass_baton(core)
-                self.cv.notify_all()
+                self._running -= 1
+                core, wake = self._dispatch(self._next(core), free=True)
+            _wake(wake)
 
-    def _pass_baton(self, core) -> None:
-        """Give the baton to the next core that can run (called with the lock held)."""
+    def _dispatch(self, nxt, free: bool):
+        """Give the baton to ``nxt`` (called with the lock held by the thread giving it up):
+        (the core this thread starts itself, only when ``free``; the parked threads to wake, or a
+        core to start on a worker, which the caller does after releasing the lock, so that the
+        woken thread finds the state settled and the lock free)."""
+        if nxt is None:
+            wake = list(self._parked.values())   # an error or a deadlock: unwind every waiter
+            self._parked = {}
+            if self._running == 0:
+                self._done.set()
+            return None, wake
+        parked = self._parked.pop(nxt, None)
+        if parked is not None:
+            del self.waiting[nxt]
+            return None, [parked]
+        self._running += 1
+        if free:
+            return nxt, ()
+        return None, nxt
+
+    def _next(self, core):
+        """The next core that can run after ``core`` (called with the lock held), or None when
+        every core finished, after an error, or in a deadlock (which sets the error)."""
         if self.error is not None:
             self.current = None
-            return
+            return None
         n = len(self.order)
         i = self.order.index(core)
         for k in range(1, n + 1):
@@ -78,10 +120,11 @@ class CoreScheduler:
             wait = self.waiting.get(c)
             if wait is None or wait[0]():
                 self.current = c
-                return
+                return c
         self.current = None
         if len(self.finished) < n:
             self.error = self.deadlock_error()
+        return None
 
     def deadlock_error(self) -> BaseException:
         """The error of a run where every unfinished core waits and none can go on."""
@@ -120,14 +163,60 @@ class CoreScheduler:
         """Block ``core`` (the caller, holding the baton) until ``ready()``; other cores run."""
         if ready():
             return
+        lock = threading.Lock()
+        lock.acquire()
         with self.cv:
             self.waiting[core] = (ready, description)
-            self._pass_baton(core)
-            self.cv.notify_all()
-            self.cv.wait_for(lambda: self.current == core or self.error is not None)
-            del self.waiting[core]
-            if self.error is not None:
-                raise self.error
+            self._parked[core] = lock
+            _, wake = self._dispatch(self._next(core), free=False)
+        if type(wake) is list:
+            _wake(wake)
+        else:
+            _submit(self._serve, wake)
+        lock.acquire()   # parked until the baton comes back (or an error unwinds every core)
+        if self.error is not None:
+            with self.cv:
+                self.waiting.pop(core, None)
+            raise self.error
+
+
+def _wake(locks) -> None:
+    for lock in locks:
+        lock.release()
+
+
+# Worker threads that run cores started by a core that parked: kept between runs, since starting
+# a thread costs more than most cores' work.
+_idle: list = []
+_idle_lock = threading.Lock()
+
+
+class _Worker:
+    def __init__(self):
+        self.go = threading.Lock()
+        self.go.acquire()
+        self.task = None
+        threading.Thread(target=self._loop, daemon=True, name="pallas-core-worker").start()
+
+    def _loop(self) -> None:
+        while True:
+            self.go.acquire()
+            fn, arg = self.task
+            self.task = None
+            try:
+                fn(arg)
+            finally:
+                with _idle_lock:
+                    _idle.append(self)
+
+
+def _submit(fn, arg) -> None:
+    with _idle_lock:
+        worker = _idle.pop() if _idle else None
+    if worker is None:
+        worker = _Worker()
+    worker.task = (fn, arg)
+    worker.go.release()
 
 
 def _local_config() -> list:

@@ -32,3 +32,71 @@ def resolve(eqn, ref, transforms):
 def resolve_transformed(eqn, x):
     ref, transforms = split_transformed(x)
     return resolve(eqn, ref, transforms)
+
+
+class FlatTransforms:
+    """A ref's transforms as a primitive's operands carry them: a treedef and its leaves (the
+    dynamic indices). Kernels resolve the same few views at every step: :func:`cached_view` finds
+    them by the leaves' values without rebuilding and re-flattening the transform objects."""
+    __slots__ = ("treedef", "leaves", "_key")
+
+    def __init__(self, treedef, leaves):
+        self.treedef = treedef
+        self.leaves = leaves
+        self._key = False
+
+    def unflatten(self):
+        return self.treedef.unflatten(self.leaves)
+
+    def key(self):
+        """(treedef, leaf values with their types), or None where a leaf is not a scalar."""
+        if self._key is False:
+            parts = []
+            for leaf in self.leaves:
+                if type(leaf) is int:
+                    parts.append(("int", leaf))
+                elif isinstance(leaf, (np.ndarray, np.generic)) and leaf.ndim == 0 \
+                        and leaf.dtype.kind in "iub":
+                    parts.append((leaf.dtype.str, leaf.item()))
+                else:
+                    self._key = None
+                    return None
+            self._key = (self.treedef, tuple(parts))
+        return self._key
+
+
+# Resolved views by (transforms' key, the buffer's geometry): the normalized index depends on
+# nothing else (interp/ref_indexing.py resolves chains of views from the same data). The index
+# object is handed out again, so the bounds checks and race footprints keyed by its identity
+# (KernelRef.check_index, warpgroups' masks) are computed once per view.
+_VIEWS: dict = {}
+MAX_VIEWS = 4096
+
+
+def _geometry(ref):
+    array = ref.array
+    return (array.shape, array.size, array.dtype, ref.wraps_negative_indices, ref.check_bounds)
+
+
+def cached_view(ref, transforms: FlatTransforms):
+    """The normalized index of ``ref`` under ``transforms`` resolved before, or None."""
+    key = transforms.key()
+    if key is None or not hasattr(ref, "array") or hasattr(ref, "transforms"):
+        return None
+    return _VIEWS.get((key, _geometry(ref)))
+
+
+def remember_view(ref, transforms: FlatTransforms, index) -> None:
+    key = transforms.key()
+    if key is None or not hasattr(ref, "array") or hasattr(ref, "transforms"):
+        return
+    if type(index) is not tuple:
+        return
+    for ix in index:   # shared by every later access: no one may write into it
+        if type(ix) is np.ndarray:
+            ix.flags.writeable = False
+        elif type(ix) not in (int, slice):
+            return
+    if len(_VIEWS) >= MAX_VIEWS:
+        _VIEWS.clear()
+    _VIEWS[(key, _geometry(ref))] = index

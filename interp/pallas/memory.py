@@ -48,8 +48,9 @@ class KernelRef(Ref):
     # Indices seen in bounds, by identity: the state rules hand the same tuple object for the same
     # index (interp/rules/state.py compile_indexer), and a block keeps its shape across grid steps
     # while its view moves, so a kernel's accesses are bounds-checked once per index and shape.
-    # Only tuples of ints and slices are remembered (immutable; the entry holds the tuple, so its
-    # id cannot be reused by another object while the entry exists). The buffers of one operand
+    # Only tuples of ints, slices and read-only position arrays (the resolved views of tiled SMEM,
+    # interp/ref_indexing.py) are remembered (immutable; the entry holds the tuple, so its id
+    # cannot be reused by another object while the entry exists). The buffers of one operand
     # in successive calls may share the record (``checked``): the check depends on nothing else.
     MAX_CHECKED = 64
 
@@ -58,7 +59,8 @@ class KernelRef(Ref):
         if hit is not None and hit[0] is index and hit[1] == self.array.shape:
             return
         Ref.check_index(self, index)
-        if type(index) is tuple and all(type(ix) is slice or type(ix) is int for ix in index):
+        if type(index) is tuple and all(type(ix) is slice or type(ix) is int or (
+                type(ix) is np.ndarray and not ix.flags.writeable) for ix in index):
             if len(self._checked) >= self.MAX_CHECKED:
                 self._checked.clear()
             self._checked[id(index)] = (index, self.array.shape)

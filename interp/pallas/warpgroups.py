@@ -5,9 +5,9 @@ The kernel body runs once per *thread* of the mesh (a Mosaic GPU "thread" is a w
 CUDA threads). Clusters (points of the grid) run one after another, in row-major order or a
 seeded shuffled one (``grid_order="shuffled"``): they cannot synchronise with each other except
 through global memory. The warpgroups of all blocks of one cluster run concurrently as far as the
-model is concerned: each in its own thread under ``interp.pallas.cores.CoreScheduler``, one at a
-time, a warpgroup that waits on a barrier whose phase has not completed handing over to the next
-one. A correct kernel therefore gets its one answer whatever the order; a wait nobody can satisfy
+model is concerned: under ``interp.pallas.cores.CoreScheduler``, one at a time, a warpgroup that
+waits on a barrier whose phase has not completed handing over to the next one (a warpgroup gets a
+thread of its own only while it waits). A correct kernel therefore gets its one answer whatever the order; a wait nobody can satisfy
 is a deadlock, reported (``DeadlockError``) instead of hanging.
 
 Asynchronous operations complete at issue (their data is where it will be) but are *in flight*
@@ -120,9 +120,7 @@ class Footprint:
 
     def _mask(self):
         if self.mask is None:
-            mask = np.zeros(self.array.shape, bool)
-            mask[self.index] = True
-            self.mask = mask
+            self.mask = _index_mask(self.index, self.array.shape)
         return self.mask
 
     def overlaps(self, other: "Footprint") -> bool:
@@ -143,6 +141,29 @@ class Footprint:
     def covered_by(self, other: "Footprint") -> bool:
         """Whether every element here is also in ``other`` (same buffer only)."""
         return self.array is other.array and not (self._mask() & ~other._mask()).any()
+
+
+# Masks of immutable indices (ints, slices, the read-only position arrays of tiled SMEM views,
+# which interp/ref_indexing.py hands out again for the same view) by index identity and buffer
+# shape: a kernel touches the same few views of each buffer at every step. The entry holds the
+# index, so its id is not reused while the entry exists.
+_MASKS: dict = {}
+_MAX_MASKS = 256
+
+
+def _index_mask(index, shape) -> np.ndarray:
+    hit = _MASKS.get(id(index))
+    if hit is not None and hit[0] is index and hit[1] == shape:
+        return hit[2]
+    mask = np.zeros(shape, bool)
+    mask[index] = True
+    if type(index) is tuple and all(type(ix) is slice or type(ix) is int or (
+            type(ix) is np.ndarray and not ix.flags.writeable) for ix in index):
+        mask.flags.writeable = False
+        if len(_MASKS) >= _MAX_MASKS:
+            _MASKS.clear()
+        _MASKS[id(index)] = (index, shape, mask)
+    return mask
 
 
 class WarpgroupRun(KernelRun):

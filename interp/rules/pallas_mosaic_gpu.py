@@ -121,15 +121,24 @@ def _warpgroup(eqn) -> WarpgroupRun:
 
 
 def _take(flat, treedef):
-    """(transforms, rest): the leaves of ``treedef`` from the front of ``flat``."""
+    """(transforms, rest): the leaves of ``treedef`` from the front of ``flat`` (the transforms
+    still flat: :func:`_view` resolves them, from its cache where it can)."""
     if treedef is None:
         return (), flat
     n = treedef.num_leaves
-    return treedef.unflatten(flat[:n]), flat[n:]
+    return indexing.FlatTransforms(treedef, flat[:n]), flat[n:]
 
 
 def _view(eqn, ref, transforms):
     """(ref, normalized index) of a ref under its transforms (bitcast views refused)."""
+    if type(transforms) is indexing.FlatTransforms:
+        cached = indexing.cached_view(ref, transforms)
+        if cached is not None:
+            return ref, cached
+        target, index = _view(eqn, ref, transforms.unflatten())
+        if target is ref:
+            indexing.remember_view(ref, transforms, index)
+        return target, index
     ref, transforms_of_ref = indexing.split_transformed(ref)
     chain = tuple(transforms_of_ref) + tuple(transforms)
     try:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import UndefinedBehaviorError
 from ..registry import register
+from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
 from .. import dtypes as D
 from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
@@ -66,13 +67,20 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
     axes = _manual_axes(mesh, newly_manual_axes)
     plan, consts = eqn.closed_plan(jaxpr)
 
-    def body(device):
-        local = [np.ascontiguousarray(a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
-                                               np.shape(a))])
-                 for a, s in zip(args, in_specs)]
-        return plan.run(consts, local)
+    def local(device):
+        return [np.ascontiguousarray(a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
+                                              np.shape(a))])
+                for a, s in zip(args, in_specs)]
 
-    per_device = run_spmd(axes, body)
+    lockstep = spmd_lockstep.program(plan.jaxpr, eqn.options, axes)
+    if lockstep is not None:   # every device's equations at once (interp/spmd_lockstep.py)
+        devices = spmd_lockstep.devices(axes)
+        blocks = [local(d) for d in devices]
+        stacked = [np.stack([b[k] for b in blocks]) for k in range(len(args))]
+        outs = lockstep.run(axes, consts, stacked, participants_sum)
+        per_device = [(d, [o[i] for o in outs]) for i, d in enumerate(devices)]
+    else:
+        per_device = run_spmd(axes, lambda device: plan.run(consts, local(device)))
     return [_assemble(i, spec, aval, per_device) for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
 
 
@@ -174,6 +182,14 @@ def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
     if not (D.is_float(out_dtype) and D.is_float(stacked.dtype) and D.bit_width(stacked.dtype) <= 32
             and stacked.shape[-1] > 1):
         return sum_last(eqn, stacked, out_dtype)
+    if stacked.shape[-1] == 2 and stacked.dtype == np.float32 and out_dtype == np.float32:
+        # Two float32 participants (a pmean over a pair of devices): IEEE float32 addition is
+        # the correctly rounded sum (IEEE 754-2019 5.4.1); an exact zero sum is +0.0 as below.
+        # Non-finite results take the general path (its NaN and overflow handling).
+        with np.errstate(invalid="ignore", over="ignore"):
+            total = np.add(stacked[..., 0], stacked[..., 1])
+        if np.isfinite(total).all():
+            return total + np.float32(0.0)
     terms = stacked.astype(F64)
     with np.errstate(invalid="ignore", over="ignore"):
         s = terms[..., 0].copy()
@@ -354,12 +370,26 @@ register("pvary", "preduced", "reduced_vary_cast", "reduced_vary_cast_p", "vary_
          "vary_unreduced_cast_p")(_cast)
 
 
+def _pallas_run():
+    """The running Pallas kernel of this thread (its mesh axes take precedence), or None.
+    (Imported on first use: the Pallas engine imports the rule families; axis_index runs per
+    warpgroup and step in Mosaic GPU kernels, where a function-level import costs more than the
+    rule.)"""
+    global _maybe_current_run
+    if _maybe_current_run is None:
+        from ..pallas.grid import maybe_current_run
+        _maybe_current_run = maybe_current_run
+    return _maybe_current_run()
+
+
+_maybe_current_run = None
+
+
 # --- axis queries --------------------------------------------------------------------------------
 
 @register("axis_index")
 def axis_index(eqn, *, axis_name):
-    from ..pallas.grid import maybe_current_run
-    run = maybe_current_run()
+    run = _pallas_run()
     names = _names(axis_name)
     mesh = run.mesh if run is not None else None
     if mesh is not None and all(n in mesh.axes for n in names):
