@@ -135,29 +135,22 @@ class CoreScheduler:
     def fork(self, parent, bodies: dict) -> None:
         """Run ``bodies[core]()`` as new cores beside the running ones (the warps of a Mosaic GPU
         ``warp_map``), ``parent`` (the caller, holding the baton) waiting until all of them
-        finished: a fork/join. The new cores leave the schedule when they are done."""
+        finished: a fork/join. The new cores join the schedule right after ``parent`` and leave it
+        when they are done (their keys may be forked again)."""
         children = list(bodies)
-        config = _local_config()
         with self.cv:
             i = self.order.index(parent)
             self.order[i + 1:i + 1] = children
-        threads = [threading.Thread(target=self._main, args=(c, bodies[c], config), daemon=True,
-                                    name=f"pallas-core-{c}") for c in children]
-        for t in threads:
-            t.start()
+            self.add(bodies)
         try:
             self.wait_until(parent, lambda: all(c in self.finished for c in children),
                             f"waits for {len(children)} forked cores to finish")
         finally:
-            if self.error is not None:
-                with self.cv:
-                    self.cv.notify_all()
-            for t in threads:
-                t.join()
             with self.cv:
                 for c in children:
                     self.order.remove(c)
                     self.finished.discard(c)
+                    self.pending.pop(c, None)
 
     def wait_until(self, core, ready, description: str) -> None:
         """Block ``core`` (the caller, holding the baton) until ``ready()``; other cores run."""
