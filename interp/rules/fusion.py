@@ -79,10 +79,12 @@ def scaled_dot(eqn, lhs, rhs, lhs_scale, rhs_scale, *, dimension_numbers, prefer
 
 
 @register("fusible")
-def fusible(eqn, *args, jaxpr, num_consts, func, in_tree, out_tree, output_fusion_prefix):
+def fusible(eqn, *args, jaxpr, num_consts, func=None, in_tree=None, out_tree=None,
+            output_fusion_prefix=None):
     # JAX 0.10.2 fusible_p: outside fuser.fuse a fusible means its traced body, run on trivial
     # fusions (jax/_src/pallas/fuser/fusible.py: impl = core.eval_jaxpr(jaxpr, consts, *args));
-    # func, the trees and output_fusion_prefix only serve fuser.fuse.
+    # func, the trees and output_fusion_prefix only serve fuser.fuse (its lowering to plain
+    # types binds jaxpr and num_consts alone: fusible.py _fusible_to_lojax).
     return eqn.eval_jaxpr(jaxpr, *args[num_consts:], consts=args[:num_consts])
 
 

@@ -605,7 +605,7 @@ def eig(eqn, x, *, compute_left_eigenvectors, compute_right_eigenvectors, implem
 
 
 @register("svd")
-def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     # gesdd in float64 (the algorithm choice changes no value beyond accuracy); singular values
     # descending; each pair (u_i, v_i) is scaled so that u_i's first largest-magnitude entry is
     # real positive. The extra columns of U / rows of V^H when full_matrices=True (a basis of
