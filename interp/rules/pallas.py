@@ -30,9 +30,11 @@ _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def pallas_call(eqn, *args, jaxpr, grid_mapping, out_avals, input_output_aliases, mesh, interpret,
                 debug, compiler_params, cost_estimate, name, metadata):
     # CallPlan reads the parameters that define the kernel's meaning from eqn.params (jaxpr,
-    # grid_mapping, out_avals, input_output_aliases, mesh, compiler_params: interp/pallas/grid.py);
-    # interpret, debug, cost_estimate, name and metadata only steer tracing, lowering and
-    # profiling (the reference runs a kernel whatever its interpret parameter).
+    # grid_mapping, out_avals, input_output_aliases, mesh, and compiler_params' dimension
+    # semantics: interp/pallas/grid.py). The other compiler parameters steer a compiler (warps,
+    # VMEM limits, approximate math that a compliance mode measures), and interpret, debug,
+    # cost_estimate, name and metadata tracing, lowering and profiling: the reference runs a
+    # kernel whatever they say.
     return _plan(eqn, CallPlan).run(args)
 
 

@@ -87,8 +87,9 @@ def _new_ref(eqn, array):
 
 @register("new_ref", "mutable_array")
 def new_ref(eqn, init, *, memory_space, kind=None, pin=None):
-    # The ref owns a copy: later writes never alias the initial value. memory_space/kind/pin do
-    # not change values (pin: JAX 0.11 on; mutable_array, the older spelling, has no kind).
+    # The ref owns a copy: later writes never alias the initial value. memory_space and pin (JAX
+    # 0.11 on) place the ref, kind states its mutation semantics under rematerialisation (jax/_src/
+    # core.py new_ref): none changes values. (mutable_array, the older spelling, has no kind.)
     dtype = eqn.out_aval.inner_aval.dtype if hasattr(eqn.out_aval, "inner_aval") else init.dtype
     return _new_ref(eqn, np.array(init, dtype=dtype, copy=True))
 
