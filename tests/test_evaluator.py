@@ -3,6 +3,7 @@ static arguments, keyword arguments, and JAX configuration read at call time."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,7 @@ import interp
 from interp import evaluator
 from interp.errors import UnsupportedPrimitiveError
 from interp.options import Options
-from interp.registry import RULES
+from interp.registry import EXTENDED_RULES, RULES
 from tests.support import x64
 
 ints = np.arange(6, dtype=np.int32) - 2
@@ -223,6 +224,158 @@ def test_rule_prepare_hook(monkeypatch):
     np.testing.assert_array_equal(f(ints), ints + 2)
     np.testing.assert_array_equal(f(ints), ints + 2)
     assert prepared == ["test_evaluator_prepared"] * 2
+
+
+# --- declared parameters: an unknown one is always an UnsupportedPrimitiveError naming it (#15) -----
+
+def _undeclared_allowed(name, rule) -> bool:
+    """Rules other branches are still converting (interp/evaluator.py NOT_YET_DECLARED_*)."""
+    return (name in evaluator.NOT_YET_DECLARED_PRIMITIVES
+            or getattr(rule, "__module__", None) in evaluator.NOT_YET_DECLARED_MODULES)
+
+
+def _takes_var_keyword(fn) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):   # no Python signature: declares (accepts) nothing
+        return False
+    return any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+
+
+def test_every_registered_rule_declares_its_parameters():
+    undeclared = sorted(f"{kind}:{name} ({getattr(rule, '__qualname__', rule)})"
+                        for kind, table in (("rule", RULES), ("extended", EXTENDED_RULES))
+                        for name, rule in table.items()
+                        if _takes_var_keyword(rule) and not _undeclared_allowed(name, rule))
+    assert not undeclared, f"rules taking **params (name every parameter instead): {undeclared}"
+
+
+def _declared_programs():
+    """Small programs whose equations reach the plan-time specialisations (``prepare``) of the
+    rule families: native ufuncs and scalar operators, convert's fast paths, calls, loops,
+    conditionals, a Pallas kernel with scoped scratch, typed-key structure rules."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    f32 = np.arange(6, dtype=np.float32)
+
+    def kernel(x_ref, o_ref):
+        def body(scratch):
+            scratch[...] = x_ref[...] * 2
+            o_ref[...] = scratch[...] + 1
+        pl.run_scoped(body, pltpu.VMEM(x_ref.shape, x_ref.dtype))
+
+    call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(f32.shape, f32.dtype), interpret=True)
+    return [
+        (lambda x, y: (x + y, x * y, x - y, x / y, -x, x < y, x == y), (f32, f32 + 1)),
+        (lambda x, y: (x + y, x * y, x * 2.0, 3.0 * y, x == y), (np.float32(2), np.float32(3))),
+        (lambda x: (x.astype(np.float32), x.astype(np.int16), x.astype(np.int32)),   # identity, widening
+         (np.arange(6, dtype=np.int16),)),
+        (lambda x: jax.jit(jnp.sin)(x) + lax.cond(x[0] > 0, jnp.exp, jnp.cos, x), (f32,)),
+        (lambda x: lax.scan(lambda c, v: (c + v, c * v), 0.0, x), (f32,)),
+        (lambda x: (jnp.sort(x), jnp.sum(x), jnp.argmax(x), jnp.cumsum(x), x[jnp.array([2, 0])]), (f32,)),
+        (call, (f32,)),
+        (lambda k: jax.random.split(k, 4).reshape(2, 2)[0], (jax.random.key(0),)),
+    ]
+
+
+def _equations(jaxpr):
+    from jax.extend import core as jcore
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        yield eqn
+        for v in eqn.params.values():
+            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
+                    yield from _equations(sub)
+
+
+def test_the_functions_prepare_returns_declare_their_parameters():
+    seen, undeclared = set(), []
+    for fn, args in _declared_programs():
+        closed = jax.make_jaxpr(fn)(*args)
+        interp.eval_jaxpr(closed, *jax.tree_util.tree_leaves(args))   # runs as traced
+        for eqn in _equations(closed):
+            ctx = evaluator.EqnContext(eqn, Options())
+            rule = evaluator._lookup_rule(ctx)
+            prepare = getattr(rule, "prepare", None)
+            if prepare is None:
+                continue
+            prepared = prepare(ctx)
+            seen.add(ctx.name)
+            if _takes_var_keyword(prepared) and not _undeclared_allowed(ctx.name, rule):
+                undeclared.append(f"{ctx.name}: {getattr(prepared, '__qualname__', prepared)}")
+    assert not undeclared, undeclared
+    assert {"add", "mul", "convert_element_type", "run_scoped"} <= seen, seen   # the test reaches them
+
+
+def _with_bogus_param(closed, primitive):
+    """``closed`` with a parameter ``bogus`` added to its first top-level ``primitive`` equation."""
+    eqns = list(closed.jaxpr.eqns)
+    k = next(i for i, e in enumerate(eqns) if e.primitive.name == primitive)
+    eqns[k] = eqns[k].replace(params={**eqns[k].params, "bogus": 1})
+    return closed.replace(jaxpr=closed.jaxpr.replace(eqns=eqns))
+
+
+def _pallas_double(x):
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+
+
+F32 = np.linspace(-2, 2, 6, dtype=np.float32)
+
+
+@pytest.mark.parametrize("primitive,fn,args", [
+    ("jit", jax.jit(jnp.sin), (F32,)),
+    ("sort", lax.sort, (F32,)),
+    ("reduce_sum", lambda x: lax.reduce(x, np.float32(0), lax.add, (0,)), (F32,)),
+    ("exp", jnp.exp, (F32,)),
+    ("erf", lax.erf, (F32,)),
+    ("pallas_call", _pallas_double, (F32,)),
+    ("scan", lambda x: lax.scan(lambda c, v: (c + v, c), 0.0, x), (F32,)),
+    ("cond", lambda x: lax.cond(x[0] > 0, jnp.sin, jnp.cos, x), (F32,)),
+    ("gather", lambda x: x[jnp.array([3, 1])], (F32,)),
+    ("dot_general", lambda x: x @ x, (F32,)),
+    ("convert_element_type", lambda x: x.astype(np.float32), (np.arange(6, dtype=np.int16),)),  # fast path
+    ("mul", lambda x: x * x, (F32,)),                                    # a prepared native ufunc
+    ("add", lambda x, y: x + y, (np.float32(1), np.float32(2))),         # a prepared scalar operator
+    ("reduce_window_max", lambda x: lax.reduce_window(x, -np.inf, lax.max, (2,), (1,), "VALID"), (F32,)),
+    ("broadcast_in_dim", lambda k: jnp.broadcast_to(k, (2,)), (jax.random.key(0),)),   # key arrays
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_an_unknown_parameter_on_a_declared_rule_is_unsupported_naming_it(primitive, fn, args):
+    closed = jax.make_jaxpr(fn)(*args)
+    leaves = jax.tree_util.tree_leaves(args)
+    interp.eval_jaxpr(closed, *leaves)   # runs as traced
+    with pytest.raises(UnsupportedPrimitiveError, match=r"parameter 'bogus' not implemented") as e:
+        interp.eval_jaxpr(_with_bogus_param(closed, primitive), *leaves)
+    assert e.value.primitive == primitive
+
+
+def test_a_rule_taking_var_keywords_is_refused(monkeypatch):
+    # A rule that declares nothing would accept any parameter silently: a programming error.
+    prim = _made_up("test_evaluator_undeclared", colour="blue")
+    monkeypatch.setitem(RULES, "test_evaluator_undeclared", lambda eqn, x, **params: x)
+    with pytest.raises(UnsupportedPrimitiveError, match="must declare the parameters"):
+        interp.interpret(prim)(ints)
+
+
+def test_a_rule_without_a_signature_accepts_no_parameter(monkeypatch):
+    # (a C callable, like a ufunc registered directly, has no Python signature to declare with)
+    assert evaluator._keywords(np.frompyfunc(lambda eqn, x: x, 2, 1)) == (frozenset(), frozenset())
+    assert evaluator._keywords(np.add) == (frozenset(), frozenset())   # (not its casting=, where=...)
+
+    class Opaque:
+        __signature__ = property(lambda self: (_ for _ in ()).throw(ValueError("no signature")))
+
+        def __call__(self, eqn, x):
+            return x
+    assert evaluator._keywords(Opaque()) == (frozenset(), frozenset())
+    prim = _made_up("test_evaluator_opaque", colour="blue")
+    monkeypatch.setitem(RULES, "test_evaluator_opaque", Opaque())
+    with pytest.raises(UnsupportedPrimitiveError, match="parameter 'colour' not implemented"):
+        interp.interpret(prim)(ints)
+    np.testing.assert_array_equal(interp.interpret(_made_up("test_evaluator_opaque"))(ints), ints)
 
 
 # --- buffer reuse (interp/evaluator.py DONATE_MIN_ELEMENTS) --------------------------------------

@@ -23,7 +23,7 @@ def _run(eqn, jaxpr_like, args) -> list:
 # --- conditionals ------------------------------------------------------------------------------
 
 @register("cond")
-def cond(eqn, index, *args, branches, **params):
+def cond(eqn, index, *args, branches, branches_platforms=None):
     # XLA Conditional: an out-of-range S32 index runs the last branch (N-1) as the default;
     # a PRED index runs branch 0 for false and branch 1 for true (operation_semantics#conditional).
     # branches_platforms (platform_dependent) only documents what platform_index chose.
@@ -40,7 +40,7 @@ def cond(eqn, index, *args, branches, **params):
 # platform_index picks the branch listing that platform, else the default (None) branch, as
 # jax/_src/lax/control_flow/conditionals.py _platform_index_lowering does per lowering platform.
 @register("platform_index")
-def platform_index(eqn, *, platforms, **params):
+def platform_index(eqn, *, platforms):
     platform = eqn.options.platform
     default = None
     for i, ps in enumerate(platforms):
@@ -99,10 +99,11 @@ def _row(x, i):
 
 
 @register("scan")
-def scan(eqn, *args, jaxpr, length, reverse, unroll, **params):
-    # unroll only changes how XLA lowers the loop, never the result; _split_transpose is a
-    # transpose-time flag.
-    num_consts, num_carry = scan_layout(params)
+def scan(eqn, *args, jaxpr, length, reverse, unroll, num_consts=None, num_carry=None, ft_in=None,
+         ft_out=None):
+    # unroll only changes how XLA lowers the loop, never the result. The layout of the operands:
+    # num_consts/num_carry (JAX 0.10) or the flat trees ft_in/ft_out (JAX 0.11 on).
+    num_consts, num_carry = scan_layout(eqn.params)
     plan, own = eqn.closed_plan(jaxpr)
     run = plan.run
     consts = list(args[:num_consts])
@@ -132,51 +133,64 @@ def _stack_keys(values, aval):
 # --- calls: evaluate the callee jaxpr -----------------------------------------------------------
 
 @register("jit", "pjit")
-def jit(eqn, *args, jaxpr, **params):
+def jit(eqn, *args, jaxpr, name, donated_invars, inline, keep_unused, in_shardings, out_shardings,
+        in_layouts, out_layouts, ctx_mesh, compiler_options_kvs):
+    # The value is the callee's: the name, donation, inlining, unused-argument, sharding, layout,
+    # mesh and compiler-option parameters steer how XLA compiles and places the call, and a
+    # compiler option that changed the meaning (a fast-math flag) is the backend's deviation the
+    # suite measures, not the program's meaning.
     return _run(eqn, jaxpr, args)
 
 
 @register("closed_call", "core_call", "custom_vmap_call")
-def closed_call(eqn, *args, call_jaxpr=None, call=None, **params):
+def closed_call(eqn, *args, call_jaxpr=None, call=None, in_tree=None, out_tree=None, rule=None):
+    # custom_vmap_call (call, in_tree, out_tree, rule): the vmap rule only acts under vmap.
     return _run(eqn, call_jaxpr if call_jaxpr is not None else call, args)
 
 
 @register("remat2", "checkpoint")
-def remat(eqn, *args, jaxpr, **params):
-    # prevent_cse/policy only steer what autodiff saves; the primal value is the callee's.
+def remat(eqn, *args, jaxpr, prevent_cse, differentiated, policy):
+    # prevent_cse/policy/differentiated only steer what autodiff saves and XLA's CSE; the primal
+    # value is the callee's.
     return _run(eqn, jaxpr, args)
 
 
 @register("eval_jaxpr")
-def eval_jaxpr_call(eqn, *args, **params):
-    return _run(eqn, params.get("call_jaxpr", params.get("jaxpr")), args)
+def eval_jaxpr_call(eqn, *args, call_jaxpr=None, jaxpr=None):
+    # the callee is call_jaxpr (JAX 0.11 on) or jaxpr (JAX 0.10)
+    return _run(eqn, call_jaxpr if call_jaxpr is not None else jaxpr, args)
 
 
 @register("composite")
-def composite(eqn, *args, jaxpr=None, call_jaxpr=None, **params):
+def composite(eqn, *args, name, attributes, version, jaxpr=None, call_jaxpr=None):
     # A composite means its decomposition (name/attributes only let a backend substitute a kernel).
     return _run(eqn, call_jaxpr if call_jaxpr is not None else jaxpr, args)
 
 
 @register("custom_jvp_call")
-def custom_jvp_call(eqn, *args, call_jaxpr, **params):
-    # Outside differentiation a custom_jvp function is its primal function; the consts
-    # (num_consts) are the callee's leading inputs.
+def custom_jvp_call(eqn, *args, call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros):
+    # Outside differentiation a custom_jvp function is its primal function (the jvp rule and
+    # symbolic_zeros only act under jvp); the consts (num_consts) are the callee's leading inputs.
     return _run(eqn, call_jaxpr, args)
 
 
 @register("custom_vjp_call")
-def custom_vjp_call(eqn, *args, call_jaxpr, **params):
+def custom_vjp_call(eqn, *args, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts, out_trees,
+                    symbolic_zeros):
+    # the fwd/bwd rules only act under differentiation; the value is call_jaxpr's
     return _run(eqn, call_jaxpr, args)
 
 
 @register("custom_vjp_call_jaxpr")
-def custom_vjp_call_jaxpr(eqn, *args, fun_jaxpr, **params):
+def custom_vjp_call_jaxpr(eqn, *args, fun_jaxpr, fwd_jaxpr_thunk=None, bwd=None, num_consts=None,
+                          out_trees=None, symbolic_zeros=None):
+    # (the spelling of custom_vjp_call before JAX 0.4.36; the rules act under differentiation only)
     return _run(eqn, fun_jaxpr, args)
 
 
 @register("linear_call")
-def linear_call(eqn, *args, callee, **params):
+def linear_call(eqn, *args, callee, transpose_thunk, num_callee_consts, num_res):
+    # the transpose only acts under transposition; the callee's consts are its leading inputs
     return _run(eqn, callee, args)
 
 
@@ -229,28 +243,31 @@ def _hi_expansion(eqn, prim):
 
 
 @register("remat_opt")
-def remat_opt(eqn, *args, fwd_jaxpr, **params):
+def remat_opt(eqn, *args, fwd_jaxpr, fun_jaxpr_thunk, num_consts, num_res):
     # The primal value and residuals are fwd_jaxpr's (custom_derivatives.py _remat_opt_impl).
     return _run(eqn, fwd_jaxpr, args)
 
 
 @register("xla_metadata_call")
-def xla_metadata_call(eqn, *args, jaxpr, **params):
+def xla_metadata_call(eqn, *args, jaxpr, xla_metadata, ad_metadata=None):
     return _run(eqn, jaxpr, args)  # metadata annotates the HLO, not the values
 
 
 @register("custom_partitioning")
-def custom_partitioning(eqn, *args, call, **params):
+def custom_partitioning(eqn, *args, call, in_tree, out_tree, static_args, partition,
+                        infer_sharding_from_operands, propagate_user_sharding, decode_shardings,
+                        sharding_rule):
     return _run(eqn, call, args)  # partitioning callbacks only matter to SPMD lowering
 
 
 @register("custom_jvp_call_jaxpr")
-def custom_jvp_call_jaxpr(eqn, *args, fun_jaxpr, **params):
+def custom_jvp_call_jaxpr(eqn, *args, fun_jaxpr, jvp_jaxpr_thunk=None, num_consts=None,
+                          symbolic_zeros=None):
     return _run(eqn, fun_jaxpr, args)  # older JAX spelling of custom_jvp_call
 
 
 @register("custom_lin")
-def custom_lin(eqn, *args, **params):
+def custom_lin(eqn, *args, num_res, bwd, out_avals, symbolic_zeros, in_zeros=None):
     # A linearized custom_vjp function evaluated forward: JAX raises this (ad.py
     # raise_custom_vjp_error_on_jvp), and so does XLA:CPU's jit of the same program.
     raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
@@ -278,15 +295,36 @@ def check(eqn, *args, err_tree, debug):
     return []
 
 
-# --- placement and sharding: identities on one host ----------------------------------------------
+# --- placement and sharding: identities on one host ---------------------------------------------
+# (their parameters say where and how a value lives, never what it is)
 
-@register("sharding_constraint", "reshard", "layout_constraint", "relayout", "xla_metadata_value")
-def placement_identity(eqn, x, **params):
+@register("sharding_constraint")
+def sharding_constraint(eqn, x, *, sharding, layout, context_mesh, unconstrained_dims):
+    return x
+
+
+@register("reshard")
+def reshard(eqn, x, *, dst_sharding, concrete_mesh):
+    return x
+
+
+@register("layout_constraint")
+def layout_constraint(eqn, x, *, layout):
+    return x
+
+
+@register("relayout")
+def relayout(eqn, x, *, dst_layout):
+    return x
+
+
+@register("xla_metadata_value")
+def xla_metadata_value(eqn, x, *, xla_metadata_kvs):
     return x
 
 
 @register("device_put")
-def device_put(eqn, *xs, **params):
+def device_put(eqn, *xs, devices, srcs, copy_semantics):
     return list(xs)
 
 
@@ -298,12 +336,12 @@ def optimization_barrier(eqn, *args):
 
 
 @register("name")
-def name(eqn, x, **params):
+def name(eqn, x, *, name):
     return x  # checkpoint_name: a tag for remat policies
 
 
 @register("stop_gradient")
-def stop_gradient(eqn, x, **params):
+def stop_gradient(eqn, x):
     return x  # the value is unchanged; only differentiation sees it
 
 
@@ -313,7 +351,7 @@ def create_token(eqn, *tokens):
 
 
 @register("dce_sink")
-def dce_sink(eqn, *args, **params):
+def dce_sink(eqn, *args, prevent_mlir_dce=None):
     return [] if eqn.primitive.multiple_results else TOKEN
 
 
@@ -347,27 +385,29 @@ def _check_results(eqn, outs, result_avals):
 
 
 @register("pure_callback")
-def pure_callback(eqn, *args, callback, result_avals, **params):
+def pure_callback(eqn, *args, callback, result_avals, sharding, vmap_method):
     # vmap_method only changes how the callback is batched at trace time; sharding is irrelevant
     # on one host.
     return _check_results(eqn, callback(*_host_args(args)), result_avals)
 
 
 @register("io_callback")
-def io_callback(eqn, *args, callback, result_avals, ordered=False, **params):
+def io_callback(eqn, *args, callback, result_avals, sharding, ordered=False):
     # Sequential evaluation runs callbacks in program order, which satisfies ordered=True.
     return _check_results(eqn, callback(*_host_args(args)), result_avals)
 
 
 @register("debug_callback")
-def debug_callback(eqn, *args, callback, **params):
+def debug_callback(eqn, *args, callback, effect, partitioned):
+    # effect (ordered or not) is satisfied by sequential evaluation; partitioned only matters to
+    # SPMD lowering
     callback(*_host_args(args))
     return []
 
 
 @register("debug_print")
 def debug_print(eqn, *args, fmt, in_tree, static_args, np_printoptions, has_placeholders,
-                logging_record=None, **params):
+                ordered, partitioned, logging_record=None):
     # JAX's own formatting (jax/_src/debugging.py debug_print_impl), without device_put.
     from jax._src import debugging
     callback = debugging._make_flat_callback(

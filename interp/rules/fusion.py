@@ -61,7 +61,7 @@ def _dot(eqn, a: np.ndarray, b: np.ndarray, dimension_numbers, out_dtype) -> np.
 
 
 @register("scaled_matmul_wrapper", "scaled_matmul")
-def scaled_matmul(eqn, lhs, rhs, lhs_scales, rhs_scales, *, preferred_element_type, **params):
+def scaled_matmul(eqn, lhs, rhs, lhs_scales, rhs_scales, *, preferred_element_type):
     # lhs (B, M, K), rhs (B, N, K), scales (B, M|N, K // block): out (B, M, N)
     # (jax/_src/cudnn/scaled_matmul_stablehlo.py _scaled_matmul_abstract / _cpu_lowering_impl).
     a = _dequantise(eqn, np.asarray(lhs), np.asarray(lhs_scales), (2,))
@@ -70,8 +70,7 @@ def scaled_matmul(eqn, lhs, rhs, lhs_scales, rhs_scales, *, preferred_element_ty
 
 
 @register("scaled_dot")
-def scaled_dot(eqn, lhs, rhs, lhs_scale, rhs_scale, *, dimension_numbers, preferred_element_type=None,
-               **params):
+def scaled_dot(eqn, lhs, rhs, lhs_scale, rhs_scale, *, dimension_numbers, preferred_element_type=None):
     # (lhs * lhs_scale) . (rhs * rhs_scale) as dot_general(dimension_numbers) (jax.lax.scaled_dot).
     (lc, rc), _ = dimension_numbers
     a = _dequantise(eqn, np.asarray(lhs), np.asarray(lhs_scale), lc)
@@ -80,15 +79,22 @@ def scaled_dot(eqn, lhs, rhs, lhs_scale, rhs_scale, *, dimension_numbers, prefer
 
 
 @register("fusible")
-def fusible(eqn, *args, jaxpr, num_consts, **params):
+def fusible(eqn, *args, jaxpr, num_consts, func=None, in_tree=None, out_tree=None,
+            output_fusion_prefix=None):
     # JAX 0.10.2 fusible_p: outside fuser.fuse a fusible means its traced body, run on trivial
-    # fusions (jax/_src/pallas/fuser/fusible.py: impl = core.eval_jaxpr(jaxpr, consts, *args)).
+    # fusions (jax/_src/pallas/fuser/fusible.py: impl = core.eval_jaxpr(jaxpr, consts, *args));
+    # func, the trees and output_fusion_prefix only serve fuser.fuse (its lowering to plain
+    # types binds jaxpr and num_consts alone: fusible.py _fusible_to_lojax).
     return eqn.eval_jaxpr(jaxpr, *args[num_consts:], consts=args[:num_consts])
 
 
 @register("custom_fusion")
-def custom_fusion(eqn, *args, jaxpr, num_consts, pallas_num_consts=0, **params):
+def custom_fusion(eqn, *args, jaxpr, num_consts, pallas_jaxpr, eval_rule, pull_block_spec_rule,
+                  push_block_spec_rule, pallas_num_consts=0, in_tree=None, out_tree=None,
+                  kernel_out_tree=None):
     # custom_fusion_lib._custom_fusion_impl: the wrapped function; the pallas_impl (used only when
-    # the fusion is pulled into a kernel) and its consts are skipped, as in JAX's impl.
+    # the fusion is pulled into a kernel) and its consts are skipped, as in JAX's impl, and so are
+    # the block-spec and eval rules (fusion machinery) and the trees (JAX <= 0.11: the impl's
+    # calling convention).
     consts, rest = args[:num_consts], args[num_consts + pallas_num_consts:]
     return eqn.eval_jaxpr(jaxpr, *rest, consts=consts)

@@ -504,7 +504,8 @@ def dot_general_value(eqn, lhs, rhs, dimension_numbers, out_dtype) -> np.ndarray
 
 
 @register("dot_general")
-def dot_general(eqn, lhs, rhs, *, dimension_numbers, precision=None, **params):
+def dot_general(eqn, lhs, rhs, *, dimension_numbers, precision, preferred_element_type, out_sharding):
+    # preferred_element_type is the result dtype (eqn.out_dtype); out_sharding places it.
     return _dot(eqn, lhs, rhs, dimension_numbers, precision)
 
 
@@ -549,8 +550,8 @@ def _dot(eqn, lhs, rhs, dimension_numbers, precision) -> np.ndarray:
 
 
 @register("ragged_dot_general")
-def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision=None,
-                       group_offset=None, **params):
+def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision,
+                       preferred_element_type, group_offset, out_sharding):
     if group_offset is not None:
         # JAX has no semantics for it: its impl and every lowering raise (both JAX versions).
         raise eqn.unsupported("Unimplemented group_offset support (as in JAX: "
@@ -583,10 +584,12 @@ def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbe
 @register("conv_general_dilated")
 def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                          dimension_numbers, feature_group_count, batch_group_count,
-                         precision=None, **params):
+                         precision=None, preferred_element_type=None, out_sharding=None):
     # Precision hints do not change the meaning; an explicit dot algorithm neither: JAX lowers a
     # convolution's algorithm as precision DEFAULT with no algorithm attribute (jax/_src/lax/
     # convolution.py -> lax.precision_attr / _full_precision), on every platform.
+    # preferred_element_type is the result dtype (eqn.out_dtype); out_sharding places it. (Defaults:
+    # pallas_tpu's conv calls this rule directly.)
     out_dtype = eqn.out_dtype
     lhs, rhs = _lowered_inputs(eqn, np.asarray(lhs), np.asarray(rhs), out_dtype)
     lhs_spec, rhs_spec, out_spec = dimension_numbers
@@ -626,7 +629,7 @@ def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation
 # fft
 
 @register("fft")
-def fft(eqn, x, *, fft_type, fft_lengths, **params):
+def fft(eqn, x, *, fft_type, fft_lengths):
     kind = getattr(fft_type, "name", str(fft_type)).split(".")[-1].upper()
     if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
         raise eqn.unsupported(f"fft_type {fft_type}")

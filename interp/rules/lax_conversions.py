@@ -184,9 +184,8 @@ def convert(x, dtype) -> np.ndarray:
 
 
 @register("convert_element_type")
-def convert_element_type(eqn, x, *, new_dtype, weak_type=False, sharding=None, **params):
-    if params:
-        raise eqn.unsupported(f"unknown parameters {sorted(params)}")
+def convert_element_type(eqn, x, *, new_dtype, weak_type, sharding):
+    # weak_type is a typing flag of the result (its values are new_dtype's); sharding places it.
     return convert(x, new_dtype)
 
 
@@ -225,10 +224,14 @@ def _value_preserving(src: np.dtype, dst: np.dtype) -> bool:
 
 
 def _astype_rule(dst: np.dtype):
-    def rule(eqn, x, **params):
+    def rule(eqn, x, *, new_dtype, weak_type, sharding):
         return x.astype(dst)
     rule.__name__ = f"astype_{dst.name}"
     return rule
+
+
+def _identity(eqn, x, *, new_dtype, weak_type, sharding):
+    return x
 
 
 def _prepare_convert(ctx):
@@ -236,7 +239,7 @@ def _prepare_convert(ctx):
     if (set(ctx.params) <= {"new_dtype", "weak_type", "sharding"}
             and isinstance(src, np.dtype) and isinstance(dst, np.dtype)):   # (not PRNG key types)
         if src == dst:
-            return lambda eqn, x, **params: x           # convert's identity
+            return _identity                              # convert's identity
         if _value_preserving(src, dst):
             return _astype_rule(dst)
     return convert_element_type
@@ -267,9 +270,7 @@ def _from_logical_bits(u: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 @register("bitcast_convert_type")
-def bitcast_convert_type(eqn, x, *, new_dtype, **params):
-    if params:
-        raise eqn.unsupported(f"unknown parameters {sorted(params)}")
+def bitcast_convert_type(eqn, x, *, new_dtype):
     src, dst = x.dtype, np.dtype(new_dtype)
     if src == dst:
         return x
@@ -331,9 +332,7 @@ def reduce_precision_bits(u: np.ndarray, layout: tuple[int, int, int], exponent_
 
 
 @register("reduce_precision")
-def reduce_precision(eqn, x, *, exponent_bits, mantissa_bits, **params):
-    if params:
-        raise eqn.unsupported(f"unknown parameters {sorted(params)}")
+def reduce_precision(eqn, x, *, exponent_bits, mantissa_bits):
     dtype = x.dtype
     if dtype in _NATIVE_LAYOUT:
         layout = _NATIVE_LAYOUT[dtype]

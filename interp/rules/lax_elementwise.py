@@ -93,11 +93,18 @@ def _same_native_dtype(ctx, natives, result=None) -> bool:
 
 
 def _ufunc_rule(ufunc):
-    def rule(eqn, *xs, **params):
-        return ufunc(*xs)
+    if ufunc is np.multiply:     # mul's out_dtype (the specialisation applies where it is None)
+        def rule(eqn, *xs, out_dtype=None):
+            return ufunc(*xs)
 
-    def inplace(eqn, out, *xs, **params):
-        return ufunc(*xs, out=out)
+        def inplace(eqn, out, *xs, out_dtype=None):
+            return ufunc(*xs, out=out)
+    else:
+        def rule(eqn, *xs):
+            return ufunc(*xs)
+
+        def inplace(eqn, out, *xs):
+            return ufunc(*xs, out=out)
     rule.inplace = inplace
     rule.__name__ = f"native_{ufunc.__name__}"
     return rule
@@ -125,11 +132,16 @@ def _scalar_rule(ufunc, ctx):
     lit = [np.asarray(v.val, dtype)[()] if isinstance(v, Literal) else None for v in ctx.eqn.invars]
     if lit[1] is not None:
         c = lit[1]
-        return lambda eqn, x, y, **params: op(x, c)
-    if lit[0] is not None:
+        rule = (lambda eqn, x, y, *, out_dtype=None: op(x, c)) if ufunc is np.multiply else \
+            (lambda eqn, x, y: op(x, c))
+    elif lit[0] is not None:
         c = lit[0]
-        return lambda eqn, x, y, **params: op(c, y)
-    return lambda eqn, x, y, **params: op(x, y)
+        rule = (lambda eqn, x, y, *, out_dtype=None: op(c, y)) if ufunc is np.multiply else \
+            (lambda eqn, x, y: op(c, y))
+    else:
+        rule = (lambda eqn, x, y, *, out_dtype=None: op(x, y)) if ufunc is np.multiply else \
+            (lambda eqn, x, y: op(x, y))
+    return rule
 
 
 def _specialise(ufunc, natives, result=None):
@@ -199,7 +211,7 @@ def _complex_div(dtype, x, y):
 
 @register("add", "add_any")
 @_specialise(np.add, _NATIVE_NUMBERS)
-def add(eqn, x, y, **params):
+def add(eqn, x, y):
     return _arith(eqn, np.add, np.add, x, y, wraps_natively=True)
 
 

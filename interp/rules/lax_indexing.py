@@ -139,7 +139,7 @@ def _fill_value(eqn, fill_value, dtype) -> np.ndarray:
 
 @register("gather")
 def gather(eqn, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None,
-           unique_indices=False, indices_are_sorted=False, **params):
+           unique_indices=False, indices_are_sorted=False):
     """XLA Gather. CLIP and PROMISE_IN_BOUNDS: each start index is clamped to
     [0, dim - slice_size] (XLA's gather clamps; JAX adds nothing). FILL_OR_DROP (JAX _gather_fill):
     indices are first converted to int32 (int64 if a dimension exceeds int32), then a batch element
@@ -297,7 +297,7 @@ def _is_set_jaxpr(jaxpr) -> bool:
 
 def _scatter(kind):
     def rule(eqn, operand, indices, updates, *, dimension_numbers, mode, update_jaxpr=None,
-             update_consts=(), indices_are_sorted=False, unique_indices=False, **params):
+             update_consts=(), indices_are_sorted=False, unique_indices=False):
         mode = _mode_name(eqn, mode)
         out = np.array(operand, order="C", copy=True)
         if out.size == 0 or np.size(updates) == 0:

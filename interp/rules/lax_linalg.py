@@ -109,7 +109,7 @@ def cholesky_update(eqn, r, w):
 
 
 @register("symmetric_product")
-def symmetric_product(eqn, a, c, *, alpha, beta, **params):
+def symmetric_product(eqn, a, c, *, alpha, beta):
     # alpha * A @ A.T + beta * C, the whole matrix (the CPU lowering, _symmetric_product_jax_fn).
     def core(a, c):
         a, c = _wide(a), _wide(c)
@@ -142,7 +142,8 @@ def geqrf(eqn, x):
 
 
 @register("geqp3")
-def geqp3(eqn, x, jpvt, **params):
+def geqp3(eqn, x, jpvt, *, use_magma):
+    # use_magma picks the GPU library (MAGMA or cuSOLVER), not the factorisation
     # LAPACK geqp3 (jpvt 1-based, as LAPACK's; qr() subtracts 1). Columns with jpvt != 0 on input
     # are fixed: LAPACK moves them to the front in their order, factors them without pivoting
     # (geqrf), applies Q^H to the free columns and pivots those on the trailing rows (dgeqp3's
@@ -191,7 +192,8 @@ def ormqr(eqn, a, taus, c, *, left, transpose):
 
 
 @register("qr")
-def qr(eqn, x, *, pivoting, full_matrices, **params):
+def qr(eqn, x, *, pivoting, full_matrices, use_magma):
+    # use_magma picks the GPU library (MAGMA or cuSOLVER), not the factorisation
     # The composition of jax/_src/lax/linalg.py _qr_lowering (geqrf or geqp3, then orgqr), in
     # float64: R's diagonal signs are LAPACK's Householder convention, not made positive.
     def core(a):
@@ -550,10 +552,11 @@ def _complex(re, im, dtype):
 # --- eigen and singular value decompositions ----------------------------------------------------
 
 @register("eigh")
-def eigh(eqn, x, *, lower, sort_eigenvalues, subset_by_index, **params):
+def eigh(eqn, x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
     # syevd/heevd on the `lower` triangle, eigenvalues ascending (also when sort_eigenvalues is
     # False: the order is then implementation-defined and this is the one chosen). Each
-    # eigenvector's first largest-magnitude entry is made real positive.
+    # eigenvector's first largest-magnitude entry is made real positive. The algorithm (QR,
+    # Jacobi, QDWH) computes the same decomposition, to its accuracy.
     def core(a):
         a = _wide(a)
         n = a.shape[0]
@@ -568,13 +571,14 @@ def eigh(eqn, x, *, lower, sort_eigenvalues, subset_by_index, **params):
 
 
 @register("eig")
-def eig(eqn, x, *, compute_left_eigenvectors, compute_right_eigenvectors, implementation=None,
-        **params):
+def eig(eqn, x, *, compute_left_eigenvectors, compute_right_eigenvectors, implementation,
+        enable_eigvec_derivs):
     # geev: eigenvalues in LAPACK's order (complex conjugate pairs with the positive imaginary
     # part first); eigenvectors of unit 2-norm with the first largest-magnitude entry real
     # positive; left eigenvectors satisfy vl^H A = w vl^H. Every EigImplementation (LAPACK,
     # MAGMA, CUSOLVER) computes the same decomposition: the reference gives this one result for
     # all of them (spec/lax_linalg.py), and refuses what JAX's lowering refuses.
+    # enable_eigvec_derivs only lets the JVP differentiate the eigenvectors.
     impl = getattr(implementation, "name", implementation)
     if impl not in (None, "LAPACK", "MAGMA", "CUSOLVER"):
         raise eqn.unsupported(f"eig implementation {implementation}")
@@ -601,7 +605,7 @@ def eig(eqn, x, *, compute_left_eigenvectors, compute_right_eigenvectors, implem
 
 
 @register("svd")
-def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm=None, **params):
+def svd(eqn, x, *, full_matrices, compute_uv, subset_by_index, algorithm=None):
     # gesdd in float64 (the algorithm choice changes no value beyond accuracy); singular values
     # descending; each pair (u_i, v_i) is scaled so that u_i's first largest-magnitude entry is
     # real positive. The extra columns of U / rows of V^H when full_matrices=True (a basis of

@@ -29,7 +29,7 @@ def _sort_keys(x: np.ndarray) -> list[np.ndarray]:
 
 
 @register("sort", partial="is_stable=False is evaluated stably (one of the orders XLA may give)")
-def sort(eqn, *operands, dimension, is_stable, num_keys, **params):
+def sort(eqn, *operands, dimension, is_stable, num_keys):
     ops = [np.moveaxis(np.asarray(x), dimension, -1) for x in operands]
     keys = [k for x in ops[:num_keys] for k in _sort_keys(x)]
     # np.lexsort is stable and sorts by its last key first.
@@ -65,14 +65,14 @@ def _top_k(eqn, operand, k, axis, key_fn):
 
 
 @register("top_k")
-def top_k(eqn, operand, *, k, axis=None, is_stable=True, **params):
+def top_k(eqn, operand, *, k, axis=None, is_stable=True):
     # JAX 0.10.2 has no is_stable (always stable); axis defaults to the last dimension.
     return _top_k(eqn, operand, k, np.ndim(operand) - 1 if axis is None else axis, _descending_key)
 
 
 @register("approx_top_k")
 def approx_top_k(eqn, operand, *, k, reduction_dimension, recall_target, is_max_k,
-                 reduction_input_size_override, aggregate_to_topk, **params):
+                 reduction_input_size_override, aggregate_to_topk):
     # Off TPU, XLA's ApproxTopK is exact (recall_target only permits less). The reference
     # defines it as a stable sort with JAX's sort order (-0.0 == +0.0, every NaN above +inf) and a
     # slice; XLA:CPU agrees except for the order of NaN and signed-zero ties, which depends on k

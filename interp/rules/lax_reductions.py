@@ -445,14 +445,14 @@ def _highest(dtype):
 
 
 @register("reduce_sum")
-def reduce_sum(eqn, x, *, axes, **params):
+def reduce_sum(eqn, x, *, axes, out_sharding):
     return np.asarray(sum_last(eqn, _move_last(np.asarray(x), axes), eqn.out_dtype))
 
 
 def _reduce_extremum(kind):
     np_fn, fill = (np.max, _lowest) if kind == "max" else (np.min, _highest)
 
-    def rule(eqn, x, *, axes, **params):
+    def rule(eqn, x, *, axes, out_sharding=None):   # (out_sharding: JAX 0.11 on)
         x = _move_last(np.asarray(x), axes)
         if x.shape[-1] == 0:     # XLA's init value: -inf / the lowest integer for max
             return np.full(x.shape[:-1], fill(x.dtype), x.dtype)
@@ -469,7 +469,7 @@ register("reduce_min")(_reduce_extremum("min"))
 
 
 def _bitwise_reduce(ufunc, logical, identity):
-    def rule(eqn, x, *, axes, **params):
+    def rule(eqn, x, *, axes):
         x = _move_last(np.asarray(x), axes)
         if D.is_bool(x.dtype):
             return np.asarray(logical.reduce(x, axis=-1, initial=bool(identity)))
@@ -631,14 +631,14 @@ def products_last(eqn, x: np.ndarray, cumulative: bool) -> np.ndarray:
 
 
 @register("reduce_prod")
-def reduce_prod(eqn, x, *, axes, **params):
+def reduce_prod(eqn, x, *, axes):
     return np.asarray(products_last(eqn, _move_last(np.asarray(x), axes), cumulative=False))
 
 
 # ----- argmax / argmin
 
 def _arg_extremum(np_fn):
-    def rule(eqn, x, *, axes, index_dtype, **params):
+    def rule(eqn, x, *, axes, index_dtype):
         x = np.asarray(x)
         if D.is_complex(x.dtype):
             raise eqn.unsupported("argmax/argmin of complex values")
@@ -708,7 +708,8 @@ def tree_reduce_last(eqn, jaxpr, consts, xs: list, inits: list) -> list:
 
 
 @register("reduce")
-def reduce(eqn, *args, computation=None, jaxpr, dimensions, **params):
+def reduce(eqn, *args, computation, jaxpr, dimensions):
+    # computation is the jaxpr as a Python callable (what JAX's impl calls): the jaxpr is evaluated
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
     xs = [_move_last(np.asarray(x), dimensions) for x in operands]
@@ -752,41 +753,45 @@ def window_indices(shape, window_dimensions, window_strides, padding,
     return np.where(valid, flat, -1).reshape(out_shape + (int(np.prod(wins, dtype=np.int64)),))
 
 
-def windows(x: np.ndarray, pad_value, **window) -> np.ndarray:
-    idx = window_indices(x.shape, **window)
+def windows(x: np.ndarray, pad_value, *window) -> np.ndarray:
+    """The windows of ``x`` (``window``: window_indices' arguments after the shape), padding and
+    base-dilation holes holding ``pad_value``."""
+    idx = window_indices(x.shape, *window)
     vals = np.ravel(x)[np.where(idx >= 0, idx, 0)] if x.size else np.zeros(idx.shape, x.dtype)
     return np.where(idx >= 0, vals, np.asarray(pad_value, x.dtype)).astype(x.dtype)
 
 
-def _window_params(p):
-    return dict(window_dimensions=p["window_dimensions"], window_strides=p["window_strides"],
-                padding=p["padding"], base_dilation=p.get("base_dilation"),
-                window_dilation=p.get("window_dilation"))
-
-
 @register("reduce_window_sum")
-def reduce_window_sum(eqn, x, **params):
+def reduce_window_sum(eqn, x, *, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation):
     x = np.asarray(x)
-    return np.asarray(sum_last(eqn, windows(x, 0, **_window_params(params)), eqn.out_dtype))
+    w = windows(x, 0, window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    return np.asarray(sum_last(eqn, w, eqn.out_dtype))
 
 
 @register("reduce_window_max")
-def reduce_window_max(eqn, x, **params):
-    w = windows(np.asarray(x), _lowest(x.dtype), **_window_params(params))
+def reduce_window_max(eqn, x, *, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation):
+    w = windows(np.asarray(x), _lowest(x.dtype), window_dimensions, window_strides, padding,
+                base_dilation, window_dilation)
     return np.asarray(_extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
 
 
 @register("reduce_window_min")
-def reduce_window_min(eqn, x, **params):
-    w = windows(np.asarray(x), _highest(x.dtype), **_window_params(params))
+def reduce_window_min(eqn, x, *, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation):
+    w = windows(np.asarray(x), _highest(x.dtype), window_dimensions, window_strides, padding,
+                base_dilation, window_dilation)
     return np.asarray(_extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
 
 
 @register("reduce_window")
-def reduce_window(eqn, *args, jaxpr, consts, **params):
+def reduce_window(eqn, *args, jaxpr, consts, window_dimensions, window_strides, padding,
+                  base_dilation, window_dilation):
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
-    ws = [windows(np.asarray(x), np.asarray(i), **_window_params(params)) for x, i in zip(operands, inits)]
+    window = (window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    ws = [windows(np.asarray(x), np.asarray(i), *window) for x, i in zip(operands, inits)]
     return tree_reduce_last(eqn, jaxpr, consts, ws, inits)
 
 
@@ -857,7 +862,7 @@ def _check_source_shape(eqn, source_shape, idx) -> None:
 
 @register("select_and_scatter_add")
 def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensions, window_strides,
-                           padding, **params):
+                           padding):
     operand = np.asarray(operand)
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
     _check_source_shape(eqn, np.shape(source), idx)
@@ -868,7 +873,7 @@ def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensio
 
 @register("select_and_scatter")
 def select_and_scatter(eqn, operand, source, init_value, *, select_jaxpr, select_consts, scatter_jaxpr,
-                       scatter_consts, window_dimensions, window_strides, padding, **params):
+                       scatter_consts, window_dimensions, window_strides, padding):
     """Generic SelectAndScatter: selection as in select_and_scatter_add with the select
     computation; each output starts at init_value and the scatter computation folds in the
     source values selecting it, in row-major window order (XLA leaves that order unspecified:
@@ -895,9 +900,11 @@ def select_and_scatter(eqn, operand, source, init_value, *, select_jaxpr, select
 
 
 @register("select_and_gather_add")
-def select_and_gather_add(eqn, tangents, operand, *, select_prim, **params):
+def select_and_gather_add(eqn, tangents, operand, *, select_prim, window_dimensions, window_strides,
+                          padding, base_dilation, window_dilation):
     operand, tangents = np.asarray(operand), np.asarray(tangents)
-    idx = window_indices(operand.shape, **_window_params(params))
+    idx = window_indices(operand.shape, window_dimensions, window_strides, padding, base_dilation,
+                         window_dilation)
     init = -np.inf if getattr(select_prim, "name", "") in ("ge", "gt") else np.inf
     chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx, init=init)
     t = np.ravel(tangents)
@@ -909,7 +916,7 @@ def select_and_gather_add(eqn, tangents, operand, *, select_prim, **params):
 # Cumulative reductions along one axis.
 
 def _cumulative(fn):
-    def rule(eqn, x, *, axis, reverse, **params):
+    def rule(eqn, x, *, axis, reverse):
         x = np.moveaxis(np.asarray(x), axis, -1)
         if reverse:
             x = x[..., ::-1]

@@ -785,14 +785,17 @@ def _int_exponent(y, dtype):
     return round_to(exact, dtype)
 
 
+# The primitives JAX binds with `accuracy` (a tolerance or mode request): jax/_src/lax/lax.py
+# (exp_p.bind(x, accuracy=accuracy) ...; log2 from JAX 0.11, erfc in special.py from 0.12). A
+# correctly rounded result satisfies every request, so it does not change the reference.
+_TAKE_ACCURACY = frozenset({"exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "logistic",
+                            "sin", "cos", "tan", "sqrt", "rsqrt", "cbrt", "erfc"})
+
+
 def _rule(name):
     real, cplx = REAL.get(name), COMPLEX.get(name)
 
-    def rule(eqn, *args, accuracy=None, **params):
-        # `accuracy` (0.10.2 and 0.12) requests a tolerance or mode: a correctly rounded result
-        # satisfies every request, so it does not change the reference.
-        if params:
-            raise eqn.unsupported(f"unexpected parameters {sorted(params)}")
+    def value(eqn, args):
         dtype = np.dtype(eqn.out_dtype)
         args = [np.asarray(a) for a in args]
         if name == "pow" and D.is_int(args[1].dtype):
@@ -813,6 +816,12 @@ def _rule(name):
             out = fix(out, *args)
         return np.asarray(out, dtype).reshape(eqn.out_aval.shape)
 
+    if name in _TAKE_ACCURACY:
+        def rule(eqn, *args, accuracy=None):   # (None where this JAX's primitive has none)
+            return value(eqn, args)
+    else:
+        def rule(eqn, *args):
+            return value(eqn, args)
     rule.__name__ = f"{name}_rule"
     return rule
 
@@ -1008,10 +1017,8 @@ def _horner_op(dtype):
 
 
 @register("polynomial")
-def polynomial(eqn, x, *coeffs, unroll=None, **params):
+def polynomial(eqn, x, *coeffs, unroll=None):
     # `unroll` only chooses how the lowering unrolls the Horner loop; it does not change values.
-    if params:
-        raise eqn.unsupported(f"unexpected parameters {sorted(params)}")
     dtype = np.dtype(eqn.out_dtype)
     if not (D.is_int(dtype) or D.is_float(dtype) or D.is_complex(dtype)):
         raise eqn.unsupported(f"dtype {dtype}")

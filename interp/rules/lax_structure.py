@@ -29,7 +29,7 @@ def _static_only(eqn, dynamic) -> None:
 
 
 @register("broadcast_in_dim")
-def broadcast_in_dim(eqn, x, *dynamic, shape, broadcast_dimensions, sharding=None, **params):
+def broadcast_in_dim(eqn, x, *dynamic, shape, broadcast_dimensions, sharding=None):
     _static_only(eqn, dynamic)
     x = np.asarray(x)
     # Put each operand dim at its output position (size 1 elsewhere), then broadcast.
@@ -40,7 +40,7 @@ def broadcast_in_dim(eqn, x, *dynamic, shape, broadcast_dimensions, sharding=Non
 
 
 @register("reshape")
-def reshape(eqn, x, *dynamic, new_sizes, dimensions=None, sharding=None, **params):
+def reshape(eqn, x, *dynamic, new_sizes, dimensions=None, sharding=None):
     _static_only(eqn, dynamic)
     x = np.asarray(x)
     if dimensions is not None:  # reshape of the transposed operand, row-major (XLA's order)
@@ -89,7 +89,7 @@ def pad(eqn, x, padding_value, *, padding_config):
 
 
 @register("iota")
-def iota(eqn, *dynamic, dtype, shape, dimension, sharding=None, **params):
+def iota(eqn, *dynamic, dtype, shape, dimension, sharding=None):
     """0, 1, 2... along ``dimension``, converted to ``dtype`` as XLA converts an integer: integers
     wrap modulo 2**bits (int8 iota of 300 reaches 127, -128, ...), floats round to nearest even
     (and overflow as that float type's conversion does)."""
@@ -306,12 +306,12 @@ def _where(eqn) -> str:
 
 
 @register("empty")
-def empty(eqn, *, shape, dtype, out_sharding=None, **params):
+def empty(eqn, *, shape, dtype, out_sharding=None):
     return _empty_value(eqn, tuple(shape), dtype)
 
 
 @register("empty2")
-def empty2(eqn, *, dtype, memory_space=None, **params):
+def empty2(eqn, *, dtype, memory_space=None):
     return _empty_value(eqn, (), dtype)
 
 

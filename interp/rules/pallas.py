@@ -27,7 +27,14 @@ _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
                                  "transforms (Mosaic GPU tiling/swizzle), extended-dtype "
                                  "operands other than typed PRNG keys, pallas_call "
                                  "over a mesh and custom grid environments are unsupported")
-def pallas_call(eqn, *args, **params):
+def pallas_call(eqn, *args, jaxpr, grid_mapping, out_avals, input_output_aliases, mesh, interpret,
+                debug, compiler_params, cost_estimate, name, metadata):
+    # CallPlan reads the parameters that define the kernel's meaning from eqn.params (jaxpr,
+    # grid_mapping, out_avals, input_output_aliases, mesh, and compiler_params' dimension
+    # semantics: interp/pallas/grid.py). The other compiler parameters steer a compiler (warps,
+    # VMEM limits, approximate math that a compliance mode measures), and interpret, debug,
+    # cost_estimate, name and metadata tracing, lowering and profiling: the reference runs a
+    # kernel whatever they say.
     return _plan(eqn, CallPlan).run(args)
 
 
@@ -41,9 +48,12 @@ def _plan(eqn, cls):
 
 @register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); no DMAs to "
                               "another core's memory")
-def mpmd_map(eqn, *args, **params):
-    # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh.
-    return _plan(eqn, mesh_plan_class(params["meshes"])).run(args)
+def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_output_aliases,
+             compiler_params, interpret, debug, cost_estimate, name, metadata):
+    # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh. The mesh plan
+    # reads its parameters from eqn.params (interp/pallas/warpgroups.py); interpret, debug,
+    # cost_estimate, name and metadata only steer tracing, lowering and profiling.
+    return _plan(eqn, mesh_plan_class(meshes)).run(args)
 
 
 def _axis_index(eqn, *, axis_name):
@@ -81,12 +91,17 @@ def _pipeline_expansion():
     return getattr(mosaic_pipeline, "emit_pipeline_to_jaxpr", None)
 
 
-def emit_pipeline(eqn, *args, grid_mapping, args_tree, core_axis=None, **params):
+def emit_pipeline(eqn, *args, grid_mapping, args_tree, body_jaxpr, dimension_semantics, core_axis,
+                  core_axis_name, tiling, no_pipelining, trace_scopes, refs_tree=None, num_cores=None,
+                  _explicit_indices=None, output_wait_read_only=None):
     # core_axis / core_axis_name: the core index is an operand (core_id, traced in the enclosing
     # kernel as program_id / axis_index of the core axis) and the expansion partitions the
-    # pipeline grid over num_cores with it (pipeline.py _partition_grid).
+    # pipeline grid over num_cores with it (pipeline.py _partition_grid). Every parameter is the
+    # expansion's (refs_tree, num_cores and _explicit_indices from JAX 0.11,
+    # output_wait_read_only from 0.12): passed on as the equation has them.
     expand = _pipeline_expansion()
-    if expand is None or "refs_tree" not in params:
+    params = {k: v for k, v in eqn.params.items() if k not in ("grid_mapping", "args_tree", "core_axis")}
+    if expand is None or refs_tree is None:
         raise eqn.unsupported("this JAX expands emit_pipeline only inside its Mosaic lowering "
                               "rule (no pipeline.emit_pipeline_to_jaxpr): nothing defines it "
                               "outside TPU compilation")
@@ -134,7 +149,8 @@ def _tpu_target():
         return jax.sharding.use_abstract_mesh(abstract_tpu_mesh())
 
 
-def pipeline_body(eqn, *args, jaxpr, in_tree, _explicit_indices=False, **params):
+def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices=False):
+    # (num_inputs: the abstract evaluation's split of the operands, which in_tree gives here)
     import jax
     run = current_run()
     ps, consts, refs = in_tree.unflatten(args)
@@ -219,7 +235,8 @@ def delay(eqn, nanos):
 # -- masked loads and stores ---------------------------------------------------------------------
 
 @register("masked_load")
-def masked_load(eqn, *flat, args_tree, **params):
+def masked_load(eqn, *flat, args_tree, eviction_policy, cache_modifier, is_volatile):
+    # eviction_policy, cache_modifier and is_volatile are Triton cache hints, not values
     ref, transforms, mask, other = args_tree.unflatten(flat)
     target, index = _target(eqn, ref, transforms)
     if mask is None:
@@ -230,7 +247,8 @@ def masked_load(eqn, *flat, args_tree, **params):
 
 
 @register("masked_swap")
-def masked_swap(eqn, *flat, args_tree, **params):
+def masked_swap(eqn, *flat, args_tree, eviction_policy):
+    # eviction_policy is a Triton cache hint, not a value
     ref, transforms, val, mask = args_tree.unflatten(flat)
     target, index = _target(eqn, ref, transforms)
     if mask is None:
@@ -253,7 +271,10 @@ def _target(eqn, ref, transforms):
 
 @register("run_scoped", partial="collective_axes (shared allocations) only over the warpgroups "
                                 "of a Mosaic GPU block")
-def run_scoped(eqn, *consts, jaxpr, collective_axes=(), **params):
+def run_scoped(eqn, *consts, jaxpr, collective_axes=(), ref_transforms=None):
+    # ref_transforms: the transforms the body already applies to its allocations (JAX traces the
+    # body with them: primitives.py wrap_with_transforms); they tell a lowering how to lay the
+    # allocation out.
     plan = eqn.plan(jaxpr)
     return _run_scoped(plan, consts, _scoped_prototypes(plan, len(consts), eqn.options),
                        collective_axes)
@@ -290,7 +311,8 @@ def _prepare_run_scoped(ctx):
     plan = ctx.plan(ctx.params["jaxpr"])
     prototypes = _scoped_prototypes(plan, len(ctx.eqn.invars), ctx.options)
     axes = tuple(ctx.params.get("collective_axes") or ())
-    return lambda eqn, *consts, **params: _run_scoped(plan, consts, prototypes, axes)
+    return lambda eqn, *consts, jaxpr, collective_axes=(), ref_transforms=None: \
+        _run_scoped(plan, consts, prototypes, axes)
 
 
 run_scoped.prepare = _prepare_run_scoped

@@ -12,6 +12,7 @@ reads it (it is not an equation parameter).
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import weakref
 
@@ -248,7 +249,7 @@ def iota_2x32_shape(eqn, *, shape):
 
 
 @register("rng_bit_generator")
-def rng_bit_generator(eqn, key, *, shape, dtype, algorithm, out_sharding=None, **params):
+def rng_bit_generator(eqn, key, *, shape, dtype, algorithm, out_sharding):
     name = getattr(algorithm, "name", str(algorithm))
     new_key, bits = prng.rng_bit_generator(np.asarray(key), tuple(shape), dtype, name)
     return [new_key.astype(eqn.out_avals[0].dtype), bits]
@@ -353,7 +354,18 @@ def _lifted(name, rewrite=None):
         av = eqn.out_avals[0]
         return KeyArray(av.dtype._impl, out) if _is_key_dtype(av.dtype) else out
 
+    rule.__signature__ = _lifted_signature(RULES.get(name))
     register(name, extended=True)(rule)
+
+
+def _lifted_signature(base) -> inspect.Signature:
+    """A lifted rule declares the parameters of the plain rule it calls (the rewrites keep their
+    names): (eqn, *args, <base's keyword-only parameters>). check_params refuses any other, so
+    the ``**params`` that passes them on never sees an undeclared one."""
+    keyword_only = ([p for p in inspect.signature(base).parameters.values() if p.kind is p.KEYWORD_ONLY]
+                    if base is not None else [])
+    return inspect.Signature([inspect.Parameter("eqn", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                              inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL), *keyword_only])
 
 
 def _trailing(n, t):

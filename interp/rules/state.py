@@ -86,9 +86,10 @@ def _new_ref(eqn, array):
 
 
 @register("new_ref", "mutable_array")
-def new_ref(eqn, init, **params):
-    # The ref owns a copy: later writes never alias the initial value. memory_space/kind/pin do
-    # not change values.
+def new_ref(eqn, init, *, memory_space, kind=None, pin=None):
+    # The ref owns a copy: later writes never alias the initial value. memory_space and pin (JAX
+    # 0.11 on) place the ref, kind states its mutation semantics under rematerialisation (jax/_src/
+    # core.py new_ref): none changes values. (mutable_array, the older spelling, has no kind.)
     dtype = eqn.out_aval.inner_aval.dtype if hasattr(eqn.out_aval, "inner_aval") else init.dtype
     return _new_ref(eqn, np.array(init, dtype=dtype, copy=True))
 
@@ -102,7 +103,8 @@ def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
 
 
 @register("empty_ref")
-def empty_ref(eqn, *, ty, **params):
+def empty_ref(eqn, *, ty, memory_space, pin=None):
+    # (memory_space and pin, JAX 0.11 on, place the ref; they do not change values)
     if eqn.options.uninitialized == "raise":
         # Reads of elements never written raise (interp/uninitialized.py TrackedRef).
         return TrackedRef(ty.shape, ty.dtype, name=f"{eqn.name}@{id(eqn):x}",
@@ -169,11 +171,16 @@ def broadcast_to(eqn, a, *, shape):
     return np.array(np.broadcast_to(a, shape), copy=True)
 
 
-@register("pin", "unpin", "accum_grad_in_ref")
-def pin(eqn, x, **params):
+@register("pin")
+def pin(eqn, x, *, to):
     return x  # placement only
 
 
+@register("unpin", "accum_grad_in_ref")
+def unpin(eqn, x):
+    return x  # placement only; accum_grad_in_ref marks a ref for autodiff
+
+
 @register("with_memory_space_constraint")
-def with_memory_space_constraint(eqn, x, **params):
-    return x
+def with_memory_space_constraint(eqn, x, *, memory_space):
+    return x  # placement only
