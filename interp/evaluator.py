@@ -17,7 +17,7 @@ import jax.extend.core as jcore
 
 from .errors import UnsupportedPrimitiveError
 from .options import Options, make_options
-from .registry import EXTENDED_RULES, RULES
+from .registry import EXTENDED_RULES, REFUSED, RULES
 
 Literal = jcore.Literal
 DropVar = jcore.DropVar
@@ -319,14 +319,6 @@ def _donation(step: list, k: int, last_use: dict, keep: set, template: list) -> 
 
 _SIGNATURES: "weakref.WeakKeyDictionary[Callable, tuple | None]" = weakref.WeakKeyDictionary()
 
-# Rules other branches are converting to declared parameters at the time of writing (#15): their
-# ``**params`` is tolerated (every parameter accepted) until they land; then these sets are empty
-# and go. Everything else that takes ``**params`` is refused by check_params.
-NOT_YET_DECLARED_MODULES = frozenset({"interp.rules.pallas_mosaic_gpu", "interp.rules.spmd"})
-NOT_YET_DECLARED_PRIMITIVES = frozenset({"dma_start", "dma_wait", "semaphore_read",
-                                         "semaphore_signal", "semaphore_wait"})
-
-
 def _keywords(fn: Callable) -> "tuple[frozenset, frozenset] | None":
     """(the parameter names ``fn`` accepts, those it requires): its keyword-only parameters. None
     where it takes ``**params`` (it declares nothing). A callable without a Python signature, or a
@@ -357,23 +349,19 @@ def _keywords(fn: Callable) -> "tuple[frozenset, frozenset] | None":
     return out
 
 
-def _not_yet_declared(ctx: EqnContext, rule: Callable) -> bool:
-    return (ctx.name in NOT_YET_DECLARED_PRIMITIVES
-            or getattr(rule, "__module__", None) in NOT_YET_DECLARED_MODULES)
-
-
 def check_params(ctx: EqnContext, rule: Callable, prepared: "Callable | None" = None) -> None:
     """Every equation's parameters are checked once, at plan time, against the keyword-only
     parameters of its registered rule (the rule's declaration) and of the function ``prepare``
     gave for it, if another. A parameter a rule does not name, or a parameter it requires that
     the equation lacks (another JAX version's spelling), is an UnsupportedPrimitiveError naming
     it, never a TypeError from the call nor silently ignored. A rule taking ``**params`` declares
-    nothing: that is a programming error of the rule, refused here too."""
+    nothing: that is a programming error of the rule, refused here too. A rule registered as
+    refused (``register(..., refused=why)``) is not checked: it raises its stated reason."""
+    if ctx.name in REFUSED:
+        return
     for fn in (rule,) if prepared is None or prepared is rule else (rule, prepared):
         keywords = _keywords(fn)
         if keywords is None:
-            if _not_yet_declared(ctx, rule):
-                continue
             raise ctx.unsupported(
                 f"the reference's rule {getattr(fn, '__qualname__', fn)!r} takes **params: a rule "
                 "must declare the parameters it accepts (interp/evaluator.py check_params)")

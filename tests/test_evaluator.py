@@ -15,7 +15,7 @@ import interp
 from interp import evaluator
 from interp.errors import UnsupportedPrimitiveError
 from interp.options import Options
-from interp.registry import EXTENDED_RULES, RULES
+from interp.registry import EXTENDED_RULES, REFUSED, RULES
 from tests.support import x64
 
 ints = np.arange(6, dtype=np.int32) - 2
@@ -229,9 +229,8 @@ def test_rule_prepare_hook(monkeypatch):
 # --- declared parameters: an unknown one is always an UnsupportedPrimitiveError naming it (#15) -----
 
 def _undeclared_allowed(name, rule) -> bool:
-    """Rules other branches are still converting (interp/evaluator.py NOT_YET_DECLARED_*)."""
-    return (name in evaluator.NOT_YET_DECLARED_PRIMITIVES
-            or getattr(rule, "__module__", None) in evaluator.NOT_YET_DECLARED_MODULES)
+    """A refused rule (registered with ``refused=``) only raises its reason, whatever the params."""
+    return name in REFUSED
 
 
 def _takes_var_keyword(fn) -> bool:
