@@ -41,7 +41,8 @@ import numpy as np
 import jax
 import jax.extend.core as jcore
 
-from interp.evaluator import (EqnContext, _lookup_rule, literal_value, split_jaxpr, to_reference_value)
+from interp.evaluator import (EqnContext, _lookup_rule, check_params, literal_value, split_jaxpr,
+                              to_reference_value)
 from interp.options import Options, make_options
 
 from spec import compliance as C
@@ -128,10 +129,11 @@ class _Recorder:
         elif name == "pallas_call" and self._kernel is None:
             outs = self._pallas_call(ctx, invals)
         else:
-            rule = _lookup_rule(ctx)
+            registered = rule = _lookup_rule(ctx)
             prepare = getattr(rule, "prepare", None)
             if prepare is not None:
                 rule = prepare(ctx)
+            check_params(ctx, registered, rule)   # as a plan does: unknown parameters are refused
             out = rule(ctx, *invals, **eqn.params)
             outs = list(out) if eqn.primitive.multiple_results else [out]
         self._record(eqn, outs)
