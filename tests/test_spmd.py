@@ -430,8 +430,7 @@ def _blocks_rolled_right(x, shape):
 
 
 @pytest.mark.parametrize("mesh_id", ["2", "4", "8", "2x4"])
-@pytest.mark.parametrize("detect_races", [False, True])
-def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id, detect_races):
+def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id):
     # jax.experimental.pallas.ops.tpu.all_gather: remote DMAs both ways round the ring after a
     # barrier-semaphore handshake. Gathering every shard, tiled, gives the input back (on 2x4:
     # along the last axis, the input replicated over the first).
@@ -439,10 +438,124 @@ def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id, detect_race
     shape, names = MESHES[mesh_id]
     build, rows = shipped_all_gather(shape, names)
     x = _ints(rows, -1000, 1000, seed=3)
-    got = interp.interpret(build(None), detect_races=detect_races)(x)
+    got = interp.interpret(build(None))(x)
     assert got.shape == x.shape and got.tobytes() == x.tobytes()
     want = interp.interpret(plain_all_gather(shape, names))(x)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("mesh_id", ["2", "4", "8", "2x4"])
+def test_shipped_all_gather_relies_on_dma_completion_order(mesh_id):
+    # On a ring of 3 or more devices, the left neighbour's DMAs of two slots can both be in flight
+    # into a device's recv_sem[1] (its wait_send does not wait for the receive), each with the
+    # half-shard's byte count: the device's wait cannot tell which landed, and it then forwards
+    # the slot it expects (docs/pallas/tpu/distributed.md: DMA semaphores count bytes; the
+    # tutorial's all-gather gives each step its own receive semaphore for this reason). On 2
+    # devices there is one step: nothing to confuse.
+    from conformance.cases.spmd import MESHES, shipped_all_gather
+    from interp.pallas.dma import DmaCompletionOrderError
+    shape, names = MESHES[mesh_id]
+    build, rows = shipped_all_gather(shape, names)
+    x = _ints(rows, -1000, 1000, seed=3)
+    run = interp.interpret(build(None), detect_races=True)
+    if shape[-1] == 2:
+        assert run(x).tobytes() == x.tobytes()
+        return
+    with pytest.raises(DmaCompletionOrderError,
+                       match=r"kernel 'ag_kernel' on 'device\(.*recv_sem\[1\].*for 2048 bytes "
+                             r"could be satisfied by several DMAs in flight \(1: DMA from .*"
+                             r"started by 'ag_kernel' on 'device\(.*; 2: DMA"):
+        run(x)
+
+
+def _two_dmas_one_semaphore_kernel(x_ref, o_ref, send_sem, recv_sem, other_sem, *, waits,
+                                   own_semaphores=False):
+    # Device 0 sends both halves of its block into device 1's output by two DMAs of the same
+    # size; device 1 waits ``waits`` times on the receive semaphore, then reads the first half.
+    # With own_semaphores the second DMA signals another semaphore (waited for last).
+    from jax.experimental.pallas import tpu as pltpu
+    me = lax.axis_index("x")
+    half = x_ref.shape[0] // 2
+    second_sem = other_sem if own_semaphores else recv_sem
+    first = pltpu.make_async_remote_copy(x_ref.at[:half], o_ref.at[:half], send_sem, recv_sem,
+                                         device_id=(1,))
+    second = pltpu.make_async_remote_copy(x_ref.at[half:], o_ref.at[half:], send_sem, second_sem,
+                                          device_id=(1,))
+
+    @pl_when(me == 0)
+    def _():
+        first.start()
+        second.start()
+        first.wait_send()
+        second.wait_send()
+        o_ref[...] = x_ref[...]
+
+    @pl_when(me == 1)
+    def _():
+        for _ in range(waits):
+            first.wait_recv()
+        o_ref[0:1, :] = o_ref[0:1, :] * 2       # reads the first half
+        if own_semaphores:
+            second.wait_recv()
+
+
+def test_a_wait_several_same_sized_dmas_could_satisfy_then_a_read_is_undefined():
+    from interp.pallas.dma import DmaCompletionOrderError
+    dma = _pltpu_dma()
+    kernel = partial(_two_dmas_one_semaphore_kernel, waits=1)
+    with pytest.raises(DmaCompletionOrderError,
+                       match=r"kernel '.*' on 'device\(x=1\)'.*read of .*o_ref.*\[0:1, .*"
+                             r"destination of DMA 1.*recv_sem.* for 2048 bytes .*several DMAs"):
+        _remote_kernel(kernel, 2, (dma, dma, dma))()
+    # Without race detection the reference completes DMAs at their start (one of the orders).
+    _remote_kernel(kernel, 2, (dma, dma, dma), detect_races=False)()
+
+
+@pytest.mark.parametrize("form", ["wait for both first", "one semaphore each"])
+def test_reads_after_every_dma_on_the_semaphore_landed_are_defined(form):
+    # The same transfers, made safe: device 1 waits for both DMAs before reading, or each DMA
+    # signals its own semaphore. Known answer: device 1's block is device 0's, its first row
+    # doubled; device 0 keeps its own.
+    dma = _pltpu_dma()
+    kernel = partial(_two_dmas_one_semaphore_kernel, waits=2) if form == "wait for both first" \
+        else partial(_two_dmas_one_semaphore_kernel, waits=1, own_semaphores=True)
+    got = _remote_kernel(kernel, 2, (dma, dma, dma))()
+    x = _ints((16, 128), dtype=np.int32)
+    want = np.concatenate([x[:8], x[:8]])
+    want[8] *= 2
+    assert got.tobytes() == want.tobytes()
+
+
+def test_a_wait_send_reads_the_source_and_the_data_lands_at_the_receive():
+    # The send half of a DMA is done at wait_send: the sender may then overwrite its source and
+    # the receiver still gets the old data (it lands by the receive wait).
+    from jax.experimental.pallas import tpu as pltpu
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref, buf, send_sem, recv_sem):
+        me = lax.axis_index("x")
+        copy = pltpu.make_async_remote_copy(buf, o_ref, send_sem, recv_sem, device_id=(1,))
+
+        @pl_when(me == 0)
+        def _():
+            buf[...] = x_ref[...]
+            copy.start()
+            copy.wait_send()
+            buf[...] = jnp.zeros_like(x_ref)     # the source is free once sent
+            o_ref[...] = buf[...] + x_ref[...]
+
+        @pl_when(me == 1)
+        def _():
+            copy.wait_recv()
+    dma = _pltpu_dma()
+    got = _remote_kernel(kernel, 2, (pltpu.VMEM((8, 128), jnp.int32), dma, dma))()
+    x = _ints((16, 128), dtype=np.int32)
+    assert got.tobytes() == np.concatenate([x[:8], x[:8]]).tobytes()
+
+
+def _pltpu_dma():
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu.SemaphoreType.DMA
 
 
 @pytest.mark.parametrize("mesh_id", ["2", "8", "2x4"])

@@ -21,7 +21,8 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
   interpret mode: the same buffer id on the other device).
 * DMAs in flight (``detect_races=True``) are one list for all the devices: a read of a remote
   DMA's destination on the target device before its ``dma_wait`` is a race like any other, and a
-  wait completes the in-flight DMAs, from any device, that signal its semaphore.
+  wait completes the in-flight DMAs, from any device, that signal its semaphore; a wait several
+  of them could satisfy is remembered for every device (interp.pallas.dma: completion order).
 * A kernel that sets ``collective_id`` brings its own barrier: Mosaic inserts no device barrier at
   its start and JAX's interpret mode skips its global one (interpret_pallas_call.py: "The kernel
   doesn't specify its own barrier semaphore, so we do a global barrier"). With
@@ -63,6 +64,7 @@ class DeviceKernels:
         self.slots = [{id(r): i for i, r in enumerate(refs)} for _, _, refs in entries]
         self.buffers = [list(refs) for _, _, refs in entries]
         self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
+        self.unsettled: list = []  # ambiguous waits (interp.pallas.dma.AmbiguousWait), all devices
         self.ended: set = set()    # logical ids whose kernel body has ended
         self.heard = [set() for _ in entries]   # per device: devices known to run this kernel
         self.signallers: dict = {}              # id(semaphore buffer) -> devices that signalled it
@@ -242,4 +244,5 @@ def join(run, refs, compiler_params=None) -> "DeviceKernels | None":
     run.devices = group
     run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
     run.dma.inflight = group.inflight
+    run.dma.unsettled = group.unsettled
     return group
