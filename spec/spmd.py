@@ -45,12 +45,28 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   run_scoped allocation while the target is inside that run_scoped: else RaceError), as interpret
   mode addresses the same buffer id on the other device.
 - remote-dma/completion: without detect_races a DMA lands at its start. With detect_races it is in
-  flight until a wait on either of its semaphores, on any device, completes it whole (both sides,
-  in start order); reading its destination or writing its source or destination meanwhile, on
-  either device, is a RaceError. JAX's interpret mode completes DMAs newest first and their two
-  sides separately (interpret/shared_memory.py Semaphore.wait): kernels whose semaphores count
-  several same-sized DMAs can see other values there (spec/divergences.py
-  pallas-tpu-interpret-all-gather-dma-order).
+  flight in two halves: a wait on its send semaphore (wait_send) completes its send (the source is
+  read: "wait_send ... waits until reading from src_ref has completed", mosaic/primitives.py), a
+  wait on its receive semaphore, on the target device, completes its receive (the destination is
+  written, the send first if not yet done). Reading its destination, or writing its destination
+  or a source not yet sent, meanwhile, on either device, is a RaceError.
+- remote-dma/completion-order: which DMAs a wait saw complete is undefined when several in-flight
+  DMAs signal its semaphore with more bytes than it needs. Source: docs/pallas/tpu/distributed.md
+  ("DMA Semaphores": on DMA start the devices "begin to increment the value of send_sem and the
+  receiver's recv_sem asynchronously"; a wait blocks until the value reaches the byte count and
+  subtracts it; its all-gather gives each step its own receive semaphore "to avoid situations
+  where we have multiple DMAs in flight ... the same semaphore being used for multiple DMAs
+  occurring simultaneously ... potentially cause a silent failure"). Neither JAX nor Mosaic TPU
+  documents an order among DMAs (not even between one pair of devices), and the semaphore counts
+  bytes, not DMAs: the wait may return with parts of each landed. With detect_races such a wait
+  is remembered until every one of its DMAs has completed (by later waits); touching any of their
+  destinations (or writing the source of a DMA whose send it counted) before then is a
+  DmaCompletionOrderError (a RaceError) naming the kernel, device, semaphore and DMAs
+  (interp/pallas/dma.py). The reference's values (without detect_races, or until the error) are
+  the start-order completion; JAX's interpret mode completes them newest first and their halves
+  separately (interpret/shared_memory.py Semaphore.wait: "as late as possible, as well as
+  out-of-order"). JAX's shipped pallas.ops.tpu.all_gather waits like this on rings of 3 or more
+  devices (docs/findings.md; spec/divergences.py pallas-tpu-interpret-all-gather-dma-order).
 - remote-dma/custom-barrier: a kernel with collective_id gets no device barrier at its start
   (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
   runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
