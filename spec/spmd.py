@@ -71,6 +71,11 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
   runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
   whose signal this device has not yet waited for is a RaceError.
+- remote-dma/core-mesh: a pl.kernel / core_map over a TPU core mesh of one core in a shard_map body
+  joins the devices as a pallas_call does (its device_id dicts name the shard_map's mesh axes).
+  One of several cores refuses remote DMAs and signals to other devices (UnsupportedPrimitiveError
+  with the reason: the reference schedules a device's cores inside the device, so a core waiting
+  on another device would stall its siblings); core-local work still runs.
 - remote-dma/deadlock: a wait only other devices can satisfy lets them run; when every device waits,
   DeadlockError names each device, its kernel, the semaphore and the amount it waits for. A DMA or
   signal into a kernel that has ended is a RaceError; with detect_races, a DMA never waited for or

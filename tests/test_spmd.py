@@ -724,3 +724,46 @@ def test_remote_dma_to_a_device_outside_the_mesh_is_out_of_bounds(form):
 def pl_when(cond):
     from jax.experimental import pallas as pl
     return pl.when(cond)
+
+
+def _core_mesh_ring_program(num_cores):
+    # shard_map over a pl.kernel on a TPU core mesh: a barrier-semaphore handshake with the left
+    # neighbour, then a remote DMA of the block to the right neighbour (a ring permute).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    try:
+        cores = pltpu.TensorCoreMesh(axis_name="core", num_cores=num_cores)   # JAX >= 0.12
+    except (AttributeError, TypeError):
+        cores = pltpu.create_tensorcore_mesh("core", num_cores=num_cores)
+
+    def local(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=cores,
+                   scratch_types=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA],
+                   compiler_params=pltpu.CompilerParams(collective_id=0))
+        def ring(x_hbm, o_hbm, send_sem, recv_sem):
+            me, n = lax.axis_index("x"), lax.axis_size("x")
+            barrier = pltpu.get_barrier_semaphore()
+            pl.semaphore_signal(barrier, 1, device_id={"x": lax.rem(me + n - 1, n)})
+            pl.semaphore_wait(barrier, 1)
+            copy = pltpu.make_async_remote_copy(x_hbm, o_hbm, send_sem, recv_sem,
+                                                device_id={"x": lax.rem(me + 1, n)})
+            copy.start()
+            copy.wait()
+        return ring(x)
+    return smap(local, (4,), ("x",), P("x"), P("x"), check_vma=False)
+
+
+@pytest.mark.parametrize("detect_races", [False, True])
+def test_core_mesh_kernel_in_shard_map_sends_remote_dmas(detect_races):
+    x = _ints((32, 128), -1000, 1000, dtype=np.int32)
+    got = interp.interpret(_core_mesh_ring_program(1), detect_races=detect_races)(x)
+    want = np.roll(x.reshape(4, 8, 128), 1, axis=0).reshape(x.shape)   # device d gets d-1's block
+    assert got.tobytes() == want.tobytes()
+
+
+def test_core_mesh_kernel_of_several_cores_refuses_remote_signals_with_the_reason():
+    from interp.errors import UnsupportedPrimitiveError
+    x = _ints((32, 128), dtype=np.int32)
+    with pytest.raises(UnsupportedPrimitiveError, match=r"semaphore_signal.*core-mesh kernel of 2 "
+                                                        r"cores inside a shard_map body"):
+        interp.interpret(_core_mesh_ring_program(2))(x)

@@ -246,3 +246,29 @@ def join(run, refs, compiler_params=None) -> "DeviceKernels | None":
     run.dma.inflight = group.inflight
     run.dma.unsettled = group.unsettled
     return group
+
+
+def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKernels | None":
+    """At the start of a ``pl.kernel`` / ``core_map`` over a TPU core mesh (``runs`` and
+    ``refs`` by core): inside a shard_map body, a kernel of one core meets its runs on the other
+    devices as a pallas_call does. A kernel of several cores cannot address other devices: its
+    remote DMAs and signals are refused (``refused_reason``)."""
+    from ..spmd import current_device
+    if current_device() is None:
+        return None
+    if len(runs) == 1:
+        (core, run), = runs.items()
+        return join(run, refs[core], compiler_params)
+    for run in runs.values():
+        run.devices_refused = (
+            f"a core-mesh kernel of {len(runs)} cores inside a shard_map body: the reference "
+            "interprets other devices only for kernels of one core (it schedules a device's "
+            "cores within the device, so a core waiting on another device would stall its "
+            "device's other cores and could report a deadlock that hardware does not have)")
+    return None
+
+
+def refused_reason(run) -> "str | None":
+    """Why ``run`` cannot address other devices (a multi-core core-mesh kernel), or None."""
+    return getattr(run, "devices_refused", None)
+
