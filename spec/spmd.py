@@ -104,8 +104,15 @@ SEMANTICS = table(
                "axes an out_spec leaves out: every device holding a block must hold the same bits, "
                "else UndefinedBehaviorError (check_vma=False)",
                "mesh axes not in newly_manual_axes (auto axes) do not multiply the devices",
-               "unreduced/reduced specs (JAX 0.12) are refused: their global value is a sum the "
-               "reference does not hold",
+               "out_specs with unreduced axes U (PartitionSpec.unreduced, JAX 0.10.2..0.12.0.1): each "
+               "device holds a partial; the global value is their reduction over U by unreduced_kind "
+               "(sum, the only kind before 0.11; max, min), computed as psum/pmax/pmin (the sum "
+               "correctly rounded; XLA reduces when the array is resharded, in an unspecified order)",
+               "reduced axes (PartitionSpec.reduced) are replicated: in_specs give every device the "
+               "block, out_specs hold the same bits on every device (else UndefinedBehaviorError)",
+               "in_specs with unreduced axes are refused: the reference holds an unreduced array by "
+               "its reduced value, and the partials a device would receive are not determined by it "
+               "(every version: JAX then passes the producer's partials through)",
                "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs it"),
               (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",), EXACT),
     Semantics("psum", "Sum over the participants (one operand per binding in JAX >= 0.7).", _SUM,

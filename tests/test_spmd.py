@@ -169,6 +169,49 @@ def _signed_zero_inputs():
     return [x]
 
 
+def _explicit_mesh(shape, names):
+    """A mesh with Explicit axes (unreduced/reduced specs need them): real devices where there
+    are enough, else abstract (the reference needs none)."""
+    types = (jax.sharding.AxisType.Explicit,) * len(shape)
+    if len(jax.devices()) >= math.prod(shape):
+        return jax.make_mesh(shape, names, axis_types=types, devices=jax.devices()[:math.prod(shape)])
+    return jax.sharding.AbstractMesh(tuple(shape), tuple(names), axis_types=types)
+
+
+def _in_mesh(mesh):
+    return jax.sharding.use_abstract_mesh(getattr(mesh, "abstract_mesh", mesh))
+
+
+def _unreduced_out_spec(x):
+    # Each device's block, scaled, plus its y index, left unreduced over y: the global value is
+    # the sum over y of the devices' partials (reshard makes XLA all-reduce it).
+    from jax._src.lax.parallel import vary_unreduced_cast   # (shard_map demands it from 0.11)
+    mesh = _explicit_mesh((2, 4), ("x", "y"))
+    with _in_mesh(mesh):
+        def body(b):
+            return vary_unreduced_cast(b * 3 + lax.axis_index("y").astype(b.dtype), "y")
+        a = jax.sharding.reshard(x, P("x", "y"))
+        u = jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", unreduced={"y"}))(a)
+        return jax.sharding.reshard(u, P("x", None))
+
+
+def _grad_of_reduced_in_spec(x, w):
+    # A weight passed reduced over y (replicated, its cotangent unreduced): jax.grad transposes the
+    # shard_map into one whose out_specs leave the weight's gradient unreduced over y.
+    from jax._src.core import reduced_vary_cast
+    mesh = _explicit_mesh((2, 4), ("x", "y"))
+    with _in_mesh(mesh):
+        def loss(w, a):
+            def body(b, w):
+                w = reduced_vary_cast(w, "y")
+                return lax.psum(jnp.sum((b @ w) ** 2), ("x", "y"))
+            return jax.shard_map(body, mesh=mesh, in_specs=(P("x", "y"), P(None, reduced={"y"})),
+                                 out_specs=P())(a, w)
+        a = jax.sharding.reshard(x, P("x", "y"))
+        value, grad = jax.value_and_grad(loss)(jax.sharding.reshard(w, P(None, reduced={"y"})), a)
+        return value, jax.sharding.reshard(grad, P(None, None))
+
+
 COMPARED = {
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
@@ -185,6 +228,8 @@ COMPARED = {
     "sharding_annotations": (_sharding_annotations, lambda: [_ints((8, 16), dtype=np.int32)]),
     "pallas_in_shard_map": (_pallas_in_shard_map, lambda: [_ints((32, 128), dtype=np.int32)]),
     "signed_zeros": (_signed_zeros, _signed_zero_inputs),
+    "unreduced_out_spec": (_unreduced_out_spec, lambda: [_ints((8, 8))]),
+    "grad_of_reduced_in_spec": (_grad_of_reduced_in_spec, lambda: [_ints((8, 8)), _ints((2, 3), seed=1)]),
     "jit_of_shard_map_int": (_jit_of_shard_map_int, lambda: [_ints((16, 8), -2**31, 2**31 - 1, dtype=np.int32)]),
 }
 
@@ -767,3 +812,46 @@ def test_core_mesh_kernel_of_several_cores_refuses_remote_signals_with_the_reaso
     with pytest.raises(UnsupportedPrimitiveError, match=r"semaphore_signal.*core-mesh kernel of 2 "
                                                         r"cores inside a shard_map body"):
         interp.interpret(_core_mesh_ring_program(2))(x)
+
+
+def test_unreduced_out_spec_is_the_sum_of_the_partials():
+    # Hand computation: row r, column c of the result sums, over the 4 devices along y, the
+    # device's element (r, c) of its block (columns 2y + c) times 3 plus y.
+    x = _ints((8, 8), -100, 100)
+    got = interp.interpret(_unreduced_out_spec)(x)
+    want = sum(x[:, 2 * y:2 * y + 2] * 3 + y for y in range(4))
+    assert got.dtype == np.float32 and got.tobytes() == want.astype(np.float32).tobytes()
+
+
+def test_unreduced_in_spec_is_refused_with_the_reason():
+    from interp.errors import UnsupportedPrimitiveError
+    from jax._src.lax.parallel import vary_unreduced_cast
+    mesh = _explicit_mesh((2, 4), ("x", "y"))
+
+    def program(x):
+        with _in_mesh(mesh):
+            a = jax.sharding.reshard(x, P("x", "y"))
+            u = jax.shard_map(lambda b: vary_unreduced_cast(b, "y"), mesh=mesh, in_specs=P("x", "y"),
+                              out_specs=P("x", unreduced={"y"}))(a)
+            # a second shard_map takes the unreduced array as it is (partials per device)
+            return jax.shard_map(lambda b: b, mesh=mesh, in_specs=P("x", unreduced={"y"}),
+                                 out_specs=P("x", unreduced={"y"}))(u)
+    with pytest.raises(UnsupportedPrimitiveError, match=r"in_specs P\('x', unreduced=\{'y'\}.* "
+                                                        r"partials each device would receive"):
+        interp.interpret(program)(_ints((8, 8)))
+
+
+
+def test_unreduced_out_spec_same_in_lockstep_and_per_device(monkeypatch):
+    # The lockstep speed path (interp/spmd_lockstep.py) and the per-device path give the same
+    # reduction of the partials (shard_map assembles both the same way).
+    from interp import spmd_lockstep
+    x = _ints((8, 8), -100, 100)
+    real = spmd_lockstep.program
+    taken = []
+    monkeypatch.setattr(spmd_lockstep, "program", lambda *a: taken.append(real(*a)) or taken[-1])
+    lockstep = interp.interpret(_unreduced_out_spec)(x)
+    assert taken and taken[-1] is not None        # the body ran in lockstep
+    monkeypatch.setattr(spmd_lockstep, "program", lambda *a: None)
+    per_device = interp.interpret(_unreduced_out_spec)(x)
+    assert lockstep.tobytes() == per_device.tobytes()
