@@ -169,47 +169,9 @@ def _signed_zero_inputs():
     return [x]
 
 
-def _explicit_mesh(shape, names):
-    """A mesh with Explicit axes (unreduced/reduced specs need them): real devices where there
-    are enough, else abstract (the reference needs none)."""
-    types = (jax.sharding.AxisType.Explicit,) * len(shape)
-    if len(jax.devices()) >= math.prod(shape):
-        return jax.make_mesh(shape, names, axis_types=types, devices=jax.devices()[:math.prod(shape)])
-    return jax.sharding.AbstractMesh(tuple(shape), tuple(names), axis_types=types)
-
-
-def _in_mesh(mesh):
-    return jax.sharding.use_abstract_mesh(getattr(mesh, "abstract_mesh", mesh))
-
-
 def _unreduced_out_spec(x):
-    # Each device's block, scaled, plus its y index, left unreduced over y: the global value is
-    # the sum over y of the devices' partials (reshard makes XLA all-reduce it).
-    from jax._src.lax.parallel import vary_unreduced_cast   # (shard_map demands it from 0.11)
-    mesh = _explicit_mesh((2, 4), ("x", "y"))
-    with _in_mesh(mesh):
-        def body(b):
-            return vary_unreduced_cast(b * 3 + lax.axis_index("y").astype(b.dtype), "y")
-        a = jax.sharding.reshard(x, P("x", "y"))
-        u = jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", unreduced={"y"}))(a)
-        return jax.sharding.reshard(u, P("x", None))
-
-
-def _grad_of_reduced_in_spec(x, w):
-    # A weight passed reduced over y (replicated, its cotangent unreduced): jax.grad transposes the
-    # shard_map into one whose out_specs leave the weight's gradient unreduced over y.
-    from jax._src.core import reduced_vary_cast
-    mesh = _explicit_mesh((2, 4), ("x", "y"))
-    with _in_mesh(mesh):
-        def loss(w, a):
-            def body(b, w):
-                w = reduced_vary_cast(w, "y")
-                return lax.psum(jnp.sum((b @ w) ** 2), ("x", "y"))
-            return jax.shard_map(body, mesh=mesh, in_specs=(P("x", "y"), P(None, reduced={"y"})),
-                                 out_specs=P())(a, w)
-        a = jax.sharding.reshard(x, P("x", "y"))
-        value, grad = jax.value_and_grad(loss)(jax.sharding.reshard(w, P(None, reduced={"y"})), a)
-        return value, jax.sharding.reshard(grad, P(None, None))
+    from conformance.cases.spmd import unreduced_out_spec
+    return unreduced_out_spec((2, 4), ("x", "y"))(x)
 
 
 COMPARED = {
@@ -228,8 +190,6 @@ COMPARED = {
     "sharding_annotations": (_sharding_annotations, lambda: [_ints((8, 16), dtype=np.int32)]),
     "pallas_in_shard_map": (_pallas_in_shard_map, lambda: [_ints((32, 128), dtype=np.int32)]),
     "signed_zeros": (_signed_zeros, _signed_zero_inputs),
-    "unreduced_out_spec": (_unreduced_out_spec, lambda: [_ints((8, 8))]),
-    "grad_of_reduced_in_spec": (_grad_of_reduced_in_spec, lambda: [_ints((8, 8)), _ints((2, 3), seed=1)]),
     "jit_of_shard_map_int": (_jit_of_shard_map_int, lambda: [_ints((16, 8), -2**31, 2**31 - 1, dtype=np.int32)]),
 }
 
@@ -262,7 +222,10 @@ def _compare_main() -> None:
 # Conformance cases whose outcome on xla:cpu (8 host devices) is asserted here; the whole family
 # runs in the main job (make conformance).
 CASES_ON_XLA = {"spmd/float_extrema/float32/8": "known-divergence xla-cpu-all-reduce-extremum-nan-zero",
-                "spmd/collectives/mixed/2x4": "pass"}
+                "spmd/collectives/mixed/2x4": "pass",
+                # unreduced out_specs; jax.grad through a reduced in_spec (JAX >= 0.10.2)
+                "spmd/unreduced_out_spec/float32/2x4": "pass",
+                "spmd/grad_of_reduced_in_spec/float32/2x4": "pass"}
 
 
 # Remote-DMA kernels on JAX's TPU interpret mode (it simulates the 8 host devices in threads),
@@ -824,12 +787,13 @@ def test_unreduced_out_spec_is_the_sum_of_the_partials():
 
 
 def test_unreduced_in_spec_is_refused_with_the_reason():
+    from conformance.cases.spmd import explicit_mesh, in_mesh
     from interp.errors import UnsupportedPrimitiveError
     from jax._src.lax.parallel import vary_unreduced_cast
-    mesh = _explicit_mesh((2, 4), ("x", "y"))
+    mesh = explicit_mesh((2, 4), ("x", "y"))
 
     def program(x):
-        with _in_mesh(mesh):
+        with in_mesh(mesh):
             a = jax.sharding.reshard(x, P("x", "y"))
             u = jax.shard_map(lambda b: vary_unreduced_cast(b, "y"), mesh=mesh, in_specs=P("x", "y"),
                               out_specs=P("x", unreduced={"y"}))(a)
