@@ -29,6 +29,8 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
   ``detect_races=True`` a remote DMA or signal (other than to the barrier semaphore) into a device
   this device has not heard from (no semaphore it has waited on was signalled from there) raises
   RaceError: the target's kernel may not have started.
+* A ``pl.kernel`` / ``core_map`` over a TPU core mesh of one core joins like a pallas_call
+  (:func:`join_core_mesh`); one of several cores refuses remote DMAs and signals, saying why.
 * A wait on a semaphore only another device can signal lets the other devices run
   (``World.wait_until``); when every device waits, the program would hang on hardware: the
   reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
