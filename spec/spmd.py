@@ -62,7 +62,9 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   is remembered until every one of its DMAs has completed (by later waits); touching any of their
   destinations (or writing the source of a DMA whose send it counted) before then is a
   DmaCompletionOrderError (a RaceError) naming the kernel, device, semaphore and DMAs
-  (interp/pallas/dma.py). The reference's values (without detect_races, or until the error) are
+  (interp/pallas/dma.py). The same holds for local DMAs. It is found when the reference's
+  schedule has the DMAs in flight together (a device runs until it waits on something not yet
+  signalled): a check of what happened, not a proof over every interleaving. The reference's values (without detect_races, or until the error) are
   the start-order completion; JAX's interpret mode completes them newest first and their halves
   separately (interpret/shared_memory.py Semaphore.wait: "as late as possible, as well as
   out-of-order"). JAX's shipped pallas.ops.tpu.all_gather waits like this on rings of 3 or more
