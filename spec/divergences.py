@@ -874,9 +874,11 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "a waited DMA semaphore's DMAs newest first and a DMA's send and receive sides separately, "
         "so the wait can be satisfied by slot s+1 and the device forwards slot s before it lands "
         "(never-written NaN; its race detector reports the read, and raises on 0.12). On 2 devices "
-        "there is one step and no overlap. The reference completes a DMA whole when either of its "
-        "semaphores is waited on, in start order (spec/spmd.py remote-dma), and gives "
-        "lax.all_gather's values on 2, 4, 8 and 2x4 devices.",
+        "there is one step and no overlap. Which DMA such a wait sees is undefined (spec/spmd.py "
+        "remote-dma/completion-order): the kernel is at fault (docs/findings.md), interpret mode "
+        "picks another order. The reference, completing in start order, gives lax.all_gather's "
+        "values on 2, 4, 8 and 2x4 devices, and with detect_races=True raises "
+        "DmaCompletionOrderError on 4, 8 and 2x4.",
         runners=("pallas:tpu-interpret",), outcomes=("fail", "crash"),
         cases=("spmd/pallas/all_gather_shipped/*", "spmd/pallas/claims/all_gather_shipped/*")),
     # -- Pallas Mosaic GPU (conformance/cases/pallas_mosaic_gpu.py) ---------------------------

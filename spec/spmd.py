@@ -45,16 +45,39 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   run_scoped allocation while the target is inside that run_scoped: else RaceError), as interpret
   mode addresses the same buffer id on the other device.
 - remote-dma/completion: without detect_races a DMA lands at its start. With detect_races it is in
-  flight until a wait on either of its semaphores, on any device, completes it whole (both sides,
-  in start order); reading its destination or writing its source or destination meanwhile, on
-  either device, is a RaceError. JAX's interpret mode completes DMAs newest first and their two
-  sides separately (interpret/shared_memory.py Semaphore.wait): kernels whose semaphores count
-  several same-sized DMAs can see other values there (spec/divergences.py
-  pallas-tpu-interpret-all-gather-dma-order).
+  flight in two halves: a wait on its send semaphore (wait_send) completes its send (the source is
+  read: "wait_send ... waits until reading from src_ref has completed", mosaic/primitives.py), a
+  wait on its receive semaphore, on the target device, completes its receive (the destination is
+  written, the send first if not yet done). Reading its destination, or writing its destination
+  or a source not yet sent, meanwhile, on either device, is a RaceError.
+- remote-dma/completion-order: which DMAs a wait saw complete is undefined when several in-flight
+  DMAs signal its semaphore with more bytes than it needs. Source: docs/pallas/tpu/distributed.md
+  ("DMA Semaphores": on DMA start the devices "begin to increment the value of send_sem and the
+  receiver's recv_sem asynchronously"; a wait blocks until the value reaches the byte count and
+  subtracts it; its all-gather gives each step its own receive semaphore "to avoid situations
+  where we have multiple DMAs in flight ... the same semaphore being used for multiple DMAs
+  occurring simultaneously ... potentially cause a silent failure"). Neither JAX nor Mosaic TPU
+  documents an order among DMAs (not even between one pair of devices), and the semaphore counts
+  bytes, not DMAs: the wait may return with parts of each landed. With detect_races such a wait
+  is remembered until every one of its DMAs has completed (by later waits); touching any of their
+  destinations (or writing the source of a DMA whose send it counted) before then is a
+  DmaCompletionOrderError (a RaceError) naming the kernel, device, semaphore and DMAs
+  (interp/pallas/dma.py). The same holds for local DMAs. It is found when the reference's
+  schedule has the DMAs in flight together (a device runs until it waits on something not yet
+  signalled): a check of what happened, not a proof over every interleaving. The reference's values (without detect_races, or until the error) are
+  the start-order completion; JAX's interpret mode completes them newest first and their halves
+  separately (interpret/shared_memory.py Semaphore.wait: "as late as possible, as well as
+  out-of-order"). JAX's shipped pallas.ops.tpu.all_gather waits like this on rings of 3 or more
+  devices (docs/findings.md; spec/divergences.py pallas-tpu-interpret-all-gather-dma-order).
 - remote-dma/custom-barrier: a kernel with collective_id gets no device barrier at its start
   (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
   runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
   whose signal this device has not yet waited for is a RaceError.
+- remote-dma/core-mesh: a pl.kernel / core_map over a TPU core mesh of one core in a shard_map body
+  joins the devices as a pallas_call does (its device_id dicts name the shard_map's mesh axes).
+  One of several cores refuses remote DMAs and signals to other devices (UnsupportedPrimitiveError
+  with the reason: the reference schedules a device's cores inside the device, so a core waiting
+  on another device would stall its siblings); core-local work still runs.
 - remote-dma/deadlock: a wait only other devices can satisfy lets them run; when every device waits,
   DeadlockError names each device, its kernel, the semaphore and the amount it waits for. A DMA or
   signal into a kernel that has ended is a RaceError; with detect_races, a DMA never waited for or
@@ -83,8 +106,15 @@ SEMANTICS = table(
                "axes an out_spec leaves out: every device holding a block must hold the same bits, "
                "else UndefinedBehaviorError (check_vma=False)",
                "mesh axes not in newly_manual_axes (auto axes) do not multiply the devices",
-               "unreduced/reduced specs (JAX 0.12) are refused: their global value is a sum the "
-               "reference does not hold",
+               "out_specs with unreduced axes U (PartitionSpec.unreduced, JAX 0.10.2..0.12.0.1): each "
+               "device holds a partial; the global value is their reduction over U by unreduced_kind "
+               "(sum, the only kind before 0.11; max, min), computed as psum/pmax/pmin (the sum "
+               "correctly rounded; XLA reduces when the array is resharded, in an unspecified order)",
+               "reduced axes (PartitionSpec.reduced) are replicated: in_specs give every device the "
+               "block, out_specs hold the same bits on every device (else UndefinedBehaviorError)",
+               "in_specs with unreduced axes are refused: the reference holds an unreduced array by "
+               "its reduced value, and the partials a device would receive are not determined by it "
+               "(every version: JAX then passes the producer's partials through)",
                "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs it"),
               (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",), EXACT),
     Semantics("psum", "Sum over the participants (one operand per binding in JAX >= 0.7).", _SUM,

@@ -169,6 +169,11 @@ def _signed_zero_inputs():
     return [x]
 
 
+def _unreduced_out_spec(x):
+    from conformance.cases.spmd import unreduced_out_spec
+    return unreduced_out_spec((2, 4), ("x", "y"))(x)
+
+
 COMPARED = {
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
@@ -217,7 +222,10 @@ def _compare_main() -> None:
 # Conformance cases whose outcome on xla:cpu (8 host devices) is asserted here; the whole family
 # runs in the main job (make conformance).
 CASES_ON_XLA = {"spmd/float_extrema/float32/8": "known-divergence xla-cpu-all-reduce-extremum-nan-zero",
-                "spmd/collectives/mixed/2x4": "pass"}
+                "spmd/collectives/mixed/2x4": "pass",
+                # unreduced out_specs; jax.grad through a reduced in_spec (JAX >= 0.10.2)
+                "spmd/unreduced_out_spec/float32/2x4": "pass",
+                "spmd/grad_of_reduced_in_spec/float32/2x4": "pass"}
 
 
 # Remote-DMA kernels on JAX's TPU interpret mode (it simulates the 8 host devices in threads),
@@ -430,8 +438,7 @@ def _blocks_rolled_right(x, shape):
 
 
 @pytest.mark.parametrize("mesh_id", ["2", "4", "8", "2x4"])
-@pytest.mark.parametrize("detect_races", [False, True])
-def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id, detect_races):
+def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id):
     # jax.experimental.pallas.ops.tpu.all_gather: remote DMAs both ways round the ring after a
     # barrier-semaphore handshake. Gathering every shard, tiled, gives the input back (on 2x4:
     # along the last axis, the input replicated over the first).
@@ -439,10 +446,124 @@ def test_shipped_all_gather_kernel_matches_plain_all_gather(mesh_id, detect_race
     shape, names = MESHES[mesh_id]
     build, rows = shipped_all_gather(shape, names)
     x = _ints(rows, -1000, 1000, seed=3)
-    got = interp.interpret(build(None), detect_races=detect_races)(x)
+    got = interp.interpret(build(None))(x)
     assert got.shape == x.shape and got.tobytes() == x.tobytes()
     want = interp.interpret(plain_all_gather(shape, names))(x)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("mesh_id", ["2", "4", "8", "2x4"])
+def test_shipped_all_gather_relies_on_dma_completion_order(mesh_id):
+    # On a ring of 3 or more devices, the left neighbour's DMAs of two slots can both be in flight
+    # into a device's recv_sem[1] (its wait_send does not wait for the receive), each with the
+    # half-shard's byte count: the device's wait cannot tell which landed, and it then forwards
+    # the slot it expects (docs/pallas/tpu/distributed.md: DMA semaphores count bytes; the
+    # tutorial's all-gather gives each step its own receive semaphore for this reason). On 2
+    # devices there is one step: nothing to confuse.
+    from conformance.cases.spmd import MESHES, shipped_all_gather
+    from interp.pallas.dma import DmaCompletionOrderError
+    shape, names = MESHES[mesh_id]
+    build, rows = shipped_all_gather(shape, names)
+    x = _ints(rows, -1000, 1000, seed=3)
+    run = interp.interpret(build(None), detect_races=True)
+    if shape[-1] == 2:
+        assert run(x).tobytes() == x.tobytes()
+        return
+    with pytest.raises(DmaCompletionOrderError,
+                       match=r"kernel 'ag_kernel' on 'device\(.*recv_sem\[1\].*for 2048 bytes "
+                             r"could be satisfied by several DMAs in flight \(1: DMA from .*"
+                             r"started by 'ag_kernel' on 'device\(.*; 2: DMA"):
+        run(x)
+
+
+def _two_dmas_one_semaphore_kernel(x_ref, o_ref, send_sem, recv_sem, other_sem, *, waits,
+                                   own_semaphores=False):
+    # Device 0 sends both halves of its block into device 1's output by two DMAs of the same
+    # size; device 1 waits ``waits`` times on the receive semaphore, then reads the first half.
+    # With own_semaphores the second DMA signals another semaphore (waited for last).
+    from jax.experimental.pallas import tpu as pltpu
+    me = lax.axis_index("x")
+    half = x_ref.shape[0] // 2
+    second_sem = other_sem if own_semaphores else recv_sem
+    first = pltpu.make_async_remote_copy(x_ref.at[:half], o_ref.at[:half], send_sem, recv_sem,
+                                         device_id=(1,))
+    second = pltpu.make_async_remote_copy(x_ref.at[half:], o_ref.at[half:], send_sem, second_sem,
+                                          device_id=(1,))
+
+    @pl_when(me == 0)
+    def _():
+        first.start()
+        second.start()
+        first.wait_send()
+        second.wait_send()
+        o_ref[...] = x_ref[...]
+
+    @pl_when(me == 1)
+    def _():
+        for _ in range(waits):
+            first.wait_recv()
+        o_ref[0:1, :] = o_ref[0:1, :] * 2       # reads the first half
+        if own_semaphores:
+            second.wait_recv()
+
+
+def test_a_wait_several_same_sized_dmas_could_satisfy_then_a_read_is_undefined():
+    from interp.pallas.dma import DmaCompletionOrderError
+    dma = _pltpu_dma()
+    kernel = partial(_two_dmas_one_semaphore_kernel, waits=1)
+    with pytest.raises(DmaCompletionOrderError,
+                       match=r"kernel '.*' on 'device\(x=1\)'.*read of .*o_ref.*\[0:1, .*"
+                             r"destination of DMA 1.*recv_sem.* for 2048 bytes .*several DMAs"):
+        _remote_kernel(kernel, 2, (dma, dma, dma))()
+    # Without race detection the reference completes DMAs at their start (one of the orders).
+    _remote_kernel(kernel, 2, (dma, dma, dma), detect_races=False)()
+
+
+@pytest.mark.parametrize("form", ["wait for both first", "one semaphore each"])
+def test_reads_after_every_dma_on_the_semaphore_landed_are_defined(form):
+    # The same transfers, made safe: device 1 waits for both DMAs before reading, or each DMA
+    # signals its own semaphore. Known answer: device 1's block is device 0's, its first row
+    # doubled; device 0 keeps its own.
+    dma = _pltpu_dma()
+    kernel = partial(_two_dmas_one_semaphore_kernel, waits=2) if form == "wait for both first" \
+        else partial(_two_dmas_one_semaphore_kernel, waits=1, own_semaphores=True)
+    got = _remote_kernel(kernel, 2, (dma, dma, dma))()
+    x = _ints((16, 128), dtype=np.int32)
+    want = np.concatenate([x[:8], x[:8]])
+    want[8] *= 2
+    assert got.tobytes() == want.tobytes()
+
+
+def test_a_wait_send_reads_the_source_and_the_data_lands_at_the_receive():
+    # The send half of a DMA is done at wait_send: the sender may then overwrite its source and
+    # the receiver still gets the old data (it lands by the receive wait).
+    from jax.experimental.pallas import tpu as pltpu
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref, buf, send_sem, recv_sem):
+        me = lax.axis_index("x")
+        copy = pltpu.make_async_remote_copy(buf, o_ref, send_sem, recv_sem, device_id=(1,))
+
+        @pl_when(me == 0)
+        def _():
+            buf[...] = x_ref[...]
+            copy.start()
+            copy.wait_send()
+            buf[...] = jnp.zeros_like(x_ref)     # the source is free once sent
+            o_ref[...] = buf[...] + x_ref[...]
+
+        @pl_when(me == 1)
+        def _():
+            copy.wait_recv()
+    dma = _pltpu_dma()
+    got = _remote_kernel(kernel, 2, (pltpu.VMEM((8, 128), jnp.int32), dma, dma))()
+    x = _ints((16, 128), dtype=np.int32)
+    assert got.tobytes() == np.concatenate([x[:8], x[:8]]).tobytes()
+
+
+def _pltpu_dma():
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu.SemaphoreType.DMA
 
 
 @pytest.mark.parametrize("mesh_id", ["2", "8", "2x4"])
@@ -611,3 +732,90 @@ def test_remote_dma_to_a_device_outside_the_mesh_is_out_of_bounds(form):
 def pl_when(cond):
     from jax.experimental import pallas as pl
     return pl.when(cond)
+
+
+def _core_mesh_ring_program(num_cores):
+    # shard_map over a pl.kernel on a TPU core mesh: a barrier-semaphore handshake with the left
+    # neighbour, then a remote DMA of the block to the right neighbour (a ring permute).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    try:
+        cores = pltpu.TensorCoreMesh(axis_name="core", num_cores=num_cores)   # JAX >= 0.12
+    except (AttributeError, TypeError):
+        cores = pltpu.create_tensorcore_mesh("core", num_cores=num_cores)
+
+    def local(x):
+        @pl.kernel(out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=cores,
+                   scratch_types=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA],
+                   compiler_params=pltpu.CompilerParams(collective_id=0))
+        def ring(x_hbm, o_hbm, send_sem, recv_sem):
+            me, n = lax.axis_index("x"), lax.axis_size("x")
+            barrier = pltpu.get_barrier_semaphore()
+            pl.semaphore_signal(barrier, 1, device_id={"x": lax.rem(me + n - 1, n)})
+            pl.semaphore_wait(barrier, 1)
+            copy = pltpu.make_async_remote_copy(x_hbm, o_hbm, send_sem, recv_sem,
+                                                device_id={"x": lax.rem(me + 1, n)})
+            copy.start()
+            copy.wait()
+        return ring(x)
+    return smap(local, (4,), ("x",), P("x"), P("x"), check_vma=False)
+
+
+@pytest.mark.parametrize("detect_races", [False, True])
+def test_core_mesh_kernel_in_shard_map_sends_remote_dmas(detect_races):
+    x = _ints((32, 128), -1000, 1000, dtype=np.int32)
+    got = interp.interpret(_core_mesh_ring_program(1), detect_races=detect_races)(x)
+    want = np.roll(x.reshape(4, 8, 128), 1, axis=0).reshape(x.shape)   # device d gets d-1's block
+    assert got.tobytes() == want.tobytes()
+
+
+def test_core_mesh_kernel_of_several_cores_refuses_remote_signals_with_the_reason():
+    from interp.errors import UnsupportedPrimitiveError
+    x = _ints((32, 128), dtype=np.int32)
+    with pytest.raises(UnsupportedPrimitiveError, match=r"semaphore_signal.*core-mesh kernel of 2 "
+                                                        r"cores inside a shard_map body"):
+        interp.interpret(_core_mesh_ring_program(2))(x)
+
+
+def test_unreduced_out_spec_is_the_sum_of_the_partials():
+    # Hand computation: row r, column c of the result sums, over the 4 devices along y, the
+    # device's element (r, c) of its block (columns 2y + c) times 3 plus y.
+    x = _ints((8, 8), -100, 100)
+    got = interp.interpret(_unreduced_out_spec)(x)
+    want = sum(x[:, 2 * y:2 * y + 2] * 3 + y for y in range(4))
+    assert got.dtype == np.float32 and got.tobytes() == want.astype(np.float32).tobytes()
+
+
+def test_unreduced_in_spec_is_refused_with_the_reason():
+    from conformance.cases.spmd import explicit_mesh, in_mesh
+    from interp.errors import UnsupportedPrimitiveError
+    from jax._src.lax.parallel import vary_unreduced_cast
+    mesh = explicit_mesh((2, 4), ("x", "y"))
+
+    def program(x):
+        with in_mesh(mesh):
+            a = jax.sharding.reshard(x, P("x", "y"))
+            u = jax.shard_map(lambda b: vary_unreduced_cast(b, "y"), mesh=mesh, in_specs=P("x", "y"),
+                              out_specs=P("x", unreduced={"y"}))(a)
+            # a second shard_map takes the unreduced array as it is (partials per device)
+            return jax.shard_map(lambda b: b, mesh=mesh, in_specs=P("x", unreduced={"y"}),
+                                 out_specs=P("x", unreduced={"y"}))(u)
+    with pytest.raises(UnsupportedPrimitiveError, match=r"in_specs P\('x', unreduced=\{'y'\}.* "
+                                                        r"partials each device would receive"):
+        interp.interpret(program)(_ints((8, 8)))
+
+
+
+def test_unreduced_out_spec_same_in_lockstep_and_per_device(monkeypatch):
+    # The lockstep speed path (interp/spmd_lockstep.py) and the per-device path give the same
+    # reduction of the partials (shard_map assembles both the same way).
+    from interp import spmd_lockstep
+    x = _ints((8, 8), -100, 100)
+    real = spmd_lockstep.program
+    taken = []
+    monkeypatch.setattr(spmd_lockstep, "program", lambda *a: taken.append(real(*a)) or taken[-1])
+    lockstep = interp.interpret(_unreduced_out_spec)(x)
+    assert taken and taken[-1] is not None        # the body ran in lockstep
+    monkeypatch.setattr(spmd_lockstep, "program", lambda *a: None)
+    per_device = interp.interpret(_unreduced_out_spec)(x)
+    assert lockstep.tobytes() == per_device.tobytes()

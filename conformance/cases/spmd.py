@@ -285,6 +285,7 @@ def cases():
                inputs=lambda rng: [random_array(rng, F32, (64, 16), specials=0.25)],
                modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
     yield from pallas_cases()
+    yield from unreduced_cases()
     for name, (build, tol) in PROGRAMS.items():
         for mesh_id in PROGRAM_MESHES:
             shape, names = MESHES[mesh_id]
@@ -493,3 +494,74 @@ def pallas_cases():
             dt = np.dtype(dtype).name
             yield Case(id=f"spmd/pallas/{name}/{dt}/{mesh_id}", **common)
             yield Case(id=f"spmd/pallas/claims/{name}/{dt}/{mesh_id}", reference_fn=plain, **common)
+
+
+# --- unreduced / reduced specs (PartitionSpec.unreduced / reduced; explicit mesh axes) -------------
+# An unreduced array holds each device's partial; XLA reduces it when it is resharded. The programs
+# reshard their results, so every runner returns ordinary arrays. Integer-valued float inputs:
+# every sum is exact, so XLA's reduction order cannot matter and the comparison is bitwise.
+
+def explicit_mesh(shape, names):
+    """A mesh with Explicit axes (unreduced/reduced specs need them): the first prod(shape)
+    devices where there are enough, else an AbstractMesh (the reference needs no devices)."""
+    types = (jax.sharding.AxisType.Explicit,) * len(shape)
+    n = math.prod(shape)
+    if len(jax.devices()) >= n:
+        return jax.make_mesh(tuple(shape), tuple(names), axis_types=types, devices=jax.devices()[:n])
+    return jax.sharding.AbstractMesh(tuple(shape), tuple(names), axis_types=types)
+
+
+def in_mesh(mesh):
+    """The context that makes ``mesh``'s explicit axes current while tracing (inside jit too)."""
+    return jax.sharding.use_abstract_mesh(getattr(mesh, "abstract_mesh", mesh))
+
+
+def unreduced_out_spec(shape, names):
+    """Each device's block times 3 plus its index along the last axis, left unreduced over that
+    axis, then resharded (summed). 2-D meshes: rows split over the first axis."""
+    from jax._src.lax.parallel import vary_unreduced_cast   # (shard_map demands it from JAX 0.11)
+    first, last = names[0], names[-1]
+
+    def fn(x):
+        mesh = explicit_mesh(shape, names)
+        with in_mesh(mesh):
+            def body(b):
+                return vary_unreduced_cast(b * 3 + lax.axis_index(last).astype(b.dtype), last)
+            a = jax.sharding.reshard(x, P(first, last))
+            u = shard_map(body, mesh, P(first, last), P(first, unreduced={last}))(a)
+            return jax.sharding.reshard(u, P(first, None))
+    return fn
+
+
+def grad_of_reduced_in_spec(shape, names):
+    """jax.value_and_grad of a shard_map taking its weight reduced over the last axis: JAX
+    transposes it into a shard_map whose out_specs leave the weight's gradient unreduced."""
+    from jax._src.core import reduced_vary_cast
+    first, last = names[0], names[-1]
+
+    def fn(x, w):
+        mesh = explicit_mesh(shape, names)
+        with in_mesh(mesh):
+            def loss(w, a):
+                def body(b, w):
+                    return lax.psum(jnp.sum((b @ reduced_vary_cast(w, last)) ** 2), tuple(names))
+                return shard_map(body, mesh, (P(first, last), P(None, reduced={last})), P())(a, w)
+            a = jax.sharding.reshard(x, P(first, last))
+            value, grad = jax.value_and_grad(loss)(jax.sharding.reshard(w, P(None, reduced={last})), a)
+            return value, jax.sharding.reshard(grad, P(None, None))
+    return fn
+
+
+def unreduced_cases():
+    exact = C.exact("definition")
+    ints = lambda *shapes: lambda rng: [rng.integers(-4, 4, size=s).astype(F32) for s in shapes]  # noqa: E731
+    for mesh_id in ("2x4",):
+        shape, names = MESHES[mesh_id]
+        yield Case(id=f"spmd/unreduced_out_spec/float32/{mesh_id}", fn=unreduced_out_spec(shape, names),
+                   inputs=ints((8, 8)), modes=exact, primitives=("shard_map",),
+                   needs=_needs(shape), tags=("spmd",))
+        yield Case(id=f"spmd/grad_of_reduced_in_spec/float32/{mesh_id}",
+                   fn=grad_of_reduced_in_spec(shape, names), inputs=ints((8, 8), (2, 3)), modes=exact,
+                   primitives=("shard_map",),
+                   needs=_needs(shape), tags=("spmd",))
+

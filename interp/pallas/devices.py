@@ -21,13 +21,16 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
   interpret mode: the same buffer id on the other device).
 * DMAs in flight (``detect_races=True``) are one list for all the devices: a read of a remote
   DMA's destination on the target device before its ``dma_wait`` is a race like any other, and a
-  wait completes the in-flight DMAs, from any device, that signal its semaphore.
+  wait completes the in-flight DMAs, from any device, that signal its semaphore; a wait several
+  of them could satisfy is remembered for every device (interp.pallas.dma: completion order).
 * A kernel that sets ``collective_id`` brings its own barrier: Mosaic inserts no device barrier at
   its start and JAX's interpret mode skips its global one (interpret_pallas_call.py: "The kernel
   doesn't specify its own barrier semaphore, so we do a global barrier"). With
   ``detect_races=True`` a remote DMA or signal (other than to the barrier semaphore) into a device
   this device has not heard from (no semaphore it has waited on was signalled from there) raises
   RaceError: the target's kernel may not have started.
+* A ``pl.kernel`` / ``core_map`` over a TPU core mesh of one core joins like a pallas_call
+  (:func:`join_core_mesh`); one of several cores refuses remote DMAs and signals, saying why.
 * A wait on a semaphore only another device can signal lets the other devices run
   (``World.wait_until``); when every device waits, the program would hang on hardware: the
   reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
@@ -63,6 +66,7 @@ class DeviceKernels:
         self.slots = [{id(r): i for i, r in enumerate(refs)} for _, _, refs in entries]
         self.buffers = [list(refs) for _, _, refs in entries]
         self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
+        self.unsettled: list = []  # ambiguous waits (interp.pallas.dma.AmbiguousWait), all devices
         self.ended: set = set()    # logical ids whose kernel body has ended
         self.heard = [set() for _ in entries]   # per device: devices known to run this kernel
         self.signallers: dict = {}              # id(semaphore buffer) -> devices that signalled it
@@ -242,4 +246,31 @@ def join(run, refs, compiler_params=None) -> "DeviceKernels | None":
     run.devices = group
     run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
     run.dma.inflight = group.inflight
+    run.dma.unsettled = group.unsettled
     return group
+
+
+def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKernels | None":
+    """At the start of a ``pl.kernel`` / ``core_map`` over a TPU core mesh (``runs`` and
+    ``refs`` by core): inside a shard_map body, a kernel of one core meets its runs on the other
+    devices as a pallas_call does. A kernel of several cores cannot address other devices: its
+    remote DMAs and signals are refused (``refused_reason``)."""
+    from ..spmd import current_device
+    if current_device() is None:
+        return None
+    if len(runs) == 1:
+        (core, run), = runs.items()
+        return join(run, refs[core], compiler_params)
+    for run in runs.values():
+        run.devices_refused = (
+            f"a core-mesh kernel of {len(runs)} cores inside a shard_map body: the reference "
+            "interprets other devices only for kernels of one core (it schedules a device's "
+            "cores within the device, so a core waiting on another device would stall its "
+            "device's other cores and could report a deadlock that hardware does not have)")
+    return None
+
+
+def refused_reason(run) -> "str | None":
+    """Why ``run`` cannot address other devices (a multi-core core-mesh kernel), or None."""
+    return getattr(run, "devices_refused", None)
+

@@ -3,14 +3,24 @@
 * ``dma_start`` copies ``src[src_index]`` to ``dst[dst_index]`` and, on completion, adds the copied
   byte count to the destination semaphore (and to the source semaphore for a send).
   Without race detection a DMA completes at its start (as JAX's ``interpret=True`` does).
-  With ``detect_races=True`` it stays *in flight* until a wait on its semaphore completes it:
-  any read of its destination or any write of its source or destination in between raises
+  With ``detect_races=True`` it stays *in flight* in two halves: its *send* (the source read,
+  signalling the source semaphore) and its *receive* (the destination written, signalling the
+  destination semaphore). A wait on the source semaphore completes the send only (the data is
+  taken then and lands later); a wait on the destination semaphore completes both. Any read of
+  a destination not yet written, or write of a source not yet read or of a destination, raises
   :class:`RaceError`, as does a DMA still in flight or a semaphore not back at zero when the
   pallas_call (or the ``run_scoped`` that allocated the semaphore) ends.
 * ``dma_wait(sem, ref)`` waits until ``sem`` holds the byte count of ``ref`` and subtracts it.
   In-flight DMAs that signal ``sem`` complete (in start order) until it does. A wait that can
   never be satisfied (no DMA or signal will come: the reference runs one core at a time) raises
   :class:`RaceError` instead of hanging.
+* Completion order (spec/spmd.py remote-dma/completion-order): a DMA semaphore counts bytes as
+  they arrive, from every DMA signalling it, in no defined order. With ``detect_races=True`` a
+  wait that in-flight DMAs on its semaphore hold more bytes than it needs is *ambiguous*: which
+  DMAs' data has landed when it returns is undefined. The reference still completes them in
+  start order, but until every DMA of that wait has completed (later waits), touching the
+  destination (or, for a send, writing the source) of any of them is a
+  :class:`DmaCompletionOrderError` naming the kernel, device, semaphore and DMAs.
 * ``semaphore_signal`` adds, ``semaphore_wait`` waits for and subtracts, ``semaphore_read`` reads.
 """
 from __future__ import annotations
@@ -21,6 +31,11 @@ import numpy as np
 
 from ..errors import RaceError
 from .memory import _selected_coords, _show
+
+
+class DmaCompletionOrderError(RaceError):
+    """A kernel relies on which of several DMAs signalling one semaphore a wait saw complete
+    (undefined: spec/spmd.py remote-dma/completion-order)."""
 
 
 def _addresses(ref, index) -> np.ndarray:
@@ -138,11 +153,42 @@ def _indirect(index) -> bool:
 
 
 class Dma:
-    __slots__ = ("src", "dst", "dst_sem", "src_sem", "add", "nbytes", "point", "done")
+    __slots__ = ("src", "dst", "dst_sem", "src_sem", "add", "nbytes", "point", "done", "sent",
+                 "taken", "origin", "waits")
 
-    def __init__(self, src, dst, dst_sem, src_sem, add, nbytes, point):
+    def __init__(self, src, dst, dst_sem, src_sem, add, nbytes, point, origin=""):
         self.src, self.dst, self.dst_sem, self.src_sem = src, dst, dst_sem, src_sem
         self.add, self.nbytes, self.point, self.done = add, nbytes, point, False
+        self.sent = False      # its source has been read (a wait on its send semaphore)
+        self.taken = None      # (value, written) read from the source at the send
+        self.origin = origin   # the kernel (and device) that started it, for messages
+        self.waits: list = []  # the ambiguous waits (AmbiguousWait) it is one of
+
+    def describe(self) -> str:
+        return (f"DMA from {self.src.describe()} to {self.dst.describe()} (started by "
+                f"'{self.origin}' at grid point {self.point})")
+
+
+class AmbiguousWait:
+    """A wait on a semaphore that several in-flight DMAs signal with more bytes than it needs:
+    which of them have completed when it returns is undefined. ``parts`` are (dma, receive):
+    receive True when the wait counts the DMA's destination side, False its send side."""
+    __slots__ = ("where", "semaphore", "amount", "parts")
+
+    def __init__(self, where, semaphore, amount, parts):
+        self.where, self.semaphore, self.amount, self.parts = where, semaphore, amount, parts
+
+    def settled(self) -> bool:
+        return all(dma.done if receive else dma.sent for dma, receive in self.parts)
+
+    def message(self, what: str) -> str:
+        dmas = "; ".join(f"{k + 1}: " + ("" if receive else "send of the ") + dma.describe()
+                         for k, (dma, receive) in enumerate(self.parts))
+        return (f"{what}, after {self.where}: its wait on {self.semaphore} for {self.amount} "
+                f"bytes could be satisfied by several DMAs in flight ({dmas}), and which of them "
+                "completed is undefined (DMA semaphores count bytes from every DMA signalling "
+                "them, in no defined order): wait for all of them first, or give each DMA its "
+                "own semaphore")
 
 
 def _base_address(ref) -> int:
@@ -169,6 +215,7 @@ class DmaEngine:
         self.run = run
         self.detect = detect
         self.inflight: list[Dma] = []
+        self.unsettled: list[AmbiguousWait] = []   # ambiguous waits not all of whose DMAs completed
 
     # -- DMAs ---------------------------------------------------------------------------------
     def check(self, src, src_index, dst, dst_index) -> int:
@@ -196,9 +243,12 @@ class DmaEngine:
             self._signal_completion(dst_sem, src_sem, nbytes)
             return
         dma = Dma(Region(src, src_index), Region(dst, dst_index), dst_sem, src_sem, add, nbytes,
-                  self.run.point)
+                  self.run.point, self.run.name)
+        if self.unsettled:
+            self._check_unsettled(dma.src, "DMA from", write=False)
+            self._check_unsettled(dma.dst, "DMA into", write=True)
         for other in self.inflight:
-            if dma.dst.overlaps(other.dst) or dma.dst.overlaps(other.src):
+            if dma.dst.overlaps(other.dst) or (not other.sent and dma.dst.overlaps(other.src)):
                 raise RaceError(f"{self.run.where()}: DMA into {dma.dst.describe()} overlaps "
                                 f"the DMA in flight from {other.src.describe()} to "
                                 f"{other.dst.describe()} (started at grid point {other.point})")
@@ -208,16 +258,17 @@ class DmaEngine:
                                 f"(started at grid point {other.point})")
         self.inflight.append(dma)
 
-    def _transfer(self, src, src_index, dst, dst_index, add) -> None:
-        """The copy itself. Never-written source elements stay never-written in the destination
-        (a DMA moves memory; only a later read of it is an uninitialized read)."""
-        if not add and src.init is None and dst.init is None and not _indirect(dst_index):
+    def _transfer(self, src, src_index, dst, dst_index, add, taken=None) -> None:
+        """The copy itself (of ``taken``, the source's (value, written) read at the send, when
+        the send completed earlier). Never-written source elements stay never-written in the
+        destination (a DMA moves memory; only a later read of it is an uninitialized read)."""
+        if taken is None and not add and src.init is None and dst.init is None \
+                and not _indirect(dst_index):
             # The common copy: one assignment (NumPy copies the source first where the two
             # overlap, so this equals copying out, then in).
             dst.array[dst_index] = src.array[src_index]
             return
-        value = np.array(src.array[src_index], copy=True)
-        written = None if src.init is None else np.array(src.init[src_index], copy=True)
+        value, written = self._take(src, src_index) if taken is None else taken
         dup = self._duplicates(dst, dst_index, value, add)
         if add:
             if dst.init is not None:
@@ -232,6 +283,12 @@ class DmaEngine:
         dst.array[dst_index] = value
         if dst.init is not None:
             dst.init[dst_index] = True if written is None else written
+
+    @staticmethod
+    def _take(src, src_index):
+        """What a DMA reads from its source: (value, written elements or None)."""
+        return (np.array(src.array[src_index], copy=True),
+                None if src.init is None else np.array(src.init[src_index], copy=True))
 
     def _duplicates(self, dst, dst_index, value, add) -> bool:
         """An indirect (scatter) destination that names an element twice: the DMA engine writes
@@ -268,12 +325,23 @@ class DmaEngine:
         if src_sem is not None:
             self._add(src_sem, nbytes)
 
+    def _complete_send(self, dma: Dma) -> None:
+        """The send half: the source is read (it may be reused), the data lands later."""
+        dma.taken = self._take(dma.src.ref, dma.src.index)
+        dma.sent = True
+        if dma.src_sem is not None:
+            self._add(dma.src_sem, dma.nbytes)
+
     def _complete(self, dma: Dma) -> None:
+        if not dma.sent:
+            self._complete_send(dma)
         self.inflight.remove(dma)
         src, dst = dma.src, dma.dst
-        self._transfer(src.ref, src.index, dst.ref, dst.index, dma.add)
+        self._transfer(src.ref, src.index, dst.ref, dst.index, dma.add, dma.taken)
+        dma.taken = None
         dma.done = True
-        self._signal_completion(dma.dst_sem, dma.src_sem, dma.nbytes)
+        if dma.dst_sem is not None:
+            self._add(dma.dst_sem, dma.nbytes)
 
     def wait_dma(self, sem, ref, index, *, send: bool, nbytes: "int | None" = None) -> None:
         """dma_wait: wait until ``sem`` holds the byte count of ``ref[index]``, then subtract it."""
@@ -297,30 +365,50 @@ class DmaEngine:
     def wait(self, sem, amount, decrement=True) -> None:
         self._wait(sem, int(amount), kind="semaphore_wait", send=None, decrement=decrement)
 
-    def _signals(self, dma, key, send) -> bool:
+    @staticmethod
+    def _signals(dma, key, send) -> "bool | None":
         """Whether completing ``dma`` signals the semaphore ``key`` (its send semaphore for a
-        wait_send, its receive one for a dma_wait, either for a semaphore_wait)."""
-        sems = (dma.src_sem,) if send else (dma.dst_sem,) if send is False else \
-            (dma.dst_sem, dma.src_sem)
-        return any(s is not None and _sem_key(s) == key for s in sems)
+        wait_send, its receive one for a dma_wait, either for a semaphore_wait): True for its
+        receive side, False for its send side (not yet done), None when it does not."""
+        if send is not True and dma.dst_sem is not None and _sem_key(dma.dst_sem) == key:
+            return True
+        if send is not False and not dma.sent and dma.src_sem is not None \
+                and _sem_key(dma.src_sem) == key:
+            return False
+        return None
 
     def signalling(self, sem, send) -> bool:
         """Whether a DMA in flight would signal ``sem`` on completion."""
         if not self.inflight:
             return False
         key = _sem_key(sem)
-        return any(self._signals(dma, key, send) for dma in self.inflight)
+        return any(self._signals(dma, key, send) is not None for dma in self.inflight)
 
     def complete_signalling(self, sem, amount, send) -> None:
         """Complete in-flight DMAs that signal ``sem`` (in start order) until it holds
-        ``amount``."""
+        ``amount``; a wait they could satisfy in several ways is remembered (AmbiguousWait)."""
         ref, index = sem
         key = _sem_key(sem)
-        for dma in list(self.inflight):
+        parts = [(dma, receive) for dma in self.inflight
+                 for receive in (self._signals(dma, key, send),) if receive is not None]
+        deficit = amount - int(ref.array[index])
+        if deficit <= 0 or not parts:
+            return
+        if len(parts) > 1 and sum(dma.nbytes for dma, _ in parts) > deficit:
+            wait = AmbiguousWait(f"{self.run.where()}", f"{ref.short()}{_show(index)}", amount,
+                                 parts)
+            for dma, _ in parts:
+                dma.waits.append(wait)
+            self.unsettled.append(wait)
+        for dma, receive in parts:
             if int(ref.array[index]) >= amount:
                 break
-            if self._signals(dma, key, send):
+            if receive:
                 self._complete(dma)
+            else:
+                self._complete_send(dma)
+        if self.unsettled:
+            self.unsettled[:] = [w for w in self.unsettled if not w.settled()]
 
     def _wait(self, sem, amount, *, kind, send, decrement=True) -> None:
         ref, index = sem
@@ -368,15 +456,28 @@ class DmaEngine:
                                 "(signals and waits do not balance)")
 
     # -- race checks on kernel accesses --------------------------------------------------------
+    def _check_unsettled(self, region, what, write: bool) -> None:
+        """A DMA or access touching data an ambiguous wait leaves undefined: the destination of
+        any of its DMAs (or, for a write, the source of a DMA whose send it counted)."""
+        for wait in self.unsettled:
+            for k, (dma, receive) in enumerate(wait.parts):
+                side = dma.dst if receive else dma.src if write else None
+                if side is not None and region.overlaps(side):
+                    raise DmaCompletionOrderError(wait.message(
+                        f"{self.run.where()}: {what} {region.describe()} touches the "
+                        f"{'destination' if receive else 'source'} of DMA {k + 1}"))
+
     def check_access(self, ref, index, kind: str) -> None:
-        if not self.detect or not self.inflight:
+        if not self.detect or not (self.inflight or self.unsettled):
             return
         region = Region(ref, index)
+        if self.unsettled:
+            self._check_unsettled(region, f"{kind} of", write=kind != "read")
         for dma in self.inflight:
             hit = None
             if region.overlaps(dma.dst):
                 hit = "destination"
-            elif kind != "read" and region.overlaps(dma.src):
+            elif kind != "read" and not dma.sent and region.overlaps(dma.src):
                 hit = "source"
             if hit:
                 raise RaceError(

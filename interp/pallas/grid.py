@@ -31,7 +31,7 @@ import jax
 
 from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
 from ..evaluator import Literal, get_plan, split_jaxpr
-from .devices import join as join_devices
+from .devices import join as join_devices, join_core_mesh
 from .dma import DmaEngine
 from .memory import (KernelRef, fill_uninitialized, logical_value, physical_operand,
                      physical_value, poison_value)
@@ -599,6 +599,7 @@ class MeshPlan:
                              for o, a in enumerate(self.out_avals)]
         self.aliases = {o: i for i, o in dict(p.get("input_output_aliases") or {}).items()}
         self.invars = kernel_jaxpr.invars
+        self.compiler_params = p.get("compiler_params")
 
     def run(self, args):
         opts = self.options
@@ -634,14 +635,19 @@ class MeshPlan:
                               _alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
                               for i, (s, v) in enumerate(zip(shared, scratch_vars))]
         mesh.register(locals_)
+        # Each core's operand refs (same memory) name that core in messages.
+        kernel_refs = {point: operand_refs(runs[point]) + locals_[point] for point in points}
+        # in a shard_map: the other devices' runs of this kernel
+        devices = join_core_mesh(runs, kernel_refs, self.compiler_params)
 
         def body(point):
             run = runs[point]
             with run:
-                # Each core's operand refs (same memory) name that core in messages.
-                self.kernel_plan.run(self.kernel_consts, operand_refs(run) + locals_[point])
+                self.kernel_plan.run(self.kernel_consts, kernel_refs[point])
                 if run.pending is not None:
                     run.raise_pending()
+                if devices is not None:
+                    devices.leave(run)
 
         if len(points) == 1:
             body(points[0])

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
+from ..pallas.devices import refused_reason
 from ..pallas.warpgroups import mesh_plan_class
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
@@ -456,6 +457,8 @@ def _signalled_core(eqn, run, device_id, device_id_type, core_index):
     elif (run.mesh is not None and isinstance(device_id, dict) and core_index is None
           and getattr(device_id_type, "name", "MESH") == "MESH"):
         core = run.mesh.core_of(device_id, run.core)
+    if core is None and refused_reason(run):
+        raise eqn.unsupported(f"semaphore_signal to device {device_id!r}: {refused_reason(run)}")
     if core is None:
         raise eqn.unsupported(f"semaphore_signal to device {device_id!r} ({device_id_type}) / "
                               f"core {core_index!r}: outside a shard_map body only the cores of "

@@ -24,12 +24,22 @@ from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, 
 
 def _spec_entries(spec, ndim: int) -> list[tuple[str, ...]]:
     """The mesh axis names each array dimension is split over (major to minor)."""
-    entries = list(spec) + [None] * (ndim - len(tuple(spec)))
+    # (spec.partitions: iterating a spec with unreduced/reduced axes raises in JAX)
+    parts = tuple(getattr(spec, "partitions", spec))
+    entries = list(parts) + [None] * (ndim - len(parts))
     return [() if e is None else (tuple(e) if isinstance(e, (tuple, list)) else (e,)) for e in entries]
 
 
-def _reduced_axes(spec) -> frozenset:
-    return frozenset(getattr(spec, "unreduced", ()) or ()) | frozenset(getattr(spec, "reduced", ()) or ())
+def _unreduced_axes(spec, manual) -> frozenset:
+    """The manual axes a spec says hold partial values (PartitionSpec.unreduced, JAX >= 0.10)."""
+    return frozenset(getattr(spec, "unreduced", ()) or ()) & manual
+
+
+def _unreduced_kind(spec) -> str:
+    """How an unreduced array's partials combine: "sum" (JAX 0.10.2 has only that), "max", "min"
+    (PartitionSpec.unreduced_kind, JAX >= 0.11)."""
+    kind = getattr(spec, "unreduced_kind", None)
+    return "sum" if kind is None else kind.name
 
 
 def _row_major(names, coords: dict, sizes: dict) -> int:
@@ -56,14 +66,18 @@ def _manual_axes(mesh, newly_manual_axes) -> list[tuple[str, int]]:
     return [(n, shape[n]) for n in mesh.axis_names if n in set(newly_manual_axes)]
 
 
-@register("shard_map", partial="in/out specs with unreduced/reduced axes (PartitionSpec.unreduced / "
-                                "reduced): refused")
+@register("shard_map", partial="in_specs with unreduced axes (PartitionSpec.unreduced): refused, the "
+                                "reference holds an unreduced array by its reduced value, not the "
+                                "partials a device would receive")
 def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
               check_vma):   # a typing discipline (varying manual axes): values the same either way
-    for spec in (*in_specs, *out_specs):
-        if _reduced_axes(spec):
-            raise eqn.unsupported(f"spec {spec} with unreduced/reduced axes: the global value of an "
-                                  "unreduced array is not an array the reference holds")
+    manual = frozenset(newly_manual_axes)
+    for spec in in_specs:
+        if _unreduced_axes(spec, manual):
+            raise eqn.unsupported(
+                f"in_specs {spec} with unreduced axes: the reference holds an unreduced array by "
+                "its global value (the reduction of its partials), and the partials each device "
+                "would receive are not determined by it (spec/spmd.py shard_map)")
     axes = _manual_axes(mesh, newly_manual_axes)
     plan, consts = eqn.closed_plan(jaxpr)
 
@@ -81,12 +95,40 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
         per_device = [(d, [o[i] for o in outs]) for i, d in enumerate(devices)]
     else:
         per_device = run_spmd(axes, lambda device: plan.run(consts, local(device)))
-    return [_assemble(i, spec, aval, per_device) for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
+    return [_assemble(eqn, i, spec, aval, _reduce_unreduced(eqn, i, spec, manual, per_device))
+            for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
 
 
-def _assemble(i: int, spec, aval, per_device) -> np.ndarray:
+def _reduce_unreduced(eqn, i: int, spec, manual, per_device) -> list:
+    """An output ``spec`` leaves unreduced over axes U holds partials: its global value is their
+    reduction (``unreduced_kind``) over U, computed as psum/pmax/pmin would (correctly rounded
+    exact sum). Returns (device, outputs) pairs with output ``i`` reduced over U, one device per
+    group (the one at coordinate 0 along U)."""
+    unreduced = _unreduced_axes(spec, manual)
+    if not unreduced:
+        return per_device
+    kind = _unreduced_kind(spec)
+    groups: dict = {}
+    for device, outs in per_device:
+        key = tuple((n, c) for n, c in device.coords.items() if n not in unreduced)
+        groups.setdefault(key, []).append((device, outs))
+    reduced = []
+    dtype = eqn.out_avals[i].dtype
+    for members in groups.values():
+        stacked = np.stack([np.asarray(outs[i]) for _, outs in members], axis=-1)
+        if kind == "sum":
+            value = participants_sum(eqn, stacked, dtype)
+        else:
+            np_fn = np.max if kind == "max" else np.min
+            value = _extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1))
+        device, outs = members[0]
+        reduced.append((device, [*outs[:i], np.asarray(value, dtype), *outs[i + 1:]]))
+    return reduced
+
+
+def _assemble(eqn, i: int, spec, aval, per_device) -> np.ndarray:
     """The global value of output ``i``: every device's block at its place. Devices sharing a block
-    (the axes ``spec`` leaves out replicate it) must hold the same bits."""
+    (the axes ``spec`` leaves out replicate it; ``reduced`` axes too) must hold the same bits."""
     shape = tuple(aval.shape)
     out = np.empty(shape, aval.dtype)
     entries = _spec_entries(spec, len(shape))
