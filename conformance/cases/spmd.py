@@ -285,6 +285,7 @@ def cases():
                inputs=lambda rng: [random_array(rng, F32, (64, 16), specials=0.25)],
                modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
     yield from pallas_cases()
+    yield from pallas_mosaic_gpu_cases()
     for name, (build, tol) in PROGRAMS.items():
         for mesh_id in PROGRAM_MESHES:
             shape, names = MESHES[mesh_id]
@@ -493,3 +494,75 @@ def pallas_cases():
             dt = np.dtype(dtype).name
             yield Case(id=f"spmd/pallas/{name}/{dt}/{mesh_id}", **common)
             yield Case(id=f"spmd/pallas/claims/{name}/{dt}/{mesh_id}", reference_fn=plain, **common)
+
+
+# --- Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/warpgroups.py) ------
+# JAX's shipped collective kernels (jax.experimental.pallas.ops.gpu all_gather_mgpu,
+# reduce_scatter_mgpu: multimem stores / load-reductions through NVLink multicast memory and a
+# multicast semaphore signal), traced under the emulated H100 where there is no GPU, on meshes of
+# 2, 4 and 8 devices: ``spmd/pallas_mosaic_gpu/<kernel>/<dtype>/<mesh>`` against the reference
+# running them, ``spmd/pallas_mosaic_gpu/claims/...`` against the lax collective they compute.
+# pallas:gpu-interpret refuses them (hardware_runners/base.py GpuInterpret.no_remote_dma);
+# pallas:mosaic-gpu needs as many GPUs as the mesh has devices. collective_matmul_mgpu is not a
+# case: spec/pallas_mosaic_gpu.py "multi-device" says why.
+MGPU_MESHES = ("2", "4", "8")
+_MGPU_COLLECTIVE = ("shard_map", "mpmd_map", "semaphore_signal_multicast", "semaphore_wait")
+
+
+def shipped_gpu_collective(kernel, shape, names, dtype, num_blocks=None):
+    """(build(interpret) -> program, plain lax program, rows of the input): JAX's shipped Mosaic
+    GPU ``kernel`` ("all_gather" or "reduce_scatter") over the mesh axis, and the lax collective
+    it computes (all_gather tiled / psum_scatter tiled along dimension 0)."""
+    from .pallas_mosaic_gpu import shipped, shipped_module
+    axis, n = names[-1], shape[-1]
+    rows = (n * 16, 128)
+
+    def wrap(body):
+        return lambda x: shard_map(body, make_mesh(shape, names), P(axis), P(axis),
+                                   check_vma=False)(x)
+
+    if kernel == "all_gather":
+        def make():
+            module = shipped_module("all_gather_mgpu")   # imported before the emulated device
+            return wrap(lambda s: module.all_gather(s, axis_name=axis, num_blocks=num_blocks))
+        plain = wrap(lambda s: lax.all_gather(s, axis, axis=0, tiled=True))
+    else:
+        def make():
+            module = shipped_module("reduce_scatter_mgpu")
+            return wrap(lambda s: module.reduce_scatter(s, axis_name=axis,
+                                                        num_blocks=num_blocks))
+        plain = wrap(lambda s: lax.psum_scatter(s, axis, scatter_dimension=0, tiled=True))
+    return shipped(make), plain, rows
+
+
+def _scatter_bound(n):
+    """sum|x| over the participants of each reduce-scatter output element."""
+    def bound(x):
+        blocks = np.abs(x.astype(np.float64)).reshape(n, n, -1, x.shape[-1])  # device, chunk
+        return [blocks.sum(0).reshape(-1, x.shape[-1])]
+    return bound
+
+
+def pallas_mosaic_gpu_cases():
+    from .pallas_mosaic_gpu import _unavailable
+    why = _unavailable()   # JAX 0.10.2 without absl-py: Mosaic GPU does not import
+    for mesh_id in MGPU_MESHES:
+        shape, names = MESHES[mesh_id]
+        n = math.prod(shape)
+        needs = _needs(shape) | {"remote-dma"}
+        for kernel, dtype in (("all_gather", F32), ("all_gather", I32),
+                              ("reduce_scatter", F32), ("reduce_scatter", I32)):
+            build, plain, rows = shipped_gpu_collective(kernel, shape, names, dtype)
+            prims = _MGPU_COLLECTIVE + (("multimem_store",) if kernel == "all_gather"
+                                        else ("multimem_load_reduce",))
+            inexact = kernel == "reduce_scatter" and dtype == F32
+            common = dict(
+                fn=None, build=build, kind=PALLAS, pallas_targets=("mosaic-gpu",),
+                inputs=(_float_inputs([rows]) if inexact else _int_valued(rows, dtype)),
+                modes=C.dot_product(n) if inexact else C.exact("definition"),
+                dot_bound=_scatter_bound(n) if inexact else None, primitives=prims,
+                needs=needs, tags=("spmd", "pallas", "mosaic-gpu"), not_applicable=why)
+            dt = np.dtype(dtype).name
+            yield Case(id=f"spmd/pallas_mosaic_gpu/{kernel}/{dt}/{mesh_id}", **common)
+            yield Case(id=f"spmd/pallas_mosaic_gpu/claims/{kernel}/{dt}/{mesh_id}",
+                       reference_fn=plain, **common)
