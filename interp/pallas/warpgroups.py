@@ -196,14 +196,27 @@ class WarpgroupRun(KernelRun):
         """run_scoped's buffers: one per warpgroup, or one per block shared by the warpgroups
         with ``collective_axes`` naming the thread axis (Mosaic GPU's collective allocations)."""
         cluster = self.cluster
-        if prototypes and all(p.kind == "semaphore" for p in prototypes):
+        sem_at = [i for i, p in enumerate(prototypes) if p.kind == "semaphore"]
+        if sem_at:
             # Mosaic GPU semaphores (plgpu.SemaphoreType) live in GMEM, reserved at launch: a
             # run_scoped's are block-local, one per block, shared by its warpgroups (lowering.py
-            # reserve_semaphores / _is_block_local_scope: scope_idx = block_idx).
-            n = self.scoped_counts.get(id(prototypes), 0)
-            self.scoped_counts[id(prototypes)] = n + 1
+            # reserve_semaphores / _is_block_local_scope: scope_idx = block_idx), also when
+            # the run_scoped allocates other buffers (plgpu.kernel's scratch_types).
+            count = ("semaphores", id(prototypes))
+            n = self.scoped_counts.get(count, 0)
+            self.scoped_counts[count] = n + 1
             key = (id(prototypes), n, cluster.point, self.block)
-            return cluster.launch.semaphores(key, prototypes)
+            sems = cluster.launch.semaphores(key, [prototypes[i] for i in sem_at])
+            if len(sem_at) == len(prototypes):
+                return sems
+            refs = list(self._allocate_on_chip(prototypes, collective_axes))
+            for i, sem in zip(sem_at, sems):
+                refs[i] = sem
+            return refs
+        return self._allocate_on_chip(prototypes, collective_axes)
+
+    def _allocate_on_chip(self, prototypes, collective_axes) -> list:
+        cluster = self.cluster
         if not collective_axes:   # per warpgroup: its counterpart in another block is the same
             n = self.scoped_counts.get(id(prototypes), 0)   # warpgroup's allocation there
             self.scoped_counts[id(prototypes)] = n + 1
