@@ -331,6 +331,10 @@ NOT_IN_A_CASE = {
     "store": "plgpu.store: a ref write, as swap",
     "layout_cast": "no value effect; the shipped attention's trace has it",
     "commit_group": "the shipped hopper matmul's trace has it",
+    # multi-device: the spmd family's cases (spmd/pallas_mosaic_gpu/*), tests/test_spmd_mosaic_gpu.py
+    "multimem_store": "multi-device: spmd/pallas_mosaic_gpu/all_gather/*",
+    "multimem_load_reduce": "multi-device: spmd/pallas_mosaic_gpu/reduce_scatter/*",
+    "semaphore_signal_multicast": "multi-device: spmd/pallas_mosaic_gpu/*",
 }
 
 
