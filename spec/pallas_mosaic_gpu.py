@@ -313,8 +313,8 @@ SEMANTICS = table(
               sources=(_LOWER + " _mpmd_map_lowering_rule ('a fork/join over individual warps "
                        "in a warpgroup')", "jax/_src/pallas/mosaic_gpu/helpers.py warp_map")),
     Semantics("semaphore_signal_parallel", "Each listed semaphore gets its increment, in no "
-              "guaranteed order (the reference: the listed one); signals to other devices are "
-              "refused.", edge_cases=(SEMAPHORE_NAMES,),
+              "guaranteed order (the reference: the listed one); a device_id names the semaphore of "
+              "another device of the enclosing shard_map (MULTI_DEVICE; refused outside one).", edge_cases=(SEMAPHORE_NAMES,),
               sources=(_PRIMS + " semaphore_signal_parallel",)),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
               "optimized arguments do not change values).", sources=(_PRIMS,)),

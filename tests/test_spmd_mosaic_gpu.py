@@ -222,3 +222,61 @@ def test_coverage_states_the_multi_gpu_primitives():
     assert cov["multimem_store"] == "supported"
     assert cov["semaphore_signal_multicast"] == "supported"
     assert cov["multimem_load_reduce"].startswith("partial: ")
+
+
+def test_semaphore_signal_parallel_to_a_peer():
+    # Each device signals its own and its right neighbour's semaphore at once, then waits for
+    # both: its own signal and its left neighbour's.
+    if not hasattr(plgpu, "semaphore_signal_parallel"):
+        pytest.skip("this JAX's Mosaic GPU has no semaphore_signal_parallel")
+    n = 4
+
+    def body(x_gmem, o_gmem, smem, barrier, sem):
+        right = lax.rem(lax.axis_index("x") + 1, n)
+        plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+        plgpu.barrier_wait(barrier)
+        plgpu.copy_smem_to_gmem(smem, plgpu.remote_ref(o_gmem, {"x": right}))
+        plgpu.wait_smem_to_gmem(0)
+        plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None),
+                                        plgpu.SemaphoreSignal(sem, device_id={"x": right}))
+        pl.semaphore_wait(sem, 2)
+
+    def local(x):
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                            scratch_types=[plgpu.SMEM(x.shape, x.dtype),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.SemaphoreType.REGULAR])(x)
+    x = _ints((n * 8, 128), np.int32, seed=5)
+    got = interp.interpret(_smap(local, n), detect_races=True)(x)
+    assert got.tobytes() == np.roll(x.reshape(n, 8, 128), 1, axis=0).reshape(x.shape).tobytes()
+
+
+def test_read_of_a_peer_buffer_racing_with_its_write_is_a_race():
+    # Device 1 writes its own output, then waits for device 0; device 0 reads that output through
+    # a remote ref before it heard from device 1 (nothing orders the write before the read), then
+    # signals device 1.
+    def body(x_gmem, o_gmem, smem, barrier, sem):
+        me = lax.axis_index("x")
+        o_gmem[...] = x_gmem[...]
+
+        @pl.when(me == 0)
+        def _():
+            plgpu.copy_gmem_to_smem(plgpu.remote_ref(o_gmem, {"x": 1}), smem, barrier)
+            plgpu.barrier_wait(barrier)
+            pl.semaphore_signal(sem, 1, device_id={"x": 1})
+
+        @pl.when(me == 1)
+        def _():
+            pl.semaphore_wait(sem, 1)
+
+    def local(x):
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                            scratch_types=[plgpu.SMEM(x.shape, x.dtype),
+                                           plgpu.Barrier(num_arrivals=1),
+                                           plgpu.SemaphoreType.REGULAR])(x)
+    x = _ints((16, 128), np.int32)
+    with pytest.raises(RaceError, match="read of .* of device\\(x=1\\) while "
+                                        "device\\(x=1\\)'s write"):
+        interp.interpret(_smap(local, 2), detect_races=True)(x)
+    # Without detect_races: the values of one schedule.
+    assert interp.interpret(_smap(local, 2))(x).tobytes() == x.tobytes()

@@ -744,17 +744,21 @@ def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
 # one per kernel launch (interp/pallas/warpgroups.py allocate_scoped).
 
 @register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
-                                               "unsupported")
+                                               "outside a shard_map body unsupported")
 def semaphore_signal_parallel(eqn, *flat, args_tree):
     # Several signals without an order among them (primitives.py semaphore_signal_parallel):
     # the reference delivers them in the listed order, one of the allowed orders.
     run = _warpgroup(eqn)
     refs, transforms, incs, device_ids = args_tree.unflatten(flat)
     for ref, t, inc, device_id in zip(refs, transforms, incs, device_ids):
-        if device_id is not None:
-            raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
-                                  "(multi-GPU: remote semaphores are not modelled)")
         target, index = _view(eqn, ref, t)
+        if device_id is not None:
+            if getattr(run, "devices", None) is None:
+                raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
+                                      "outside a shard_map body")
+            # (device ids are mesh coordinates: the lowering's DeviceIdType.MESH)
+            other = run.devices.target(run, device_id, None, eqn.name)
+            target = run.devices.counterpart(run, target, other, eqn.name)
         run.dma.signal((target, index), int(np.asarray(inc)))
     return []
 
@@ -979,7 +983,9 @@ REFUSED = {
     "mosaic_gpu_reduce_max": "plgpu reductions not modelled yet",
     "mosaic_gpu_reduce_min": "plgpu reductions not modelled yet",
     "mosaic_gpu_reduce_prod": "plgpu reductions not modelled yet",
-    "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
+    "mgpu_atomic_store": "atomic read-modify-write stores (red.global, local or through "
+                         "remote_ref) not modelled: concurrent float atomics make the value "
+                         "schedule-dependent",
 }
 
 
