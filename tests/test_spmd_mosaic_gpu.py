@@ -108,6 +108,16 @@ def test_shipped_reduce_scatter_integer_reductions(op):
     assert got.tobytes() == want.astype(np.int32).tobytes()
 
 
+def _staged_kernel(body, n, semaphore=True):
+    """``body(x_gmem, o_gmem, smem, barrier[, sem])`` as a plgpu.kernel on each of n devices:
+    the output is shaped as the shard, SMEM as the shard, one barrier, a semaphore."""
+    def local(x):
+        scratch = [plgpu.SMEM(x.shape, x.dtype), plgpu.Barrier(num_arrivals=1)]
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                            scratch_types=scratch + [plgpu.SemaphoreType.REGULAR] * semaphore)(x)
+    return _smap(local, n)
+
+
 # --- hand-written kernels: remote refs and remote signals -------------------------------------------
 
 def _ring_kernel(n, *, signal=True, extra_wait=0, target=None, read_early=False):
@@ -126,12 +136,7 @@ def _ring_kernel(n, *, signal=True, extra_wait=0, target=None, read_early=False)
             pl.semaphore_signal(sem, 1, device_id={"x": right})
         pl.semaphore_wait(sem, 1 + extra_wait)
 
-    def local(x):
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                            scratch_types=[plgpu.SMEM(x.shape, x.dtype),
-                                           plgpu.Barrier(num_arrivals=1),
-                                           plgpu.SemaphoreType.REGULAR])(x)
-    return _smap(local, n)
+    return _staged_kernel(body, n)
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -161,17 +166,13 @@ def test_peer_write_never_waited_for_is_a_race():
         plgpu.copy_smem_to_gmem(smem, plgpu.remote_ref(o_gmem, {"x": right}))
         plgpu.wait_smem_to_gmem(0)
 
-    def local(x):
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                            scratch_types=[plgpu.SMEM(x.shape, x.dtype),
-                                           plgpu.Barrier(num_arrivals=1)])(x)
     x = _ints((16, 128), np.float32)
     # The reference runs one device at a time: the first device's kernel ends before the other's
     # write lands in it (a write into a kernel that ended), or, with detect_races, ends with the
     # write not known to have completed; either is the same race.
     for detect in (False, True):
         with pytest.raises(RaceError, match="whose kernel has ended|not known to have completed"):
-            interp.interpret(_smap(local, 2), detect_races=detect)(x)
+            interp.interpret(_staged_kernel(body, 2, semaphore=False), detect_races=detect)(x)
 
 
 def test_access_to_an_output_a_peer_writes_before_waiting_is_a_race():
@@ -241,13 +242,8 @@ def test_semaphore_signal_parallel_to_a_peer():
                                         plgpu.SemaphoreSignal(sem, device_id={"x": right}))
         pl.semaphore_wait(sem, 2)
 
-    def local(x):
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                            scratch_types=[plgpu.SMEM(x.shape, x.dtype),
-                                           plgpu.Barrier(num_arrivals=1),
-                                           plgpu.SemaphoreType.REGULAR])(x)
     x = _ints((n * 8, 128), np.int32, seed=5)
-    got = interp.interpret(_smap(local, n), detect_races=True)(x)
+    got = interp.interpret(_staged_kernel(body, n), detect_races=True)(x)
     assert got.tobytes() == np.roll(x.reshape(n, 8, 128), 1, axis=0).reshape(x.shape).tobytes()
 
 
@@ -269,14 +265,9 @@ def test_read_of_a_peer_buffer_racing_with_its_write_is_a_race():
         def _():
             pl.semaphore_wait(sem, 1)
 
-    def local(x):
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                            scratch_types=[plgpu.SMEM(x.shape, x.dtype),
-                                           plgpu.Barrier(num_arrivals=1),
-                                           plgpu.SemaphoreType.REGULAR])(x)
     x = _ints((16, 128), np.int32)
     with pytest.raises(RaceError, match="read of .* of device\\(x=1\\) while "
                                         "device\\(x=1\\)'s write"):
-        interp.interpret(_smap(local, 2), detect_races=True)(x)
+        interp.interpret(_staged_kernel(body, 2), detect_races=True)(x)
     # Without detect_races: the values of one schedule.
-    assert interp.interpret(_smap(local, 2))(x).tobytes() == x.tobytes()
+    assert interp.interpret(_staged_kernel(body, 2))(x).tobytes() == x.tobytes()
