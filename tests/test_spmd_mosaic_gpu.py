@@ -120,7 +120,7 @@ def _staged_kernel(body, n, semaphore=True):
 
 # --- hand-written kernels: remote refs and remote signals -------------------------------------------
 
-def _ring_kernel(n, *, signal=True, extra_wait=0, target=None, read_early=False):
+def _ring_kernel(n, *, extra_wait=0, target=None, read_early=False):
     """Each device copies its shard into the output of its right neighbour through a remote ref
     (a TMA store to a peer's GMEM), then signals the neighbour's semaphore and waits for its own."""
     def body(x_gmem, o_gmem, smem, barrier, sem):
@@ -132,8 +132,7 @@ def _ring_kernel(n, *, signal=True, extra_wait=0, target=None, read_early=False)
         plgpu.barrier_wait(barrier)
         plgpu.copy_smem_to_gmem(smem, plgpu.remote_ref(o_gmem, {"x": right}))
         plgpu.wait_smem_to_gmem(0)
-        if signal:
-            pl.semaphore_signal(sem, 1, device_id={"x": right})
+        pl.semaphore_signal(sem, 1, device_id={"x": right})
         pl.semaphore_wait(sem, 1 + extra_wait)
 
     return _staged_kernel(body, n)

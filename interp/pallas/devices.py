@@ -31,6 +31,10 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
 * A wait on a semaphore only another device can signal lets the other devices run
   (``World.wait_until``); when every device waits, the program would hang on hardware: the
   reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
+* Mosaic GPU launches (``interp/pallas/warpgroups.py`` Launch) join as one run per device; their
+  warpgroups find a peer's buffer by what it is (``peer_buffer``: the same operand or launch
+  semaphore), not by position. Under detect_races, accesses to device buffers from several
+  devices are checked by :class:`DeviceAccesses` (release/acquire through semaphores).
 """
 from __future__ import annotations
 
@@ -357,6 +361,3 @@ class DeviceTracker:
             from .grid import maybe_current_run
             accessor = getattr(maybe_current_run(), "device_rank", ref.run.device_rank)
             self.group.accesses.access(self.group, accessor, ref, index, kind)
-
-    def __getattr__(self, name):   # anything else the kernel's tracker offers
-        return getattr(self.inner, name)
