@@ -885,7 +885,10 @@ def _devices_along(eqn, run, collective_axes) -> list:
     return members(run, collective_axes)
 
 
-@register("semaphore_signal_multicast")
+_OUTSIDE = "outside a shard_map body refused (the devices it reaches are the enclosing mesh's)"
+
+
+@register("semaphore_signal_multicast", partial=_OUTSIDE)
 def semaphore_signal_multicast(eqn, *flat, args_tree, collective_axes):
     # The semaphore's counterpart on every device along collective_axes (this one included) gets
     # value (primitives.py semaphore_signal_multicast; SemaphoreRef.signal_multimem: a multimem.red
@@ -899,7 +902,7 @@ def semaphore_signal_multicast(eqn, *flat, args_tree, collective_axes):
     return []
 
 
-@register("multimem_store")
+@register("multimem_store", partial=_OUTSIDE)
 def multimem_store(eqn, source, ref, *leaves, collective_axes, transforms_tree):
     # The same elements of ref's counterpart on every device along collective_axes (this one
     # included) get source (primitives.py multimem_store; PTX multimem.st).
@@ -938,8 +941,9 @@ _MULTIMEM_REDUCTIONS = {
 }
 
 
-@register("multimem_load_reduce", partial="float min/max with NaN or with zeros of both signs, "
-                                          "and float32 min/max (no PTX instruction) refused")
+@register("multimem_load_reduce", partial=_OUTSIDE + "; float min/max with NaN or with zeros "
+                                          "of both signs, and float32 min/max (no PTX "
+                                          "instruction) refused")
 def multimem_load_reduce(eqn, ref, *leaves, tree, collective_axes, reduction_op):
     # The reduction of the same elements of ref's counterparts on every device along
     # collective_axes (PTX multimem.ld_reduce). Integers: exact (add wraps modulo 2^bits, the
