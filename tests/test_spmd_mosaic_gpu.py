@@ -271,3 +271,28 @@ def test_read_of_a_peer_buffer_racing_with_its_write_is_a_race():
         interp.interpret(_staged_kernel(body, 2), detect_races=True)(x)
     # Without detect_races: the values of one schedule.
     assert interp.interpret(_staged_kernel(body, 2))(x).tobytes() == x.tobytes()
+
+
+def test_a_warp_signals_a_peer_device():
+    # Warp 0 of each device's warpgroup (plgpu.warp_map) signals the right neighbour's semaphore;
+    # the warpgroup waits for its left neighbour's signal.
+    if not hasattr(plgpu, "warp_map"):
+        pytest.skip("this JAX's Mosaic GPU has no warp_map")
+    n = 2
+
+    def body(o_gmem, sem):
+        right = lax.rem(lax.axis_index("x") + 1, n)
+
+        @plgpu.warp_map
+        def _(warp):
+            @pl.when(warp == 0)
+            def _():
+                pl.semaphore_signal(sem, 1, device_id={"x": right})
+        pl.semaphore_wait(sem, 1)
+        o_gmem[...] = jnp.full((8, 128), 1, jnp.int32) + lax.axis_index("x")
+
+    def local(x):
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((8, 128), jnp.int32),
+                            scratch_types=[plgpu.SemaphoreType.REGULAR])() + x
+    got = interp.interpret(_smap(local, n), detect_races=True)(np.zeros((16, 128), np.int32))
+    assert got.tobytes() == np.repeat(np.arange(1, n + 1, dtype=np.int32), 8 * 128).tobytes()

@@ -508,6 +508,9 @@ class WarpRun(WarpgroupRun):
         self.core = (parent.core, "warp", warp)
         self.tracker, self.program_ids = parent.tracker, parent.program_ids
         self.kernel_grid = parent.kernel_grid
+        for name in ("devices", "device_rank", "base_name"):   # in a shard_map body (Launch)
+            if hasattr(parent, name):
+                setattr(self, name, getattr(parent, name))
 
     def where(self) -> str:
         return f"{super().where()}, warp {self.warp}"
