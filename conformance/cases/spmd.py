@@ -501,7 +501,9 @@ def pallas_cases():
 # reduce_scatter_mgpu: multimem stores / load-reductions through NVLink multicast memory and a
 # multicast semaphore signal), traced under the emulated H100 where there is no GPU, on meshes of
 # 2, 4 and 8 devices: ``spmd/pallas_mosaic_gpu/<kernel>/<dtype>/<mesh>`` against the reference
-# running them, ``spmd/pallas_mosaic_gpu/claims/...`` against the lax collective they compute.
+# running them, ``spmd/pallas_mosaic_gpu/claims/...`` against the lax collective they compute;
+# and a hand-written ring over plgpu.remote_ref and a remote signal (``remote_ref_ring``, claims:
+# lax.ppermute).
 # pallas:gpu-interpret refuses them (hardware_runners/base.py GpuInterpret.no_remote_dma);
 # pallas:mosaic-gpu needs as many GPUs as the mesh has devices. collective_matmul_mgpu is not a
 # case: spec/pallas_mosaic_gpu.py "multi-device" says why.
@@ -535,6 +537,42 @@ def shipped_gpu_collective(kernel, shape, names, dtype, num_blocks=None):
     return shipped(make), plain, rows
 
 
+def remote_ref_ring(shape, names):
+    """(build(interpret) -> program, plain lax program, rows): a hand-written Mosaic GPU kernel
+    that sends each device's shard to its right neighbour along the last mesh axis through
+    plgpu.remote_ref (a TMA store into the peer's output), then signals the peer's semaphore
+    and waits for its own; the plain program is the ring lax.ppermute."""
+    axis, n = names[-1], shape[-1]
+    rows = (math.prod(shape) * 8, 128)
+
+    def kernel(interpret):
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+
+        def body(x_gmem, o_gmem, smem, barrier, sem):
+            right = {axis: lax.rem(lax.axis_index(axis) + 1, n)}
+            plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+            plgpu.barrier_wait(barrier)
+            plgpu.copy_smem_to_gmem(smem, plgpu.remote_ref(o_gmem, right))
+            plgpu.wait_smem_to_gmem(0)
+            pl.semaphore_signal(sem, 1, device_id=right)
+            pl.semaphore_wait(sem, 1)
+
+        def local(x):
+            scratch = [plgpu.SMEM(x.shape, x.dtype), plgpu.Barrier(num_arrivals=1),
+                       plgpu.SemaphoreType.REGULAR]
+            return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                scratch_types=scratch, interpret=interpret)(x)
+        return lambda x: shard_map(local, make_mesh(shape, names), P(names), P(names),
+                                   check_vma=False)(x)
+
+    def plain(x):
+        ring = [(j, (j + 1) % n) for j in range(n)]
+        return shard_map(lambda b: lax.ppermute(b, axis, ring), make_mesh(shape, names),
+                         P(names), P(names), check_vma=False)(x)
+    return kernel, plain, rows
+
+
 def _scatter_bound(n):
     """sum|x| over the participants of each reduce-scatter output element."""
     def bound(x):
@@ -566,3 +604,12 @@ def pallas_mosaic_gpu_cases():
             yield Case(id=f"spmd/pallas_mosaic_gpu/{kernel}/{dt}/{mesh_id}", **common)
             yield Case(id=f"spmd/pallas_mosaic_gpu/claims/{kernel}/{dt}/{mesh_id}",
                        reference_fn=plain, **common)
+        build, plain, rows = remote_ref_ring(shape, names)
+        common = dict(fn=None, build=build, kind=PALLAS, pallas_targets=("mosaic-gpu",),
+                      inputs=_int_valued(rows, F32), modes=C.exact("definition"),
+                      primitives=("shard_map", "mpmd_map", "copy_smem_to_gmem", "semaphore_signal",
+                                  "semaphore_wait"),
+                      needs=needs, tags=("spmd", "pallas", "mosaic-gpu"), not_applicable=why)
+        yield Case(id=f"spmd/pallas_mosaic_gpu/remote_ref_ring/float32/{mesh_id}", **common)
+        yield Case(id=f"spmd/pallas_mosaic_gpu/claims/remote_ref_ring/float32/{mesh_id}",
+                   reference_fn=plain, **common)
