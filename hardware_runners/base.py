@@ -297,6 +297,11 @@ class TpuInterpret(PallasRunner):
 class GpuInterpret(PallasRunner):
     def __init__(self):
         super().__init__("pallas:gpu-interpret", ("mosaic-gpu",), None)
+        self.no_remote_dma = (
+            "JAX's Mosaic GPU interpret mode runs no multi-GPU kernel: it cannot allocate a "
+            "semaphore ('nan + semaphore': mosaic_gpu/interpret/jaxpr_interpret.py "
+            "_allocate_buffer -> mosaic/interpret/utils.py get_uninitialized_value) and has no "
+            "rule for multimem_store, multimem_load_reduce or semaphore_signal_multicast")
 
     def available(self):
         # Whether this JAX has the mode comes first: importing Mosaic GPU can fail for another reason

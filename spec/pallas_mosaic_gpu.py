@@ -88,6 +88,45 @@ SEMAPHORE_NAMES = (
     "(plgpu.SemaphoreType) lives in GMEM, one per kernel launch shared by every block, where a "
     "TPU one is per core.")
 
+_PTX_MULTIMEM = ("PTX ISA 9.7.9.x multimem.ld_reduce, multimem.st, multimem.red (NVLink "
+                 "multicast memory: one access reaches every device's buffer the multicast "
+                 "address maps; the reduction's operand order is not stated)")
+
+MULTI_DEVICE = """Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/
+warpgroups.py Launch).
+
+A plgpu.kernel in a shard_map body launches once per device; the launches meet after allocating
+and before returning (the rendezvous of Pallas TPU kernels, spec/spmd.py remote-dma), so a peer's
+buffer always exists when addressed. A device's GMEM buffers are symmetric: a kernel operand and
+a semaphore reserved at launch are the same buffer on every device (XLA copies operands into
+symmetric memory for these kernels: all_gather_mgpu.py "we fake modify the input to ensure that
+XLA:GPU copies the operand into symmetric memory"). run_scoped / scratch_types semaphores are
+block-local: one per block (CTA), shared by its warpgroups (lowering.py reserve_semaphores:
+scope_idx = block_idx for _is_block_local_scope), zeroed at every launch
+(pallas_call_registration.py zero_init_gmem_scratch), so a count left at the end is not an
+error. The reference runs a device's clusters one after another: a kernel whose blocks wait for
+blocks of a later cluster (all SMs resident at once, as collective_matmul_mgpu.py's
+(device_offset + 1) * num_sms wait) deadlocks in the reference though not on hardware;
+collective_matmul_mgpu is therefore not run (it also checks jax.device_count() against the
+mesh, which an emulated device does not answer, and runs num_sms blocks of 3 warpgroups of
+hopper_matmul per device).
+
+Ordering between devices is release/acquire through semaphores, at device granularity: a
+semaphore signal (local, remote or multicast) releases the signalling device's accesses so far;
+a completed semaphore_wait acquires every signal the semaphore received so far (increments are
+atomic read-modify-writes, so the acquire synchronizes with each: PTX ISA chapter 8, release
+sequences)."""
+
+MULTI_DEVICE_UNDEFINED = {
+    "race": "two accesses to the same element of a device buffer from different devices, one a "
+            "write, neither known to precede the other (detect_races): RaceError; a kernel that "
+            "ends while another device's access to its buffers is not known to have completed "
+            "(detect_races), or an access into a device whose kernel has ended: RaceError",
+    "deadlock": "every device waits on a semaphore no device will signal: DeadlockError naming "
+                "each device, its kernel, the semaphore and the count it waits for",
+    "device-id": "a device_id outside the mesh: OutOfBoundsError",
+}
+
 SEMANTICS = table(
     Semantics(
         "mpmd_map (plgpu.kernel over a Mosaic GPU mesh)",
@@ -274,12 +313,42 @@ SEMANTICS = table(
               sources=(_LOWER + " _mpmd_map_lowering_rule ('a fork/join over individual warps "
                        "in a warpgroup')", "jax/_src/pallas/mosaic_gpu/helpers.py warp_map")),
     Semantics("semaphore_signal_parallel", "Each listed semaphore gets its increment, in no "
-              "guaranteed order (the reference: the listed one); signals to other devices are "
-              "refused.", edge_cases=(SEMAPHORE_NAMES,),
+              "guaranteed order (the reference: the listed one); a device_id names the semaphore of "
+              "another device of the enclosing shard_map (MULTI_DEVICE; refused outside one).", edge_cases=(SEMAPHORE_NAMES,),
               sources=(_PRIMS + " semaphore_signal_parallel",)),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
               "optimized arguments do not change values).", sources=(_PRIMS,)),
     Semantics("store", "plgpu.store: writes the value through the ref's transforms.",
               sources=(_PRIMS,)),
+    # -- several devices (MULTI_DEVICE below) --
+    Semantics("semaphore_signal_multicast", "Adds value to the semaphore's counterpart on every "
+              "device along collective_axes, this one included (a multimem.red add to the "
+              "multicast address).", edge_cases=(MULTI_DEVICE_UNDEFINED["deadlock"],),
+              sources=(_PRIMS + " semaphore_signal_multicast, _semaphore_signal_multicast_"
+                       "lowering (SemaphoreRef.signal_multimem)", _PTX_MULTIMEM)),
+    Semantics("multimem_store", "Writes the value to the same elements of the ref's "
+              "counterpart on every device along collective_axes, this one included.",
+              edge_cases=(MULTI_DEVICE_UNDEFINED["race"],),
+              sources=(_PRIMS + " multimem_store", _PTX_MULTIMEM)),
+    Semantics("multimem_load_reduce", "The reduction (add, min, max, and, or, xor) of the same "
+              "elements of the ref's counterparts on every device along collective_axes, this "
+              "one included.",
+              edge_cases=("integers: exact; add wraps modulo 2^bits (PTX integer add)",
+                          "float add: the exact sum rounded once to the operand type (as psum); "
+                          "a backend is held to DOT_PRODUCT(K = devices) with bound sum|x_k| "
+                          "(MULTI_DEVICE: the PTX ISA states no order or intermediate precision "
+                          "beyond .acc_prec)",
+                          "float min/max: NaN operands, +0.0 against -0.0, and float32 (PTX has "
+                          "no f32 multimem min/max) are refused",
+                          MULTI_DEVICE_UNDEFINED["race"]),
+              sources=(_PRIMS + " multimem_load_reduce (docstring: dtypes and operations)",
+                       _PTX_MULTIMEM), exactness=CORRECTLY_ROUNDED),
+    Semantics("remote_ref (PeerMemRef transform)", "A view of the same buffer (operand or "
+              "semaphore) of the device device_id names (mesh coordinates; a dict keeps the "
+              "unnamed axes' coordinates), read and written by whatever operation takes it "
+              "(TMA copies, loads, stores, semaphore_signal).",
+              edge_cases=(MULTI_DEVICE_UNDEFINED["device-id"], MULTI_DEVICE_UNDEFINED["race"],
+                          "plgpu.multicast_ref (MulticastRef) views are refused"),
+              sources=(_CORE + " remote_ref, PeerMemRef", _PRIMS + " _extract_gmem_copy_params")),
 )
 

@@ -199,3 +199,10 @@ SEMANTICS = table(
               "on GPU, the only lowering); deprecated in JAX 0.12.", (), (PAR + " psend",), EXACT),
     Semantics("precv", "Refused: as psend (NCCL recv on GPU).", (), (PAR + " precv",), EXACT),
 )
+
+# Mosaic GPU kernels across devices (remote refs, multicast signals, multimem loads and stores):
+# the same rendezvous as the Pallas TPU kernels above; their semantics, the symmetric GMEM, the
+# release/acquire ordering between devices and what is undefined: spec/pallas_mosaic_gpu.py
+# MULTI_DEVICE and MULTI_DEVICE_UNDEFINED. Cases: conformance/cases/spmd.py
+# spmd/pallas_mosaic_gpu/* (JAX's shipped all_gather_mgpu and reduce_scatter_mgpu, on 2, 4 and
+# 8 devices, against the reference and against lax.all_gather / lax.psum_scatter).

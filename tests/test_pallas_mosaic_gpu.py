@@ -331,6 +331,10 @@ NOT_IN_A_CASE = {
     "store": "plgpu.store: a ref write, as swap",
     "layout_cast": "no value effect; the shipped attention's trace has it",
     "commit_group": "the shipped hopper matmul's trace has it",
+    # multi-device: the spmd family's cases (spmd/pallas_mosaic_gpu/*), tests/test_spmd_mosaic_gpu.py
+    "multimem_store": "multi-device: spmd/pallas_mosaic_gpu/all_gather/*",
+    "multimem_load_reduce": "multi-device: spmd/pallas_mosaic_gpu/reduce_scatter/*",
+    "semaphore_signal_multicast": "multi-device: spmd/pallas_mosaic_gpu/*",
 }
 
 
@@ -658,8 +662,10 @@ def test_mosaic_gpu_semaphores_order_warpgroups(signal):
 
 
 @needs_plgpu
-def test_a_mosaic_gpu_semaphore_is_one_per_kernel_launch():
-    # Semaphores live in GMEM: block 1 of a cluster signals the one block 0 waits on.
+def test_a_mosaic_gpu_scratch_semaphore_is_one_per_block():
+    # Scratch semaphores live in GMEM with block-local scope: each block (CTA) has its own
+    # (lowering.py: scope_idx = block_idx() for _is_block_local_scope). Block 1's signal lands
+    # on its own semaphore, so block 0 waits forever: a deadlock.
     if not hasattr(plgpu, "ClusterBarrier"):
         pytest.skip("this JAX's Mosaic GPU has no clusters")
     from jax.experimental import pallas as pl
@@ -678,7 +684,9 @@ def test_a_mosaic_gpu_semaphore_is_one_per_kernel_launch():
             o_gmem[pl.ds(0, 1)] = jnp.full((1,), 5, jnp.int32)
     f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32), cluster=(2,),
                      cluster_names=("c",), scratch_types=[plgpu.SemaphoreType.REGULAR])
-    np.testing.assert_array_equal(interp.interpret(f)(), [5, 7])
+    from interp.errors import UndefinedBehaviorError
+    with pytest.raises(UndefinedBehaviorError, match="semaphore_wait"):
+        interp.interpret(f)()
 
 
 # --- the other Hopper kernels JAX ships ---------------------------------------------------------

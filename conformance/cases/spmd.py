@@ -286,6 +286,7 @@ def cases():
                modes=C.exact("definition"), primitives=("pmax", "pmin"), needs=_needs(shape), tags=("spmd",))
     yield from pallas_cases()
     yield from unreduced_cases()
+    yield from pallas_mosaic_gpu_cases()
     for name, (build, tol) in PROGRAMS.items():
         for mesh_id in PROGRAM_MESHES:
             shape, names = MESHES[mesh_id]
@@ -565,3 +566,120 @@ def unreduced_cases():
                    primitives=("shard_map",),
                    needs=_needs(shape), tags=("spmd",))
 
+# --- Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/warpgroups.py) ------
+# JAX's shipped collective kernels (jax.experimental.pallas.ops.gpu all_gather_mgpu,
+# reduce_scatter_mgpu: multimem stores / load-reductions through NVLink multicast memory and a
+# multicast semaphore signal), traced under the emulated H100 where there is no GPU, on meshes of
+# 2, 4 and 8 devices: ``spmd/pallas_mosaic_gpu/<kernel>/<dtype>/<mesh>`` against the reference
+# running them, ``spmd/pallas_mosaic_gpu/claims/...`` against the lax collective they compute;
+# and a hand-written ring over plgpu.remote_ref and a remote signal (``remote_ref_ring``, claims:
+# lax.ppermute).
+# pallas:gpu-interpret refuses them (hardware_runners/base.py GpuInterpret.no_remote_dma);
+# pallas:mosaic-gpu needs as many GPUs as the mesh has devices. collective_matmul_mgpu is not a
+# case: spec/pallas_mosaic_gpu.py "multi-device" says why.
+MGPU_MESHES = ("2", "4", "8")
+_MGPU_COLLECTIVE = ("shard_map", "mpmd_map", "semaphore_signal_multicast", "semaphore_wait")
+
+
+def shipped_gpu_collective(kernel, shape, names, dtype, num_blocks=None):
+    """(build(interpret) -> program, plain lax program, rows of the input): JAX's shipped Mosaic
+    GPU ``kernel`` ("all_gather" or "reduce_scatter") over the mesh axis, and the lax collective
+    it computes (all_gather tiled / psum_scatter tiled along dimension 0)."""
+    from .pallas_mosaic_gpu import shipped, shipped_module
+    axis, n = names[-1], shape[-1]
+    rows = (n * 16, 128)
+
+    def wrap(body):
+        return lambda x: shard_map(body, make_mesh(shape, names), P(axis), P(axis),
+                                   check_vma=False)(x)
+
+    if kernel == "all_gather":
+        def make():
+            module = shipped_module("all_gather_mgpu")   # imported before the emulated device
+            return wrap(lambda s: module.all_gather(s, axis_name=axis, num_blocks=num_blocks))
+        plain = wrap(lambda s: lax.all_gather(s, axis, axis=0, tiled=True))
+    else:
+        def make():
+            module = shipped_module("reduce_scatter_mgpu")
+            return wrap(lambda s: module.reduce_scatter(s, axis_name=axis,
+                                                        num_blocks=num_blocks))
+        plain = wrap(lambda s: lax.psum_scatter(s, axis, scatter_dimension=0, tiled=True))
+    return shipped(make), plain, rows
+
+
+def remote_ref_ring(shape, names):
+    """(build(interpret) -> program, plain lax program, rows): a hand-written Mosaic GPU kernel
+    that sends each device's shard to its right neighbour along the last mesh axis through
+    plgpu.remote_ref (a TMA store into the peer's output), then signals the peer's semaphore
+    and waits for its own; the plain program is the ring lax.ppermute."""
+    axis, n = names[-1], shape[-1]
+    rows = (math.prod(shape) * 8, 128)
+
+    def kernel(interpret):
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+
+        def body(x_gmem, o_gmem, smem, barrier, sem):
+            right = {axis: lax.rem(lax.axis_index(axis) + 1, n)}
+            plgpu.copy_gmem_to_smem(x_gmem, smem, barrier)
+            plgpu.barrier_wait(barrier)
+            plgpu.copy_smem_to_gmem(smem, plgpu.remote_ref(o_gmem, right))
+            plgpu.wait_smem_to_gmem(0)
+            pl.semaphore_signal(sem, 1, device_id=right)
+            pl.semaphore_wait(sem, 1)
+
+        def local(x):
+            scratch = [plgpu.SMEM(x.shape, x.dtype), plgpu.Barrier(num_arrivals=1),
+                       plgpu.SemaphoreType.REGULAR]
+            return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                scratch_types=scratch, interpret=interpret)(x)
+        return lambda x: shard_map(local, make_mesh(shape, names), P(names), P(names),
+                                   check_vma=False)(x)
+
+    def plain(x):
+        ring = [(j, (j + 1) % n) for j in range(n)]
+        return shard_map(lambda b: lax.ppermute(b, axis, ring), make_mesh(shape, names),
+                         P(names), P(names), check_vma=False)(x)
+    return kernel, plain, rows
+
+
+def _scatter_bound(n):
+    """sum|x| over the participants of each reduce-scatter output element."""
+    def bound(x):
+        blocks = np.abs(x.astype(np.float64)).reshape(n, n, -1, x.shape[-1])  # device, chunk
+        return [blocks.sum(0).reshape(-1, x.shape[-1])]
+    return bound
+
+
+def pallas_mosaic_gpu_cases():
+    from .pallas_mosaic_gpu import _unavailable
+    why = _unavailable()   # JAX 0.10.2 without absl-py: Mosaic GPU does not import
+    for mesh_id in MGPU_MESHES:
+        shape, names = MESHES[mesh_id]
+        n = math.prod(shape)
+        needs = _needs(shape) | {"remote-dma"}
+        for kernel, dtype in (("all_gather", F32), ("all_gather", I32),
+                              ("reduce_scatter", F32), ("reduce_scatter", I32)):
+            build, plain, rows = shipped_gpu_collective(kernel, shape, names, dtype)
+            prims = _MGPU_COLLECTIVE + (("multimem_store",) if kernel == "all_gather"
+                                        else ("multimem_load_reduce",))
+            inexact = kernel == "reduce_scatter" and dtype == F32
+            common = dict(
+                fn=None, build=build, kind=PALLAS, pallas_targets=("mosaic-gpu",),
+                inputs=(_float_inputs([rows]) if inexact else _int_valued(rows, dtype)),
+                modes=C.dot_product(n) if inexact else C.exact("definition"),
+                dot_bound=_scatter_bound(n) if inexact else None, primitives=prims,
+                needs=needs, tags=("spmd", "pallas", "mosaic-gpu"), not_applicable=why)
+            dt = np.dtype(dtype).name
+            yield Case(id=f"spmd/pallas_mosaic_gpu/{kernel}/{dt}/{mesh_id}", **common)
+            yield Case(id=f"spmd/pallas_mosaic_gpu/claims/{kernel}/{dt}/{mesh_id}",
+                       reference_fn=plain, **common)
+        build, plain, rows = remote_ref_ring(shape, names)
+        common = dict(fn=None, build=build, kind=PALLAS, pallas_targets=("mosaic-gpu",),
+                      inputs=_int_valued(rows, F32), modes=C.exact("definition"),
+                      primitives=("shard_map", "mpmd_map", "copy_smem_to_gmem", "semaphore_signal",
+                                  "semaphore_wait"),
+                      needs=needs, tags=("spmd", "pallas", "mosaic-gpu"), not_applicable=why)
+        yield Case(id=f"spmd/pallas_mosaic_gpu/remote_ref_ring/float32/{mesh_id}", **common)
+        yield Case(id=f"spmd/pallas_mosaic_gpu/claims/remote_ref_ring/float32/{mesh_id}",
+                   reference_fn=plain, **common)

@@ -34,6 +34,10 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
 * A wait on a semaphore only another device can signal lets the other devices run
   (``World.wait_until``); when every device waits, the program would hang on hardware: the
   reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
+* Mosaic GPU launches (``interp/pallas/warpgroups.py`` Launch) join as one run per device; their
+  warpgroups find a peer's buffer by what it is (``peer_buffer``: the same operand or launch
+  semaphore), not by position. Under detect_races, accesses to device buffers from several
+  devices are checked by :class:`DeviceAccesses` (release/acquire through semaphores).
 """
 from __future__ import annotations
 
@@ -70,13 +74,17 @@ class DeviceKernels:
         self.ended: set = set()    # logical ids whose kernel body has ended
         self.heard = [set() for _ in entries]   # per device: devices known to run this kernel
         self.signallers: dict = {}              # id(semaphore buffer) -> devices that signalled it
+        self.accesses = DeviceAccesses(len(entries))   # device buffers touched across devices
 
     # -- device ids ----------------------------------------------------------------------------
     def target(self, run, device_id, device_id_type, what: str) -> int:
         """The logical id of the device ``device_id`` names, from ``run``'s device."""
         device = self.devices[run.device_rank]
         names, sizes = tuple(device.coords), tuple(device.sizes[n] for n in device.coords)
-        kind = getattr(device_id_type, "name", str(device_id_type)).upper()
+        # No device_id_type (Mosaic GPU's semaphore_signal and remote refs): mesh coordinates
+        # (mosaic_gpu/primitives.py lowers them with DeviceIdType.MESH).
+        kind = "MESH" if device_id_type is None else \
+            getattr(device_id_type, "name", str(device_id_type)).upper()
         if isinstance(device_id, dict):
             if kind != "MESH":
                 raise UnsupportedPrimitiveError(what, {"device_id_type": device_id_type},
@@ -143,6 +151,15 @@ class DeviceKernels:
                 "which this device has not heard from: the kernel sets collective_id, so no "
                 "device barrier precedes it, and its kernel may not have started (signal and "
                 "wait on the barrier semaphore first)")
+        # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
+        # operands and semaphores reserved at launch, interp/pallas/warpgroups.py Launch).
+        peer_buffer = getattr(run, "peer_buffer", None)
+        other = peer_buffer(ref, self.runs[target]) if peer_buffer is not None else None
+        if other is not None:
+            if other.kind == "semaphore":
+                self.signallers.setdefault(id(other), set()).add(here)
+                self.accesses.publish(here, other)
+            return other
         slot = self.slots[here].get(id(ref))
         if slot is None:
             raise UnsupportedPrimitiveError(
@@ -157,6 +174,7 @@ class DeviceKernels:
                             "run_scoped that allocates it (the buffer does not exist there)")
         if other.kind == "semaphore":
             self.signallers.setdefault(id(other), set()).add(here)
+            self.accesses.publish(here, other)
         return other
 
     def waited(self, run, ref) -> None:
@@ -164,6 +182,7 @@ class DeviceKernels:
         heard = self.signallers.get(id(ref))
         if heard:
             self.heard[run.device_rank] |= heard
+        self.accesses.acquire(run.device_rank, ref)
 
     def enter_scope(self, run, refs) -> None:
         """A run_scoped's allocations on ``run``'s device: other devices may address them (by
@@ -209,6 +228,8 @@ class DeviceKernels:
         kernel must not leave behind (the barrier semaphore back at zero)."""
         self.ended.add(run.device_rank)
         device = self.devices[run.device_rank]
+        if run.options.detect_races:
+            self.accesses.check_end(self, run.device_rank)
         _meet(device, "end of", run, None)
         if run.barrier is not None:
             run.dma.check_exit([run.barrier], "pallas_call")
@@ -274,3 +295,98 @@ def refused_reason(run) -> "str | None":
     """Why ``run`` cannot address other devices (a multi-core core-mesh kernel), or None."""
     return getattr(run, "devices_refused", None)
 
+# -- accesses to device memory from several devices (Mosaic GPU remote refs and multimem) --------
+
+def members(run, axes) -> list:
+    """The logical ids of the devices along the mesh ``axes`` from ``run``'s device (its own
+    included), row-major over ``axes`` in the order given: the devices a multicast reaches."""
+    group = run.devices
+    device = group.devices[run.device_rank]
+    axes = axes if isinstance(axes, (tuple, list)) else (axes,)
+    unknown = [a for a in axes if a not in device.coords]
+    if unknown:
+        raise UnsupportedPrimitiveError("multicast", {"collective_axes": tuple(axes)},
+                                        f"axes {unknown} are not manual axes of the enclosing "
+                                        f"shard_map {tuple(device.coords)}")
+    out = []
+    for linear in range(math.prod(device.sizes[a] for a in axes)):
+        point = dict(device.coords)
+        for a in reversed(axes):
+            linear, point[a] = divmod(linear, device.sizes[a])
+        out.append(group.target(run, point, "MESH", "multicast"))
+    return out
+
+
+class DeviceAccesses:
+    """What each device's kernel knows to have happened on the others, and the accesses to
+    device buffers (the kernels' operands) made from several devices (detect_races).
+
+    Ordering is release/acquire through semaphores, at the granularity of devices: a signal from
+    device d (to any device's semaphore) releases d's accesses so far; a completed wait on a
+    semaphore acquires what every signal of it so far released (a semaphore's increments are
+    atomic read-modify-writes: an acquire that reads the sum synchronizes with each of them, PTX
+    ISA "Memory consistency model", release sequences). Two accesses to the same element from
+    different devices, at least one a write, neither known to precede the other, race."""
+
+    def __init__(self, n: int):
+        self.epoch = [0] * n                        # per device: its signals so far
+        self.seen = [[-1] * n for _ in range(n)]    # seen[e][d]: d's last epoch e acquired
+        self.published: dict = {}                   # id(semaphore) -> {device: epoch released}
+        self.records: dict = {}                     # id(array) -> [(device, kind, mask, epoch, ref)]
+
+    def publish(self, device: int, semaphore) -> None:
+        self.published.setdefault(id(semaphore), {})[device] = self.epoch[device]
+        self.epoch[device] += 1
+
+    def acquire(self, device: int, semaphore) -> None:
+        seen = self.seen[device]
+        for d, epoch in self.published.get(id(semaphore), {}).items():
+            if epoch > seen[d]:
+                seen[d] = epoch
+
+    def _ordered(self, device: int, other: int, epoch: int) -> bool:
+        return other == device or epoch <= self.seen[device][other]
+
+    def access(self, group, device: int, ref, index, kind: str) -> None:
+        mask = np.zeros(ref.array.shape, bool)
+        mask[index] = True
+        records = self.records.setdefault(id(ref.array), [])
+        for other, other_kind, other_mask, epoch, _ in records:
+            if (kind != "read" or other_kind != "read") and \
+                    not self._ordered(device, other, epoch) and (other_mask & mask).any():
+                raise RaceError(
+                    f"{group.devices[device].describe()}: {kind} of {ref.short()} of "
+                    f"{group.devices[ref.run.device_rank].describe()} while "
+                    f"{group.devices[other].describe()}'s {other_kind} of the same elements is "
+                    "not known to precede it (no semaphore it signalled after that access was "
+                    "waited on by this device)")
+        records.append((device, kind, mask, self.epoch[device], ref))
+
+    def check_end(self, group, device: int) -> None:
+        """``device``'s kernel ends (its outputs may be read, its inputs reused): every access
+        another device made to its buffers must be known to precede the end."""
+        for records in self.records.values():
+            for other, kind, _, epoch, ref in records:
+                if ref.run.device_rank == device and not self._ordered(device, other, epoch):
+                    raise RaceError(
+                        f"{group.devices[device].describe()}: the kernel ends while "
+                        f"{group.devices[other].describe()}'s {kind} of its {ref.short()} is not "
+                        "known to have completed (wait on a semaphore that device signals after "
+                        "it)")
+
+
+class DeviceTracker:
+    """The access hook of kernel refs (KernelRef._before_access) for a kernel on several devices
+    under detect_races: the kernel's own checks (``inner``), then, for device buffers
+    (``tracked(ref)``), the cross-device ones of :class:`DeviceAccesses`."""
+
+    def __init__(self, inner, group: DeviceKernels, tracked):
+        self.inner, self.group, self.tracked = inner, group, tracked
+
+    def check_access(self, ref, index, kind: str) -> None:
+        if self.inner is not None:
+            self.inner.check_access(ref, index, kind)
+        if self.tracked(ref):
+            from .grid import maybe_current_run
+            accessor = getattr(maybe_current_run(), "device_rank", ref.run.device_rank)
+            self.group.accesses.access(self.group, accessor, ref, index, kind)

@@ -196,16 +196,27 @@ class WarpgroupRun(KernelRun):
         """run_scoped's buffers: one per warpgroup, or one per block shared by the warpgroups
         with ``collective_axes`` naming the thread axis (Mosaic GPU's collective allocations)."""
         cluster = self.cluster
-        if prototypes and all(p.kind == "semaphore" for p in prototypes):
-            # Mosaic GPU semaphores (plgpu.SemaphoreType) live in GMEM: one per kernel launch,
-            # shared by every block and cluster.
-            n = self.scoped_counts.get(id(prototypes), 0)
-            self.scoped_counts[id(prototypes)] = n + 1
-            shared = cluster.plan.kernel_allocations
-            key = (id(prototypes), n)
-            if key not in shared:
-                shared[key] = [p.fresh(self) for p in prototypes]
-            return shared[key]
+        sem_at = [i for i, p in enumerate(prototypes) if p.kind == "semaphore"]
+        if sem_at:
+            # Mosaic GPU semaphores (plgpu.SemaphoreType) live in GMEM, reserved at launch: a
+            # run_scoped's are block-local, one per block, shared by its warpgroups (lowering.py
+            # reserve_semaphores / _is_block_local_scope: scope_idx = block_idx), also when
+            # the run_scoped allocates other buffers (plgpu.kernel's scratch_types).
+            count = ("semaphores", id(prototypes))
+            n = self.scoped_counts.get(count, 0)
+            self.scoped_counts[count] = n + 1
+            key = (id(prototypes), n, cluster.point, self.block)
+            sems = cluster.launch.semaphores(key, [prototypes[i] for i in sem_at])
+            if len(sem_at) == len(prototypes):
+                return sems
+            refs = list(self._allocate_on_chip(prototypes, collective_axes))
+            for i, sem in zip(sem_at, sems):
+                refs[i] = sem
+            return refs
+        return self._allocate_on_chip(prototypes, collective_axes)
+
+    def _allocate_on_chip(self, prototypes, collective_axes) -> list:
+        cluster = self.cluster
         if not collective_axes:   # per warpgroup: its counterpart in another block is the same
             n = self.scoped_counts.get(id(prototypes), 0)   # warpgroup's allocation there
             self.scoped_counts[id(prototypes)] = n + 1
@@ -221,6 +232,11 @@ class WarpgroupRun(KernelRun):
         self.scoped_counts[id(prototypes)] = n + 1
         return cluster.block_allocation(("scoped", id(prototypes), n), self.block, prototypes,
                                         self)
+
+    def peer_buffer(self, ref, other_launch):
+        """The buffer of another device's launch that ``ref`` is on this one (GMEM operands
+        and semaphores are symmetric: the same buffer on every device), or None."""
+        return self.cluster.launch.peer_buffer(ref, other_launch)
 
     def release(self) -> dict:
         """What this thread makes visible to whoever observes a barrier phase it contributes to
@@ -492,6 +508,9 @@ class WarpRun(WarpgroupRun):
         self.core = (parent.core, "warp", warp)
         self.tracker, self.program_ids = parent.tracker, parent.program_ids
         self.kernel_grid = parent.kernel_grid
+        for name in ("devices", "device_rank", "base_name"):   # in a shard_map body (Launch)
+            if hasattr(parent, name):
+                setattr(self, name, getattr(parent, name))
 
     def where(self) -> str:
         return f"{super().where()}, warp {self.warp}"
@@ -592,10 +611,11 @@ class GpuMeshPlan(MeshPlan):
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
             clusters = [clusters[i] for i in order]
         last = None
-        self.kernel_allocations = {}   # GMEM scratch of this launch (semaphores)
+        launch = Launch(self, arrays, inits)   # this launch's GMEM (across devices: its runs)
         queue = collections.deque(clusters)   # try_cluster_cancel takes from its front
         while queue:
-            last = self._run_cluster(queue.popleft(), arrays, inits, queue)
+            last = self._run_cluster(queue.popleft(), arrays, inits, queue, launch)
+        launch.leave()
         if last is not None:
             _check_outputs_written(last, [KernelRef(a, self.names[self.n_in + o], last,
                                                     init=inits[self.n_in + o], kind="output")
@@ -604,18 +624,20 @@ class GpuMeshPlan(MeshPlan):
         return [logical_value(impl, a)
                 for (_, _, impl), a in zip(self.out_physical, arrays[self.n_in:])]
 
-    def _run_cluster(self, point, arrays, inits, queue=None):
+    def _run_cluster(self, point, arrays, inits, queue=None, launch=None):
         opts = self.options
         cluster = ClusterState(self, point)
         cluster.launch_queue = queue
+        cluster.launch = launch if launch is not None else Launch(self, arrays, inits)
         runs = {}
         for block in self.blocks:
             scratch = None
             for wg in range(self.num_threads):
-                run = WarpgroupRun(self.name, self.sizes, opts, cluster, block, wg)
+                run = WarpgroupRun(cluster.launch.run.name, self.sizes, opts, cluster, block, wg)
                 run.mesh = cluster
                 run.core = (block, wg)
                 run.tracker = cluster
+                cluster.launch.enter(run)   # across devices: the device's view of the others
                 coords = point + block + ((wg,) if self.thread_name is not None else ())
                 run.point = dict(zip(self.axes, coords))
                 run.program_ids = coords
@@ -649,6 +671,63 @@ class GpuMeshPlan(MeshPlan):
             cluster.scheduler = CoreScheduler(order, self.name, deadlock=DeadlockError)
             cluster.scheduler.run({c: functools.partial(body, c) for c in order})
         return next(iter(runs.values()))[0]
+
+
+class Launch:
+    """One launch of a Mosaic GPU kernel: its GMEM (operands, semaphores reserved at launch)
+    and, inside a shard_map body, its runs on the other devices (interp/pallas/devices.py:
+    the launches meet at start and end; remote refs, multimem and remote signals address the
+    same buffer of another device's launch)."""
+
+    def __init__(self, plan, arrays, inits):
+        from .devices import DeviceTracker, join
+        opts = plan.options
+        self.arrays = arrays
+        self.allocations = {}   # key -> semaphores (block-local scope, reserved at launch)
+        self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
+        self.run = KernelRun(plan.name, plan.sizes, opts)   # the launch as other devices see it
+        self.run.launch = self
+        self.refs = [KernelRef(a, plan.names[k], self.run, init=inits[k],
+                               kind="input (gmem)" if k < plan.n_in else "output (gmem)",
+                               check_bounds=opts.check_bounds)
+                     for k, a in enumerate(arrays)]
+        self.devices = join(self.run, self.refs)
+        self.tracker = None
+        if self.devices is not None and opts.detect_races:
+            self.tracker = lambda inner: DeviceTracker(inner, self.devices,
+                                                       lambda ref: "gmem" in ref.kind)
+            self.run.tracker = self.tracker(None)
+
+    def semaphores(self, key, prototypes) -> list:
+        if key not in self.allocations:
+            self.prototypes[key] = prototypes
+            self.allocations[key] = [p.fresh(self.run) for p in prototypes]
+        return self.allocations[key]
+
+    def enter(self, run) -> None:
+        """A warpgroup run of this launch: in a shard_map, it knows the other devices."""
+        if self.devices is None:
+            return
+        run.devices, run.device_rank = self.devices, self.run.device_rank
+        run.base_name = self.run.base_name
+        if self.tracker is not None:
+            run.tracker = self.tracker(run.tracker)
+
+    def peer_buffer(self, ref, other):
+        """``ref``'s buffer in the launch ``other`` (a KernelRun of another device), or None."""
+        theirs = other.launch
+        for k, array in enumerate(self.arrays):
+            if ref.array is array:
+                return theirs.refs[k]
+        for key, refs in self.allocations.items():
+            for i, r in enumerate(refs):
+                if r is ref:
+                    return theirs.semaphores(key, self.prototypes[key])[i]
+        return None
+
+    def leave(self) -> None:
+        if self.devices is not None:
+            self.devices.leave(self.run)
 
 
 def is_gpu_mesh(mesh) -> bool:

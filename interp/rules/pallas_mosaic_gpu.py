@@ -131,6 +131,8 @@ def _take(flat, treedef):
 
 def _view(eqn, ref, transforms):
     """(ref, normalized index) of a ref under its transforms (bitcast views refused)."""
+    if getattr(maybe_current_run(), "devices", None) is not None:   # in a shard_map body
+        ref, transforms = _peer_view_of(eqn, ref, transforms)
     if type(transforms) is indexing.FlatTransforms:
         cached = indexing.cached_view(ref, transforms)
         if cached is not None:
@@ -742,17 +744,21 @@ def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
 # one per kernel launch (interp/pallas/warpgroups.py allocate_scoped).
 
 @register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
-                                               "unsupported")
+                                               "outside a shard_map body unsupported")
 def semaphore_signal_parallel(eqn, *flat, args_tree):
     # Several signals without an order among them (primitives.py semaphore_signal_parallel):
     # the reference delivers them in the listed order, one of the allowed orders.
     run = _warpgroup(eqn)
     refs, transforms, incs, device_ids = args_tree.unflatten(flat)
     for ref, t, inc, device_id in zip(refs, transforms, incs, device_ids):
-        if device_id is not None:
-            raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
-                                  "(multi-GPU: remote semaphores are not modelled)")
         target, index = _view(eqn, ref, t)
+        if device_id is not None:
+            if getattr(run, "devices", None) is None:
+                raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
+                                      "outside a shard_map body")
+            # (device ids are mesh coordinates: the lowering's DeviceIdType.MESH)
+            other = run.devices.target(run, device_id, None, eqn.name)
+            target = run.devices.counterpart(run, target, other, eqn.name)
         run.dma.signal((target, index), int(np.asarray(inc)))
     return []
 
@@ -845,6 +851,127 @@ def store(eqn, ref, value, *leaves, tree, optimized):
     return []
 
 
+# --- several devices: remote refs, multicast signals, multimem (semantics: spec/pallas_mosaic_gpu.py
+# "multi-device"; the devices' meeting and ordering: interp/pallas/devices.py) ---------------------
+
+def _peer_view_of(eqn, ref, transforms):
+    """(buffer, transforms) of a view through plgpu.remote_ref (a PeerMemRef transform): the same
+    buffer of the device it names, viewed through the other transforms. Other views unchanged."""
+    if type(transforms) is indexing.FlatTransforms:
+        transforms = transforms.unflatten()
+    base, own = indexing.split_transformed(ref)
+    chain = tuple(own) + tuple(transforms)
+    kinds = [type(t).__name__ for t in chain]
+    if "MulticastRef" in kinds:
+        raise eqn.unsupported("a plgpu.multicast_ref operand (a copy to every device's buffer) "
+                              "is not modelled; multimem_store is")
+    if "PeerMemRef" not in kinds:
+        return ref, transforms
+    if kinds.count("PeerMemRef") > 1:
+        raise eqn.unsupported("a remote_ref of a remote_ref")
+    peer = chain[kinds.index("PeerMemRef")]
+    run = current_run()
+    target = run.devices.target(run, peer.device_id, peer.device_id_type, "remote_ref")
+    other = run.devices.counterpart(run, base, target, f"{eqn.name} through remote_ref")
+    return other, tuple(t for t in chain if t is not peer)
+
+
+def _devices_along(eqn, run, collective_axes) -> list:
+    """The logical ids of the devices a multicast along ``collective_axes`` reaches."""
+    from ..pallas.devices import members
+    if getattr(run, "devices", None) is None:
+        raise eqn.unsupported(f"{eqn.name} outside a shard_map body (it reaches the devices "
+                              f"along {collective_axes!r} of the enclosing mesh)")
+    return members(run, collective_axes)
+
+
+_OUTSIDE = "outside a shard_map body refused (the devices it reaches are the enclosing mesh's)"
+
+
+@register("semaphore_signal_multicast", partial=_OUTSIDE)
+def semaphore_signal_multicast(eqn, *flat, args_tree, collective_axes):
+    # The semaphore's counterpart on every device along collective_axes (this one included) gets
+    # value (primitives.py semaphore_signal_multicast; SemaphoreRef.signal_multimem: a multimem.red
+    # add to the multicast address).
+    run = _warpgroup(eqn)
+    ref, transforms, value = args_tree.unflatten(flat)
+    target, index = _view(eqn, ref, transforms)
+    for device in _devices_along(eqn, run, collective_axes):
+        other = run.devices.counterpart(run, target, device, "semaphore_signal_multicast")
+        run.dma.signal((other, index), int(np.asarray(value)))
+    return []
+
+
+@register("multimem_store", partial=_OUTSIDE)
+def multimem_store(eqn, source, ref, *leaves, collective_axes, transforms_tree):
+    # The same elements of ref's counterpart on every device along collective_axes (this one
+    # included) get source (primitives.py multimem_store; PTX multimem.st).
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, transforms_tree)
+    target, index = _view(eqn, ref, transforms)
+    value = np.asarray(source).reshape(np.shape(target.array[index]))
+    for device in _devices_along(eqn, run, collective_axes):
+        run.devices.counterpart(run, target, device, "multimem_store").write(index, value)
+    return []
+
+
+def _multimem_min_max(eqn, stacked, pick):
+    if dtypes.is_float(stacked.dtype):
+        if stacked.dtype == np.float32:
+            raise eqn.unsupported("multimem_load_reduce min/max of float32 (PTX multimem "
+                                  "min/max take f16/bf16 only; JAX's docstring: all dtypes but "
+                                  "f32)")
+        if np.isnan(stacked.astype(np.float32)).any():
+            raise eqn.unsupported("multimem_load_reduce min/max with NaN operands (the PTX "
+                                  "result then depends on the .NaN qualifier the lowering picks)")
+        zeros = stacked.astype(np.float32) == 0
+        signs = np.signbit(stacked.astype(np.float32))
+        if (zeros.any(-1) & (zeros & signs).any(-1) & (zeros & ~signs).any(-1)).any():
+            raise eqn.unsupported("multimem_load_reduce min/max of +0.0 and -0.0 (which one PTX "
+                                  "returns is not stated)")
+    return pick(stacked, axis=-1)
+
+
+_MULTIMEM_REDUCTIONS = {
+    "min": lambda eqn, s: _multimem_min_max(eqn, s, np.min),
+    "max": lambda eqn, s: _multimem_min_max(eqn, s, np.max),
+    "and": lambda eqn, s: np.bitwise_and.reduce(s, axis=-1),
+    "or": lambda eqn, s: np.bitwise_or.reduce(s, axis=-1),
+    "xor": lambda eqn, s: np.bitwise_xor.reduce(s, axis=-1),
+}
+
+
+@register("multimem_load_reduce", partial=_OUTSIDE + "; float min/max with NaN or with zeros "
+                                          "of both signs, and float32 min/max (no PTX "
+                                          "instruction) refused")
+def multimem_load_reduce(eqn, ref, *leaves, tree, collective_axes, reduction_op):
+    # The reduction of the same elements of ref's counterparts on every device along
+    # collective_axes (PTX multimem.ld_reduce). Integers: exact (add wraps modulo 2^bits, the
+    # PTX integer add). Float add: the correctly rounded exact sum, as psum (spec: the order is
+    # the hardware's; the compliance mode bounds it).
+    run = _warpgroup(eqn)
+    transforms, _ = _take(leaves, tree)
+    target, index = _view(eqn, ref, transforms)
+    values = [run.devices.counterpart(run, target, device, "multimem_load_reduce").read(index)
+              for device in _devices_along(eqn, run, collective_axes)]
+    stacked = np.stack([np.asarray(v) for v in values], axis=-1)
+    op = str(getattr(reduction_op, "value", reduction_op)).lower()
+    op = op.rsplit(".", 1)[-1]
+    is_float = dtypes.is_float(stacked.dtype)
+    if op == "add":
+        if is_float:
+            from .spmd import participants_sum
+            out = participants_sum(eqn, stacked, stacked.dtype)
+        else:
+            out = np.add.reduce(stacked, axis=-1, dtype=stacked.dtype)   # wraps, as PTX .add
+    elif op in _MULTIMEM_REDUCTIONS and not (is_float and op in ("and", "or", "xor")):
+        out = _MULTIMEM_REDUCTIONS[op](eqn, stacked)
+    else:
+        raise eqn.unsupported(f"multimem_load_reduce reduction_op={reduction_op!r} on "
+                              f"{stacked.dtype}")
+    return np.asarray(out, stacked.dtype).reshape(eqn.out_aval.shape)
+
+
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
@@ -860,11 +987,9 @@ REFUSED = {
     "mosaic_gpu_reduce_max": "plgpu reductions not modelled yet",
     "mosaic_gpu_reduce_min": "plgpu reductions not modelled yet",
     "mosaic_gpu_reduce_prod": "plgpu reductions not modelled yet",
-    "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
-    "multimem_store": "multi-GPU memory (multimem) not modelled",
-    "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
-    "semaphore_signal_multicast": "signals the semaphore on every device along collective_axes "
-                                  "(multi-GPU multicast memory): other devices are not modelled",
+    "mgpu_atomic_store": "atomic read-modify-write stores (red.global, local or through "
+                         "remote_ref) not modelled: concurrent float atomics make the value "
+                         "schedule-dependent",
 }
 
 
