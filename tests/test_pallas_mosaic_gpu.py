@@ -772,7 +772,7 @@ def test_every_rule_names_the_parameters_this_jax_binds():
             params = bound["wgmma_ref"]
         keywords = _keywords(rule)
         assert keywords is not None, f"{name}: the rule takes **params"
-        accepted, required, _ = keywords
+        accepted, required = keywords
         assert params <= accepted, (name, params - accepted)
         assert required <= params, (name, required - params)
         checked += 1

@@ -295,6 +295,7 @@ def refused_reason(run) -> "str | None":
     """Why ``run`` cannot address other devices (a multi-core core-mesh kernel), or None."""
     return getattr(run, "devices_refused", None)
 
+
 # -- accesses to device memory from several devices (Mosaic GPU remote refs and multimem) --------
 
 def members(run, axes) -> list:
