@@ -14,7 +14,7 @@ Names and parameters per JAX version are listed in ``interp/rules/pallas_mosaic_
 """
 from __future__ import annotations
 
-from .base import CORRECTLY_ROUNDED, Semantics, table
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
 
 _PRIMS = "jax/_src/pallas/mosaic_gpu/primitives.py"
 _LOWER = "jax/_src/pallas/mosaic_gpu/lowering.py"
@@ -87,6 +87,25 @@ SEMAPHORE_NAMES = (
     "device. One rule per name serves both (interp/rules/pallas.py); a Mosaic GPU semaphore "
     "(plgpu.SemaphoreType) lives in GMEM, one per kernel launch shared by every block, where a "
     "TPU one is per core.")
+
+_FRAGMENTED = "jax/experimental/mosaic/gpu/fragmented_array.py FragmentedArray.reduce"
+
+REDUCTIONS = (
+    "plgpu.sum / max / min / prod (primitives mosaic_gpu_reduce_sum/max/min/prod, JAX >= 0.12; "
+    "primitives.py _reduce_abstract_eval) reduce ``axes`` out of a register array, keeping the "
+    "other axes in order, with the value of lax.reduce_sum / reduce_max / reduce_min / "
+    "reduce_prod (spec/lax_reductions.py): a float sum or product correctly rounded once to "
+    "the array's dtype, max/min exact with NaN propagating (the lowering uses max.NaN / "
+    "min.NaN, or arith.maximumf / minimumf, which propagate NaN), integer sums and products "
+    "wrapping. The register layout (how the array is spread over the warpgroup's threads) and "
+    "accumulator_ilp do not change the value in the reference. Compliance: on the hardware a "
+    "float sum is formed in the order of the lowering (each thread folds its registers into "
+    "accumulator_ilp independent accumulators (default 8 for float add), then the vector "
+    "lanes, then a butterfly of warp shuffles (shfl.bfly) across lanes, then across warps "
+    "through SMEM scratch), each step rounded: backends are held to DOT_PRODUCT over the "
+    "reduced length; a product is a chain of roundings (within n ulp for n factors near 1); "
+    "a splat (constant) array's sum is x * n and its product powf(x, n) (an approximate "
+    "power: not held exact).")
 
 SEMANTICS = table(
     Semantics(
@@ -277,6 +296,27 @@ SEMANTICS = table(
               "guaranteed order (the reference: the listed one); signals to other devices are "
               "refused.", edge_cases=(SEMAPHORE_NAMES,),
               sources=(_PRIMS + " semaphore_signal_parallel",)),
+    *(Semantics(f"mosaic_gpu_reduce_{kind}", REDUCTIONS,
+                sources=(_PRIMS + " reduce_sum_p / reduce_max_p / reduce_min_p / reduce_prod_p",
+                         _LOWER + " _reduce_lowering_rule", _FRAGMENTED),
+                exactness=CORRECTLY_ROUNDED if kind in ("sum", "prod") else EXACT)
+      for kind in ("sum", "max", "min", "prod")),
+    Semantics(
+        "mma",
+        "Ampere mma.sync (plgpu.mma: 'acc + a @ b synchronously using Ampere MMA "
+        "instructions'): a register operation of the warpgroup, nothing in flight. 16-bit "
+        "float and fp8 operands: every product exact in float64, the sum and the accumulator "
+        "added in float64 and rounded once to the accumulator's dtype (as wgmma; the PTX ISA "
+        "leaves the order and intermediate precision of mma's accumulation to the "
+        "implementation: backends are held to DOT_PRODUCT). Integer (and bool) operands with "
+        "the int32 accumulator: the exact sum wrapped to 32 bits (.s32 accumulation without "
+        ".satfinite).",
+        edge_cases=("float64 operands are refused: Mosaic GPU lowers them to the m16n8k8 f64 "
+                    "mma, whose rounding of the k-steps the PTX ISA does not state",),
+        sources=(_PRIMS + " mma, _mma_abstract_eval", "jax/experimental/mosaic/gpu/mma.py "
+                 "(mma.sync.aligned.m16n8k{k}.row.col.{s32|f32|f64})",
+                 "PTX ISA 9.7.14 mma (warp-level matrix multiply-accumulate)"),
+        exactness=CORRECTLY_ROUNDED),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
               "optimized arguments do not change values).", sources=(_PRIMS,)),
     Semantics("store", "plgpu.store: writes the value through the ref's transforms.",

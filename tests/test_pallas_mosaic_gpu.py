@@ -819,3 +819,76 @@ def test_a_gmem_view_past_its_buffer_is_address_arithmetic(rows):
     else:
         with pytest.raises(OutOfBoundsError, match="dimension 0"):
             interp.interpret(f)(x)
+
+
+# --- reductions across a warpgroup's layout and Ampere mma ---------------------------------------
+needs_reductions = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "sum"),
+                                      reason="this JAX's Mosaic GPU has no plgpu.sum / max / "
+                                             "min / prod (mosaic_gpu_reduce_*: JAX >= 0.12)")
+
+
+def _reduce_rows(kind, x, dtype=F32):
+    reduce = getattr(plgpu, kind)
+
+    def body(x_gmem, o_gmem):
+        o_gmem[...] = reduce(x_gmem[...], axis=1)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape[:1], dtype))
+    return interp.interpret(f)(x)
+
+
+@needs_reductions
+def test_plgpu_sum_is_the_correctly_rounded_row_sum():
+    # spec/pallas_mosaic_gpu.py REDUCTIONS: each row's exact sum (math.fsum) rounded once to
+    # f32, whatever order the hardware's shuffle tree takes. Row 0 cancels catastrophically:
+    # 1e8 + 1 - 1e8 + 1 sums to 0 or 1 in f32 left to right, exactly 2.
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    x[0, :4] = [1e8, 1, -1e8, 1]
+    x[0, 4:] = 0
+    want = np.array([math.fsum(map(float, row)) for row in x], np.float32)
+    out = _reduce_rows("sum", x)
+    np.testing.assert_array_equal(out, want)
+    assert out[0] == 2
+
+
+@needs_reductions
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_plgpu_max_min_are_exact_and_propagate_nan(kind):
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    x[3, 17] = np.nan   # the lowering's max.NaN / min.NaN propagate NaN
+    out = _reduce_rows(kind, x)
+    want = getattr(np, kind)(x, axis=1)   # NumPy's max/min propagate NaN too
+    np.testing.assert_array_equal(out, want)
+    assert np.isnan(out[3])
+
+
+@needs_reductions
+def test_plgpu_prod_is_the_correctly_rounded_row_product():
+    x = RNG.uniform(0.9, 1.1, (128, 64)).astype(np.float32)
+    from fractions import Fraction
+    want = np.array([float(math.prod(Fraction(float(v)) for v in row)) for row in x], np.float32)
+    np.testing.assert_array_equal(_reduce_rows("prod", x), want)
+
+
+@needs_reductions
+def test_plgpu_sum_of_integers_wraps():
+    x = np.full((128, 64), 2**26, np.int32)   # 64 * 2**26 = 2**32: wraps to 0
+    x[1] = RNG.integers(-1000, 1000, 64)
+    want = x.astype(np.int64).sum(axis=1).astype(np.uint32).view(np.int32)
+    np.testing.assert_array_equal(_reduce_rows("sum", x, jnp.int32), want)
+
+
+@needs_plgpu
+def test_plgpu_mma_is_acc_plus_the_product():
+    # Ampere mma.sync: f16 operands, f32 accumulator, against the exact sum (math.fsum) of the
+    # accumulator and the products (each exact in float64), rounded once to f32.
+    if not hasattr(plgpu, "mma"):
+        pytest.skip("this JAX's Mosaic GPU has no plgpu.mma")
+    from conformance.cases.pallas_mosaic_gpu import build_mma
+    acc = RNG.standard_normal((64, 64)).astype(np.float32)
+    a = RNG.standard_normal((64, 32)).astype(np.float16)
+    b = RNG.standard_normal((32, 64)).astype(np.float16)
+    out = interp.interpret(build_mma(64, 32, 64)(None))(acc, a, b)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = np.array([[math.fsum([float(acc[i, j]), *(a64[i] * b64[:, j])]) for j in range(64)]
+                     for i in range(64)], np.float32)
+    np.testing.assert_array_equal(out, want)

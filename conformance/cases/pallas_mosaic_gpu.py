@@ -155,6 +155,40 @@ def build_tcgen05(m, k, n, *, commit="mma_barrier"):
     return build
 
 
+def build_reduction(kind, shape):
+    """plgpu.<kind> (sum/max/min/prod: mosaic_gpu_reduce_*) of a register array over axis 1, in
+    GMEM refs read and written directly."""
+    def build(interpret):
+        plgpu = _plgpu()
+        reduce = getattr(plgpu, kind)
+
+        def body(x_gmem, o_gmem):
+            o_gmem[...] = reduce(x_gmem[...], axis=1)
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape[:1], jnp.float32),
+                            interpret=interpret)
+    return build
+
+
+def _abs_rows(x):
+    return [np.abs(np.asarray(x, np.float64)).sum(axis=1)]
+
+
+def build_mma(m, k, n):
+    """acc + a @ b by plgpu.mma (Ampere mma.sync, registers only)."""
+    def build(interpret):
+        plgpu = _plgpu()
+
+        def body(acc_gmem, a_gmem, b_gmem, o_gmem):
+            o_gmem[...] = plgpu.mma(acc_gmem[...], a_gmem[...], b_gmem[...])
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
+                            interpret=interpret)
+    return build
+
+
+def _abs_acc_dot(acc, a, b):
+    return [np.abs(np.asarray(acc, np.float64)) + _abs_dot(a, b)[0]]
+
+
 def build_tmem_round_trip(shape, via="registers"):
     """x into TMEM and back, doubled: from registers (async_store_tmem, commit_tmem) or from SMEM
     (a TMA copy in, async_copy_smem_to_tmem, tcgen05_commit_arrive)."""
@@ -488,6 +522,23 @@ def _cases():
         yield _case(f"semaphores/{signal}/f32/8x128", build_semaphore_handoff((8, 128), signal),
                     _rows([(8, 128)]), not_applicable=_no_api("semaphore_signal_parallel"),
                     primitives=("mpmd_map", signal, "semaphore_wait"))
+    for kind in ("sum", "max", "min", "prod"):
+        # prod: values near 1 (|x| in [0.9, 1.1]) keep 64 factors finite and normal.
+        inputs = (_rows([(128, 64)], low=0.9, high=1.1) if kind == "prod" else _rows([(128, 64)]))
+        # The hardware sums in its shuffle-tree order: DOT_PRODUCT over the 64 terms (spec
+        # REDUCTIONS); max/min are exact; prod is correctly rounded here, a chain of roundings
+        # there (64 roundings: 64 ulp).
+        mode = {"sum": dict(modes=C.dot_product(64), dot_bound=_abs_rows),
+                "prod": dict(modes=C.ulp(64, "mosaic-gpu-reduce-prod-chain"))}.get(kind, {})
+        yield _case(f"reductions/{kind}/f32/128x64", build_reduction(kind, (128, 64)), inputs,
+                    not_applicable=_no_api("sum"), primitives=("mpmd_map",
+                                                               f"mosaic_gpu_reduce_{kind}"),
+                    **mode)
+    yield _case("mma/f16/64x32x64", build_mma(64, 32, 64),
+                lambda rng: [random_array(rng, F32, (64, 64), specials=0),
+                             *_rows([(64, 32), (32, 64)], F16, low=-2, high=2)(rng)],
+                not_applicable=_no_api("mma"), modes=C.dot_product(33), dot_bound=_abs_acc_dot,
+                primitives=("mpmd_map", "mma"))
     for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
         sid = f"{m}x{k}x{n}"
         inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)

@@ -24,7 +24,8 @@ from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
 from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
-from ..registry import register
+from ..registry import RULES, register
+from . import lax_reductions  # noqa: F401  registers the reduce_* rules the reductions use
 from .state import RUN_STATE_EXIT
 
 # --- layout transforms of SMEM refs (views with the same logical values) --------------------------
@@ -458,6 +459,25 @@ def wgmma(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=N
     return _mma(acc, a, b, eqn.out_aval.dtype)
 
 
+_MMA_SIXTEEN_BIT = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+@register("mma", partial="float64 operands unsupported (the PTX ISA leaves the f64 mma's "
+                         "order of k-step roundings unstated)")
+def mma(eqn, acc, a, b):
+    # Ampere mma.sync (primitives.py mma: "acc + a @ b synchronously"; mosaic/gpu/mma.py lowers
+    # it to mma.sync.aligned.m16n8k{k}.row.col.{s32|f32|f64}): a warp-synchronous register
+    # operation, nothing in flight.
+    a, b = np.asarray(a), np.asarray(b)
+    if dtypes.is_int(a.dtype) or a.dtype == np.bool_:
+        # .s32 accumulation without .satfinite: exact integer sum, wrapped to 32 bits.
+        wide = np.asarray(acc, np.int64) + a.astype(np.int64) @ b.astype(np.int64)
+        return wide.astype(np.uint32).view(np.int32).astype(eqn.out_aval.dtype)
+    if a.dtype.name not in _MMA_SIXTEEN_BIT:
+        raise eqn.unsupported(f"mma of {a.dtype} operands (16-bit and fp8 floats, integers only)")
+    return _mma(acc, a, b, eqn.out_aval.dtype)
+
+
 def _await_accumulators() -> None:
     # Mosaic GPU lowers run_state (plgpu.ACC.init) to its body followed by
     # "wgmma.wait_group.sync.aligned 0" (lowering.py _run_state_lowering_rule: "Await the
@@ -845,6 +865,25 @@ def store(eqn, ref, value, *leaves, tree, optimized):
     return []
 
 
+# --- reductions across a warpgroup's layout -----------------------------------------------------
+# plgpu.sum/max/min/prod (primitives.py reduce_*_p) reduce ``axes`` out of a register array as
+# lax.reduce_* do (_reduce_abstract_eval: the remaining axes in order); the value is the lax
+# reduction's (spec/pallas_mosaic_gpu.py REDUCTIONS), whatever layout the array has.
+
+
+def _mgpu_reduction(lax_rule):
+    def rule(eqn, x, *, axes, accumulator_ilp=None):
+        # accumulator_ilp: how many independent accumulators each thread keeps on the hardware
+        # (fragmented_array.py reduce acc_ilp): it changes only the hardware's summation order,
+        # which the reference does not follow (the result is correctly rounded).
+        return lax_rule(eqn, x, axes=axes)
+    return rule
+
+
+for _name in ("sum", "max", "min", "prod"):
+    register(f"mosaic_gpu_reduce_{_name}")(_mgpu_reduction(RULES[f"reduce_{_name}"]))
+
+
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
@@ -855,11 +894,6 @@ REFUSED = {
                                           "tcgen05_mma, whose 2:4 metadata layout is not modelled",
     "async_store_smem": "cp.async (pre-Hopper) copies not modelled yet",
     "wait_gmem_to_smem": "cp.async (pre-Hopper) copies not modelled yet",
-    "mma": "Ampere mma not modelled yet",
-    "mosaic_gpu_reduce_sum": "plgpu reductions not modelled yet",
-    "mosaic_gpu_reduce_max": "plgpu reductions not modelled yet",
-    "mosaic_gpu_reduce_min": "plgpu reductions not modelled yet",
-    "mosaic_gpu_reduce_prod": "plgpu reductions not modelled yet",
     "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
     "multimem_store": "multi-GPU memory (multimem) not modelled",
     "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
