@@ -43,7 +43,14 @@ UNDEFINED = {
                                   "group: AsyncAccessError",
     "accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, before "
                                      "wgmma_wait (or a waiting accumulator read): AsyncAccessError",
-    "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight: AsyncAccessError",
+    "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight (by the "
+                              "warpgroup, or by a TMA copy it issues), before a wgmma_wait "
+                              "retired that wgmma: AsyncAccessError. A later wgmma, even on the "
+                              "same accumulator, retires nothing (PTX ISA 9.7.15.4: "
+                              "wgmma.wait_group must be used to wait for completion; JAX's "
+                              "lowering emits no implicit wait). JAX's shipped ragged_dot_mgpu "
+                              "and transposed_ragged_dot_mgpu trip it once their pipeline "
+                              "refills a slot (docs/mosaic-gpu-shipped-kernels.md)",
     "smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no barrier "
                                     "phase ordering the write before it (the writer arrived "
                                     "after writing, the accessor observed that phase, directly "
@@ -57,9 +64,13 @@ UNDEFINED = {
                            "wait_smem_to_gmem: AsyncAccessError (JAX's own GPU interpret mode "
                            "raises the same: 'we believe that it is necessary and sufficient to "
                            "make sure the read side of any async smem to gmem copies have "
-                           "completed before the kernel finishes'; the PTX ISA is not explicit. "
-                           "JAX's shipped blackwell_matmul_mgpu ends its store warpgroup with "
-                           "wait_smem_to_gmem(1) and trips it)",
+                           "completed before the kernel finishes'; the PTX ISA states no "
+                           "meaning for a CTA that exits with a bulk async-group outstanding "
+                           "(its shared memory, the store's source, is released), Mosaic GPU "
+                           "adds no wait at exit, and CUTLASS drains every TMA store before a "
+                           "kernel ends (sm90 epilogue store_tail). JAX's shipped "
+                           "blackwell_matmul_mgpu ends its store warpgroup with "
+                           "wait_smem_to_gmem(1) and trips it: docs/mosaic-gpu-shipped-kernels.md)",
     "tmem-read-before-commit": "an access by a thread to TMEM (or SMEM) a tcgen05 operation "
                                "(tcgen05_mma, async_copy_smem_to_tmem) writes, or a write to "
                                "SMEM it reads, before that thread observed a barrier phase a "
@@ -252,9 +263,11 @@ SEMANTICS = table(
     Semantics("async_load", "async_load_tmem (primitive async_load): the TMEM values through the "
               "ref's transforms, usable at once; the TMEM stays read until wait_load_tmem. "
               "reduce (JAX >= 0.11) also returns max / min / absmax / absmin along the last "
-              "dimension (refused on data with NaN: the NaN rule depends on the lowering).",
+              "dimension; for f32 Mosaic GPU lowers it to tcgen05.ld.red...NaN.f32, so a row "
+              "holding a NaN reduces to the canonical NaN (0x7fffffff).",
               edge_cases=(UNDEFINED["tmem-write-under-load"], UNDEFINED["tmem-store-before-commit"]),
-              sources=(_PRIMS + " async_load_tmem", _PTX_TCGEN05)),
+              sources=(_PRIMS + " async_load_tmem", _PTX_TCGEN05,
+                       "jax/experimental/mosaic/gpu/tcgen05.py _tmem_load (red_mod '.NaN')")),
     Semantics("wait_load_tmem", "tcgen05.wait::ld: the thread's TMEM loads are retired; its next "
               "barrier arrival carries that to other threads.", sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_store_tmem", "tcgen05.st: writes the value into TMEM; visible to the "

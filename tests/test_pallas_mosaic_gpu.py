@@ -381,6 +381,67 @@ def test_shipped_ragged_dot_is_the_grouped_product():
 
 
 @needs_plgpu
+def test_shipped_ragged_dot_refills_a_slot_its_unwaited_wgmma_reads():
+    # The same kernel with K = 4 blocks (more pipeline steps than max_concurrent_steps=2): at
+    # step s the pipeline (delay_release=1) copies block s+1 into the slot wgmma(s-1) reads, and
+    # the body never waits for its wgmmas (docs/mosaic-gpu-shipped-kernels.md, finding 1). With
+    # K = 2 blocks (the test above) no slot is refilled, so that run is defined.
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from interp.pallas.warpgroups import AsyncAccessError
+    rd = shipped_module("ragged_dot_mgpu")
+    lhs = RNG.standard_normal((128, 256)).astype(np.float16)
+    rhs = RNG.standard_normal((2, 256, 64)).astype(np.float16)
+    sizes = np.array([64, 64], np.int32)
+    with pytest.raises(AsyncAccessError, match=r"TMA copy \(copy_gmem_to_smem\) write of .*smem"
+                                               r".* while a wgmma still reads it"):
+        interp.interpret(lambda l, r, g: rd.ragged_dot(
+            l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
+            grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
+
+
+@needs_plgpu
+@pytest.mark.parametrize("wait", [None, 1])
+def test_a_later_wgmma_does_not_retire_an_earlier_one(wait):
+    # The minimal form of finding 1: wgmma(a0) then wgmma(a1) on one accumulator, then a0's SMEM
+    # overwritten. PTX ISA 9.7.15: only wgmma.wait_group retires a wgmma (a later one accumulating
+    # into the same registers is ordered after it, not waited for); wgmma_wait(1) retires a0's.
+    from jax.experimental import pallas as pl
+    from interp.pallas.warpgroups import AsyncAccessError
+
+    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
+        plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
+        plgpu.copy_gmem_to_smem(b_gmem, b_smem, barrier)
+        plgpu.barrier_wait(barrier)
+
+        def compute(acc_ref):
+            plgpu.wgmma(acc_ref, a_smem.at[0], b_smem)
+            plgpu.wgmma(acc_ref, a_smem.at[1], b_smem)
+            if wait is not None:
+                plgpu.wgmma_wait(wait)
+            a_smem[0] = jnp.zeros((64, 64), jnp.float16)   # a0's operand
+            plgpu.wgmma_wait(0)
+            return acc_ref[...]
+        o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((64, 64), jnp.float32))
+    t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 64), F32),
+                [plgpu.SMEM((2, 64, 64), jnp.float16, transforms=t),
+                 plgpu.SMEM((64, 64), jnp.float16, transforms=t), plgpu.Barrier(num_arrivals=2)])
+    a = RNG.standard_normal((2, 64, 64)).astype(np.float16)
+    b = RNG.standard_normal((64, 64)).astype(np.float16)
+    if wait is None:
+        with pytest.raises(AsyncAccessError, match="while a wgmma still reads it"):
+            interp.interpret(f)(a, b)
+    else:
+        from conformance.checks import check
+        from spec import compliance as C
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        result = check(C.dot_product(128), (a64[0] @ b64 + a64[1] @ b64).astype(np.float32),
+                       interp.interpret(f)(a, b),
+                       bound=np.abs(a64[0]) @ np.abs(b64) + np.abs(a64[1]) @ np.abs(b64))
+        assert result.passed, result
+
+
+@needs_plgpu
 def test_shipped_attention_through_the_pipeline_emitter_is_attention():
     from conformance.cases.pallas_mosaic_gpu import attention_claim, attention_mode, shipped_module
     from conformance.checks import check
@@ -710,17 +771,20 @@ def test_shipped_mixed_type_matmul_is_the_product(cluster):
 def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
     # transposed_ragged_dot_mgpu (SM count off jax.devices()[0].core_count: the emulated H100)
     # views lhs past its end ("potentially out of bounds, but we never access the out of bound
-    # part": a Mosaic GPU view is address arithmetic, only accessed elements must exist), then
-    # masks the first/last block of a group in SMEM while the wgmmas of earlier pipeline steps
-    # are not waited for (no wgmma_wait when max_concurrent_steps > 1; the kernel relies on an
-    # "implicit wait of wgmma"): spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
+    # part": a Mosaic GPU view is address arithmetic, only accessed elements must exist). Its
+    # pipeline (delay_release=1, no wgmma_wait in the body when max_concurrent_steps > 1: the
+    # kernel relies on an "implicit wait of wgmma") refills at step s the SMEM slot the wgmma of
+    # step s-1 reads, with that wgmma never waited for: neither JAX's lowering nor the PTX ISA
+    # has such a wait (docs/mosaic-gpu-shipped-kernels.md, finding 1):
+    # spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
     from conformance.cases.pallas_mosaic_gpu import shipped_module
     from interp.pallas.warpgroups import AsyncAccessError
     tr = shipped_module("transposed_ragged_dot_mgpu")
     lhs = RNG.standard_normal((512, 128)).astype(np.float16)
     rhs = RNG.standard_normal((512, 128)).astype(np.float16)
     sizes = np.array([128, 64, 192, 128], np.int32)
-    with pytest.raises(AsyncAccessError, match="write of .*smem.* while a wgmma still reads it"):
+    with pytest.raises(AsyncAccessError, match=r"TMA copy \(copy_gmem_to_smem\) write of .*smem"
+                                               r".* while a wgmma still reads it"):
         interp.interpret(lambda l, r, g: tr.transposed_ragged_dot(
             l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
             grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
@@ -892,3 +956,32 @@ def test_plgpu_mma_is_acc_plus_the_product():
     want = np.array([[math.fsum([float(acc[i, j]), *(a64[i] * b64[:, j])]) for j in range(64)]
                      for i in range(64)], np.float32)
     np.testing.assert_array_equal(out, want)
+
+
+@needs_tmem
+@pytest.mark.parametrize("reduce", ["max", "min", "absmax", "absmin"])
+def test_tmem_load_with_reduce_gives_row_extremes_and_canonical_nan(reduce):
+    # async_load_tmem(reduce=...): the loaded rows and their max/min/|max|/|min| along the last
+    # dimension; f32 lowers to tcgen05.ld.red.<op>.NaN.f32 (mosaic/gpu/tcgen05.py _tmem_load),
+    # so a row holding a NaN reduces to the canonical NaN 0x7fffffff.
+    import inspect
+    if "reduce" not in inspect.signature(plgpu.async_load_tmem).parameters:
+        pytest.skip("this JAX's async_load_tmem has no reduce (JAX >= 0.11)")
+
+    def body(x_gmem, o_gmem, r_gmem, tmem):
+        plgpu.async_store_tmem(tmem, x_gmem[...])
+        plgpu.commit_tmem()
+        o_gmem[...], r_gmem[...] = plgpu.async_load_tmem(tmem, reduce=reduce)
+        plgpu.wait_load_tmem()
+    f = plgpu.kernel(body, out_type=(jax.ShapeDtypeStruct((128, 128), F32),
+                                     jax.ShapeDtypeStruct((128,), F32)),
+                     scratch_types=[plgpu.TMEM((128, 128), F32)])
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    x[5, 9] = np.array(0xFFC00001, np.uint32).view(np.float32)   # a negative NaN with a payload
+    out, red = interp.interpret(f)(x)
+    np.testing.assert_array_equal(out, x)
+    v = np.abs(x) if reduce.startswith("abs") else x
+    want = (np.nanmax if reduce.endswith("max") else np.nanmin)(v, axis=1)
+    rows = np.arange(128) != 5
+    np.testing.assert_array_equal(red[rows], want[rows])
+    assert red[5:6].view(np.uint32)[0] == 0x7FFFFFFF

@@ -259,6 +259,9 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
         _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked)
         return []
     bar = _barrier(eqn, barrier, bar_t)
+    # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM an
+    # un-waited wgmma or TMA store still reads) rather than a plain write.
+    run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
@@ -628,8 +631,7 @@ _TMEM_REDUCTIONS = {"max": lambda x: x.max(-1), "min": lambda x: x.min(-1),
                     "absmax": lambda x: np.abs(x).max(-1), "absmin": lambda x: np.abs(x).min(-1)}
 
 
-@register("async_load", partial="reduce with NaN in the loaded data unsupported (tcgen05.ld.red's "
-                                "NaN rule depends on the lowering's qualifier)")
+@register("async_load")
 def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
     # reduce: JAX >= 0.11.
     # Named async_load in JAX (primitives.py async_load_tmem_p).
@@ -643,10 +645,16 @@ def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
     if reduce is None:
         return [value]
     name = str(getattr(reduce, "value", reduce)).lower()
-    if name not in _TMEM_REDUCTIONS or (dtypes.is_float(value.dtype) and np.isnan(value).any()):
-        raise eqn.unsupported(f"async_load_tmem(reduce={reduce!r}) on {value.dtype} data "
-                              "with NaN" if name in _TMEM_REDUCTIONS else f"reduce={reduce!r}")
-    return [value, _TMEM_REDUCTIONS[name](value).astype(eqn.out_avals[1].dtype)]
+    if name not in _TMEM_REDUCTIONS:
+        raise eqn.unsupported(f"reduce={reduce!r}")
+    reduced = _TMEM_REDUCTIONS[name](value).astype(eqn.out_avals[1].dtype)
+    if dtypes.is_float(value.dtype):
+        # f32 lowers to tcgen05.ld.red.{min,max}[.abs].NaN.f32 (mosaic/gpu/tcgen05.py _tmem_load,
+        # JAX 0.11.2 and 0.12): with .NaN a NaN among the inputs makes the result the
+        # canonical NaN.
+        canonical = np.array(0x7FFFFFFF, np.uint32).view(np.float32)
+        reduced = np.where(np.isnan(value).any(-1), canonical, reduced).astype(reduced.dtype)
+    return [value, reduced]
 
 
 @register("wait_load_tmem")
@@ -887,13 +895,28 @@ for _name in ("sum", "max", "min", "prod"):
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
-    "barrier_test": "its value depends on the schedule (whether a phase completed yet)",
+    "barrier_test": "its value is whether the thread's next phase of the barrier completed "
+                    "by the moment of the test (mbarrier.test_wait.parity; a completed phase "
+                    "counts as waited: mosaic/gpu/utils.py BarrierRef.test): unless a barrier "
+                    "already ordered the completion before the test either answer is a legal "
+                    "schedule, and its use, a warp polling until the phase completes, needs the "
+                    "other threads to run between polls, which the reference's scheduler "
+                    "(switching only at blocking waits) does not do",
     "async_copy_scales_to_tmem": "block scales in TMEM feed only block-scaled tcgen05_mma, "
                                  "whose scale-factor layout is not modelled",
     "async_copy_sparse_metadata_to_tmem": "sparse metadata in TMEM feeds only sparse "
                                           "tcgen05_mma, whose 2:4 metadata layout is not modelled",
-    "async_store_smem": "cp.async (pre-Hopper) copies not modelled yet",
-    "wait_gmem_to_smem": "cp.async (pre-Hopper) copies not modelled yet",
+    "async_store_smem": "st.async of a register array into the SMEM of a block of the "
+                        "cluster (cluster_idx along cluster_dim), completing transaction bytes "
+                        "on that block's barrier, optionally atomic (add/max/min/and/or/xor): "
+                        "not modelled (its arrival accounting differs by barrier kind: every "
+                        "thread arrives with its share of expect-tx, or one arrival for a "
+                        "tensor-core-ordered barrier; primitives.py _async_store_smem_lowering)",
+    "wait_gmem_to_smem": "waits for cp.async copies (copy_gmem_to_smem without a barrier), "
+                         "which Mosaic GPU uses only before Hopper (its lowering raises on "
+                         "sm_90 and newer; emit_pipeline picks them from the device's compute "
+                         "capability): the reference refuses those copies, and its emulated "
+                         "devices (H100, B200) never select them",
     "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
     "multimem_store": "multi-GPU memory (multimem) not modelled",
     "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
