@@ -258,7 +258,14 @@ SEMANTICS = table(
     Semantics("async_copy_smem_to_tmem", "tcgen05.cp: the SMEM values (through their transforms) "
               "into TMEM; asynchronous like tcgen05_mma, and ordered before the thread's later "
               "tcgen05_mma reading it.", edge_cases=(UNDEFINED["tmem-read-before-commit"],
-                                                    "collective copies are refused"),
+                                                    "collective copies (collective_axis: tcgen05.cp.cta_group::2 "
+                                                    "issued by the leader block, primitives.py "
+                                                    "_async_copy_smem_to_tmem_lowering_rule) are "
+                                                    "refused: which block's SMEM reaches which "
+                                                    "block's TMEM is not stated by the sources "
+                                                    "followed here; JAX's GPU interpret mode "
+                                                    "ignores collective_axis "
+                                                    "(interpret/gpu_callbacks.py)"),
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_load", "async_load_tmem (primitive async_load): the TMEM values through the "
               "ref's transforms, usable at once; the TMEM stays read until wait_load_tmem. "

@@ -611,7 +611,12 @@ def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collecti
     return []
 
 
-@register("async_copy_smem_to_tmem", partial="collective (2-CTA) copies unsupported")
+@register("async_copy_smem_to_tmem", partial="collective (2-CTA) copies unsupported: Mosaic GPU "
+                                             "lowers them to tcgen05.cp.cta_group::2 issued by "
+                                             "the pair's leader only, and no source the "
+                                             "reference follows states which block's SMEM "
+                                             "lands in which block's TMEM (JAX's own interpret "
+                                             "mode drops collective_axis)")
 def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, collective_axis):
     run = _warpgroup(eqn)
     if collective_axis is not None:
