@@ -43,6 +43,9 @@ UNDEFINED = {
                                   "group: AsyncAccessError",
     "accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, before "
                                      "wgmma_wait (or a waiting accumulator read): AsyncAccessError",
+    "smem-access-under-cp-async": "an access by the warpgroup to SMEM a cp.async copy "
+                                  "(copy_gmem_to_smem without a barrier) still writes, before "
+                                  "wait_gmem_to_smem retired its group: AsyncAccessError",
     "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight (by the "
                               "warpgroup, or by a TMA copy it issues), before a wgmma_wait "
                               "retired that wgmma: AsyncAccessError. A later wgmma, even on the "
@@ -160,7 +163,11 @@ SEMANTICS = table(
                     "group) arrives, expecting every slice's bytes, and every slice completes on "
                     "the leader's barrier; REPLICATED is refused (its byte accounting is not "
                     "stated)",
-                    "copies without a barrier (cp.async) are refused",
+                    "without a barrier: cp.async (Mosaic GPU before Hopper; launch_context.py "
+                    "async_copy: the copies then cp.async.commit_group), one group per copy, "
+                    "dst in flight until wait_gmem_to_smem retires the group "
+                    "(UNDEFINED['smem-access-under-cp-async']); collective cp.async copies are "
+                    "refused (JAX: TMA only)",
                     "a source outside its array raises OutOfBoundsError (OOBFillMode is not "
                     "modelled)"),
         sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",
@@ -174,6 +181,12 @@ SEMANTICS = table(
         "store; the SMEM source stays in flight until wait_smem_to_gmem retires the group.",
         sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA),
     ),
+    Semantics("wait_gmem_to_smem", "cp.async.wait_group n then a warpgroup barrier "
+              "(launch_context.py await_cp_async_copy): at most the n newest cp.async copies of "
+              "this warpgroup stay in flight; the others' data may be read.",
+              edge_cases=(UNDEFINED["smem-access-under-cp-async"],),
+              sources=(_PRIMS + " wait_gmem_to_smem", "PTX ISA 9.7.9.x cp.async, "
+                       "cp.async.commit_group, cp.async.wait_group")),
     Semantics("commit_group", "Closes a bulk async-group of this warpgroup's uncommitted TMA "
               "stores.", sources=(_PRIMS, _PTX_TMA)),
     Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup stay in "

@@ -985,3 +985,27 @@ def test_tmem_load_with_reduce_gives_row_extremes_and_canonical_nan(reduce):
     rows = np.arange(128) != 5
     np.testing.assert_array_equal(red[rows], want[rows])
     assert red[5:6].view(np.uint32)[0] == 0x7FFFFFFF
+
+
+@needs_plgpu
+@pytest.mark.parametrize("wait,read", [(0, 1), (1, 0), (1, 1)])
+def test_cp_async_copies_land_when_wait_gmem_to_smem_retires_them(wait, read):
+    # copy_gmem_to_smem without a barrier is cp.async (Mosaic GPU before Hopper): one group per
+    # copy; wait_gmem_to_smem(n) leaves the n newest in flight, so with n=1 the first copy may be
+    # read and the second may not (spec/pallas_mosaic_gpu.py wait_gmem_to_smem).
+    if not hasattr(plgpu, "wait_gmem_to_smem"):
+        pytest.skip("this JAX's Mosaic GPU has no wait_gmem_to_smem (cp.async copies)")
+    from interp.pallas.warpgroups import AsyncAccessError
+
+    def body(x_gmem, o_gmem, smem):
+        plgpu.copy_gmem_to_smem(x_gmem.at[0], smem.at[0])
+        plgpu.copy_gmem_to_smem(x_gmem.at[1], smem.at[1])
+        plgpu.wait_gmem_to_smem(wait)
+        o_gmem[...] = smem[read] + 1.0
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32), [plgpu.SMEM((2, 64, 128), F32)])
+    x = RNG.standard_normal((2, 64, 128)).astype(np.float32)
+    if read >= 2 - wait:
+        with pytest.raises(AsyncAccessError, match="cp.async copy is still writing it"):
+            interp.interpret(f)(x)
+    else:
+        np.testing.assert_array_equal(interp.interpret(f)(x), x[read] + np.float32(1))

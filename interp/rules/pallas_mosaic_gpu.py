@@ -244,7 +244,8 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     # has_barrier, has_user_predicate: JAX >= 0.11 (0.10.2: the barrier is always an operand).
     run = _warpgroup(eqn)
     if has_barrier is False:
-        raise eqn.unsupported("copy_gmem_to_smem without a barrier (cp.async, pre-Hopper)")
+        return _cp_async_copy(eqn, run, flat, src_transforms_treedef, dst_transforms_treedef,
+                              has_user_predicate, collective_axes, leader_tracked)
     src, dst, barrier, rest = flat[0], flat[1], flat[2], flat[3:]
     src_t, rest = _take(rest, src_transforms_treedef)
     dst_t, rest = _take(rest, dst_transforms_treedef)
@@ -268,6 +269,28 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     run.cluster.add_tma(Footprint(dst_ref, dst_index), bar)
     run.arrive(bar)
     bar.complete_tx(value.nbytes)
+    return []
+
+
+def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
+                   collective_axes, leader_tracked):
+    """copy_gmem_to_smem without a barrier: cp.async (Mosaic GPU before Hopper,
+    launch_context.py async_copy: the warpgroup's cp.async.shared.global copies, then
+    cp.async.commit_group): one group per copy, in flight until wait_gmem_to_smem retires it."""
+    if collective_axes or leader_tracked is not None:
+        raise eqn.unsupported("a cp.async copy with collective_axes / leader_tracked (JAX: "
+                              "TMA only)")
+    src, dst, rest = flat[0], flat[1], flat[2:]   # no barrier operand
+    src_t, rest = _take(rest, src_treedef)
+    dst_t, rest = _take(rest, dst_treedef)
+    if not _predicate(has_user_predicate, rest):
+        return []
+    src_ref, src_index = _view(eqn, src, src_t)
+    dst_ref, dst_index = _view(eqn, dst, dst_t)
+    value = src_ref.read(src_index)
+    run.cluster.check_access(dst_ref, dst_index, "cp.async copy (copy_gmem_to_smem) write")
+    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    run.cp_async.append(Footprint(dst_ref, dst_index))
     return []
 
 
@@ -349,6 +372,13 @@ def _commit(run):
     if run.uncommitted_stores:
         run.stores.append(run.uncommitted_stores)
         run.uncommitted_stores = []
+
+
+@register("wait_gmem_to_smem")
+def wait_gmem_to_smem(eqn, *, n):
+    # cp.async.wait_group n then a warpgroup barrier (launch_context.py await_cp_async_copy).
+    _warpgroup(eqn).wait_cp_async(int(n))
+    return []
 
 
 @register("commit_group")
@@ -917,11 +947,6 @@ REFUSED = {
                         "not modelled (its arrival accounting differs by barrier kind: every "
                         "thread arrives with its share of expect-tx, or one arrival for a "
                         "tensor-core-ordered barrier; primitives.py _async_store_smem_lowering)",
-    "wait_gmem_to_smem": "waits for cp.async copies (copy_gmem_to_smem without a barrier), "
-                         "which Mosaic GPU uses only before Hopper (its lowering raises on "
-                         "sm_90 and newer; emit_pipeline picks them from the device's compute "
-                         "capability): the reference refuses those copies, and its emulated "
-                         "devices (H100, B200) never select them",
     "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
     "multimem_store": "multi-GPU memory (multimem) not modelled",
     "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
