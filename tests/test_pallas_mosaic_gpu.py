@@ -347,6 +347,8 @@ def test_every_supported_rule_is_in_a_case():
     mine -= set(NOT_IN_A_CASE) | {f"{n}_p" for n in NOT_IN_A_CASE}
     seen = set()
     for case in family.cases():
+        if case.not_applicable:   # this JAX cannot express it (its rule's primitive is absent)
+            continue
         if "/ops/" not in case.id and "/claims/" not in case.id:   # the feature kernels suffice
             seen |= case_primitives(case)
     assert mine - seen == set()
@@ -992,7 +994,7 @@ def test_tmem_load_with_reduce_gives_row_extremes_and_canonical_nan(reduce):
 def test_cp_async_copies_land_when_wait_gmem_to_smem_retires_them(wait, read):
     # copy_gmem_to_smem without a barrier is cp.async (Mosaic GPU before Hopper): one group per
     # copy; wait_gmem_to_smem(n) leaves the n newest in flight, so with n=1 the first copy may be
-    # read and the second may not (spec/pallas_mosaic_gpu.py wait_gmem_to_smem).
+    # read and the second may not: UNDEFINED["smem-access-under-cp-async"].
     if not hasattr(plgpu, "wait_gmem_to_smem"):
         pytest.skip("this JAX's Mosaic GPU has no wait_gmem_to_smem (cp.async copies)")
     from interp.pallas.warpgroups import AsyncAccessError

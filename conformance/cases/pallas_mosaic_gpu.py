@@ -173,6 +173,23 @@ def _abs_rows(x):
     return [np.abs(np.asarray(x, np.float64)).sum(axis=1)]
 
 
+def build_cp_async(shape):
+    """x (2 slabs) into SMEM by two cp.async copies (copy_gmem_to_smem without a barrier: Mosaic
+    GPU before Hopper), awaited with wait_gmem_to_smem(0), then doubled out of SMEM."""
+    def build(interpret):
+        plgpu = _plgpu()
+
+        def body(x_gmem, o_gmem, smem):
+            plgpu.copy_gmem_to_smem(x_gmem.at[0], smem.at[0])
+            plgpu.copy_gmem_to_smem(x_gmem.at[1], smem.at[1])
+            plgpu.wait_gmem_to_smem(0)
+            o_gmem[...] = smem[...] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2, *shape), jnp.float32),
+                            scratch_types=[plgpu.SMEM((2, *shape), jnp.float32)],
+                            interpret=interpret)
+    return build
+
+
 def build_mma(m, k, n):
     """acc + a @ b by plgpu.mma (Ampere mma.sync, registers only)."""
     def build(interpret):
@@ -534,6 +551,9 @@ def _cases():
                     not_applicable=_no_api("sum"), primitives=("mpmd_map",
                                                                f"mosaic_gpu_reduce_{kind}"),
                     **mode)
+    yield _case("cp_async/f32/2x64x128", build_cp_async((64, 128)), _rows([(2, 64, 128)]),
+                not_applicable=_no_api("wait_gmem_to_smem"),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "wait_gmem_to_smem"))
     yield _case("mma/f16/64x32x64", build_mma(64, 32, 64),
                 lambda rng: [random_array(rng, F32, (64, 64), specials=0),
                              *_rows([(64, 32), (32, 64)], F16, low=-2, high=2)(rng)],
