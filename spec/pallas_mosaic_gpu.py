@@ -53,7 +53,7 @@ UNDEFINED = {
                               "wgmma.wait_group must be used to wait for completion; JAX's "
                               "lowering emits no implicit wait). JAX's shipped ragged_dot_mgpu "
                               "and transposed_ragged_dot_mgpu trip it once their pipeline "
-                              "refills a slot (docs/mosaic-gpu-shipped-kernels.md)",
+                              "refills a slot (docs/mosaic-gpu-findings.md)",
     "smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no barrier "
                                     "phase ordering the write before it (the writer arrived "
                                     "after writing, the accessor observed that phase, directly "
@@ -73,7 +73,7 @@ UNDEFINED = {
                            "adds no wait at exit, and CUTLASS drains every TMA store before a "
                            "kernel ends (sm90 epilogue store_tail). JAX's shipped "
                            "blackwell_matmul_mgpu ends its store warpgroup with "
-                           "wait_smem_to_gmem(1) and trips it: docs/mosaic-gpu-shipped-kernels.md)",
+                           "wait_smem_to_gmem(1) and trips it: docs/mosaic-gpu-findings.md)",
     "tmem-read-before-commit": "an access by a thread to TMEM (or SMEM) a tcgen05 operation "
                                "(tcgen05_mma, async_copy_smem_to_tmem) writes, or a write to "
                                "SMEM it reads, before that thread observed a barrier phase a "

@@ -386,7 +386,7 @@ def test_shipped_ragged_dot_is_the_grouped_product():
 def test_shipped_ragged_dot_refills_a_slot_its_unwaited_wgmma_reads():
     # The same kernel with K = 4 blocks (more pipeline steps than max_concurrent_steps=2): at
     # step s the pipeline (delay_release=1) copies block s+1 into the slot wgmma(s-1) reads, and
-    # the body never waits for its wgmmas (docs/mosaic-gpu-shipped-kernels.md, finding 1). With
+    # the body never waits for its wgmmas (docs/mosaic-gpu-findings.md, finding 1). With
     # K = 2 blocks (the test above) no slot is refilled, so that run is defined.
     from conformance.cases.pallas_mosaic_gpu import shipped_module
     from interp.pallas.warpgroups import AsyncAccessError
@@ -777,7 +777,7 @@ def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
     # pipeline (delay_release=1, no wgmma_wait in the body when max_concurrent_steps > 1: the
     # kernel relies on an "implicit wait of wgmma") refills at step s the SMEM slot the wgmma of
     # step s-1 reads, with that wgmma never waited for: neither JAX's lowering nor the PTX ISA
-    # has such a wait (docs/mosaic-gpu-shipped-kernels.md, finding 1):
+    # has such a wait (docs/mosaic-gpu-findings.md, finding 1):
     # spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
     from conformance.cases.pallas_mosaic_gpu import shipped_module
     from interp.pallas.warpgroups import AsyncAccessError
