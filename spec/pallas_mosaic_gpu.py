@@ -211,13 +211,17 @@ SEMANTICS = table(
               sources=(_PRIMS,)),
     Semantics(
         "wgmma_ref",
-        "acc += a @ b on 16-bit float operands (a from SMEM or registers, b from SMEM, through "
-        "their transforms), asynchronous until wgmma_wait. Every product of two f16/bf16 values "
-        "is exact in float64; their sum and the accumulator are added in float64 and rounded "
-        "once to the accumulator's dtype (the PTX ISA leaves the accumulation order and "
-        "intermediate precision to the implementation; the backend is held to DOT_PRODUCT).",
+        "acc += a @ b (a from SMEM or registers, b from SMEM, through their transforms), "
+        "asynchronous until wgmma_wait. f16/bf16 and fp8 (e4m3fn, e5m2, mixed) operands: every "
+        "product is exact in float64; their sum and the accumulator are added in float64 and "
+        "rounded once to the accumulator's dtype (the PTX ISA leaves the accumulation order "
+        "and intermediate precision to the implementation; the backend is held to "
+        "DOT_PRODUCT). int8 operands with the int32 accumulator: the exact sum wrapped to 32 "
+        "bits (wgmma ... .s32.s8.s8 without .satfinite).",
         edge_cases=(UNDEFINED["accumulator-before-wgmma-wait"], UNDEFINED["smem-write-under-wgmma"],
-                    "integer and fp8 operands are refused"),
+                    "uint8 operands are refused: Mosaic GPU emits s8 for every 8-bit integer "
+                    "(jax/experimental/mosaic/gpu/wgmma.py ptx_operand_type: 'we always assume "
+                    "that 8-bit integers are s8')"),
         sources=(_PRIMS + " wgmma", _PTX_WGMMA), exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("wgmma", "The value form of wgmma_ref (after run_state discharge): acc + a @ b, "

@@ -450,6 +450,28 @@ def _mma(acc, a, b, out_dtype) -> np.ndarray:
     return (np.asarray(acc, np.float64) + wide).astype(out_dtype)
 
 
+_EXACT_PRODUCTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
+    """acc + a @ b of a matrix instruction (spec/pallas_mosaic_gpu.py wgmma_ref, mma): float
+    operands whose products are exact in float64 (16-bit floats, fp8) by _mma; integer operands
+    exactly, wrapped to the 32-bit accumulator (no .satfinite in Mosaic GPU's instructions).
+    ``unsigned_ints``: whether the instruction reads unsigned integers as such (mma.py
+    _ptx_dtype_str: u8 / s8 by signedness) or not (wgmma.py ptx_operand_type: always s8)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if dtypes.is_int(a.dtype) or a.dtype == np.bool_:
+        if not unsigned_ints and (a.dtype.kind == "u" or b.dtype.kind == "u"):
+            raise eqn.unsupported(f"{instruction} of {a.dtype} x {b.dtype}: Mosaic GPU reads "
+                                  "8-bit integer operands as s8 (wgmma.py ptx_operand_type)")
+        wide = np.asarray(acc, np.int64) + a.astype(np.int64) @ b.astype(np.int64)
+        return wide.astype(np.uint32).view(np.int32).astype(out_dtype)
+    if a.dtype.name not in _EXACT_PRODUCTS or b.dtype.name not in _EXACT_PRODUCTS:
+        raise eqn.unsupported(f"{instruction} of {a.dtype} x {b.dtype} operands (16-bit and fp8 "
+                              "floats, integers only)")
+    return _mma(acc, a, b, out_dtype)
+
+
 def _operand(eqn, x, transforms):
     """(value, Footprint or None) of a wgmma operand: a ref (SMEM) read through its transforms, or
     a value (registers)."""
@@ -459,7 +481,8 @@ def _operand(eqn, x, transforms):
     return np.asarray(x), None
 
 
-@register("wgmma_ref", partial="integer and fp8 operands unsupported")
+@register("wgmma_ref", partial="unsigned 8-bit integer operands unsupported (Mosaic GPU reads "
+                                "them as s8)")
 def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
               b_transforms_tree):
     run = _warpgroup(eqn)
@@ -469,30 +492,23 @@ def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
     acc_ref, acc_index = _view(eqn, acc, acc_t)
     av, a_region = _operand(eqn, a, a_t)
     bv, b_region = _operand(eqn, b, b_t)
-    if not all(dtypes.is_float(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize == 2
-               for v in (av, bv)):
-        raise eqn.unsupported(f"wgmma of {av.dtype} x {bv.dtype} (16-bit float operands only)")
     # The wgmma's own accumulator access is ordered with earlier wgmmas (the async proxy runs
     # them in order), so it bypasses the in-flight check a warpgroup's access gets.
-    acc_ref.array[acc_index] = _mma(acc_ref.array[acc_index], av, bv, acc_ref.dtype)
+    acc_ref.array[acc_index] = _matrix_product(eqn, acc_ref.array[acc_index], av, bv,
+                                               acc_ref.dtype, "wgmma", unsigned_ints=False)
     run.wgmma.append((acc_ref, [r for r in (a_region, b_region) if r is not None]))
     return []
 
 
-@register("wgmma", partial="integer and fp8 operands unsupported")
+@register("wgmma", partial="unsigned 8-bit integer operands unsupported (Mosaic GPU reads them "
+                            "as s8)")
 def wgmma(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=None,
           b_transforms_tree=None):
     # The value form (after run_state discharge): acc + a @ b. It is bound with wgmma_ref's
     # transform trees (primitives.py: wgmma_p.bind(..., **kwargs)); a value form has none left.
     if any(t is not None for t in (acc_transforms_tree, a_transforms_tree, b_transforms_tree)):
         raise eqn.unsupported("the value form of wgmma with ref transforms")
-    if not all(dtypes.is_float(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize == 2
-               for v in (a, b)):
-        raise eqn.unsupported(f"wgmma of {a.dtype} x {b.dtype} (16-bit float operands only)")
-    return _mma(acc, a, b, eqn.out_aval.dtype)
-
-
-_MMA_SIXTEEN_BIT = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+    return _matrix_product(eqn, acc, a, b, eqn.out_aval.dtype, "wgmma", unsigned_ints=False)
 
 
 @register("mma", partial="float64 operands unsupported (the PTX ISA leaves the f64 mma's "
@@ -501,14 +517,7 @@ def mma(eqn, acc, a, b):
     # Ampere mma.sync (primitives.py mma: "acc + a @ b synchronously"; mosaic/gpu/mma.py lowers
     # it to mma.sync.aligned.m16n8k{k}.row.col.{s32|f32|f64}): a warp-synchronous register
     # operation, nothing in flight.
-    a, b = np.asarray(a), np.asarray(b)
-    if dtypes.is_int(a.dtype) or a.dtype == np.bool_:
-        # .s32 accumulation without .satfinite: exact integer sum, wrapped to 32 bits.
-        wide = np.asarray(acc, np.int64) + a.astype(np.int64) @ b.astype(np.int64)
-        return wide.astype(np.uint32).view(np.int32).astype(eqn.out_aval.dtype)
-    if a.dtype.name not in _MMA_SIXTEEN_BIT:
-        raise eqn.unsupported(f"mma of {a.dtype} operands (16-bit and fp8 floats, integers only)")
-    return _mma(acc, a, b, eqn.out_aval.dtype)
+    return _matrix_product(eqn, acc, a, b, eqn.out_aval.dtype, "mma", unsigned_ints=True)
 
 
 def _await_accumulators() -> None:
