@@ -176,8 +176,13 @@ SEMANTICS = table(
     ),
     Semantics(
         "copy_smem_to_gmem",
-        "TMA store src (SMEM) -> dst (GMEM), or with reduction_op add/min/max dst op= src (in "
-        "dst's dtype). commit_group=True closes a bulk async-group with every uncommitted "
+        "TMA store src (SMEM) -> dst (GMEM), or with reduction_op dst = op(dst, src) "
+        "elementwise in dst's dtype (cp.reduce.async.bulk.tensor): add (float: rounded once; "
+        "integer: wrapping), min/max, and for integers and/or/xor, umin/umax and smin/smax (the "
+        "bits read unsigned / signed), inc (old >= src ? 0 : old + 1) and dec (old == 0 or "
+        "old > src ? src : old - 1) with unsigned compares (PTX atom .inc/.dec; Mosaic GPU "
+        "treats signed i32 as unsigned for them: launch_context.py "
+        "_is_tma_reduction_op_supported). commit_group=True closes a bulk async-group with every uncommitted "
         "store; the SMEM source stays in flight until wait_smem_to_gmem retires the group.",
         sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA),
     ),

@@ -1048,3 +1048,45 @@ def test_wgmma_of_int8_and_fp8_operands(dtype):
         want = np.array([[math.fsum(a64[i] * b64[:, j]) for j in range(n)] for i in range(m)],
                         np.float32)
     np.testing.assert_array_equal(interp.interpret(f)(a, b), want)
+
+
+@needs_plgpu
+@pytest.mark.parametrize("op", ["add", "and", "or", "xor", "umin", "umax", "smin", "smax",
+                                "inc", "dec"])
+def test_tma_store_with_reduction_on_int32(op):
+    # copy_smem_to_gmem(reduction_op=op): dst = op(dst, src) per element (cp.reduce.async.bulk;
+    # PTX: .inc = old >= b ? 0 : old + 1, .dec = old == 0 or old > b ? b : old - 1, unsigned
+    # compares, as Mosaic GPU treats i32 for inc/dec). dst first gets `old` by a plain TMA store,
+    # retired before the reducing one. Expectations: Python integers on the values.
+    import inspect
+    if "reduction_op" not in inspect.signature(plgpu.copy_smem_to_gmem).parameters:
+        pytest.skip("this JAX's copy_smem_to_gmem has no reduction_op")
+
+    def body(old_gmem, src_gmem, o_gmem, old_smem, src_smem, barrier):
+        plgpu.copy_gmem_to_smem(old_gmem, old_smem, barrier)
+        plgpu.copy_gmem_to_smem(src_gmem, src_smem, barrier)
+        plgpu.barrier_wait(barrier)
+        plgpu.copy_smem_to_gmem(old_smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+        plgpu.copy_smem_to_gmem(src_smem, o_gmem, reduction_op=op)
+        plgpu.wait_smem_to_gmem(0)
+    shape = (8, 128)
+    f = _kernel(body, jax.ShapeDtypeStruct(shape, jnp.int32),
+                [plgpu.SMEM(shape, jnp.int32), plgpu.SMEM(shape, jnp.int32),
+                 plgpu.Barrier(num_arrivals=2)])
+    old = RNG.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    src = RNG.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    old[0, :4] = [0, 5, -1, 7]
+    src[0, :4] = [3, 5, 3, -1]
+    out = interp.interpret(f)(old, src)
+    u = lambda v: int(v) % 2**32   # noqa: E731  (the bits as unsigned)
+    s32 = lambda v: (v + 2**31) % 2**32 - 2**31   # noqa: E731
+    fns = {"add": lambda a, b: s32(int(a) + int(b)), "and": lambda a, b: int(a) & int(b),
+           "or": lambda a, b: int(a) | int(b), "xor": lambda a, b: int(a) ^ int(b),
+           "umin": lambda a, b: s32(min(u(a), u(b))), "umax": lambda a, b: s32(max(u(a), u(b))),
+           "smin": lambda a, b: min(int(a), int(b)), "smax": lambda a, b: max(int(a), int(b)),
+           "inc": lambda a, b: s32(0 if u(a) >= u(b) else u(a) + 1),
+           "dec": lambda a, b: s32(u(b) if u(a) == 0 or u(a) > u(b) else u(a) - 1)}
+    want = np.array([[fns[op](a, b) for a, b in zip(ra, rb)] for ra, rb in zip(old, src)],
+                    np.int64).astype(np.int32)
+    np.testing.assert_array_equal(out, want)

@@ -339,11 +339,36 @@ def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, lea
     leader.complete_tx(piece.nbytes, known=run.release())
 
 
-_REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum}
+def _as_unsigned(x):
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
-@register("copy_smem_to_gmem", partial="reduction_op other than add/min/max unsupported; the "
-                                       "destination must lie inside its array")
+def _unsigned_op(op):
+    """An integer reduction on the bits read as unsigned (umin/umax; inc/dec, which Mosaic GPU
+    applies to signed and unsigned i32 alike: launch_context.py _is_tma_reduction_op_supported)."""
+    return lambda old, new: op(_as_unsigned(old), _as_unsigned(new)).view(old.dtype)
+
+
+def _signed_op(op):
+    return lambda old, new: op(old.view(np.dtype(f"i{old.dtype.itemsize}")),
+                               new.view(np.dtype(f"i{old.dtype.itemsize}"))).view(old.dtype)
+
+
+# cp.reduce.async.bulk.tensor's operations (PTX ISA; .inc/.dec as atom's, unsigned compare):
+# dst = op(dst, src) elementwise, in dst's dtype.
+_REDUCTIONS = {
+    "add": np.add, "min": np.minimum, "max": np.maximum,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "umin": _unsigned_op(np.minimum), "umax": _unsigned_op(np.maximum),
+    "smin": _signed_op(np.minimum), "smax": _signed_op(np.maximum),
+    "inc": _unsigned_op(lambda old, b: np.where(old >= b, 0, old + 1).astype(old.dtype)),
+    "dec": _unsigned_op(lambda old, b: np.where((old == 0) | (old > b), b,
+                                                old - 1).astype(old.dtype)),
+}
+_INTEGER_REDUCTIONS = {"and", "or", "xor", "umin", "umax", "smin", "smax", "inc", "dec"}
+
+
+@register("copy_smem_to_gmem", partial="the destination must lie inside its array")
 def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
                       has_user_predicate, commit_group, reduction_op):
     run = _warpgroup(eqn)
@@ -356,11 +381,14 @@ def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     dst_ref, dst_index = _view(eqn, dst, dst_t)
     value = src_ref.read(src_index)
     if reduction_op is not None:
-        op = _REDUCTIONS.get(str(getattr(reduction_op, "value", reduction_op)).lower())
-        if op is None or not (dtypes.is_float(value.dtype) or dtypes.is_int(value.dtype)):
+        name = str(getattr(reduction_op, "value", reduction_op)).lower()
+        op = _REDUCTIONS.get(name)
+        if op is None or not (dtypes.is_int(value.dtype) or (dtypes.is_float(value.dtype) and
+                                                            name not in _INTEGER_REDUCTIONS)):
             raise eqn.unsupported(f"reduction_op {reduction_op!r} on {value.dtype}")
-        old = dst_ref.read(dst_index)
-        value = op(old, value.reshape(old.shape)).astype(old.dtype)
+        old = np.asarray(dst_ref.read(dst_index))
+        with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
+            value = np.asarray(op(old, np.asarray(value).reshape(old.shape))).astype(old.dtype)
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
     run.uncommitted_stores.append(Footprint(src_ref, src_index))
     if commit_group:
