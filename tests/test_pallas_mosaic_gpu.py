@@ -1018,25 +1018,11 @@ def test_cp_async_copies_land_when_wait_gmem_to_smem_retires_them(wait, read):
 def test_wgmma_of_int8_and_fp8_operands(dtype):
     # int8: the exact integer product in the s32 accumulator; fp8: every product exact, the sum
     # rounded once to f32 (spec wgmma_ref). Expectations: exact integer sums, math.fsum.
-    from jax.experimental import pallas as pl
+    from conformance.cases.pallas_mosaic_gpu import build_wgmma
     dt = np.dtype(getattr(jnp, dtype))
     acc_dtype = jnp.int32 if dt.kind == "i" else jnp.float32
     m, k, n = 64, 128, 128
-
-    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
-        plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
-        plgpu.copy_gmem_to_smem(b_gmem, b_smem, barrier)
-        plgpu.barrier_wait(barrier)
-
-        def compute(acc_ref):
-            plgpu.wgmma(acc_ref, a_smem, b_smem)
-            plgpu.wgmma_wait(0)
-            return acc_ref[...]
-        o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), acc_dtype))
-    t = (plgpu.TilingTransform((8, 128)), plgpu.SwizzleTransform(128))
-    f = _kernel(body, jax.ShapeDtypeStruct((m, n), acc_dtype),
-                [plgpu.SMEM((m, k), dt, transforms=t), plgpu.SMEM((k, n), dt, transforms=t),
-                 plgpu.Barrier(num_arrivals=2)])
+    f = build_wgmma(m, k, n, dtype=dt, acc_dtype=acc_dtype)(None)
     if dt.kind == "i":
         a = RNG.integers(-128, 128, (m, k)).astype(dt)
         b = RNG.integers(-128, 128, (k, n)).astype(dt)

@@ -95,9 +95,10 @@ def build_producer_consumer(shape):
     return build
 
 
-def build_wgmma(m, k, n, wait=True):
-    """acc = a @ b by one wgmma (a, b through tiled, swizzled SMEM); without ``wait`` the
-    accumulator is read with no wgmma_wait (undefined: the tests trigger it)."""
+def build_wgmma(m, k, n, wait=True, dtype=jnp.float16, acc_dtype=jnp.float32):
+    """acc = a @ b by one wgmma (a, b of ``dtype`` through tiled, 128-byte swizzled SMEM);
+    without ``wait`` the accumulator is read with no wgmma_wait (undefined: the tests trigger
+    it)."""
     def build(interpret):
         plgpu = _plgpu()
         from jax.experimental import pallas as pl
@@ -113,11 +114,12 @@ def build_wgmma(m, k, n, wait=True):
                     plgpu.wgmma_wait(0)
                     return acc_ref[...]
                 return plgpu.wgmma_accumulator_load(acc_ref, wait_n=None)
-            o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), jnp.float32))
-        t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
-                            scratch_types=[plgpu.SMEM((m, k), jnp.float16, transforms=t),
-                                           plgpu.SMEM((k, n), jnp.float16, transforms=t),
+            o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), acc_dtype))
+        t = (plgpu.TilingTransform((8, 128 // np.dtype(dtype).itemsize)),
+             plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), acc_dtype),
+                            scratch_types=[plgpu.SMEM((m, k), dtype, transforms=t),
+                                           plgpu.SMEM((k, n), dtype, transforms=t),
                                            plgpu.Barrier(num_arrivals=2)], interpret=interpret)
     return build
 

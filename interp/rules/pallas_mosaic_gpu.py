@@ -272,6 +272,17 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     return []
 
 
+def _copy_operands(eqn, flat, src_treedef, dst_treedef, has_user_predicate):
+    """(src ref, src index, dst ref, dst index) of a copy without a barrier operand (src, dst,
+    their transforms, the predicate last), or None when its predicate is false."""
+    src, dst, rest = flat[0], flat[1], flat[2:]
+    src_t, rest = _take(rest, src_treedef)
+    dst_t, rest = _take(rest, dst_treedef)
+    if not _predicate(has_user_predicate, rest):
+        return None
+    return (*_view(eqn, src, src_t), *_view(eqn, dst, dst_t))
+
+
 def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
                    collective_axes, leader_tracked):
     """copy_gmem_to_smem without a barrier: cp.async (Mosaic GPU before Hopper,
@@ -280,13 +291,10 @@ def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
     if collective_axes or leader_tracked is not None:
         raise eqn.unsupported("a cp.async copy with collective_axes / leader_tracked (JAX: "
                               "TMA only)")
-    src, dst, rest = flat[0], flat[1], flat[2:]   # no barrier operand
-    src_t, rest = _take(rest, src_treedef)
-    dst_t, rest = _take(rest, dst_treedef)
-    if not _predicate(has_user_predicate, rest):
+    operands = _copy_operands(eqn, flat, src_treedef, dst_treedef, has_user_predicate)
+    if operands is None:
         return []
-    src_ref, src_index = _view(eqn, src, src_t)
-    dst_ref, dst_index = _view(eqn, dst, dst_t)
+    src_ref, src_index, dst_ref, dst_index = operands
     value = src_ref.read(src_index)
     run.cluster.check_access(dst_ref, dst_index, "cp.async copy (copy_gmem_to_smem) write")
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
@@ -372,13 +380,11 @@ _INTEGER_REDUCTIONS = {"and", "or", "xor", "umin", "umax", "smin", "smax", "inc"
 def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
                       has_user_predicate, commit_group, reduction_op):
     run = _warpgroup(eqn)
-    src, dst, rest = flat[0], flat[1], flat[2:]
-    src_t, rest = _take(rest, src_transforms_treedef)
-    dst_t, rest = _take(rest, dst_transforms_treedef)
-    if not _predicate(has_user_predicate, rest):
+    operands = _copy_operands(eqn, flat, src_transforms_treedef, dst_transforms_treedef,
+                              has_user_predicate)
+    if operands is None:
         return []
-    src_ref, src_index = _view(eqn, src, src_t)
-    dst_ref, dst_index = _view(eqn, dst, dst_t)
+    src_ref, src_index, dst_ref, dst_index = operands
     value = src_ref.read(src_index)
     if reduction_op is not None:
         name = str(getattr(reduction_op, "value", reduction_op)).lower()
