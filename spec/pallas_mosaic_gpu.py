@@ -192,6 +192,18 @@ SEMANTICS = table(
               edge_cases=(UNDEFINED["smem-access-under-cp-async"],),
               sources=(_PRIMS + " wait_gmem_to_smem", "PTX ISA 9.7.9.x cp.async, "
                        "cp.async.commit_group, cp.async.wait_group")),
+    Semantics("async_store_smem", "st.async of a register array into ref in the block at "
+              "cluster_idx along cluster axis cluster_dim: one arrival on that block's barrier "
+              "with expect-tx of the bytes (the Lane lowering: every thread of the warpgroup "
+              "with its share, a barrier counting 128 arrivals per Pallas arrival; one lane for "
+              "a tensor-core-ordered barrier), completed by the stores; atomic (add/max/min/and/"
+              "or/xor, integers) makes it dst = op(dst, src). The destination is in flight "
+              "until that barrier phase is observed (UNDEFINED['tma-read-before-barrier']); a "
+              "cluster_idx outside the cluster raises OutOfBoundsError.",
+              edge_cases=("atomic stores of floats are refused",),
+              sources=(_PRIMS + " async_store_smem, _async_store_smem_lowering",
+                       _LOWER + " _get_barrier (arrival_multiplier)",
+                       "PTX ISA st.async / red.async (mbarrier::complete_tx::bytes)")),
     Semantics("commit_group", "Closes a bulk async-group of this warpgroup's uncommitted TMA "
               "stores.", sources=(_PRIMS, _PTX_TMA)),
     Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup stay in "

@@ -1076,3 +1076,23 @@ def test_tma_store_with_reduction_on_int32(op):
     want = np.array([[fns[op](a, b) for a, b in zip(ra, rb)] for ra, rb in zip(old, src)],
                     np.int64).astype(np.int32)
     np.testing.assert_array_equal(out, want)
+
+
+@needs_clusters
+@pytest.mark.parametrize("wait", [True, False])
+def test_async_store_smem_lands_in_the_peer_block_behind_its_barrier(wait):
+    # Block 0 stores its rows (registers) into block 1's SMEM with plgpu.async_store_smem: one
+    # arrival with expect-tx on block 1's barrier, completed by the bytes; block 1 reads after
+    # observing that phase. Reading before it is UNDEFINED["tma-read-before-barrier"].
+    if not hasattr(plgpu, "async_store_smem"):
+        pytest.skip("this JAX's Mosaic GPU has no async_store_smem")
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_store
+    from interp.pallas.warpgroups import AsyncAccessError
+    f = build_cluster_store((64, 128), wait=wait)(None)
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    if wait:
+        np.testing.assert_array_equal(interp.interpret(f)(x), x * np.float32(2))
+    else:
+        with pytest.raises(AsyncAccessError, match=r"block \(1,\).*read of .*smem.* while a "
+                                                   "TMA copy is still writing it"):
+            interp.interpret(f)(x)

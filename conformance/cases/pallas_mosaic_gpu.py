@@ -192,6 +192,35 @@ def build_cp_async(shape):
     return build
 
 
+def build_cluster_store(shape, wait=True):
+    """Block 0 of a 2-block cluster stores 2x its input (registers) into block 1's SMEM with
+    async_store_smem; block 1 waits on its barrier (unless not ``wait``: undefined, the tests
+    trigger it) and writes the SMEM out."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem, smem, barrier):
+            b = jax.lax.axis_index("c")
+
+            @pl.when(b == 0)
+            def _():
+                plgpu.async_store_smem(x_gmem[...] * 2.0, smem, barrier, cluster_idx=1,
+                                       cluster_dim="c")
+
+            @pl.when(b == 1)
+            def _():
+                if wait:
+                    plgpu.barrier_wait(barrier)
+                o_gmem[...] = smem[...]
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            cluster=(2,), cluster_names=("c",),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1)],
+                            interpret=interpret)
+    return build
+
+
 def build_mma(m, k, n):
     """acc + a @ b by plgpu.mma (Ampere mma.sync, registers only)."""
     def build(interpret):
@@ -553,6 +582,9 @@ def _cases():
                     not_applicable=_no_api("sum"), primitives=("mpmd_map",
                                                                f"mosaic_gpu_reduce_{kind}"),
                     **mode)
+    yield _case("cluster_store/f32/2x64x128", build_cluster_store((64, 128)), _rows([(64, 128)]),
+                not_applicable=_no_api("async_store_smem"),
+                primitives=("mpmd_map", "async_store_smem", "barrier_wait"))
     yield _case("cp_async/f32/2x64x128", build_cp_async((64, 128)), _rows([(2, 64, 128)]),
                 not_applicable=_no_api("wait_gmem_to_smem"),
                 primitives=("mpmd_map", "copy_gmem_to_smem", "wait_gmem_to_smem"))

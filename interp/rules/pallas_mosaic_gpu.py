@@ -376,6 +376,46 @@ _REDUCTIONS = {
 _INTEGER_REDUCTIONS = {"and", "or", "xor", "umin", "umax", "smin", "smax", "inc", "dec"}
 
 
+@register("async_store_smem", partial="atomic stores of floats unsupported")
+def async_store_smem(eqn, src, ref, barrier, cluster_idx, *leaves, ref_transforms_treedef,
+                     barrier_transforms_treedef, cluster_dim, optimized, atomic):
+    # optimized: a bank-conflict-free transfer on the hardware; no value effect.
+    """st.async of a register array into ``ref`` of the block at ``cluster_idx`` along cluster
+    axis ``cluster_dim`` (primitives.py async_store_smem; the Lane lowering arrives on that
+    block's barrier with expect-tx of the bytes, one warpgroup-level arrival, and the stores
+    complete them), optionally ``atomic`` (dst = op(dst, src)). The destination is in flight
+    until that barrier phase is observed, as a TMA copy's."""
+    run = _warpgroup(eqn)
+    ref_t, leaves = _take(leaves, ref_transforms_treedef)
+    bar_t, leaves = _take(leaves, barrier_transforms_treedef)
+    names = list(run.cluster.plan.cluster_names)
+    if cluster_dim not in names:
+        raise eqn.unsupported(f"async_store_smem along {cluster_dim!r}: not a cluster axis "
+                              f"({names})")
+    axis, idx = names.index(cluster_dim), int(np.asarray(cluster_idx))
+    if not 0 <= idx < run.cluster.plan.cluster[axis]:
+        raise OutOfBoundsError(f"{run.where()}: async_store_smem to block {idx} along "
+                               f"{cluster_dim!r}, a cluster of {run.cluster.plan.cluster[axis]}")
+    block = tuple(idx if d == axis else b for d, b in enumerate(run.block))
+    dst_ref, dst_index = _view(eqn, ref, ref_t)
+    peer, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
+    value = np.asarray(src).reshape(np.shape(peer.array[dst_index]))
+    if atomic is not None:
+        op = _REDUCTIONS.get(str(getattr(atomic, "value", atomic)).lower())
+        if op is None or not dtypes.is_int(value.dtype):
+            raise eqn.unsupported(f"async_store_smem(atomic={atomic!r}) on {value.dtype}")
+        old = np.asarray(peer.array[dst_index])
+        with np.errstate(over="ignore"):
+            value = np.asarray(op(old, value)).astype(old.dtype)
+    bar = _barrier(eqn, barrier, bar_t, block)
+    bar.expect_tx(value.nbytes)
+    peer.write(dst_index, value)
+    run.cluster.add_tma(Footprint(peer, dst_index), bar)
+    run.arrive(bar)
+    bar.complete_tx(value.nbytes)
+    return []
+
+
 @register("copy_smem_to_gmem", partial="the destination must lie inside its array")
 def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
                       has_user_predicate, commit_group, reduction_op):
@@ -984,12 +1024,6 @@ REFUSED = {
                                  "whose scale-factor layout is not modelled",
     "async_copy_sparse_metadata_to_tmem": "sparse metadata in TMEM feeds only sparse "
                                           "tcgen05_mma, whose 2:4 metadata layout is not modelled",
-    "async_store_smem": "st.async of a register array into the SMEM of a block of the "
-                        "cluster (cluster_idx along cluster_dim), completing transaction bytes "
-                        "on that block's barrier, optionally atomic (add/max/min/and/or/xor): "
-                        "not modelled (its arrival accounting differs by barrier kind: every "
-                        "thread arrives with its share of expect-tx, or one arrival for a "
-                        "tensor-core-ordered barrier; primitives.py _async_store_smem_lowering)",
     "mgpu_atomic_store": "multi-GPU memory (remote refs) not modelled",
     "multimem_store": "multi-GPU memory (multimem) not modelled",
     "multimem_load_reduce": "multi-GPU memory (multimem) not modelled",
