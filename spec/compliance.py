@@ -56,6 +56,11 @@ SOURCES = {
                      "f16 ulp of p moves a convex combination by at most eps16 max|v|, the output "
                      "rounding adds 0.5 eps16 |o|; the f32 softmax and accumulation errors are orders "
                      "of magnitude below (conformance/cases/pallas_mosaic_gpu.py attention_mode)",
+    "mosaic-gpu-reduce-prod-chain": "plgpu.prod of n floats on the hardware is a tree of n - 1 "
+                                    "multiplications, each rounded (jax/experimental/mosaic/gpu/"
+                                    "fragmented_array.py reduce: arith.mulf): relative error at "
+                                    "most (n - 1) u, at most n - 1 ulp of the result, plus 0.5 ulp "
+                                    "of the correctly rounded reference: ULP(n)",
     "stochastic-round-neighbour": "pltpu.stochastic_round: how the random bits choose between the two "
                                   "neighbours is the TPU's own rule (Mosaic lowers it to the closed TPU "
                                   "backend); JAX's test (tests/pallas/tpu_ops_test.py test_stochastic_round) "

@@ -931,6 +931,19 @@ DIVERGENCES: tuple[Divergence, ...] = (
         runners=("pallas:gpu-interpret",), outcomes=("crash",),
         cases=("pallas_mosaic_gpu/ops/blackwell_ragged_dot/*",)),
     Divergence(
+        "pallas-gpu-interpret-async-store-smem",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "jaxpr_interpret.py (no rule for async_store_smem: it falls to "
+        "_interpret_arithmetic_primitive, which binds it with the interpreter's buffer keys, and "
+        "primitives.py _async_store_smem_abstract_eval raises 'ref must be a reference, got "
+        "int32[6]'); reproducer: jax-conformance repro pallas_mosaic_gpu/cluster_store/f32/"
+        "2x64x128 --runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode cannot run plgpu.async_store_smem (a store into another "
+        "block's SMEM): it binds the primitive with buffer keys in place of refs (a crash of "
+        "the backend).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/cluster_store/*",)),
+    Divergence(
         "pallas-gpu-interpret-register-lhs-wgmma",
         "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
         "gpu_callbacks.py (wgmma passes a register LHS to HostAllocationKey.from_array: "

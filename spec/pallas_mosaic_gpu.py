@@ -14,7 +14,7 @@ Names and parameters per JAX version are listed in ``interp/rules/pallas_mosaic_
 """
 from __future__ import annotations
 
-from .base import CORRECTLY_ROUNDED, Semantics, table
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
 
 _PRIMS = "jax/_src/pallas/mosaic_gpu/primitives.py"
 _LOWER = "jax/_src/pallas/mosaic_gpu/lowering.py"
@@ -43,7 +43,17 @@ UNDEFINED = {
                                   "group: AsyncAccessError",
     "accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, before "
                                      "wgmma_wait (or a waiting accumulator read): AsyncAccessError",
-    "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight: AsyncAccessError",
+    "smem-access-under-cp-async": "an access by the warpgroup to SMEM a cp.async copy "
+                                  "(copy_gmem_to_smem without a barrier) still writes, before "
+                                  "wait_gmem_to_smem retired its group: AsyncAccessError",
+    "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight (by the "
+                              "warpgroup, or by a TMA copy it issues), before a wgmma_wait "
+                              "retired that wgmma: AsyncAccessError. A later wgmma, even on the "
+                              "same accumulator, retires nothing (PTX ISA 9.7.15.4: "
+                              "wgmma.wait_group must be used to wait for completion; JAX's "
+                              "lowering emits no implicit wait). JAX's shipped ragged_dot_mgpu "
+                              "and transposed_ragged_dot_mgpu trip it once their pipeline "
+                              "refills a slot (docs/mosaic-gpu-findings.md)",
     "smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no barrier "
                                     "phase ordering the write before it (the writer arrived "
                                     "after writing, the accessor observed that phase, directly "
@@ -57,9 +67,13 @@ UNDEFINED = {
                            "wait_smem_to_gmem: AsyncAccessError (JAX's own GPU interpret mode "
                            "raises the same: 'we believe that it is necessary and sufficient to "
                            "make sure the read side of any async smem to gmem copies have "
-                           "completed before the kernel finishes'; the PTX ISA is not explicit. "
-                           "JAX's shipped blackwell_matmul_mgpu ends its store warpgroup with "
-                           "wait_smem_to_gmem(1) and trips it)",
+                           "completed before the kernel finishes'; the PTX ISA states no "
+                           "meaning for a CTA that exits with a bulk async-group outstanding "
+                           "(its shared memory, the store's source, is released), Mosaic GPU "
+                           "adds no wait at exit, and CUTLASS drains every TMA store before a "
+                           "kernel ends (sm90 epilogue store_tail). JAX's shipped "
+                           "blackwell_matmul_mgpu ends its store warpgroup with "
+                           "wait_smem_to_gmem(1) and trips it: docs/mosaic-gpu-findings.md)",
     "tmem-read-before-commit": "an access by a thread to TMEM (or SMEM) a tcgen05 operation "
                                "(tcgen05_mma, async_copy_smem_to_tmem) writes, or a write to "
                                "SMEM it reads, before that thread observed a barrier phase a "
@@ -127,6 +141,25 @@ MULTI_DEVICE_UNDEFINED = {
     "device-id": "a device_id outside the mesh: OutOfBoundsError",
 }
 
+_FRAGMENTED = "jax/experimental/mosaic/gpu/fragmented_array.py FragmentedArray.reduce"
+
+REDUCTIONS = (
+    "plgpu.sum / max / min / prod (primitives mosaic_gpu_reduce_sum/max/min/prod, JAX >= 0.12; "
+    "primitives.py _reduce_abstract_eval) reduce ``axes`` out of a register array, keeping the "
+    "other axes in order, with the value of lax.reduce_sum / reduce_max / reduce_min / "
+    "reduce_prod (spec/lax_reductions.py): a float sum or product correctly rounded once to "
+    "the array's dtype, max/min exact with NaN propagating (the lowering uses max.NaN / "
+    "min.NaN, or arith.maximumf / minimumf, which propagate NaN), integer sums and products "
+    "wrapping. The register layout (how the array is spread over the warpgroup's threads) and "
+    "accumulator_ilp do not change the value in the reference. Compliance: on the hardware a "
+    "float sum is formed in the order of the lowering (each thread folds its registers into "
+    "accumulator_ilp independent accumulators (default 8 for float add), then the vector "
+    "lanes, then a butterfly of warp shuffles (shfl.bfly) across lanes, then across warps "
+    "through SMEM scratch), each step rounded: backends are held to DOT_PRODUCT over the "
+    "reduced length; a product is a chain of roundings (within n ulp for n factors near 1); "
+    "a splat (constant) array's sum is x * n and its product powf(x, n) (an approximate "
+    "power: not held exact).")
+
 SEMANTICS = table(
     Semantics(
         "mpmd_map (plgpu.kernel over a Mosaic GPU mesh)",
@@ -169,7 +202,11 @@ SEMANTICS = table(
                     "group) arrives, expecting every slice's bytes, and every slice completes on "
                     "the leader's barrier; REPLICATED is refused (its byte accounting is not "
                     "stated)",
-                    "copies without a barrier (cp.async) are refused",
+                    "without a barrier: cp.async (Mosaic GPU before Hopper; launch_context.py "
+                    "async_copy: the copies then cp.async.commit_group), one group per copy, "
+                    "dst in flight until wait_gmem_to_smem retires the group "
+                    "(UNDEFINED['smem-access-under-cp-async']); collective cp.async copies are "
+                    "refused (JAX: TMA only)",
                     "a source outside its array raises OutOfBoundsError (OOBFillMode is not "
                     "modelled)"),
         sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",
@@ -178,11 +215,34 @@ SEMANTICS = table(
     ),
     Semantics(
         "copy_smem_to_gmem",
-        "TMA store src (SMEM) -> dst (GMEM), or with reduction_op add/min/max dst op= src (in "
-        "dst's dtype). commit_group=True closes a bulk async-group with every uncommitted "
+        "TMA store src (SMEM) -> dst (GMEM), or with reduction_op dst = op(dst, src) "
+        "elementwise in dst's dtype (cp.reduce.async.bulk.tensor): add (float: rounded once; "
+        "integer: wrapping), min/max, and for integers and/or/xor, umin/umax and smin/smax (the "
+        "bits read unsigned / signed), inc (old >= src ? 0 : old + 1) and dec (old == 0 or "
+        "old > src ? src : old - 1) with unsigned compares (PTX atom .inc/.dec; Mosaic GPU "
+        "treats signed i32 as unsigned for them: launch_context.py "
+        "_is_tma_reduction_op_supported). commit_group=True closes a bulk async-group with every uncommitted "
         "store; the SMEM source stays in flight until wait_smem_to_gmem retires the group.",
         sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA),
     ),
+    Semantics("wait_gmem_to_smem", "cp.async.wait_group n then a warpgroup barrier "
+              "(launch_context.py await_cp_async_copy): at most the n newest cp.async copies of "
+              "this warpgroup stay in flight; the others' data may be read.",
+              edge_cases=(UNDEFINED["smem-access-under-cp-async"],),
+              sources=(_PRIMS + " wait_gmem_to_smem", "PTX ISA 9.7.9.x cp.async, "
+                       "cp.async.commit_group, cp.async.wait_group")),
+    Semantics("async_store_smem", "st.async of a register array into ref in the block at "
+              "cluster_idx along cluster axis cluster_dim: one arrival on that block's barrier "
+              "with expect-tx of the bytes (the Lane lowering: every thread of the warpgroup "
+              "with its share, a barrier counting 128 arrivals per Pallas arrival; one lane for "
+              "a tensor-core-ordered barrier), completed by the stores; atomic (add/max/min/and/"
+              "or/xor, integers) makes it dst = op(dst, src). The destination is in flight "
+              "until that barrier phase is observed (UNDEFINED['tma-read-before-barrier']); a "
+              "cluster_idx outside the cluster raises OutOfBoundsError.",
+              edge_cases=("atomic stores of floats are refused",),
+              sources=(_PRIMS + " async_store_smem, _async_store_smem_lowering",
+                       _LOWER + " _get_barrier (arrival_multiplier)",
+                       "PTX ISA st.async / red.async (mbarrier::complete_tx::bytes)")),
     Semantics("commit_group", "Closes a bulk async-group of this warpgroup's uncommitted TMA "
               "stores.", sources=(_PRIMS, _PTX_TMA)),
     Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup stay in "
@@ -207,13 +267,17 @@ SEMANTICS = table(
               sources=(_PRIMS,)),
     Semantics(
         "wgmma_ref",
-        "acc += a @ b on 16-bit float operands (a from SMEM or registers, b from SMEM, through "
-        "their transforms), asynchronous until wgmma_wait. Every product of two f16/bf16 values "
-        "is exact in float64; their sum and the accumulator are added in float64 and rounded "
-        "once to the accumulator's dtype (the PTX ISA leaves the accumulation order and "
-        "intermediate precision to the implementation; the backend is held to DOT_PRODUCT).",
+        "acc += a @ b (a from SMEM or registers, b from SMEM, through their transforms), "
+        "asynchronous until wgmma_wait. f16/bf16 and fp8 (e4m3fn, e5m2, mixed) operands: every "
+        "product is exact in float64; their sum and the accumulator are added in float64 and "
+        "rounded once to the accumulator's dtype (the PTX ISA leaves the accumulation order "
+        "and intermediate precision to the implementation; the backend is held to "
+        "DOT_PRODUCT). int8 operands with the int32 accumulator: the exact sum wrapped to 32 "
+        "bits (wgmma ... .s32.s8.s8 without .satfinite).",
         edge_cases=(UNDEFINED["accumulator-before-wgmma-wait"], UNDEFINED["smem-write-under-wgmma"],
-                    "integer and fp8 operands are refused"),
+                    "uint8 operands are refused: Mosaic GPU emits s8 for every 8-bit integer "
+                    "(jax/experimental/mosaic/gpu/wgmma.py ptx_operand_type: 'we always assume "
+                    "that 8-bit integers are s8')"),
         sources=(_PRIMS + " wgmma", _PTX_WGMMA), exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("wgmma", "The value form of wgmma_ref (after run_state discharge): acc + a @ b, "
@@ -267,14 +331,23 @@ SEMANTICS = table(
     Semantics("async_copy_smem_to_tmem", "tcgen05.cp: the SMEM values (through their transforms) "
               "into TMEM; asynchronous like tcgen05_mma, and ordered before the thread's later "
               "tcgen05_mma reading it.", edge_cases=(UNDEFINED["tmem-read-before-commit"],
-                                                    "collective copies are refused"),
+                                                    "collective copies (collective_axis: tcgen05.cp.cta_group::2 "
+                                                    "issued by the leader block, primitives.py "
+                                                    "_async_copy_smem_to_tmem_lowering_rule) are "
+                                                    "refused: which block's SMEM reaches which "
+                                                    "block's TMEM is not stated by the sources "
+                                                    "followed here; JAX's GPU interpret mode "
+                                                    "ignores collective_axis "
+                                                    "(interpret/gpu_callbacks.py)"),
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_load", "async_load_tmem (primitive async_load): the TMEM values through the "
               "ref's transforms, usable at once; the TMEM stays read until wait_load_tmem. "
               "reduce (JAX >= 0.11) also returns max / min / absmax / absmin along the last "
-              "dimension (refused on data with NaN: the NaN rule depends on the lowering).",
+              "dimension; for f32 Mosaic GPU lowers it to tcgen05.ld.red...NaN.f32, so a row "
+              "holding a NaN reduces to the canonical NaN (0x7fffffff).",
               edge_cases=(UNDEFINED["tmem-write-under-load"], UNDEFINED["tmem-store-before-commit"]),
-              sources=(_PRIMS + " async_load_tmem", _PTX_TCGEN05)),
+              sources=(_PRIMS + " async_load_tmem", _PTX_TCGEN05,
+                       "jax/experimental/mosaic/gpu/tcgen05.py _tmem_load (red_mod '.NaN')")),
     Semantics("wait_load_tmem", "tcgen05.wait::ld: the thread's TMEM loads are retired; its next "
               "barrier arrival carries that to other threads.", sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_store_tmem", "tcgen05.st: writes the value into TMEM; visible to the "
@@ -316,6 +389,27 @@ SEMANTICS = table(
               "guaranteed order (the reference: the listed one); a device_id names the semaphore of "
               "another device of the enclosing shard_map (MULTI_DEVICE; refused outside one).", edge_cases=(SEMAPHORE_NAMES,),
               sources=(_PRIMS + " semaphore_signal_parallel",)),
+    *(Semantics(f"mosaic_gpu_reduce_{kind}", REDUCTIONS,
+                sources=(_PRIMS + " reduce_sum_p / reduce_max_p / reduce_min_p / reduce_prod_p",
+                         _LOWER + " _reduce_lowering_rule", _FRAGMENTED),
+                exactness=CORRECTLY_ROUNDED if kind in ("sum", "prod") else EXACT)
+      for kind in ("sum", "max", "min", "prod")),
+    Semantics(
+        "mma",
+        "Ampere mma.sync (plgpu.mma: 'acc + a @ b synchronously using Ampere MMA "
+        "instructions'): a register operation of the warpgroup, nothing in flight. 16-bit "
+        "float and fp8 operands: every product exact in float64, the sum and the accumulator "
+        "added in float64 and rounded once to the accumulator's dtype (as wgmma; the PTX ISA "
+        "leaves the order and intermediate precision of mma's accumulation to the "
+        "implementation: backends are held to DOT_PRODUCT). Integer (and bool) operands with "
+        "the int32 accumulator: the exact sum wrapped to 32 bits (.s32 accumulation without "
+        ".satfinite).",
+        edge_cases=("float64 operands are refused: Mosaic GPU lowers them to the m16n8k8 f64 "
+                    "mma, whose rounding of the k-steps the PTX ISA does not state",),
+        sources=(_PRIMS + " mma, _mma_abstract_eval", "jax/experimental/mosaic/gpu/mma.py "
+                 "(mma.sync.aligned.m16n8k{k}.row.col.{s32|f32|f64})",
+                 "PTX ISA 9.7.14 mma (warp-level matrix multiply-accumulate)"),
+        exactness=CORRECTLY_ROUNDED),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
               "optimized arguments do not change values).", sources=(_PRIMS,)),
     Semantics("store", "plgpu.store: writes the value through the ref's transforms.",

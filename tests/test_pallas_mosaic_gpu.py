@@ -351,6 +351,8 @@ def test_every_supported_rule_is_in_a_case():
     mine -= set(NOT_IN_A_CASE) | {f"{n}_p" for n in NOT_IN_A_CASE}
     seen = set()
     for case in family.cases():
+        if case.not_applicable:   # this JAX cannot express it (its rule's primitive is absent)
+            continue
         if "/ops/" not in case.id and "/claims/" not in case.id:   # the feature kernels suffice
             seen |= case_primitives(case)
     assert mine - seen == set()
@@ -382,6 +384,67 @@ def test_shipped_ragged_dot_is_the_grouped_product():
         l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
         grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
     _assert_grouped_product(out, lhs, rhs, sizes)
+
+
+@needs_plgpu
+def test_shipped_ragged_dot_refills_a_slot_its_unwaited_wgmma_reads():
+    # The same kernel with K = 4 blocks (more pipeline steps than max_concurrent_steps=2): at
+    # step s the pipeline (delay_release=1) copies block s+1 into the slot wgmma(s-1) reads, and
+    # the body never waits for its wgmmas (docs/mosaic-gpu-findings.md, finding 1). With
+    # K = 2 blocks (the test above) no slot is refilled, so that run is defined.
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    from interp.pallas.warpgroups import AsyncAccessError
+    rd = shipped_module("ragged_dot_mgpu")
+    lhs = RNG.standard_normal((128, 256)).astype(np.float16)
+    rhs = RNG.standard_normal((2, 256, 64)).astype(np.float16)
+    sizes = np.array([64, 64], np.int32)
+    with pytest.raises(AsyncAccessError, match=r"TMA copy \(copy_gmem_to_smem\) write of .*smem"
+                                               r".* while a wgmma still reads it"):
+        interp.interpret(lambda l, r, g: rd.ragged_dot(
+            l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
+            grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
+
+
+@needs_plgpu
+@pytest.mark.parametrize("wait", [None, 1])
+def test_a_later_wgmma_does_not_retire_an_earlier_one(wait):
+    # The minimal form of finding 1: wgmma(a0) then wgmma(a1) on one accumulator, then a0's SMEM
+    # overwritten. PTX ISA 9.7.15: only wgmma.wait_group retires a wgmma (a later one accumulating
+    # into the same registers is ordered after it, not waited for); wgmma_wait(1) retires a0's.
+    from jax.experimental import pallas as pl
+    from interp.pallas.warpgroups import AsyncAccessError
+
+    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
+        plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
+        plgpu.copy_gmem_to_smem(b_gmem, b_smem, barrier)
+        plgpu.barrier_wait(barrier)
+
+        def compute(acc_ref):
+            plgpu.wgmma(acc_ref, a_smem.at[0], b_smem)
+            plgpu.wgmma(acc_ref, a_smem.at[1], b_smem)
+            if wait is not None:
+                plgpu.wgmma_wait(wait)
+            a_smem[0] = jnp.zeros((64, 64), jnp.float16)   # a0's operand
+            plgpu.wgmma_wait(0)
+            return acc_ref[...]
+        o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((64, 64), jnp.float32))
+    t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 64), F32),
+                [plgpu.SMEM((2, 64, 64), jnp.float16, transforms=t),
+                 plgpu.SMEM((64, 64), jnp.float16, transforms=t), plgpu.Barrier(num_arrivals=2)])
+    a = RNG.standard_normal((2, 64, 64)).astype(np.float16)
+    b = RNG.standard_normal((64, 64)).astype(np.float16)
+    if wait is None:
+        with pytest.raises(AsyncAccessError, match="while a wgmma still reads it"):
+            interp.interpret(f)(a, b)
+    else:
+        from conformance.checks import check
+        from spec import compliance as C
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        result = check(C.dot_product(128), (a64[0] @ b64 + a64[1] @ b64).astype(np.float32),
+                       interp.interpret(f)(a, b),
+                       bound=np.abs(a64[0]) @ np.abs(b64) + np.abs(a64[1]) @ np.abs(b64))
+        assert result.passed, result
 
 
 @needs_plgpu
@@ -718,17 +781,20 @@ def test_shipped_mixed_type_matmul_is_the_product(cluster):
 def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
     # transposed_ragged_dot_mgpu (SM count off jax.devices()[0].core_count: the emulated H100)
     # views lhs past its end ("potentially out of bounds, but we never access the out of bound
-    # part": a Mosaic GPU view is address arithmetic, only accessed elements must exist), then
-    # masks the first/last block of a group in SMEM while the wgmmas of earlier pipeline steps
-    # are not waited for (no wgmma_wait when max_concurrent_steps > 1; the kernel relies on an
-    # "implicit wait of wgmma"): spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
+    # part": a Mosaic GPU view is address arithmetic, only accessed elements must exist). Its
+    # pipeline (delay_release=1, no wgmma_wait in the body when max_concurrent_steps > 1: the
+    # kernel relies on an "implicit wait of wgmma") refills at step s the SMEM slot the wgmma of
+    # step s-1 reads, with that wgmma never waited for: neither JAX's lowering nor the PTX ISA
+    # has such a wait (docs/mosaic-gpu-findings.md, finding 1):
+    # spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
     from conformance.cases.pallas_mosaic_gpu import shipped_module
     from interp.pallas.warpgroups import AsyncAccessError
     tr = shipped_module("transposed_ragged_dot_mgpu")
     lhs = RNG.standard_normal((512, 128)).astype(np.float16)
     rhs = RNG.standard_normal((512, 128)).astype(np.float16)
     sizes = np.array([128, 64, 192, 128], np.int32)
-    with pytest.raises(AsyncAccessError, match="write of .*smem.* while a wgmma still reads it"):
+    with pytest.raises(AsyncAccessError, match=r"TMA copy \(copy_gmem_to_smem\) write of .*smem"
+                                               r".* while a wgmma still reads it"):
         interp.interpret(lambda l, r, g: tr.transposed_ragged_dot(
             l, r, group_sizes=g, block_m=64, block_n=64, block_k=64, max_concurrent_steps=2,
             grid_block_n=1), emulated_device="h100")(lhs, rhs, sizes)
@@ -826,4 +892,215 @@ def test_a_gmem_view_past_its_buffer_is_address_arithmetic(rows):
         np.testing.assert_array_equal(interp.interpret(f)(x), x[64:])
     else:
         with pytest.raises(OutOfBoundsError, match="dimension 0"):
+            interp.interpret(f)(x)
+
+
+# --- reductions across a warpgroup's layout and Ampere mma ---------------------------------------
+needs_reductions = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "sum"),
+                                      reason="this JAX's Mosaic GPU has no plgpu.sum / max / "
+                                             "min / prod (mosaic_gpu_reduce_*: JAX >= 0.12)")
+
+
+def _reduce_rows(kind, x, dtype=F32):
+    reduce = getattr(plgpu, kind)
+
+    def body(x_gmem, o_gmem):
+        o_gmem[...] = reduce(x_gmem[...], axis=1)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape[:1], dtype))
+    return interp.interpret(f)(x)
+
+
+@needs_reductions
+def test_plgpu_sum_is_the_correctly_rounded_row_sum():
+    # spec/pallas_mosaic_gpu.py REDUCTIONS: each row's exact sum (math.fsum) rounded once to
+    # f32, whatever order the hardware's shuffle tree takes. Row 0 cancels catastrophically:
+    # 1e8 + 1 - 1e8 + 1 sums to 0 or 1 in f32 left to right, exactly 2.
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    x[0, :4] = [1e8, 1, -1e8, 1]
+    x[0, 4:] = 0
+    want = np.array([math.fsum(map(float, row)) for row in x], np.float32)
+    out = _reduce_rows("sum", x)
+    np.testing.assert_array_equal(out, want)
+    assert out[0] == 2
+
+
+@needs_reductions
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_plgpu_max_min_are_exact_and_propagate_nan(kind):
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    x[3, 17] = np.nan   # the lowering's max.NaN / min.NaN propagate NaN
+    out = _reduce_rows(kind, x)
+    want = getattr(np, kind)(x, axis=1)   # NumPy's max/min propagate NaN too
+    np.testing.assert_array_equal(out, want)
+    assert np.isnan(out[3])
+
+
+@needs_reductions
+def test_plgpu_prod_is_the_correctly_rounded_row_product():
+    x = RNG.uniform(0.9, 1.1, (128, 64)).astype(np.float32)
+    from fractions import Fraction
+    want = np.array([float(math.prod(Fraction(float(v)) for v in row)) for row in x], np.float32)
+    np.testing.assert_array_equal(_reduce_rows("prod", x), want)
+
+
+@needs_reductions
+def test_plgpu_sum_of_integers_wraps():
+    x = np.full((128, 64), 2**26, np.int32)   # 64 * 2**26 = 2**32: wraps to 0
+    x[1] = RNG.integers(-1000, 1000, 64)
+    want = x.astype(np.int64).sum(axis=1).astype(np.uint32).view(np.int32)
+    np.testing.assert_array_equal(_reduce_rows("sum", x, jnp.int32), want)
+
+
+@needs_plgpu
+def test_plgpu_mma_is_acc_plus_the_product():
+    # Ampere mma.sync: f16 operands, f32 accumulator, against the exact sum (math.fsum) of the
+    # accumulator and the products (each exact in float64), rounded once to f32.
+    if not hasattr(plgpu, "mma"):
+        pytest.skip("this JAX's Mosaic GPU has no plgpu.mma")
+    from conformance.cases.pallas_mosaic_gpu import build_mma
+    acc = RNG.standard_normal((64, 64)).astype(np.float32)
+    a = RNG.standard_normal((64, 32)).astype(np.float16)
+    b = RNG.standard_normal((32, 64)).astype(np.float16)
+    out = interp.interpret(build_mma(64, 32, 64)(None))(acc, a, b)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = np.array([[math.fsum([float(acc[i, j]), *(a64[i] * b64[:, j])]) for j in range(64)]
+                     for i in range(64)], np.float32)
+    np.testing.assert_array_equal(out, want)
+
+
+@needs_tmem
+@pytest.mark.parametrize("reduce", ["max", "min", "absmax", "absmin"])
+def test_tmem_load_with_reduce_gives_row_extremes_and_canonical_nan(reduce):
+    # async_load_tmem(reduce=...): the loaded rows and their max/min/|max|/|min| along the last
+    # dimension; f32 lowers to tcgen05.ld.red.<op>.NaN.f32 (mosaic/gpu/tcgen05.py _tmem_load),
+    # so a row holding a NaN reduces to the canonical NaN 0x7fffffff.
+    import inspect
+    if "reduce" not in inspect.signature(plgpu.async_load_tmem).parameters:
+        pytest.skip("this JAX's async_load_tmem has no reduce (JAX >= 0.11)")
+
+    def body(x_gmem, o_gmem, r_gmem, tmem):
+        plgpu.async_store_tmem(tmem, x_gmem[...])
+        plgpu.commit_tmem()
+        o_gmem[...], r_gmem[...] = plgpu.async_load_tmem(tmem, reduce=reduce)
+        plgpu.wait_load_tmem()
+    f = plgpu.kernel(body, out_type=(jax.ShapeDtypeStruct((128, 128), F32),
+                                     jax.ShapeDtypeStruct((128,), F32)),
+                     scratch_types=[plgpu.TMEM((128, 128), F32)])
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    x[5, 9] = np.array(0xFFC00001, np.uint32).view(np.float32)   # a negative NaN with a payload
+    out, red = interp.interpret(f)(x)
+    np.testing.assert_array_equal(out, x)
+    v = np.abs(x) if reduce.startswith("abs") else x
+    want = (np.nanmax if reduce.endswith("max") else np.nanmin)(v, axis=1)
+    rows = np.arange(128) != 5
+    np.testing.assert_array_equal(red[rows], want[rows])
+    assert red[5:6].view(np.uint32)[0] == 0x7FFFFFFF
+
+
+@needs_plgpu
+@pytest.mark.parametrize("wait,read", [(0, 1), (1, 0), (1, 1)])
+def test_cp_async_copies_land_when_wait_gmem_to_smem_retires_them(wait, read):
+    # copy_gmem_to_smem without a barrier is cp.async (Mosaic GPU before Hopper): one group per
+    # copy; wait_gmem_to_smem(n) leaves the n newest in flight, so with n=1 the first copy may be
+    # read and the second may not: UNDEFINED["smem-access-under-cp-async"].
+    if not hasattr(plgpu, "wait_gmem_to_smem"):
+        pytest.skip("this JAX's Mosaic GPU has no wait_gmem_to_smem (cp.async copies)")
+    from interp.pallas.warpgroups import AsyncAccessError
+
+    def body(x_gmem, o_gmem, smem):
+        plgpu.copy_gmem_to_smem(x_gmem.at[0], smem.at[0])
+        plgpu.copy_gmem_to_smem(x_gmem.at[1], smem.at[1])
+        plgpu.wait_gmem_to_smem(wait)
+        o_gmem[...] = smem[read] + 1.0
+    f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32), [plgpu.SMEM((2, 64, 128), F32)])
+    x = RNG.standard_normal((2, 64, 128)).astype(np.float32)
+    if read >= 2 - wait:
+        with pytest.raises(AsyncAccessError, match="cp.async copy is still writing it"):
+            interp.interpret(f)(x)
+    else:
+        np.testing.assert_array_equal(interp.interpret(f)(x), x[read] + np.float32(1))
+
+
+@needs_plgpu
+@pytest.mark.parametrize("dtype", ["int8", "float8_e4m3fn", "float8_e5m2"])
+def test_wgmma_of_int8_and_fp8_operands(dtype):
+    # int8: the exact integer product in the s32 accumulator; fp8: every product exact, the sum
+    # rounded once to f32 (spec wgmma_ref). Expectations: exact integer sums, math.fsum.
+    from conformance.cases.pallas_mosaic_gpu import build_wgmma
+    dt = np.dtype(getattr(jnp, dtype))
+    acc_dtype = jnp.int32 if dt.kind == "i" else jnp.float32
+    m, k, n = 64, 128, 128
+    f = build_wgmma(m, k, n, dtype=dt, acc_dtype=acc_dtype)(None)
+    if dt.kind == "i":
+        a = RNG.integers(-128, 128, (m, k)).astype(dt)
+        b = RNG.integers(-128, 128, (k, n)).astype(dt)
+        want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    else:
+        a = RNG.standard_normal((m, k)).astype(dt)
+        b = RNG.standard_normal((k, n)).astype(dt)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        want = np.array([[math.fsum(a64[i] * b64[:, j]) for j in range(n)] for i in range(m)],
+                        np.float32)
+    np.testing.assert_array_equal(interp.interpret(f)(a, b), want)
+
+
+@needs_plgpu
+@pytest.mark.parametrize("op", ["add", "and", "or", "xor", "umin", "umax", "smin", "smax",
+                                "inc", "dec"])
+def test_tma_store_with_reduction_on_int32(op):
+    # copy_smem_to_gmem(reduction_op=op): dst = op(dst, src) per element (cp.reduce.async.bulk;
+    # PTX: .inc = old >= b ? 0 : old + 1, .dec = old == 0 or old > b ? b : old - 1, unsigned
+    # compares, as Mosaic GPU treats i32 for inc/dec). dst first gets `old` by a plain TMA store,
+    # retired before the reducing one. Expectations: Python integers on the values.
+    import inspect
+    if "reduction_op" not in inspect.signature(plgpu.copy_smem_to_gmem).parameters:
+        pytest.skip("this JAX's copy_smem_to_gmem has no reduction_op")
+
+    def body(old_gmem, src_gmem, o_gmem, old_smem, src_smem, barrier):
+        plgpu.copy_gmem_to_smem(old_gmem, old_smem, barrier)
+        plgpu.copy_gmem_to_smem(src_gmem, src_smem, barrier)
+        plgpu.barrier_wait(barrier)
+        plgpu.copy_smem_to_gmem(old_smem, o_gmem)
+        plgpu.wait_smem_to_gmem(0)
+        plgpu.copy_smem_to_gmem(src_smem, o_gmem, reduction_op=op)
+        plgpu.wait_smem_to_gmem(0)
+    shape = (8, 128)
+    f = _kernel(body, jax.ShapeDtypeStruct(shape, jnp.int32),
+                [plgpu.SMEM(shape, jnp.int32), plgpu.SMEM(shape, jnp.int32),
+                 plgpu.Barrier(num_arrivals=2)])
+    old = RNG.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    src = RNG.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    old[0, :4] = [0, 5, -1, 7]
+    src[0, :4] = [3, 5, 3, -1]
+    out = interp.interpret(f)(old, src)
+    u = lambda v: int(v) % 2**32   # noqa: E731  (the bits as unsigned)
+    s32 = lambda v: (v + 2**31) % 2**32 - 2**31   # noqa: E731
+    fns = {"add": lambda a, b: s32(int(a) + int(b)), "and": lambda a, b: int(a) & int(b),
+           "or": lambda a, b: int(a) | int(b), "xor": lambda a, b: int(a) ^ int(b),
+           "umin": lambda a, b: s32(min(u(a), u(b))), "umax": lambda a, b: s32(max(u(a), u(b))),
+           "smin": lambda a, b: min(int(a), int(b)), "smax": lambda a, b: max(int(a), int(b)),
+           "inc": lambda a, b: s32(0 if u(a) >= u(b) else u(a) + 1),
+           "dec": lambda a, b: s32(u(b) if u(a) == 0 or u(a) > u(b) else u(a) - 1)}
+    want = np.array([[fns[op](a, b) for a, b in zip(ra, rb)] for ra, rb in zip(old, src)],
+                    np.int64).astype(np.int32)
+    np.testing.assert_array_equal(out, want)
+
+
+@needs_clusters
+@pytest.mark.parametrize("wait", [True, False])
+def test_async_store_smem_lands_in_the_peer_block_behind_its_barrier(wait):
+    # Block 0 stores its rows (registers) into block 1's SMEM with plgpu.async_store_smem: one
+    # arrival with expect-tx on block 1's barrier, completed by the bytes; block 1 reads after
+    # observing that phase. Reading before it is UNDEFINED["tma-read-before-barrier"].
+    if not hasattr(plgpu, "async_store_smem"):
+        pytest.skip("this JAX's Mosaic GPU has no async_store_smem")
+    from conformance.cases.pallas_mosaic_gpu import build_cluster_store
+    from interp.pallas.warpgroups import AsyncAccessError
+    f = build_cluster_store((64, 128), wait=wait)(None)
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    if wait:
+        np.testing.assert_array_equal(interp.interpret(f)(x), x * np.float32(2))
+    else:
+        with pytest.raises(AsyncAccessError, match=r"block \(1,\).*read of .*smem.* while a "
+                                                   "TMA copy is still writing it"):
             interp.interpret(f)(x)

@@ -95,9 +95,10 @@ def build_producer_consumer(shape):
     return build
 
 
-def build_wgmma(m, k, n, wait=True):
-    """acc = a @ b by one wgmma (a, b through tiled, swizzled SMEM); without ``wait`` the
-    accumulator is read with no wgmma_wait (undefined: the tests trigger it)."""
+def build_wgmma(m, k, n, wait=True, dtype=jnp.float16, acc_dtype=jnp.float32):
+    """acc = a @ b by one wgmma (a, b of ``dtype`` through tiled, 128-byte swizzled SMEM);
+    without ``wait`` the accumulator is read with no wgmma_wait (undefined: the tests trigger
+    it)."""
     def build(interpret):
         plgpu = _plgpu()
         from jax.experimental import pallas as pl
@@ -113,11 +114,12 @@ def build_wgmma(m, k, n, wait=True):
                     plgpu.wgmma_wait(0)
                     return acc_ref[...]
                 return plgpu.wgmma_accumulator_load(acc_ref, wait_n=None)
-            o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), jnp.float32))
-        t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
-                            scratch_types=[plgpu.SMEM((m, k), jnp.float16, transforms=t),
-                                           plgpu.SMEM((k, n), jnp.float16, transforms=t),
+            o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((m, n), acc_dtype))
+        t = (plgpu.TilingTransform((8, 128 // np.dtype(dtype).itemsize)),
+             plgpu.SwizzleTransform(128))
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), acc_dtype),
+                            scratch_types=[plgpu.SMEM((m, k), dtype, transforms=t),
+                                           plgpu.SMEM((k, n), dtype, transforms=t),
                                            plgpu.Barrier(num_arrivals=2)], interpret=interpret)
     return build
 
@@ -153,6 +155,86 @@ def build_tcgen05(m, k, n, *, commit="mma_barrier"):
                                            plgpu.Barrier(orders_tensor_core=True)],
                             interpret=interpret)
     return build
+
+
+def build_reduction(kind, shape):
+    """plgpu.<kind> (sum/max/min/prod: mosaic_gpu_reduce_*) of a register array over axis 1, in
+    GMEM refs read and written directly."""
+    def build(interpret):
+        plgpu = _plgpu()
+        reduce = getattr(plgpu, kind)
+
+        def body(x_gmem, o_gmem):
+            o_gmem[...] = reduce(x_gmem[...], axis=1)
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape[:1], jnp.float32),
+                            interpret=interpret)
+    return build
+
+
+def _abs_rows(x):
+    return [np.abs(np.asarray(x, np.float64)).sum(axis=1)]
+
+
+def build_cp_async(shape):
+    """x (2 slabs) into SMEM by two cp.async copies (copy_gmem_to_smem without a barrier: Mosaic
+    GPU before Hopper), awaited with wait_gmem_to_smem(0), then doubled out of SMEM."""
+    def build(interpret):
+        plgpu = _plgpu()
+
+        def body(x_gmem, o_gmem, smem):
+            plgpu.copy_gmem_to_smem(x_gmem.at[0], smem.at[0])
+            plgpu.copy_gmem_to_smem(x_gmem.at[1], smem.at[1])
+            plgpu.wait_gmem_to_smem(0)
+            o_gmem[...] = smem[...] * 2.0
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2, *shape), jnp.float32),
+                            scratch_types=[plgpu.SMEM((2, *shape), jnp.float32)],
+                            interpret=interpret)
+    return build
+
+
+def build_cluster_store(shape, wait=True):
+    """Block 0 of a 2-block cluster stores 2x its input (registers) into block 1's SMEM with
+    async_store_smem; block 1 waits on its barrier (unless not ``wait``: undefined, the tests
+    trigger it) and writes the SMEM out."""
+    def build(interpret):
+        plgpu = _plgpu()
+        from jax.experimental import pallas as pl
+
+        def body(x_gmem, o_gmem, smem, barrier):
+            b = jax.lax.axis_index("c")
+
+            @pl.when(b == 0)
+            def _():
+                plgpu.async_store_smem(x_gmem[...] * 2.0, smem, barrier, cluster_idx=1,
+                                       cluster_dim="c")
+
+            @pl.when(b == 1)
+            def _():
+                if wait:
+                    plgpu.barrier_wait(barrier)
+                o_gmem[...] = smem[...]
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+                            cluster=(2,), cluster_names=("c",),
+                            scratch_types=[plgpu.SMEM(shape, jnp.float32),
+                                           plgpu.Barrier(num_arrivals=1)],
+                            interpret=interpret)
+    return build
+
+
+def build_mma(m, k, n):
+    """acc + a @ b by plgpu.mma (Ampere mma.sync, registers only)."""
+    def build(interpret):
+        plgpu = _plgpu()
+
+        def body(acc_gmem, a_gmem, b_gmem, o_gmem):
+            o_gmem[...] = plgpu.mma(acc_gmem[...], a_gmem[...], b_gmem[...])
+        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((m, n), jnp.float32),
+                            interpret=interpret)
+    return build
+
+
+def _abs_acc_dot(acc, a, b):
+    return [np.abs(np.asarray(acc, np.float64)) + _abs_dot(a, b)[0]]
 
 
 def build_tmem_round_trip(shape, via="registers"):
@@ -488,6 +570,29 @@ def _cases():
         yield _case(f"semaphores/{signal}/f32/8x128", build_semaphore_handoff((8, 128), signal),
                     _rows([(8, 128)]), not_applicable=_no_api("semaphore_signal_parallel"),
                     primitives=("mpmd_map", signal, "semaphore_wait"))
+    for kind in ("sum", "max", "min", "prod"):
+        # prod: values near 1 (|x| in [0.9, 1.1]) keep 64 factors finite and normal.
+        inputs = (_rows([(128, 64)], low=0.9, high=1.1) if kind == "prod" else _rows([(128, 64)]))
+        # The hardware sums in its shuffle-tree order: DOT_PRODUCT over the 64 terms (spec
+        # REDUCTIONS); max/min are exact; prod is correctly rounded here, a chain of roundings
+        # there (64 roundings: 64 ulp).
+        mode = {"sum": dict(modes=C.dot_product(64), dot_bound=_abs_rows),
+                "prod": dict(modes=C.ulp(64, "mosaic-gpu-reduce-prod-chain"))}.get(kind, {})
+        yield _case(f"reductions/{kind}/f32/128x64", build_reduction(kind, (128, 64)), inputs,
+                    not_applicable=_no_api("sum"), primitives=("mpmd_map",
+                                                               f"mosaic_gpu_reduce_{kind}"),
+                    **mode)
+    yield _case("cluster_store/f32/2x64x128", build_cluster_store((64, 128)), _rows([(64, 128)]),
+                not_applicable=_no_api("async_store_smem"),
+                primitives=("mpmd_map", "async_store_smem", "barrier_wait"))
+    yield _case("cp_async/f32/2x64x128", build_cp_async((64, 128)), _rows([(2, 64, 128)]),
+                not_applicable=_no_api("wait_gmem_to_smem"),
+                primitives=("mpmd_map", "copy_gmem_to_smem", "wait_gmem_to_smem"))
+    yield _case("mma/f16/64x32x64", build_mma(64, 32, 64),
+                lambda rng: [random_array(rng, F32, (64, 64), specials=0),
+                             *_rows([(64, 32), (32, 64)], F16, low=-2, high=2)(rng)],
+                not_applicable=_no_api("mma"), modes=C.dot_product(33), dot_bound=_abs_acc_dot,
+                primitives=("mpmd_map", "mma"))
     for (m, k, n), prof in (((512, 256, 512), "quick"), ((256, 512, 256), "nightly")):
         sid = f"{m}x{k}x{n}"
         inputs = _rows([(m, k), (k, n)], F16, low=-2, high=2)

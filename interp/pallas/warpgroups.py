@@ -187,6 +187,7 @@ class WarpgroupRun(KernelRun):
         self.tmem_loads = []              # async_load_tmem records before wait_load_tmem
         self.warps = {}                   # warp id -> WarpRun of this warpgroup's warp_maps
         self.cancel_calls = 0             # try_cluster_cancel calls so far
+        self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
 
     def where(self) -> str:
         return (f"kernel '{self.name}' at cluster {self.cluster.point}, block {self.block}, "
@@ -279,6 +280,11 @@ class WarpgroupRun(KernelRun):
         if len(self.stores) > n:
             del self.stores[:len(self.stores) - n]
 
+    def wait_cp_async(self, n: int) -> None:
+        """wait_gmem_to_smem(n): at most n cp.async groups (one per copy) stay in flight."""
+        if len(self.cp_async) > n:
+            del self.cp_async[:len(self.cp_async) - n]
+
     def wait_wgmma(self, n: int) -> None:
         if len(self.wgmma) > n:
             del self.wgmma[:len(self.wgmma) - n]
@@ -370,9 +376,14 @@ class ClusterState:
             return
         shared = self.concurrent and "smem" in ref.kind
         if not self.tma and not run.wgmma and not _any_stores(run, self) and not shared and \
-                not self.tensor_core and not run.tmem_stores:
+                not self.tensor_core and not run.tmem_stores and not run.cp_async:
             return
         region = Footprint(ref, index)
+        for copy_region in run.cp_async:
+            if region.overlaps(copy_region):
+                raise AsyncAccessError(
+                    f"{run.where()}: {kind} of {region.describe()} while a cp.async copy is "
+                    "still writing it (before wait_gmem_to_smem retired it)")
         if self.tensor_core or run.tmem_stores:
             self._check_tensor_core(run, region, kind)
         for tma_region, barrier, phase in self.tma:

@@ -24,7 +24,8 @@ from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
 from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
-from ..registry import register
+from ..registry import RULES, register
+from . import lax_reductions  # noqa: F401  registers the reduce_* rules the reductions use
 from .state import RUN_STATE_EXIT
 
 # --- layout transforms of SMEM refs (views with the same logical values) --------------------------
@@ -245,7 +246,8 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     # has_barrier, has_user_predicate: JAX >= 0.11 (0.10.2: the barrier is always an operand).
     run = _warpgroup(eqn)
     if has_barrier is False:
-        raise eqn.unsupported("copy_gmem_to_smem without a barrier (cp.async, pre-Hopper)")
+        return _cp_async_copy(eqn, run, flat, src_transforms_treedef, dst_transforms_treedef,
+                              has_user_predicate, collective_axes, leader_tracked)
     src, dst, barrier, rest = flat[0], flat[1], flat[2], flat[3:]
     src_t, rest = _take(rest, src_transforms_treedef)
     dst_t, rest = _take(rest, dst_transforms_treedef)
@@ -260,12 +262,45 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
         _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked)
         return []
     bar = _barrier(eqn, barrier, bar_t)
+    # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM an
+    # un-waited wgmma or TMA store still reads) rather than a plain write.
+    run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
     run.cluster.add_tma(Footprint(dst_ref, dst_index), bar)
     run.arrive(bar)
     bar.complete_tx(value.nbytes)
+    return []
+
+
+def _copy_operands(eqn, flat, src_treedef, dst_treedef, has_user_predicate):
+    """(src ref, src index, dst ref, dst index) of a copy without a barrier operand (src, dst,
+    their transforms, the predicate last), or None when its predicate is false."""
+    src, dst, rest = flat[0], flat[1], flat[2:]
+    src_t, rest = _take(rest, src_treedef)
+    dst_t, rest = _take(rest, dst_treedef)
+    if not _predicate(has_user_predicate, rest):
+        return None
+    return (*_view(eqn, src, src_t), *_view(eqn, dst, dst_t))
+
+
+def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
+                   collective_axes, leader_tracked):
+    """copy_gmem_to_smem without a barrier: cp.async (Mosaic GPU before Hopper,
+    launch_context.py async_copy: the warpgroup's cp.async.shared.global copies, then
+    cp.async.commit_group): one group per copy, in flight until wait_gmem_to_smem retires it."""
+    if collective_axes or leader_tracked is not None:
+        raise eqn.unsupported("a cp.async copy with collective_axes / leader_tracked (JAX: "
+                              "TMA only)")
+    operands = _copy_operands(eqn, flat, src_treedef, dst_treedef, has_user_predicate)
+    if operands is None:
+        return []
+    src_ref, src_index, dst_ref, dst_index = operands
+    value = src_ref.read(src_index)
+    run.cluster.check_access(dst_ref, dst_index, "cp.async copy (copy_gmem_to_smem) write")
+    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    run.cp_async.append(Footprint(dst_ref, dst_index))
     return []
 
 
@@ -314,28 +349,94 @@ def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, lea
     leader.complete_tx(piece.nbytes, known=run.release())
 
 
-_REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum}
+def _as_unsigned(x):
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
-@register("copy_smem_to_gmem", partial="reduction_op other than add/min/max unsupported; the "
-                                       "destination must lie inside its array")
+def _unsigned_op(op):
+    """An integer reduction on the bits read as unsigned (umin/umax; inc/dec, which Mosaic GPU
+    applies to signed and unsigned i32 alike: launch_context.py _is_tma_reduction_op_supported)."""
+    return lambda old, new: op(_as_unsigned(old), _as_unsigned(new)).view(old.dtype)
+
+
+def _signed_op(op):
+    return lambda old, new: op(old.view(np.dtype(f"i{old.dtype.itemsize}")),
+                               new.view(np.dtype(f"i{old.dtype.itemsize}"))).view(old.dtype)
+
+
+# cp.reduce.async.bulk.tensor's operations (PTX ISA; .inc/.dec as atom's, unsigned compare):
+# dst = op(dst, src) elementwise, in dst's dtype.
+_REDUCTIONS = {
+    "add": np.add, "min": np.minimum, "max": np.maximum,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "umin": _unsigned_op(np.minimum), "umax": _unsigned_op(np.maximum),
+    "smin": _signed_op(np.minimum), "smax": _signed_op(np.maximum),
+    "inc": _unsigned_op(lambda old, b: np.where(old >= b, 0, old + 1).astype(old.dtype)),
+    "dec": _unsigned_op(lambda old, b: np.where((old == 0) | (old > b), b,
+                                                old - 1).astype(old.dtype)),
+}
+_INTEGER_REDUCTIONS = {"and", "or", "xor", "umin", "umax", "smin", "smax", "inc", "dec"}
+
+
+@register("async_store_smem", partial="atomic stores of floats unsupported")
+def async_store_smem(eqn, src, ref, barrier, cluster_idx, *leaves, ref_transforms_treedef,
+                     barrier_transforms_treedef, cluster_dim, optimized, atomic):
+    # optimized: a bank-conflict-free transfer on the hardware; no value effect.
+    """st.async of a register array into ``ref`` of the block at ``cluster_idx`` along cluster
+    axis ``cluster_dim`` (primitives.py async_store_smem; the Lane lowering arrives on that
+    block's barrier with expect-tx of the bytes, one warpgroup-level arrival, and the stores
+    complete them), optionally ``atomic`` (dst = op(dst, src)). The destination is in flight
+    until that barrier phase is observed, as a TMA copy's."""
+    run = _warpgroup(eqn)
+    ref_t, leaves = _take(leaves, ref_transforms_treedef)
+    bar_t, leaves = _take(leaves, barrier_transforms_treedef)
+    names = list(run.cluster.plan.cluster_names)
+    if cluster_dim not in names:
+        raise eqn.unsupported(f"async_store_smem along {cluster_dim!r}: not a cluster axis "
+                              f"({names})")
+    axis, idx = names.index(cluster_dim), int(np.asarray(cluster_idx))
+    if not 0 <= idx < run.cluster.plan.cluster[axis]:
+        raise OutOfBoundsError(f"{run.where()}: async_store_smem to block {idx} along "
+                               f"{cluster_dim!r}, a cluster of {run.cluster.plan.cluster[axis]}")
+    block = tuple(idx if d == axis else b for d, b in enumerate(run.block))
+    dst_ref, dst_index = _view(eqn, ref, ref_t)
+    peer, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
+    value = np.asarray(src).reshape(np.shape(peer.array[dst_index]))
+    if atomic is not None:
+        op = _REDUCTIONS.get(str(getattr(atomic, "value", atomic)).lower())
+        if op is None or not dtypes.is_int(value.dtype):
+            raise eqn.unsupported(f"async_store_smem(atomic={atomic!r}) on {value.dtype}")
+        old = np.asarray(peer.array[dst_index])
+        with np.errstate(over="ignore"):
+            value = np.asarray(op(old, value)).astype(old.dtype)
+    bar = _barrier(eqn, barrier, bar_t, block)
+    bar.expect_tx(value.nbytes)
+    peer.write(dst_index, value)
+    run.cluster.add_tma(Footprint(peer, dst_index), bar)
+    run.arrive(bar)
+    bar.complete_tx(value.nbytes)
+    return []
+
+
+@register("copy_smem_to_gmem", partial="the destination must lie inside its array")
 def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef,
                       has_user_predicate, commit_group, reduction_op):
     run = _warpgroup(eqn)
-    src, dst, rest = flat[0], flat[1], flat[2:]
-    src_t, rest = _take(rest, src_transforms_treedef)
-    dst_t, rest = _take(rest, dst_transforms_treedef)
-    if not _predicate(has_user_predicate, rest):
+    operands = _copy_operands(eqn, flat, src_transforms_treedef, dst_transforms_treedef,
+                              has_user_predicate)
+    if operands is None:
         return []
-    src_ref, src_index = _view(eqn, src, src_t)
-    dst_ref, dst_index = _view(eqn, dst, dst_t)
+    src_ref, src_index, dst_ref, dst_index = operands
     value = src_ref.read(src_index)
     if reduction_op is not None:
-        op = _REDUCTIONS.get(str(getattr(reduction_op, "value", reduction_op)).lower())
-        if op is None or not (dtypes.is_float(value.dtype) or dtypes.is_int(value.dtype)):
+        name = str(getattr(reduction_op, "value", reduction_op)).lower()
+        op = _REDUCTIONS.get(name)
+        if op is None or not (dtypes.is_int(value.dtype) or (dtypes.is_float(value.dtype) and
+                                                            name not in _INTEGER_REDUCTIONS)):
             raise eqn.unsupported(f"reduction_op {reduction_op!r} on {value.dtype}")
-        old = dst_ref.read(dst_index)
-        value = op(old, value.reshape(old.shape)).astype(old.dtype)
+        old = np.asarray(dst_ref.read(dst_index))
+        with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
+            value = np.asarray(op(old, np.asarray(value).reshape(old.shape))).astype(old.dtype)
     dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
     run.uncommitted_stores.append(Footprint(src_ref, src_index))
     if commit_group:
@@ -347,6 +448,13 @@ def _commit(run):
     if run.uncommitted_stores:
         run.stores.append(run.uncommitted_stores)
         run.uncommitted_stores = []
+
+
+@register("wait_gmem_to_smem")
+def wait_gmem_to_smem(eqn, *, n):
+    # cp.async.wait_group n then a warpgroup barrier (launch_context.py await_cp_async_copy).
+    _warpgroup(eqn).wait_cp_async(int(n))
+    return []
 
 
 @register("commit_group")
@@ -418,6 +526,28 @@ def _mma(acc, a, b, out_dtype) -> np.ndarray:
     return (np.asarray(acc, np.float64) + wide).astype(out_dtype)
 
 
+_EXACT_PRODUCTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
+    """acc + a @ b of a matrix instruction (spec/pallas_mosaic_gpu.py wgmma_ref, mma): float
+    operands whose products are exact in float64 (16-bit floats, fp8) by _mma; integer operands
+    exactly, wrapped to the 32-bit accumulator (no .satfinite in Mosaic GPU's instructions).
+    ``unsigned_ints``: whether the instruction reads unsigned integers as such (mma.py
+    _ptx_dtype_str: u8 / s8 by signedness) or not (wgmma.py ptx_operand_type: always s8)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if dtypes.is_int(a.dtype) or a.dtype == np.bool_:
+        if not unsigned_ints and (a.dtype.kind == "u" or b.dtype.kind == "u"):
+            raise eqn.unsupported(f"{instruction} of {a.dtype} x {b.dtype}: Mosaic GPU reads "
+                                  "8-bit integer operands as s8 (wgmma.py ptx_operand_type)")
+        wide = np.asarray(acc, np.int64) + a.astype(np.int64) @ b.astype(np.int64)
+        return wide.astype(np.uint32).view(np.int32).astype(out_dtype)
+    if a.dtype.name not in _EXACT_PRODUCTS or b.dtype.name not in _EXACT_PRODUCTS:
+        raise eqn.unsupported(f"{instruction} of {a.dtype} x {b.dtype} operands (16-bit and fp8 "
+                              "floats, integers only)")
+    return _mma(acc, a, b, out_dtype)
+
+
 def _operand(eqn, x, transforms):
     """(value, Footprint or None) of a wgmma operand: a ref (SMEM) read through its transforms, or
     a value (registers)."""
@@ -427,7 +557,8 @@ def _operand(eqn, x, transforms):
     return np.asarray(x), None
 
 
-@register("wgmma_ref", partial="integer and fp8 operands unsupported")
+@register("wgmma_ref", partial="unsigned 8-bit integer operands unsupported (Mosaic GPU reads "
+                                "them as s8)")
 def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
               b_transforms_tree):
     run = _warpgroup(eqn)
@@ -437,27 +568,32 @@ def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
     acc_ref, acc_index = _view(eqn, acc, acc_t)
     av, a_region = _operand(eqn, a, a_t)
     bv, b_region = _operand(eqn, b, b_t)
-    if not all(dtypes.is_float(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize == 2
-               for v in (av, bv)):
-        raise eqn.unsupported(f"wgmma of {av.dtype} x {bv.dtype} (16-bit float operands only)")
     # The wgmma's own accumulator access is ordered with earlier wgmmas (the async proxy runs
     # them in order), so it bypasses the in-flight check a warpgroup's access gets.
-    acc_ref.array[acc_index] = _mma(acc_ref.array[acc_index], av, bv, acc_ref.dtype)
+    acc_ref.array[acc_index] = _matrix_product(eqn, acc_ref.array[acc_index], av, bv,
+                                               acc_ref.dtype, "wgmma", unsigned_ints=False)
     run.wgmma.append((acc_ref, [r for r in (a_region, b_region) if r is not None]))
     return []
 
 
-@register("wgmma", partial="integer and fp8 operands unsupported")
+@register("wgmma", partial="unsigned 8-bit integer operands unsupported (Mosaic GPU reads them "
+                            "as s8)")
 def wgmma(eqn, acc, a, b, *leaves, acc_transforms_tree=None, a_transforms_tree=None,
           b_transforms_tree=None):
     # The value form (after run_state discharge): acc + a @ b. It is bound with wgmma_ref's
     # transform trees (primitives.py: wgmma_p.bind(..., **kwargs)); a value form has none left.
     if any(t is not None for t in (acc_transforms_tree, a_transforms_tree, b_transforms_tree)):
         raise eqn.unsupported("the value form of wgmma with ref transforms")
-    if not all(dtypes.is_float(np.dtype(v.dtype)) and np.dtype(v.dtype).itemsize == 2
-               for v in (a, b)):
-        raise eqn.unsupported(f"wgmma of {a.dtype} x {b.dtype} (16-bit float operands only)")
-    return _mma(acc, a, b, eqn.out_aval.dtype)
+    return _matrix_product(eqn, acc, a, b, eqn.out_aval.dtype, "wgmma", unsigned_ints=False)
+
+
+@register("mma", partial="float64 operands unsupported (the PTX ISA leaves the f64 mma's "
+                         "order of k-step roundings unstated)")
+def mma(eqn, acc, a, b):
+    # Ampere mma.sync (primitives.py mma: "acc + a @ b synchronously"; mosaic/gpu/mma.py lowers
+    # it to mma.sync.aligned.m16n8k{k}.row.col.{s32|f32|f64}): a warp-synchronous register
+    # operation, nothing in flight.
+    return _matrix_product(eqn, acc, a, b, eqn.out_aval.dtype, "mma", unsigned_ints=True)
 
 
 def _await_accumulators() -> None:
@@ -590,7 +726,12 @@ def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collecti
     return []
 
 
-@register("async_copy_smem_to_tmem", partial="collective (2-CTA) copies unsupported")
+@register("async_copy_smem_to_tmem", partial="collective (2-CTA) copies unsupported: Mosaic GPU "
+                                             "lowers them to tcgen05.cp.cta_group::2 issued by "
+                                             "the pair's leader only, and no source the "
+                                             "reference follows states which block's SMEM "
+                                             "lands in which block's TMEM (JAX's own interpret "
+                                             "mode drops collective_axis)")
 def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, collective_axis):
     run = _warpgroup(eqn)
     if collective_axis is not None:
@@ -610,8 +751,7 @@ _TMEM_REDUCTIONS = {"max": lambda x: x.max(-1), "min": lambda x: x.min(-1),
                     "absmax": lambda x: np.abs(x).max(-1), "absmin": lambda x: np.abs(x).min(-1)}
 
 
-@register("async_load", partial="reduce with NaN in the loaded data unsupported (tcgen05.ld.red's "
-                                "NaN rule depends on the lowering's qualifier)")
+@register("async_load")
 def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
     # reduce: JAX >= 0.11.
     # Named async_load in JAX (primitives.py async_load_tmem_p).
@@ -625,10 +765,16 @@ def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
     if reduce is None:
         return [value]
     name = str(getattr(reduce, "value", reduce)).lower()
-    if name not in _TMEM_REDUCTIONS or (dtypes.is_float(value.dtype) and np.isnan(value).any()):
-        raise eqn.unsupported(f"async_load_tmem(reduce={reduce!r}) on {value.dtype} data "
-                              "with NaN" if name in _TMEM_REDUCTIONS else f"reduce={reduce!r}")
-    return [value, _TMEM_REDUCTIONS[name](value).astype(eqn.out_avals[1].dtype)]
+    if name not in _TMEM_REDUCTIONS:
+        raise eqn.unsupported(f"reduce={reduce!r}")
+    reduced = _TMEM_REDUCTIONS[name](value).astype(eqn.out_avals[1].dtype)
+    if dtypes.is_float(value.dtype):
+        # f32 lowers to tcgen05.ld.red.{min,max}[.abs].NaN.f32 (mosaic/gpu/tcgen05.py _tmem_load,
+        # JAX 0.11.2 and 0.12): with .NaN a NaN among the inputs makes the result the
+        # canonical NaN.
+        canonical = np.array(0x7FFFFFFF, np.uint32).view(np.float32)
+        reduced = np.where(np.isnan(value).any(-1), canonical, reduced).astype(reduced.dtype)
+    return [value, reduced]
 
 
 @register("wait_load_tmem")
@@ -972,21 +1118,39 @@ def multimem_load_reduce(eqn, ref, *leaves, tree, collective_axes, reduction_op)
     return np.asarray(out, stacked.dtype).reshape(eqn.out_aval.shape)
 
 
+# --- reductions across a warpgroup's layout -----------------------------------------------------
+# plgpu.sum/max/min/prod (primitives.py reduce_*_p) reduce ``axes`` out of a register array as
+# lax.reduce_* do (_reduce_abstract_eval: the remaining axes in order); the value is the lax
+# reduction's (spec/pallas_mosaic_gpu.py REDUCTIONS), whatever layout the array has.
+
+
+def _mgpu_reduction(lax_rule):
+    def rule(eqn, x, *, axes, accumulator_ilp=None):
+        # accumulator_ilp: how many independent accumulators each thread keeps on the hardware
+        # (fragmented_array.py reduce acc_ilp): it changes only the hardware's summation order,
+        # which the reference does not follow (the result is correctly rounded).
+        return lax_rule(eqn, x, axes=axes)
+    return rule
+
+
+for _name in ("sum", "max", "min", "prod"):
+    register(f"mosaic_gpu_reduce_{_name}")(_mgpu_reduction(RULES[f"reduce_{_name}"]))
+
+
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
-    "barrier_test": "its value depends on the schedule (whether a phase completed yet)",
+    "barrier_test": "its value is whether the thread's next phase of the barrier completed "
+                    "by the moment of the test (mbarrier.test_wait.parity; a completed phase "
+                    "counts as waited: mosaic/gpu/utils.py BarrierRef.test): unless a barrier "
+                    "already ordered the completion before the test either answer is a legal "
+                    "schedule, and its use, a warp polling until the phase completes, needs the "
+                    "other threads to run between polls, which the reference's scheduler "
+                    "(switching only at blocking waits) does not do",
     "async_copy_scales_to_tmem": "block scales in TMEM feed only block-scaled tcgen05_mma, "
                                  "whose scale-factor layout is not modelled",
     "async_copy_sparse_metadata_to_tmem": "sparse metadata in TMEM feeds only sparse "
                                           "tcgen05_mma, whose 2:4 metadata layout is not modelled",
-    "async_store_smem": "cp.async (pre-Hopper) copies not modelled yet",
-    "wait_gmem_to_smem": "cp.async (pre-Hopper) copies not modelled yet",
-    "mma": "Ampere mma not modelled yet",
-    "mosaic_gpu_reduce_sum": "plgpu reductions not modelled yet",
-    "mosaic_gpu_reduce_max": "plgpu reductions not modelled yet",
-    "mosaic_gpu_reduce_min": "plgpu reductions not modelled yet",
-    "mosaic_gpu_reduce_prod": "plgpu reductions not modelled yet",
     "mgpu_atomic_store": "atomic read-modify-write stores (red.global, local or through "
                          "remote_ref) not modelled: concurrent float atomics make the value "
                          "schedule-dependent",
