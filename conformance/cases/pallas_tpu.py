@@ -168,14 +168,16 @@ def mxu_cases():
                              _has("matmul_acc_lhs") and hasattr(_tpu(), "ACC"),
                              "no pltpu.matmul_acc_lhs with pltpu.ACC accumulator refs"),
                          primitives=("matmul_push_rhs", "matmul_acc_lhs", "matmul_pop"))
-        if _acc_by_address():
-            def claims(x1, y1, x2, y2, out=out):   # the second right-hand side pushed transposed
-                return _claimed_matmul(out)(x1, y1, x2, y2.T)
-            yield from _case(f"mxu_acc_address/{dtype.name}/{m}x{k}x{n}", build_mxu_acc_addr(m, n, out),
-                             _operands(dtype, (m, k), (k, n), (m, k), (n, k)), claims=claims,
-                             modes=_mxu_modes(dtype, 2 * k), dot_bound=lambda x1, y1, x2, y2:
-                             _dot_bound(x1, y1, x2, y2.T),
-                             primitives=("matmul_push_rhs", "matmul_acc_lhs", "matmul_pop"))
+        def claims(x1, y1, x2, y2, out=out):   # the second right-hand side pushed transposed
+            return _claimed_matmul(out)(x1, y1, x2, y2.T)
+        yield from _case(f"mxu_acc_address/{dtype.name}/{m}x{k}x{n}", build_mxu_acc_addr(m, n, out),
+                         _operands(dtype, (m, k), (k, n), (m, k), (n, k)), claims=claims,
+                         modes=_mxu_modes(dtype, 2 * k), dot_bound=lambda x1, y1, x2, y2:
+                         _dot_bound(x1, y1, x2, y2.T),
+                         not_applicable=applicable_if(_acc_by_address(), "pltpu.matmul_acc_lhs "
+                                                      "names its accumulator by acc_addr only in "
+                                                      "JAX 0.10.x (from 0.11 by an accumulator ref)"),
+                         primitives=("matmul_push_rhs", "matmul_acc_lhs", "matmul_pop"))
         yield from _case(f"mxu_fifo/{dtype.name}/{2 * m}x{k}x{n}", build_mxu_fifo(2 * m, n, 8, out),
                          _operands(dtype, (2 * m, k), (k, n)), claims=_claimed_matmul(out),
                          modes=_mxu_modes(dtype, k), dot_bound=_dot_bound,
