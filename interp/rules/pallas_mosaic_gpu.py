@@ -461,22 +461,26 @@ def _exactly_summed(acc, a, b, absbound) -> np.ndarray:
     integer multiple of its quantum 2**(max(E, 1) - B - m) (subnormals and zero included), and the
     product of two is a multiple of the product of their quanta. For output element (i, j) let
     2**Q be the least quantum over its terms (bounded below by the accumulator's and by the least
-    of row i of a times the least of column j of b; zeros, which add nothing, do not count): every
+    of row i of a times the least of column j of b; a zero accumulator, which adds nothing,
+    does not count): every
     term, and every sum of some of the terms, is an integer multiple of 2**Q, of magnitude at most
     S, the sum of the terms' magnitudes. If S < 2**(53 + Q), every such partial sum is n 2**Q
     with |n| < 2**53, a float64 number, so each addition or fused multiply-add BLAS performs, in
     whatever order or blocking, is exact, and so is the computed sum. ``absbound`` (S computed in
     float64) is below the true S by a relative 2**-30 at most for K < 2**20 (each float64
-    operation errs by 2**-53), so requiring it below 2**(52 + Q) covers that. Non-finite values
-    are left to IEEE arithmetic (caller)."""
-    def quantum_exponent(x):
+    operation errs by 2**-53), so requiring it below 2**(52 + Q) covers that. A non-finite term
+    makes S non-finite: not proven here (certified_round keeps non-finite sums as they are)."""
+    def exponent_field(x):
         uint, shift, field_mask, offset, magnitude_mask = _float_fields(np.dtype(x.dtype))
         bits = x.view(uint)
-        q = np.maximum((bits >> shift) & field_mask, 1).astype(np.int32) + offset
-        return np.where(bits & magnitude_mask == 0, 4096, q)
-    q = np.minimum(quantum_exponent(np.asarray(acc)),
-                   quantum_exponent(np.asarray(a)).min(axis=1)[:, None]
-                   + quantum_exponent(np.asarray(b)).min(axis=0)[None, :])
+        return bits, (bits >> shift) & field_mask, offset, magnitude_mask
+
+    def least_quantum(x, axis):   # zeros count as the least quantum here: still a lower bound
+        _, field, offset, _ = exponent_field(x)
+        return np.maximum(field.min(axis=axis), 1).astype(np.int32) + offset
+    bits, field, offset, magnitude_mask = exponent_field(acc)
+    q_acc = np.where(bits & magnitude_mask == 0, 4096, np.maximum(field, 1).astype(np.int32) + offset)
+    q = np.minimum(q_acc, least_quantum(a, 1)[:, None] + least_quantum(b, 0)[None, :])
     return (absbound < np.ldexp(1.0, np.minimum(52 + q, 1023))) & (np.shape(a)[1] < 2 ** 20)
 
 
