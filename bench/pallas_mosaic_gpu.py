@@ -80,14 +80,15 @@ def _program(kernel: str, mode: str):
     return run
 
 
-def _first_call(kernel: str, mode: str, quick: bool) -> "float | str":
-    """Seconds of the first call in a fresh process, or why it failed."""
+def _first_call(kernel: str, mode: str, quick: bool) -> "tuple | str":
+    """(wall, CPU) seconds of the first call in a fresh process, or why it failed."""
     cmd = [sys.executable, "-m", "bench.pallas_mosaic_gpu", "--one", kernel, mode]
     res = subprocess.run(cmd + (["--quick"] if quick else []), capture_output=True, text=True,
                          timeout=1800)
     for line in res.stdout.splitlines():
         if line.startswith("first "):
-            return float(line.split()[1])
+            words = line.split()
+            return float(words[1]), float(words[3])
     errors = [line for line in res.stderr.splitlines() if "Error" in line] or ["?"]
     return "fails: " + errors[-1].strip()[:100]
 
@@ -106,9 +107,10 @@ def _one(kernel: str, mode: str, quick: bool) -> None:
     args = _inputs(kernel, quick)
     t0 = time.perf_counter()
     _imports()
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     np.asarray(_program(kernel, mode)(*args))
-    print(f"first {time.perf_counter() - t1:.4f} imports {t1 - t0:.4f}")
+    print(f"first {time.perf_counter() - t1:.4f} cpu {time.process_time() - c1:.4f} "
+          f"imports {t1 - t0:.4f}")
 
 
 def _steady(kernel: str, mode: str, quick: bool, repeats: int):
@@ -119,12 +121,13 @@ def _steady(kernel: str, mode: str, quick: bool, repeats: int):
     except Exception as e:  # noqa: BLE001  (a mode that cannot run the kernel says why)
         last = [line for line in str(e).splitlines() if "Error" in line] or [str(e)]
         return f"fails: {type(e).__name__}: {last[-1].strip()[:80]}", "-", None
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = np.asarray(fn(*args))
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times), out
+        cpu.append(time.process_time() - c0)
+    return (statistics.median(times), statistics.median(cpu)), (min(times), min(cpu)), out
 
 
 def main(argv=None) -> None:
@@ -137,7 +140,8 @@ def main(argv=None) -> None:
     if a.one:
         _one(a.one[0], a.one[1], a.quick)
         return
-    print(f"{'kernel':<16} {'mode':<22} {'first call s':>14} {'steady s':>10} {'best s':>8}  "
+    print("seconds, wall / CPU of this process (a loaded machine stretches wall time)")
+    print(f"{'kernel':<16} {'mode':<22} {'first call':>14} {'steady median':>14} {'best':>12}  "
           "agrees with reference")
     for kernel in ("hopper_matmul", "attention"):
         ref_out = None
@@ -148,8 +152,8 @@ def main(argv=None) -> None:
                 ref_out = out
             agrees = "-" if out is None or ref_out is None else \
                 f"max |diff| {np.abs(out.astype(np.float64) - ref_out).max():.3g}"
-            show = (lambda v: f"{v:.3f}" if isinstance(v, float) else v)
-            print(f"{kernel:<16} {mode:<22} {show(first):>14} {show(steady):>10} {show(best):>8}  "
+            show = (lambda v: f"{v[0]:.2f} / {v[1]:.2f}" if isinstance(v, tuple) else v)
+            print(f"{kernel:<16} {mode:<22} {show(first):>14} {show(steady):>14} {show(best):>12}  "
                   f"{agrees}",
                   flush=True)
 
