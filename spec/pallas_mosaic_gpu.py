@@ -170,7 +170,7 @@ SEMANTICS = table(
         "wgmma_ref",
         "acc += a @ b on 16-bit float operands (a from SMEM or registers, b from SMEM, through "
         "their transforms), asynchronous until wgmma_wait. Every product of two f16/bf16 values "
-        "is exact in float64; their sum and the accumulator are added in float64 and rounded "
+        "is exact in float64; the exact sum of the products and the accumulator is rounded "
         "once to the accumulator's dtype (the PTX ISA leaves the accumulation order and "
         "intermediate precision to the implementation; the backend is held to DOT_PRODUCT).",
         edge_cases=(UNDEFINED["accumulator-before-wgmma-wait"], UNDEFINED["smem-write-under-wgmma"],

@@ -429,7 +429,8 @@ def _mma(acc, a, b, out_dtype) -> np.ndarray:
         wide = acc64 + np.einsum("ik,kj->ij", a64, b64)
         absbound = np.abs(acc64) + np.abs(a64).sum(axis=1)[:, None] * np.abs(b64).max(axis=0)
     exact = _exactly_summed(acc, a, b, absbound)
-    out = round_float(wide, out_dtype)
+    with np.errstate(over="ignore"):               # a sum past the dtype's range rounds to inf
+        out = round_float(wide, out_dtype)
     out[exact & (wide == 0)] = 0                 # an exact zero is +0 (as certified_round's)
     todo = np.flatnonzero(~exact)
     if todo.size:
