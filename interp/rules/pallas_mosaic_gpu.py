@@ -463,26 +463,26 @@ def _exactly_summed(acc, a, b, absbound) -> np.ndarray:
     product of two is a multiple of the product of their quanta. For output element (i, j) let
     2**Q be the least quantum over its terms (bounded below by the accumulator's and by the least
     of row i of a times the least of column j of b; a zero accumulator, which adds nothing,
-    does not count): every
-    term, and every sum of some of the terms, is an integer multiple of 2**Q, of magnitude at most
-    S, the sum of the terms' magnitudes. If S < 2**(53 + Q), every such partial sum is n 2**Q
+    does not count): every term, and every sum of some of the terms, is an integer multiple of
+    2**Q, of magnitude at most S, the sum of the terms' magnitudes. If S < 2**(53 + Q), every such partial sum is n 2**Q
     with |n| < 2**53, a float64 number, so each addition or fused multiply-add BLAS performs, in
     whatever order or blocking, is exact, and so is the computed sum. ``absbound`` (S computed in
     float64) is below the true S by a relative 2**-30 at most for K < 2**20 (each float64
     operation errs by 2**-53), so requiring it below 2**(52 + Q) covers that. A non-finite term
     makes S non-finite: not proven here (certified_round keeps non-finite sums as they are)."""
-    def exponent_field(x):
-        uint, shift, field_mask, offset, magnitude_mask = _float_fields(np.dtype(x.dtype))
-        bits = x.view(uint)
-        return bits, (bits >> shift) & field_mask, offset, magnitude_mask
-
     def least_quantum(x, axis):   # zeros count as the least quantum here: still a lower bound
-        _, field, offset, _ = exponent_field(x)
-        return np.maximum(field.min(axis=axis), 1).astype(np.int32) + offset
-    bits, field, offset, magnitude_mask = exponent_field(acc)
-    q_acc = np.where(bits & magnitude_mask == 0, 4096, np.maximum(field, 1).astype(np.int32) + offset)
+        uint, shift, _, offset, magnitude_mask = _float_fields(np.dtype(x.dtype))
+        least = (x.view(uint) & magnitude_mask).min(axis=axis) >> shift   # (fields order as magnitudes do)
+        return np.maximum(least, 1).astype(np.int64) + offset
+    uint, shift, _, offset, magnitude_mask = _float_fields(np.dtype(acc.dtype))
+    magnitude = acc.view(uint) & magnitude_mask
+    q_acc = np.where(magnitude == 0, 4096, np.maximum(magnitude >> shift, 1).astype(np.int64) + offset)
     q = np.minimum(q_acc, least_quantum(a, 1)[:, None] + least_quantum(b, 0)[None, :])
-    return (absbound < np.ldexp(1.0, np.minimum(52 + q, 1023))) & (np.shape(a)[1] < 2 ** 20)
+    # absbound < 2**(52 + q): absbound (>= 0, or NaN) lies in [2**(F - 1023), 2**(F - 1022)) for
+    # its biased float64 exponent field F >= 1 (below 2**-1022 for F = 0), so the test is
+    # F <= 1074 + q; inf and NaN (F = 2047, 4095 with the sign bit) fail it, as q < 973.
+    field = (np.ascontiguousarray(absbound, np.float64).view(np.uint64) >> np.uint64(52)).astype(np.int64)
+    return (field <= 1074 + q) & (np.shape(a)[1] < 2 ** 20)
 
 
 def _operand(eqn, x, transforms):
