@@ -32,6 +32,21 @@ per-access race bookkeeping. What was cut: a thread per warpgroup per cluster (1
 matmul's 132 clusters never wait and now run on the caller's thread), a condition every thread
 woke on at every handoff, re-resolving every tiled SMEM view per access.
 
+Then (2026-11-27, 09:10-09:15 UTC, same machine, load average 4-5) wgmma became correctly rounded
+(the exact sum of the accumulator and the products, rounded once: the float64 einsum before was
+not under cancellation; interp/rules/pallas_mosaic_gpu.py _mma and _exactly_summed) and this
+bench reports CPU seconds beside wall. Two alternating full runs of the commit before (7f28c34)
+and after, ``--modes=reference --repeats=5``, wall / CPU (first call; steady median):
+hopper matmul before 0.66 / 0.64 and 0.78 / 0.74; 0.32 / 0.32 and 0.42 / 0.41, after
+0.85 / 0.84 and 0.99 / 0.97; 0.40 / 0.40 and 0.40 / 0.39. Attention before 1.31 / 1.29 and
+1.32 / 1.20; 0.94 / 0.93 and 1.12 / 1.10, after 0.85 / 0.84 and 0.99 / 0.99; 0.99 / 0.93 and
+0.96 / 0.96. Exactness costs the matmul ~0.05 s steady (64 wgmmas of 128x64x128: ~1 ms each
+against ~0.5 ms for the einsum alone) and is within the noise for attention (512 wgmmas of
+64x64x64, ~0.4 ms against ~0.15 ms). At this load attention meets 1 s steady and the matmul's
+steady state meets 0.79 s; the matmul's first call (0.66-0.99 s here) does not reliably: it
+holds JAX's trace of the kernel (~0.45 s) and, in a fresh process, a generation-2 garbage
+collection of CPython (0.2-0.4 s, measured with ``gc.callbacks``).
+
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
 placeholder (conformance/cases/pallas_mosaic_gpu.py) stands in where it is missing. BLAS runs
 single-threaded (as bench/pallas.py: a threaded BLAS on a loaded 2-core machine varies 10-100x).
