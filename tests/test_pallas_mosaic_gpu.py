@@ -837,7 +837,8 @@ def test_wgmma_sum_is_the_exact_sum_rounded_once():
             b = (rng.standard_normal((12, 5)) * rng.choice(scales, (12, 5))).astype(dt)
             with np.errstate(over="ignore"):        # (trials whose accumulator overflows: skipped)
                 acc = (-(a.astype(np.float64) @ b.astype(np.float64))).astype(np.float32) if trial % 2 \
-                    else (rng.standard_normal((6, 5)) * rng.choice([1e-8, 1.0, 1e8], (6, 5))).astype(np.float32)
+                    else (rng.standard_normal((6, 5))
+                          * rng.choice([1e-8, 1.0, 1e8], (6, 5))).astype(np.float32)
             if not np.isfinite(acc).all():
                 continue
             want = np.empty(acc.shape, np.float32)

@@ -464,12 +464,13 @@ def _exactly_summed(acc, a, b, absbound) -> np.ndarray:
     2**Q be the least quantum over its terms (bounded below by the accumulator's and by the least
     of row i of a times the least of column j of b; a zero accumulator, which adds nothing,
     does not count): every term, and every sum of some of the terms, is an integer multiple of
-    2**Q, of magnitude at most S, the sum of the terms' magnitudes. If S < 2**(53 + Q), every such partial sum is n 2**Q
-    with |n| < 2**53, a float64 number, so each addition or fused multiply-add BLAS performs, in
-    whatever order or blocking, is exact, and so is the computed sum. ``absbound`` (S computed in
-    float64) is below the true S by a relative 2**-30 at most for K < 2**20 (each float64
-    operation errs by 2**-53), so requiring it below 2**(52 + Q) covers that. A non-finite term
-    makes S non-finite: not proven here (certified_round keeps non-finite sums as they are)."""
+    2**Q, of magnitude at most S, the sum of the terms' magnitudes. If S < 2**(53 + Q), every
+    such partial sum is n 2**Q with |n| < 2**53, a float64 number, so each addition or fused
+    multiply-add of the product (einsum or BLAS), in whatever order or blocking, is exact, and so
+    is the computed sum. ``absbound`` (S computed in float64) is below the true S by a relative
+    2**-30 at most for K < 2**20 (each float64 operation errs by 2**-53), so requiring it below
+    2**(52 + Q) covers that. A non-finite term makes S non-finite: not proven here
+    (certified_round keeps non-finite sums as they are)."""
     def least_quantum(x, axis):   # zeros count as the least quantum here: still a lower bound
         uint, shift, _, offset, magnitude_mask = _float_fields(np.dtype(x.dtype))
         least = (x.view(uint) & magnitude_mask).min(axis=axis) >> shift   # (fields order as magnitudes do)
