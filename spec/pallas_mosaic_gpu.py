@@ -269,7 +269,7 @@ SEMANTICS = table(
         "wgmma_ref",
         "acc += a @ b (a from SMEM or registers, b from SMEM, through their transforms), "
         "asynchronous until wgmma_wait. f16/bf16 and fp8 (e4m3fn, e5m2, mixed) operands: every "
-        "product is exact in float64; their sum and the accumulator are added in float64 and "
+        "product is exact in float64; the exact sum of the products and the accumulator is "
         "rounded once to the accumulator's dtype (the PTX ISA leaves the accumulation order "
         "and intermediate precision to the implementation; the backend is held to "
         "DOT_PRODUCT). int8 operands with the int32 accumulator: the exact sum wrapped to 32 "

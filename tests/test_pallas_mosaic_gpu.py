@@ -1104,3 +1104,32 @@ def test_async_store_smem_lands_in_the_peer_block_behind_its_barrier(wait):
         with pytest.raises(AsyncAccessError, match=r"block \(1,\).*read of .*smem.* while a "
                                                    "TMA copy is still writing it"):
             interp.interpret(f)(x)
+
+
+def test_wgmma_sum_is_the_exact_sum_rounded_once():
+    # Independent check: Fraction arithmetic. Mixed magnitudes make float64 partial sums inexact
+    # (bf16 exponent range, cancellation against the accumulator), which the rule must not show.
+    from fractions import Fraction
+
+    import ml_dtypes
+
+    from interp.rules.lax_reductions import round_exact
+    from interp.rules.pallas_mosaic_gpu import _mma
+    rng = np.random.default_rng(5)
+    for dt, scales in ((np.float16, [1e-6, 1e-3, 1.0, 3e3]), (ml_dtypes.bfloat16, [1e-30, 1.0, 1e30])):
+        for trial in range(6):
+            a = (rng.standard_normal((6, 12)) * rng.choice(scales, (6, 12))).astype(dt)
+            b = (rng.standard_normal((12, 5)) * rng.choice(scales, (12, 5))).astype(dt)
+            with np.errstate(over="ignore"):        # (trials whose accumulator overflows: skipped)
+                acc = (-(a.astype(np.float64) @ b.astype(np.float64))).astype(np.float32) if trial % 2 \
+                    else (rng.standard_normal((6, 5))
+                          * rng.choice([1e-8, 1.0, 1e8], (6, 5))).astype(np.float32)
+            if not np.isfinite(acc).all():
+                continue
+            want = np.empty(acc.shape, np.float32)
+            for i, j in np.ndindex(*acc.shape):
+                s = Fraction(float(acc[i, j])) + sum(Fraction(float(a[i, k])) * Fraction(float(b[k, j]))
+                                                     for k in range(a.shape[1]))
+                want[i, j] = round_exact(s.numerator, -(s.denominator.bit_length() - 1), np.dtype(np.float32))
+            got = _mma(acc, a, b, np.float32)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (dt, trial)

@@ -14,6 +14,8 @@ Primitive names and parameters differ between JAX versions, each handled here ex
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes
@@ -25,7 +27,8 @@ from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
 from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
 from ..registry import RULES, register
-from . import lax_reductions  # noqa: F401  registers the reduce_* rules the reductions use
+# (importing lax_reductions also registers the reduce_* rules plgpu's reductions use)
+from .lax_reductions import certified_round, refine_sums, round_float, sum_error_bound
 from .state import RUN_STATE_EXIT
 
 # --- layout transforms of SMEM refs (views with the same logical values) --------------------------
@@ -517,13 +520,80 @@ def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef):
 # --- wgmma ----------------------------------------------------------------------------------------
 
 def _mma(acc, a, b, out_dtype) -> np.ndarray:
-    """acc + a @ b: every product exact, the sum formed in float64 and rounded once to the
-    accumulator type (spec/pallas_mosaic_gpu.py wgmma)."""
-    # einsum, not matmul: a block-sized product is cheaper in one thread than through a
-    # multithreaded BLAS fighting the warpgroup threads for the cores (measured 4.5 ms vs
-    # 164 ms for 128x64x128 on a loaded 2-core machine).
-    wide = np.einsum("ik,kj->ij", np.asarray(a, np.float64), np.asarray(b, np.float64))
-    return (np.asarray(acc, np.float64) + wide).astype(out_dtype)
+    """acc + a @ b on 16-bit or fp8 float operands: the exact sum of the accumulator and the
+    products, rounded once to ``out_dtype`` (spec/pallas_mosaic_gpu.py wgmma).
+
+    The products of such values are exact in float64 (at most 2 x 11 significant bits), so a
+    float64 product (einsum) plus the accumulator is a sum of K + 1 exact terms in some order, within
+    gamma_K times the sum of their magnitudes of the exact sum (lax_reductions.sum_error_bound,
+    bounded by |acc| + the row sums of |a| times the column maxima of |b|); certified_round keeps
+    the elements where that whole interval rounds to one value and sums the others exactly.
+    Where :func:`_exactly_summed` shows the float64 sum exact (most elements), it is rounded once."""
+    a, b = np.asarray(a), np.asarray(b)
+    acc = np.broadcast_to(np.asarray(acc), (a.shape[0], b.shape[1]))   # (tcgen05: 0.0 to start)
+    a64, b64, acc64 = (np.asarray(x, np.float64) for x in (a, b, acc))
+    with np.errstate(invalid="ignore", over="ignore"):
+        # einsum, not matmul: a block-sized product is cheaper in one thread than through a
+        # multithreaded BLAS fighting the warpgroup threads for the cores (measured 4.5 ms vs
+        # 164 ms for 128x64x128 on a loaded 2-core machine); any summation order is fine here.
+        wide = acc64 + np.einsum("ik,kj->ij", a64, b64)
+        absbound = np.abs(acc64) + np.abs(a64).sum(axis=1)[:, None] * np.abs(b64).max(axis=0)
+    exact = _exactly_summed(acc, a, b, absbound)
+    with np.errstate(over="ignore"):               # a sum past the dtype's range rounds to inf
+        out = round_float(wide, out_dtype)
+    out[exact & (wide == 0)] = 0                 # an exact zero is +0 (as certified_round's)
+    todo = np.flatnonzero(~exact)
+    if todo.size:
+        n = wide.shape[1]
+
+        def terms(j):
+            i, k = np.divmod(todo[j], n)
+            return (np.concatenate([acc64[i, k][..., None], a64[i]], axis=-1),
+                    np.concatenate([np.ones(np.shape(i) + (1,)), b64[:, k].T], axis=-1))
+        bound = sum_error_bound(absbound.flat[todo] * (1 + 2.0 ** -40), a64.shape[1] + 1, np.float64)
+        out.flat[todo] = certified_round(wide.flat[todo], bound, out_dtype, terms,
+                                         lambda j: refine_sums(*terms(j), np.float64))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _float_fields(dtype):
+    """(storage uint, exponent field shift, its mask, quantum exponent offset, magnitude mask)."""
+    info = dtypes.finfo(dtype)
+    return (dtypes.storage_uint(dtype), info.nmant, (1 << info.nexp) - 1,
+            info.minexp - 1 - info.nmant, (1 << (info.nmant + info.nexp)) - 1)
+
+
+def _exactly_summed(acc, a, b, absbound) -> np.ndarray:
+    """Where the float64 sum of acc[i, j] and the products a[i, k] b[k, j] is exact in any order,
+    as a boolean array of acc's shape.
+
+    A finite binary float with an m-bit trailing significand and exponent field E (bias B) is an
+    integer multiple of its quantum 2**(max(E, 1) - B - m) (subnormals and zero included), and the
+    product of two is a multiple of the product of their quanta. For output element (i, j) let
+    2**Q be the least quantum over its terms (bounded below by the accumulator's and by the least
+    of row i of a times the least of column j of b; a zero accumulator, which adds nothing,
+    does not count): every term, and every sum of some of the terms, is an integer multiple of
+    2**Q, of magnitude at most S, the sum of the terms' magnitudes. If S < 2**(53 + Q), every
+    such partial sum is n 2**Q with |n| < 2**53, a float64 number, so each addition or fused
+    multiply-add of the product (einsum or BLAS), in whatever order or blocking, is exact, and so
+    is the computed sum. ``absbound`` (S computed in float64) is below the true S by a relative
+    2**-30 at most for K < 2**20 (each float64 operation errs by 2**-53), so requiring it below
+    2**(52 + Q) covers that. A non-finite term makes S non-finite: not proven here
+    (certified_round keeps non-finite sums as they are)."""
+    def least_quantum(x, axis):   # zeros count as the least quantum here: still a lower bound
+        uint, shift, _, offset, magnitude_mask = _float_fields(np.dtype(x.dtype))
+        least = (x.view(uint) & magnitude_mask).min(axis=axis) >> shift   # (fields order as magnitudes do)
+        return np.maximum(least, 1).astype(np.int64) + offset
+    uint, shift, _, offset, magnitude_mask = _float_fields(np.dtype(acc.dtype))
+    magnitude = acc.view(uint) & magnitude_mask
+    q_acc = np.where(magnitude == 0, 4096, np.maximum(magnitude >> shift, 1).astype(np.int64) + offset)
+    q = np.minimum(q_acc, least_quantum(a, 1)[:, None] + least_quantum(b, 0)[None, :])
+    # absbound < 2**(52 + q): absbound (>= 0, or NaN) lies in [2**(F - 1023), 2**(F - 1022)) for
+    # its biased float64 exponent field F >= 1 (below 2**-1022 for F = 0), so the test is
+    # F <= 1074 + q; inf and NaN (F = 2047, 4095 with the sign bit) fail it, as q < 973.
+    field = (np.ascontiguousarray(absbound, np.float64).view(np.uint64) >> np.uint64(52)).astype(np.int64)
+    return (field <= 1074 + q) & (np.shape(a)[1] < 2 ** 20)
 
 
 _EXACT_PRODUCTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
