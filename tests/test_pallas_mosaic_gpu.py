@@ -1116,7 +1116,8 @@ def test_wgmma_sum_is_the_exact_sum_rounded_once():
     from interp.rules.lax_reductions import round_exact
     from interp.rules.pallas_mosaic_gpu import _mma
     rng = np.random.default_rng(5)
-    for dt, scales in ((np.float16, [1e-6, 1e-3, 1.0, 3e3]), (ml_dtypes.bfloat16, [1e-30, 1.0, 1e30])):
+    for dt, scales in ((np.float16, [1e-6, 1e-3, 1.0, 3e3]), (ml_dtypes.bfloat16, [1e-30, 1.0, 1e30]),
+                       (ml_dtypes.float8_e4m3fn, [1e-2, 1.0, 1e2]), (ml_dtypes.float8_e5m2, [1e-4, 1.0, 1e4])):
         for trial in range(6):
             a = (rng.standard_normal((6, 12)) * rng.choice(scales, (6, 12))).astype(dt)
             b = (rng.standard_normal((12, 5)) * rng.choice(scales, (12, 5))).astype(dt)
