@@ -379,15 +379,15 @@ class DeviceAccesses:
 class DeviceTracker:
     """The access hook of kernel refs (KernelRef._before_access) for a kernel on several devices
     under detect_races: the kernel's own checks (``inner``), then, for device buffers
-    (``tracked(ref)``), the cross-device ones of :class:`DeviceAccesses`."""
+    (``tracked(ref)``), the cross-device ones of :class:`DeviceAccesses`. ``running()`` gives the
+    kernel run making the access (its device may be another than the buffer's)."""
 
-    def __init__(self, inner, group: DeviceKernels, tracked):
-        self.inner, self.group, self.tracked = inner, group, tracked
+    def __init__(self, inner, group: DeviceKernels, tracked, running):
+        self.inner, self.group, self.tracked, self.running = inner, group, tracked, running
 
     def check_access(self, ref, index, kind: str) -> None:
         if self.inner is not None:
             self.inner.check_access(ref, index, kind)
         if self.tracked(ref):
-            from .grid import maybe_current_run
-            accessor = getattr(maybe_current_run(), "device_rank", ref.run.device_rank)
+            accessor = getattr(self.running(), "device_rank", ref.run.device_rank)
             self.group.accesses.access(self.group, accessor, ref, index, kind)

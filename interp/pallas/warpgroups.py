@@ -706,7 +706,8 @@ class Launch:
         self.tracker = None
         if self.devices is not None and opts.detect_races:
             self.tracker = lambda inner: DeviceTracker(inner, self.devices,
-                                                       lambda ref: "gmem" in ref.kind)
+                                                       lambda ref: "gmem" in ref.kind,
+                                                       maybe_current_run)
             self.run.tracker = self.tracker(None)
 
     def semaphores(self, key, prototypes) -> list:
