@@ -5,7 +5,7 @@ import dataclasses
 import importlib
 import sys
 
-from .registry import PARTIAL, REFUSED, RULES
+from .registry import NO_RULE, PARTIAL, REFUSED, RULES
 
 # Modules whose import registers the primitives a JAX program can contain.
 PRIMITIVE_MODULES = (
@@ -155,7 +155,7 @@ def coverage() -> dict[str, str]:
         if name in REFUSED:
             out[name] = f"unsupported: {REFUSED[name]}"
         elif name not in RULES:
-            out[name] = "unsupported"
+            out[name] = f"unsupported: {NO_RULE[name]}" if name in NO_RULE else "unsupported"
         elif name in PARTIAL:
             out[name] = f"partial: {PARTIAL[name]}"
         else:

@@ -17,7 +17,7 @@ import jax.extend.core as jcore
 
 from .errors import UnsupportedPrimitiveError
 from .options import Options, make_options
-from .registry import EXTENDED_RULES, REFUSED, RULES
+from .registry import EXTENDED_RULES, NO_RULE, REFUSED, RULES
 
 Literal = jcore.Literal
 DropVar = jcore.DropVar
@@ -385,7 +385,7 @@ def _lookup_rule(ctx: EqnContext) -> Callable:
         return EXTENDED_RULES[name]
     rule = RULES.get(name)
     if rule is None:
-        raise UnsupportedPrimitiveError(name, dict(ctx.params))
+        raise UnsupportedPrimitiveError(name, dict(ctx.params), NO_RULE.get(name, ""))
     return rule
 
 

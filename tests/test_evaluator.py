@@ -476,3 +476,19 @@ def test_sole_reference_count_calibration():
     assert evaluator._refcount_at(args, 0) == evaluator._SOLE
     other = buf  # noqa: F841  (a second holder)
     assert evaluator._refcount_at(args, 0) == evaluator._SOLE + 1
+
+
+def test_a_primitive_without_a_rule_states_why_where_there_is_a_reason():
+    # ffi_call runs native code: coverage() and the error both say so (interp/registry.py NO_RULE).
+    import jax
+    from interp import coverage
+    from interp.registry import NO_RULE
+    status = coverage()
+    for name, why in NO_RULE.items():
+        if name in status:
+            assert status[name] == f"unsupported: {why}", name
+    assert "ffi_call" in status
+    f = jax.ffi.ffi_call("no_such_target", jax.ShapeDtypeStruct((3,), np.float32))
+    closed = jax.make_jaxpr(f)(np.zeros(3, np.float32))
+    with pytest.raises(UnsupportedPrimitiveError, match="ffi_call.*native code"):
+        evaluator.eval_jaxpr(closed, np.zeros(3, np.float32))
