@@ -178,12 +178,12 @@ class XlaRunner(Runner):
 class PallasRunner(Runner):
     """A Pallas mode: the case's kernel is built with this runner's ``interpret`` argument."""
     kinds = (PALLAS,)
+    no_remote_dma = ""   # why the mode cannot run kernels with remote DMAs (empty: it can)
 
     def __init__(self, name: str, targets: tuple[str, ...], device_platform: str | None):
         self.name = name
         self.targets = targets      # kernel targets this mode can run: "generic", "tpu", "triton", "mosaic-gpu"
         self.device_platform = device_platform    # hardware platform needed (None: runs on CPU)
-        self.no_remote_dma = ""   # why the mode cannot run kernels with remote DMAs (empty: it can)
 
     @property
     def platform(self) -> str:
@@ -274,12 +274,13 @@ class GpuCompilerRunner(PallasRunner):
 
 
 class HloInterpret(PallasRunner):
+    no_remote_dma = (
+        "pallas:interpret discharges a kernel on one device: remote DMAs and signals raise "
+        "there ('Remote signal not implemented', 'Meshes with more than 1 named dimension not "
+        "implemented in dma_start_p': jax/_src/pallas/mosaic/primitives.py discharge rules)")
+
     def __init__(self):
         super().__init__("pallas:interpret", ("generic", "tpu", "triton"), None)
-        self.no_remote_dma = (
-            "pallas:interpret discharges a kernel on one device: remote DMAs and signals raise "
-            "there ('Remote signal not implemented', 'Meshes with more than 1 named dimension not "
-            "implemented in dma_start_p': jax/_src/pallas/mosaic/primitives.py discharge rules)")
 
     def interpret_param(self):
         return True
@@ -295,13 +296,14 @@ class TpuInterpret(PallasRunner):
 
 
 class GpuInterpret(PallasRunner):
+    no_remote_dma = (
+        "JAX's Mosaic GPU interpret mode runs no multi-GPU kernel: it cannot allocate a "
+        "semaphore ('nan + semaphore': mosaic_gpu/interpret/jaxpr_interpret.py "
+        "_allocate_buffer -> mosaic/interpret/utils.py get_uninitialized_value) and has no "
+        "rule for multimem_store, multimem_load_reduce or semaphore_signal_multicast")
+
     def __init__(self):
         super().__init__("pallas:gpu-interpret", ("mosaic-gpu",), None)
-        self.no_remote_dma = (
-            "JAX's Mosaic GPU interpret mode runs no multi-GPU kernel: it cannot allocate a "
-            "semaphore ('nan + semaphore': mosaic_gpu/interpret/jaxpr_interpret.py "
-            "_allocate_buffer -> mosaic/interpret/utils.py get_uninitialized_value) and has no "
-            "rule for multimem_store, multimem_load_reduce or semaphore_signal_multicast")
 
     def available(self):
         # Whether this JAX has the mode comes first: importing Mosaic GPU can fail for another reason

@@ -319,6 +319,7 @@ def _donation(step: list, k: int, last_use: dict, keep: set, template: list) -> 
 
 _SIGNATURES: "weakref.WeakKeyDictionary[Callable, tuple | None]" = weakref.WeakKeyDictionary()
 
+
 def _keywords(fn: Callable) -> "tuple[frozenset, frozenset] | None":
     """(the parameter names ``fn`` accepts, those it requires): its keyword-only parameters. None
     where it takes ``**params`` (it declares nothing). A callable without a Python signature, or a

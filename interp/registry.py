@@ -1,9 +1,9 @@
 """The rule table: one function per primitive name.
 
 A rule is ``rule(eqn, *invals, *, <every parameter, by name>) -> value`` (or a sequence of values
-for primitives with ``multiple_results``); never ``**params`` (interp/evaluator.py check_params). ``eqn`` is the equation's :class:`interp.evaluator.EqnContext`: its
-``in_avals``/``out_avals``, the evaluation ``options``, and ``eval_jaxpr`` for sub-jaxprs.
-Register with::
+for primitives with ``multiple_results``); never ``**params`` (interp/evaluator.py check_params).
+``eqn`` is the equation's :class:`interp.evaluator.EqnContext`: its ``in_avals``/``out_avals``,
+the evaluation ``options``, and ``eval_jaxpr`` for sub-jaxprs. Register with::
 
     @register("add")
     def add(eqn, x, y): ...
