@@ -35,7 +35,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .errors import UndefinedBehaviorError
-from .pallas.cores import CoreScheduler
+from .pallas.cores import CoreScheduler, wait_until
 
 
 class DeadlockError(UndefinedBehaviorError):
@@ -67,6 +67,18 @@ _local = threading.local()
 def current_device() -> "Device | None":
     """The interpreted device this thread runs, or None outside every shard_map/pmap body."""
     return getattr(_local, "device", None)
+
+
+def _on_device(device: "Device | None", body: Callable[[], Any]) -> Callable[[], None]:
+    """``body`` run as (a core of) ``device``: ``current_device()`` answers it meanwhile."""
+    def run() -> None:
+        outer = getattr(_local, "device", None)
+        _local.device = device
+        try:
+            body()
+        finally:
+            _local.device = outer
+    return run
 
 
 class _Slot:
@@ -106,13 +118,8 @@ class World(CoreScheduler):
 
         def on_device(i: int, device: Device):
             def run() -> None:
-                outer = getattr(_local, "device", None)
-                _local.device = device
-                try:
-                    results[i] = body(device)
-                finally:
-                    _local.device = outer
-            return run
+                results[i] = body(device)
+            return _on_device(device, run)
 
         bodies = {d.key: on_device(i, d) for i, d in enumerate(devices)}
         if parent is None:
@@ -134,6 +141,11 @@ class World(CoreScheduler):
                 self.order = [k for k in self.order if k not in done]
                 self.finished -= done
         return results
+
+    def fork(self, parent, bodies: dict, lazy: bool = False) -> None:
+        """Cores forked by a device (the cores of a kernel it launches) run on that device."""
+        device = current_device()
+        super().fork(parent, {k: _on_device(device, b) for k, b in bodies.items()}, lazy=lazy)
 
     # -- collectives -----------------------------------------------------------------------------
     def rendezvous(self, device: Device, group: tuple, rank: int, nranks: int, name: str,
@@ -161,9 +173,10 @@ class World(CoreScheduler):
             slot.operands.clear()
         else:
             missing = nranks - len(slot.operands)
-            self.wait_until(device.key, lambda: slot.results is not None,
-                            f"{device.describe()} waits in {name} (#{seq} of its group) for "
-                            f"{missing} more device(s)")
+            # (the running core: the device itself, or a core of a kernel it launched)
+            wait_until(lambda: slot.results is not None,
+                       f"{device.describe()} waits in {name} (#{seq} of its group) for "
+                       f"{missing} more device(s)", DeadlockError)
         with self.cv:
             out = slot.results[rank]
             slot.unread -= 1

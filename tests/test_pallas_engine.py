@@ -743,3 +743,69 @@ def test_engine_layers_are_one_directional():
                 return True
         return False
     assert [m for m in graph if reaches(m, m, set())] == []
+
+
+# -- the core scheduler (interp/pallas/cores.py): nesting and lazy starts -------------------------
+def test_cores_started_inside_a_core_join_its_schedule():
+    """A kernel's cores started by a running core (a device, an enclosing kernel's core) are forked
+    into that core's scheduler: a sibling of the parent can satisfy an inner core's wait (with a
+    scheduler of their own they would deadlock), and a wait nobody can satisfy is one deadlock of
+    the outer schedule."""
+    from interp.errors import RaceError
+    from interp.pallas.cores import run_cores, wait_until
+    flag, events = [], []
+
+    def inner():
+        events.append("inner waits")
+        wait_until(lambda: flag, "inner waits for the flag", RaceError)
+        events.append("inner resumes")
+
+    def parent():
+        run_cores({"x": inner}, "inner kernel")
+        events.append("parent joined")
+
+    def sibling():
+        events.append("sibling sets the flag")
+        flag.append(1)
+
+    run_cores({"parent": parent, "sibling": sibling}, "outer")
+    assert events == ["inner waits", "sibling sets the flag", "inner resumes", "parent joined"]
+
+    class Outer(RaceError):
+        pass
+
+    def stuck():
+        run_cores({"y": lambda: wait_until(lambda: False, "waits forever", RaceError)}, "inner")
+
+    with pytest.raises(Outer, match="waits forever"):
+        run_cores({"a": stuck, "b": lambda: None}, "outer", deadlock=Outer)
+
+
+def test_lazy_cores_start_only_when_no_started_core_can_go_on():
+    """Lazy cores (the clusters of a Mosaic GPU grid) start in order, but a started core that can
+    go on runs before a new one starts; eager cores start as the baton reaches them."""
+    from interp.errors import RaceError
+    from interp.pallas.cores import run_cores, wait_until
+
+    def schedule(lazy):
+        state, events = {"ready": False}, []
+
+        def first():
+            events.append("0 starts")
+            wait_until(lambda: state["ready"], "0 waits", RaceError)
+            events.append("0 resumes")
+
+        def second():
+            events.append("1 starts")
+            state["ready"] = True
+            wait_until(lambda: "0 resumes" in events, "1 waits", RaceError)
+            events.append("1 resumes")
+
+        def third():
+            events.append("2 starts")
+
+        run_cores({0: first, 1: second, 2: third}, "kernel", lazy=lazy)
+        return events
+
+    assert schedule(lazy=True) == ["0 starts", "1 starts", "0 resumes", "1 resumes", "2 starts"]
+    assert schedule(lazy=False) == ["0 starts", "1 starts", "2 starts", "0 resumes", "1 resumes"]

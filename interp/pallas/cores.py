@@ -15,6 +15,14 @@ and the baton passes to exactly the thread that takes it (a lock per parked core
 condition every thread wakes on). Which OS thread runs a core is invisible to the program: the
 order in which cores run is the baton's, as before.
 
+Cores nest: a kernel's cores started inside a running core (a device of a ``shard_map``, a core of
+an enclosing kernel) are forked into that core's scheduler (:func:`run_cores`), so one schedule
+and one deadlock check span the devices, the kernels they launch and those kernels' cores; a
+wait (:func:`wait_until`) always blocks the core the calling thread runs. A group of cores may
+start lazily: its cores start only when no started core can go on (the clusters of a Mosaic GPU
+grid: a kernel of 132 clusters keeps one cluster's state alive at a time unless its clusters wait
+on each other).
+
 JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
 ``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
 each core runs under the caller's values.
@@ -25,6 +33,44 @@ import contextlib
 import threading
 
 from ..errors import RaceError
+
+
+_here = threading.local()   # .core: (scheduler, key) of the core this thread runs
+
+
+def running():
+    """(scheduler, key) of the core the calling thread runs, or None outside every scheduler."""
+    return getattr(_here, "core", None)
+
+
+def wait_until(ready, description: str, alone) -> None:
+    """Block the calling core until ``ready()``: the other cores of its schedule (other
+    warpgroups, cores, devices) run meanwhile. Outside every scheduler nothing else can make it
+    ready: raises ``alone(description)``."""
+    if ready():
+        return
+    here = running()
+    if here is None:
+        raise alone(description)
+    scheduler, key = here
+    scheduler.wait_until(key, ready, description)
+
+
+def run_cores(bodies: dict, kernel_name: str, deadlock=RaceError, lazy: bool = False) -> None:
+    """Run ``bodies[core]()`` for every core, in the dict's order, as concurrent cores; returns
+    when all finished, re-raising the first error. Called from a running core, they are forked
+    into its scheduler (keys ``(that core, core)``); otherwise they get a scheduler of their own,
+    whose deadlock raises ``deadlock``. ``lazy``: a core starts only when no started core can go
+    on."""
+    here = running()
+    if here is None:
+        scheduler = CoreScheduler(list(bodies), kernel_name, deadlock)
+        if lazy:
+            scheduler.lazy.update(bodies)
+        scheduler.run(bodies)
+        return
+    scheduler, parent = here
+    scheduler.fork(parent, {(parent, core): body for core, body in bodies.items()}, lazy=lazy)
 
 
 class CoreScheduler:
@@ -42,6 +88,7 @@ class CoreScheduler:
         self._running = 0             # cores started and not finished
         self._done = threading.Event()
         self._config: list = []
+        self.lazy: set = set()        # cores that start only when no started core can go on
 
     def run(self, bodies: dict) -> None:
         """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
@@ -65,8 +112,10 @@ class CoreScheduler:
         """Run ``core`` (holding the baton) on this free thread, then every core the baton reaches
         that has not started while this thread stays free."""
         config = self._config
+        outer = running()
         while core is not None:
             body = self.pending.pop(core)
+            _here.core = (self, core)
             try:
                 if config:
                     with contextlib.ExitStack() as stack:
@@ -84,6 +133,7 @@ class CoreScheduler:
                 self._running -= 1
                 core, wake = self._dispatch(self._next(core), free=True)
             _wake(wake)
+        _here.core = outer
 
     def _dispatch(self, nxt, free: bool):
         """Give the baton to ``nxt`` (called with the lock held by the thread giving it up):
@@ -113,14 +163,16 @@ class CoreScheduler:
             return None
         n = len(self.order)
         i = self.order.index(core)
-        for k in range(1, n + 1):
-            c = self.order[(i + k) % n]
-            if c in self.finished:
-                continue
-            wait = self.waiting.get(c)
-            if wait is None or wait[0]():
-                self.current = c
-                return c
+        # A lazy core not started yet is passed over while a started core can go on.
+        for passing_lazy in ((True, False) if self.lazy else (False,)):
+            for k in range(1, n + 1):
+                c = self.order[(i + k) % n]
+                if c in self.finished or (passing_lazy and c in self.lazy and c in self.pending):
+                    continue
+                wait = self.waiting.get(c)
+                if wait is None or wait[0]():
+                    self.current = c
+                    return c
         self.current = None
         if len(self.finished) < n:
             self.error = self.deadlock_error()
@@ -132,24 +184,29 @@ class CoreScheduler:
         return self.deadlock(f"kernel '{self.kernel}': deadlock, every unfinished core "
                              f"waits and no core or DMA can signal it ({waits})")
 
-    def fork(self, parent, bodies: dict) -> None:
-        """Run ``bodies[core]()`` as new cores beside the running ones (the warps of a Mosaic GPU
-        ``warp_map``), ``parent`` (the caller, holding the baton) waiting until all of them
-        finished: a fork/join. The new cores join the schedule right after ``parent`` and leave it
-        when they are done (their keys may be forked again)."""
+    def fork(self, parent, bodies: dict, lazy: bool = False) -> None:
+        """Run ``bodies[core]()`` as new cores beside the running ones (a kernel's cores inside a
+        device, the warps of a Mosaic GPU ``warp_map``), ``parent`` (the caller, holding the
+        baton) waiting until all of them finished: a fork/join. The new cores join the schedule
+        right after ``parent`` and leave it when they are done (their keys may be forked
+        again)."""
         children = list(bodies)
         with self.cv:
             i = self.order.index(parent)
             self.order[i + 1:i + 1] = children
             self.add(bodies)
+            if lazy:
+                self.lazy.update(children)
         try:
             self.wait_until(parent, lambda: all(c in self.finished for c in children),
                             f"waits for {len(children)} forked cores to finish")
         finally:
             with self.cv:
+                gone = set(children)
+                self.order = [c for c in self.order if c not in gone]
+                self.finished -= gone
+                self.lazy -= gone
                 for c in children:
-                    self.order.remove(c)
-                    self.finished.discard(c)
                     self.pending.pop(c, None)
 
     def wait_until(self, core, ready, description: str) -> None:

@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
+from .cores import wait_until
 from .memory import KernelRef, _show
 
 
@@ -215,10 +216,9 @@ class DeviceKernels:
             return int(ref.array[index]) >= amount or engine.signalling(sem, send)
 
         while int(ref.array[index]) < amount:
-            self.world.wait_until(
-                device.key, ready,
-                f"{device.describe()} in kernel '{self.runs[0].base_name}': {kind} on "
-                f"{ref.short()}{_show(index)} for {amount} (holds {int(ref.array[index])})")
+            wait_until(ready, f"{device.describe()} in kernel '{self.runs[0].base_name}': {kind} "
+                              f"on {ref.short()}{_show(index)} for {amount} (holds "
+                              f"{int(ref.array[index])})", RaceError)
             engine.complete_signalling(sem, amount, send)
         return int(ref.array[index])
 

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import RaceError
+from .cores import running, wait_until
 from .memory import _selected_coords, _show
 
 
@@ -420,11 +421,10 @@ class DmaEngine:
         if have < amount and devices is not None:
             # Kernels on other devices may signal it (interp.pallas.devices).
             have = devices.wait(self, sem, amount, kind, send)
-        elif have < amount and mesh is not None and mesh.scheduler is not None:
+        elif have < amount and mesh is not None and running() is not None:
             # Other cores may signal it: let them run until it is ready (or all are stuck).
-            mesh.scheduler.wait_until(
-                self.run.core, lambda: int(ref.array[index]) >= amount,
-                f"{kind} on {ref.short()}{_show(index)} for {amount}")
+            wait_until(lambda: int(ref.array[index]) >= amount,
+                       f"{kind} on {ref.short()}{_show(index)} for {amount}", RaceError)
             have = int(ref.array[index])
         if have < amount:
             raise RaceError(

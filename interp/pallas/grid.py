@@ -652,9 +652,8 @@ class MeshPlan:
         if len(points) == 1:
             body(points[0])
         else:
-            from .cores import CoreScheduler
-            mesh.scheduler = CoreScheduler(points, self.name)
-            mesh.scheduler.run({p: functools.partial(body, p) for p in points})
+            from .cores import run_cores
+            run_cores({p: functools.partial(body, p) for p in points}, self.name)
         for point in points:
             run = runs[point]
             sems = [r for r in locals_[point] if r.kind == "semaphore"]
@@ -667,12 +666,11 @@ class MeshPlan:
 
 
 class MeshState:
-    """What the cores of one mesh kernel share: the scheduler and each core's buffers (for
-    signals addressed to another core)."""
+    """What the cores of one mesh kernel share: each core's buffers (for signals addressed to
+    another core)."""
 
     def __init__(self, axes, sizes):
         self.axes, self.sizes = axes, sizes
-        self.scheduler = None
         self.slots = {}    # id(core-local ref) -> slot index
         self.locals = {}   # core point -> [refs]
         self.barriers = {}

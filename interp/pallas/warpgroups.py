@@ -40,6 +40,7 @@ import itertools
 import numpy as np
 
 from ..errors import RaceError, UndefinedBehaviorError
+from .cores import run_cores, wait_until
 from .dma import Region
 from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
                    maybe_current_run, operand_buffers)
@@ -248,13 +249,8 @@ class WarpgroupRun(KernelRun):
 
     # -- waits ----------------------------------------------------------------------------------
     def wait_until(self, ready, description: str) -> None:
-        scheduler = self.cluster.scheduler
-        if ready():
-            return
-        if scheduler is None:
-            raise DeadlockError(f"{self.where()}: deadlock: {description}, and no other "
-                                "warpgroup or copy can complete it")
-        scheduler.wait_until(self.core, ready, description)
+        wait_until(ready, description, lambda d: DeadlockError(
+            f"{self.where()}: deadlock: {d}, and no other warpgroup or copy can complete it"))
 
     def wait_barrier(self, barrier: Barrier) -> None:
         """barrier_wait: the warpgroup's next phase of ``barrier`` (its k-th wait waits for
@@ -307,7 +303,7 @@ class DeadlockError(UndefinedBehaviorError):
 
 
 class ClusterState:
-    """What the warpgroups of one cluster share: collective allocations, the scheduler, the
+    """What the warpgroups of one cluster share: collective allocations, the
     asynchronous copies in flight and the mesh geometry axis_index reads."""
 
     def __init__(self, plan, point):
@@ -315,7 +311,6 @@ class ClusterState:
         self.axes, self.sizes = plan.axes, plan.sizes
         self.thread_name = plan.thread_name
         self.shared = {}
-        self.scheduler = None
         self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
         self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
         self.concurrent = plan.num_threads * len(plan.blocks) > 1
@@ -574,15 +569,7 @@ class WarpMapPlan:
 
         bodies = {core: functools.partial(body, warp) for core, warp in warps.items()}
         cluster.concurrent = True   # the warps' SMEM accesses are checked as concurrent ones
-        if cluster.scheduler is not None:
-            cluster.scheduler.fork(parent.core, bodies)
-        else:
-            from .cores import CoreScheduler
-            cluster.scheduler = CoreScheduler(list(bodies), parent.name, deadlock=DeadlockError)
-            try:
-                cluster.scheduler.run(bodies)
-            finally:
-                cluster.scheduler = None
+        run_cores(bodies, parent.name, deadlock=DeadlockError)
         for warp in warps.values():   # the join: a warpgroup barrier after the warps
             _join(parent.known, warp.known)
             parent.stores += warp.stores + ([warp.uncommitted_stores] if warp.uncommitted_stores
@@ -674,13 +661,12 @@ class GpuMeshPlan(MeshPlan):
         if len(runs) == 1:
             body(next(iter(runs)))
         else:
-            from .cores import CoreScheduler
             order = list(runs)
             if opts.grid_order == "shuffled":
                 order = [order[i] for i in np.random.default_rng(
                     (opts.seed or 0, *point)).permutation(len(order))]
-            cluster.scheduler = CoreScheduler(order, self.name, deadlock=DeadlockError)
-            cluster.scheduler.run({c: functools.partial(body, c) for c in order})
+            run_cores({c: functools.partial(body, c) for c in order}, self.name,
+                      deadlock=DeadlockError)
         return next(iter(runs.values()))[0]
 
 
