@@ -45,6 +45,7 @@ from interp.options import Options
 from interp.rules.lax_conversions import reduce_precision_bits
 
 from .observe import CALLS, as_outputs, call_body, holds_jaxprs, observe
+
 FLUSHED = tuple(np.dtype(t) for t in (np.float32, np.float64, D.bfloat16, np.complex64, np.complex128))
 SHADOWED = (np.dtype(np.float16), D.bfloat16)
 # Primitives that compare values but only move them: under DAZ the comparison sees zeros, the
