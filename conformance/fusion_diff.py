@@ -4,9 +4,11 @@ first equation at which the fused program departs from the unfused one.
 ``fuser.fuse`` moves an input fusion and an epilogue into a ``pallas_call``: their equations are
 re-traced inside the kernel on blocks (the fuser's eval rules), so the fused program holds, per
 grid step, a block of every value the unfused program computes whole. ``diff`` evaluates both
-programs with the reference's own rules (calls, the ``Fusible`` call and ``custom_fusion`` are
-entered; a ``pallas_call`` is run by the Pallas engine with its kernel body walked equation by
-equation), records every intermediate value, and pairs the equations of the two programs:
+programs in the reference's own evaluator, watching every equation (conformance.observe: the
+plans' prepared rules, step hooks, parameter and result checks all apply), records every
+intermediate value of the program (calls, the ``Fusible`` call and ``custom_fusion`` entered; a
+``pallas_call``'s kernel body equation by equation at each grid step of the Pallas engine), and
+pairs the equations of the two programs:
 
 1. the kernel's own equations (the same code traced in both kernels) pair by primitive, dtype,
    shape and user source line (``source_info``), in order; a key whose count differs between the
@@ -41,22 +43,21 @@ import numpy as np
 import jax
 import jax.extend.core as jcore
 
-from interp.evaluator import (EqnContext, _lookup_rule, check_params, literal_value, split_jaxpr,
-                              to_reference_value)
-from interp.options import Options, make_options
+from interp.options import Options
 
 from spec import compliance as C
 
 from . import checks
-from .replay import comparable, eqn_text, walk_inlining_calls
+from .observe import CALLS, as_outputs, call_body, observe
+from .replay import comparable, eqn_text
 
 # Equations that read or write refs move data; the values they move are compared where they are
 # computed (the fused kernel reads a block of the original input where the unfused kernel reads its
 # fused-in operand: the reads differ by design).
 REF_OPS = ("get", "swap", "addupdate", "program_id", "num_programs")
-# Higher-order primitives whose body is walked instead of evaluated as one equation (beyond the
-# calls conformance.replay.walk_inlining_calls enters); the Fusible call of newer JAX is a HiPrim
-# whose expansion holds an eval_jaxpr call.
+# Higher-order primitives whose body is recorded equation by equation instead of as one value
+# (beyond the calls, conformance.observe.CALLS); the Fusible call of newer JAX is a HiPrim whose
+# expansion holds an eval_jaxpr call.
 FUSIBLE_CALLS = ("fusible", "call_hi_primitive", "custom_fusion")
 ENTERED = FUSIBLE_CALLS + ("eval_jaxpr",)
 # Their values are recorded where they are computed (inside the body / kernel).
@@ -99,98 +100,67 @@ class Site:
 
 
 class _Recorder:
-    """Evaluates a program with the reference's rules and records every comparable value."""
+    """Watches the reference evaluate a program (conformance.observe: every equation goes through
+    the evaluator's plans) and records every comparable value of the equations the comparison
+    pairs: the program's own, with calls, the Fusible call and custom_fusion entered, and a
+    pallas_call's kernel body at every grid step. Any other equation that evaluates something
+    inside (a loop, a conditional, a custom rule, the kernel's index maps) is one value: what runs
+    inside it goes through the same evaluator, unrecorded."""
 
-    def __init__(self, options: Options):
-        self.options = options
+    def __init__(self):
         self.sites: list[Site] = []
         self._where = ["program"]
+        self._inside = 0    # > 0 while an equation whose inner equations are not recorded runs
         # While a kernel step runs: the position of the next value in the step, the grid step and
         # the operands' windows; the kernel's sites by position (the same at every step).
         self._kernel: dict | None = None
         self._kernel_sites: dict[int, Site] = {}
         self._order = 0
 
-    # -- the walk ------------------------------------------------------------------------------
-    def run(self, closed_jaxpr, args) -> list:
-        jaxpr, consts = split_jaxpr(closed_jaxpr)
-        consts = [to_reference_value(c, v.aval) for c, v in zip(consts, jaxpr.constvars)]
-        args = [to_reference_value(a, v.aval) for a, v in zip(args, jaxpr.invars)]
-        return self._walk(jaxpr, consts, args)
+    def step(self, ctx, rule, invals, params):
+        if self._inside:
+            return rule(ctx, *invals, **params)
+        name = ctx.name
+        if name in ENTERED or (name in CALLS and call_body(ctx.eqn) is not None):
+            return self._enter(ctx, rule, invals, params)
+        if name == "pallas_call" and self._kernel is None:
+            return self._pallas_call(ctx, rule, invals, params)
+        self._inside += 1
+        try:
+            result = rule(ctx, *invals, **params)
+        finally:
+            self._inside -= 1
+        self._record(ctx.eqn, as_outputs(ctx, result))
+        return result
 
-    def _walk(self, jaxpr, consts, args) -> list:
-        return walk_inlining_calls(jaxpr, consts, args, self._eval_eqn, literal_value)
-
-    def _eval_eqn(self, eqn, invals) -> list:
-        name = eqn.primitive.name
-        ctx = EqnContext(eqn, self.options)
-        if name in ENTERED:
-            outs = self._enter(ctx, name, eqn.params, invals)
-        elif name == "pallas_call" and self._kernel is None:
-            outs = self._pallas_call(ctx, invals)
-        else:
-            registered = rule = _lookup_rule(ctx)
-            prepare = getattr(rule, "prepare", None)
-            if prepare is not None:
-                rule = prepare(ctx)
-            check_params(ctx, registered, rule)   # as a plan does: unknown parameters are refused
-            out = rule(ctx, *invals, **eqn.params)
-            outs = list(out) if eqn.primitive.multiple_results else [out]
-        self._record(eqn, outs)
-        return outs
-
-    def _enter(self, ctx, name, params, invals) -> list:
-        """The body of a Fusible call / custom_fusion, walked equation by equation."""
-        if name in ("call_hi_primitive", "eval_jaxpr"):
-            if name == "call_hi_primitive":
-                from interp.rules.control_flow import _hi_expansion
-                body = _hi_expansion(ctx, params["_prim"])
-            else:
-                body = params.get("call_jaxpr", params.get("jaxpr"))
-            inner, consts = split_jaxpr(body)
-            consts = [to_reference_value(c, v.aval) for c, v in zip(consts, inner.constvars)]
-            rest = invals
-        else:
-            # fusible (JAX 0.10.2) and custom_fusion: consts first; custom_fusion's pallas_impl
-            # consts follow and are skipped, as in its impl rule.
-            n = params["num_consts"]
-            inner = split_jaxpr(params["jaxpr"])[0]
-            consts = invals[:n]
-            rest = invals[n + params.get("pallas_num_consts", 0):]
-        # Entering the Fusible call from the program marks its body; other bodies inherit.
+    def _enter(self, ctx, rule, invals, params):
+        """A call, the Fusible call or a custom_fusion: its body's equations are recorded as they
+        run. Entering the Fusible call from the program marks its body; other bodies inherit."""
         outer = self._where[-1]
-        self._where.append("fusible" if outer == "program" and name in ("fusible", "call_hi_primitive")
+        self._where.append("fusible" if outer == "program" and ctx.name in ("fusible", "call_hi_primitive")
                            else outer)
         try:
-            return self._walk(inner, consts, rest)
+            return rule(ctx, *invals, **params)
         finally:
             self._where.pop()
 
-    def _pallas_call(self, ctx, invals) -> list:
-        """The Pallas engine runs the call; its kernel body is walked per grid step."""
+    def _pallas_call(self, ctx, rule, invals, params):
+        """The pallas_call rule runs the call; at each grid step the kernel body runs its generic
+        plan (every equation of the kernel, not the residual program of a specialised grid point:
+        the same values, interp/pallas/specialize.py) with the step and the operands' windows
+        noted, and its equations are recorded."""
         from interp.pallas.grid import CallPlan
-        plan = CallPlan(ctx)   # a private plan: its kernel body is replaced by the recording walk
-        kernel_jaxpr = split_jaxpr(plan.jaxpr)[0]
-        recorder = self
-
-        class _KernelWalk:
-            """Stands in for the plan's kernel body, which the engine calls once per grid step as
-            ``body.run(run, args)``."""
-            def run(self, run, args):
-                scalars = args[:plan.num_scalars]
-                windows = [(bp.array_shape, bp.block_shape, bp.kinds, bp.window(run.point, scalars, run.grid))
-                           for bp in plan.blocks if not bp.whole]
-                recorder._kernel = {"pos": 0, "step": tuple(int(i) for i in run.point), "windows": windows}
-                recorder._where.append("kernel")
-                try:
-                    return recorder._walk(kernel_jaxpr, plan.kernel_consts, args)
-                finally:
-                    recorder._where.pop()
-                    recorder._kernel = None
-
+        from interp.rules.pallas import _plan
+        plan = _plan(ctx, CallPlan)   # the plan the rule runs (one per equation)
+        specialised = plan.body
+        plan.body = _KernelSteps(self, plan, specialised)
         self._kernel_sites = {}
-        plan.body = _KernelWalk()   # on this private plan only
-        return plan.run(invals)
+        self._inside += 1   # the engine's own evaluations (index maps) are not program values
+        try:
+            return rule(ctx, *invals, **params)
+        finally:
+            self._inside -= 1
+            plan.body = specialised
 
     def _record(self, eqn, outs) -> None:
         for i, (ov, o) in enumerate(zip(eqn.outvars, outs)):
@@ -216,13 +186,36 @@ class _Recorder:
         return self._order
 
 
+class _KernelSteps:
+    """Stands in for a call plan's kernel body while the recorder watches it: the engine calls
+    ``body.run(run, args)`` once per grid step."""
+
+    def __init__(self, recorder: _Recorder, plan, body):
+        self.recorder, self.plan, self.body = recorder, plan, body
+
+    def run(self, run, args):
+        r, plan = self.recorder, self.plan
+        scalars = args[:plan.num_scalars]
+        windows = [(bp.array_shape, bp.block_shape, bp.kinds, bp.window(run.point, scalars, run.grid))
+                   for bp in plan.blocks if not bp.whole]
+        r._kernel = {"pos": 0, "step": tuple(int(i) for i in run.point), "windows": windows}
+        r._where.append("kernel")
+        inside, r._inside = r._inside, 0
+        try:
+            return self.body.generic.run(self.body.consts, args)
+        finally:
+            r._inside = inside
+            r._where.pop()
+            r._kernel = None
+
+
 def record(fn, args, options: Options | None = None) -> tuple[list, list[Site]]:
     """(outputs, sites) of ``fn(*args)`` evaluated by the reference."""
     flat = jax.tree.leaves(args)
     closed = jax.make_jaxpr(fn)(*args)
-    r = _Recorder(options or make_options(None))
-    outs = r.run(closed, flat)
-    return [np.asarray(o) for o in outs], r.sites
+    recorder = _Recorder()
+    outs = observe(closed, flat, recorder, key="fusion_diff", options=options)
+    return [np.asarray(o) for o in outs], recorder.sites
 
 
 # ---------------------------------------------------------------------------------- pairing

@@ -23,9 +23,9 @@ the way a backend is allowed to compute:
 - ``minmax_daz``: bfloat16 ``max``/``min`` compare their operands with subnormals read as zero
   but return the chosen operand unflushed, lhs on ties (XLA:CPU on hosts with AVX512-BF16).
 
-The replay runs in the interpreter's own evaluator (``interp.eval_jaxpr`` with an
-``Options.observer``): every equation, inside loops, conditionals and calls too, passes through
-the variant, and plans keep their prepared rules, step hooks and output checks.
+The replay runs in the interpreter's own evaluator (``conformance.observe``: ``interp.eval_jaxpr``
+with an ``Options.observer``): every equation, inside loops, conditionals and calls too, passes
+through the variant, and plans keep their prepared rules, step hooks and output checks.
 
 ``backend_intermediates`` evaluates the same equations with ``bind`` inside one jitted function
 whose outputs are every intermediate value, so both sides can be compared equation by equation.
@@ -33,7 +33,6 @@ whose outputs are every intermediate value, so both sides can be compared equati
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
 import numpy as np
@@ -41,11 +40,12 @@ import jax
 import jax.extend.core as jcore
 
 from interp import dtypes as D
-from interp.evaluator import _lookup_rule, eval_jaxpr, is_extended, split_jaxpr
+from interp.evaluator import _lookup_rule, is_extended, split_jaxpr
 from interp.options import Options
 from interp.rules.lax_conversions import reduce_precision_bits
 
-CALLS = ("jit", "pjit", "closed_call", "core_call")
+from .observe import CALLS, as_outputs, call_body, holds_jaxprs, observe
+
 FLUSHED = tuple(np.dtype(t) for t in (np.float32, np.float64, D.bfloat16, np.complex64, np.complex128))
 SHADOWED = (np.dtype(np.float16), D.bfloat16)
 # Primitives that compare values but only move them: under DAZ the comparison sees zeros, the
@@ -114,22 +114,6 @@ def minmax_compared_under_daz(name: str, lhs, rhs) -> np.ndarray:
     return np.where(pick_lhs, lhs, rhs).astype(lhs.dtype)
 
 
-def _sub_jaxpr(eqn):
-    for key in ("jaxpr", "call_jaxpr"):
-        if key in eqn.params:
-            return eqn.params[key]
-    return None
-
-
-def _holds_jaxprs(eqn) -> bool:
-    """Whether an equation evaluates sub-jaxprs (calls, loops, conditionals, remat...)."""
-    for v in eqn.params.values():
-        for sub in (v if isinstance(v, (tuple, list)) else (v,)):
-            if isinstance(sub, (jcore.Jaxpr, jcore.ClosedJaxpr)):
-                return True
-    return False
-
-
 def flush_subnormals(x):
     x = np.asarray(x)
     if x.dtype not in FLUSHED:
@@ -196,7 +180,7 @@ def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None)
         env[var] = val
     for eqn in jaxpr.eqns:
         invals = [read(a) for a in eqn.invars]
-        sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
+        sub = call_body(eqn) if eqn.primitive.name in CALLS else None
         if sub is not None:
             inner, inner_consts = split_jaxpr(sub)
             outs = walk_inlining_calls(inner, inner_consts, invals, eval_eqn, literal, after_call)
@@ -210,28 +194,10 @@ def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None)
     return [read(a) for a in jaxpr.outvars]
 
 
-# The replay running on this thread (the observer's wrapped steps find their state here: the
-# observer itself is part of the hashable Options, so plans built for one variant are reused).
-_ACTIVE = threading.local()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Observer:
-    """interp Options.observer: every equation the evaluator runs, nested jaxprs included, goes
-    through the active :class:`_Replay` (plans keep their ``prepare``d rules, step hooks and output
-    checks: the replay only transforms operands and results)."""
-    variant: Variant
-
-    def wrap(self, ctx, rule):
-        def observed(ctx, *invals, **params):
-            return _ACTIVE.replay.step(ctx, rule, invals, params)
-        return observed
-
-
 def _top_level_eqns(jaxpr, out: set) -> set:
     """ids of the equations ``walk_inlining_calls`` evaluates (calls entered, not evaluated)."""
     for eqn in jaxpr.eqns:
-        sub = _sub_jaxpr(eqn) if eqn.primitive.name in CALLS else None
+        sub = call_body(eqn) if eqn.primitive.name in CALLS else None
         if sub is not None:
             _top_level_eqns(split_jaxpr(sub)[0], out)
         else:
@@ -240,6 +206,10 @@ def _top_level_eqns(jaxpr, out: set) -> set:
 
 
 class _Replay:
+    """The watcher (conformance.observe) of a replay: every equation the evaluator runs, nested
+    jaxprs included, goes through :meth:`step` (plans keep their ``prepare``d rules, step hooks
+    and output checks: the replay only transforms operands and results)."""
+
     def __init__(self, variant: Variant, record_eqns: set | None):
         self.v = variant
         self.record_eqns = record_eqns       # ids of the equations whose values the trace keeps
@@ -252,7 +222,7 @@ class _Replay:
 
     def step(self, ctx, rule, invals, params):
         eqn = ctx.eqn
-        sub = _sub_jaxpr(eqn) if ctx.name in CALLS else None
+        sub = call_body(eqn) if ctx.name in CALLS else None
         inner = split_jaxpr(sub)[0] if sub is not None else None
         if inner is not None:
             # Calls are transparent: the callee's operands are the caller's atoms.
@@ -260,11 +230,10 @@ class _Replay:
                 self.alias[iv] = a
                 if not isinstance(a, jcore.Literal) and a in self.shadow:
                     self.shadow[iv] = self.shadow[a]
-        if _holds_jaxprs(eqn):
+        if holds_jaxprs(eqn):
             # Calls and control flow are transparent: the equations inside are observed one by
             # one (flushing at the boundary would flush values the program only moves).
-            outs = rule(ctx, *invals, **params)
-            outs = list(outs) if eqn.primitive.multiple_results else [outs]
+            outs = as_outputs(ctx, rule(ctx, *invals, **params))
         else:
             outs = self.eval_eqn(ctx, rule, list(invals), params)
         for ov, o in zip(eqn.outvars, outs):
@@ -308,8 +277,7 @@ class _Replay:
         if out is None and v.excess:
             out = self._excess(eqn, invals)
         if out is None:
-            out = rule(ctx, *invals, **params)
-            out = list(out) if eqn.primitive.multiple_results else [out]
+            out = as_outputs(ctx, rule(ctx, *invals, **params))
         if v.flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
         return out
@@ -429,14 +397,9 @@ def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, option
 
 def _replay_with_state(closed_jaxpr, args, variant, options, record=False):
     jaxpr, _ = split_jaxpr(closed_jaxpr)
-    opts = dataclasses.replace(options or Options(), observer=_Observer(variant))
     replay = _Replay(variant, _top_level_eqns(jaxpr, set()) if record else None)
-    previous = getattr(_ACTIVE, "replay", None)
-    _ACTIVE.replay = replay
-    try:
-        outs = eval_jaxpr(closed_jaxpr, *args, options=opts)
-    finally:
-        _ACTIVE.replay = previous
+    # (keyed by the variant: replays under one variant share their plans)
+    outs = observe(closed_jaxpr, args, replay, key=variant, options=options)
     return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay
 
 

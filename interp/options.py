@@ -17,7 +17,7 @@ class Options:
     check_avals: bool = True        # every rule's result must match its equation's aval
     platform: str = "cpu"           # the platform the reference stands in for: lax.platform_dependent
                                     # takes its branch (a JAX lowering platform: cpu, cuda, rocm, tpu, ...)
-    # A per-equation hook (conformance/replay.py): ``observer.wrap(ctx, rule) -> rule`` is applied to
+    # A per-equation hook (conformance/observe.py): ``observer.wrap(ctx, rule) -> rule`` is applied to
     # every equation of every plan built under these options, nested jaxprs included (hashable:
     # plans are cached per options, so an observed evaluation never shares plans with a plain one).
     observer: object = None

@@ -248,6 +248,75 @@ def test_fusion_diff_names_the_first_inconsistent_block():
     assert d["unfused_value"] == float(-x[r, c] + y[r, c])
 
 
+# fusion_diff runs in the reference's own evaluator (conformance/observe.py: a watcher of
+# interp.Options.observer), so every equation it records, in calls, Fusible bodies, custom_fusions
+# and kernel bodies, is a plan's step: parameters checked when the plan is built, the step hooks
+# applied, the result checked against the equation's avals. (Its former walk of its own looked
+# rules up itself, entered calls without their rules and ran neither hooks nor result checks: each
+# test below failed on it.)
+def test_fusion_diff_runs_the_evaluators_step_hooks():
+    """Under uninitialized="raise" a lax.empty array written in full before it is read, inside a
+    jit call, is no read of never-written memory (the step hooks track the written elements: the
+    former walk raised here), and a read of never-written elements raises as the evaluator does."""
+    opts = interp.Options(uninitialized="raise")
+    x = np.arange(4, dtype=np.float32)
+    written = jax.jit(lambda x: lax.dynamic_update_slice(lax.empty((4,), jnp.float32), x, (0,)))
+    prog = lambda x: written(x) * 2   # noqa: E731
+    report = FD.diff(prog, prog, (x,), options=opts)
+    assert report["agree"] and report["pairs"] == 2, FD.format_report(report)   # update, mul
+    assert_same_bits(FD.record(prog, (x,), opts)[0][0], x * 2)
+
+    partly = jax.jit(lambda x: lax.dynamic_update_slice(lax.empty((6,), jnp.float32), x, (0,)).sum())
+    with pytest.raises(interp.UninitializedReadError) as plain:
+        interp.eval_jaxpr(jax.make_jaxpr(partly)(x), x, options=opts)
+    with pytest.raises(interp.UninitializedReadError) as watched:
+        FD.record(partly, (x,), opts)
+    assert "'reduce_sum' reads elements" in str(plain.value) and str(watched.value) == str(plain.value)
+
+
+def test_fusion_diff_checks_parameters_as_a_plan_does(monkeypatch):
+    """A custom_fusion (which fusion_diff enters) whose rule does not declare one of its
+    parameters is refused, naming the parameter, exactly as a plan refuses it. The rule here lacks
+    eval_rule: it stands for a reference written before JAX added a parameter."""
+    from interp import registry
+
+    def without_eval_rule(eqn, *args, jaxpr, num_consts, pallas_jaxpr, pull_block_spec_rule,
+                          push_block_spec_rule, pallas_num_consts=0, in_tree=None, out_tree=None,
+                          kernel_out_tree=None):
+        raise AssertionError("not reached: the plan refuses the equation when it is built")
+    monkeypatch.setitem(registry.RULES, "custom_fusion", without_eval_rule)
+    third, k = _wrong_third(), F.fusible_double()
+    prog = lambda x, y: k(third(x) + y) - y   # noqa: E731
+    x = y = np.ones((F.M, F.N), np.float32)
+    with pytest.raises(interp.UnsupportedPrimitiveError) as plain:
+        interp.eval_jaxpr(jax.make_jaxpr(prog)(x, y), x, y)
+    with pytest.raises(interp.UnsupportedPrimitiveError) as watched:
+        FD.diff(prog, prog, (x, y))
+    assert "'eval_rule' not implemented" in str(plain.value) and str(watched.value) == str(plain.value)
+
+
+def test_fusion_diff_checks_kernel_results_as_a_plan_does(monkeypatch):
+    """A rule returning the wrong dtype (a bug in the reference) inside a fused kernel, at every
+    grid step, is reported as the plan reports it, not recorded and compared."""
+    from interp import registry
+    from jax.experimental.pallas import fuser
+
+    def sin_in_float64(eqn, x, *, accuracy=None):
+        return np.sin(np.asarray(x, np.float64))
+    monkeypatch.setitem(registry.RULES, "sin", sin_in_float64)
+    k = F.fusible_double()
+    prog = fuser.fuse(lambda x: k(jnp.sin(x)))
+    x = np.ones((F.M, F.N), np.float32)
+    closed = jax.make_jaxpr(prog)(x)
+    kernel = next(e for e in closed.jaxpr.eqns if e.primitive.name == "pallas_call").params["jaxpr"]
+    assert "sin" in {e.primitive.name for e in kernel.eqns}   # pulled into the kernel
+    with pytest.raises(AssertionError) as plain:
+        interp.eval_jaxpr(closed, x)
+    with pytest.raises(AssertionError) as watched:
+        FD.record(prog, (x,))
+    assert "'sin' returned output 0 as float64" in str(plain.value) and str(watched.value) == str(plain.value)
+
+
 def test_fusion_diff_block_correspondence():
     """Restricting an unfused value to a kernel step's block: the one window of the operands whose
     array and block shapes match; several windows (a transpose of a square array) are told apart
