@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import UndefinedBehaviorError
+from ..errors import UndefinedBehaviorError, UnsupportedPrimitiveError
 from ..evaluator import STEP_HOOKS
 from ..registry import register
 from .. import spmd_lockstep
@@ -217,9 +217,45 @@ def _partials_out(eqn, i: int, spec, aval, unreduced: frozenset, per_device, val
         try:
             by_coords[coords] = _assemble(eqn, i, plain, aval, members)
         except UndefinedBehaviorError as e:   # only an error if a shard_map takes these partials
-            problem = str(e)
+            problem = problem or f"out_specs {spec}, the partials at {dict(zip(axes, coords))}: {e}"
     sizes = {n: per_device[0][0].sizes[n] for n in axes}
     return _record(value, _Partials(axes, sizes, _unreduced_kind(spec), by_coords, problem))
+
+
+class _Argument:
+    """Stands for the equation in errors about a program argument."""
+    name = "<argument>"
+
+    def __init__(self, sharding):
+        self.sharding = sharding
+
+    def unsupported(self, reason: str) -> UnsupportedPrimitiveError:
+        return UnsupportedPrimitiveError(self.name, {"sharding": self.sharding}, reason)
+
+
+def unreduced_array_value(x) -> np.ndarray:
+    """The reference value of a jax.Array left unreduced (a jit's result whose sharding says
+    unreduced: NumPy conversion refuses it in JAX): the reduction of the partials its devices
+    hold, recorded with them, so that a shard_map taking it unreduced gets each device's own."""
+    sharding = x.sharding
+    spec, mesh = sharding.spec, sharding.mesh
+    names = tuple(mesh.axis_names)
+    axes = tuple(n for n in names if n in spec.unreduced)
+    sizes = dict(mesh.shape)
+    entries = _spec_entries(_partitions_only(spec), x.ndim)
+    where = {d.id: dict(zip(names, (int(i) for i in idx))) for idx, d in np.ndenumerate(mesh.devices)}
+    by_coords: dict = {}
+    for shard in x.addressable_shards:
+        coords = where[shard.device.id]
+        partial = by_coords.setdefault(tuple(coords[n] for n in axes), np.empty(x.shape, x.dtype))
+        partial[_block(entries, coords, sizes, x.shape)] = np.asarray(shard.data)
+    argument = _Argument(sharding)
+    if len(by_coords) != math.prod(sizes[n] for n in axes):
+        raise argument.unsupported("an unreduced jax.Array whose devices are not all addressable")
+    kind = _unreduced_kind(spec)
+    order = sorted(by_coords)
+    value = _combine(argument, kind, np.stack([by_coords[c] for c in order], axis=-1), x.dtype)
+    return _record(value, _Partials(axes, {n: sizes[n] for n in axes}, kind, by_coords, None))
 
 
 def _partitions_only(spec):
