@@ -498,9 +498,15 @@ def pallas_cases():
 
 
 # --- unreduced / reduced specs (PartitionSpec.unreduced / reduced; explicit mesh axes) -------------
-# An unreduced array holds each device's partial; XLA reduces it when it is resharded. The programs
-# reshard their results, so every runner returns ordinary arrays. Integer-valued float inputs:
-# every sum is exact, so XLA's reduction order cannot matter and the comparison is bitwise.
+# An unreduced array holds each device's partial; XLA reduces it when it is resharded, and a later
+# shard_map taking it unreduced gets each device's partial (spec/spmd.py shard_map). The programs
+# reshard their results or show the partials through a check_vma=False shard_map, so every runner
+# returns ordinary arrays (a jit cannot return an array unreduced by max or min: JAX's output
+# sharding check fails). Integer-valued float inputs: every sum is exact, so XLA's reduction order
+# cannot matter and the comparison is bitwise; max/min take int32 (XLA:CPU's float max/min
+# all-reduce drops NaN, spec/spmd.py pmax). Unreduced operands the reference refuses (their partials
+# are XLA's choice or untracked local results): spec/spmd.py UNREDUCED_OPERANDS,
+# tests/test_spmd_unreduced.py.
 
 def explicit_mesh(shape, names):
     """A mesh with Explicit axes (unreduced/reduced specs need them): the first prod(shape)

@@ -69,12 +69,11 @@ def _manual_axes(mesh, newly_manual_axes) -> list[tuple[str, int]]:
 
 
 _UNREDUCED_IN_PARTIAL = (
-    "in_specs with unreduced axes (PartitionSpec.unreduced): each device gets its partial where the "
-    "operand comes from a shard_map's unreduced out_specs (through jit and reshards that keep the "
-    "unreduced axes); refused for other unreduced operands: a reshard, broadcast_in_dim, "
-    "convert_element_type or jit out_shardings that makes a value unreduced leaves the partials to "
-    "XLA's partitioner, and dot_general or elementwise results left unreduced hold local results "
-    "the reference does not track outside shard_map")
+    "in_specs with unreduced axes: each device gets its partial where the operand comes from a "
+    "shard_map's unreduced out_specs (through jit and reshards keeping them) or from "
+    "unreduced_array_value (a jax.Array argument); refused for other unreduced operands, whose "
+    "partials XLA's partitioner chooses or which hold local dot_general/elementwise results the "
+    "reference does not track outside shard_map (spec/spmd.py UNREDUCED_OPERANDS)")
 
 
 @register("shard_map", partial=_UNREDUCED_IN_PARTIAL)
