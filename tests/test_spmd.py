@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from functools import partial
 
 import jax
@@ -27,8 +24,7 @@ import interp
 from conformance.cases.spmd import make_mesh
 from interp.spmd import CollectiveMismatchError, DeadlockError
 from interp.errors import OutOfBoundsError, RaceError, UndefinedBehaviorError
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support import verdicts_with_8_devices
 
 
 def smap(f, shape, names, in_specs, out_specs, **kw):
@@ -232,14 +228,7 @@ CASES_ON_TPU_INTERPRET = {"spmd/pallas/ring_permute_remote_dma/int32/8": "pass",
 
 @pytest.fixture(scope="module")
 def xla_verdicts():
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                                      " --xla_force_host_platform_device_count=8").strip(),
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", "import tests.test_spmd as t; t._compare_main()"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("VERDICTS ")]
-    assert line, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(line[0][len("VERDICTS "):])
+    return verdicts_with_8_devices("tests.test_spmd")
 
 
 @pytest.mark.parametrize("name", list(COMPARED))

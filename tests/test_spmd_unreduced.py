@@ -1,7 +1,7 @@
 """Unreduced arrays across shard_maps (interp/rules/spmd.py; semantics spec/spmd.py shard_map).
 
-Against XLA:CPU with 8 host devices (a subprocess with XLA_FLAGS set before JAX starts, as
-tests/test_spmd.py does): the unreduced cases of the SPMD family and programs that hand a
+Against XLA:CPU with 8 host devices (a subprocess with XLA_FLAGS set before JAX starts:
+tests/support.py verdicts_with_8_devices): the unreduced cases of the SPMD family and programs that hand a
 device's partials from one shard_map to the next, bit for bit (integer-valued inputs: every sum
 is exact). Reference only: hand-computed partials, and what the reference refuses with the reason
 (unreduced operands whose partials it does not carry) although JAX runs them.
@@ -9,9 +9,6 @@ is exact). Reference only: hand-computed partials, and what the reference refuse
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +21,8 @@ import interp
 from conformance.cases.spmd import (explicit_mesh, has_unreduced_kinds, in_mesh, unreduced_in_spec,
                                     unreduced_kind_program, unreduced_out_spec)
 from interp.errors import UndefinedBehaviorError, UnsupportedPrimitiveError
+from tests.support import verdicts_with_8_devices
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPE, NAMES = (2, 4), ("x", "y")
 NO_KINDS = "no PartitionSpec.unreduced_kind / unreduced_pmax in this JAX (new in 0.11)"
 
@@ -118,14 +115,7 @@ def _compare_main() -> None:
 
 @pytest.fixture(scope="module")
 def xla_verdicts():
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                                      " --xla_force_host_platform_device_count=8").strip(),
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", "import tests.test_spmd_unreduced as t; t._compare_main()"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("VERDICTS ")]
-    assert line, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(line[0][len("VERDICTS "):])
+    return verdicts_with_8_devices("tests.test_spmd_unreduced")
 
 
 @pytest.mark.parametrize("case_id", list(CASES_ON_XLA))

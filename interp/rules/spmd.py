@@ -272,12 +272,12 @@ def _partials_in(eqn, value, spec, manual: frozenset, mesh_sizes: dict) -> _Part
             f"in_specs {spec}: the operand is unreduced over {sorted(axes)}, but not as a "
             "shard_map's unreduced out_specs left it (the reference carries per-device partials "
             "from one shard_map to another, through jit and reshards that keep the unreduced "
-            "axes, and nowhere else). A reshard, broadcast_in_dim, convert_element_type or jit "
+            "axes, and from unreduced_array_value, nowhere else). A reshard, broadcast_in_dim, convert_element_type or jit "
             "out_shardings that makes a value unreduced leaves the partials to XLA's partitioner "
             "(JAX promises only their reduction; XLA:CPU puts the value on one device of each "
             "group, or each device's block of the source, and zeros elsewhere); dot_general and "
             "elementwise results left unreduced hold each device's local result, which the "
-            "reference does not track outside shard_map (spec/spmd.py shard_map)")
+            "reference does not track outside shard_map (spec/spmd.py UNREDUCED_OPERANDS)")
     if partials.problem is not None:
         raise UndefinedBehaviorError(f"in_specs {spec}: the producer's partials are not "
                                      f"determined: {partials.problem}")
