@@ -110,13 +110,15 @@ SEMANTICS = table(
                "device holds a partial; the global value is their reduction over U by unreduced_kind "
                "(sum, the only kind before 0.11; max, min), computed as psum/pmax/pmin (the sum "
                "correctly rounded; XLA reduces when the array is resharded, in an unspecified order). "
-               "max/min: only out_specs of a shard_map with check_vma=False make them (with "
-               "check_vma=True the body's type must carry the kind, and no cast gives one: "
-               "vary_unreduced_cast leaves the kind unset, jax/_src/lax/parallel.py; reshard "
-               "refuses to make an array more unreduced by max/min, jax/_src/pjit.py "
-               "_check_unreduced_reshard); a jit returning one fails in JAX's output sharding check "
-               "('Unexpected XLA sharding override', jax/_src/pjit.py), so the cases reshard it or "
-               "hand it to another shard_map (unreduced_pmax/unreduced_pmin)",
+               "max/min (JAX >= 0.11) arrays come from out_specs of a shard_map with "
+               "check_vma=False (with check_vma=True the body's type must carry the kind, and no "
+               "cast gives one: vary_unreduced_cast leaves it unset, jax/_src/lax/parallel.py) and "
+               "from lax.reduce_max/reduce_min with an unreduced out_sharding of that kind (each "
+               "device's local extremum: jax/_src/lax/lax.py _reduce_op_unreduced_rule); reshard "
+               "refuses to make an array more unreduced by max/min (jax/_src/pjit.py "
+               "_check_unreduced_reshard) and a jit returning one fails JAX's output sharding "
+               "check ('Unexpected XLA sharding override', XLA:CPU, measured), so the cases "
+               "reshard it or hand it to another shard_map (unreduced_pmax/unreduced_pmin)",
                "reduced axes (PartitionSpec.reduced) are replicated: in_specs give every device the "
                "block, out_specs hold the same bits on every device (else UndefinedBehaviorError)",
                "in_specs with unreduced axes U (JAX requires the operand's type to be unreduced over "
@@ -231,10 +233,11 @@ UNREDUCED_OPERANDS = {
         "zeros elsewhere; from P('x', None) (or after a reduction) the device at y = 0 holds the "
         "value and the others zeros; from P(None, None) JAX 0.12 raises NotImplementedError "
         "(device_indices_map)",
-    "left unreduced by dot_general (out_sharding with unreduced contracting axes) or computed "
-    "from unreduced operands by add, sub, mul or div by a reduced operand, concatenate, ...":
-        "defined (each device's local result: XLA:CPU gives the local dot of each device's blocks, "
-        "measured) but the reference holds values outside shard_map by their global value only; "
+    "left unreduced by dot_general (out_sharding with unreduced contracting axes), by "
+    "reduce_sum/reduce_max/reduce_min (out_sharding unreduced over a reduced axis's mesh axes), or "
+    "computed from unreduced operands by add, sub, mul or div by a reduced operand, concatenate, ...":
+        "defined (each device's local result: XLA:CPU gives the local dot or extremum of each "
+        "device's blocks, measured) but the reference holds values outside shard_map by their global value only; "
         "carrying partials through those rules would need every lax rule to carry them "
         "(jax/_src/lax/lax.py *_unreduced_rule / _ur_rule list which ops keep an array unreduced)",
     "a reshard to other unreduced axes or kind, or to a reduced array and back":

@@ -588,9 +588,12 @@ def unreduced_in_spec(shape, names):
 
 
 def has_unreduced_kinds() -> bool:
-    """PartitionSpec.unreduced_kind (jax.sharding.UnreducedKind) and unreduced_pmax/pmin exist."""
+    """PartitionSpec.unreduced_kind (jax.sharding.UnreducedKind), unreduced_pmax/pmin and
+    lax.reduce_max's out_sharding exist."""
+    import inspect
     from jax._src.lax import parallel
-    return hasattr(jax.sharding, "UnreducedKind") and hasattr(parallel, "unreduced_pmax")
+    return (hasattr(jax.sharding, "UnreducedKind") and hasattr(parallel, "unreduced_pmax")
+            and "out_sharding" in inspect.signature(lax.reduce_max).parameters)
 
 
 def unreduced_kind_program(kind, shape, names):
@@ -599,23 +602,28 @@ def unreduced_kind_program(kind, shape, names):
     unreduced by ``kind`` over that axis (with check_vma=True JAX has no cast that makes a body
     value unreduced by max or min: vary_unreduced_cast gives the sum kind, parallel.py). Outputs:
     the array resharded (XLA reduces it by the kind), the partials reduced in a shard_map
-    (unreduced_pmax / unreduced_pmin) and every device's partial side by side."""
+    (unreduced_pmax / unreduced_pmin), every device's partial side by side; and lax.reduce_max /
+    reduce_min over the input's columns (split over the last axis) with out_sharding unreduced by
+    the kind over that axis (each device's local extremum), resharded."""
     from jax._src.lax import parallel
     first, last = names[0], names[-1]
 
     def fn(x):
         k = getattr(jax.sharding.UnreducedKind, kind)
         reduce = parallel.unreduced_pmax if kind == "max" else parallel.unreduced_pmin
+        local = lax.reduce_max if kind == "max" else lax.reduce_min
         un = P(first, unreduced={last}, unreduced_kind=k)
         mesh = explicit_mesh(shape, names)
         with in_mesh(mesh):
             def produce(b):
                 return b * 3 + lax.axis_index(last).astype(b.dtype)
-            u = shard_map(produce, mesh, P(first, last), un, check_vma=False)(
-                jax.sharding.reshard(x, P(first, last)))
+            a = jax.sharding.reshard(x, P(first, last))
+            u = shard_map(produce, mesh, P(first, last), un, check_vma=False)(a)
             collective = shard_map(lambda b: reduce(b, last), mesh, un, P(first))(u)
             seen = shard_map(lambda b: b, mesh, un, P(first, last), check_vma=False)(u)
-            return jax.sharding.reshard(u, P(first, None)), collective, seen
+            extremum = local(a, (1,), out_sharding=un)
+            return (jax.sharding.reshard(u, P(first, None)), collective, seen,
+                    jax.sharding.reshard(extremum, P(first)))
     return fn
 
 
@@ -635,12 +643,13 @@ def unreduced_cases():
                    inputs=ints((8, 8)), modes=exact, primitives=("shard_map", "unreduced_psum"),
                    needs=_needs(shape), tags=("spmd",))
         kinds = applicable_if(has_unreduced_kinds(), "no PartitionSpec.unreduced_kind "
-                              "(jax.sharding.UnreducedKind) or unreduced_pmax/unreduced_pmin")
+                              "(jax.sharding.UnreducedKind), unreduced_pmax/unreduced_pmin or "
+                              "lax.reduce_max(out_sharding=)")
         for kind in ("max", "min"):
             yield Case(id=f"spmd/unreduced_kind/{kind}/int32/{mesh_id}",
                        fn=unreduced_kind_program(kind, shape, names),
                        inputs=lambda rng: [rng.integers(-1000, 1000, size=(8, 8)).astype(I32)],
-                       modes=exact, primitives=("shard_map", f"unreduced_p{kind}"),
+                       modes=exact, primitives=("shard_map", f"unreduced_p{kind}", f"reduce_{kind}"),
                        needs=_needs(shape), tags=("spmd",), not_applicable=kinds)
 
 # --- Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/warpgroups.py) ------
