@@ -109,14 +109,35 @@ SEMANTICS = table(
                "out_specs with unreduced axes U (PartitionSpec.unreduced, JAX 0.10.2..0.12.0.1): each "
                "device holds a partial; the global value is their reduction over U by unreduced_kind "
                "(sum, the only kind before 0.11; max, min), computed as psum/pmax/pmin (the sum "
-               "correctly rounded; XLA reduces when the array is resharded, in an unspecified order)",
+               "correctly rounded; XLA reduces when the array is resharded, in an unspecified order). "
+               "max/min (JAX >= 0.11) arrays come from out_specs of a shard_map with "
+               "check_vma=False (with check_vma=True the body's type must carry the kind, and no "
+               "cast gives one: vary_unreduced_cast leaves it unset, jax/_src/lax/parallel.py) and "
+               "from lax.reduce_max/reduce_min with an unreduced out_sharding of that kind (each "
+               "device's local extremum: jax/_src/lax/lax.py _reduce_op_unreduced_rule); reshard "
+               "refuses to make an array more unreduced by max/min (jax/_src/pjit.py "
+               "_check_unreduced_reshard) and a jit returning one fails JAX's output sharding "
+               "check ('Unexpected XLA sharding override', XLA:CPU, measured), so the cases "
+               "reshard it or hand it to another shard_map (unreduced_pmax/unreduced_pmin)",
                "reduced axes (PartitionSpec.reduced) are replicated: in_specs give every device the "
                "block, out_specs hold the same bits on every device (else UndefinedBehaviorError)",
-               "in_specs with unreduced axes are refused: the reference holds an unreduced array by "
-               "its reduced value, and the partials a device would receive are not determined by it "
-               "(every version: JAX then passes the producer's partials through)",
+               "in_specs with unreduced axes U (JAX requires the operand's type to be unreduced over "
+               "U with the same kind): each device gets its partial as the producer left it, blocked "
+               "by the in_spec's partitions (a reshard that changes only the partitions moves the "
+               "partials of each coordinate along U, e.g. all-gathers them: XLA:CPU, 8 host devices, "
+               "JAX 0.10.2, 0.11.2, 0.12.0.1, measured). Supported where the operand comes from a "
+               "shard_map's unreduced out_specs (through jit, reshards keeping U and its kind), or is "
+               "an unreduced jax.Array argument converted by interp.rules.spmd.unreduced_array_value "
+               "(its devices' shards; interp.interpret itself converts arguments with NumPy, which "
+               "JAX refuses for unreduced arrays); auto axes in U are reduced first. Refused otherwise "
+               "(UnsupportedPrimitiveError with the reason): see UNREDUCED_OPERANDS",
+               "out_specs whose replicated axes hold different partials (check_vma=False) but equal "
+               "reductions: the global value is defined; a shard_map taking those partials raises "
+               "UndefinedBehaviorError (which replica's partials XLA keeps is unspecified)",
                "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs it"),
-              (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",), EXACT),
+              (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",
+               "jax/_src/pjit.py _check_unreduced_reshard", "jax/_src/partition_spec.py UnreducedKind"),
+              EXACT),
     Semantics("psum", "Sum over the participants (one operand per binding in JAX >= 0.7).", _SUM,
               (XLA + "#allreduce", PAR + " psum_p"), CORRECTLY_ROUNDED),
     Semantics("psum_invariant", "psum whose result JAX types as invariant over the axes.", _SUM,
@@ -199,6 +220,30 @@ SEMANTICS = table(
               "on GPU, the only lowering); deprecated in JAX 0.12.", (), (PAR + " psend",), EXACT),
     Semantics("precv", "Refused: as psend (NCCL recv on GPU).", (), (PAR + " precv",), EXACT),
 )
+
+# Unreduced operands of a shard_map the reference refuses (interp/rules/spmd.py _partials_in), with
+# why: JAX types them unreduced and runs them (tests/test_spmd_unreduced.py REFUSED), but the
+# partials each device holds are not carried by the reference.
+UNREDUCED_OPERANDS = {
+    "made unreduced by reshard, broadcast_in_dim, convert_element_type or jit out_shardings":
+        "the partials are the partitioner's choice: JAX promises only their reduction "
+        "(jax/_src/pjit.py reshard: a sum-kind reshard may add unreduced axes; jax/_src/lax/lax.py "
+        "_broadcast_in_dim_unreduced_rule, _convert_element_type_ur_rule). XLA:CPU, 8 host devices, "
+        "measured on JAX 0.10.2..0.12.0.1: from P('x', 'y') each device keeps its own block and "
+        "zeros elsewhere; from P('x', None) (or after a reduction) the device at y = 0 holds the "
+        "value and the others zeros; from P(None, None) JAX 0.12 raises NotImplementedError "
+        "(device_indices_map)",
+    "left unreduced by dot_general (out_sharding with unreduced contracting axes), by "
+    "reduce_sum/reduce_max/reduce_min (out_sharding unreduced over a reduced axis's mesh axes), or "
+    "computed from unreduced operands by add, sub, mul or div by a reduced operand, concatenate, ...":
+        "defined (each device's local result: XLA:CPU gives the local dot or extremum of each "
+        "device's blocks, measured) but the reference holds values outside shard_map by their global value only; "
+        "carrying partials through those rules would need every lax rule to carry them "
+        "(jax/_src/lax/lax.py *_unreduced_rule / _ur_rule list which ops keep an array unreduced)",
+    "a reshard to other unreduced axes or kind, or to a reduced array and back":
+        "as the first: the new partials are the partitioner's (the reference hands on a copy without "
+        "partials, interp/rules/spmd.py _keep_partials_honest)",
+}
 
 # Mosaic GPU kernels across devices (remote refs, multicast signals, multimem loads and stores):
 # the same rendezvous as the Pallas TPU kernels above; their semantics, the symmetric GMEM, the

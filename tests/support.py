@@ -1,6 +1,11 @@
 """Helpers for the project's tests: run a function on XLA:CPU and in the reference."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import jax
 import numpy as np
 
@@ -33,3 +38,19 @@ def assert_tree_same_bits(actual, expected, nan_payloads=False):
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         assert isinstance(a, np.ndarray), type(a)
         assert_same_bits(a, e, nan_payloads=nan_payloads, err_msg=f"(output {i})")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def verdicts_with_8_devices(module: str) -> dict:
+    """Run ``module._compare_main()`` in a subprocess whose JAX has 8 host devices (pytest's own
+    process may already have started JAX with one): the JSON it prints after ``VERDICTS ``."""
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                                      " --xla_force_host_platform_device_count=8").strip(),
+               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", f"import {module} as t; t._compare_main()"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("VERDICTS ")]
+    assert line, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(line[0][len("VERDICTS "):])

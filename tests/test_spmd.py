@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from functools import partial
 
 import jax
@@ -27,8 +24,7 @@ import interp
 from conformance.cases.spmd import make_mesh
 from interp.spmd import CollectiveMismatchError, DeadlockError
 from interp.errors import OutOfBoundsError, RaceError, UndefinedBehaviorError
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support import verdicts_with_8_devices
 
 
 def smap(f, shape, names, in_specs, out_specs, **kw):
@@ -169,11 +165,6 @@ def _signed_zero_inputs():
     return [x]
 
 
-def _unreduced_out_spec(x):
-    from conformance.cases.spmd import unreduced_out_spec
-    return unreduced_out_spec((2, 4), ("x", "y"))(x)
-
-
 COMPARED = {
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
@@ -222,10 +213,8 @@ def _compare_main() -> None:
 # Conformance cases whose outcome on xla:cpu (8 host devices) is asserted here; the whole family
 # runs in the main job (make conformance).
 CASES_ON_XLA = {"spmd/float_extrema/float32/8": "known-divergence xla-cpu-all-reduce-extremum-nan-zero",
-                "spmd/collectives/mixed/2x4": "pass",
-                # unreduced out_specs; jax.grad through a reduced in_spec (JAX >= 0.10.2)
-                "spmd/unreduced_out_spec/float32/2x4": "pass",
-                "spmd/grad_of_reduced_in_spec/float32/2x4": "pass"}
+                "spmd/collectives/mixed/2x4": "pass"}
+# (the unreduced / reduced spec cases: tests/test_spmd_unreduced.py)
 
 
 # Remote-DMA kernels on JAX's TPU interpret mode (it simulates the 8 host devices in threads),
@@ -239,14 +228,7 @@ CASES_ON_TPU_INTERPRET = {"spmd/pallas/ring_permute_remote_dma/int32/8": "pass",
 
 @pytest.fixture(scope="module")
 def xla_verdicts():
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                                      " --xla_force_host_platform_device_count=8").strip(),
-               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", "import tests.test_spmd as t; t._compare_main()"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("VERDICTS ")]
-    assert line, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(line[0][len("VERDICTS "):])
+    return verdicts_with_8_devices("tests.test_spmd")
 
 
 @pytest.mark.parametrize("name", list(COMPARED))
@@ -775,47 +757,3 @@ def test_core_mesh_kernel_of_several_cores_refuses_remote_signals_with_the_reaso
     with pytest.raises(UnsupportedPrimitiveError, match=r"semaphore_signal.*core-mesh kernel of 2 "
                                                         r"cores inside a shard_map body"):
         interp.interpret(_core_mesh_ring_program(2))(x)
-
-
-def test_unreduced_out_spec_is_the_sum_of_the_partials():
-    # Hand computation: row r, column c of the result sums, over the 4 devices along y, the
-    # device's element (r, c) of its block (columns 2y + c) times 3 plus y.
-    x = _ints((8, 8), -100, 100)
-    got = interp.interpret(_unreduced_out_spec)(x)
-    want = sum(x[:, 2 * y:2 * y + 2] * 3 + y for y in range(4))
-    assert got.dtype == np.float32 and got.tobytes() == want.astype(np.float32).tobytes()
-
-
-def test_unreduced_in_spec_is_refused_with_the_reason():
-    from conformance.cases.spmd import explicit_mesh, in_mesh
-    from interp.errors import UnsupportedPrimitiveError
-    from jax._src.lax.parallel import vary_unreduced_cast
-    mesh = explicit_mesh((2, 4), ("x", "y"))
-
-    def program(x):
-        with in_mesh(mesh):
-            a = jax.sharding.reshard(x, P("x", "y"))
-            u = jax.shard_map(lambda b: vary_unreduced_cast(b, "y"), mesh=mesh, in_specs=P("x", "y"),
-                              out_specs=P("x", unreduced={"y"}))(a)
-            # a second shard_map takes the unreduced array as it is (partials per device)
-            return jax.shard_map(lambda b: b, mesh=mesh, in_specs=P("x", unreduced={"y"}),
-                                 out_specs=P("x", unreduced={"y"}))(u)
-    with pytest.raises(UnsupportedPrimitiveError, match=r"in_specs P\('x', unreduced=\{'y'\}.* "
-                                                        r"partials each device would receive"):
-        interp.interpret(program)(_ints((8, 8)))
-
-
-
-def test_unreduced_out_spec_same_in_lockstep_and_per_device(monkeypatch):
-    # The lockstep speed path (interp/spmd_lockstep.py) and the per-device path give the same
-    # reduction of the partials (shard_map assembles both the same way).
-    from interp import spmd_lockstep
-    x = _ints((8, 8), -100, 100)
-    real = spmd_lockstep.program
-    taken = []
-    monkeypatch.setattr(spmd_lockstep, "program", lambda *a: taken.append(real(*a)) or taken[-1])
-    lockstep = interp.interpret(_unreduced_out_spec)(x)
-    assert taken and taken[-1] is not None        # the body ran in lockstep
-    monkeypatch.setattr(spmd_lockstep, "program", lambda *a: None)
-    per_device = interp.interpret(_unreduced_out_spec)(x)
-    assert lockstep.tobytes() == per_device.tobytes()

@@ -27,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from spec import compliance as C
 
-from ..case import PALLAS, Case, random_array
+from ..case import PALLAS, Case, applicable_if, random_array
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
@@ -498,9 +498,15 @@ def pallas_cases():
 
 
 # --- unreduced / reduced specs (PartitionSpec.unreduced / reduced; explicit mesh axes) -------------
-# An unreduced array holds each device's partial; XLA reduces it when it is resharded. The programs
-# reshard their results, so every runner returns ordinary arrays. Integer-valued float inputs:
-# every sum is exact, so XLA's reduction order cannot matter and the comparison is bitwise.
+# An unreduced array holds each device's partial; XLA reduces it when it is resharded, and a later
+# shard_map taking it unreduced gets each device's partial (spec/spmd.py shard_map). The programs
+# reshard their results or show the partials through a check_vma=False shard_map, so every runner
+# returns ordinary arrays (a jit cannot return an array unreduced by max or min: JAX's output
+# sharding check fails). Integer-valued float inputs: every sum is exact, so XLA's reduction order
+# cannot matter and the comparison is bitwise; max/min take int32 (XLA:CPU's float max/min
+# all-reduce drops NaN, spec/spmd.py pmax). Unreduced operands the reference refuses (their partials
+# are XLA's choice or untracked local results): spec/spmd.py UNREDUCED_OPERANDS,
+# tests/test_spmd_unreduced.py.
 
 def explicit_mesh(shape, names):
     """A mesh with Explicit axes (unreduced/reduced specs need them): the first prod(shape)
@@ -553,6 +559,74 @@ def grad_of_reduced_in_spec(shape, names):
     return fn
 
 
+def unreduced_in_spec(shape, names):
+    """Partials handed from one shard_map to the next: the first leaves each device's block times 3
+    plus its index along the last axis unreduced over that axis; later shard_maps take the array
+    unreduced (each device gets its own partial): one shows every device's partial side by side
+    (check_vma=False), one sums them (unreduced_psum), one doubles them and leaves them unreduced
+    again (inside a jit), one takes them after a reshard that all-gathers them along the first
+    axis (the unreduced axis kept). Outputs: partials, sum, doubled partials reduced, partials
+    all-gathered."""
+    from jax._src.lax.parallel import unreduced_psum, vary_unreduced_cast
+    first, last = names[0], names[-1]
+    un = P(first, unreduced={last})
+
+    def fn(x):
+        mesh = explicit_mesh(shape, names)
+        with in_mesh(mesh):
+            def produce(b):
+                return vary_unreduced_cast(b * 3 + lax.axis_index(last).astype(b.dtype), last)
+            u = shard_map(produce, mesh, P(first, last), un)(jax.sharding.reshard(x, P(first, last)))
+            seen = shard_map(lambda b: b, mesh, un, P(first, last), check_vma=False)(u)
+            total = shard_map(lambda b: unreduced_psum(b, last), mesh, un, P(first))(u)
+            doubled = jax.jit(lambda v: shard_map(lambda b: b + b, mesh, un, un)(v))(u)
+            gathered = jax.sharding.reshard(u, P(None, None, unreduced={last}))
+            seen_gathered = shard_map(lambda b: b, mesh, P(None, unreduced={last}), P(None, last),
+                                      check_vma=False)(gathered)
+            return seen, total, jax.sharding.reshard(doubled, P(first, None)), seen_gathered
+    return fn
+
+
+def has_unreduced_kinds() -> bool:
+    """PartitionSpec.unreduced_kind (jax.sharding.UnreducedKind), unreduced_pmax/pmin and
+    lax.reduce_max's out_sharding exist."""
+    import inspect
+    from jax._src.lax import parallel
+    return (hasattr(jax.sharding, "UnreducedKind") and hasattr(parallel, "unreduced_pmax")
+            and "out_sharding" in inspect.signature(lax.reduce_max).parameters)
+
+
+def unreduced_kind_program(kind, shape, names):
+    """Partials combined by max or min (PartitionSpec.unreduced_kind, JAX >= 0.11): a shard_map
+    with check_vma=False leaves each device's block times 3 plus its index along the last axis
+    unreduced by ``kind`` over that axis (with check_vma=True JAX has no cast that makes a body
+    value unreduced by max or min: vary_unreduced_cast gives the sum kind, parallel.py). Outputs:
+    the array resharded (XLA reduces it by the kind), the partials reduced in a shard_map
+    (unreduced_pmax / unreduced_pmin), every device's partial side by side; and lax.reduce_max /
+    reduce_min over the input's columns (split over the last axis) with out_sharding unreduced by
+    the kind over that axis (each device's local extremum), resharded."""
+    from jax._src.lax import parallel
+    first, last = names[0], names[-1]
+
+    def fn(x):
+        k = getattr(jax.sharding.UnreducedKind, kind)
+        reduce = parallel.unreduced_pmax if kind == "max" else parallel.unreduced_pmin
+        local = lax.reduce_max if kind == "max" else lax.reduce_min
+        un = P(first, unreduced={last}, unreduced_kind=k)
+        mesh = explicit_mesh(shape, names)
+        with in_mesh(mesh):
+            def produce(b):
+                return b * 3 + lax.axis_index(last).astype(b.dtype)
+            a = jax.sharding.reshard(x, P(first, last))
+            u = shard_map(produce, mesh, P(first, last), un, check_vma=False)(a)
+            collective = shard_map(lambda b: reduce(b, last), mesh, un, P(first))(u)
+            seen = shard_map(lambda b: b, mesh, un, P(first, last), check_vma=False)(u)
+            extremum = local(a, (1,), out_sharding=un)
+            return (jax.sharding.reshard(u, P(first, None)), collective, seen,
+                    jax.sharding.reshard(extremum, P(first)))
+    return fn
+
+
 def unreduced_cases():
     exact = C.exact("definition")
     ints = lambda *shapes: lambda rng: [rng.integers(-4, 4, size=s).astype(F32) for s in shapes]  # noqa: E731
@@ -565,6 +639,18 @@ def unreduced_cases():
                    fn=grad_of_reduced_in_spec(shape, names), inputs=ints((8, 8), (2, 3)), modes=exact,
                    primitives=("shard_map",),
                    needs=_needs(shape), tags=("spmd",))
+        yield Case(id=f"spmd/unreduced_in_spec/float32/{mesh_id}", fn=unreduced_in_spec(shape, names),
+                   inputs=ints((8, 8)), modes=exact, primitives=("shard_map", "unreduced_psum"),
+                   needs=_needs(shape), tags=("spmd",))
+        kinds = applicable_if(has_unreduced_kinds(), "no PartitionSpec.unreduced_kind "
+                              "(jax.sharding.UnreducedKind), unreduced_pmax/unreduced_pmin or "
+                              "lax.reduce_max(out_sharding=)")
+        for kind in ("max", "min"):
+            yield Case(id=f"spmd/unreduced_kind/{kind}/int32/{mesh_id}",
+                       fn=unreduced_kind_program(kind, shape, names),
+                       inputs=lambda rng: [rng.integers(-1000, 1000, size=(8, 8)).astype(I32)],
+                       modes=exact, primitives=("shard_map", f"unreduced_p{kind}", f"reduce_{kind}"),
+                       needs=_needs(shape), tags=("spmd",), not_applicable=kinds)
 
 # --- Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/warpgroups.py) ------
 # JAX's shipped collective kernels (jax.experimental.pallas.ops.gpu all_gather_mgpu,

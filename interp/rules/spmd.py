@@ -8,10 +8,12 @@ arrive computes every participant's result from all operands in participant orde
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
-from ..errors import UndefinedBehaviorError
+from ..errors import UndefinedBehaviorError, UnsupportedPrimitiveError
+from ..evaluator import STEP_HOOKS
 from ..registry import register
 from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
@@ -66,23 +68,26 @@ def _manual_axes(mesh, newly_manual_axes) -> list[tuple[str, int]]:
     return [(n, shape[n]) for n in mesh.axis_names if n in set(newly_manual_axes)]
 
 
-@register("shard_map", partial="in_specs with unreduced axes (PartitionSpec.unreduced): refused, the "
-                                "reference holds an unreduced array by its reduced value, not the "
-                                "partials a device would receive")
+_UNREDUCED_IN_PARTIAL = (
+    "in_specs with unreduced axes: each device gets its partial where the operand comes from a "
+    "shard_map's unreduced out_specs (through jit and reshards keeping them) or from "
+    "unreduced_array_value (a jax.Array argument); refused for other unreduced operands, whose "
+    "partials XLA's partitioner chooses or which hold local dot_general/elementwise results the "
+    "reference does not track outside shard_map (spec/spmd.py UNREDUCED_OPERANDS)")
+
+
+@register("shard_map", partial=_UNREDUCED_IN_PARTIAL)
 def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
               check_vma):   # a typing discipline (varying manual axes): values the same either way
     manual = frozenset(newly_manual_axes)
-    for spec in in_specs:
-        if _unreduced_axes(spec, manual):
-            raise eqn.unsupported(
-                f"in_specs {spec} with unreduced axes: the reference holds an unreduced array by "
-                "its global value (the reduction of its partials), and the partials each device "
-                "would receive are not determined by it (spec/spmd.py shard_map)")
+    args = [_partials_in(eqn, a, s, manual, dict(mesh.shape)) if _unreduced_axes(s, manual) else a
+            for a, s in zip(args, in_specs)]
     axes = _manual_axes(mesh, newly_manual_axes)
     plan, consts = eqn.closed_plan(jaxpr)
 
     def local(device):
-        return [np.ascontiguousarray(a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
+        return [np.ascontiguousarray(a.block(device) if isinstance(a, _PartialsIn) else
+                                     a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
                                               np.shape(a))])
                 for a, s in zip(args, in_specs)]
 
@@ -95,35 +100,228 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
         per_device = [(d, [o[i] for o in outs]) for i, d in enumerate(devices)]
     else:
         per_device = run_spmd(axes, lambda device: plan.run(consts, local(device)))
-    return [_assemble(eqn, i, spec, aval, _reduce_unreduced(eqn, i, spec, manual, per_device))
-            for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals))]
+    results = []
+    for i, (spec, aval) in enumerate(zip(out_specs, eqn.out_avals)):
+        unreduced = _unreduced_axes(spec, manual)
+        value = _assemble(eqn, i, spec, aval, _reduce_unreduced(eqn, i, spec, unreduced, per_device))
+        results.append(_partials_out(eqn, i, spec, aval, unreduced, per_device, value) if unreduced
+                       else value)
+    return results
 
 
-def _reduce_unreduced(eqn, i: int, spec, manual, per_device) -> list:
+def _reduce_unreduced(eqn, i: int, spec, unreduced: frozenset, per_device) -> list:
     """An output ``spec`` leaves unreduced over axes U holds partials: its global value is their
     reduction (``unreduced_kind``) over U, computed as psum/pmax/pmin would (correctly rounded
     exact sum). Returns (device, outputs) pairs with output ``i`` reduced over U, one device per
     group (the one at coordinate 0 along U)."""
-    unreduced = _unreduced_axes(spec, manual)
     if not unreduced:
         return per_device
     kind = _unreduced_kind(spec)
+    reduced = []
+    for members in _groups(per_device, unreduced, across=True).values():
+        stacked = np.stack([np.asarray(outs[i]) for _, outs in members], axis=-1)
+        value = _combine(eqn, kind, stacked, eqn.out_avals[i].dtype)
+        device, outs = members[0]
+        reduced.append((device, [*outs[:i], value, *outs[i + 1:]]))
+    return reduced
+
+
+def _combine(eqn, kind: str, stacked: np.ndarray, dtype) -> np.ndarray:
+    """The reduction of the partials along the last axis by ``kind`` (sum, max, min)."""
+    if kind == "sum":
+        return np.asarray(participants_sum(eqn, stacked, dtype), dtype)
+    np_fn = np.max if kind == "max" else np.min
+    return np.asarray(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), dtype)
+
+
+def _groups(per_device, axes: frozenset, across: bool) -> dict:
+    """(device, outputs) pairs grouped by their coordinates off ``axes`` (across=True: the
+    members of a group differ only along ``axes``) or along ``axes`` (across=False)."""
     groups: dict = {}
     for device, outs in per_device:
-        key = tuple((n, c) for n, c in device.coords.items() if n not in unreduced)
+        key = tuple((n, c) for n, c in device.coords.items() if (n not in axes) == across)
         groups.setdefault(key, []).append((device, outs))
-    reduced = []
-    dtype = eqn.out_avals[i].dtype
-    for members in groups.values():
-        stacked = np.stack([np.asarray(outs[i]) for _, outs in members], axis=-1)
-        if kind == "sum":
-            value = participants_sum(eqn, stacked, dtype)
-        else:
-            np_fn = np.max if kind == "max" else np.min
-            value = _extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1))
-        device, outs = members[0]
-        reduced.append((device, [*outs[:i], np.asarray(value, dtype), *outs[i + 1:]]))
-    return reduced
+    return groups
+
+
+# --- unreduced values between shard_maps ----------------------------------------------------------
+# Outside a shard_map the reference holds an unreduced array by its global value (the reduction of
+# its partials): every other rule sees that value. A shard_map whose in_specs take the array
+# unreduced gets, on XLA, each device's partial as the producer left it (spec/spmd.py shard_map);
+# so the producing shard_map records the partials of the value it returns in a side table keyed by
+# the returned object, and a consuming shard_map looks them up. The returned object is a view
+# (never a base array): the evaluator reuses only base arrays in place (evaluator._run_donating),
+# so no later equation can overwrite it while it is recorded. A step that passes a recorded object
+# on under another unreduced type (a reshard to other unreduced axes or to a reduced array) hands on
+# a copy instead (_keep_partials_honest below): partials then are the partitioner's choice.
+
+class _Partials:
+    """The partials of a global value: for each coordinate along the unreduced axes (mesh order),
+    the global array that the devices at that coordinate hold (their blocks assembled)."""
+    __slots__ = ("axes", "sizes", "kind", "by_coords", "problem")
+
+    def __init__(self, axes: tuple, sizes: dict, kind: str, by_coords: dict, problem: str | None):
+        self.axes, self.sizes, self.kind, self.by_coords, self.problem = axes, sizes, kind, by_coords, problem
+
+    def restricted(self, eqn, axes: tuple, dtype) -> "_Partials":
+        """The partials over ``axes`` (a subset): those over the other axes reduced by kind."""
+        if axes == self.axes:
+            return self
+        by_coords: dict = {}
+        for coords, value in self.by_coords.items():
+            key = tuple(c for n, c in zip(self.axes, coords) if n in axes)
+            by_coords.setdefault(key, []).append(value)
+        reduced = {k: _combine(eqn, self.kind, np.stack(v, axis=-1), dtype) for k, v in by_coords.items()}
+        return _Partials(axes, self.sizes, self.kind, reduced, self.problem)
+
+
+class _PartialsIn:
+    """A consuming shard_map's view of an operand's partials: a device's block of its partial."""
+    __slots__ = ("partials", "entries")
+
+    def __init__(self, partials: _Partials, entries):
+        self.partials, self.entries = partials, entries
+
+    def block(self, device) -> np.ndarray:
+        p = self.partials
+        value = p.by_coords[tuple(device.coords[n] for n in p.axes)]
+        return value[_block(self.entries, device.coords, device.sizes, value.shape)]
+
+
+_RECORDED: dict[int, tuple] = {}   # id(value) -> (weakref to value, _Partials)
+
+
+def _record(value: np.ndarray, partials: _Partials) -> np.ndarray:
+    view = value.view()
+    key = id(view)
+    _RECORDED[key] = (weakref.ref(view, lambda _, key=key: _RECORDED.pop(key, None)), partials)
+    return view
+
+
+def _recorded(value) -> "_Partials | None":
+    entry = _RECORDED.get(id(value))
+    if entry is None or entry[0]() is not value:
+        return None
+    return entry[1]
+
+
+def _partials_out(eqn, i: int, spec, aval, unreduced: frozenset, per_device, value) -> np.ndarray:
+    """Output ``i``'s global value, recorded with its partials (one global array per coordinate
+    along the unreduced axes)."""
+    axes = tuple(n for n in per_device[0][0].coords if n in unreduced)
+    plain = _partitions_only(spec)
+    by_coords, problem = {}, None
+    for members in _groups(per_device, unreduced, across=False).values():
+        coords = tuple(members[0][0].coords[n] for n in axes)
+        try:
+            by_coords[coords] = _assemble(eqn, i, plain, aval, members)
+        except UndefinedBehaviorError as e:   # only an error if a shard_map takes these partials
+            problem = problem or f"out_specs {spec}, the partials at {dict(zip(axes, coords))}: {e}"
+    sizes = {n: per_device[0][0].sizes[n] for n in axes}
+    return _record(value, _Partials(axes, sizes, _unreduced_kind(spec), by_coords, problem))
+
+
+class _Argument:
+    """Stands for the equation in errors about a program argument."""
+    name = "<argument>"
+
+    def __init__(self, sharding):
+        self.sharding = sharding
+
+    def unsupported(self, reason: str) -> UnsupportedPrimitiveError:
+        return UnsupportedPrimitiveError(self.name, {"sharding": self.sharding}, reason)
+
+
+def unreduced_array_value(x) -> np.ndarray:
+    """The reference value of a jax.Array left unreduced (a jit's result whose sharding says
+    unreduced: NumPy conversion refuses it in JAX): the reduction of the partials its devices
+    hold, recorded with them, so that a shard_map taking it unreduced gets each device's own."""
+    sharding = x.sharding
+    spec, mesh = sharding.spec, sharding.mesh
+    names = tuple(mesh.axis_names)
+    axes = tuple(n for n in names if n in spec.unreduced)
+    sizes = dict(mesh.shape)
+    entries = _spec_entries(_partitions_only(spec), x.ndim)
+    where = {d.id: dict(zip(names, (int(i) for i in idx))) for idx, d in np.ndenumerate(mesh.devices)}
+    by_coords: dict = {}
+    for shard in x.addressable_shards:
+        coords = where[shard.device.id]
+        partial = by_coords.setdefault(tuple(coords[n] for n in axes), np.empty(x.shape, x.dtype))
+        partial[_block(entries, coords, sizes, x.shape)] = np.asarray(shard.data)
+    argument = _Argument(sharding)
+    if len(by_coords) != math.prod(sizes[n] for n in axes):
+        raise argument.unsupported("an unreduced jax.Array whose devices are not all addressable")
+    kind = _unreduced_kind(spec)
+    order = sorted(by_coords)
+    value = _combine(argument, kind, np.stack([by_coords[c] for c in order], axis=-1), x.dtype)
+    return _record(value, _Partials(axes, {n: sizes[n] for n in axes}, kind, by_coords, None))
+
+
+def _partitions_only(spec):
+    """``spec`` without its unreduced/reduced axes (the layout of one coordinate's partials)."""
+    return type(spec)(*getattr(spec, "partitions", spec))
+
+
+def _partials_in(eqn, value, spec, manual: frozenset, mesh_sizes: dict) -> _PartialsIn:
+    """The partials a shard_map taking ``value`` with in_spec ``spec`` (unreduced over some of its
+    manual axes) gives each device, or the reason the reference has none."""
+    axes = _unreduced_axes(spec, manual)
+    partials = _recorded(value)
+    if partials is None:
+        raise eqn.unsupported(
+            f"in_specs {spec}: the operand is unreduced over {sorted(axes)}, but not as a "
+            "shard_map's unreduced out_specs left it (the reference carries per-device partials "
+            "from one shard_map to another, through jit and reshards that keep the unreduced "
+            "axes, and from unreduced_array_value, nowhere else). A reshard, broadcast_in_dim, convert_element_type or jit "
+            "out_shardings that makes a value unreduced leaves the partials to XLA's partitioner "
+            "(JAX promises only their reduction; XLA:CPU puts the value on one device of each "
+            "group, or each device's block of the source, and zeros elsewhere); dot_general and "
+            "elementwise results left unreduced hold each device's local result, which the "
+            "reference does not track outside shard_map (spec/spmd.py UNREDUCED_OPERANDS)")
+    if partials.problem is not None:
+        raise UndefinedBehaviorError(f"in_specs {spec}: the producer's partials are not "
+                                     f"determined: {partials.problem}")
+    missing = [n for n in axes if n not in partials.axes or partials.sizes[n] != mesh_sizes[n]]
+    if missing or _unreduced_kind(spec) != partials.kind:
+        raise eqn.unsupported(f"in_specs {spec}: the operand's partials are over axes "
+                              f"{partials.axes} of sizes {partials.sizes} by {partials.kind}, "
+                              "not what this shard_map takes")
+    order = tuple(n for n in partials.axes if n in axes)
+    return _PartialsIn(partials.restricted(eqn, order, value.dtype), _spec_entries(spec, np.ndim(value)))
+
+
+def _unreduced_type(aval) -> tuple:
+    """(unreduced axes, kind) of a global value's type (its sharding's spec), () if none."""
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    axes = frozenset(getattr(spec, "unreduced", ()) or ())
+    return (axes, _unreduced_kind(spec)) if axes else ()
+
+
+def _keep_partials_honest(ctx, rule):
+    """evaluator.STEP_HOOKS entry: a step taking an unreduced global value that returns a recorded
+    value under another unreduced type (a reshard to other unreduced axes or kind, or to a reduced
+    array) returns a copy, which has no partials: XLA chooses the new partials (measured: the
+    reduction on one device of each group, zeros elsewhere). Steps of any other kind run as they
+    are."""
+    eqn = ctx.eqn
+    if not any(_unreduced_type(getattr(v, "aval", None)) for v in eqn.invars):
+        return rule
+    out_types = [_unreduced_type(v.aval) for v in eqn.outvars]
+
+    def step(ctx, *args, **params):
+        result = rule(ctx, *args, **params)
+        outs = result if eqn.primitive.multiple_results else [result]
+        fixed = []
+        for out, out_type in zip(outs, out_types):
+            partials = _recorded(out) if type(out) is np.ndarray else None
+            if partials is not None and out_type != (frozenset(partials.axes), partials.kind):
+                out = out.copy()
+            fixed.append(out)
+        return fixed if eqn.primitive.multiple_results else fixed[0]
+    return step
+
+
+STEP_HOOKS.append(_keep_partials_honest)
 
 
 def _assemble(eqn, i: int, spec, aval, per_device) -> np.ndarray:
