@@ -432,19 +432,22 @@ def get_closed_plan(jaxpr_like, options: Options) -> "tuple[Plan, list]":
 
 
 # Conversion of user-facing values (jax.Array, Python scalars, key arrays) into reference values.
-# The PRNG family registers a converter for extended dtypes (typed key arrays).
-EXTENDED_VALUE_CONVERTERS: list[Callable[[Any], Any]] = []
+# Rule families register converters for the values only they understand, each returning None for
+# any other value: the PRNG family for typed key arrays, the SPMD family for jax.Arrays left
+# unreduced (NumPy conversion refuses them).
+VALUE_CONVERTERS: list[Callable[[Any], Any]] = []
 
 
 def to_reference_value(x, aval=None):
     if type(x) is np.ndarray and aval is not None and x.dtype == getattr(aval, "dtype", None):
         return x   # already a reference value (a plain dtype equal to the aval's is never extended)
-    dtype = getattr(x, "dtype", None)
-    if is_extended(dtype):
-        for convert in EXTENDED_VALUE_CONVERTERS:
+    if not isinstance(x, (np.ndarray, np.generic, int, float, complex)):
+        for convert in VALUE_CONVERTERS:
             out = convert(x)
             if out is not None:
                 return out
+    dtype = getattr(x, "dtype", None)
+    if is_extended(dtype):
         raise UnsupportedPrimitiveError("<argument>", {"dtype": dtype}, "no converter for extended dtype")
     if aval is not None and hasattr(aval, "dtype") and not is_extended(aval.dtype):
         return np.asarray(x, dtype=aval.dtype)

@@ -122,10 +122,12 @@ def _compare_main() -> None:
         def consume(v):
             return _show_partials(mesh, v), jax.sharding.reshard(v, P("x", None))
         want = [np.asarray(w) for w in jax.jit(consume)(u)]
-        # (traced with u's type; interp.interpret would trace with the NumPy value's, not unreduced)
         got = interp.eval_jaxpr(jax.make_jaxpr(consume)(u), unreduced_array_value(u))
+        interpreted = interp.interpret(consume)(u)   # the argument converted by the SPMD family
     same = all(np.asarray(g).tobytes() == w.tobytes() for g, w in zip(got, want))
     verdicts["unreduced_array_argument"] = "ok" if same else f"differ: {got} {want}"
+    same = all(np.asarray(g).tobytes() == w.tobytes() for g, w in zip(interpreted, want))
+    verdicts["unreduced_array_argument_interpreted"] = "ok" if same else f"differ: {interpreted}"
     print("VERDICTS " + json.dumps(verdicts))
 
 
@@ -141,6 +143,8 @@ def test_case_outcome_on_xla_cpu_with_8_devices(xla_verdicts, case_id):
 
 def test_unreduced_jax_array_argument_gives_each_device_its_partial(xla_verdicts):
     assert xla_verdicts["unreduced_array_argument"] == "ok", xla_verdicts["unreduced_array_argument"]
+    interpreted = xla_verdicts["unreduced_array_argument_interpreted"]
+    assert interpreted == "ok", interpreted   # interp.interpret converts the argument itself
 
 
 @pytest.mark.parametrize("name", list(REFUSED))

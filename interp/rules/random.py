@@ -25,7 +25,7 @@ from .. import prng
 from ..keys import KeyArray, as_key  # noqa: F401  (re-exported: the family's value type)
 from ..pallas import hardware_prng
 from ..pallas.grid import maybe_current_run
-from ..evaluator import EXTENDED_VALUE_CONVERTERS, EqnContext
+from ..evaluator import VALUE_CONVERTERS, EqnContext
 from ..registry import EXTENDED_RULES, RULES, register
 
 U32 = np.uint32
@@ -41,7 +41,7 @@ def _convert(x):
     return None
 
 
-EXTENDED_VALUE_CONVERTERS.append(_convert)
+VALUE_CONVERTERS.append(_convert)
 
 
 def _is_key_dtype(dtype) -> bool:

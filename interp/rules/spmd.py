@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from ..errors import UndefinedBehaviorError, UnsupportedPrimitiveError
-from ..evaluator import STEP_HOOKS
+from ..evaluator import STEP_HOOKS, VALUE_CONVERTERS
 from ..registry import register
 from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
@@ -255,6 +255,17 @@ def unreduced_array_value(x) -> np.ndarray:
     order = sorted(by_coords)
     value = _combine(argument, kind, np.stack([by_coords[c] for c in order], axis=-1), x.dtype)
     return _record(value, _Partials(axes, {n: sizes[n] for n in axes}, kind, by_coords, None))
+
+
+def _unreduced_argument(x):
+    """A program argument that is a jax.Array left unreduced: its value with its partials."""
+    spec = getattr(getattr(x, "sharding", None), "spec", None)
+    if not getattr(spec, "unreduced", None):
+        return None
+    return unreduced_array_value(x)
+
+
+VALUE_CONVERTERS.append(_unreduced_argument)
 
 
 def _partitions_only(spec):
