@@ -232,7 +232,8 @@ class DeviceKernels:
                 and run.options.detect_races):
             raise RaceError(
                 f"{run.where()}: {what} into {ref.short()} of {self.describe(key)}, "
-                "which this device has not heard from: the kernel sets collective_id, so no "
+                f"which this {'core' if len(self.cores[here[0]]) > 1 else 'device'} has not "
+                "heard from: the kernel sets collective_id, so no "
                 "device barrier precedes it, and its kernel may not have started (signal and "
                 "wait on the barrier semaphore first)")
         # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
