@@ -3,7 +3,7 @@ signalled on another device and the barrier semaphore (semantics: spec/spmd.py, 
 
 A ``pallas_call`` inside a shard_map body runs once per interpreted device (``interp/spmd.py``:
 one thread per device, one device at a time, the baton passing when a device waits). The runs of
-one pallas_call on all the devices form a :class:`DeviceKernels`:
+one kernel on all the devices (and all their cores) form a :class:`DeviceKernels`:
 
 * Every device's kernel allocates its buffers, then the devices meet (a rendezvous of all the
   devices of the shard_map), so a remote DMA or signal never names a buffer that does not exist
@@ -29,11 +29,16 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
   ``detect_races=True`` a remote DMA or signal (other than to the barrier semaphore) into a device
   this device has not heard from (no semaphore it has waited on was signalled from there) raises
   RaceError: the target's kernel may not have started.
-* A ``pl.kernel`` / ``core_map`` over a TPU core mesh of one core joins like a pallas_call
-  (:func:`join_core_mesh`); one of several cores refuses remote DMAs and signals, saying why.
-* A wait on a semaphore only another device can signal lets the other devices run
-  (``World.wait_until``); when every device waits, the program would hang on hardware: the
-  reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
+* A ``pl.kernel`` / ``core_map`` over a TPU core mesh joins like a pallas_call
+  (:func:`join_core_mesh`), every core of every device a *member* (device, core): the devices
+  meet once before a device's cores start and once after all of them ended; the cores run forked
+  into the devices' schedule (``interp.pallas.cores.run_cores``). A remote DMA or signal names the
+  device by device_id's mesh axes and the core by a core axis of a MESH dict or core_index
+  (:meth:`DeviceKernels.address`; spec/spmd.py remote-dma/core-target).
+* A wait on a semaphore only another device (or core) can signal lets the others run
+  (``interp.pallas.cores.wait_until``: the running core waits); when every device waits, the
+  program would hang on hardware: the reference raises ``interp.spmd.DeadlockError`` naming each
+  device (and core) and the semaphore it waits on.
 * Mosaic GPU launches (``interp/pallas/warpgroups.py`` Launch) join as one run per device; their
   warpgroups find a peer's buffer by what it is (``peer_buffer``: the same operand or launch
   semaphore), not by position. Under detect_races, accesses to device buffers from several
@@ -131,7 +136,8 @@ class DeviceKernels:
             raise UnsupportedPrimitiveError(
                 what, {"device_id": core_axes, "core_index": core_index},
                 "both core_index and a core axis in device_id (Mosaic: 'Cannot specify both')")
-        rank = run.device_rank if device_id is None or device_id == {} else \
+        rank = run.device_rank if device_id is None or (isinstance(device_id, dict) and
+                                                        not device_id) else \
             self.target(run, device_id, device_id_type, what)
         cores = self.cores[rank]
         if mesh is None:   # a pallas_call: no cores to name
@@ -228,7 +234,8 @@ class DeviceKernels:
             other = barrier_semaphore(self.members[key])
             self.signallers.setdefault(id(other), set()).add(here)
             return other
-        if (self.custom_barrier and key != here and key not in self.heard[here]
+        # (the cores of one device start together: the device allocated all their buffers)
+        if (self.custom_barrier and key[0] != here[0] and key not in self.heard[here]
                 and run.options.detect_races):
             raise RaceError(
                 f"{run.where()}: {what} into {ref.short()} of {self.describe(key)}, "

@@ -47,7 +47,8 @@ def _plan(eqn, cls):
 
 
 @register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); no DMAs to "
-                              "another core's memory")
+                              "another core's memory outside a shard_map body (inside one, remote "
+                              "DMAs name a device and a core: spec/spmd.py remote-dma/core-target)")
 def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_output_aliases,
              compiler_params, interpret, debug, cost_estimate, name, metadata):
     # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh. The mesh plan
