@@ -881,6 +881,38 @@ def test_remote_dma_naming_the_core_axis_matches_tpu_interpret_mode(xla_verdicts
         xla_verdicts["core_axis_dma_tpu_interpret"]
 
 
+def test_cores_that_end_early_do_not_end_their_devices_kernel():
+    # Cores 0 only copy locally and end; cores 1 exchange a remote DMA afterwards. The devices
+    # meet at the kernel's end once per device, after all its cores ended: a meet per core would
+    # let a device's end checks (no DMA in flight) run while its other core's DMA is in flight.
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_hbm, o_hbm, send_sem, recv_sem):
+        c = lax.axis_index("core")
+
+        @pl_when(c == 0)
+        def _():
+            pltpu.sync_copy(x_hbm.at[pl.ds(0, 8)], o_hbm.at[pl.ds(0, 8)])
+
+        @pl_when(c == 1)
+        def _():
+            other = lax.rem(lax.axis_index("x") + 1, 2)
+            copy = pltpu.make_async_remote_copy(x_hbm.at[pl.ds(8, 8)], o_hbm.at[pl.ds(8, 8)],
+                                                send_sem, recv_sem, device_id={"x": other})
+            copy.start()
+            copy.wait()
+    dma = pltpu.SemaphoreType.DMA
+    x = _ints((32, 128), -1000, 1000, seed=7, dtype=np.int32)
+    want = x.reshape(2, 2, 8, 128).copy()
+    want[:, 1] = want[::-1, 1]          # rows 8:16 of each device: the other device's
+    for detect in (False, True):
+        for order in ("sequential", "shuffled"):
+            got = interp.interpret(_core_mesh_kernel(kernel, (dma, dma)), detect_races=detect,
+                                   grid_order=order)(x)
+            assert got.tobytes() == want.reshape(x.shape).tobytes(), (detect, order)
+
+
 def test_cross_device_deadlock_names_every_waiting_device_and_core():
     # Core 0 of each device signals core 1 of the other device; core 1 signals nobody; every core
     # waits for one signal: both cores 0 wait forever.
