@@ -98,6 +98,10 @@ class DeviceKernels:
         cores = self.cores[run.device_rank]
         return run.device_rank, (run.core if len(cores) > 1 else cores[0])
 
+    def of_core_mesh(self, run) -> bool:
+        """Whether ``run`` is a core of a TPU core-mesh kernel (its members name cores)."""
+        return self.cores[run.device_rank][0] is not None
+
     def _key(self, run, target) -> tuple:
         """A target given as a logical id (the same core there) or as (logical id, core)."""
         if isinstance(target, tuple):

@@ -434,11 +434,17 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
     devices = getattr(run, "devices", None)
-    if devices is not None and (device_id is not None or core_index is not None):
-        # In a shard_map body: a signal to a core of this or another device's kernel
-        # (interp.pallas.devices DeviceKernels.address).
+    if devices is not None and devices.of_core_mesh(run) and (device_id is not None
+                                                               or core_index is not None):
+        # A TPU core-mesh kernel in a shard_map body: a signal to a core of this or another
+        # device's kernel (interp.pallas.devices DeviceKernels.address).
         other = devices.address(run, device_id, device_id_type, eqn.name, core_index=core_index,
                                 same_core=False)
+        target = devices.counterpart(run, target, other, "semaphore_signal")
+    elif device_id is not None and core_index is None and devices is not None and \
+            not _names_cores(run, device_id):
+        # A signal to another device of the enclosing shard_map (interp.pallas.devices).
+        other = devices.target(run, device_id, device_id_type, eqn.name)
         target = devices.counterpart(run, target, other, "semaphore_signal")
     elif device_id is not None or core_index is not None:
         # A signal to another core of this kernel's core mesh: its copy of the semaphore.
@@ -446,6 +452,12 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
                                                               device_id_type, core_index))
     run.dma.signal((target, index), inc)
     return []
+
+
+def _names_cores(run, device_id) -> bool:
+    """Whether a device_id dict names the core axes of this kernel's mesh (Mosaic GPU)."""
+    return (run.mesh is not None and isinstance(device_id, dict)
+            and all(k in run.mesh.axes for k in device_id))
 
 
 def _signalled_core(eqn, run, device_id, device_id_type, core_index):
