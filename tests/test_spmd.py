@@ -915,27 +915,10 @@ def test_cores_that_end_early_do_not_end_their_devices_kernel():
 
 def test_core_barrier_between_the_cores_of_each_device():
     # pltpu.core_barrier (signals named by the core axis alone: this device's other core) inside a
-    # shard_map body: each core reads the half its sibling wrote before the barrier.
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-    from conformance.cases.spmd import _core_mesh
-
-    def kernel(x_hbm, o_hbm, p_hbm, sem):
-        c = lax.axis_index("core")
-        pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], o_hbm.at[pl.ds(c * 8, 8)])
-        pltpu.core_barrier(sem, core_axis_name="core")
-
-        def body(buf):
-            pltpu.sync_copy(o_hbm.at[pl.ds((1 - c) * 8, 8)], buf)
-            buf[...] = buf[...] + 1
-            pltpu.sync_copy(buf, p_hbm.at[pl.ds(c * 8, 8)])
-        pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.int32))
-
-    def local(a):
-        return pl.kernel(kernel, out_type=(jax.ShapeDtypeStruct(a.shape, a.dtype),) * 2,
-                         mesh=_core_mesh(2), scratch_types=[pltpu.SemaphoreType.REGULAR])(a)
-    f = smap(local, (2,), ("x",), P("x"), (P("x"), P("x")), check_vma=False)
-    x = _ints((32, 128), -100, 100, dtype=np.int32)
+    # shard_map body: each core reads the half its sibling wrote before the barrier (+1).
+    from tests.test_pallas_tpu import _exchange_kernel
+    f = smap(_exchange_kernel(True), (2,), ("x",), P("x"), (P("x"), P("x")), check_vma=False)
+    x = _ints((32, 128), -100, 100)
     want = x.reshape(2, 2, 8, 128)[:, ::-1].reshape(x.shape) + 1   # the sibling core's half
     for order in ("sequential", "shuffled"):
         o, p = interp.interpret(f, detect_races=True, uninitialized="raise", grid_order=order)(x)
