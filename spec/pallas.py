@@ -196,7 +196,8 @@ SEMANTICS = table(
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
     Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
               "of a core-mesh kernel, to that core's copy of it; naming another device of the "
-              "enclosing shard_map, to that device's kernel's copy (spec/spmd.py remote-dma).",
+              "enclosing shard_map, to that device's kernel's copy (spec/spmd.py remote-dma; a kernel of "
+              "several cores names the device and the core: remote-dma/core-target).",
               edge_cases=("cores are named by core_index or by a device_id dict of core-mesh "
                           "axes (device_id_type MESH, as pltpu.core_barrier does); a non-dict "
                           "device_id (device-mesh coordinates) or device_id_type LOGICAL names a "

@@ -73,11 +73,28 @@ interpret_pallas_call.py), so remote DMAs and signals always find their target k
   (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
   runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
   whose signal this device has not yet waited for is a RaceError.
-- remote-dma/core-mesh: a pl.kernel / core_map over a TPU core mesh of one core in a shard_map body
-  joins the devices as a pallas_call does (its device_id dicts name the shard_map's mesh axes).
-  One of several cores refuses remote DMAs and signals to other devices (UnsupportedPrimitiveError
-  with the reason: the reference schedules a device's cores inside the device, so a core waiting
-  on another device would stall its siblings); core-local work still runs.
+- remote-dma/core-mesh: a pl.kernel / core_map over a TPU core mesh in a shard_map body joins the
+  devices as a pallas_call does, every core of every device a member: the devices meet once before
+  a device's cores start (after all of them allocated: JAX's interpret mode runs _barrier before
+  its cores' threads, interpret_pallas_call.py) and once after all of a device's cores ended.
+  Buffers are per (device, core): scratch and semaphores (the barrier semaphore included) are
+  core-local, operands and shared memory spaces per device (interpret mode: semaphores count per
+  global core, Semaphore.count_by_core in interpret/shared_memory.py).
+- remote-dma/core-target: device_id names the device by the shard_map's mesh axes and the core by
+  a core axis of the kernel's mesh in a MESH dict (Mosaic lowering.py _device_id_to_logical: the
+  dict's non-mesh axes must be core axes, at most one core index; JAX 0.12's interpret mode alike,
+  interpret/utils.py _device_id_to_logical(core_axis_names); older interpret modes ignore it) or,
+  for semaphore_signal, core_index (both is an error, Mosaic: "Cannot specify both"; a core
+  outside the mesh is OutOfBoundsError). A remote DMA naming no core targets the sender's own core
+  on the target device (interpret_pallas_call.py dma_start: "Same core on destination device as
+  on source", every JAX in range). A remote signal naming no core from a kernel of several cores
+  is refused (UnsupportedPrimitiveError with the reason): Mosaic passes no core id to
+  tpu.sem_signal, JAX's interpret mode then signals core 0 (interpret_pallas_call.py
+  semaphore_signal: target_local_core_id None -> 0) while it sends a DMA to the sender's core, and
+  no documentation says which core the hardware signals. With collective_id, the detect_races
+  check of remote-dma/custom-barrier is per core: a core must have heard from the very core it
+  addresses on another device (the cores of its own device started with it: the device allocated
+  their buffers before any of them ran, as interpret mode does before its cores' threads).
 - remote-dma/deadlock: a wait only other devices can satisfy lets them run; when every device waits,
   DeadlockError names each device, its kernel, the semaphore and the amount it waits for. A DMA or
   signal into a kernel that has ended is a RaceError; with detect_races, a DMA never waited for or

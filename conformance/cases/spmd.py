@@ -438,6 +438,99 @@ def pallas_remote_kernels(shape, names):
     }
 
 
+# Core-mesh kernels of several cores (pl.kernel over a TPU core mesh) in a shard_map body: every
+# core of every device addresses the others (interp/pallas/devices.py DeviceKernels.address). A
+# remote DMA naming no core lands on the sender's core of the target device (JAX's interpret mode:
+# interpret_pallas_call.py dma_start "Same core on destination device as on source"); a signal
+# names its core by core_index (every JAX version's interpret mode passes it on).
+
+CORES = 2
+
+
+def _core_mesh(num_cores):
+    pltpu = _pltpu()
+    try:
+        return pltpu.TensorCoreMesh(axis_name="core", num_cores=num_cores)   # JAX >= 0.12
+    except (AttributeError, TypeError):
+        return pltpu.create_tensorcore_mesh("core", num_cores=num_cores)
+
+
+def _core_ring_kernel(x_hbm, o_hbm, send_sem, recv_sem, *, axis):
+    # Core c of every device sends its rows to core c's rows of the right neighbour (no core
+    # named: the same core there) and waits for both halves of its DMA.
+    from jax.experimental import pallas as pl
+    c = lax.axis_index("core")
+    rows = pl.ds(c * 8, 8)
+    right = lax.rem(lax.axis_index(axis) + 1, lax.axis_size(axis))
+    copy = _pltpu().make_async_remote_copy(x_hbm.at[rows], o_hbm.at[rows], send_sem, recv_sem,
+                                           device_id={axis: right})
+    copy.start()
+    copy.wait()
+
+
+def _core_cross_signal_kernel(x_hbm, o_hbm, send_sem, recv_sem, done, *, axis):
+    # collective_id: the barrier handshake per core (every core signals both cores of its left
+    # neighbour, so each hears from both cores it will address on its right), the ring DMA of
+    # _core_ring_kernel, then each core tells the OTHER core of its right neighbour that it is
+    # done (core_index) and waits for the same from the left.
+    from jax.experimental import pallas as pl
+    pltpu = _pltpu()
+    c = lax.axis_index("core")
+    me, n = lax.axis_index(axis), lax.axis_size(axis)
+    barrier = pltpu.get_barrier_semaphore()
+    for core in range(CORES):
+        pl.semaphore_signal(barrier, 1, device_id={axis: lax.rem(me + n - 1, n)}, core_index=core)
+    pl.semaphore_wait(barrier, CORES)
+    rows = pl.ds(c * 8, 8)
+    right = lax.rem(me + 1, n)
+    copy = pltpu.make_async_remote_copy(x_hbm.at[rows], o_hbm.at[rows], send_sem, recv_sem,
+                                        device_id={axis: right})
+    copy.start()
+    copy.wait()
+    pl.semaphore_signal(done, 1, device_id={axis: right}, core_index=1 - c)
+    pl.semaphore_wait(done, 1)
+
+
+def pallas_core_mesh_kernels(shape, names, num_cores=CORES):
+    """{name: (build(interpret) -> program, its plain-JAX meaning, input shape, dtype)} of the
+    multi-core kernels over the last mesh axis (each device's block: 8 rows per core)."""
+    pltpu = _pltpu()
+    axis = names[-1]
+    n = shape[-1]
+    spec = P(tuple(names))
+    dma, regular = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
+
+    def program(kernel, scratch, collective_id=None):
+        def build(interpret):
+            from jax.experimental import pallas as pl
+            params = pltpu.CompilerParams(collective_id=collective_id) \
+                if collective_id is not None else None
+            extra = {} if interpret is None else {"interpret": interpret}
+
+            def local(x):
+                return pl.kernel(partial(kernel, axis=axis),
+                                 out_type=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                 mesh=_core_mesh(num_cores), scratch_types=list(scratch),
+                                 compiler_params=params, **extra)(x)
+
+            def fn(x):
+                return shard_map(local, make_mesh(shape, names), spec, spec, check_vma=False)(x)
+            return fn
+        return build
+
+    def rolled(x):   # every device's block to its right neighbour along the last axis
+        def local(b):
+            return lax.ppermute(b, axis, [(i, (i + 1) % n) for i in range(n)])
+        return shard_map(local, make_mesh(shape, names), spec, spec)(x)
+
+    rows = (math.prod(shape) * num_cores * 8, 128)
+    return {
+        "core_ring_remote_dma": (program(_core_ring_kernel, (dma, dma)), rolled, rows, I32),
+        "core_cross_signal": (program(_core_cross_signal_kernel, (dma, dma, regular),
+                                      collective_id=0), rolled, rows, F32),
+    }
+
+
 def shipped_all_gather(shape, names):
     """(build(interpret) -> program, input shape): JAX's jax.experimental.pallas.ops.tpu.all_gather
     over the last mesh axis. The kernel as shipped (interpret None), or the same kernel and
@@ -473,6 +566,11 @@ _REMOTE = ("pallas_call", "dma_start", "dma_wait", "semaphore_signal", "semaphor
            "get_barrier_semaphore", "shard_map")
 
 
+CORE_MESH_MESHES = ("2", "2x4")
+_CORE_MESH_REMOTE = ("mpmd_map", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
+                     "get_barrier_semaphore", "axis_index", "shard_map")
+
+
 def _int_valued(shape, dtype):
     # integer-valued inputs: data movement is checked bit for bit, float or not
     return lambda rng: [rng.integers(-1000, 1000, size=shape).astype(dtype)]
@@ -495,6 +593,17 @@ def pallas_cases():
             dt = np.dtype(dtype).name
             yield Case(id=f"spmd/pallas/{name}/{dt}/{mesh_id}", **common)
             yield Case(id=f"spmd/pallas/claims/{name}/{dt}/{mesh_id}", reference_fn=plain, **common)
+    for mesh_id in CORE_MESH_MESHES:   # kernels of several cores on every device
+        shape, names = MESHES[mesh_id]
+        needs = _needs(shape) | {"remote-dma"}
+        for name, (build, plain, rows, dtype) in pallas_core_mesh_kernels(shape, names).items():
+            common = dict(fn=None, build=build, inputs=_int_valued(rows, dtype), modes=exact,
+                          kind=PALLAS, pallas_targets=("tpu",), primitives=_CORE_MESH_REMOTE,
+                          needs=needs, tags=("spmd", "pallas"))
+            dt = np.dtype(dtype).name
+            yield Case(id=f"spmd/pallas/{name}/{dt}/{mesh_id}x{CORES}cores", **common)
+            yield Case(id=f"spmd/pallas/claims/{name}/{dt}/{mesh_id}x{CORES}cores",
+                       reference_fn=plain, **common)
 
 
 # --- unreduced / reduced specs (PartitionSpec.unreduced / reduced; explicit mesh axes) -------------

@@ -3,7 +3,7 @@ signalled on another device and the barrier semaphore (semantics: spec/spmd.py, 
 
 A ``pallas_call`` inside a shard_map body runs once per interpreted device (``interp/spmd.py``:
 one thread per device, one device at a time, the baton passing when a device waits). The runs of
-one pallas_call on all the devices form a :class:`DeviceKernels`:
+one kernel on all the devices (and all their cores) form a :class:`DeviceKernels`:
 
 * Every device's kernel allocates its buffers, then the devices meet (a rendezvous of all the
   devices of the shard_map), so a remote DMA or signal never names a buffer that does not exist
@@ -29,11 +29,16 @@ one pallas_call on all the devices form a :class:`DeviceKernels`:
   ``detect_races=True`` a remote DMA or signal (other than to the barrier semaphore) into a device
   this device has not heard from (no semaphore it has waited on was signalled from there) raises
   RaceError: the target's kernel may not have started.
-* A ``pl.kernel`` / ``core_map`` over a TPU core mesh of one core joins like a pallas_call
-  (:func:`join_core_mesh`); one of several cores refuses remote DMAs and signals, saying why.
-* A wait on a semaphore only another device can signal lets the other devices run
-  (``World.wait_until``); when every device waits, the program would hang on hardware: the
-  reference raises ``interp.spmd.DeadlockError`` naming each device and the semaphore it waits on.
+* A ``pl.kernel`` / ``core_map`` over a TPU core mesh joins like a pallas_call
+  (:func:`join_core_mesh`), every core of every device a *member* (device, core): the devices
+  meet once before a device's cores start and once after all of them ended; the cores run forked
+  into the devices' schedule (``interp.pallas.cores.run_cores``). A remote DMA or signal names the
+  device by device_id's mesh axes and the core by a core axis of a MESH dict or core_index
+  (:meth:`DeviceKernels.address`; spec/spmd.py remote-dma/core-target).
+* A wait on a semaphore only another device (or core) can signal lets the others run
+  (``interp.pallas.cores.wait_until``: the running core waits); when every device waits, the
+  program would hang on hardware: the reference raises ``interp.spmd.DeadlockError`` naming each
+  device (and core) and the semaphore it waits on.
 * Mosaic GPU launches (``interp/pallas/warpgroups.py`` Launch) join as one run per device; their
   warpgroups find a peer's buffer by what it is (``peer_buffer``: the same operand or launch
   semaphore), not by position. Under detect_races, accesses to device buffers from several
@@ -61,21 +66,107 @@ def barrier_semaphore(run) -> KernelRef:
 
 
 class DeviceKernels:
-    """The runs of one pallas_call on every device of its shard_map, by logical device id."""
+    """The runs of one kernel on every device of its shard_map, by logical device id, and on
+    every core of each device (a core-mesh kernel of several cores): its *members*, keyed
+    ``(logical id, core)`` (core: the run's point in the core mesh; a pallas_call's or Mosaic GPU
+    launch's single run has core None)."""
 
     def __init__(self, world, entries, custom_barrier: bool):
         self.world = world
         self.custom_barrier = custom_barrier   # collective_id set: no implicit start barrier
-        self.devices = [device for device, _, _ in entries]
-        self.runs = [run for _, run, _ in entries]
-        self.slots = [{id(r): i for i, r in enumerate(refs)} for _, _, refs in entries]
-        self.buffers = [list(refs) for _, _, refs in entries]
+        self.devices = [device for device, _ in entries]
+        self.cores = [list(members) for _, members in entries]   # per device: its cores, in order
+        self.members = {(rank, core): run for rank, (_, members) in enumerate(entries)
+                        for core, (run, _) in members.items()}
+        self.slots = {(rank, core): {id(r): i for i, r in enumerate(refs)}
+                      for rank, (_, members) in enumerate(entries)
+                      for core, (_, refs) in members.items()}
+        self.buffers = {(rank, core): list(refs) for rank, (_, members) in enumerate(entries)
+                        for core, (_, refs) in members.items()}
+        self.base_name = next(iter(self.members.values())).base_name
         self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
         self.unsettled: list = []  # ambiguous waits (interp.pallas.dma.AmbiguousWait), all devices
-        self.ended: set = set()    # logical ids whose kernel body has ended
-        self.heard = [set() for _ in entries]   # per device: devices known to run this kernel
-        self.signallers: dict = {}              # id(semaphore buffer) -> devices that signalled it
+        self.ended: set = set()    # members whose kernel body has ended
+        self.heard = {key: set() for key in self.members}   # per member: members known to run
+        self.signallers: dict = {}              # id(semaphore buffer) -> members that signalled it
         self.accesses = DeviceAccesses(len(entries))   # device buffers touched across devices
+
+    # -- members (device, core) ------------------------------------------------------------------
+    def member(self, run) -> tuple:
+        """The (logical id, core) ``run`` is (a device's only run, whatever its ``core``: the
+        warpgroups of a Mosaic GPU launch act for the launch)."""
+        cores = self.cores[run.device_rank]
+        return run.device_rank, (run.core if len(cores) > 1 else cores[0])
+
+    def of_core_mesh(self, run) -> bool:
+        """Whether ``run`` is a core of a TPU core-mesh kernel (its members name cores)."""
+        return self.cores[run.device_rank][0] is not None
+
+    def _key(self, run, target) -> tuple:
+        """A target given as a logical id (the same core there) or as (logical id, core)."""
+        if isinstance(target, tuple):
+            return target
+        cores = self.cores[target]
+        return target, (self.member(run)[1] if len(cores) > 1 else cores[0])
+
+    def describe(self, key) -> str:
+        """The device, and the core when its kernel has several (messages)."""
+        rank, core = key
+        text = self.devices[rank].describe()
+        if len(self.cores[rank]) > 1:
+            run = self.members[key]
+            text += f" core {dict(zip(run.mesh.axes, core))}"
+        return text
+
+    def address(self, run, device_id, device_id_type, what: str, core_index=None,
+                same_core: bool = True) -> tuple:
+        """The member (logical id, core) a remote DMA or signal names. ``device_id``'s mesh axes
+        name the device (:meth:`target`); the core is the core axis of a MESH dict (Mosaic's
+        lowering.py ``_device_id_to_logical``: the dict's non-mesh axes that are core axes),
+        or ``core_index`` (semaphore_signal), or, when neither names one, the sender's own core
+        for a DMA (``same_core``; interpret_pallas_call.py dma_start: "Same core on destination
+        device as on source"). A signal naming no core from a kernel of several cores is
+        refused: Mosaic passes no core id and JAX's interpret mode then signals core 0
+        (interpret_pallas_call.py semaphore_signal) while its DMAs keep the sender's core."""
+        mesh = run.mesh
+        core_axes = {}
+        if isinstance(device_id, dict) and mesh is not None:
+            core_axes = {k: v for k, v in device_id.items() if k in mesh.axes}
+            device_id = {k: v for k, v in device_id.items() if k not in mesh.axes}
+            if core_axes and getattr(device_id_type, "name", "MESH") != "MESH":
+                raise UnsupportedPrimitiveError(what, {"device_id_type": device_id_type},
+                                                "a dict device_id needs DeviceIdType.MESH")
+        if core_axes and core_index is not None:
+            raise UnsupportedPrimitiveError(
+                what, {"device_id": core_axes, "core_index": core_index},
+                "both core_index and a core axis in device_id (Mosaic: 'Cannot specify both')")
+        rank = run.device_rank if device_id is None or (isinstance(device_id, dict) and
+                                                        not device_id) else \
+            self.target(run, device_id, device_id_type, what)
+        cores = self.cores[rank]
+        if mesh is None:   # a pallas_call: no cores to name
+            if core_index is not None:
+                raise UnsupportedPrimitiveError(what, {"core_index": core_index},
+                                                "core_index outside a core-mesh kernel")
+            return rank, cores[0]
+        point = dict(zip(mesh.axes, run.core))
+        if core_index is not None:
+            core_axes = {mesh.axes[0]: core_index}
+        elif not core_axes and not same_core and len(cores) > 1:
+            raise UnsupportedPrimitiveError(
+                what, {"device_id": device_id},
+                f"{run.where()}: a signal to another device from a kernel of {len(cores)} cores "
+                "must name the core (core_index, or the core axis in device_id): Mosaic passes no "
+                "core id and JAX's interpret mode then signals core 0, while a DMA goes to the "
+                "sender's core")
+        for axis, value in core_axes.items():
+            value = int(np.asarray(value))
+            size = mesh.sizes[mesh.axes.index(axis)]
+            if not 0 <= value < size:
+                raise OutOfBoundsError(f"{run.where()}: {what} to core {value} outside [0, "
+                                       f"{size}) along the core axis {axis!r}")
+            point[axis] = value
+        return rank, tuple(point[a] for a in mesh.axes)
 
     # -- device ids ----------------------------------------------------------------------------
     def target(self, run, device_id, device_id_type, what: str) -> int:
@@ -133,90 +224,95 @@ class DeviceKernels:
                                    f"{value} outside [0, {size}) along {along} of the mesh")
 
     # -- buffers of another device -------------------------------------------------------------
-    def counterpart(self, run, ref, target: int, what: str):
-        """The buffer of device ``target``'s kernel in the position ``ref`` has in ``run``."""
-        here = run.device_rank
-        if target in self.ended and target != here:
+    def counterpart(self, run, ref, target, what: str):
+        """The buffer of member ``target``'s kernel (a logical id: the same core there, or
+        (logical id, core)) in the position ``ref`` has in ``run``."""
+        here = self.member(run)
+        key = self._key(run, target)
+        if key in self.ended and key != here:
             raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
-                            f"{self.devices[target].describe()}, whose kernel has ended (its "
+                            f"{self.describe(key)}, whose kernel has ended (its "
                             "outputs may already be read: signal and DMA before the target's "
                             "last wait)")
         if ref is run.barrier:
-            other = barrier_semaphore(self.runs[target])
+            other = barrier_semaphore(self.members[key])
             self.signallers.setdefault(id(other), set()).add(here)
             return other
-        if (self.custom_barrier and target != here and target not in self.heard[here]
+        # (the cores of one device start together: the device allocated all their buffers)
+        if (self.custom_barrier and key[0] != here[0] and key not in self.heard[here]
                 and run.options.detect_races):
             raise RaceError(
-                f"{run.where()}: {what} into {ref.short()} of {self.devices[target].describe()}, "
-                "which this device has not heard from: the kernel sets collective_id, so no "
+                f"{run.where()}: {what} into {ref.short()} of {self.describe(key)}, "
+                f"which this {'core' if len(self.cores[here[0]]) > 1 else 'device'} has not "
+                "heard from: the kernel sets collective_id, so no "
                 "device barrier precedes it, and its kernel may not have started (signal and "
                 "wait on the barrier semaphore first)")
         # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
         # operands and semaphores reserved at launch, interp/pallas/warpgroups.py Launch).
         peer_buffer = getattr(run, "peer_buffer", None)
-        other = peer_buffer(ref, self.runs[target]) if peer_buffer is not None else None
+        other = peer_buffer(ref, self.members[key]) if peer_buffer is not None else None
         if other is not None:
             if other.kind == "semaphore":
                 self.signallers.setdefault(id(other), set()).add(here)
-                self.accesses.publish(here, other)
+                self.accesses.publish(here[0], other)
             return other
         slot = self.slots[here].get(id(ref))
         if slot is None:
             raise UnsupportedPrimitiveError(
                 what, {}, f"{run.where()}: {ref.short()} is neither an operand, a scratch buffer "
                 "nor a run_scoped allocation of the kernel")
-        there = self.buffers[target]
+        there = self.buffers[key]
         other = there[slot] if slot < len(there) else None
         if other is None or other.name != ref.name or other.array.shape != ref.array.shape \
                 or other.array.dtype != ref.array.dtype:
             raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
-                            f"{self.devices[target].describe()}, which is not inside the "
+                            f"{self.describe(key)}, which is not inside the "
                             "run_scoped that allocates it (the buffer does not exist there)")
         if other.kind == "semaphore":
             self.signallers.setdefault(id(other), set()).add(here)
-            self.accesses.publish(here, other)
+            self.accesses.publish(here[0], other)
         return other
 
     def waited(self, run, ref) -> None:
         """A wait on ``ref`` completed: its signallers' kernels are known to run."""
+        here = self.member(run)
         heard = self.signallers.get(id(ref))
         if heard:
-            self.heard[run.device_rank] |= heard
-        self.accesses.acquire(run.device_rank, ref)
+            self.heard[here] |= heard
+        self.accesses.acquire(here[0], ref)
 
     def enter_scope(self, run, refs) -> None:
-        """A run_scoped's allocations on ``run``'s device: other devices may address them (by
-        position: devices enter their run_scopeds in program order) until it ends."""
-        rank = run.device_rank
+        """A run_scoped's allocations on ``run``'s device (and core): other devices may address
+        them (by position: kernels enter their run_scopeds in program order) until it ends."""
+        key = self.member(run)
         for r in refs:
-            self.slots[rank][id(r)] = len(self.buffers[rank])
-            self.buffers[rank].append(r)
+            self.slots[key][id(r)] = len(self.buffers[key])
+            self.buffers[key].append(r)
 
     def exit_scope(self, run, refs) -> None:
-        rank = run.device_rank
+        key = self.member(run)
         for r in refs:
-            del self.slots[rank][id(r)]
+            del self.slots[key][id(r)]
         if refs:
-            del self.buffers[rank][-len(refs):]
+            del self.buffers[key][-len(refs):]
 
-    def remote_semaphore(self, run, sem, target: int, what: str):
+    def remote_semaphore(self, run, sem, target, what: str):
         ref, index = sem
         return self.counterpart(run, ref, target, what), index
 
     # -- waits ---------------------------------------------------------------------------------
     def wait(self, engine, sem, amount: int, kind: str, send) -> int:
-        """Block this device until ``sem`` holds ``amount``: the other devices run meanwhile
-        (their DMAs and signals may satisfy it); returns what it holds then."""
+        """Block this core until ``sem`` holds ``amount``: the other devices and cores run
+        meanwhile (their DMAs and signals may satisfy it); returns what it holds then."""
         run = engine.run
         ref, index = sem
-        device = self.devices[run.device_rank]
+        who = self.describe(self.member(run))
 
         def ready():
             return int(ref.array[index]) >= amount or engine.signalling(sem, send)
 
         while int(ref.array[index]) < amount:
-            wait_until(ready, f"{device.describe()} in kernel '{self.runs[0].base_name}': {kind} "
+            wait_until(ready, f"{who} in kernel '{self.base_name}': {kind} "
                               f"on {ref.short()}{_show(index)} for {amount} (holds "
                               f"{int(ref.array[index])})", RaceError)
             engine.complete_signalling(sem, amount, send)
@@ -224,15 +320,26 @@ class DeviceKernels:
 
     # -- kernel end ----------------------------------------------------------------------------
     def leave(self, run) -> None:
-        """The end of ``run``'s kernel body: wait for every device's, then check what the
-        kernel must not leave behind (the barrier semaphore back at zero)."""
-        self.ended.add(run.device_rank)
+        """The end of ``run``'s kernel body. A device's only run then waits for every device's,
+        and checks what the kernel must not leave behind (the barrier semaphore back at zero);
+        a core of several only ends (:meth:`leave_device` follows once all of them ended)."""
+        key = self.member(run)
+        self.ended.add(key)
+        if len(self.cores[key[0]]) == 1:
+            self.leave_device([run])
+
+    def leave_device(self, runs) -> None:
+        """Every core of a device ended (called once per device, by the device itself after its
+        cores joined): wait for every device's kernel to end, then check each core's barrier
+        semaphore."""
+        run = runs[0]
         device = self.devices[run.device_rank]
         if run.options.detect_races:
             self.accesses.check_end(self, run.device_rank)
         _meet(device, "end of", run, None)
-        if run.barrier is not None:
-            run.dma.check_exit([run.barrier], "pallas_call")
+        for run in runs:
+            if run.barrier is not None:
+                run.dma.check_exit([run.barrier], "pallas_call")
 
 
 def _meet(device, what, run, operand, custom_barrier=False):
@@ -256,44 +363,33 @@ def _rank(device) -> int:
 def join(run, refs, compiler_params=None) -> "DeviceKernels | None":
     """At the start of a pallas_call: inside a shard_map body, meet this kernel's runs on the
     other devices (all allocated) and return what they share; None outside every shard_map."""
+    return join_core_mesh({run.core: run}, {run.core: refs}, compiler_params)
+
+
+def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKernels | None":
+    """At the start of a kernel (``runs`` and ``refs`` by core: a pallas_call's or launch's
+    single run, the cores of a ``pl.kernel`` / ``core_map`` over a TPU core mesh): inside a
+    shard_map body, meet its runs on the other devices (all allocated: once per device, before
+    its cores start, as JAX's interpret mode runs ``_barrier`` before its cores' threads) and
+    return what they share; None outside every shard_map. Every core of every device may then
+    address every other (:meth:`DeviceKernels.address`)."""
     from ..spmd import current_device
     device = current_device()
     if device is None:
         return None
-    run.base_name = run.name
-    run.device_rank = _rank(device)
-    custom_barrier = getattr(compiler_params, "collective_id", None) is not None
-    group = _meet(device, "start of", run, (device, run, list(refs)), custom_barrier)
-    run.devices = group
-    run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
-    run.dma.inflight = group.inflight
-    run.dma.unsettled = group.unsettled
-    return group
-
-
-def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKernels | None":
-    """At the start of a ``pl.kernel`` / ``core_map`` over a TPU core mesh (``runs`` and
-    ``refs`` by core): inside a shard_map body, a kernel of one core meets its runs on the other
-    devices as a pallas_call does. A kernel of several cores cannot address other devices: its
-    remote DMAs and signals are refused (``refused_reason``)."""
-    from ..spmd import current_device
-    if current_device() is None:
-        return None
-    if len(runs) == 1:
-        (core, run), = runs.items()
-        return join(run, refs[core], compiler_params)
+    first = next(iter(runs.values()))
     for run in runs.values():
-        run.devices_refused = (
-            f"a core-mesh kernel of {len(runs)} cores inside a shard_map body: the reference "
-            "interprets other devices only for kernels of one core (it schedules a device's "
-            "cores within the device, so a core waiting on another device would stall its "
-            "device's other cores and could report a deadlock that hardware does not have)")
-    return None
-
-
-def refused_reason(run) -> "str | None":
-    """Why ``run`` cannot address other devices (a multi-core core-mesh kernel), or None."""
-    return getattr(run, "devices_refused", None)
+        run.base_name = run.name
+        run.device_rank = _rank(device)
+    custom_barrier = getattr(compiler_params, "collective_id", None) is not None
+    members = {core: (run, list(refs[core])) for core, run in runs.items()}
+    group = _meet(device, "start of", first, (device, members), custom_barrier)
+    for run in runs.values():
+        run.devices = group
+        run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
+        run.dma.inflight = group.inflight
+        run.dma.unsettled = group.unsettled
+    return group
 
 
 # -- accesses to device memory from several devices (Mosaic GPU remote refs and multimem) --------

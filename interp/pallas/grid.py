@@ -570,7 +570,10 @@ class MeshPlan:
     Cores run one at a time (``interp.pallas.cores``): in core order, or a seeded random order
     with ``grid_order="shuffled"`` since they are concurrent on hardware; a core that waits on a
     semaphore lets the others run, so barriers and cross-core signals work, and a wait no core
-    can satisfy is a deadlock (RaceError).
+    can satisfy is a deadlock (RaceError). Inside a shard_map body the cores are forked into the
+    devices' schedule: a device meets the other devices once before its cores start and once
+    after all of them ended (interp.pallas.devices), and any core may address any core of any
+    device.
     """
 
     def __init__(self, eqn):
@@ -654,6 +657,8 @@ class MeshPlan:
         else:
             from .cores import run_cores
             run_cores({p: functools.partial(body, p) for p in points}, self.name)
+            if devices is not None:   # the device's end: once, after all its cores ended
+                devices.leave_device([runs[p] for p in points])
         for point in points:
             run = runs[point]
             sems = [r for r in locals_[point] if r.kind == "semaphore"]

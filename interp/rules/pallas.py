@@ -13,7 +13,6 @@ import numpy as np
 
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
-from ..pallas.devices import refused_reason
 from ..pallas.warpgroups import mesh_plan_class
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
@@ -48,7 +47,8 @@ def _plan(eqn, cls):
 
 
 @register("mpmd_map", partial="one mesh (no MPMD body lists / external meshes); no DMAs to "
-                              "another core's memory")
+                              "another core's memory outside a shard_map body (inside one, remote "
+                              "DMAs name a device and a core: spec/spmd.py remote-dma/core-target)")
 def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_output_aliases,
              compiler_params, interpret, debug, cost_estimate, name, metadata):
     # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh. The mesh plan
@@ -434,7 +434,14 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
     devices = getattr(run, "devices", None)
-    if device_id is not None and core_index is None and devices is not None and \
+    if devices is not None and devices.of_core_mesh(run) and (device_id is not None
+                                                               or core_index is not None):
+        # A TPU core-mesh kernel in a shard_map body: a signal to a core of this or another
+        # device's kernel (interp.pallas.devices DeviceKernels.address).
+        other = devices.address(run, device_id, device_id_type, eqn.name, core_index=core_index,
+                                same_core=False)
+        target = devices.counterpart(run, target, other, "semaphore_signal")
+    elif device_id is not None and core_index is None and devices is not None and \
             not _names_cores(run, device_id):
         # A signal to another device of the enclosing shard_map (interp.pallas.devices).
         other = devices.target(run, device_id, device_id_type, eqn.name)
@@ -448,7 +455,7 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
 
 
 def _names_cores(run, device_id) -> bool:
-    """Whether a device_id dict names the core axes of this kernel's core mesh."""
+    """Whether a device_id dict names the core axes of this kernel's mesh (Mosaic GPU)."""
     return (run.mesh is not None and isinstance(device_id, dict)
             and all(k in run.mesh.axes for k in device_id))
 
@@ -462,8 +469,6 @@ def _signalled_core(eqn, run, device_id, device_id_type, core_index):
     elif (run.mesh is not None and isinstance(device_id, dict) and core_index is None
           and getattr(device_id_type, "name", "MESH") == "MESH"):
         core = run.mesh.core_of(device_id, run.core)
-    if core is None and refused_reason(run):
-        raise eqn.unsupported(f"semaphore_signal to device {device_id!r}: {refused_reason(run)}")
     if core is None:
         raise eqn.unsupported(f"semaphore_signal to device {device_id!r} ({device_id_type}) / "
                               f"core {core_index!r}: outside a shard_map body only the cores of "

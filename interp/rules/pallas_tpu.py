@@ -21,7 +21,6 @@ from .. import dtypes as D
 from ..errors import UndefinedBehaviorError
 from ..pallas import hardware_prng, indexing
 from ..pallas.devices import barrier_semaphore
-from ..pallas.devices import refused_reason
 from ..pallas.dma import view_bytes
 from ..pallas.grid import current_run
 from ..registry import register
@@ -87,14 +86,13 @@ def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = Fals
 
 
 def _remote(eqn, run, device_id, device_id_type):
-    """The logical id of the device a remote DMA / signal targets (interp.pallas.devices)."""
+    """The (device, core) a remote DMA targets (interp.pallas.devices DeviceKernels.address: the
+    device by device_id's mesh axes, the core by a core axis in a MESH dict, else the sender's)."""
     devices = getattr(run, "devices", None)
-    if devices is None and refused_reason(run):
-        raise eqn.unsupported(f"remote {eqn.name} to device {device_id!r}: {refused_reason(run)}")
     if devices is None:
         raise eqn.unsupported(f"remote {eqn.name} to device {device_id!r} outside a shard_map "
                               "(or pmap) body: no other devices are interpreted")
-    return devices, devices.target(run, device_id, device_id_type, eqn.name)
+    return devices, devices.address(run, device_id, device_id_type, eqn.name)
 
 
 @register("dma_start", partial="DMAs through a bitcast view of a ref (its dtype differs from the "
