@@ -524,7 +524,6 @@ def test_a_wait_send_reads_the_source_and_the_data_lands_at_the_receive():
     # The send half of a DMA is done at wait_send: the sender may then overwrite its source and
     # the receiver still gets the old data (it lands by the receive wait).
     from jax.experimental.pallas import tpu as pltpu
-    from jax.experimental import pallas as pl
 
     def kernel(x_ref, o_ref, buf, send_sem, recv_sem):
         me = lax.axis_index("x")
@@ -571,7 +570,7 @@ def test_remote_dma_feature_kernels_known_answers(mesh_id):
 
 
 def _remote_kernel(kernel, n, scratch, detect_races=True, collective_id=None):
-    from conformance.cases.spmd import _pallas_call, make_mesh
+    from conformance.cases.spmd import _pallas_call
     x = _ints((8 * n, 128), dtype=np.int32)
 
     def local(a):
@@ -930,6 +929,7 @@ def test_cross_device_deadlock_names_every_waiting_device_and_core():
         msg = str(err.value)
         for d in (0, 1):
             assert f"device(x={d}) core {{'core': 0}} in kernel 'kernel': semaphore_wait" in msg, msg
+            assert f"device(x={d}) waits for 2 forked cores to finish" in msg, msg
         assert "core {'core': 1} in kernel" not in msg, msg
 
 

@@ -184,12 +184,12 @@ class CoreScheduler:
         return self.deadlock(f"kernel '{self.kernel}': deadlock, every unfinished core "
                              f"waits and no core or DMA can signal it ({waits})")
 
-    def fork(self, parent, bodies: dict, lazy: bool = False) -> None:
+    def fork(self, parent, bodies: dict, lazy: bool = False, who: str | None = None) -> None:
         """Run ``bodies[core]()`` as new cores beside the running ones (a kernel's cores inside a
         device, the warps of a Mosaic GPU ``warp_map``), ``parent`` (the caller, holding the
         baton) waiting until all of them finished: a fork/join. The new cores join the schedule
         right after ``parent`` and leave it when they are done (their keys may be forked
-        again)."""
+        again). ``who`` names the parent in a deadlock's message."""
         children = list(bodies)
         with self.cv:
             i = self.order.index(parent)
@@ -199,7 +199,8 @@ class CoreScheduler:
                 self.lazy.update(children)
         try:
             self.wait_until(parent, lambda: all(c in self.finished for c in children),
-                            f"waits for {len(children)} forked cores to finish")
+                            f"{who or f'core {parent}'} waits for {len(children)} forked cores to "
+                            "finish")
         finally:
             with self.cv:
                 gone = set(children)
