@@ -677,3 +677,30 @@ def test_nan_scale_and_infinite_data():
     assert (got[1, 2] == np.inf).all()
     exact_rows = _exact_scaled_matmul(a[:1, :1], b[:1], sa[:1, :1], sb[:1], np.dtype(np.float32))
     assert_same_bits(got[:1, :1], exact_rows)
+
+
+def test_an_observed_evaluation_watches_every_interpreted_device():
+    """Interpreted devices (and a kernel's cores) run on threads of their own: the watcher of the
+    observed evaluation (fusion_diff, the allowance replays) sees their equations too. Two devices
+    each evaluate sin and psum once."""
+    from jax.sharding import PartitionSpec as P
+    from conformance.cases.spmd import make_mesh
+    from conformance.observe import observe
+
+    class Watcher:
+        def __init__(self):
+            self.seen = []
+
+        def step(self, ctx, rule, invals, params):
+            self.seen.append(ctx.name)
+            return rule(ctx, *invals, **params)
+
+    def program(x):
+        return jax.shard_map(lambda s: lax.psum(jnp.sin(s), "x"), mesh=make_mesh((2,), ("x",)),
+                             in_specs=P("x"), out_specs=P(), check_vma=False)(x)
+    x = np.linspace(-3, 3, 8, dtype=np.float32)
+    watcher = Watcher()
+    got, = observe(jax.make_jaxpr(program)(x), [x], watcher, "devices")
+    assert sorted(watcher.seen) == ["psum", "psum", "shard_map", "sin", "sin"]
+    want = np.sin(x[:4].astype(np.float64)).astype(np.float32) + np.sin(x[4:].astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got, want.astype(np.float32))

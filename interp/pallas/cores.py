@@ -23,6 +23,9 @@ start lazily: its cores start only when no started core can go on (the clusters 
 grid: a kernel of 132 clusters keeps one cluster's state alive at a time unless its clusters wait
 on each other).
 
+Other per-thread state a core needs is registered in :data:`INHERITED` by the module that owns
+it; each core runs with the values the thread that started the schedule had.
+
 JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
 ``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
 each core runs under the caller's values.
@@ -36,6 +39,11 @@ from ..errors import RaceError
 
 
 _here = threading.local()   # .core: (scheduler, key) of the core this thread runs
+
+# Per-thread state that cores inherit, beside JAX's configuration: (read, write) pairs registered
+# by the modules owning the state (conformance/observe.py: the watcher of an observed evaluation).
+# A core's thread is written the values read on the thread that started its schedule.
+INHERITED: list = []
 
 
 def running():
@@ -88,11 +96,13 @@ class CoreScheduler:
         self._running = 0             # cores started and not finished
         self._done = threading.Event()
         self._config: list = []
+        self._inherited: list = []
         self.lazy: set = set()        # cores that start only when no started core can go on
 
     def run(self, bodies: dict) -> None:
         """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
         self._config = _local_config()
+        self._inherited = [(write, read()) for read, write in INHERITED]
         self.pending.update(bodies)
         self._done.clear()
         with self.cv:
@@ -116,6 +126,8 @@ class CoreScheduler:
         while core is not None:
             body = self.pending.pop(core)
             _here.core = (self, core)
+            for write, value in self._inherited:
+                write(value)
             try:
                 if config:
                     with contextlib.ExitStack() as stack:
