@@ -103,9 +103,6 @@ SEMANTICS = table(
 
 # Primitives of the family deliberately not registered (coverage() says "unsupported"):
 NOT_IMPLEMENTED = {
-    "to_edtype": "conversion to an extended dtype: the reference representation of extended "
-                 "values belongs to the PRNG family (interp/rules/random.py)",
-    "from_edtype": "conversion from an extended dtype: see to_edtype",
     "zeros_like": "legacy jax._src.ad_util primitive with no abstract evaluation rule; it cannot "
                   "appear in a jaxpr",
     "expand_dims": "not a primitive: lax.expand_dims traces to broadcast_in_dim/reshape",
