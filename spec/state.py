@@ -52,6 +52,15 @@ SEMANTICS = table(
               (ST + "discharge.py _run_state_impl",), EXACT),
     Semantics("broadcast_to", "NumPy broadcast_to (used to broadcast integer indexers).", (),
               (ST + "primitives.py _broadcast_to_impl",), EXACT),
+    Semantics("create_linear", "A fresh linear (pinned) buffer with uninitialized contents.",
+              ("options.uninitialized='nan' / 'zero': as empty_ref; 'raise' is unsupported (the "
+               "buffer is a value, not a tracked ref)",
+               "XLA lowers it to the CreateBuffer custom call, which XLA:CPU does not implement "
+               "('No registered implementation for untyped custom call to CreateBuffer'; JAX "
+               "0.10.2's lowering rule fails on its own parameters): no backend defines more",
+               "memory_space only places the buffer"),
+              (ST + "primitives.py create_linear_p, _lower_create_linear",
+               ST + "discharge.py (TODO: switch empty_ref(pin=True) to create_linear)"), EXACT),
     Semantics("pin", "Identity (memory placement).", (), (ST + "primitives.py",), EXACT),
     Semantics("unpin", "Identity (memory placement).", (), (ST + "primitives.py",), EXACT),
     Semantics("accum_grad_in_ref", "Identity.", (), ("jax/_src/core.py",), EXACT),

@@ -310,6 +310,19 @@ def test_empty_ref_follows_uninitialized_option():
         interp.interpret(f, uninitialized="raise")(np.float32(2))
 
 
+def test_create_linear_is_uninitialized_memory():
+    # No backend runs CreateBuffer (XLA:CPU: no implementation registered): the known answer is
+    # the uninitialized option's fill, as for empty_ref.
+    from jax._src import core
+    ty = core.ShapedArray((2, 3), jnp.float32)
+    f = lambda: state_prims.unpin(state_prims.create_linear(ty))
+    assert jax.make_jaxpr(f)().eqns[0].primitive.name == "create_linear"
+    assert np.isnan(interp.interpret(f)()).all() and interp.interpret(f)().shape == (2, 3)
+    assert_same_bits(interp.interpret(f, uninitialized="zero")(), np.zeros((2, 3), np.float32))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="create_linear.*raise"):
+        interp.interpret(f, uninitialized="raise")()
+
+
 def test_empty_ref_raise_tracks_writes():
     """uninitialized='raise': reads (get, addupdate, freeze) of elements never written raise;
     once every element read was written the program runs as under 'nan'."""

@@ -112,6 +112,14 @@ def empty_ref(eqn, *, ty, memory_space, pin=None):
     return _new_ref(eqn, uninitialized_fill(eqn, ty.shape, ty.dtype))
 
 
+@register("create_linear")
+def create_linear(eqn, *, ty, memory_space):
+    # A fresh linear buffer (state/primitives.py: lowered to XLA's CreateBuffer custom call, which
+    # no runtime implements yet, discharge.py's TODO): uninitialized memory, as for empty_ref;
+    # memory_space only places it. pin/unpin pass its value on.
+    return uninitialized_fill(eqn, ty.shape, ty.dtype)
+
+
 @register("freeze")
 def freeze(eqn, ref):
     _check_ref(eqn, ref)
