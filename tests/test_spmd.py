@@ -819,3 +819,18 @@ def test_unreduced_out_spec_same_in_lockstep_and_per_device(monkeypatch):
     monkeypatch.setattr(spmd_lockstep, "program", lambda *a: None)
     per_device = interp.interpret(_unreduced_out_spec)(x)
     assert lockstep.tobytes() == per_device.tobytes()
+
+
+def test_inspect_array_sharding_is_refused_with_its_reason():
+    # XLA:CPU calls back with a Sharding of its own devices; the reference has no device to name.
+    seen = []
+
+    def f(a):
+        jax.debug.inspect_array_sharding(a, callback=seen.append)
+        return a * 2
+    xs = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(jax.jit(f)(xs), xs * 2)
+    assert len(seen) == 1 and seen[0].device_set <= set(jax.devices())
+    assert interp.coverage()["inspect_sharding"].startswith("unsupported: jax.debug.inspect_array")
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="inspect_sharding.*no device"):
+        interp.interpret(f)(xs)
