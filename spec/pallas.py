@@ -149,7 +149,8 @@ SEMANTICS = table(
             "the remainder spread over the first cores), the core index an operand traced in "
             "the enclosing kernel (program_id / axis_index of the core axis); agrees with JAX's "
             "TPU interpret mode (tests/test_pallas_tpu.py)",
-            "JAX 0.10.2: unsupported (see UNSUPPORTED)",
+            "JAX 0.10.2: refused with the reason of UNSUPPORTED (its only definition is the Mosaic "
+            "lowering rule)",
         ),
         sources=("jax/_src/pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr, "
                  "_emit_pipeline_lowering_rule",),

@@ -164,9 +164,13 @@ def test_emit_pipeline_inside_a_kernel(primitive):
         from jax._src.pallas.mosaic import pipeline
         if primitive and not hasattr(pipeline, "emit_pipeline_to_jaxpr"):
             # JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (both of
-            # its interpret modes fail on it): the reference refuses loudly (spec/pallas.py).
-            assert interp.coverage()["emit_pipeline"] == "unsupported"
-            with pytest.raises(interp.UnsupportedPrimitiveError, match="'emit_pipeline' is not"):
+            # its interpret modes fail on it): the reference refuses loudly, saying why.
+            cov = interp.coverage()
+            for name in ("emit_pipeline", "pipeline_body"):
+                assert cov[name].startswith("unsupported: this JAX (0.10.2) defines "
+                                            "emit_pipeline only by its Mosaic TPU lowering"), name
+            with pytest.raises(interp.UnsupportedPrimitiveError,
+                               match="emit_pipeline.*_emit_pipeline_lowering_rule"):
                 interp.interpret(f)(x)
             return
         np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x), want)

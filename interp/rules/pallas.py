@@ -171,13 +171,28 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices
 
 
 # JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (no
-# emit_pipeline_to_jaxpr; both its interpret modes fail on it): unsupported there
+# emit_pipeline_to_jaxpr; both its interpret modes fail on it): refused there with that reason
 # (spec/pallas.py UNSUPPORTED). Probed (JAX 0.11.2 has the expansion); the rule re-checks for the
 # expansion when it runs.
+_NO_PIPELINE_EXPANSION = (
+    "this JAX (0.10.2) defines emit_pipeline only by its Mosaic TPU lowering rule "
+    "(jax/_src/pallas/mosaic/pipeline.py _emit_pipeline_lowering_rule traces the pipeline inside "
+    "the lowering context; JAX 0.11 factored it out as emit_pipeline_to_jaxpr, which the "
+    "reference evaluates) and both its interpret modes fail on it; pipeline_body exists only "
+    "inside that expansion. Without jax_use_emit_pipeline_primitive the pipeline is inlined and "
+    "supported")
+
+
+def _refuse_pipeline(eqn, *args, **params):   # (refused whatever its parameters)
+    raise eqn.unsupported(_NO_PIPELINE_EXPANSION)
+
+
 if _pipeline_expansion() is not None:
     register("emit_pipeline")(emit_pipeline)
     register("pipeline_body", partial="body refs whose transforms are not basic indexing (a "
                                       "view of the buffer) are unsupported")(pipeline_body)
+else:
+    register("emit_pipeline", "pipeline_body", refused=_NO_PIPELINE_EXPANSION)(_refuse_pipeline)
 
 
 def _body_ref(eqn, run, x):
