@@ -54,6 +54,9 @@ RULE_NAME_RELEASES = {
     # Renamed or replaced within the supported range.
     "call": Releases("JAX 0.11 merged core.call_p into eval_jaxpr (core.py: call_p = closed_call_p "
                      "= eval_jaxpr_p)", until=(0, 11)),
+    **{n: Releases("JAX 0.10's hijax Box and Log primitives (jax/_src/hijax.py); JAX 0.11 "
+                   "removed them", until=(0, 11))
+       for n in ("new_box", "box_set", "box_get", "new_log", "log_extend")},
     "program_order": Releases("jax.experimental.overlap.program_order is new in JAX 0.11",
                               since=(0, 11)),
     "closed_call": Releases("JAX 0.11 binds eval_jaxpr (core.py: closed_call_p = eval_jaxpr_p)",

@@ -53,6 +53,9 @@ NO_RULE: dict[str, str] = {
              "physicalize, which replace it by the dtype's physical components while tracing, "
              "so the jaxpr the reference gets never holds it; JAX cannot run it either"
        for name in ("pack_dtype", "unpack_dtype")},
+    "log_read": "JAX 0.10's hijax Log read (jax/_src/hijax.py ReadLog): its abstract evaluation "
+                "raises, so no traced program holds it (a Log is read back only by jax.jit's "
+                "write-back into a Log passed in)",
     "jaxpr_call": "an internal primitive of JAX 0.10's Mosaic GPU lowering "
                   "(jax/_src/pallas/primitives.py _jaxpr_call: 'not a general purpose "
                   "primitive', bound only in pallas/mosaic_gpu/lowering.py while lowering "
