@@ -12,16 +12,12 @@ import math
 import numpy as np
 
 
-class ExtendedArray:
-    """``data``: the representation, ``rep_dtype[*shape, *rep_shape]`` (JAX's
-    ``core.physical_element_aval(dtype)`` gives rep_dtype and rep_shape); ``dtype``: the extended
-    dtype. Rules that expect a NumPy array fail loudly on it (it has no NumPy value)."""
-    __slots__ = ("dtype", "data", "rep_ndim")
-
-    def __init__(self, dtype, data, rep_ndim: int):
-        self.dtype = dtype
-        self.data = data
-        self.rep_ndim = rep_ndim
+class Represented:
+    """An array of an extended dtype held as its representation ``data``: the array's own
+    dimensions followed by ``rep_ndim`` dimensions of each element's representation."""
+    __slots__ = ()
+    data: np.ndarray
+    rep_ndim: int
 
     @property
     def shape(self) -> tuple:
@@ -34,6 +30,18 @@ class ExtendedArray:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+
+class ExtendedArray(Represented):
+    """``data``: the representation, ``rep_dtype[*shape, *rep_shape]`` (JAX's
+    ``core.physical_element_aval(dtype)`` gives rep_dtype and rep_shape); ``dtype``: the extended
+    dtype. Rules that expect a NumPy array fail loudly on it (it has no NumPy value)."""
+    __slots__ = ("dtype", "data", "rep_ndim")
+
+    def __init__(self, dtype, data, rep_ndim: int):
+        self.dtype = dtype
+        self.data = data
+        self.rep_ndim = rep_ndim
 
     def __array__(self, *args, **kwargs):
         raise TypeError(f"an array of the extended dtype {self.dtype} has no NumPy value; use "
