@@ -49,9 +49,9 @@ NO_RULE: dict[str, str] = {
                                     "transpose (vjp_bwd); evaluating it forward is an error in "
                                     "JAX too (to_lojax = ad.raise_custom_vjp_error_on_jvp)",
     **{name: "a value of a fuser FusionDType (jax/_src/pallas/fuser/fusible_dtype.py: 'pack has "
-             "no eager implementation or lowering'): only meaningful inside fuser.fuse / "
-             "physicalize, which replace it by the dtype's physical components while tracing, "
-             "so the jaxpr the reference gets never holds it; JAX cannot run it either"
+             "no eager implementation or lowering'): its meaning is the dtype's own physicalize "
+             "rules, applied by fuser.fuse / physicalize while tracing, so their jaxprs no longer "
+             "hold it; a jaxpr traced outside them holds it but JAX cannot run it either"
        for name in ("pack_dtype", "unpack_dtype")},
     "log_read": "JAX 0.10's hijax Log read (jax/_src/hijax.py ReadLog): its abstract evaluation "
                 "raises, so no traced program holds it (a Log is read back only by jax.jit's "
