@@ -238,15 +238,24 @@ def emit_pipeline_0_10(eqn, *args, grid_mapping, args_tree, body_jaxpr, body_con
                        trace_scopes, _static_grid_offsets, _num_extra_dynamic):
     # Every parameter is the expansion's, passed on as the equation has them. The operands: the
     # index maps' consts, then the dynamic grid bounds (pipeline.py emit_pipeline's bind).
+    if core_axis_name is not None:
+        raise eqn.unsupported(_NAMED_CORE_AXIS_0_10)
     num_maps = sum(len(bm.index_map_jaxpr.consts) for bm in grid_mapping.block_mappings)
     return _run_expansion(eqn, args, grid_mapping, args[num_maps:],
                           lambda outer: _expansion_0_10(list(eqn.in_avals), grid_sizes=outer,
                                                         **eqn.params))
 
 
+# The lowering rule traces the core index as lax.axis_index(core_axis_name) in the kernel's axis
+# environment (pipeline.py _partition_grid), which the reference does not rebuild on 0.10.2.
+_NAMED_CORE_AXIS_0_10 = ("JAX 0.10.2: a pipeline split over the cores of a named mesh axis is "
+                         "unsupported (split over a grid axis of the kernel, it is supported)")
 _PIPELINE_BODY_PARTIAL = ("body refs whose transforms are not basic indexing (a view of the "
                           "buffer) are unsupported")
-register("emit_pipeline")(emit_pipeline if _pipeline_expansion() is not None else emit_pipeline_0_10)
+if _pipeline_expansion() is not None:
+    register("emit_pipeline")(emit_pipeline)
+else:
+    register("emit_pipeline", partial=_NAMED_CORE_AXIS_0_10)(emit_pipeline_0_10)
 register("pipeline_body", partial=_PIPELINE_BODY_PARTIAL)(pipeline_body)
 
 
