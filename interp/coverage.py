@@ -14,6 +14,7 @@ PRIMITIVE_MODULES = (
     "jax.experimental.pallas.mosaic_gpu", "jax.experimental.pallas.fuser",
     "jax.experimental.shard_map", "jax.experimental.xla_metadata", "jax.experimental.layout",
     "jax.experimental.custom_partitioning",
+    "jax.experimental.overlap",   # JAX 0.12 defines program_order_p only in jax._src.program_order
 )
 
 
@@ -51,6 +52,13 @@ RULE_NAME_RELEASES = {
     "custom_vjp_call_jaxpr": Releases("older form of custom_vjp_call", until=_OLDEST),
     "mutable_array": Releases("older name of new_ref", until=_OLDEST),
     # Renamed or replaced within the supported range.
+    "call": Releases("JAX 0.11 merged core.call_p into eval_jaxpr (core.py: call_p = closed_call_p "
+                     "= eval_jaxpr_p)", until=(0, 11)),
+    **{n: Releases("JAX 0.10's hijax Box and Log primitives (jax/_src/hijax.py); JAX 0.11 "
+                   "removed them", until=(0, 11))
+       for n in ("new_box", "box_set", "box_get", "new_log", "log_extend")},
+    "program_order": Releases("jax.experimental.overlap.program_order is new in JAX 0.11",
+                              since=(0, 11)),
     "closed_call": Releases("JAX 0.11 binds eval_jaxpr (core.py: closed_call_p = eval_jaxpr_p)",
                             until=(0, 11)),
     "fusible": Releases("JAX 0.11's fuser.fusible is a call_hi_primitive (pallas/fuser/fusible.py)",

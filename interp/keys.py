@@ -6,16 +6,16 @@ rule modules so the engine can hold keys without importing a rule family.
 """
 from __future__ import annotations
 
-import math
-
 import jax
 import numpy as np
 from jax._src.random import prng as jax_prng
 
+from .extended import Represented
+
 U32 = np.uint32
 
 
-class KeyArray:
+class KeyArray(Represented):
     """The reference value of a typed PRNG key array: ``impl`` (a JAX ``PRNGImpl``) and
     ``data``, ``uint32[*shape, *impl.key_shape]``. ``dtype`` is JAX's key dtype."""
     __slots__ = ("impl", "data")
@@ -33,16 +33,8 @@ class KeyArray:
         return jax_prng.KeyTy(self.impl)
 
     @property
-    def shape(self) -> tuple:
-        return self.data.shape[:self.data.ndim - len(self.impl.key_shape)]
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+    def rep_ndim(self) -> int:
+        return len(self.impl.key_shape)
 
     def to_jax(self):
         """The same keys as a JAX key array."""

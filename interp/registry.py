@@ -39,6 +39,27 @@ NO_RULE: dict[str, str] = {
        for name in ("dim_as_value", "dimension_size", "shape_assertion")},
     **{f"dot_product_attention_{kind}{suffix}": _CUDNN_ATTENTION
        for kind in ("fwd", "bwd", "fp8_fwd", "fp8_bwd") for suffix in ("", "_wrapper")},
+    # Primitives no program given to the reference can hold, or whose value JAX leaves undefined.
+    "zeros_like": "a legacy name (jax/_src/ad_util.py zeros_like_p, 'TODO(mattjj): remove "
+                  "these after fixing downstream users'): JAX gives it no abstract evaluation, "
+                  "impl or lowering and binds it nowhere, so no jaxpr can contain it",
+    "call_hi_primitive_linearized": "the linear map of a hijax primitive defined only by its VJP "
+                                    "(jax/_src/hijax.py fake_linear_op): a placeholder between "
+                                    "linearization and transposition whose only meaning is its "
+                                    "transpose (vjp_bwd); evaluating it forward is an error in "
+                                    "JAX too (to_lojax = ad.raise_custom_vjp_error_on_jvp)",
+    **{name: "a value of a fuser FusionDType (jax/_src/pallas/fuser/fusible_dtype.py: 'pack has "
+             "no eager implementation or lowering'): its meaning is the dtype's own physicalize "
+             "rules, applied by fuser.fuse / physicalize while tracing, so their jaxprs no longer "
+             "hold it; a jaxpr traced outside them holds it but JAX cannot run it either"
+       for name in ("pack_dtype", "unpack_dtype")},
+    "log_read": "JAX 0.10's hijax Log read (jax/_src/hijax.py ReadLog): its abstract evaluation "
+                "raises, so no traced program holds it (a Log is read back only by jax.jit's "
+                "write-back into a Log passed in)",
+    "jaxpr_call": "an internal primitive of JAX 0.10's Mosaic GPU lowering "
+                  "(jax/_src/pallas/primitives.py _jaxpr_call: 'not a general purpose "
+                  "primitive', bound only in pallas/mosaic_gpu/lowering.py while lowering "
+                  "emit_pipeline to MLIR): it is never in a traced program",
 }
 
 # Rules applied when an equation involves extended dtypes (PRNG keys, semaphores):

@@ -86,7 +86,7 @@ SEMANTICS = table(
         sources=(f"{_FUSER}custom_fusion_lib.py _custom_fusion_impl",)),
 )
 
-# Not implemented (no rule: interp.coverage() says "unsupported"):
+# Not implemented (no rule; interp/registry.py NO_RULE gives coverage() the reason):
 # - pack_dtype / unpack_dtype (fusible_dtype.py): values of a FusionDType extended dtype; they have
 #   no eager implementation in JAX either and are removed by fuser.fuse's physicalisation
 #   (resolve_fusion_dtypes) before anything runs.

@@ -58,6 +58,20 @@ SEMANTICS = table(
          "nearest even), as XLA:CPU computes them"),
         (EMITTER + " EmitReducePrecisionIR (quiet_nans=false)", XLA_OPS + "#reduceprecision",
          STABLEHLO + "#reduce_precision"), EXACT),
+    Semantics(
+        "to_edtype", "convert_element_type to an extended dtype whose rules allow conversion "
+        "(jax.experimental.primal_tangent_dtype, Pallas semaphores): the operand becomes the "
+        "extended value's representation, bits unchanged.",
+        ("the operand's dtype is the representation dtype (core.physical_element_aval) and its "
+         "trailing dimensions the representation shape; the result drops them",
+         "PRNG key dtypes do not allow conversion (prng.py KeyTyRules.allow_conversion = False): "
+         "jax.random.wrap_key_data binds random_wrap instead"),
+        (JAX_LAX + " convert_element_type, to_edtype_p (lowering: the operand)",), EXACT),
+    Semantics(
+        "from_edtype", "convert_element_type from an extended dtype to its representation dtype: "
+        "the representation, bits unchanged.",
+        ("the result has the representation shape as trailing dimensions",),
+        (JAX_LAX + " from_edtype_p (lowering: the operand)",), EXACT),
 )
 
 # Where XLA:CPU (jaxlib 0.10.2 and 0.12.0.1) computes something other than SEMANTICS.

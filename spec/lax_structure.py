@@ -67,6 +67,11 @@ SEMANTICS = table(
               (_MOVE, "size-0 pieces are empty arrays"), (JAX_LAX + " split_p",)),
     Semantics("copy", "A fresh copy of the operand (jnp.array(x, copy=True)).", (_MOVE,),
               (JAX_LAX + " copy_p",)),
+    Semantics("stage", "The identity: lax.stage lifts a value into the trace.",
+              (_MOVE, "tracing records no equation (each trace's stage_value lifts the value "
+                      "directly): only a jaxpr built by hand holds one"),
+              (JAX_LAX + " stage, stage_p (impl and lowering return the operand)",
+               "jax/_src/core.py EvalTrace.stage_value")),
     Semantics("tile", "numpy.tile with one repetition count per dimension.", (_MOVE,),
               (JAX_LAX + " tile_p",)),
     Semantics("stack", "Stacks the operands along a new dimension `axis`.", (_MOVE,),
@@ -98,9 +103,6 @@ SEMANTICS = table(
 
 # Primitives of the family deliberately not registered (coverage() says "unsupported"):
 NOT_IMPLEMENTED = {
-    "to_edtype": "conversion to an extended dtype: the reference representation of extended "
-                 "values belongs to the PRNG family (interp/rules/random.py)",
-    "from_edtype": "conversion from an extended dtype: see to_edtype",
     "zeros_like": "legacy jax._src.ad_util primitive with no abstract evaluation rule; it cannot "
                   "appear in a jaxpr",
     "expand_dims": "not a primitive: lax.expand_dims traces to broadcast_in_dim/reshape",

@@ -134,9 +134,9 @@ SEMANTICS = table(
     ),
     Semantics(
         "emit_pipeline",
-        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True (JAX >= 0.11.2, "
-        "where pipeline.emit_pipeline_to_jaxpr exists: probed): "
-        "its meaning is its expansion, pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr (what "
+        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True: "
+        "its meaning is its expansion, pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr (JAX 0.11 "
+        "on; JAX 0.10.2: see the last edge case) (what "
         "the Mosaic lowering and the TPU interpret mode run): the same DMA pipeline the default "
         "path inlines, evaluated by the reference's DMA / semaphore model (race detection, "
         "never-written tracking), the body called through pipeline_body per step.",
@@ -149,7 +149,10 @@ SEMANTICS = table(
             "the remainder spread over the first cores), the core index an operand traced in "
             "the enclosing kernel (program_id / axis_index of the core axis); agrees with JAX's "
             "TPU interpret mode (tests/test_pallas_tpu.py)",
-            "JAX 0.10.2: unsupported (see UNSUPPORTED)",
+            "JAX 0.10.2 (no emit_pipeline_to_jaxpr): its only definition is the Mosaic lowering "
+            "rule, which traces the pipeline function (wrapped_pipeline_fun) in the kernel's grid "
+            "environment and lowers it; the reference traces the same function and evaluates it "
+            "(both of 0.10.2's interpret modes fail on the primitive)",
         ),
         sources=("jax/_src/pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr, "
                  "_emit_pipeline_lowering_rule",),
@@ -232,8 +235,4 @@ SEMANTICS = table(
 UNSUPPORTED = {
     "remote DMAs / signals (device_id of another device)": "the reference runs one device; cores "
                         "of one core mesh are supported",
-    "emit_pipeline / pipeline_body on JAX 0.10.2 (jax_use_emit_pipeline_primitive=True)": "JAX "
-                        "0.10.2 expands the primitive only inside its Mosaic lowering rule (no "
-                        "pipeline.emit_pipeline_to_jaxpr) and both its interpret modes fail on "
-                        "it: nothing defines it off TPU",
 }

@@ -236,6 +236,9 @@ SEMANTICS = table(
     Semantics("psend", "Refused: JAX's docstring calls its semantics platform-specific (NCCL send "
               "on GPU, the only lowering); deprecated in JAX 0.12.", (), (PAR + " psend",), EXACT),
     Semantics("precv", "Refused: as psend (NCCL recv on GPU).", (), (PAR + " precv",), EXACT),
+    Semantics("inspect_sharding", "Refused: jax.debug.inspect_array_sharding's callback gets the "
+              "sharding XLA chose on real devices (a jax.sharding.Sharding naming them).", (),
+              ("jax/_src/debugging.py _inspect_sharding_lowering_rule",), EXACT),
 )
 
 # Unreduced operands of a shard_map the reference refuses (interp/rules/spmd.py _partials_in), with

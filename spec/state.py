@@ -19,6 +19,8 @@ _INDEX = ("the transform tree unflattens to NDIndexers (ints, Slice(start, size,
           "answers, so the reference makes it loud",
           "bitcast views must keep the element width; other transforms raise UnsupportedPrimitiveError")
 
+HIJAX = "jax/_src/hijax.py (JAX 0.10.2)"
+
 SEMANTICS = table(
     Semantics("get", "Reads ref[transforms] (a copy).", _INDEX,
               (ST + "discharge.py transform_array, _index_array", ST + "indexing.py NDIndexer"), EXACT),
@@ -52,6 +54,30 @@ SEMANTICS = table(
               (ST + "discharge.py _run_state_impl",), EXACT),
     Semantics("broadcast_to", "NumPy broadcast_to (used to broadcast integer indexers).", (),
               (ST + "primitives.py _broadcast_to_impl",), EXACT),
+    Semantics("create_linear", "A fresh linear (pinned) buffer with uninitialized contents.",
+              ("options.uninitialized='nan' / 'zero': as empty_ref; 'raise' is unsupported (the "
+               "buffer is a value, not a tracked ref)",
+               "XLA lowers it to the CreateBuffer custom call, which XLA:CPU does not implement "
+               "('No registered implementation for untyped custom call to CreateBuffer'; JAX "
+               "0.10.2's lowering rule fails on its own parameters): no backend defines more",
+               "memory_space only places the buffer"),
+              (ST + "primitives.py create_linear_p, _lower_create_linear",
+               ST + "discharge.py (TODO: switch empty_ref(pin=True) to create_linear)"), EXACT),
+    Semantics("new_box", "JAX 0.10's hijax Box: a new mutable cell holding None.",
+              ("a Box passed into the program (read at entry, written back at exit by jax.jit) "
+               "is refused: only cells the program creates are modelled",),
+              (HIJAX + " NewBox.to_lojax",), EXACT),
+    Semantics("box_set", "The box now holds the given pytree (its leaves, copied).", (),
+              (HIJAX + " BoxSet.to_lojax",), EXACT),
+    Semantics("box_get", "The leaves of the value the box holds.", (),
+              (HIJAX + " BoxGet.to_lojax",), EXACT),
+    Semantics("new_log", "JAX 0.10's hijax Log: a new dict of lists that only grows.",
+              ("a Log passed into the program (written back by jax.jit) is refused",),
+              (HIJAX + " NewLog.to_lojax",), EXACT),
+    Semantics("log_extend", "Each key's list grows by the given list.",
+              ("log_read cannot be traced (ReadLog.abstract_eval raises), so a program never "
+               "reads its own log: interp/registry.py NO_RULE",),
+              (HIJAX + " LogExtend.to_lojax",), EXACT),
     Semantics("pin", "Identity (memory placement).", (), (ST + "primitives.py",), EXACT),
     Semantics("unpin", "Identity (memory placement).", (), (ST + "primitives.py",), EXACT),
     Semantics("accum_grad_in_ref", "Identity.", (), ("jax/_src/core.py",), EXACT),

@@ -22,7 +22,14 @@ def test_every_supported_lax_primitive_has_a_quick_case():
                   and cov.get(name, "unsupported") != "unsupported"}
     assert len(lax_family) > 100
     assert not [c for c in untraceable if c.startswith("lax_")]
-    assert sorted(lax_family - set(counts)) == []
+    assert sorted(lax_family - set(counts) - set(NOT_IN_A_CASE)) == []
+
+
+NOT_IN_A_CASE = {
+    "stage": "tracing never records it (every trace's stage_value lifts the value without an "
+             "equation): tests/test_lax_structure.py::test_stage_is_the_identity_as_jax_evaluates_it "
+             "runs a hand-built jaxpr",
+}
 
 
 def _failure(prim, ref, out, *inputs, case="lax_special/x/float32/specials"):

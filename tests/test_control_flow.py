@@ -174,6 +174,33 @@ def test_jit_closed_call_remat():
     same(jax.grad(lambda x: jnp.sum(jax.checkpoint(lambda y: y * y * 3.0)(x))), floats)
 
 
+def test_core_call_is_its_callee():
+    # JAX 0.10's core.call_p ("call"): bound with the callee as a subfun; jax.jit lowers it.
+    from jax._src import api_util, core
+    from jax._src import linear_util as lu
+    if core.call_p.name != "call":
+        pytest.skip("JAX 0.11 on: core.call_p is eval_jaxpr (core.py call_p = eval_jaxpr_p), "
+                    "tested as eval_jaxpr")
+    body = lambda a: [a * 3 - 1]
+
+    def f(a):
+        callee = lu.wrap_init(body, debug_info=api_util.debug_info("call", body, (a,), {}))
+        return core.call_p.bind(a, subfuns=(callee,))[0] + 2
+    assert "call" in {e.primitive.name for e in jax.make_jaxpr(f)(ints).eqns}
+    same(f, ints)
+
+
+def test_program_order_is_its_callee():
+    overlap = pytest.importorskip("jax.experimental.overlap",
+                                  reason="jax.experimental.overlap.program_order is new in JAX 0.11")
+    pair = lambda a, b: (a * b, a - b)
+    for ordered in (overlap.program_order(pair, enforce=False),
+                    overlap.program_order(pair, enforce=False, exclude_argnames="b")):
+        f = lambda x: ordered(x, x + 1)
+        assert "program_order" in {e.primitive.name for e in jax.make_jaxpr(f)(ints).eqns}
+        same(f, ints)
+
+
 def test_jit_constants_are_numpy():
     c = jnp.arange(6, dtype=jnp.int32)  # a jax.Array closed over: a jaxpr constant
     same(jax.jit(lambda x: x * c + c), ints)

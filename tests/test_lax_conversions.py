@@ -349,3 +349,27 @@ def test_scalar_conversions_between_native_types(src):
         for dst, ref, xla in zip(dsts, refs, xlas):
             assert np.shape(ref) == ()
             _check_one(np.asarray(v).reshape(1), dst, np.asarray(ref).reshape(1), xla.reshape(1))
+
+
+def test_to_and_from_an_extended_dtype_keep_the_bits():
+    # jax.experimental.primal_tangent_dtype allows conversion (dtypes.py PrimalTangentDType):
+    # convert_element_type binds to_edtype / from_edtype (lax.py). XLA:CPU runs the round trip;
+    # an extended value alone has no jax.jit result, so the reference's value is checked against
+    # its definition (the operand, bits unchanged).
+    from jax.experimental import primal_tangent_dtype
+    from interp.extended import ExtendedArray
+    edtype = primal_tangent_dtype(jnp.bfloat16, jnp.float32)
+    x = np.array([1.5, -0.0, np.nan, np.inf, 2 ** -120], ml_dtypes.bfloat16)
+
+    def round_trip(a):
+        e = jax.jit(lambda v: v)(lax.convert_element_type(a, edtype))   # through a call
+        e = lax.cond(a[0] > 0, lambda v: v, lambda v: v, e)             # and a conditional
+        return lax.convert_element_type(e, jnp.bfloat16) * 2
+    names = {e.primitive.name for e in jax.make_jaxpr(round_trip)(x).eqns}
+    assert {"to_edtype", "from_edtype"} <= names
+    assert_same_bits(interp.interpret(round_trip)(x), xla_cpu(round_trip, x))
+    value = interp.interpret(lambda a: lax.convert_element_type(a, edtype))(x)
+    assert isinstance(value, ExtendedArray) and value.dtype == edtype and value.shape == x.shape
+    assert_same_bits(value.data, x)
+    with pytest.raises(TypeError, match="no NumPy value"):
+        np.asarray(value)

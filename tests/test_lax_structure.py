@@ -22,7 +22,7 @@ from tests.support import assert_tree_same_bits, reference, x64, xla_cpu
 ALL_DTYPES = [pytest.param(d, id=d.name) for d in D.ALL]
 # The rules of this family (checked against its stated semantics and coverage below).
 MINE = {"broadcast_in_dim", "reshape", "squeeze", "transpose", "rev", "concatenate", "pad", "iota",
-        "split", "copy", "tile", "stack", "unstack", "empty", "empty2", "tie"}
+        "split", "copy", "stage", "tile", "stack", "unstack", "empty", "empty2", "tie"}
 
 
 def all_structure_ops(x):
@@ -279,3 +279,19 @@ def test_every_rule_has_stated_semantics():
     mine = {n for n, r in RULES.items() if r.__module__ == "interp.rules.lax_structure"}
     assert mine == set(SEMANTICS) == MINE
     assert not mine & set(NOT_IMPLEMENTED)
+
+
+def test_stage_is_the_identity_as_jax_evaluates_it():
+    # Tracing records no stage equation (core.py / partial_eval.py stage_value), so the jaxpr is
+    # built by hand: neg's equation re-bound to stage_p, then evaluated by JAX's own evaluator
+    # (core.eval_jaxpr binds stage_p: EvalTrace.stage_value) and by the reference.
+    from jax._src import core
+    from jax._src.lax import lax as lax_internal
+    x = np.array([1.5, -0.0, np.nan, np.inf], np.float32)
+    closed = jax.make_jaxpr(lambda a: lax.neg(a) * 2)(x)
+    staged = closed.jaxpr.replace(eqns=[closed.jaxpr.eqns[0].replace(
+        primitive=lax_internal.stage_p, params={})] + closed.jaxpr.eqns[1:])
+    assert [e.primitive.name for e in staged.eqns] == ["stage", "mul"]
+    expect = core.eval_jaxpr(staged, closed.consts, x)
+    got = interp.eval_jaxpr(closed.replace(jaxpr=staged), x)
+    assert_tree_same_bits(got, [np.asarray(e) for e in expect])

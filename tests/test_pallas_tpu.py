@@ -1280,6 +1280,10 @@ def test_emit_pipeline_over_a_core_axis_matches_tpu_interpret_mode():
     steps = np.repeat(np.arange(5, dtype=np.int32) * 100, 8)[:, None]
     np.testing.assert_array_equal(got, x * 2 + steps)
     rec = run_case(case, "pallas:tpu-interpret", first_divergence=False)
+    from conformance.cases.pallas import PIPELINE_PRIMITIVE_TPU_INTERPRET as gate
+    if gate.applies():   # JAX 0.10.2: its TPU interpret mode cannot run the primitive
+        assert rec["outcome"] == "backend-unsupported", (rec["outcome"], rec.get("detail"))
+        return
     assert rec["outcome"] == "pass", (rec["outcome"], rec.get("detail"))
 
 

@@ -967,3 +967,18 @@ def test_cross_device_race_between_cores_is_reported():
                                         r".*o_hbm.* in flight"):
         interp.interpret(program, detect_races=True)(x)
     interp.interpret(program, detect_races=False)(x)   # (no detection: it runs)
+
+
+def test_inspect_array_sharding_is_refused_with_its_reason():
+    # XLA:CPU calls back with a Sharding of its own devices; the reference has no device to name.
+    seen = []
+
+    def f(a):
+        jax.debug.inspect_array_sharding(a, callback=seen.append)
+        return a * 2
+    xs = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(jax.jit(f)(xs), xs * 2)
+    assert len(seen) == 1 and seen[0].device_set <= set(jax.devices())
+    assert interp.coverage()["inspect_sharding"].startswith("unsupported: jax.debug.inspect_array")
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="inspect_sharding.*no device"):
+        interp.interpret(f)(xs)

@@ -310,6 +310,54 @@ def test_empty_ref_follows_uninitialized_option():
         interp.interpret(f, uninitialized="raise")(np.float32(2))
 
 
+def test_create_linear_is_uninitialized_memory():
+    # No backend runs CreateBuffer (XLA:CPU: no implementation registered): the known answer is
+    # the uninitialized option's fill, as for empty_ref.
+    from jax._src import core
+    ty = core.ShapedArray((2, 3), jnp.float32)
+    f = lambda: state_prims.unpin(state_prims.create_linear(ty))
+    assert jax.make_jaxpr(f)().eqns[0].primitive.name == "create_linear"
+    assert np.isnan(interp.interpret(f)()).all() and interp.interpret(f)().shape == (2, 3)
+    assert_same_bits(interp.interpret(f, uninitialized="zero")(), np.zeros((2, 3), np.float32))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="create_linear.*raise"):
+        interp.interpret(f, uninitialized="raise")()
+
+
+def _hijax_cells():
+    from jax._src import hijax
+    if not hasattr(hijax, "new_box"):
+        pytest.skip("JAX 0.11 removed the hijax Box and Log primitives (jax/_src/hijax.py)")
+    return hijax
+
+
+def test_hijax_box_holds_what_was_set_last():
+    hijax = _hijax_cells()
+
+    def f(x):
+        box = hijax.new_box()
+        hijax.box_set(box, {"a": x * 2, "b": [x]})
+        got = hijax.box_get(box)
+        hijax.box_set(box, got["a"] + got["b"][0])
+        log = hijax.new_log()
+        hijax.log_extend(log, {"seen": [got["a"]]})
+        return hijax.box_get(box) - 1
+    x = np.array([1.5, -2.0, 3.0], np.float32)
+    names = {e.primitive.name for e in jax.make_jaxpr(f)(x).eqns}
+    assert {"new_box", "box_set", "box_get", "new_log", "log_extend"} <= names
+    assert_same_bits(interp.interpret(f)(x), xla_cpu(f, x))
+
+
+def test_hijax_box_passed_in_is_refused():
+    hijax = _hijax_cells()
+
+    def g(box, x):
+        hijax.box_set(box, x)
+        return x
+    box = hijax.Box(np.float32(1))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="box_set.*passed into the program"):
+        interp.interpret(g)(box, np.ones(3, np.float32))
+
+
 def test_empty_ref_raise_tracks_writes():
     """uninitialized='raise': reads (get, addupdate, freeze) of elements never written raise;
     once every element read was written the program runs as under 'nan'."""

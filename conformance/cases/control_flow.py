@@ -3,6 +3,8 @@ written. Float bodies here avoid mul-feeding-add patterns on purpose: FMA contra
 body is a backend allowance the equation replay does not reach (it replays top-level equations)."""
 from __future__ import annotations
 
+import importlib.util
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -316,6 +318,27 @@ def _relayout_not_applicable() -> str:
     return ""
 
 
+def _program_order(x):
+    from jax.experimental.overlap import program_order   # (JAX 0.11 on)
+    ordered = program_order(lambda a, b: (a * 3 - b, a ^ b), enforce=False)
+    y, z = ordered(x, x + 1)
+    return y + z
+
+
+def _core_call(x):
+    # JAX 0.10's core.call_p ("call"), bound with its callee as a subfun (what core.call does)
+    from jax._src import api_util, core
+    from jax._src import linear_util as lu
+    body = lambda a: [a * 3 - 1]
+    callee = lu.wrap_init(body, debug_info=api_util.debug_info("call", body, (x,), {}))
+    return core.call_p.bind(x, subfuns=(callee,))[0] ^ x
+
+
+def _core_call_is_call() -> bool:
+    from jax._src import core
+    return core.call_p.name == "call"
+
+
 def _has(obj, *path):
     for p in path:
         obj = getattr(obj, p, None)
@@ -351,6 +374,13 @@ def call_cases():
     yield _case("xla_metadata_call/int32", _xla_metadata_call, _ints((10,)), ["xla_metadata_call"],
                 not_applicable=applicable_if(hasattr(xla_metadata, "xla_metadata_call"),
                                              "no jax.experimental.xla_metadata.xla_metadata_call"))
+    yield _case("program_order/int32", _program_order, _ints((10,)), ["program_order"],
+                not_applicable=applicable_if(importlib.util.find_spec("jax.experimental.overlap")
+                                             is not None,
+                                             "no jax.experimental.overlap.program_order (JAX 0.11 on)"))
+    yield _case("core_call/int32", _core_call, _ints((10,)), ["call"],
+                not_applicable=applicable_if(_core_call_is_call(), "core.call_p is eval_jaxpr from "
+                                             "JAX 0.11 (core.py: call_p = eval_jaxpr_p)"))
     yield _case("platform_dependent/int32", _platform_dependent, _ints((6,)), ["platform_index", "cond"])
     yield _case("tokens/create_token_after_all/int32", _tokens, _ints((5,)), ["create_token", "after_all"])
     yield _case("dce_sink/int32", _dce_sink, _ints((5,)), ["dce_sink"])

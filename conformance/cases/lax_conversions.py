@@ -44,6 +44,16 @@ def _convert_case(src, dst, profile, shape):
                 profile=profile)
 
 
+def _edtype_round_trip(x):
+    # convert_element_type to a convertible extended dtype and back: to_edtype / from_edtype,
+    # through a call (lax.py; jax.experimental.primal_tangent_dtype allows conversion)
+    import jax
+    from jax.experimental import primal_tangent_dtype
+    edtype = primal_tangent_dtype(BF16, F32)
+    e = jax.jit(lambda v: v)(lax.convert_element_type(x, edtype))
+    return lax.convert_element_type(e, BF16)
+
+
 def _specials(dtype):
     from ..values import special_values
     vals = special_values(dtype)
@@ -68,6 +78,8 @@ def cases():
                    fn=lambda x, dst=dst: lax.bitcast_convert_type(x, dst),
                    inputs=lambda rng, src=src: [np.concatenate([_specials(src), random_array(rng, src, (20,))])],
                    primitives=("bitcast_convert_type",))
+    yield Case(id="lax_conversions/to_from_edtype/bfloat16/specials", fn=_edtype_round_trip,
+               inputs=lambda rng: [_specials(BF16)], primitives=("to_edtype", "from_edtype"))
     for e, m in ((5, 10), (8, 7), (4, 3), (5, 2)):
         yield Case(id=f"lax_conversions/reduce_precision/float32-e{e}m{m}/specials",
                    fn=lambda x, e=e, m=m: lax.reduce_precision(x, exponent_bits=e, mantissa_bits=m),

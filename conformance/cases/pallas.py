@@ -354,6 +354,13 @@ _MEMORY_SPACE_HLO_INTERPRET = Gate("JAX's HLO interpret mode cannot run a kernel
                                    "with_memory_space_constraint operand",
                                    (("ValueError", "memory_space of all inputs passed to `add` must be the same"),),
                                    fixed_in="0.11.0")
+# JAX 0.10.2 expands the emit_pipeline primitive only in its Mosaic lowering rule (no
+# pipeline.emit_pipeline_to_jaxpr); the reference traces that rule's pipeline function.
+PIPELINE_PRIMITIVE_TPU_INTERPRET = Gate("JAX's TPU interpret mode cannot run the emit_pipeline "
+                                        "primitive (JAX 0.10.2 expands it only in its Mosaic "
+                                        "lowering rule)",
+                                        (("ValueError", "does not have a corresponding jaxpr input"),),
+                                        fixed_in="0.11.0")
 _CORE_MESH_HLO_INTERPRET = Gate("JAX's HLO interpret mode does not bind a core mesh's axis names "
                                 "(pl.kernel over a TensorCoreMesh)", (("NameError", "unbound axis name"),))
 
@@ -361,7 +368,10 @@ _CORE_MESH_HLO_INTERPRET = Gate("JAX's HLO interpret mode does not bind a core m
 # mixes explicitly sharded and unsharded values (both with and without the primitive).
 _PIPELINE_HLO_INTERPRET = Gate("JAX's HLO interpret mode cannot run emit_pipeline traced under an "
                                "abstract TPU mesh", (("ShardingTypeError", "operand sharding must "
-                                                      "be equal to update sharding"),))
+                                                      "be equal to update sharding"),
+                                                     # 0.10.2, the emit_pipeline primitive:
+                                                     ("NotImplementedError", "No state discharge "
+                                                      "rule implemented for primitive: emit_pipeline")))
 
 
 def _gated_modes():
@@ -398,11 +408,6 @@ def _needs_primitives(*prims) -> str:
     cov = interp.coverage()
     missing = [p for p in prims if p not in cov]
     return applicable_if(not missing, f"this JAX defines no {', '.join(missing)} primitive")
-
-
-def _emit_pipeline_expands() -> bool:
-    from jax._src.pallas.mosaic import pipeline
-    return hasattr(pipeline, "emit_pipeline_to_jaxpr")
 
 
 def _dyn_grid_kernel(x_ref, o_ref):
@@ -725,14 +730,12 @@ def primitive_cases():
                 primitives=("pallas_call", "prng_join", "prng_split"),
                 not_applicable=_needs_primitives("prng_split", "prng_join"))
     yield _gated_case("tpu_emit_pipeline_primitive/i32/32x128",
-                      gated(build_emit_pipeline, hlo_interpret=_PIPELINE_HLO_INTERPRET),
+                      gated(build_emit_pipeline, hlo_interpret=_PIPELINE_HLO_INTERPRET,
+                            tpu_interpret=PIPELINE_PRIMITIVE_TPU_INTERPRET),
                       _i32((32, 128)), targets=tpu, modes=_DEF,
                       jax_config=(("jax_use_emit_pipeline_primitive", True),),
                       primitives=("pallas_call", "emit_pipeline"),
-                      not_applicable=_needs_primitives("emit_pipeline", "pipeline_body") or applicable_if(
-                          _emit_pipeline_expands(), "the emit_pipeline primitive is expanded only inside "
-                          "its Mosaic lowering rule (no pipeline.emit_pipeline_to_jaxpr): neither "
-                          "interpret mode nor the reference can run it"))
+                      not_applicable=_needs_primitives("emit_pipeline", "pipeline_body"))
     yield _case("tpu_threefry_key_in_kernel/fold_in_bits_uniform", build_threefry_in_kernel,
                 lambda rng: [rng.integers(-2**31, 2**31, size=(1,)).astype(np.int32)], targets=tpu,
                 modes=_DEF, primitives=("pallas_call", "random_seed", "random_fold_in",

@@ -21,7 +21,7 @@ from jax.experimental import pallas as pl
 from spec import compliance as C
 
 from ..case import LAX, PALLAS, Case, applicable_if, random_array
-from .pallas import _PIPELINE_HLO_INTERPRET, Gate, gated
+from .pallas import _PIPELINE_HLO_INTERPRET, PIPELINE_PRIMITIVE_TPU_INTERPRET, Gate, gated
 
 F32 = np.dtype(np.float32)
 _DEF = C.exact("definition")
@@ -416,7 +416,8 @@ def pipeline_cases():
                         "emit_pipeline has no expansion outside the Mosaic lowering (spec/pallas.py)")
     for steps, cores in ((4, 2), (5, 2)):
         yield from _case(f"emit_pipeline_core_axis/i32/{steps}_steps_{cores}_cores",
-                         gated(build_pipeline_core_axis(steps, cores), hlo_interpret=_PIPELINE_HLO_INTERPRET),
+                         gated(build_pipeline_core_axis(steps, cores), hlo_interpret=_PIPELINE_HLO_INTERPRET,
+                               tpu_interpret=PIPELINE_PRIMITIVE_TPU_INTERPRET),
                          lambda rng, steps=steps: [random_array(rng, np.dtype(np.int32), (8 * steps, 128),
                                                                 low=-1000, high=1000)],
                          claims=_pipeline_claim, modes=_DEF,

@@ -18,7 +18,7 @@ from jax import lax
 
 from spec import compliance as C
 
-from ..case import Case, random_array
+from ..case import Case, applicable_if, random_array
 
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
 _DEF = C.exact("definition")
@@ -129,6 +129,23 @@ def _grad_through_ref(x):
     return jax.grad(loss)(x)
 
 
+def _hijax_cells(x):
+    # JAX 0.10's hijax Box and Log (jax/_src/hijax.py), created and used inside the program
+    from jax._src import hijax
+    box = hijax.new_box()
+    hijax.box_set(box, (x * 3, x))
+    a, b = hijax.box_get(box)
+    hijax.box_set(box, a ^ b)
+    log = hijax.new_log()
+    hijax.log_extend(log, {"seen": [a]})
+    return hijax.box_get(box) + 1
+
+
+def _has_hijax_cells() -> bool:
+    from jax._src import hijax
+    return hasattr(hijax, "new_box")
+
+
 def _ints(*shapes):
     return lambda rng: [random_array(rng, I32, s) for s in shapes]
 
@@ -148,6 +165,10 @@ def cases():
     yield _case("broadcast_to/int32", _broadcast_to, _ints((4, 6)), ["broadcast_to"])
     yield _case("accum_grad_in_ref/int32", _accum_grad_in_ref, _ints((7,)), ["accum_grad_in_ref"])
     yield _case("pin_unpin/int32", _pin_unpin, _ints((7,)), ["pin", "unpin"])
+    yield _case("hijax_box_and_log/int32", _hijax_cells, _ints((7,)),
+                ["new_box", "box_set", "box_get", "new_log", "log_extend"],
+                not_applicable=applicable_if(_has_hijax_cells(), "JAX 0.11 removed the hijax Box "
+                                             "and Log primitives (jax/_src/hijax.py)"))
     # r = 4v and the gradient 32v: every product and sum is a power of two times v, exact in f32
     # (inputs in [-8, 8] without subnormals), so no contraction or order can change a bit.
     yield _case("grad_through_ref/float32", _grad_through_ref,

@@ -142,9 +142,10 @@ def jit(eqn, *args, jaxpr, name, donated_invars, inline, keep_unused, in_shardin
     return _run(eqn, jaxpr, args)
 
 
-@register("closed_call", "core_call", "custom_vmap_call")
+@register("closed_call", "core_call", "custom_vmap_call", "call")
 def closed_call(eqn, *args, call_jaxpr=None, call=None, in_tree=None, out_tree=None, rule=None):
     # custom_vmap_call (call, in_tree, out_tree, rule): the vmap rule only acts under vmap.
+    # call: JAX 0.10's core.call_p, an open call_jaxpr (core.py call_impl: the callee's value).
     return _run(eqn, call_jaxpr if call_jaxpr is not None else call, args)
 
 
@@ -159,6 +160,15 @@ def remat(eqn, *args, jaxpr, prevent_cse, differentiated, policy):
 def eval_jaxpr_call(eqn, *args, call_jaxpr=None, jaxpr=None):
     # the callee is call_jaxpr (JAX 0.11 on) or jaxpr (JAX 0.10)
     return _run(eqn, call_jaxpr if call_jaxpr is not None else jaxpr, args)
+
+
+@register("program_order")
+def program_order(eqn, *args, call_jaxpr, exclude_mask, enforce=None, strict_in=None,
+                  strict_out=None):
+    # jax.experimental.overlap.program_order: the callee's value. The parameters only order its
+    # equations on the device (optimization barriers between them: pjit.py / program_order.py
+    # eval_jaxpr_program_order; enforce, strict_in and strict_out from JAX 0.12).
+    return _run(eqn, call_jaxpr, args)
 
 
 @register("composite")

@@ -11,6 +11,9 @@ reproduces XLA's convert exactly; spec/lax_conversions.py states each case and i
   ``T(v)`` is the integer bound rounded into the *source* float type (XLA compares in the source
   type, so float4_e2m1fn 6.0 -> int8 gives 127); otherwise truncation toward zero.
 - complex -> real: the real part, then as above. Anything -> bool: ``x != 0`` (NaN -> True).
+
+``to_edtype``/``from_edtype`` (convert_element_type to or from an extended dtype) move the
+representation into or out of an :class:`interp.extended.ExtendedArray`, bit for bit.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from interp import dtypes as D
+from interp.extended import ExtendedArray
 from interp.registry import register
 
 _F4 = np.dtype(ml_dtypes.float4_e2m1fn) if hasattr(ml_dtypes, "float4_e2m1fn") else None
@@ -350,3 +354,21 @@ def reduce_precision(eqn, x, *, exponent_bits, mantissa_bits):
         out = reduce_precision_bits(u, _NATIVE_LAYOUT[wide], exponent_bits, mantissa_bits)
         return convert(out.astype(D.storage_uint(wide)).view(wide), dtype)
     raise eqn.unsupported(f"reduce_precision of {dtype}")
+
+
+@register("to_edtype")
+def to_edtype(eqn, x, *, edtype):
+    # The operand is the representation (lax.py _to_edtype_abstract_eval: dtype
+    # physical_element_aval(edtype).dtype, its shape as trailing dimensions); the lowering
+    # returns it unchanged, so the value keeps its bits.
+    rep = eqn.in_avals[0].ndim - eqn.out_aval.ndim
+    return ExtendedArray(edtype, np.array(x, copy=True), rep)
+
+
+@register("from_edtype")
+def from_edtype(eqn, x, *, dtype):
+    # The representation of the extended value, unchanged (lax.py from_edtype lowering: [x]).
+    if not isinstance(x, ExtendedArray):
+        raise eqn.unsupported(f"from_edtype of a {type(x).__name__} (the reference's extended "
+                              "values of convertible dtypes are ExtendedArrays)")
+    return np.array(x.data, dtype=dtype, copy=True)

@@ -1,14 +1,12 @@
 """Rules: lax_structure (broadcast_in_dim, reshape, squeeze, transpose, rev, concatenate, pad, iota,
-split, copy, tile, stack, unstack, empty, empty2, tie).
+split, copy, stage, tile, stack, unstack, empty, empty2, tie).
 
 All of these move data without arithmetic, so every result is bit-exact for every dtype (the
 ml_dtypes narrow types included: NumPy copies their storage bytes). Rules return fresh, writable
 arrays (never read-only broadcast views): a later state rule may wrap a result in a mutable Ref.
 
-Not registered (out of scope here, say so in coverage()): ``to_edtype``/``from_edtype`` (convert
-between an extended dtype and its representation; the reference's representation of extended
-values belongs to the PRNG family) and ``zeros_like`` (a legacy primitive with no abstract
-evaluation rule: it cannot appear in a jaxpr).
+Not registered: ``zeros_like`` (a legacy primitive with no abstract evaluation rule: it cannot
+appear in a jaxpr; interp/registry.py NO_RULE says so in coverage()).
 """
 from __future__ import annotations
 
@@ -120,6 +118,14 @@ def split(eqn, x, *, sizes, axis):
 @register("copy")
 def copy(eqn, x):
     return np.array(x, order="C", copy=True)
+
+
+@register("stage")
+def stage(eqn, x):
+    # lax.stage: the identity (lax.py stage_p: impl returns x, lowering returns the operand).
+    # Tracing never records it (every trace's stage_value lifts the value without an equation);
+    # a jaxpr built by hand may hold it.
+    return np.array(x, copy=True)
 
 
 @register("tile")

@@ -106,16 +106,24 @@ def emit_pipeline(eqn, *args, grid_mapping, args_tree, body_jaxpr, dimension_sem
         raise eqn.unsupported("this JAX expands emit_pipeline only inside its Mosaic lowering "
                               "rule (no pipeline.emit_pipeline_to_jaxpr): nothing defines it "
                               "outside TPU compilation")
+    return _run_expansion(
+        eqn, args, grid_mapping, args_tree.unflatten(args).dynamic_grid_spec,
+        lambda outer: expand(list(eqn.in_avals), grid_mapping=grid_mapping, grid_names=None,
+                             grid_sizes=outer, args_tree=args_tree, core_axis=core_axis, **params))
+
+
+def _run_expansion(eqn, args, grid_mapping, dynamic_bounds, expand):
+    """Evaluate the pipeline's expansion (``expand(kernel grid)``: traced once per enclosing grid
+    and cached) with the pipeline grid (dynamic dimensions from ``dynamic_bounds``) pushed for
+    the body's program_id / num_programs."""
     run = current_run()
     outer = tuple(int(g) for g in run.kernel_grid)
     per_eqn = _pipeline_jaxprs.setdefault(eqn, {})
     closed = per_eqn.get(outer)
     if closed is None:
         with _tpu_target():
-            closed = per_eqn[outer] = expand(
-                list(eqn.in_avals), grid_mapping=grid_mapping, grid_names=None,
-                grid_sizes=outer, args_tree=args_tree, core_axis=core_axis, **params)
-    dynamic = iter(args_tree.unflatten(args).dynamic_grid_spec)
+            closed = per_eqn[outer] = expand(outer)
+    dynamic = iter(dynamic_bounds)
     grid = tuple(int(d) if isinstance(d, (int, np.integer)) else int(next(dynamic))
                  for d in grid_mapping.grid)
     vmapped = set(getattr(grid_mapping, "vmapped_dims", ()))
@@ -142,11 +150,11 @@ def _tpu_target():
     laid out), which moves no value: results do not depend on the choice."""
     import contextlib
     import jax
-    from jax._src import tpu_info
     try:
+        from jax._src import tpu_info   # (JAX 0.11 on; JAX 0.10 asks the abstract mesh)
         tpu_info.get_tpu_info()
         return contextlib.nullcontext()
-    except ValueError:
+    except (ImportError, ValueError):
         return jax.sharding.use_abstract_mesh(abstract_tpu_mesh())
 
 
@@ -155,7 +163,8 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices
     import jax
     run = current_run()
     ps, consts, refs = in_tree.unflatten(args)
-    index = tuple(int(i) for i in getattr(ps, "index", ps))   # 0.12 PipelineStep; else a tuple
+    # a PipelineStep (JAX 0.11 on: its .index) or the tuple of indices (JAX 0.10)
+    index = tuple(int(i) for i in (ps if isinstance(ps, tuple) else ps.index))
     refs = [_body_ref(eqn, run, r) for r in refs]
     lead = jax.tree_util.tree_leaves(ps) if _explicit_indices else []
     grids = run.pipeline_grids
@@ -170,14 +179,84 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices
     return []
 
 
-# JAX 0.10.2 expands the primitive only inside its Mosaic lowering rule (no
-# emit_pipeline_to_jaxpr; both its interpret modes fail on it): unsupported there
-# (spec/pallas.py UNSUPPORTED). Probed (JAX 0.11.2 has the expansion); the rule re-checks for the
-# expansion when it runs.
+# JAX 0.10.2 has no emit_pipeline_to_jaxpr: its only definition of the primitive is the Mosaic
+# lowering rule (pipeline.py _emit_pipeline_lowering_rule), which traces wrapped_pipeline_fun in
+# the kernel's grid environment and lowers that jaxpr. The reference traces the same function
+# (_expansion_0_10, the lowering rule's tracing part) and evaluates it. Probed (JAX 0.11.2 has
+# emit_pipeline_to_jaxpr).
+
+def _expansion_0_10(avals_in, *, grid_sizes, grid_mapping, args_tree, body_jaxpr,
+                    body_consts_len, _num_extra_dynamic, _static_grid_offsets, **params):
+    import dataclasses
+    import jax
+    from jax._src import api_util, core
+    from jax._src import linear_util as lu
+    from jax._src import util as jax_util
+    from jax._src.interpreters import partial_eval as pe
+    from jax._src.pallas import core as pallas_core
+    from jax._src.pallas.mosaic import pipeline as mp
+    counts = tuple(len(bm.index_map_jaxpr.consts) for bm in grid_mapping.block_mappings)
+
+    def wrapped_pipeline_fun(*all_args):
+        num_dynamic = grid_mapping.num_dynamic_grid_bounds + _num_extra_dynamic
+        map_consts, dynamic, body_consts, flat_refs = jax_util.split_list(
+            all_args, [sum(counts), num_dynamic, body_consts_len])
+        per_map = jax_util.split_list(map_consts, counts)
+        gm = dataclasses.replace(grid_mapping, block_mappings=[
+            bm.replace(index_map_jaxpr=core.ClosedJaxpr(bm.index_map_jaxpr.jaxpr, per_map[i]))
+            for i, bm in enumerate(grid_mapping.block_mappings)])
+        flat_refs, _ = mp.tracing_registry.flatten(args_tree.unflatten(flat_refs),
+                                                   mp.is_transformed_ref)
+        dyn = iter(dynamic)
+        grid = tuple(next(dyn) if pallas_core.is_dynamic_dim(d) else d for d in gm.grid)
+        offsets = tuple(next(dyn) if pallas_core.is_dynamic_dim(d) else d
+                        for d in _static_grid_offsets)
+        specs = [bm.to_block_spec() for bm in gm.block_mappings]
+
+        def new_body(indices, *refs):
+            kept = tuple(x for i, x in enumerate(indices) if i not in gm.vmapped_dims)
+            flat, tree = mp.tracing_registry.flatten((kept, body_consts, refs))
+            return mp.pipeline_body_p.bind(*flat, jaxpr=body_jaxpr, in_tree=tree,
+                                           num_inputs=gm.num_inputs)
+        pipeline_fun = mp._emit_pipeline(
+            new_body, grid=grid, in_specs=specs[:gm.num_inputs], out_specs=specs[gm.num_inputs:],
+            _grid_offsets=offsets, _explicit_indices=True, **params)
+        pipeline_grid = tuple(d for i, d in enumerate(gm.grid) if i not in gm.vmapped_dims)
+        with pallas_core.tracing_grid_env(pipeline_grid, ()):
+            pipeline_fun(*flat_refs)
+        return ()
+
+    del grid_sizes   # (the kernel's grid names are None here: no axis environment to extend)
+    dbg = api_util.debug_info("emit_pipeline_lowering", wrapped_pipeline_fun, avals_in, {})
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(lu.wrap_init(wrapped_pipeline_fun, debug_info=dbg),
+                                                 list(avals_in))
+    return core.ClosedJaxpr(jaxpr, consts)
+
+
+def emit_pipeline_0_10(eqn, *args, grid_mapping, args_tree, body_jaxpr, body_consts_len,
+                       dimension_semantics, core_axis, core_axis_name, tiling, no_pipelining,
+                       trace_scopes, _static_grid_offsets, _num_extra_dynamic):
+    # Every parameter is the expansion's, passed on as the equation has them. The operands: the
+    # index maps' consts, then the dynamic grid bounds (pipeline.py emit_pipeline's bind).
+    if core_axis_name is not None:
+        raise eqn.unsupported(_NAMED_CORE_AXIS_0_10)
+    num_maps = sum(len(bm.index_map_jaxpr.consts) for bm in grid_mapping.block_mappings)
+    return _run_expansion(eqn, args, grid_mapping, args[num_maps:],
+                          lambda outer: _expansion_0_10(list(eqn.in_avals), grid_sizes=outer,
+                                                        **eqn.params))
+
+
+# The lowering rule traces the core index as lax.axis_index(core_axis_name) in the kernel's axis
+# environment (pipeline.py _partition_grid), which the reference does not rebuild on 0.10.2.
+_NAMED_CORE_AXIS_0_10 = ("JAX 0.10.2: a pipeline split over the cores of a named mesh axis is "
+                         "unsupported (split over a grid axis of the kernel, it is supported)")
+_PIPELINE_BODY_PARTIAL = ("body refs whose transforms are not basic indexing (a view of the "
+                          "buffer) are unsupported")
 if _pipeline_expansion() is not None:
     register("emit_pipeline")(emit_pipeline)
-    register("pipeline_body", partial="body refs whose transforms are not basic indexing (a "
-                                      "view of the buffer) are unsupported")(pipeline_body)
+else:
+    register("emit_pipeline", partial=_NAMED_CORE_AXIS_0_10)(emit_pipeline_0_10)
+register("pipeline_body", partial=_PIPELINE_BODY_PARTIAL)(pipeline_body)
 
 
 def _body_ref(eqn, run, x):

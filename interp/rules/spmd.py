@@ -656,3 +656,18 @@ _PSEND_REFUSAL = ("refused: JAX documents psend/precv semantics as platform-spec
 @register("psend", "precv", partial=_PSEND_REFUSAL)
 def psend_precv(eqn, *args, axis_name, perm, out_shape=None):   # out_shape: precv only
     raise eqn.unsupported(_PSEND_REFUSAL)
+
+
+# --- jax.debug.inspect_array_sharding -------------------------------------------------------------
+
+_INSPECT_SHARDING_REFUSAL = (
+    "jax.debug.inspect_array_sharding calls back with the sharding XLA chose for the value on "
+    "real devices (jax/_src/debugging.py _inspect_sharding_lowering_rule: from the SPMD "
+    "partitioner through the InspectSharding custom call, or at lowering with a replicated "
+    "sharding of the one device compiled for): a jax.sharding.Sharding naming devices, which the "
+    "reference, evaluating the program on no device, has none of to give")
+
+
+@register("inspect_sharding", refused=_INSPECT_SHARDING_REFUSAL)
+def inspect_sharding(eqn, value, **params):   # (refused whatever its callback)
+    raise eqn.unsupported(_INSPECT_SHARDING_REFUSAL)

@@ -112,6 +112,14 @@ def empty_ref(eqn, *, ty, memory_space, pin=None):
     return _new_ref(eqn, uninitialized_fill(eqn, ty.shape, ty.dtype))
 
 
+@register("create_linear")
+def create_linear(eqn, *, ty, memory_space):
+    # A fresh linear buffer (state/primitives.py: lowered to XLA's CreateBuffer custom call, which
+    # no runtime implements yet, discharge.py's TODO): uninitialized memory, as for empty_ref;
+    # memory_space only places it. pin/unpin pass its value on.
+    return uninitialized_fill(eqn, ty.shape, ty.dtype)
+
+
 @register("freeze")
 def freeze(eqn, ref):
     _check_ref(eqn, ref)
@@ -184,3 +192,58 @@ def unpin(eqn, x):
 @register("with_memory_space_constraint")
 def with_memory_space_constraint(eqn, x, *, memory_space):
     return x  # placement only
+
+
+# --- JAX 0.10's hijax Box and Log (jax/_src/hijax.py; removed in JAX 0.11) ------------------------
+# A Box is a mutable cell holding a pytree, a Log a dict of lists that only grows; their meaning
+# is their to_lojax rules. Cells the program creates are the reference's own; a Box or Log passed
+# in is JAX's object, read at entry and written back at exit by jax.jit (MutableHiType
+# read_loval / update_from_loval): that round trip is not modelled and is refused.
+
+class _Cell:
+    """The reference's Box (``leaves``: the flat value) or Log (``entries``: key -> list)."""
+    __slots__ = ("leaves", "entries")
+
+    def __init__(self):
+        self.leaves, self.entries = [], {}
+
+
+def _cell(eqn, x) -> _Cell:
+    if not isinstance(x, _Cell):
+        raise eqn.unsupported("a hijax Box or Log passed into the program: jax.jit reads it at "
+                              "entry and writes it back at exit, which the reference does not "
+                              "model (only cells the program creates are supported)")
+    return x
+
+
+@register("new_box", "new_log")
+def new_cell(eqn, *, treedef=None):
+    # NewBox.to_lojax: Box._new(None) (treedef: that of None); NewLog.to_lojax: Log._new()
+    return _Cell()
+
+
+@register("box_set")
+def box_set(eqn, box, *leaves, treedef):
+    # BoxSet.to_lojax: the box holds tree_unflatten(treedef, leaves); treedef only regroups them
+    _cell(eqn, box).leaves = [np.array(v, copy=True) for v in leaves]
+    return []
+
+
+@register("box_get")
+def box_get(eqn, box, *, avals):
+    # BoxGet.to_lojax: tree_leaves of the held value (avals: their types at this point)
+    leaves = _cell(eqn, box).leaves
+    if len(leaves) != len(avals):
+        raise eqn.unsupported(f"the box holds {len(leaves)} leaves, the equation reads {len(avals)}")
+    return [np.array(v, copy=True) for v in leaves]
+
+
+@register("log_extend")
+def log_extend(eqn, log, *leaves, treedef):
+    # LogExtend.to_lojax: each key's list grows by the given list (the log is never read back
+    # inside a program: ReadLog.abstract_eval raises, so log_read cannot be traced)
+    import jax
+    updates = jax.tree_util.tree_unflatten(treedef, [np.array(v, copy=True) for v in leaves])
+    for key, values in updates.items():
+        _cell(eqn, log).entries.setdefault(key, []).extend(values)
+    return []
