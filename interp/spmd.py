@@ -142,10 +142,11 @@ class World(CoreScheduler):
                 self.finished -= done
         return results
 
-    def fork(self, parent, bodies: dict, lazy: bool = False) -> None:
+    def fork(self, parent, bodies: dict, lazy: bool = False, unit=None) -> None:
         """Cores forked by a device (the cores of a kernel it launches) run on that device."""
         device = current_device()
-        super().fork(parent, {k: _on_device(device, b) for k, b in bodies.items()}, lazy=lazy)
+        super().fork(parent, {k: _on_device(device, b) for k, b in bodies.items()}, lazy=lazy,
+                     unit=unit)
 
     # -- collectives -----------------------------------------------------------------------------
     def rendezvous(self, device: Device, group: tuple, rank: int, nranks: int, name: str,

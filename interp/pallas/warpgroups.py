@@ -316,12 +316,20 @@ class ClusterState:
         self.concurrent = plan.num_threads * len(plan.blocks) > 1
         self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
         self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
-        self.launch_queue = None   # clusters not launched yet (try_cluster_cancel may take one)
-        self.cancel_decisions = {}  # (issuer group, request number) -> cancelled point or None
+        self.launch = None          # the Launch this cluster belongs to
+        self.runs = {}              # (block, warpgroup) -> (run, refs), until it starts
+        self.unfinished = 0         # warpgroups not finished
         self.plan = plan
         self.allocations = {}   # allocation key -> {block: [refs]} (scratch, collective scoped)
         self.allocation_of = {}   # id(ref) -> (allocation key, position)
         self.prototypes = {}      # allocation key -> what its refs are made from
+
+    @property
+    def globals(self) -> dict:
+        """get_global buffers (interp/rules/pallas.py get_global): Mosaic GPU reserves them over
+        every axis of the kernel (lowering.py _get_global_lowering_rule: collective_axes = all
+        axis names), one per launch shared by its clusters."""
+        return self.launch.globals
 
     # -- clusters: the same allocation in another block of the cluster ---------------------------
     def block_allocation(self, key, block, prototypes, run) -> list:
@@ -608,34 +616,75 @@ class GpuMeshPlan(MeshPlan):
         if opts.grid_order == "shuffled":
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
             clusters = [clusters[i] for i in order]
-        last = None
         launch = Launch(self, arrays, inits)   # this launch's GMEM (across devices: its runs)
-        queue = collections.deque(clusters)   # try_cluster_cancel takes from its front
-        while queue:
-            last = self._run_cluster(queue.popleft(), arrays, inits, queue, launch)
+        launch.queue = collections.deque(clusters)
+        threads = [(block, wg) for block in self.blocks for wg in range(self.num_threads)]
+        # Every warpgroup of every cluster is a core of one schedule, cluster-major; the cores
+        # start lazily (only when no started core can go on), so a cluster starts when the
+        # started ones all wait or finished, and only the clusters that wait on another one keep
+        # their state (and a parked thread) alive beside it.
+        bodies = {}
+        for point in clusters:
+            order = threads
+            if opts.grid_order == "shuffled" and len(threads) > 1:
+                order = [threads[i] for i in np.random.default_rng(
+                    (opts.seed or 0, *point)).permutation(len(threads))]
+            for thread in order:
+                bodies[(point, *thread)] = functools.partial(self._run_thread, launch, point,
+                                                             thread)
+        if len(bodies) == 1:
+            next(iter(bodies.values()))()
+        else:
+            run_cores(bodies, self.name, deadlock=DeadlockError, lazy=True, unit=_cluster_of)
         launch.leave()
-        if last is not None:
-            _check_outputs_written(last, [KernelRef(a, self.names[self.n_in + o], last,
-                                                    init=inits[self.n_in + o], kind="output")
-                                          for o, a in enumerate(arrays[self.n_in:])],
-                                   inits[self.n_in:])
+        _check_outputs_written(launch.run, [KernelRef(a, self.names[self.n_in + o], launch.run,
+                                                      init=inits[self.n_in + o], kind="output")
+                                            for o, a in enumerate(arrays[self.n_in:])],
+                               inits[self.n_in:])
         return [logical_value(impl, a)
                 for (_, _, impl), a in zip(self.out_physical, arrays[self.n_in:])]
 
-    def _run_cluster(self, point, arrays, inits, queue=None, launch=None):
+    def _run_thread(self, launch, point, thread) -> None:
+        """One warpgroup (``thread``: (block, warpgroup)) of cluster ``point``; the cluster starts
+        with its first warpgroup to start, unless try_cluster_cancel cancelled it (then none of
+        its warpgroups runs), and its state goes when its last warpgroup finished."""
+        cluster = launch.clusters.get(point, False)
+        if cluster is False:
+            cluster = launch.clusters[point] = self._start_cluster(launch, point)
+        if cluster is None:   # cancelled before it started
+            return
+        run, refs = cluster.runs.pop(thread)
+        with run:
+            self.kernel_plan.run(self.kernel_consts, refs)
+            if run.pending is not None:
+                run.raise_pending()
+            run.finish()
+        cluster.unfinished -= 1
+        if not cluster.unfinished:
+            del launch.clusters[point]
+
+    def _start_cluster(self, launch, point):
+        """The ClusterState of cluster ``point`` as it starts (its warpgroup runs, its blocks'
+        scratch SMEM), or None when try_cluster_cancel cancelled it (no longer in the launch
+        queue)."""
+        queue = launch.queue
+        if queue and queue[0] == point:
+            queue.popleft()
+        elif point in queue:
+            queue.remove(point)
+        else:
+            return None
         opts = self.options
         cluster = ClusterState(self, point)
-        cluster.launch_queue = queue
-        cluster.launch = launch if launch is not None else Launch(self, arrays, inits)
-        runs = {}
+        cluster.launch = launch
         for block in self.blocks:
             scratch = None
             for wg in range(self.num_threads):
-                run = WarpgroupRun(cluster.launch.run.name, self.sizes, opts, cluster, block, wg)
+                run = WarpgroupRun(launch.run.name, self.sizes, opts, cluster, block, wg)
                 run.mesh = cluster
                 run.core = (block, wg)
                 run.tracker = cluster
-                cluster.launch.enter(run)   # across devices: the device's view of the others
+                launch.enter(run)   # across devices: the device's view of the others
                 coords = point + block + ((wg,) if self.thread_name is not None else ())
                 run.point = dict(zip(self.axes, coords))
                 run.program_ids = coords
@@ -644,30 +693,19 @@ class GpuMeshPlan(MeshPlan):
                     scratch = [_alloc_scratch(aval, name, run, opts)
                                for aval, name in self.scratch]
                     cluster.register_block_allocation(("scratch",), block, scratch)
-                refs = [KernelRef(a, self.names[k], run, init=inits[k],
+                refs = [KernelRef(a, self.names[k], run, init=launch.inits[k],
                                   kind="input (gmem)" if k < self.n_in else "output (gmem)",
                                   check_bounds=opts.check_bounds)
-                        for k, a in enumerate(arrays)]
-                runs[run.core] = (run, refs + scratch)
+                        for k, a in enumerate(launch.arrays)]
+                cluster.runs[run.core] = (run, refs + scratch)
+        cluster.unfinished = len(cluster.runs)
+        return cluster
 
-        def body(core):
-            run, refs = runs[core]
-            with run:
-                self.kernel_plan.run(self.kernel_consts, refs)
-                if run.pending is not None:
-                    run.raise_pending()
-                run.finish()
 
-        if len(runs) == 1:
-            body(next(iter(runs)))
-        else:
-            order = list(runs)
-            if opts.grid_order == "shuffled":
-                order = [order[i] for i in np.random.default_rng(
-                    (opts.seed or 0, *point)).permutation(len(order))]
-            run_cores({c: functools.partial(body, c) for c in order}, self.name,
-                      deadlock=DeadlockError)
-        return next(iter(runs.values()))[0]
+def _cluster_of(core) -> tuple:
+    """The cluster (grid point) of a warpgroup core (point, block, warpgroup): the warpgroups of a
+    cluster start together (a cluster launches whole)."""
+    return core[0]
 
 
 class Launch:
@@ -679,7 +717,11 @@ class Launch:
     def __init__(self, plan, arrays, inits):
         from .devices import DeviceTracker, join
         opts = plan.options
-        self.arrays = arrays
+        self.arrays, self.inits = arrays, inits
+        self.queue = collections.deque()   # clusters not started, in launch order (the front is
+        # the next to start; try_cluster_cancel cancels it)
+        self.clusters = {}   # point -> its ClusterState while it runs, None once cancelled
+        self.globals = {}    # get_global semaphores by equation: one per launch
         self.allocations = {}   # key -> semaphores (block-local scope, reserved at launch)
         self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
         self.run = KernelRun(plan.name, plan.sizes, opts)   # the launch as other devices see it
@@ -721,6 +763,12 @@ class Launch:
             for i, r in enumerate(refs):
                 if r is ref:
                     return theirs.semaphores(key, self.prototypes[key])[i]
+        for eqn, r in self.globals.items():
+            if r is ref:   # the peer's, reserved at its launch: made when first addressed
+                if eqn not in theirs.globals:
+                    theirs.globals[eqn] = _alloc_scratch(eqn.params["what"], "global",
+                                                         theirs.run, theirs.run.options)
+                return theirs.globals[eqn]
         return None
 
     def leave(self) -> None:

@@ -888,7 +888,7 @@ def _cancel(run):
     """The outcome of one cancellation request: the grid point of the cluster it cancels (the
     next one of the launch order), or None."""
     cluster = run.cluster
-    queue = cluster.launch_queue
+    queue = cluster.launch.queue
     if not queue:
         return None
     opts = run.options
