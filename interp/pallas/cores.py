@@ -72,11 +72,22 @@ def poll(ready, description: str) -> bool:
 
 
 def handoffs() -> int:
-    """How many times the baton passed between cores of the calling core's schedule so far (0
-    outside every scheduler): a poll that answers False twice with no handoff between saw no
-    other core run."""
+    """How many times the baton passed to a core that could go on in the calling core's schedule
+    so far (0 outside every scheduler; a polling core taking it because no other could go on
+    does not count): a poll that answers False twice with no handoff between saw no other core
+    make progress."""
     here = running()
     return 0 if here is None else here[0].handoffs
+
+
+def waiting_descriptions() -> list:
+    """What every waiting core of the calling core's schedule waits for (outside every
+    scheduler: nothing)."""
+    here = running()
+    if here is None:
+        return []
+    with here[0].cv:
+        return [d for _, d in here[0].waiting.values()]
 
 
 def run_cores(bodies: dict, kernel_name: str, deadlock=RaceError, lazy: bool = False,
@@ -123,7 +134,8 @@ class CoreScheduler:
         self.lazy_groups: list = []
         self.group_of: dict = {}      # lazy core -> its group
         self.polling: set = set()     # waiting cores in a poll: they go on when no other can
-        self.handoffs = 0             # times the baton passed from one core to another
+        self.handoffs = 0             # times the baton passed to a core that could go on (not
+        # to a polling core because no other could)
 
     def run(self, bodies: dict) -> None:
         """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
@@ -181,7 +193,6 @@ class CoreScheduler:
             if self._running == 0:
                 self._done.set()
             return None, wake
-        self.handoffs += 1
         parked = self._parked.pop(nxt, None)
         if parked is not None:
             del self.waiting[nxt]
@@ -211,11 +222,13 @@ class CoreScheduler:
             wait = waiting.get(c)
             if wait is None or wait[0]():
                 self.current = c
+                self.handoffs += 1
                 return c
         if self.lazy_groups:   # no started core can go on: a lazy one starts
             c = self._start_lazy(core, i + 1)
             if c is not None:
                 self.current = c
+                self.handoffs += 1
                 return c
         # Nothing else can go on: a polling core goes on with its test's answer.
         for k in range(1, n + 1 if self.polling else 1):

@@ -2,13 +2,17 @@
 warpgroups, mbarriers and the asynchronous operations they order.
 
 The kernel body runs once per *thread* of the mesh (a Mosaic GPU "thread" is a warpgroup of 128
-CUDA threads). Clusters (points of the grid) run one after another, in row-major order or a
-seeded shuffled one (``grid_order="shuffled"``): they cannot synchronise with each other except
-through global memory. The warpgroups of all blocks of one cluster run concurrently as far as the
-model is concerned: under ``interp.pallas.cores.CoreScheduler``, one at a time, a warpgroup that
-waits on a barrier whose phase has not completed handing over to the next one (a warpgroup gets a
-thread of its own only while it waits). A correct kernel therefore gets its one answer whatever the order; a wait nobody can satisfy
-is a deadlock, reported (``DeadlockError``) instead of hanging.
+CUDA threads). Clusters (points of the grid) and the warpgroups of all blocks of a cluster run
+concurrently as far as the model is concerned: every warpgroup is a core of one
+``interp.pallas.cores`` schedule, run one at a time, a warpgroup that waits on a barrier or
+semaphore that is not ready handing over to another one (a warpgroup gets a thread of its own
+only while it waits). A cluster starts, all its warpgroups at once, only when no started
+warpgroup can go on, in row-major order or a seeded shuffled one (``grid_order="shuffled"``):
+most clusters run one after another, and only the clusters that wait on later ones (a
+persistent kernel whose blocks wait for all the others) stay alive beside them. Clusters
+synchronise with each other through global memory only (semaphores). A correct kernel therefore
+gets its one answer whatever the order; a wait nobody can satisfy is a deadlock, reported
+(``DeadlockError``) instead of hanging.
 
 Asynchronous operations complete at issue (their data is where it will be) but are *in flight*
 until the program observes their completion; what the program may not do meanwhile is
@@ -40,7 +44,7 @@ import itertools
 import numpy as np
 
 from ..errors import RaceError, UndefinedBehaviorError
-from .cores import run_cores, wait_until
+from .cores import handoffs, poll, run_cores, waiting_descriptions, wait_until
 from .dma import Region
 from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
                    maybe_current_run, operand_buffers)
@@ -188,6 +192,8 @@ class WarpgroupRun(KernelRun):
         self.tmem_loads = []              # async_load_tmem records before wait_load_tmem
         self.warps = {}                   # warp id -> WarpRun of this warpgroup's warp_maps
         self.cancel_calls = 0             # try_cluster_cancel calls so far
+        self.tests = 0                    # barrier_test calls so far
+        self.fruitless = {}               # barrier id -> what a test answering False last saw
         self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
 
     def where(self) -> str:
@@ -258,12 +264,53 @@ class WarpgroupRun(KernelRun):
         phase = self.waits.get(id(barrier), 0)
         self.wait_until(lambda: barrier.completed > phase,
                         f"{self.where()} waits for phase {phase} of {barrier.describe()}")
+        self._observe(barrier, phase)
+
+    def _observe(self, barrier: Barrier, phase: int) -> None:
+        """The warpgroup observed the completion of its next phase ``phase`` of ``barrier``."""
         if barrier.completed > phase + 1:
             raise BarrierError(f"{self.where()}: waits for phase {phase} of barrier "
                                f"'{barrier.name}' when phase {barrier.completed - 1} already "
                                "completed (a parity wait cannot tell the two apart)")
         self.waits[id(barrier)] = phase + 1
         _join(self.known, barrier.knowledge[phase])
+
+    def test_barrier(self, barrier: Barrier) -> bool:
+        """barrier_test (spec/pallas_mosaic_gpu.py BARRIER_TEST): whether the warpgroup's next
+        phase of ``barrier`` completed, observed as barrier_wait observes it when it did. A phase
+        not complete yet: the other cores that can go on run first (the test is made as late as
+        the schedule allows), except under grid_order="shuffled", which answers False at once
+        for a seeded half of such tests. A second test answering False after nothing changed
+        (no other core ran, the barrier and this warpgroup's releases as they were) is a poll
+        loop that never ends: DeadlockError."""
+        phase = self.waits.get(id(barrier), 0)
+        self.tests += 1
+
+        def done():
+            return barrier.completed > phase
+
+        if not done():
+            opts = self.options
+            if opts.grid_order == "shuffled" and np.random.default_rng(
+                    (opts.seed or 0, *self.cluster.point, *self.block, self.warpgroup,
+                     getattr(self, "warp", -1) + 1, self.tests)).random() < 0.5:
+                return False   # the test came before anything else ran: one legal answer
+            what = f"{self.where()} polls (barrier_test) phase {phase} of {barrier.describe()}"
+            if not poll(done, what):
+                seen = (handoffs(), barrier.completed, barrier.arrivals, barrier.tx, self.epoch)
+                if self.fruitless.get(id(barrier)) == seen:
+                    others = "; ".join(waiting_descriptions()) or "none"
+                    raise DeadlockError(
+                        f"{self.where()}: deadlock: polls (barrier_test) phase {phase} of "
+                        f"{barrier.describe()} again with nothing changed since its last test "
+                        "answered False: no other warpgroup or copy can go on and this one "
+                        "released nothing (no arrival, copy or commit), so the poll loop never "
+                        f"ends (the other waits: {others})")
+                self.fruitless[id(barrier)] = seen
+                return False
+        self.fruitless.pop(id(barrier), None)
+        self._observe(barrier, phase)
+        return True
 
     def arrive(self, barrier: Barrier) -> None:
         # A release: what this warpgroup wrote before it is visible to whoever observes the
