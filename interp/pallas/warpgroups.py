@@ -677,12 +677,13 @@ class GpuMeshPlan(MeshPlan):
                 order = [threads[i] for i in np.random.default_rng(
                     (opts.seed or 0, *point)).permutation(len(threads))]
             for thread in order:
-                bodies[(point, *thread)] = functools.partial(self._run_thread, launch, point,
-                                                             thread)
+                bodies[WarpgroupCore(point, *thread)] = functools.partial(
+                    self._run_thread, launch, point, thread)
         if len(bodies) == 1:
             next(iter(bodies.values()))()
         else:
-            run_cores(bodies, self.name, deadlock=DeadlockError, lazy=True, unit=_cluster_of)
+            run_cores(bodies, self.name, deadlock=DeadlockError, lazy=True,
+                      unit=lambda core: core.cluster)
         launch.leave()
         _check_outputs_written(launch.run, [KernelRef(a, self.names[self.n_in + o], launch.run,
                                                       init=inits[self.n_in + o], kind="output")
@@ -749,10 +750,13 @@ class GpuMeshPlan(MeshPlan):
         return cluster
 
 
-def _cluster_of(core) -> tuple:
-    """The cluster (grid point) of a warpgroup core (point, block, warpgroup): the warpgroups of a
+class WarpgroupCore(collections.namedtuple("WarpgroupCore", "cluster block warpgroup")):
+    """A warpgroup's key in the core schedule (deadlock messages name it); the warpgroups of a
     cluster start together (a cluster launches whole)."""
-    return core[0]
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"cluster {self.cluster}, block {self.block}, warpgroup {self.warpgroup}"
 
 
 class Launch:
