@@ -1144,9 +1144,9 @@ def test_a_barrier_test_poll_loop_sees_the_producer():
     # order: the first test yields, warpgroup 1 completes the phase, the test answers True (no
     # False answer); shuffled: a seeded half of such tests answer False at once, so some seed
     # polls more than once, with the same output.
-    from conformance.cases.pallas_mosaic_gpu import build_barrier_poll
+    from conformance.cases.pallas_mosaic_gpu import build_producer_consumer
     x = RNG.standard_normal((64, 128)).astype(np.float32)
-    f = build_barrier_poll((64, 128), with_count=True)(None)
+    f = build_producer_consumer((64, 128), poll=True, with_count=True)(None)
     out, failed = interp.interpret(f)(x)
     np.testing.assert_array_equal(out, (x + np.float32(1)) * np.float32(2))
     assert (failed == 0).all()
