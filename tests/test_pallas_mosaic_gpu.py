@@ -1256,3 +1256,47 @@ def test_clusters_waiting_on_each_other_forever_deadlock_naming_them():
     with pytest.raises(DeadlockError, match=r"kernel 'body': deadlock.*cluster \(0,\).*"
                                             r"cluster \(1,\)"):
         interp.interpret(f)()
+
+
+@needs_plgpu
+def test_clusters_that_never_wait_run_on_the_callers_thread(monkeypatch):
+    # 8 clusters of 2 warpgroups, warpgroup 1 waiting for warpgroup 0 through a barrier: each
+    # cluster starts when the one before finished (no other cluster alive), all on the caller's
+    # thread, and gives 2 (x[i] + 1).
+    import threading
+    from interp.pallas.warpgroups import GpuMeshPlan
+    threads, started = set(), []
+
+    def start(self, launch, point):
+        started.append((point, len(launch.clusters)))
+        return start.original(self, launch, point)
+
+    def run_thread(self, launch, point, thread):
+        threads.add(threading.get_ident())
+        return run_thread.original(self, launch, point, thread)
+    start.original, run_thread.original = GpuMeshPlan._start_cluster, GpuMeshPlan._run_thread
+    monkeypatch.setattr(GpuMeshPlan, "_start_cluster", start)
+    monkeypatch.setattr(GpuMeshPlan, "_run_thread", run_thread)
+
+    def body(x_gmem, o_gmem, smem, loaded, ready):
+        i, wg = jax.lax.axis_index("i"), jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            plgpu.copy_gmem_to_smem(x_gmem.at[i], smem, loaded)
+            plgpu.barrier_wait(loaded)
+            smem[...] = smem[...] + 1.0
+            plgpu.barrier_arrive(ready)
+
+        @pl_when(wg == 1)
+        def _():
+            plgpu.barrier_wait(ready)
+            o_gmem[i] = smem[...] * 2.0
+    kernel = _kernel(body, jax.ShapeDtypeStruct((8, 64, 128), F32),
+                     [plgpu.SMEM((64, 128), F32), plgpu.Barrier(num_arrivals=1),
+                      plgpu.Barrier(num_arrivals=1)],
+                     grid=(8,), grid_names=("i",), num_threads=2, thread_name="wg")
+    xs = RNG.standard_normal((8, 64, 128)).astype(np.float32)
+    np.testing.assert_array_equal(interp.interpret(kernel)(xs), (xs + np.float32(1)) * 2)
+    assert threads == {threading.get_ident()}
+    assert started == [((i,), 0) for i in range(8)]
