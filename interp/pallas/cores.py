@@ -19,9 +19,12 @@ Cores nest: a kernel's cores started inside a running core (a device of a ``shar
 an enclosing kernel) are forked into that core's scheduler (:func:`run_cores`), so one schedule
 and one deadlock check span the devices, the kernels they launch and those kernels' cores; a
 wait (:func:`wait_until`) always blocks the core the calling thread runs. A group of cores may
-start lazily: its cores start only when no started core can go on (the clusters of a Mosaic GPU
-grid: a kernel of 132 clusters keeps one cluster's state alive at a time unless its clusters wait
-on each other).
+start lazily: its cores start only when no started core can go on, a unit at a time (the
+warpgroups of a Mosaic GPU cluster start together: a kernel of 132 clusters keeps one cluster's
+state alive at a time unless its clusters wait on each other); until then they stay out of the
+rotation, and a unit of another group (another device's kernel) starts before the next of the
+running core's own. A poll (:func:`poll`: Mosaic GPU ``barrier_test``) lets every other core that
+can go on run first and answers "not ready" only when none can.
 
 JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
 ``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
