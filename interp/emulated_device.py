@@ -61,8 +61,10 @@ class _EmulatedJaxDevice:
 
 def _mesh_size(*args, **kwargs) -> int:
     """The number of devices of the mesh being traced under (a shard_map body's), 1 outside."""
+    import math
+
     import jax
-    return int(jax.sharding.get_abstract_mesh().size)
+    return math.prod(jax.sharding.get_abstract_mesh().axis_sizes)   # an empty mesh: 1
 
 
 class _Forwarding(types.ModuleType):

@@ -314,3 +314,22 @@ def test_shipped_collective_matmul_is_the_gathered_product(dtype, detect):
     got = interp.interpret(build(None), detect_races=detect)(a, b)
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
     assert interp.interpret(plain)(a, b).tobytes() == want.tobytes()
+
+
+def test_the_emulated_machine_has_one_gpu_per_device_of_the_traced_mesh():
+    # What collective_matmul_mgpu checks against its mesh axis (interp/emulated_device.py).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    module = shipped_module("collective_matmul_mgpu")
+    seen = []
+
+    def counts():
+        return module.jax.device_count(), module.jax.local_device_count(), module.jax.process_count()
+
+    def body(x):
+        seen.append(counts())
+        return x
+    x = np.zeros(8, np.float32)
+    interp.interpret(_smap(body, 4), emulated_device="h100")(x)
+    interp.interpret(lambda x: body(x) + 1, emulated_device="h100")(x)
+    assert seen == [(4, 4, 1), (1, 1, 1)]
+    assert module.jax is jax   # restored after tracing
