@@ -304,7 +304,8 @@ class WarpgroupRun(KernelRun):
                         f"{self.where()}: deadlock: polls (barrier_test) phase {phase} of "
                         f"{barrier.describe()} again with nothing changed since its last test "
                         "answered False: no other warpgroup or copy can go on and this one "
-                        "released nothing (no arrival, copy or commit), so the poll loop never "
+                        "released nothing (no arrival, no copy completing on a barrier), so the "
+                        "poll loop never "
                         f"ends (the other waits: {others})")
                 self.fruitless[id(barrier)] = seen
                 return False
