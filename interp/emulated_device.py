@@ -14,6 +14,10 @@ What is emulated is what JAX's kernels read while they are traced:
   ``jax.extend.backend.get_default_device()``): inside JAX's shipped kernel modules only, the
   names ``jax`` and ``backend`` answer those calls with the emulated device while tracing. The
   machine's devices seen by everything else are not faked.
+* how many devices there are, for kernels that check it against their mesh axis
+  (collective_matmul_mgpu: ``jax.device_count()``, ``jax.local_device_count()``,
+  ``jax.process_count()``): the emulated machine has one such device per device of the mesh the
+  kernel is traced under (the enclosing shard_map's; one outside any), in one process.
 """
 from __future__ import annotations
 
@@ -55,6 +59,14 @@ class _EmulatedJaxDevice:
         return f"EmulatedDevice({self.device_kind}, core_count={self.core_count})"
 
 
+def _mesh_size(*args, **kwargs) -> int:
+    """The number of devices of the mesh being traced under (a shard_map body's), 1 outside."""
+    import math
+
+    import jax
+    return math.prod(jax.sharding.get_abstract_mesh().axis_sizes)   # an empty mesh: 1
+
+
 class _Forwarding(types.ModuleType):
     """A module standing in for ``module`` with some attributes replaced."""
 
@@ -74,7 +86,10 @@ def _device_names(mod, dev) -> list:
     real_jax = vars(mod).get("jax")
     if isinstance(real_jax, types.ModuleType) and real_jax.__name__ == "jax":
         out.append((mod, "jax", _Forwarding(real_jax, devices=lambda *a, **k: list(emulated),
-                                            local_devices=lambda *a, **k: list(emulated))))
+                                            local_devices=lambda *a, **k: list(emulated),
+                                            device_count=_mesh_size,
+                                            local_device_count=_mesh_size,
+                                            process_count=lambda *a, **k: 1)))
     real_backend = vars(mod).get("backend")
     if isinstance(real_backend, types.ModuleType) and \
             real_backend.__name__ == "jax.extend.backend":

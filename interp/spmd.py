@@ -142,11 +142,12 @@ class World(CoreScheduler):
                 self.finished -= done
         return results
 
-    def fork(self, parent, bodies: dict, lazy: bool = False, who: str | None = None) -> None:
+    def fork(self, parent, bodies: dict, lazy: bool = False, unit=None,
+             who: str | None = None) -> None:
         """Cores forked by a device (the cores of a kernel it launches) run on that device."""
         device = current_device()
         super().fork(parent, {k: _on_device(device, b) for k, b in bodies.items()}, lazy=lazy,
-                     who=who or (device.describe() if device is not None else None))
+                     unit=unit, who=who or (device.describe() if device is not None else None))
 
     # -- collectives -----------------------------------------------------------------------------
     def rendezvous(self, device: Device, group: tuple, rank: int, nranks: int, name: str,

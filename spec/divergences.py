@@ -955,6 +955,19 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "crash of the backend.",
         runners=("pallas:gpu-interpret",), outcomes=("crash",),
         cases=("pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/*",)),
+    Divergence(
+        "pallas-gpu-interpret-barrier-test",
+        "https://github.com/jax-ml/jax/blob/jax-v0.12.0.1/jax/_src/pallas/mosaic_gpu/interpret/"
+        "jaxpr_interpret.py (no rule for barrier_test_p: it falls to "
+        "_interpret_arithmetic_primitive, which binds it with the interpreter's buffer keys, and "
+        "primitives.py _barrier_test_abstract_eval raises 'barrier must be a reference, got "
+        "int32[6]'); reproducer: jax-conformance repro pallas_mosaic_gpu/barrier_test_poll/f32/"
+        "64x128 --runner pallas:gpu-interpret",
+        "JAX's Mosaic GPU interpret mode cannot run plgpu.barrier_test (a non-blocking test of a "
+        "barrier phase): it binds the primitive with buffer keys in place of refs (a crash of "
+        "the backend).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        cases=("pallas_mosaic_gpu/barrier_test_poll/*",)),
     # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
     Divergence(
         "pallas-triton-vector-integer-atomic-minmax-assert",

@@ -60,6 +60,14 @@ UNDEFINED = {
                                     "or through other barriers): WarpgroupRaceError (a RaceError)",
     "barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies that do "
                         "not match): DeadlockError, reported instead of hanging",
+    "barrier-poll-deadlock": "a poll loop over barrier_test that can never end: a test "
+                             "answering False when the same thread's previous test of the same "
+                             "phase also answered False and nothing changed between them (no "
+                             "other thread or copy went on, the barrier's arrivals, pending "
+                             "bytes and completed phases as they were, the thread made no "
+                             "release: no arrival and no copy completing on a barrier): "
+                             "DeadlockError naming the thread, the barrier and the other waits "
+                             "(BARRIER_TEST)",
     "barrier-skipped-phase": "a wait for a phase after which another phase already completed (a "
                              "parity wait cannot tell them apart) or more arrivals than a phase "
                              "expects: BarrierError",
@@ -102,6 +110,52 @@ SEMAPHORE_NAMES = (
     "(plgpu.SemaphoreType) lives in GMEM, one per kernel launch shared by every block, where a "
     "TPU one is per core.")
 
+_UTILS = "jax/experimental/mosaic/gpu/utils.py"
+
+BARRIER_TEST = (
+    "barrier_test (plgpu.barrier_test, primitives.py barrier_test_p, lowered to "
+    f"{_UTILS} BarrierRef.test / test_parity: mbarrier.test_wait.parity on the parity of the "
+    "thread's next phase, reduced over the warpgroup (bar.red.or) or the warp (vote.any); when "
+    "it answers true the thread's phase parity advances, as a wait's does) is whether the "
+    "thread's next phase k of the barrier completed at the moment of the test (PTX ISA "
+    "9.7.13.15.16 mbarrier.test_wait: a non-blocking test for the completion of the phase). True "
+    "counts as the thread's k-th wait and observes what the phase's arrivals carried, as "
+    "barrier_wait does. Phase k complete at the test: True, the only answer (a completed phase "
+    "stays completed until the thread waits for it). Not complete, and no other thread or copy "
+    "can go on: False, the only answer too. Not complete while other threads can go on: the "
+    "answer depends on when the test runs among their steps, and neither the PTX ISA (chapter 8 "
+    "states no progress order between threads) nor CUDA promises one. The reference answers as "
+    "a test made as late as possible: the testing thread yields, every other thread that can go "
+    "on (started, or a cluster not started yet) runs first, and the test answers True if they "
+    "completed the phase, False when they all finished or wait; under grid_order='shuffled' a "
+    "seeded half of these tests answer False at once (the test made before the others moved), "
+    "so a kernel whose result depends on the answer shows it across seeds. Both answers are "
+    "ones the hardware may give. JAX >= 0.11 lowers it in warpgroup and warp contexts; JAX "
+    "0.10.2 in warp contexts only (inside plgpu.warp_map); the reference runs it in both. A poll "
+    "loop that can never end is a deadlock: UNDEFINED['barrier-poll-deadlock']. Two identical "
+    "fruitless tests are taken as a spin: a loop that would make progress of its own only "
+    "after several such tests (a counter the reference cannot see) is reported too; whether a "
+    "loop ends is undecidable in general. JAX's GPU interpret mode cannot run it (JAX 0.12.0.1: "
+    "'TypeError: barrier must be a reference').")
+
+CLUSTERS = (
+    "Clusters (points of the grid) are concurrent, as on the hardware: every warpgroup of every "
+    "cluster is a core of one schedule (interp/pallas/cores.py: one thread at a time, switching "
+    "at waits that cannot proceed). A cluster starts, all its warpgroups at once, when no "
+    "started warpgroup can go on, in row-major order or a seeded random one "
+    "(grid_order='shuffled'): most clusters therefore run one after another, and a cluster that "
+    "waits on later ones (a persistent kernel whose blocks wait for every other block, as "
+    "collective_matmul_mgpu's semaphore wait) gets them started beside it. A cluster's SMEM, "
+    "barriers and warpgroup state live from its start to its last warpgroup's end. The "
+    "reference puts no bound on the clusters alive at once: a kernel that waits on a cluster "
+    "which could not be resident beside the waiting ones (more clusters than the device's SMs, "
+    "or than fit by shared memory and registers) completes in the reference where the hardware "
+    "would hang (CUDA guarantees co-residency of a grid only for cooperative launches: CUDA C++ "
+    "Programming Guide, 'Grid Synchronization'). Inside a shard_map the clusters of every "
+    "device's launch are cores of the same schedule; when none can go on, a cluster of the "
+    "next device's launch starts before the next one of the running device's, so the devices "
+    "progress side by side.")
+
 _PTX_MULTIMEM = ("PTX ISA 9.7.9.x multimem.ld_reduce, multimem.st, multimem.red (NVLink "
                  "multicast memory: one access reaches every device's buffer the multicast "
                  "address maps; the reduction's operand order is not stated)")
@@ -118,12 +172,16 @@ XLA:GPU copies the operand into symmetric memory"). run_scoped / scratch_types s
 block-local: one per block (CTA), shared by its warpgroups (lowering.py reserve_semaphores:
 scope_idx = block_idx for _is_block_local_scope), zeroed at every launch
 (pallas_call_registration.py zero_init_gmem_scratch), so a count left at the end is not an
-error. The reference runs a device's clusters one after another: a kernel whose blocks wait for
-blocks of a later cluster (all SMs resident at once, as collective_matmul_mgpu.py's
-(device_offset + 1) * num_sms wait) deadlocks in the reference though not on hardware;
-collective_matmul_mgpu is therefore not run (it also checks jax.device_count() against the
-mesh, which an emulated device does not answer, and runs num_sms blocks of 3 warpgroups of
-hopper_matmul per device).
+error. The clusters of every device's launch are cores of one schedule (CLUSTERS): a kernel
+whose blocks wait for all blocks of another device (collective_matmul_mgpu.py's
+(device_offset + 1) * num_sms semaphore wait: all SMs resident at once) runs, its waiting
+clusters parked while the others start. pl.get_global semaphores are reserved over every axis
+of the kernel (lowering.py _get_global_lowering_rule: collective_axes = all axis names): one
+per launch, zeroed at launch, symmetric across devices like the operands. Under an emulated
+device (interp/emulated_device.py) a shipped kernel asking how many devices there are
+(jax.device_count, jax.local_device_count; collective_matmul_mgpu requires it to equal the mesh
+axis) is answered the size of the mesh it is traced under: the emulated machine has one GPU per
+device of the program's mesh, in one process.
 
 Ordering between devices is release/acquire through semaphores, at device granularity: a
 semaphore signal (local, remote or multicast) releases the signalling device's accesses so far;
@@ -166,12 +224,12 @@ SEMANTICS = table(
         "The body runs once per thread of the mesh: per grid point (a cluster), per block of the "
         "cluster and per warpgroup (num_threads / thread_name). axis_index / program_id give the "
         "coordinates over (*grid_names, *cluster_names, thread_name). Operands are GMEM refs. "
-        "Clusters run one after another (row-major, or a seeded random order with "
-        "grid_order='shuffled'): they synchronise with nothing but global memory. The "
-        "warpgroups of a cluster run concurrently, synchronised only by barriers and waits: the "
-        "reference runs them one at a time and switches at every wait that cannot proceed, so a "
-        "kernel whose result depends on the schedule shows it under grid_order='shuffled'.",
-        edge_cases=tuple(f"{k}: {v}" for k, v in UNDEFINED.items()),
+        "Clusters synchronise with nothing but global memory (semaphores). Clusters and the "
+        "warpgroups of a cluster run concurrently, synchronised only by barriers, semaphores "
+        "and waits: the reference runs them one at a time and switches at every wait that "
+        "cannot proceed, so a kernel whose result depends on the schedule shows it under "
+        "grid_order='shuffled'.",
+        edge_cases=(CLUSTERS,) + tuple(f"{k}: {v}" for k, v in UNDEFINED.items()),
         sources=(_CORE + " Mesh, kernel", _LOWER + " lower_pipelined_jaxpr_to_module"),
     ),
     Semantics(
@@ -265,6 +323,16 @@ SEMANTICS = table(
               sources=(_PRIMS, _PTX_MBAR)),
     Semantics("barrier_arrive_and_wait", "barrier_arrive then barrier_wait (JAX >= 0.12).",
               sources=(_PRIMS,)),
+    Semantics("barrier_test", "Whether the thread's next phase of the barrier completed at the "
+              "moment of the test; True counts as that phase's wait. Schedule-dependent "
+              "answers and never-ending poll loops: BARRIER_TEST.",
+              edge_cases=(BARRIER_TEST, UNDEFINED["barrier-poll-deadlock"],
+                          UNDEFINED["barrier-skipped-phase"]),
+              sources=(_PRIMS + " barrier_test, _barrier_test_lowering",
+                       _UTILS + " BarrierRef.test, test_parity",
+                       _PTX_MBAR + "; 9.7.13.15.16 mbarrier.test_wait / try_wait",
+                       "PTX ISA chapter 8 memory consistency model (no progress order between "
+                       "threads)")),
     Semantics(
         "wgmma_ref",
         "acc += a @ b (a from SMEM or registers, b from SMEM, through their transforms), "
@@ -359,8 +427,10 @@ SEMANTICS = table(
     Semantics(
         "try_cluster_cancel",
         "Cluster launch control: asks to cancel the launch of a cluster that has not started and "
-        "take its work. The reference launches clusters one after another: a request cancels "
-        "the next cluster of that order while one is left (under grid_order='shuffled' a "
+        "take its work. The reference starts clusters in launch order when no started "
+        "warpgroup can go on (CLUSTERS): a request cancels the next cluster of that order not "
+        "started yet while one is left, and a cancelled cluster never runs (under "
+        "grid_order='shuffled' a "
         "seeded random half of the requests fail instead, so kernels run under both outcomes); "
         "threads along collective_axes share one request. The first such thread arrives with "
         "expect-tx of the 16-byte response and the response completes it; the others arrive. "

@@ -1134,3 +1134,169 @@ def test_wgmma_sum_is_the_exact_sum_rounded_once():
                 want[i, j] = round_exact(s.numerator, -(s.denominator.bit_length() - 1), np.dtype(np.float32))
             got = _mma(acc, a, b, np.float32)
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (dt, trial)
+
+
+# --- barrier_test (spec/pallas_mosaic_gpu.py BARRIER_TEST) ----------------------------------------
+
+@needs_plgpu
+def test_a_barrier_test_poll_loop_sees_the_producer():
+    # Warpgroup 0 polls until warpgroup 1 arrives: 2 (x + 1) whatever the answers. Sequential
+    # order: the first test yields, warpgroup 1 completes the phase, the test answers True (no
+    # False answer); shuffled: a seeded half of such tests answer False at once, so some seed
+    # polls more than once, with the same output.
+    from conformance.cases.pallas_mosaic_gpu import build_producer_consumer
+    x = RNG.standard_normal((64, 128)).astype(np.float32)
+    f = build_producer_consumer((64, 128), poll=True, with_count=True)(None)
+    out, failed = interp.interpret(f)(x)
+    np.testing.assert_array_equal(out, (x + np.float32(1)) * np.float32(2))
+    assert (failed == 0).all()
+    counts = set()
+    for seed in range(4):
+        out, failed = interp.interpret(f, grid_order="shuffled", seed=seed)(x)
+        np.testing.assert_array_equal(out, (x + np.float32(1)) * np.float32(2))
+        counts.add(int(failed[0]))
+    assert max(counts) > 0
+
+
+def _poll(body, arrivals=1, num_threads=None):
+    return _kernel(body, jax.ShapeDtypeStruct((128,), jnp.int32),
+                   [plgpu.Barrier(num_arrivals=arrivals)],
+                   **({} if num_threads is None else dict(num_threads=num_threads,
+                                                          thread_name="wg")))
+
+
+def _poll_until_complete(barrier, step=lambda: None):
+    """Tests ``barrier`` until it answers True, calling ``step`` after each False; the number
+    of False answers."""
+    def loop(c):
+        step()
+        return plgpu.barrier_test(barrier), c[1] + 1
+    return jax.lax.while_loop(lambda c: ~c[0], loop, (plgpu.barrier_test(barrier), 0))[1]
+
+
+@needs_plgpu
+@pytest.mark.parametrize("num_threads", [None, 2])
+def test_a_poll_loop_nothing_can_complete_is_a_deadlock(num_threads):
+    # UNDEFINED["barrier-poll-deadlock"]: nobody arrives; with 2 warpgroups both poll.
+    def body(o_ref, barrier):
+        o_ref[...] = jnp.full(o_ref.shape, _poll_until_complete(barrier), jnp.int32)
+    from interp.pallas.warpgroups import DeadlockError
+    for order in ("sequential", "shuffled"):
+        with pytest.raises(DeadlockError, match=r"warpgroup 0: deadlock: polls \(barrier_test\) "
+                                                r"phase 0 of barrier .*0 of 1 arrivals"):
+            interp.interpret(_poll(body, num_threads=num_threads), grid_order=order)()
+
+
+@needs_plgpu
+def test_a_poll_loop_that_arrives_itself_is_no_deadlock():
+    # Three arrivals expected, the polling thread makes one after each False answer: three
+    # False answers, then True (its own arrivals change the barrier between the tests).
+    def body(o_ref, barrier):
+        n = _poll_until_complete(barrier, lambda: plgpu.barrier_arrive(barrier))
+        o_ref[...] = jnp.full(o_ref.shape, n, jnp.int32)
+    assert (interp.interpret(_poll(body, arrivals=3))() == 3).all()
+
+
+@needs_plgpu
+def test_a_true_barrier_test_counts_as_the_wait():
+    # The thread completes phase 0 and tests it (True): its next barrier_wait is for phase 1,
+    # which nobody completes: a deadlock (without the test, the wait would pass).
+    def body(o_ref, barrier):
+        plgpu.barrier_arrive(barrier)
+        ok = plgpu.barrier_test(barrier)
+        o_ref[...] = jnp.full(o_ref.shape, ok.astype(jnp.int32), jnp.int32)
+        plgpu.barrier_wait(barrier)
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match="waits for phase 1 of barrier"):
+        interp.interpret(_poll(body))()
+
+
+# --- clusters run concurrently (spec/pallas_mosaic_gpu.py CLUSTERS) ------------------------------
+
+@needs_plgpu
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_a_cluster_waits_for_a_later_cluster(grid_order):
+    # Every cluster but the last waits until the last one signals a kernel-wide semaphore
+    # (pl.get_global: one per launch), then writes its row; the last writes its row first. Run
+    # one after another, the first cluster would wait forever.
+    from jax.experimental import pallas as pl
+    n = 4
+
+    def body(x_gmem, o_gmem):
+        sem = pl.get_global(plgpu.SemaphoreType.REGULAR)
+        i = jax.lax.axis_index("i")
+
+        @pl.when(i == n - 1)
+        def _():
+            o_gmem[i] = x_gmem[i] * 2.0
+            pl.semaphore_signal(sem, n - 1)
+
+        @pl.when(i < n - 1)
+        def _():
+            pl.semaphore_wait(sem, 1)
+            o_gmem[i] = x_gmem[i] + o_gmem[n - 1]
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((n, 128), F32), grid=(n,),
+                     grid_names=("i",))
+    x = RNG.standard_normal((n, 128)).astype(np.float32)
+    want = np.concatenate([x[:-1] + x[-1] * np.float32(2), x[-1:] * np.float32(2)])
+    np.testing.assert_array_equal(interp.interpret(f, grid_order=grid_order, seed=5)(x), want)
+
+
+@needs_plgpu
+def test_clusters_waiting_on_each_other_forever_deadlock_naming_them():
+    from jax.experimental import pallas as pl
+
+    def body(o_gmem):
+        sem = pl.get_global(plgpu.SemaphoreType.REGULAR)
+        pl.semaphore_wait(sem, 1)
+        o_gmem[...] = jnp.zeros(o_gmem.shape, F32)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((128,), F32), grid=(2,),
+                     grid_names=("i",))
+    from interp.pallas.warpgroups import DeadlockError
+    with pytest.raises(DeadlockError, match=r"kernel 'body': deadlock.*cluster \(0,\).*"
+                                            r"cluster \(1,\)"):
+        interp.interpret(f)()
+
+
+@needs_plgpu
+def test_clusters_that_never_wait_run_on_the_callers_thread(monkeypatch):
+    # 8 clusters of 2 warpgroups, warpgroup 1 waiting for warpgroup 0 through a barrier: each
+    # cluster starts when the one before finished (no other cluster alive), all on the caller's
+    # thread, and gives 2 (x[i] + 1).
+    import threading
+    from interp.pallas.warpgroups import GpuMeshPlan
+    threads, started = set(), []
+
+    def start(self, launch, point):
+        started.append((point, len(launch.clusters)))
+        return start.original(self, launch, point)
+
+    def run_thread(self, launch, point, thread):
+        threads.add(threading.get_ident())
+        return run_thread.original(self, launch, point, thread)
+    start.original, run_thread.original = GpuMeshPlan._start_cluster, GpuMeshPlan._run_thread
+    monkeypatch.setattr(GpuMeshPlan, "_start_cluster", start)
+    monkeypatch.setattr(GpuMeshPlan, "_run_thread", run_thread)
+
+    def body(x_gmem, o_gmem, smem, loaded, ready):
+        i, wg = jax.lax.axis_index("i"), jax.lax.axis_index("wg")
+
+        @pl_when(wg == 0)
+        def _():
+            plgpu.copy_gmem_to_smem(x_gmem.at[i], smem, loaded)
+            plgpu.barrier_wait(loaded)
+            smem[...] = smem[...] + 1.0
+            plgpu.barrier_arrive(ready)
+
+        @pl_when(wg == 1)
+        def _():
+            plgpu.barrier_wait(ready)
+            o_gmem[i] = smem[...] * 2.0
+    kernel = _kernel(body, jax.ShapeDtypeStruct((8, 64, 128), F32),
+                     [plgpu.SMEM((64, 128), F32), plgpu.Barrier(num_arrivals=1),
+                      plgpu.Barrier(num_arrivals=1)],
+                     grid=(8,), grid_names=("i",), num_threads=2, thread_name="wg")
+    xs = RNG.standard_normal((8, 64, 128)).astype(np.float32)
+    np.testing.assert_array_equal(interp.interpret(kernel)(xs), (xs + np.float32(1)) * 2)
+    assert threads == {threading.get_ident()}
+    assert started == [((i,), 0) for i in range(8)]

@@ -296,3 +296,40 @@ def test_a_warp_signals_a_peer_device():
                             scratch_types=[plgpu.SemaphoreType.REGULAR])() + x
     got = interp.interpret(_smap(local, n), detect_races=True)(np.zeros((16, 128), np.int32))
     assert got.tobytes() == np.repeat(np.arange(1, n + 1, dtype=np.int32), 8 * 128).tobytes()
+
+
+# --- collective_matmul_mgpu: every block waits for all blocks of the other device -----------------
+
+@pytest.mark.parametrize("dtype, detect", [(jnp.float16, True), (jnp.bfloat16, False)])
+def test_shipped_collective_matmul_is_the_gathered_product(dtype, detect):
+    # all_gather_lhs_matmul on 2 devices of the emulated H100 (132 clusters of 3 warpgroups
+    # each; its blocks wait on a kernel-wide semaphore for all 132 blocks of the other device).
+    # Inputs are multiples of 1/8 in [-2, 2]: every sum of products is exact in float32, so
+    # the f32 accumulator rounded to ``dtype`` is the exact product rounded once, bit for bit.
+    from conformance.cases.spmd import shipped_gpu_collective_matmul
+    build, plain, (lhs, rhs) = shipped_gpu_collective_matmul((2,), ("x",), dtype)
+    rng = np.random.default_rng(2)
+    a, b = ((rng.integers(-16, 17, size=s) / 8).astype(dtype) for s in (lhs, rhs))
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(dtype)
+    got = interp.interpret(build(None), detect_races=detect)(a, b)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert interp.interpret(plain)(a, b).tobytes() == want.tobytes()
+
+
+def test_the_emulated_machine_has_one_gpu_per_device_of_the_traced_mesh():
+    # What collective_matmul_mgpu checks against its mesh axis (interp/emulated_device.py).
+    from conformance.cases.pallas_mosaic_gpu import shipped_module
+    module = shipped_module("collective_matmul_mgpu")
+    seen = []
+
+    def counts():
+        return module.jax.device_count(), module.jax.local_device_count(), module.jax.process_count()
+
+    def body(x):
+        seen.append(counts())
+        return x
+    x = np.zeros(8, np.float32)
+    interp.interpret(_smap(body, 4), emulated_device="h100")(x)
+    interp.interpret(lambda x: body(x) + 1, emulated_device="h100")(x)
+    assert seen == [(4, 4, 1), (1, 1, 1)]
+    assert module.jax is jax   # restored after tracing

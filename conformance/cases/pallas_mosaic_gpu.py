@@ -63,31 +63,46 @@ def build_tma(shape, transforms=()):
     return lambda interpret: _tma_kernel(shape, transforms, interpret)
 
 
-def build_producer_consumer(shape):
+def build_producer_consumer(shape, poll=False, with_count=False):
+    """The producer warpgroup loads x (TMA), adds one and arrives on ``ready``; the consumer
+    waits on ``ready`` (barrier_wait; ``poll``: barrier_test until it answers True, the consumer
+    being warpgroup 0 so that its first test comes before the producer ran), doubles it and
+    stores it: 2 (x + 1) whatever the tests answer. ``with_count``: a second output holds how
+    many tests answered False (schedule-dependent: spec/pallas_mosaic_gpu.py BARRIER_TEST)."""
+    producer = 1 if poll else 0
+
     def build(interpret):
         plgpu = _plgpu()
         from jax.experimental import pallas as pl
 
-        def body(x_gmem, o_gmem, smem, loaded, ready):
-            # Warpgroup 0 loads x (TMA), adds one and arrives on `ready`; warpgroup 1 waits on
-            # `ready`, doubles it and stores it.
+        def body(x_gmem, o_gmem, *rest):
+            *count, smem, loaded, ready = rest
             wg = jax.lax.axis_index("wg")
 
-            @pl.when(wg == 0)
+            @pl.when(wg == producer)
             def _():
                 plgpu.copy_gmem_to_smem(x_gmem, smem, loaded)
                 plgpu.barrier_wait(loaded)
                 smem[...] = smem[...] + 1.0
                 plgpu.barrier_arrive(ready)
 
-            @pl.when(wg == 1)
+            @pl.when(wg == 1 - producer)
             def _():
-                plgpu.barrier_wait(ready)
+                if poll:
+                    _, failed = jax.lax.while_loop(
+                        lambda c: ~c[0], lambda c: (plgpu.barrier_test(ready), c[1] + 1),
+                        (plgpu.barrier_test(ready), jnp.int32(0)))
+                    if count:
+                        count[0][...] = jnp.full(count[0].shape, failed, jnp.int32)
+                else:
+                    plgpu.barrier_wait(ready)
                 smem[...] = smem[...] * 2.0
                 plgpu.commit_smem()
                 plgpu.copy_smem_to_gmem(smem, o_gmem)
                 plgpu.wait_smem_to_gmem(0)
-        return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct(shape, jnp.float32),
+        out = jax.ShapeDtypeStruct(shape, jnp.float32)
+        return plgpu.kernel(body, out_type=(out, jax.ShapeDtypeStruct((128,), jnp.int32))
+                            if with_count else out,
                             scratch_types=[plgpu.SMEM(shape, jnp.float32),
                                            plgpu.Barrier(num_arrivals=1),
                                            plgpu.Barrier(num_arrivals=1)],
@@ -542,6 +557,9 @@ def _cases():
     yield _case("warpgroups_producer_consumer/f32/64x128", build_producer_consumer((64, 128)),
                 _rows([(64, 128)]), primitives=("mpmd_map", "axis_index", "barrier_wait",
                                                 "barrier_arrive", "copy_gmem_to_smem"))
+    yield _case("barrier_test_poll/f32/64x128", build_producer_consumer((64, 128), poll=True),
+                _rows([(64, 128)]), primitives=("mpmd_map", "barrier_test", "barrier_arrive",
+                                                "copy_gmem_to_smem", "while"))
     yield _case("wgmma/f16/64x128x128", build_wgmma(64, 128, 128),
                 _rows([(64, 128), (128, 128)], F16, low=-2, high=2), modes=C.dot_product(128),
                 dot_bound=_abs_dot, primitives=("mpmd_map", "wgmma_ref", "wgmma_wait"))

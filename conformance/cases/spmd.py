@@ -767,11 +767,13 @@ def unreduced_cases():
 # multicast semaphore signal), traced under the emulated H100 where there is no GPU, on meshes of
 # 2, 4 and 8 devices: ``spmd/pallas_mosaic_gpu/<kernel>/<dtype>/<mesh>`` against the reference
 # running them, ``spmd/pallas_mosaic_gpu/claims/...`` against the lax collective they compute;
-# and a hand-written ring over plgpu.remote_ref and a remote signal (``remote_ref_ring``, claims:
-# lax.ppermute).
+# a hand-written ring over plgpu.remote_ref and a remote signal (``remote_ref_ring``, claims:
+# lax.ppermute); and collective_matmul_mgpu.all_gather_lhs_matmul (``collective_matmul``: a
+# persistent hopper matmul on the 132 SMs of each device, sending its lhs tiles to the next device
+# with remote TMA stores, every block waiting for all blocks of the other device: claims: lax
+# all_gather then dot, within DOT_PRODUCT), f16 and bf16 on 2 devices (4 in the nightly profile).
 # pallas:gpu-interpret refuses them (hardware_runners/base.py GpuInterpret.no_remote_dma);
-# pallas:mosaic-gpu needs as many GPUs as the mesh has devices. collective_matmul_mgpu is not a
-# case: spec/pallas_mosaic_gpu.py "multi-device" says why.
+# pallas:mosaic-gpu needs as many GPUs as the mesh has devices.
 MGPU_MESHES = ("2", "4", "8")
 _MGPU_COLLECTIVE = ("shard_map", "mpmd_map", "semaphore_signal_multicast", "semaphore_wait")
 
@@ -800,6 +802,34 @@ def shipped_gpu_collective(kernel, shape, names, dtype, num_blocks=None):
                                                         num_blocks=num_blocks))
         plain = wrap(lambda s: lax.psum_scatter(s, axis, scatter_dimension=0, tiled=True))
     return shipped(make), plain, rows
+
+
+def shipped_gpu_collective_matmul(shape, names, dtype, size=(64, 128, 128), wg_dimension="N"):
+    """(build(interpret) -> program, plain lax program, (lhs shape, rhs shape)): JAX's shipped
+    collective_matmul_mgpu.all_gather_lhs_matmul over the last mesh axis (lhs rows and rhs
+    columns sharded over it; ``size``: the (m, k, n) of one device's shards; tiles 64/64/64, 2
+    pipeline steps), and lax all_gather of the lhs then dot, accumulated in float32 and rounded
+    to ``dtype`` as the kernel's wgmma and epilogue do."""
+    from .pallas_mosaic_gpu import shipped, shipped_module
+    axis, n = names[-1], shape[-1]
+    m_shard, k, n_shard = size
+    specs = dict(in_specs=(P(axis, None), P(None, axis)), out_specs=P(None, axis),
+                 check_vma=False)
+
+    def make():
+        module = shipped_module("collective_matmul_mgpu")   # imported before the emulated device
+        cfg = module.TuningConfig(tile_m=64, tile_n=64, tile_k=64, max_concurrent_steps=2,
+                                  wg_dimension=module.MatmulDimension[wg_dimension])
+        return lambda a, b: shard_map(
+            lambda x, y: module.all_gather_lhs_matmul(x, y, axis, config=cfg, dtype=dtype),
+            make_mesh(shape, names), **specs)(a, b)
+
+    def plain(a, b):
+        def local(x, y):
+            full = lax.all_gather(x, axis, axis=0, tiled=True)
+            return jnp.dot(full, y, preferred_element_type=jnp.float32).astype(dtype)
+        return shard_map(local, make_mesh(shape, names), **specs)(a, b)
+    return shipped(make), plain, ((n * m_shard, k), (k, n * n_shard))
 
 
 def remote_ref_ring(shape, names):
@@ -877,4 +907,34 @@ def pallas_mosaic_gpu_cases():
                       needs=needs, tags=("spmd", "pallas", "mosaic-gpu"), not_applicable=why)
         yield Case(id=f"spmd/pallas_mosaic_gpu/remote_ref_ring/float32/{mesh_id}", **common)
         yield Case(id=f"spmd/pallas_mosaic_gpu/claims/remote_ref_ring/float32/{mesh_id}",
+                   reference_fn=plain, **common)
+    yield from _collective_matmul_cases(why)
+
+
+def _abs_product(a, b):
+    return [np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))]
+
+
+def _collective_matmul_cases(why):
+    """collective_matmul_mgpu on 2 devices (f16, bf16) and, in the nightly profile, 4 devices
+    with larger shards: each 2 x 132 clusters of 3 warpgroups, a few seconds in the reference."""
+    for mesh_id, dtype, size, profile in (("2", jnp.float16, (64, 128, 128), "quick"),
+                                          ("2", jnp.bfloat16, (64, 128, 128), "quick"),
+                                          ("4", jnp.float16, (128, 128, 256), "nightly")):
+        shape, names = MESHES[mesh_id]
+        build, plain, shapes = shipped_gpu_collective_matmul(shape, names, dtype, size)
+        dt = np.dtype(dtype).name
+        sid = "x".join(map(str, size))
+        common = dict(
+            fn=None, build=build, kind=PALLAS, pallas_targets=("mosaic-gpu",),
+            inputs=lambda rng, shapes=shapes, dtype=dtype: [
+                random_array(rng, np.dtype(dtype), s, specials=0, low=-2, high=2)
+                for s in shapes],
+            modes=C.dot_product(shapes[0][1]), dot_bound=_abs_product, profile=profile,
+            examples=1, primitives=("shard_map", "mpmd_map", "wgmma_ref", "copy_smem_to_gmem",
+                                    "semaphore_signal", "semaphore_wait", "get_global"),
+            needs=_needs(shape) | {"remote-dma"}, tags=("spmd", "pallas", "mosaic-gpu"),
+            not_applicable=why)
+        yield Case(id=f"spmd/pallas_mosaic_gpu/collective_matmul/{dt}/{sid}/{mesh_id}", **common)
+        yield Case(id=f"spmd/pallas_mosaic_gpu/claims/collective_matmul/{dt}/{sid}/{mesh_id}",
                    reference_fn=plain, **common)

@@ -19,9 +19,12 @@ Cores nest: a kernel's cores started inside a running core (a device of a ``shar
 an enclosing kernel) are forked into that core's scheduler (:func:`run_cores`), so one schedule
 and one deadlock check span the devices, the kernels they launch and those kernels' cores; a
 wait (:func:`wait_until`) always blocks the core the calling thread runs. A group of cores may
-start lazily: its cores start only when no started core can go on (the clusters of a Mosaic GPU
-grid: a kernel of 132 clusters keeps one cluster's state alive at a time unless its clusters wait
-on each other).
+start lazily: its cores start only when no started core can go on, a unit at a time (the
+warpgroups of a Mosaic GPU cluster start together: a kernel of 132 clusters keeps one cluster's
+state alive at a time unless its clusters wait on each other); until then they stay out of the
+rotation, and a unit of another group (another device's kernel) starts before the next of the
+running core's own. A poll (:func:`poll`: Mosaic GPU ``barrier_test``) lets every other core that
+can go on run first and answers "not ready" only when none can.
 
 Other per-thread state a core needs is registered in :data:`INHERITED` by the module that owns
 it; each core runs with the values the thread that started the schedule had.
@@ -32,6 +35,7 @@ each core runs under the caller's values.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 
@@ -64,21 +68,59 @@ def wait_until(ready, description: str, alone) -> None:
     scheduler.wait_until(key, ready, description)
 
 
-def run_cores(bodies: dict, kernel_name: str, deadlock=RaceError, lazy: bool = False) -> None:
+def poll(ready, description: str) -> bool:
+    """A non-blocking test the calling core repeats until ``ready()`` (a poll loop): when not
+    ready, the core lets every other core that can go on (started or lazy) run first, and the
+    test is made when ``ready()`` or when no other core can go on: its answer. Outside every
+    scheduler nothing else can run: ``ready()``."""
+    if ready():
+        return True
+    here = running()
+    if here is None:
+        return False
+    scheduler, key = here
+    return scheduler.poll(key, ready, description)
+
+
+def handoffs() -> int:
+    """How many times the baton passed to a core that could go on in the calling core's schedule
+    so far (0 outside every scheduler; a polling core taking it because no other could go on
+    does not count): a poll that answers False twice with no handoff between saw no other core
+    make progress."""
+    here = running()
+    return 0 if here is None else here[0].handoffs
+
+
+def waiting_descriptions() -> list:
+    """What every waiting core of the calling core's schedule waits for (outside every
+    scheduler: nothing)."""
+    here = running()
+    if here is None:
+        return []
+    with here[0].cv:
+        return [d for _, d in here[0].waiting.values()]
+
+
+def run_cores(bodies: dict, kernel_name: str, deadlock=RaceError, lazy: bool = False,
+              unit=None) -> None:
     """Run ``bodies[core]()`` for every core, in the dict's order, as concurrent cores; returns
     when all finished, re-raising the first error. Called from a running core, they are forked
     into its scheduler (keys ``(that core, core)``); otherwise they get a scheduler of their own,
     whose deadlock raises ``deadlock``. ``lazy``: a core starts only when no started core can go
-    on."""
+    on; among lazy cores, one of another run_cores call (another device's kernel) starts before
+    the next one of the running core's own, so the devices' kernels progress side by side.
+    ``unit(core)``: lazy cores of one unit (the warpgroups of a cluster) start together: once one
+    started, the others are started as the baton reaches them."""
     here = running()
     if here is None:
         scheduler = CoreScheduler(list(bodies), kernel_name, deadlock)
         if lazy:
-            scheduler.lazy.update(bodies)
+            scheduler.make_lazy(bodies, None, unit)
         scheduler.run(bodies)
         return
     scheduler, parent = here
-    scheduler.fork(parent, {(parent, core): body for core, body in bodies.items()}, lazy=lazy)
+    scheduler.fork(parent, {(parent, core): body for core, body in bodies.items()}, lazy=lazy,
+                   unit=None if unit is None else lambda key: unit(key[1]))
 
 
 class CoreScheduler:
@@ -97,7 +139,15 @@ class CoreScheduler:
         self._done = threading.Event()
         self._config: list = []
         self._inherited: list = []
-        self.lazy: set = set()        # cores that start only when no started core can go on
+        # Lazy cores start only when no started core can go on. Until then they are not in
+        # ``order``: group (the forking core, None at the top) -> the units (lists of cores that
+        # start together) not started, in order; the groups in the order they came.
+        self.lazy_units: dict = {}
+        self.lazy_groups: list = []
+        self.group_of: dict = {}      # lazy core -> its group
+        self.polling: set = set()     # waiting cores in a poll: they go on when no other can
+        self.handoffs = 0             # times the baton passed to a core that could go on (not
+        # to a polling core because no other could)
 
     def run(self, bodies: dict) -> None:
         """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
@@ -106,7 +156,7 @@ class CoreScheduler:
         self.pending.update(bodies)
         self._done.clear()
         with self.cv:
-            first = self.current = self.order[0]
+            first = self.current = self.order[0] if self.order else self._start_lazy(None, 0)
             self._running += 1
         self._serve(first)
         self._done.wait()
@@ -173,20 +223,36 @@ class CoreScheduler:
         if self.error is not None:
             self.current = None
             return None
-        n = len(self.order)
-        i = self.order.index(core)
-        # A lazy core not started yet is passed over while a started core can go on.
-        for passing_lazy in ((True, False) if self.lazy else (False,)):
-            for k in range(1, n + 1):
-                c = self.order[(i + k) % n]
-                if c in self.finished or (passing_lazy and c in self.lazy and c in self.pending):
-                    continue
-                wait = self.waiting.get(c)
-                if wait is None or wait[0]():
-                    self.current = c
-                    return c
+        order = self.order
+        i = order.index(core)
+        if core in self.finished:   # a finished core leaves the rotation
+            del order[i]
+            i -= 1
+        n = len(order)
+        finished, waiting = self.finished, self.waiting
+        for k in range(1, n + 1):
+            c = order[(i + k) % n]
+            if c in finished:
+                continue
+            wait = waiting.get(c)
+            if wait is None or wait[0]():
+                self.current = c
+                self.handoffs += 1
+                return c
+        if self.lazy_groups:   # no started core can go on: a lazy one starts
+            c = self._start_lazy(core, i + 1)
+            if c is not None:
+                self.current = c
+                self.handoffs += 1
+                return c
+        # Nothing else can go on: a polling core goes on with its test's answer.
+        for k in range(1, n + 1 if self.polling else 1):
+            c = order[(i + k) % n]
+            if c in self.polling:
+                self.current = c
+                return c
         self.current = None
-        if len(self.finished) < n:
+        if order:   # unfinished cores, every one waiting
             self.error = self.deadlock_error()
         return None
 
@@ -196,7 +262,36 @@ class CoreScheduler:
         return self.deadlock(f"kernel '{self.kernel}': deadlock, every unfinished core "
                              f"waits and no core or DMA can signal it ({waits})")
 
-    def fork(self, parent, bodies: dict, lazy: bool = False, who: str | None = None) -> None:
+    def make_lazy(self, cores, group, unit=None) -> None:
+        """``cores`` (in order) start only when no started core can go on (``unit``: see
+        run_cores); they leave ``order`` until then."""
+        units: dict = {}
+        for c in cores:
+            units.setdefault(c if unit is None else unit(c), []).append(c)
+            self.group_of[c] = group
+        self.lazy_units[group] = collections.deque(units.values())
+        self.lazy_groups.append(group)
+        gone = set(cores)
+        self.order = [c for c in self.order if c not in gone]
+
+    def _start_lazy(self, core, at: int):
+        """The first core of the next lazy unit (called with the lock held), which joins the
+        rotation at ``at`` (after ``core``): a unit of the group after ``core``'s goes first (the
+        devices' kernels progress side by side), the next of its own group last; None when none
+        is left."""
+        groups = self.lazy_groups
+        group = self.group_of.get(core, core)
+        j = groups.index(group) if group in groups else -1
+        for k in range(1, len(groups) + 1):
+            units = self.lazy_units[groups[(j + k) % len(groups)]]
+            if units:
+                started = units.popleft()
+                self.order[at:at] = started
+                return started[0]
+        return None
+
+    def fork(self, parent, bodies: dict, lazy: bool = False, unit=None,
+             who: str | None = None) -> None:
         """Run ``bodies[core]()`` as new cores beside the running ones (a kernel's cores inside a
         device, the warps of a Mosaic GPU ``warp_map``), ``parent`` (the caller, holding the
         baton) waiting until all of them finished: a fork/join. The new cores join the schedule
@@ -205,12 +300,14 @@ class CoreScheduler:
         children = list(bodies)
         with self.cv:
             i = self.order.index(parent)
-            self.order[i + 1:i + 1] = children
             self.add(bodies)
             if lazy:
-                self.lazy.update(children)
+                self.make_lazy(children, parent, unit)
+            else:
+                self.order[i + 1:i + 1] = children
         try:
-            self.wait_until(parent, lambda: all(c in self.finished for c in children),
+            done = set(children)
+            self.wait_until(parent, lambda: done <= self.finished,
                             f"{who or f'core {parent}'} waits for {len(children)} forked cores to "
                             "finish")
         finally:
@@ -218,20 +315,43 @@ class CoreScheduler:
                 gone = set(children)
                 self.order = [c for c in self.order if c not in gone]
                 self.finished -= gone
-                self.lazy -= gone
                 for c in children:
                     self.pending.pop(c, None)
+                    self.group_of.pop(c, None)
+                if self.lazy_units.pop(parent, None) is not None:
+                    self.lazy_groups.remove(parent)
 
     def wait_until(self, core, ready, description: str) -> None:
         """Block ``core`` (the caller, holding the baton) until ``ready()``; other cores run."""
         if ready():
             return
+        self._park(core, ready, description)
+
+    def poll(self, core, ready, description: str) -> bool:
+        """``core`` (the caller, holding the baton) lets every other core that can go on run
+        first; True once ``ready()``, False when no other core could go on and it is not."""
+        if ready():
+            return True
+        with self.cv:
+            self.polling.add(core)
+        try:
+            self._park(core, ready, description)
+        finally:
+            with self.cv:
+                self.polling.discard(core)
+        return bool(ready())
+
+    def _park(self, core, ready, description: str) -> None:
         lock = threading.Lock()
         lock.acquire()
         with self.cv:
             self.waiting[core] = (ready, description)
+            nxt = self._next(core)
+            if nxt == core:   # a poll nobody else can answer: the baton stays here
+                del self.waiting[core]
+                return
             self._parked[core] = lock
-            _, wake = self._dispatch(self._next(core), free=False)
+            _, wake = self._dispatch(nxt, free=False)
         if type(wake) is list:
             _wake(wake)
         else:

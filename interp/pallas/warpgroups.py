@@ -2,13 +2,17 @@
 warpgroups, mbarriers and the asynchronous operations they order.
 
 The kernel body runs once per *thread* of the mesh (a Mosaic GPU "thread" is a warpgroup of 128
-CUDA threads). Clusters (points of the grid) run one after another, in row-major order or a
-seeded shuffled one (``grid_order="shuffled"``): they cannot synchronise with each other except
-through global memory. The warpgroups of all blocks of one cluster run concurrently as far as the
-model is concerned: under ``interp.pallas.cores.CoreScheduler``, one at a time, a warpgroup that
-waits on a barrier whose phase has not completed handing over to the next one (a warpgroup gets a
-thread of its own only while it waits). A correct kernel therefore gets its one answer whatever the order; a wait nobody can satisfy
-is a deadlock, reported (``DeadlockError``) instead of hanging.
+CUDA threads). Clusters (points of the grid) and the warpgroups of all blocks of a cluster run
+concurrently as far as the model is concerned: every warpgroup is a core of one
+``interp.pallas.cores`` schedule, run one at a time, a warpgroup that waits on a barrier or
+semaphore that is not ready handing over to another one (a warpgroup gets a thread of its own
+only while it waits). A cluster starts, all its warpgroups at once, only when no started
+warpgroup can go on, in row-major order or a seeded shuffled one (``grid_order="shuffled"``):
+most clusters run one after another, and only the clusters that wait on later ones (a
+persistent kernel whose blocks wait for all the others) stay alive beside them. Clusters
+synchronise with each other through global memory only (semaphores). A correct kernel therefore
+gets its one answer whatever the order; a wait nobody can satisfy is a deadlock, reported
+(``DeadlockError``) instead of hanging.
 
 Asynchronous operations complete at issue (their data is where it will be) but are *in flight*
 until the program observes their completion; what the program may not do meanwhile is
@@ -40,7 +44,7 @@ import itertools
 import numpy as np
 
 from ..errors import RaceError, UndefinedBehaviorError
-from .cores import run_cores, wait_until
+from .cores import handoffs, poll, run_cores, waiting_descriptions, wait_until
 from .dma import Region
 from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
                    maybe_current_run, operand_buffers)
@@ -188,6 +192,8 @@ class WarpgroupRun(KernelRun):
         self.tmem_loads = []              # async_load_tmem records before wait_load_tmem
         self.warps = {}                   # warp id -> WarpRun of this warpgroup's warp_maps
         self.cancel_calls = 0             # try_cluster_cancel calls so far
+        self.tests = 0                    # barrier_test calls so far
+        self.fruitless = {}               # barrier id -> what a test answering False last saw
         self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
 
     def where(self) -> str:
@@ -258,12 +264,54 @@ class WarpgroupRun(KernelRun):
         phase = self.waits.get(id(barrier), 0)
         self.wait_until(lambda: barrier.completed > phase,
                         f"{self.where()} waits for phase {phase} of {barrier.describe()}")
+        self._observe(barrier, phase)
+
+    def _observe(self, barrier: Barrier, phase: int) -> None:
+        """The warpgroup observed the completion of its next phase ``phase`` of ``barrier``."""
         if barrier.completed > phase + 1:
             raise BarrierError(f"{self.where()}: waits for phase {phase} of barrier "
                                f"'{barrier.name}' when phase {barrier.completed - 1} already "
                                "completed (a parity wait cannot tell the two apart)")
         self.waits[id(barrier)] = phase + 1
         _join(self.known, barrier.knowledge[phase])
+
+    def test_barrier(self, barrier: Barrier) -> bool:
+        """barrier_test (spec/pallas_mosaic_gpu.py BARRIER_TEST): whether the warpgroup's next
+        phase of ``barrier`` completed, observed as barrier_wait observes it when it did. A phase
+        not complete yet: the other cores that can go on run first (the test is made as late as
+        the schedule allows), except under grid_order="shuffled", which answers False at once
+        for a seeded half of such tests. A second test answering False after nothing changed
+        (no other core ran, the barrier and this warpgroup's releases as they were) is a poll
+        loop that never ends: DeadlockError."""
+        phase = self.waits.get(id(barrier), 0)
+        self.tests += 1
+
+        def done():
+            return barrier.completed > phase
+
+        if not done():
+            opts = self.options
+            if opts.grid_order == "shuffled" and np.random.default_rng(
+                    (opts.seed or 0, *self.cluster.point, *self.block, self.warpgroup,
+                     getattr(self, "warp", -1) + 1, self.tests)).random() < 0.5:
+                return False   # the test came before anything else ran: one legal answer
+            what = f"{self.where()} polls (barrier_test) phase {phase} of {barrier.describe()}"
+            if not poll(done, what):
+                seen = (handoffs(), barrier.completed, barrier.arrivals, barrier.tx, self.epoch)
+                if self.fruitless.get(id(barrier)) == seen:
+                    others = "; ".join(waiting_descriptions()) or "none"
+                    raise DeadlockError(
+                        f"{self.where()}: deadlock: polls (barrier_test) phase {phase} of "
+                        f"{barrier.describe()} again with nothing changed since its last test "
+                        "answered False: no other warpgroup or copy can go on and this one "
+                        "released nothing (no arrival, no copy completing on a barrier), so the "
+                        "poll loop never "
+                        f"ends (the other waits: {others})")
+                self.fruitless[id(barrier)] = seen
+                return False
+        self.fruitless.pop(id(barrier), None)
+        self._observe(barrier, phase)
+        return True
 
     def arrive(self, barrier: Barrier) -> None:
         # A release: what this warpgroup wrote before it is visible to whoever observes the
@@ -316,12 +364,20 @@ class ClusterState:
         self.concurrent = plan.num_threads * len(plan.blocks) > 1
         self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
         self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
-        self.launch_queue = None   # clusters not launched yet (try_cluster_cancel may take one)
-        self.cancel_decisions = {}  # (issuer group, request number) -> cancelled point or None
+        self.launch = None          # the Launch this cluster belongs to
+        self.runs = {}              # (block, warpgroup) -> (run, refs), until it starts
+        self.unfinished = 0         # warpgroups not finished
         self.plan = plan
         self.allocations = {}   # allocation key -> {block: [refs]} (scratch, collective scoped)
         self.allocation_of = {}   # id(ref) -> (allocation key, position)
         self.prototypes = {}      # allocation key -> what its refs are made from
+
+    @property
+    def globals(self) -> dict:
+        """get_global buffers (interp/rules/pallas.py get_global): Mosaic GPU reserves them over
+        every axis of the kernel (lowering.py _get_global_lowering_rule: collective_axes = all
+        axis names), one per launch shared by its clusters."""
+        return self.launch.globals
 
     # -- clusters: the same allocation in another block of the cluster ---------------------------
     def block_allocation(self, key, block, prototypes, run) -> list:
@@ -608,34 +664,76 @@ class GpuMeshPlan(MeshPlan):
         if opts.grid_order == "shuffled":
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
             clusters = [clusters[i] for i in order]
-        last = None
         launch = Launch(self, arrays, inits)   # this launch's GMEM (across devices: its runs)
-        queue = collections.deque(clusters)   # try_cluster_cancel takes from its front
-        while queue:
-            last = self._run_cluster(queue.popleft(), arrays, inits, queue, launch)
+        launch.queue = collections.deque(clusters)
+        threads = [(block, wg) for block in self.blocks for wg in range(self.num_threads)]
+        # Every warpgroup of every cluster is a core of one schedule, cluster-major; the cores
+        # start lazily (only when no started core can go on), so a cluster starts when the
+        # started ones all wait or finished, and only the clusters that wait on another one keep
+        # their state (and a parked thread) alive beside it.
+        bodies = {}
+        for point in clusters:
+            order = threads
+            if opts.grid_order == "shuffled" and len(threads) > 1:
+                order = [threads[i] for i in np.random.default_rng(
+                    (opts.seed or 0, *point)).permutation(len(threads))]
+            for thread in order:
+                bodies[WarpgroupCore(point, *thread)] = functools.partial(
+                    self._run_thread, launch, point, thread)
+        if len(bodies) == 1:
+            next(iter(bodies.values()))()
+        else:
+            run_cores(bodies, self.name, deadlock=DeadlockError, lazy=True,
+                      unit=lambda core: core.cluster)
         launch.leave()
-        if last is not None:
-            _check_outputs_written(last, [KernelRef(a, self.names[self.n_in + o], last,
-                                                    init=inits[self.n_in + o], kind="output")
-                                          for o, a in enumerate(arrays[self.n_in:])],
-                                   inits[self.n_in:])
+        _check_outputs_written(launch.run, [KernelRef(a, self.names[self.n_in + o], launch.run,
+                                                      init=inits[self.n_in + o], kind="output")
+                                            for o, a in enumerate(arrays[self.n_in:])],
+                               inits[self.n_in:])
         return [logical_value(impl, a)
                 for (_, _, impl), a in zip(self.out_physical, arrays[self.n_in:])]
 
-    def _run_cluster(self, point, arrays, inits, queue=None, launch=None):
+    def _run_thread(self, launch, point, thread) -> None:
+        """One warpgroup (``thread``: (block, warpgroup)) of cluster ``point``; the cluster starts
+        with its first warpgroup to start, unless try_cluster_cancel cancelled it (then none of
+        its warpgroups runs), and its state goes when its last warpgroup finished."""
+        cluster = launch.clusters.get(point, False)
+        if cluster is False:
+            cluster = launch.clusters[point] = self._start_cluster(launch, point)
+        if cluster is None:   # cancelled before it started
+            return
+        run, refs = cluster.runs.pop(thread)
+        with run:
+            self.kernel_plan.run(self.kernel_consts, refs)
+            if run.pending is not None:
+                run.raise_pending()
+            run.finish()
+        cluster.unfinished -= 1
+        if not cluster.unfinished:
+            del launch.clusters[point]
+
+    def _start_cluster(self, launch, point):
+        """The ClusterState of cluster ``point`` as it starts (its warpgroup runs, its blocks'
+        scratch SMEM), or None when try_cluster_cancel cancelled it (no longer in the launch
+        queue)."""
+        queue = launch.queue
+        if queue and queue[0] == point:
+            queue.popleft()
+        elif point in queue:
+            queue.remove(point)
+        else:
+            return None
         opts = self.options
         cluster = ClusterState(self, point)
-        cluster.launch_queue = queue
-        cluster.launch = launch if launch is not None else Launch(self, arrays, inits)
-        runs = {}
+        cluster.launch = launch
         for block in self.blocks:
             scratch = None
             for wg in range(self.num_threads):
-                run = WarpgroupRun(cluster.launch.run.name, self.sizes, opts, cluster, block, wg)
+                run = WarpgroupRun(launch.run.name, self.sizes, opts, cluster, block, wg)
                 run.mesh = cluster
                 run.core = (block, wg)
                 run.tracker = cluster
-                cluster.launch.enter(run)   # across devices: the device's view of the others
+                launch.enter(run)   # across devices: the device's view of the others
                 coords = point + block + ((wg,) if self.thread_name is not None else ())
                 run.point = dict(zip(self.axes, coords))
                 run.program_ids = coords
@@ -644,30 +742,22 @@ class GpuMeshPlan(MeshPlan):
                     scratch = [_alloc_scratch(aval, name, run, opts)
                                for aval, name in self.scratch]
                     cluster.register_block_allocation(("scratch",), block, scratch)
-                refs = [KernelRef(a, self.names[k], run, init=inits[k],
+                refs = [KernelRef(a, self.names[k], run, init=launch.inits[k],
                                   kind="input (gmem)" if k < self.n_in else "output (gmem)",
                                   check_bounds=opts.check_bounds)
-                        for k, a in enumerate(arrays)]
-                runs[run.core] = (run, refs + scratch)
+                        for k, a in enumerate(launch.arrays)]
+                cluster.runs[run.core] = (run, refs + scratch)
+        cluster.unfinished = len(cluster.runs)
+        return cluster
 
-        def body(core):
-            run, refs = runs[core]
-            with run:
-                self.kernel_plan.run(self.kernel_consts, refs)
-                if run.pending is not None:
-                    run.raise_pending()
-                run.finish()
 
-        if len(runs) == 1:
-            body(next(iter(runs)))
-        else:
-            order = list(runs)
-            if opts.grid_order == "shuffled":
-                order = [order[i] for i in np.random.default_rng(
-                    (opts.seed or 0, *point)).permutation(len(order))]
-            run_cores({c: functools.partial(body, c) for c in order}, self.name,
-                      deadlock=DeadlockError)
-        return next(iter(runs.values()))[0]
+class WarpgroupCore(collections.namedtuple("WarpgroupCore", "cluster block warpgroup")):
+    """A warpgroup's key in the core schedule (deadlock messages name it); the warpgroups of a
+    cluster start together (a cluster launches whole)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"cluster {self.cluster}, block {self.block}, warpgroup {self.warpgroup}"
 
 
 class Launch:
@@ -679,7 +769,11 @@ class Launch:
     def __init__(self, plan, arrays, inits):
         from .devices import DeviceTracker, join
         opts = plan.options
-        self.arrays = arrays
+        self.arrays, self.inits = arrays, inits
+        self.queue = collections.deque()   # clusters not started, in launch order (the front is
+        # the next to start; try_cluster_cancel cancels it)
+        self.clusters = {}   # point -> its ClusterState while it runs, None once cancelled
+        self.globals = {}    # get_global semaphores by equation: one per launch
         self.allocations = {}   # key -> semaphores (block-local scope, reserved at launch)
         self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
         self.run = KernelRun(plan.name, plan.sizes, opts)   # the launch as other devices see it
@@ -721,6 +815,12 @@ class Launch:
             for i, r in enumerate(refs):
                 if r is ref:
                     return theirs.semaphores(key, self.prototypes[key])[i]
+        for eqn, r in self.globals.items():
+            if r is ref:   # the peer's, reserved at its launch: made when first addressed
+                if eqn not in theirs.globals:
+                    theirs.globals[eqn] = _alloc_scratch(eqn.params["what"], "global",
+                                                         theirs.run, theirs.run.options)
+                return theirs.globals[eqn]
         return None
 
     def leave(self) -> None:

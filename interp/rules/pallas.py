@@ -371,7 +371,9 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
 def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
     refs = run.allocate_scoped(prototypes, collective_axes)
-    devices = getattr(run, "devices", None)   # other devices' kernels may address them
+    # Other devices' kernels may address them by position; Mosaic GPU finds a peer's buffers by
+    # what they are (GMEM only: WarpgroupRun.peer_buffer), its threads entering scopes unordered.
+    devices = getattr(run, "devices", None) if not hasattr(run, "peer_buffer") else None
     if devices is not None:
         devices.enter_scope(run, refs)
     try:

@@ -508,6 +508,14 @@ def barrier_wait(eqn, barrier, *rest, transforms_treedef):
     return []
 
 
+@register("barrier_test")
+def barrier_test(eqn, barrier, *rest, transforms_treedef):
+    # spec/pallas_mosaic_gpu.py BARRIER_TEST: the answer the reference gives when the completion
+    # races the test, and the poll loop that never ends.
+    run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
+    return np.bool_(run.test_barrier(_barrier(eqn, barrier, transforms)))
+
+
 @register("barrier_arrive_and_wait")
 def barrier_arrive_and_wait(eqn, barrier, *rest, transforms_treedef):
     run, _, transforms = _barrier_operand(eqn, barrier, rest, transforms_treedef)
@@ -888,7 +896,7 @@ def _cancel(run):
     """The outcome of one cancellation request: the grid point of the cluster it cancels (the
     next one of the launch order), or None."""
     cluster = run.cluster
-    queue = cluster.launch_queue
+    queue = cluster.launch.queue
     if not queue:
         return None
     opts = run.options
@@ -1210,13 +1218,6 @@ for _name in ("sum", "max", "min", "prod"):
 # --- refused, with the reason coverage() gives ---------------------------------------------------
 
 REFUSED = {
-    "barrier_test": "its value is whether the thread's next phase of the barrier completed "
-                    "by the moment of the test (mbarrier.test_wait.parity; a completed phase "
-                    "counts as waited: mosaic/gpu/utils.py BarrierRef.test): unless a barrier "
-                    "already ordered the completion before the test either answer is a legal "
-                    "schedule, and its use, a warp polling until the phase completes, needs the "
-                    "other threads to run between polls, which the reference's scheduler "
-                    "(switching only at blocking waits) does not do",
     "async_copy_scales_to_tmem": "block scales in TMEM feed only block-scaled tcgen05_mma, "
                                  "whose scale-factor layout is not modelled",
     "async_copy_sparse_metadata_to_tmem": "sparse metadata in TMEM feeds only sparse "
