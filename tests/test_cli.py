@@ -54,8 +54,8 @@ def test_devices_gives_the_real_reason_for_gpu_interpret(capsys):
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pallas:gpu-interpret "))
     public_mode = tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 11)
     if not public_mode:
-        # JAX 0.10.2 exports no InterpretGPUParams from jax.experimental.pallas.mosaic_gpu (its
-        # Mosaic GPU also needs absl, missing from this environment: not the reason to give).
+        # JAX 0.10.2 exports no InterpretGPUParams from jax.experimental.pallas.mosaic_gpu: that
+        # is the reason, whether or not absl (which its Mosaic GPU imports) is installed.
         assert f"JAX {jax.__version__} has no Mosaic GPU interpret mode" in line and "absl" not in line
     else:
         assert "has no Mosaic GPU interpret mode" not in line
