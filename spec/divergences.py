@@ -955,6 +955,20 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "crash of the backend.",
         runners=("pallas:gpu-interpret",), outcomes=("crash",),
         cases=("pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/*",)),
+    Divergence(
+        "pallas-gpu-interpret-0.10-retraces-every-thread",
+        "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/pallas/mosaic/interpret/thread_map.py "
+        "(_run_jaxpr jits a function nested in itself, so the jit cache never hits; JAX 0.11.2 "
+        "moved it to top level 'so that caching works properly'); reproducer (JAX 0.10.2): "
+        "jax-conformance repro pallas_mosaic_gpu/ops/hopper_matmul/f16/512x256x512 --runner "
+        "pallas:gpu-interpret --isolated --timeout 600",
+        "JAX 0.10.2's Mosaic GPU interpret mode (jax._src.pallas.mosaic_gpu.interpret, not yet "
+        "exported) re-traces and recompiles each Pallas thread's jaxpr at every grid point and "
+        "warpgroup (about 0.3 s each): the shipped hopper matmul (132 clusters, 3 warpgroups) "
+        "takes minutes per call, past the quick profile's 60 s, where JAX 0.11.2 and 0.12 return.",
+        runners=("pallas:gpu-interpret",), outcomes=("timeout",), jax_versions=("0", "0.11.2"),
+        cases=("pallas_mosaic_gpu/ops/hopper_matmul/*", "pallas_mosaic_gpu/claims/hopper_matmul_vs_dot/*",
+               "pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/*")),
     # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
     Divergence(
         "pallas-triton-vector-integer-atomic-minmax-assert",

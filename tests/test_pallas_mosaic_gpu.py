@@ -896,6 +896,26 @@ def test_core_map_over_a_mosaic_gpu_mesh_writes_the_refs_it_closes_over():
 
 
 @needs_plgpu
+def test_a_warp_core_map_with_scratch_is_refused_naming_it():
+    """JAX 0.10.2's warp_map form, core_map over a WarpMesh, with scratch_shapes: its Mosaic
+    GPU lowering (_core_map_lowering_rule) passes the body no arguments, so nothing defines
+    it; the reference refuses it by name."""
+    from jax._src.pallas import core as pallas_core
+    from jax.experimental import pallas as pl
+    from interp.errors import UnsupportedPrimitiveError
+    if not hasattr(pallas_core, "core_map_p"):
+        pytest.skip("this JAX's pl.core_map binds mpmd_map (core_map_p is JAX 0.10.2's)")
+
+    def body(o_gmem):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"), scratch_shapes=[plgpu.SMEM((2,), jnp.int32)])
+        def _(scratch):
+            o_gmem[...] = jnp.zeros((2,), jnp.int32)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32))
+    with pytest.raises(UnsupportedPrimitiveError, match=r"core_map.*scratch_shapes.*JAX 0\.10"):
+        interp.interpret(f)()
+
+
+@needs_plgpu
 @pytest.mark.parametrize("rows", [64, 65])
 def test_a_gmem_view_past_its_buffer_is_address_arithmetic(rows):
     # x_gmem.at[64:192] reaches past x's 128 rows; only what a copy then touches must exist

@@ -57,10 +57,10 @@ def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_outpu
     return _plan(eqn, mesh_plan_class(meshes)).run(args)
 
 
-@register("core_map", partial="over a WarpMesh (plgpu.warp_map) and over the meshes JAX "
-                              "discharges (TPU core meshes, Mosaic GPU meshes); a mesh JAX has "
-                              "no discharge rule for (its compiler lowers it in place) is "
-                              "refused")
+@register("core_map", partial="over a WarpMesh with scratch_shapes refused (JAX 0.10.2's Mosaic "
+                              "GPU lowering passes the body no arguments); other meshes run as "
+                              "JAX discharges them (an mpmd_map, with that rule's limits), a "
+                              "mesh JAX has no discharge rule for is refused")
 def core_map(eqn, *operands, jaxpr, mesh, debug_info, compiler_params, interpret, debug,
              cost_estimate, name, metadata):
     # JAX 0.10.2 only: pl.core_map and plgpu.warp_map bind core_map_p (pallas/core.py), a
