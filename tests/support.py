@@ -33,3 +33,17 @@ def assert_tree_same_bits(actual, expected, nan_payloads=False):
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         assert isinstance(a, np.ndarray), type(a)
         assert_same_bits(a, e, nan_payloads=nan_payloads, err_msg=f"(output {i})")
+
+
+def core_map_over_refs(mesh, body):
+    """A function of ``x`` that runs ``body(x_ref, o_ref)`` once per core of ``mesh`` under
+    ``pl.core_map``, the body closing over two refs (``pl.run_state``; ``o`` starts as -1s), and
+    returns both refs' final values. JAX 0.10.2 binds core_map, 0.11 and later mpmd_map."""
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def f(x):
+        def stateful(refs):
+            pl.core_map(mesh)(lambda: body(*refs))
+        return pl.run_state(stateful)((x, jnp.full_like(x, -1)))
+    return f

@@ -878,21 +878,16 @@ def test_core_map_over_a_mosaic_gpu_mesh_writes_the_refs_it_closes_over():
     mosaic_gpu/core.py _gpu_mesh_discharge_rule, to an mpmd_map over the mesh), 0.11 and later
     an mpmd_map. Each block writes its rows; the answer by hand."""
     from jax.experimental import pallas as pl
-    mesh = plgpu.Mesh(grid=(2,), grid_names=("x",))
+    from tests.support import core_map_over_refs
 
-    def f(x):
-        def stateful(refs):
-            x_ref, o_ref = refs
+    def body(x_ref, o_ref):
+        i = jax.lax.axis_index("x")
+        o_ref[pl.ds(i * 8, 8)] = x_ref[pl.ds(i * 8, 8)] * 2 + i.astype(F32)
 
-            @pl.core_map(mesh)
-            def _():
-                i = jax.lax.axis_index("x")
-                o_ref[pl.ds(i * 8, 8)] = x_ref[pl.ds(i * 8, 8)] * 2 + i.astype(F32)
-        return pl.run_state(stateful)((x, jnp.full_like(x, -1)))[1]
-
+    f = core_map_over_refs(plgpu.Mesh(grid=(2,), grid_names=("x",)), body)
     x = RNG.standard_normal((16, 128)).astype(np.float32)
     want = 2 * x + np.repeat(np.arange(2, dtype=np.float32), 8)[:, None]
-    np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x), want)
+    np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x)[1], want)
 
 
 @needs_plgpu

@@ -176,26 +176,19 @@ def test_core_map_over_a_core_mesh_writes_the_refs_it_closes_over(order):
     """pl.core_map: the body closes over refs and runs once per core. JAX 0.10.2 binds it as
     core_map (pallas/core.py core_map_p, run through JAX's own discharge to an mpmd_map), 0.11
     and later as an mpmd_map: the same program, the same answer by hand."""
-    mesh = _tensorcore_mesh(2)
+    from tests.support import core_map_over_refs
 
-    def f(x):
-        def stateful(refs):
-            x_ref, o_ref = refs
+    def body(x_ref, o_ref):
+        c = jax.lax.axis_index("core")
 
-            @pl.core_map(mesh)
-            def _():
-                c = jax.lax.axis_index("core")
+        def scoped(buf):
+            pltpu.sync_copy(x_ref.at[pl.ds(c * 8, 8)], buf)
+            buf[...] = buf[...] * 2 + c.astype(jnp.float32)
+            pltpu.sync_copy(buf, o_ref.at[pl.ds(c * 8, 8)])
 
-                def body(buf):
-                    pltpu.sync_copy(x_ref.at[pl.ds(c * 8, 8)], buf)
-                    buf[...] = buf[...] * 2 + c.astype(jnp.float32)
-                    pltpu.sync_copy(buf, o_ref.at[pl.ds(c * 8, 8)])
+        pl.run_scoped(scoped, pltpu.VMEM((8, 128), jnp.float32))
 
-                pl.run_scoped(body, pltpu.VMEM((8, 128), jnp.float32))
-
-        x_out, o = pl.run_state(stateful)((x, jnp.full_like(x, -1)))
-        return x_out, o
-
+    f = core_map_over_refs(_tensorcore_mesh(2), body)
     x = RNG.standard_normal((16, 128)).astype(np.float32)
     x_out, got = interp.interpret(f, grid_order=order, detect_races=True)(x)
     want = 2 * x + np.repeat(np.arange(2, dtype=np.float32), 8)[:, None]
