@@ -10,10 +10,12 @@ CONSTRAINTS ?=
 
 .PHONY: venv test conformance bench coverage-docs clean
 
+# mosaic-gpu: JAX 0.10.2's Mosaic GPU imports absl-py; without it every Mosaic GPU test and case
+# would skip on the oldest JAX.
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS))
+	$(PY) -m pip install --quiet -e '.[test,mosaic-gpu]' $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS))
 	touch $@
 
 venv: $(VENV)/.installed

@@ -308,22 +308,33 @@ class GpuInterpret(PallasRunner):
     def available(self):
         # Whether this JAX has the mode comes first: importing Mosaic GPU can fail for another reason
         # (JAX 0.10.2 without absl) that would hide it. jax.experimental.pallas.mosaic_gpu exports
-        # InterpretGPUParams from JAX 0.11 on (0.10.2 has it only in jax._src).
+        # InterpretGPUParams from JAX 0.11 on; JAX 0.10.2 has the mode too, with its parameters
+        # only in jax._src.pallas.mosaic_gpu.interpret.params (what plgpu.kernel(interpret=...)
+        # takes there).
         import importlib.util
         import jax
         spec = importlib.util.find_spec("jax.experimental.pallas.mosaic_gpu")
         source = open(spec.origin, encoding="utf-8").read() if spec and spec.origin else ""
-        if not any(name in source for name in ("InterpretGPUParams", "InterpretParams")):
+        public = any(name in source for name in ("InterpretGPUParams", "InterpretParams"))
+        if not public and importlib.util.find_spec(_PRIVATE_GPU_INTERPRET_PARAMS) is None:
             return False, (f"JAX {jax.__version__} has no Mosaic GPU interpret mode "
                            "(jax.experimental.pallas.mosaic_gpu exports no InterpretGPUParams)")
         return super().available()
 
     def interpret_param(self):
+        import importlib
         from jax.experimental.pallas import mosaic_gpu as plgpu
         params = getattr(plgpu, "InterpretGPUParams", None) or getattr(plgpu, "InterpretParams", None)
         if params is None:
+            params = getattr(importlib.import_module(_PRIVATE_GPU_INTERPRET_PARAMS),
+                             "InterpretGPUParams", None)
+        if params is None:
             raise ImportError("this JAX has no Mosaic GPU interpret mode")
         return params()
+
+
+# Where JAX 0.10.2 keeps its Mosaic GPU interpret mode's parameters (not exported publicly).
+_PRIVATE_GPU_INTERPRET_PARAMS = "jax._src.pallas.mosaic_gpu.interpret.params"
 
 
 def all_runners() -> list[Runner]:

@@ -78,6 +78,12 @@ RULE_NAME_RELEASES = {
     "conv": Releases("pltpu.conv is new in JAX 0.11 (pallas/mosaic/primitives.py)", since=(0, 11)),
     "matmul_lhs_fifo": Releases("the MXU FIFO forms are new in JAX 0.11", since=(0, 11)),
     "matmul_pop_fifo": Releases("the MXU FIFO forms are new in JAX 0.11", since=(0, 11)),
+    # Mosaic GPU (pallas/mosaic_gpu/primitives.py) and Pallas core (pallas/core.py).
+    "mma": Releases("plgpu.mma (Ampere mma.sync) is new in JAX 0.11's Mosaic GPU", since=(0, 11)),
+    "wait_gmem_to_smem": Releases("new in JAX 0.11's Mosaic GPU (plgpu.wait_gmem_to_smem, for "
+                                  "cp.async copies)", since=(0, 11)),
+    "core_map": Releases("JAX 0.10.2's pl.core_map / plgpu.warp_map primitive; from 0.11 both "
+                         "bind mpmd_map", until=(0, 11)),
     "elementwise_inline_asm_p": Releases("Triton's inline asm primitive's name up to JAX 0.11",
                                          until=(0, 12)),
     "elementwise_inline_asm": Releases("named elementwise_inline_asm_p before JAX 0.12", since=(0, 12)),

@@ -952,8 +952,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "--runner pallas:gpu-interpret",
         "JAX's Mosaic GPU interpret mode cannot run a wgmma whose LHS is a register value (the "
         "shipped hopper_mixed_type_matmul_mgpu converts int8 to bf16 in registers first): a "
-        "crash of the backend.",
-        runners=("pallas:gpu-interpret",), outcomes=("crash",),
+        "crash of the backend. On JAX 0.10.2 the same ValueError ('Expected shape (5,) but got "
+        "(128, 64)') fails the io_callback and the kernel's other threads then wait forever: a "
+        "timeout (no result after 600 s, by the reproducer with --isolated --timeout 600).",
+        runners=("pallas:gpu-interpret",), outcomes=("crash", "timeout"),
         cases=("pallas_mosaic_gpu/ops/hopper_mixed_type_matmul/*",)),
     Divergence(
         "pallas-gpu-interpret-barrier-test",
@@ -968,6 +970,21 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "the backend).",
         runners=("pallas:gpu-interpret",), outcomes=("crash",),
         cases=("pallas_mosaic_gpu/barrier_test_poll/*",)),
+    Divergence(
+        "pallas-gpu-interpret-0.10-retraces-every-thread",
+        "https://github.com/jax-ml/jax/blob/jax-v0.10.2/jax/_src/pallas/mosaic/interpret/thread_map.py "
+        "(_run_jaxpr jits a function nested in itself, so the jit cache never hits; JAX 0.11.2 "
+        "moved it to top level 'so that caching works properly'); reproducer (JAX 0.10.2): "
+        "jax-conformance repro pallas_mosaic_gpu/ops/hopper_matmul/f16/512x256x512 --runner "
+        "pallas:gpu-interpret --isolated --timeout 600",
+        "JAX 0.10.2's Mosaic GPU interpret mode (jax._src.pallas.mosaic_gpu.interpret, not yet "
+        "exported) re-traces and recompiles each Pallas thread's jaxpr at every grid point and "
+        "warpgroup (about 0.3 s each): the shipped hopper matmul (132 clusters, 3 warpgroups) "
+        "took 136 s per call on an idle 2-vCPU VM where 0.12 takes 7.9 s (2026-11-27), past the "
+        "quick profile's 60 s; under load the reproducer gave no result in 420 s and its worker "
+        "printed no error (a slow run, not a failure).",
+        runners=("pallas:gpu-interpret",), outcomes=("timeout",), jax_versions=("0", "0.11.2"),
+        cases=("pallas_mosaic_gpu/ops/hopper_matmul/*", "pallas_mosaic_gpu/claims/hopper_matmul_vs_dot/*")),
     # -- Pallas Triton (conformance/cases/pallas_triton.py) --------------------------------------
     Divergence(
         "pallas-triton-vector-integer-atomic-minmax-assert",

@@ -54,3 +54,17 @@ def verdicts_with_8_devices(module: str) -> dict:
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("VERDICTS ")]
     assert line, proc.stdout[-2000:] + proc.stderr[-4000:]
     return json.loads(line[0][len("VERDICTS "):])
+
+
+def core_map_over_refs(mesh, body):
+    """A function of ``x`` that runs ``body(x_ref, o_ref)`` once per core of ``mesh`` under
+    ``pl.core_map``, the body closing over two refs (``pl.run_state``; ``o`` starts as -1s), and
+    returns both refs' final values. JAX 0.10.2 binds core_map, 0.11 and later mpmd_map."""
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def f(x):
+        def stateful(refs):
+            pl.core_map(mesh)(lambda: body(*refs))
+        return pl.run_state(stateful)((x, jnp.full_like(x, -1)))
+    return f

@@ -274,7 +274,8 @@ def _mosaic_gpu():
         import jax._src.pallas.mosaic_gpu.pallas_call_registration  # noqa: F401
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"Mosaic GPU's Pallas module does not import here ({type(e).__name__}: {e}); "
-                    "on JAX 0.10.2 it needs absl, which this environment lacks")
+                    "on JAX 0.10.2 it needs absl-py: the project's mosaic-gpu extra, which make "
+                    "test installs")
     return plgpu
 
 

@@ -849,7 +849,8 @@ def test_every_rule_names_the_parameters_this_jax_binds():
 @needs_tmem   # plgpu.warp_map arrived with the Blackwell kernels (JAX 0.11)
 def test_warps_of_a_warp_map_run_concurrently():
     # Warp 0 waits for a barrier warp 1 arrives on after it: only warps running concurrently
-    # (a fork/join, lowering.py _mpmd_map_lowering_rule) let warp 0 finish.
+    # (a fork/join, lowering.py _mpmd_map_lowering_rule; on JAX 0.10.2 warp_map binds core_map,
+    # lowered by _core_map_lowering_rule) let warp 0 finish.
     from jax.experimental import pallas as pl
     if not hasattr(plgpu, "warp_map"):
         pytest.skip("this JAX's Mosaic GPU has no warp_map")
@@ -869,6 +870,44 @@ def test_warps_of_a_warp_map_run_concurrently():
     f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32),
                      scratch_types=[plgpu.Barrier(num_arrivals=1)])
     np.testing.assert_array_equal(interp.interpret(f)(), [10, 11])
+
+
+@needs_plgpu
+def test_core_map_over_a_mosaic_gpu_mesh_writes_the_refs_it_closes_over():
+    """pl.core_map over plgpu.Mesh: JAX 0.10.2 binds core_map (its meaning: JAX's discharge,
+    mosaic_gpu/core.py _gpu_mesh_discharge_rule, to an mpmd_map over the mesh), 0.11 and later
+    an mpmd_map. Each block writes its rows; the answer by hand."""
+    from jax.experimental import pallas as pl
+    from tests.support import core_map_over_refs
+
+    def body(x_ref, o_ref):
+        i = jax.lax.axis_index("x")
+        o_ref[pl.ds(i * 8, 8)] = x_ref[pl.ds(i * 8, 8)] * 2 + i.astype(F32)
+
+    f = core_map_over_refs(plgpu.Mesh(grid=(2,), grid_names=("x",)), body)
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    want = 2 * x + np.repeat(np.arange(2, dtype=np.float32), 8)[:, None]
+    np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x)[1], want)
+
+
+@needs_plgpu
+def test_a_warp_core_map_with_scratch_is_refused_naming_it():
+    """JAX 0.10.2's warp_map form, core_map over a WarpMesh, with scratch_shapes: its Mosaic
+    GPU lowering (_core_map_lowering_rule) passes the body no arguments, so nothing defines
+    it; the reference refuses it by name."""
+    from jax._src.pallas import core as pallas_core
+    from jax.experimental import pallas as pl
+    from interp.errors import UnsupportedPrimitiveError
+    if not hasattr(pallas_core, "core_map_p"):
+        pytest.skip("this JAX's pl.core_map binds mpmd_map (core_map_p is JAX 0.10.2's)")
+
+    def body(o_gmem):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"), scratch_shapes=[plgpu.SMEM((2,), jnp.int32)])
+        def _(scratch):
+            o_gmem[...] = jnp.zeros((2,), jnp.int32)
+    f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((2,), jnp.int32))
+    with pytest.raises(UnsupportedPrimitiveError, match=r"core_map.*scratch_shapes.*JAX 0\.10"):
+        interp.interpret(f)()
 
 
 @needs_plgpu

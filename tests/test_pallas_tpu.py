@@ -171,6 +171,31 @@ def test_core_mesh_kernel_runs_every_core(order):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("order", ["sequential", "shuffled"])
+def test_core_map_over_a_core_mesh_writes_the_refs_it_closes_over(order):
+    """pl.core_map: the body closes over refs and runs once per core. JAX 0.10.2 binds it as
+    core_map (pallas/core.py core_map_p, run through JAX's own discharge to an mpmd_map), 0.11
+    and later as an mpmd_map: the same program, the same answer by hand."""
+    from tests.support import core_map_over_refs
+
+    def body(x_ref, o_ref):
+        c = jax.lax.axis_index("core")
+
+        def scoped(buf):
+            pltpu.sync_copy(x_ref.at[pl.ds(c * 8, 8)], buf)
+            buf[...] = buf[...] * 2 + c.astype(jnp.float32)
+            pltpu.sync_copy(buf, o_ref.at[pl.ds(c * 8, 8)])
+
+        pl.run_scoped(scoped, pltpu.VMEM((8, 128), jnp.float32))
+
+    f = core_map_over_refs(_tensorcore_mesh(2), body)
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    x_out, got = interp.interpret(f, grid_order=order, detect_races=True)(x)
+    want = 2 * x + np.repeat(np.arange(2, dtype=np.float32), 8)[:, None]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(x_out, x)   # read, never written
+
+
 def test_roll_matches_jnp_roll():
     def kernel(x_ref, o_ref, p_ref):
         o_ref[...] = pltpu.roll(x_ref[...], 3, 1)

@@ -439,12 +439,21 @@ def shipped(make, device="h100"):
             from interp.emulated_device import tracing
             plgpu = _plgpu()
             emulate = tracing(None if _on_gpu() else device)
-            interp_mode = (plgpu.force_gpu_interpret_mode(interpret)
+            interp_mode = (_force_gpu_interpret_mode(plgpu)(interpret)
                            if interpret not in (None, True, False) else contextlib.nullcontext())
             with emulate, interp_mode:
                 return fn(*args)
         return run
     return build
+
+
+def _force_gpu_interpret_mode(plgpu):
+    """plgpu.force_gpu_interpret_mode (JAX >= 0.11); JAX 0.10.2 has it only in
+    jax._src.pallas.mosaic_gpu.interpret.params."""
+    force = getattr(plgpu, "force_gpu_interpret_mode", None)
+    if force is None:
+        from jax._src.pallas.mosaic_gpu.interpret.params import force_gpu_interpret_mode as force
+    return force
 
 
 def _hopper_matmul(tile_m=128, tile_n=128, tile_k=64, steps=2):

@@ -31,6 +31,7 @@ import jax
 
 from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
 from ..evaluator import Literal, get_plan, split_jaxpr
+from ..refs import Ref
 from .devices import join as join_devices, join_core_mesh
 from .dma import DmaEngine
 from .memory import (KernelRef, fill_uninitialized, logical_value, physical_operand,
@@ -550,7 +551,11 @@ def operand_buffers(args, out_physical, aliases, opts) -> tuple[list, list]:
     kernel may write them; typed keys are held as their key data, as in pallas_call: Mosaic
     physicalizes them the same way), then the outputs (never-written memory, or the aliased
     input's buffer)."""
-    arrays = [np.array(physical_value(a), copy=True) for a in args]
+    # A Ref operand (JAX >= 0.11's pl.kernel / pl.core_map over refs the body closes over or
+    # takes: "treated as if it is read-from and written-to", helpers.py kernel): the kernel
+    # works on that memory itself.
+    arrays = [a.array if isinstance(a, Ref) else np.array(physical_value(a), copy=True)
+              for a in args]
     inits = [None] * len(arrays)
     for o, (shape, dtype, _) in enumerate(out_physical):
         if o in aliases:

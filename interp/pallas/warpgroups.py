@@ -619,7 +619,7 @@ class WarpMapPlan:
 
         def body(warp):
             with warp:
-                self.plan.run(self.consts, list(args))
+                self._run_body(args)
                 if warp.pending is not None:
                     warp.raise_pending()
 
@@ -632,6 +632,28 @@ class WarpMapPlan:
                                             else [])
             warp.stores, warp.uncommitted_stores = [], []
         return []
+
+    def _run_body(self, args) -> None:
+        self.plan.run(self.consts, list(args))
+
+
+class CoreMapWarpPlan(WarpMapPlan):
+    """JAX 0.10.2's ``plgpu.warp_map``: ``core_map`` over a ``WarpMesh`` (pallas/core.py
+    core_map_p; from 0.11 it binds ``mpmd_map``). The body closes over the warpgroup's refs and
+    scalars: the equation's operands are its jaxpr's constvars, and it has no invars (0.10.2's
+    lowering.py _core_map_lowering_rule lowers it with ``args=(), consts=args``)."""
+
+    def __init__(self, eqn):
+        from ..evaluator import get_plan
+        jaxpr = eqn.params["jaxpr"]
+        if jaxpr.invars:
+            raise eqn.unsupported("core_map over a WarpMesh with scratch_shapes (0.10.2's Mosaic "
+                                  "GPU lowering passes the body no arguments)")
+        self.axis_name = eqn.params["mesh"].axis_name
+        self.plan = get_plan(jaxpr, eqn.options)
+
+    def _run_body(self, args) -> None:
+        self.plan.run(list(args), [])
 
 
 def _any_stores(run, cluster) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
-from ..pallas.warpgroups import mesh_plan_class
+from ..pallas.warpgroups import CoreMapWarpPlan, is_warp_mesh, mesh_plan_class
 from ..pallas.memory import KernelRef
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
@@ -55,6 +55,62 @@ def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_outpu
     # reads its parameters from eqn.params (interp/pallas/warpgroups.py); interpret, debug,
     # cost_estimate, name and metadata only steer tracing, lowering and profiling.
     return _plan(eqn, mesh_plan_class(meshes)).run(args)
+
+
+@register("core_map", partial="over a WarpMesh with scratch_shapes refused (JAX 0.10.2's Mosaic "
+                              "GPU lowering passes the body no arguments); other meshes run as "
+                              "JAX discharges them (an mpmd_map, with that rule's limits), a "
+                              "mesh JAX has no discharge rule for is refused")
+def core_map(eqn, *operands, jaxpr, mesh, debug_info, compiler_params, interpret, debug,
+             cost_estimate, name, metadata):
+    # JAX 0.10.2 only: pl.core_map and plgpu.warp_map bind core_map_p (pallas/core.py), a
+    # ref-effectful primitive whose body closes over refs (the operands are its jaxpr's
+    # constvars, its invars the scratch_shapes); from 0.11 both bind mpmd_map. debug_info,
+    # interpret, debug, cost_estimate, name and metadata only steer tracing, lowering and
+    # profiling; compiler_params and mesh go into the discharged mpmd_map.
+    if is_warp_mesh(mesh):
+        return _plan(eqn, CoreMapWarpPlan).run(operands)
+    return _plan(eqn, _DischargedCoreMap).run(operands)
+
+
+class _DischargedCoreMap:
+    """``core_map`` over a mesh outside a kernel: its meaning is JAX's own discharge
+    (pallas/core.py _core_map_discharge_rule: default_mesh_discharge_rule for TPU core meshes,
+    mosaic_gpu/core.py _gpu_mesh_discharge_rule for plgpu.Mesh): an ``mpmd_map`` over the mesh
+    whose outputs alias the refs the body writes. Traced once per equation; each run reads the
+    operand refs, evaluates the discharged jaxpr (so the mpmd_map rule runs the kernel) and
+    writes the refs' final values back."""
+
+    def __init__(self, eqn):
+        from jax._src import api_util, core as jax_core, linear_util as lu
+        from jax._src.interpreters import partial_eval as pe
+        from jax._src.pallas import core as pallas_core
+        from jax._src.state import discharge
+        mesh = eqn.params["mesh"]
+        if type(mesh) not in pallas_core._core_map_mesh_rules:
+            raise eqn.unsupported(f"core_map over {type(mesh).__name__}: JAX has no discharge "
+                                  f"rule for it (only its compiler lowers it in place)")
+
+        def bind(*operands):
+            return eqn.primitive.bind(*operands, **eqn.params)
+
+        avals = list(eqn.in_avals)
+        info = api_util.debug_info("core_map", bind, tuple(avals), {})
+        traced, _, consts = pe.trace_to_jaxpr_dynamic(lu.wrap_init(bind, debug_info=info), avals)
+        # (0.10.2's discharge_state takes and returns a ClosedJaxpr; core_map_p has no later
+        # version in range.)
+        self.closed = discharge.discharge_state(jax_core.ClosedJaxpr(traced, consts))
+        self.is_ref = [hasattr(a, "inner_aval") for a in avals]
+        self.eqn = eqn
+
+    def run(self, operands):
+        values = [np.array(op.array, copy=True) if is_ref else op
+                  for op, is_ref in zip(operands, self.is_ref)]
+        finals = self.eqn.eval_jaxpr(self.closed, *values)
+        refs = [op for op, is_ref in zip(operands, self.is_ref) if is_ref]
+        for ref, final in zip(refs, finals):   # one final value per ref operand, in order
+            ref.write(tuple(slice(0, d, 1) for d in ref.shape), final)
+        return []
 
 
 def _axis_index(eqn, *, axis_name):
@@ -188,7 +244,6 @@ def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices
 def _expansion_0_10(avals_in, *, grid_sizes, grid_mapping, args_tree, body_jaxpr,
                     body_consts_len, _num_extra_dynamic, _static_grid_offsets, **params):
     import dataclasses
-    import jax
     from jax._src import api_util, core
     from jax._src import linear_util as lu
     from jax._src import util as jax_util

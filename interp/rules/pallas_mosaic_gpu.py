@@ -841,7 +841,10 @@ def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
     run.cluster.tmem_loads.append(record)
     run.tmem_loads.append(record)
     if reduce is None:
-        return [value]
+        # JAX 0.10.2 binds async_load as a one-result primitive (primitives.py: no
+        # multiple_results); from 0.11 it has multiple results (the value, and with reduce= the
+        # reduction).
+        return [value] if eqn.primitive.multiple_results else value
     name = str(getattr(reduce, "value", reduce)).lower()
     if name not in _TMEM_REDUCTIONS:
         raise eqn.unsupported(f"reduce={reduce!r}")
