@@ -749,6 +749,10 @@ def _py_rem(x: int, y: int) -> int:
     return -r if x < 0 else r
 
 
+def _py_sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
 def _py_shift(kind: str, nbits: int):
     """A shift of ``nbits``-bit values; the amount is read as unsigned, so negative amounts are
     >= the bit width (left and logical: 0; arithmetic: the sign fill)."""
@@ -772,7 +776,7 @@ _PY_INT_OPS = {
     "mul": (operator.mul, False, 2), "div": (_py_div, False, 2), "rem": (_py_rem, False, 2),
     "and": (operator.and_, True, 2), "or": (operator.or_, True, 2), "xor": (operator.xor, True, 2),
     "max": (max, True, 2), "min": (min, True, 2), "neg": (operator.neg, False, 1),
-    "not": (operator.invert, True, 1),
+    "not": (operator.invert, True, 1), "sign": (_py_sign, False, 1), "abs": (abs, False, 1),
     **{name: (_OPERATORS[ufunc], True, 2) for name, ufunc in _COMPARISONS.items()},
 }
 _PY_SHIFTS = {"shift_left": "left", "shift_right_logical": "logical",
@@ -833,8 +837,8 @@ def _py_int_rule(ctx):
         fn, arity = _py_shift(_PY_SHIFTS[name], dtype.itemsize * 8), 2
     else:
         fn, on_bool, arity = _PY_INT_OPS[name]
-        if dtype == _BOOL and not on_bool:
-            return None
+        if (dtype == _BOOL and not on_bool) or (name == "abs" and dtype.kind == "u"):
+            return None    # (JAX rejects abs of unsigned integers when tracing)
     result = np.dtype(ctx.out_dtype)
     if result != (_BOOL if name in _COMPARISONS else dtype):
         return None
