@@ -377,6 +377,43 @@ def test_a_rule_without_a_signature_accepts_no_parameter(monkeypatch):
     np.testing.assert_array_equal(interp.interpret(_made_up("test_evaluator_opaque"))(ints), ints)
 
 
+def test_declared_parameters_of_closures_are_their_defs():
+    """_keywords reads a plain function's declaration once per ``def`` (closures that ``prepare``
+    makes per equation share it): the same answer as inspect.signature for every closure, also
+    where defaults differ; a wrapper (functools.wraps) or a function with its own __signature__
+    is still read through inspect, which follows them."""
+    import functools
+    import inspect
+
+    def make(default):
+        def rule(eqn, x, *, a, b=default, c=None):
+            return x
+        return rule
+
+    def declared(fn):
+        ps = inspect.signature(fn).parameters.values()
+        kw = [p for p in ps if p.kind is p.KEYWORD_ONLY]
+        return frozenset(p.name for p in kw), frozenset(p.name for p in kw if p.default is p.empty)
+    first, second = make(1), make(2)
+    assert evaluator._keywords(first) == declared(first) == ({"a", "b", "c"}, {"a"})
+    assert evaluator._keywords(second) == declared(second)
+    second.__kwdefaults__ = {"c": None}          # (b now required: another declaration)
+    assert evaluator._keywords(second) == declared(second) == ({"a", "b", "c"}, {"a", "b"})
+
+    @functools.wraps(first)
+    def wrapper(*args, **kwargs):
+        return first(*args, **kwargs)
+    assert evaluator._keywords(wrapper) == declared(wrapper) == ({"a", "b", "c"}, {"a"})
+
+    def plain(**params):
+        def rule(eqn, x, **params):
+            return x
+        rule.__signature__ = params.get("signature")
+        return rule
+    assert evaluator._keywords(plain()) is None
+    assert evaluator._keywords(plain(signature=inspect.signature(first))) == ({"a", "b", "c"}, {"a"})
+
+
 # --- buffer reuse (interp/evaluator.py DONATE_MIN_ELEMENTS) --------------------------------------
 
 BIG = np.arange(evaluator.DONATE_MIN_ELEMENTS, dtype=np.float32)
