@@ -105,11 +105,10 @@ class _BarrierRefs(KernelRef):
         scale = 1
         if self.collective and isinstance(run, WarpgroupRun):
             scale = len(run.cluster.group(run.block, self.collective[0]))
-        array = np.empty(self.array.shape, object)
-        for i in np.ndindex(array.shape):
-            b = self.array[i]
-            array[i] = Barrier(b.name, b.num_arrivals * scale)
-        return _BarrierRefs(array, self.name, run, self.collective)
+        # (ravel and a list: np.ndindex costs more than the barriers, made per block and call)
+        array = np.empty(self.array.size, object)
+        array[:] = [Barrier(b.name, b.num_arrivals * scale) for b in self.array.ravel()]
+        return _BarrierRefs(array.reshape(self.array.shape), self.name, run, self.collective)
 
 
 SCRATCH_ALLOCATORS.append(_allocate)
