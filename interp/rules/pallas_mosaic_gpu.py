@@ -146,6 +146,14 @@ def _view(eqn, ref, transforms):
         return target, index
     ref, transforms_of_ref = indexing.split_transformed(ref)
     chain = tuple(transforms_of_ref) + tuple(transforms)
+    if len(chain) > 1:
+        # Unit-stride slicings (a TMA copy's block of a GMEM operand) compose to slices: what
+        # resolving positions through the chain (below) selects, or its out-of-bounds fallback,
+        # without position arrays the size of the buffer (2 MiB per view of a 512x512 operand).
+        index = _address_view(ref, chain)
+        if index is not None:
+            ref.check_index(index)
+            return ref, index
     try:
         target, index, dtype = indexing.resolve(eqn, ref, chain)
     except OutOfBoundsError:
