@@ -780,6 +780,14 @@ def test_tiled_view_accesses_take_the_flat_path_with_the_same_elements():
         ref.write(index, np.float16(-0.0))
         expect[index] = np.float16(-0.0)
         np.testing.assert_array_equal(buf.view(np.uint16), expect.view(np.uint16))
+    # one element by 0-d position arrays (atomics): NumPy's indexing and its scalar result
+    one = tuple(np.array(i) for i in (1, 2, 0, 5, 9))
+    for ix in one:
+        ix.flags.writeable = False
+    ref = KernelRef(bits.view(np.float16).copy(), "smem", None)
+    assert ref.read(one) == bits.view(np.float16)[one] and ref.read(one).shape == ()
+    ref.write(one, np.float16(3))
+    assert ref.array[1, 2, 0, 5, 9] == 3
     # a buffer that is not C-contiguous, and writeable position arrays: NumPy's indexing
     strided = bits.view(np.float16).copy().transpose(4, 3, 2, 1, 0)
     index = tuple(np.ascontiguousarray(ix.T) for ix in view)[::-1]

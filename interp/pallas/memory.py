@@ -255,7 +255,10 @@ def _flat_positions(array: np.ndarray, index) -> "np.ndarray | None":
                for ix in index):
         return None
     flat = np.ravel_multi_index(index, array.shape)
-    flat.flags.writeable = False
+    if type(flat) is np.ndarray and flat.ndim:
+        flat.flags.writeable = False
+    else:       # one element (0-d positions): NumPy's indexing, whose scalar results callers know
+        flat = None
     if len(_FLAT) >= _MAX_FLAT:
         _FLAT.clear()
     _FLAT[id(index)] = (index, array.shape, flat)

@@ -728,9 +728,8 @@ def conj(eqn, x, *, input_dtype=None):
 # dtype (what wrap_int does), and it comes back as a NumPy scalar of the result dtype. Same
 # semantics as the general rules (spec/lax_elementwise.py: x / 0 == -1, x % 0 == x, INT_MIN / -1
 # wraps to INT_MIN, shift amounts read as unsigned); tests/test_lax_elementwise.py
-# test_rank0_integer_fast_path_* checks each one bitwise against the general rule on arrays and
-# against XLA:CPU, over every pair of int8/uint8/bool values and the edge values of the wider
-# types.
+# test_rank0_* checks each one bitwise against the general rule on arrays and against XLA:CPU,
+# over every pair of int8 and bool values and the edge values of the wider types.
 
 def _py_div(x: int, y: int) -> int:
     """Truncating division; x / 0 == -1 (all ones once wrapped unsigned); INT_MIN / -1 == -INT_MIN,
@@ -772,7 +771,8 @@ def _py_shift(kind: str, nbits: int):
 # name -> (Python function of ints, whether it applies to bool operands, arity); comparisons give
 # bool results, the others the operands' dtype. Bool operands are 0/1.
 _PY_INT_OPS = {
-    "add": (operator.add, False, 2), "add_any": (operator.add, False, 2), "sub": (operator.sub, False, 2),
+    "add": (operator.add, False, 2), "add_any": (operator.add, False, 2),
+    "sub": (operator.sub, False, 2),
     "mul": (operator.mul, False, 2), "div": (_py_div, False, 2), "rem": (_py_rem, False, 2),
     "and": (operator.and_, True, 2), "or": (operator.or_, True, 2), "xor": (operator.xor, True, 2),
     "max": (max, True, 2), "min": (min, True, 2), "neg": (operator.neg, False, 1),
