@@ -134,13 +134,24 @@ def _check_aval(ctx: EqnContext, aval, value, i: int) -> None:
             f"expected {expect[1]}{list(expect[0])} (this is a bug in the reference)")
 
 
-def _store_multiple(ctx: EqnContext, env: list, outs: tuple, result, check: bool) -> None:
+def _store_multiple(ctx: EqnContext, env: list, outs: tuple, result, expect) -> None:
+    """Store a multiple-results step's outputs; ``expect``: each output's (shape, dtype) or None
+    (see _checkable), computed at plan time, or None where results are not checked."""
     if len(result) != len(outs):
         raise AssertionError(f"reference rule for '{ctx.name}' returned {len(result)} "
                              f"outputs, expected {len(outs)} (bug in the reference)")
-    for i, (s, v) in enumerate(zip(outs, result)):
-        if check:
-            _check_aval(ctx, ctx.out_avals[i], v, i)
+    if expect is None:
+        for s, v in zip(outs, result):
+            env[s] = v
+        return
+    for i, (s, v, e) in enumerate(zip(outs, result, expect)):
+        if e is not None:
+            try:
+                bad = v.shape != e[0] or v.dtype != e[1]
+            except AttributeError:
+                bad = True
+            if bad:
+                _check_aval(ctx, ctx.out_avals[i], v, i)
         env[s] = v
 
 
@@ -194,8 +205,8 @@ class Plan:
 
     ``steps`` holds one tuple per equation: (rule, EqnContext, input slots, output slot(s),
     multiple_results, params, slots to release after the step, expected (shape, dtype) of a single
-    result or None, donation or None). Dropped outputs (``_``) get a slot of their own that is
-    released at once. A donation is (argument position, inplace function, its slot, shape, dtype):
+    result or None (of multiple results: a tuple of them, or None unchecked), donation or None).
+    Dropped outputs (``_``) get a slot of their own that is released at once. A donation is (argument position, inplace function, its slot, shape, dtype):
     see DONATE_MIN_ELEMENTS.
     """
     __slots__ = ("jaxpr", "options", "nslots", "template", "const_slots", "in_slots", "out_slots",
@@ -250,6 +261,8 @@ class Plan:
             if not multiple:
                 outs = outs[0]
                 expect = _checkable(ctx.out_avals[0]) if check else None
+            elif check:   # (per output: loops and calls return several on every iteration)
+                expect = tuple(_checkable(a) for a in ctx.out_avals)
             steps.append([rule, ctx, ins, outs, multiple, eqn.params, (), expect, None])
         self.out_slots = tuple(read_slot(a) for a in jaxpr.outvars)
         keep = set(self.out_slots) | set(self.const_slots) | set(self.in_slots)
@@ -275,7 +288,6 @@ class Plan:
             env[s] = v
         for s, v in zip(self.in_slots, args):
             env[s] = v
-        check = self.options.check_avals
         # The hot loop: one rule call per equation, the result check inlined for the common case.
         for rule, ctx, ins, out, multiple, params, frees, expect, donate in self.steps:
             if donate is None:
@@ -285,7 +297,7 @@ class Plan:
                 result = _run_donating(env, rule, ctx, ins, params, donate)
             if multiple:
                 if out or len(result):   # (effect-only rules: no outputs, [] returned)
-                    _store_multiple(ctx, env, out, result, check)
+                    _store_multiple(ctx, env, out, result, expect)
             else:
                 if expect is not None:
                     try:

@@ -137,6 +137,26 @@ def test_wrong_result_aval_is_a_bug(monkeypatch):
         interp.interpret(prim)(ints)
 
 
+def test_wrong_aval_among_multiple_results_is_a_bug(monkeypatch):
+    # Multiple results (loops, calls) are checked against their (shape, dtype), computed once per
+    # plan: a wrong one names its position; check_avals=False trusts the rule.
+    from jax.extend.core import Primitive
+    p = Primitive("test_evaluator_two_results")
+    p.multiple_results = True
+    p.def_abstract_eval(lambda x: [x, x])
+    monkeypatch.setitem(RULES, "test_evaluator_two_results", lambda eqn, x: [x, x.astype(np.int64)])
+    with pytest.raises(AssertionError, match="returned output 1 as int64"):
+        interp.interpret(lambda x: p.bind(x))(ints)
+    out = interp.interpret(lambda x: p.bind(x), check_avals=False)(ints)
+    assert out[1].dtype == np.int64
+    monkeypatch.setitem(RULES, "test_evaluator_two_results", lambda eqn, x: [x, 3])
+    with pytest.raises(AssertionError, match="returned output 1 as Noneint, expected int32"):
+        interp.interpret(lambda x: p.bind(x) + [1])(ints)
+    monkeypatch.setitem(RULES, "test_evaluator_two_results", lambda eqn, x: [x, x + 1])
+    got = interp.interpret(lambda x: p.bind(x) + [2])(ints)
+    np.testing.assert_array_equal(got[1], ints + 1)
+
+
 def test_effect_only_rule_result_count_is_checked(monkeypatch):
     # A primitive with no outputs (DMA starts, semaphore signals): its rule's [] is skipped
     # cheaply, and a rule returning something there is still reported as a bug.
