@@ -812,11 +812,15 @@ def _to_dtype(dtype: np.dtype):
     return to
 
 
+def _rank0(avals) -> bool:
+    """Every aval a rank-0 plain array (not a ref)."""
+    return all(type(a).__name__ == "ShapedArray" and a.shape == () for a in avals)
+
+
 def _rank0_int_dtype(ctx) -> "np.dtype | None":
     """The operands' one native integer or bool dtype where every operand and the result are
     rank 0 (plain arrays, not refs), else None."""
-    avals = ctx.in_avals + ctx.out_avals
-    if not all(type(a).__name__ == "ShapedArray" and a.shape == () for a in avals):
+    if not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)):
         return None
     dtype = ctx.in_avals[0].dtype
     if not (dtype in _NATIVE_INTS or dtype == _BOOL) or \
@@ -827,10 +831,10 @@ def _rank0_int_dtype(ctx) -> "np.dtype | None":
 
 def _py_int_rule(ctx):
     """The Python-int rule of a rank-0 equation, or None where it does not apply."""
-    name = ctx.name
     dtype = _rank0_int_dtype(ctx)
     if dtype is None or ctx.params.get("out_dtype") is not None:
         return None
+    name = ctx.name
     if name in _PY_SHIFTS:
         if dtype == _BOOL:
             return None
@@ -859,9 +863,8 @@ def _py_int_rule(ctx):
 def _py_select_n(ctx):
     """select_n of rank-0 operands: the chosen case as a NumPy scalar (its bits unchanged), the
     predicate's range checked as the general rule does. None where it does not apply."""
-    avals = ctx.in_avals + ctx.out_avals
     ncases = len(ctx.in_avals) - 1
-    if ncases < 2 or not all(type(a).__name__ == "ShapedArray" and a.shape == () for a in avals) \
+    if ncases < 2 or not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)) \
             or any(a.dtype != ctx.out_dtype for a in ctx.in_avals[1:]) or is_extended(ctx.out_dtype):
         return None
 
