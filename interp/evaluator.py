@@ -145,14 +145,17 @@ def _store_multiple(ctx: EqnContext, env: list, outs: tuple, result, expect) -> 
             env[s] = v
         return
     for i, (s, v, e) in enumerate(zip(outs, result, expect)):
-        if e is not None:
-            try:
-                bad = v.shape != e[0] or v.dtype != e[1]
-            except AttributeError:
-                bad = True
-            if bad:
-                _check_aval(ctx, ctx.out_avals[i], v, i)
+        if e is not None and _differs(v, e):
+            _check_aval(ctx, ctx.out_avals[i], v, i)
         env[s] = v
+
+
+def _differs(value, expect: tuple) -> bool:
+    """Whether ``value`` lacks the (shape, dtype) ``expect`` (Plan.run inlines this check)."""
+    try:
+        return value.shape != expect[0] or value.dtype != expect[1]
+    except AttributeError:
+        return True
 
 
 # Buffer reuse. A rule (or the function its ``prepare`` returns) may have an ``inplace``
