@@ -11,7 +11,8 @@ calls). Modes: the reference (its race, barrier and deadlock checks are always o
 without ``detect_races``), which cannot run the attention kernel (run_state and a register
 operand of wgmma: measured on JAX 0.10.2 and 0.12). Outputs of the modes are compared, so a
 fast wrong answer cannot hide. Targets: the matmul 10x faster than the interpret mode (first
-call and steady), attention within 1 s steady.
+call and steady), attention within 1 s steady; a full run ends with each target met / NOT met,
+by wall and by CPU time.
 
 Measured (JAX 0.12.0.1, the shared 2-core development VM, load average 7-10 from other users,
 OPENBLAS_NUM_THREADS=1, wall seconds; first calls in a fresh process after the imports every
@@ -46,6 +47,30 @@ against ~0.5 ms for the einsum alone) and is within the noise for attention (512
 steady state meets 0.79 s; the matmul's first call (0.66-0.99 s here) does not reliably: it
 holds JAX's trace of the kernel (~0.45 s) and, in a fresh process, a generation-2 garbage
 collection of CPython (0.2-0.4 s, measured with ``gc.callbacks``).
+
+Then (2026-11-27, 11:50-11:56 UTC, same machine, load average 5-7; alternating fresh processes
+of the commit before (2cc9593) and after, first call then 5 steady calls, three rounds each,
+process CPU seconds): hopper matmul first call 0.69 / 1.08 / 0.93 -> 0.64 / 0.60 / 0.77, steady
+median 0.50 / 0.63 / 0.61 -> 0.30 / 0.34 / 0.37; attention first 1.79 / 1.51 / 1.52 -> 1.26 /
+1.16 / 1.35, steady 1.28 / 1.49 / 1.38 -> 1.45 / 1.16 / 1.14 (attention's steady state is within
+the noise: its time is elsewhere, below). Wall seconds were 1.3-2.5x those at that load. A full
+run right after (``--modes=reference --repeats=5``, load average 4-6): matmul first call
+0.62 / 0.62 (a full garbage collection 0.17 s CPU of it), steady median 0.47 / 0.28, best
+0.27 / 0.26: both matmul targets met, wall and CPU; attention steady median 2.54 / 1.30, best
+0.99 / 0.98: met only at the best call on this loaded machine. What changed: rank-0 integer and
+bool elementwise equations and rank-0 select_n compute on Python integers (~6000 per matmul
+call; a 0-d rem or div cost ~100 us through NumPy's int64 round trip,
+interp/rules/lax_elementwise.py); reads and writes through the position arrays of tiled SMEM
+views are one flat take/store (NumPy's 5-d fancy indexing cost ~0.3 ms per 128x64 tile,
+interp/pallas/memory.py); GMEM block views compose their slicings instead of building position
+arrays of the whole operand (first call); multiple-results steps check their outputs against
+(shape, dtype) computed once per plan; a rule's declared parameters are read once per ``def``.
+What is left of the matmul's first call: JAX's trace (~0.1 s CPU), the full garbage collection
+the imports leave due (0.13-0.19 s CPU: CPython re-traverses JAX's ~180k objects; reported, not
+hidden), the steady-state work. Of attention's: 512 exactly rounded wgmmas (~0.3 s), NumPy's
+float32 -> float16 cast (~0.35 ms per 64x64 block on this VM, 272 per call), the evaluator's
+loops and the warpgroup handoffs. JAX 0.10.2 cannot run this bench: ``jax.experimental.pallas
+.mosaic_gpu`` itself imports absl-py there, which the 0.10.2 environment lacks.
 
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
 placeholder (conformance/cases/pallas_mosaic_gpu.py) stands in where it is missing. BLAS runs
