@@ -67,9 +67,9 @@ arrays of the whole operand (first call); multiple-results steps check their out
 (shape, dtype) computed once per plan; a rule's declared parameters are read once per ``def``.
 What is left of the matmul's first call: JAX's trace (~0.1 s CPU), the full garbage collection
 the imports leave due (0.13-0.19 s CPU: CPython re-traverses JAX's ~180k objects; reported, not
-hidden), the steady-state work. Of attention's: 512 exactly rounded wgmmas (~0.3 s), NumPy's
-float32 -> float16 cast (~0.35 ms per 64x64 block on this VM, 272 per call), the evaluator's
-loops and the warpgroup handoffs. JAX 0.10.2 cannot run this bench: ``jax.experimental.pallas
+hidden), the steady-state work. Of attention's (cProfile, steady call): 512 exactly rounded
+wgmmas (~0.3 s of 1.5 s profiled), the evaluator's loops over ~1300 sub-plan runs, the race
+bookkeeping of the warpgroup handoffs. JAX 0.10.2 cannot run this bench: ``jax.experimental.pallas
 .mosaic_gpu`` itself imports absl-py there, which the 0.10.2 environment lacks.
 
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
