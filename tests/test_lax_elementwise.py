@@ -8,6 +8,7 @@ results are subnormal there are checked against an exact Fraction oracle instead
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -855,3 +856,42 @@ def test_rank0_select_n_fast_path(dtype):
             _general(lambda w, a, b, c: lax.select_n(w, a, b, c), "select_n", np.array([bad], np.int32),
                      *(c[:1] for c in cases))
         assert str(fast.value) == str(general.value)
+
+
+@functools.lru_cache(maxsize=None)
+def _rank0_and_general(name, dtype):
+    """(the planned rank-0 rule and its context, the general rule and a context for 1-element
+    arrays) of ``name`` on ``dtype``."""
+    from interp.evaluator import EqnContext
+    from interp.options import make_options
+    from interp.registry import RULES
+    fn = {**RANK0_BINARY, **RANK0_UNARY}[name]
+    arity = 2 if name in RANK0_BINARY else 1
+    rank0 = _rank0_step(fn, *(np.zeros((), dtype) for _ in range(arity)))
+    (eqn,) = jax.make_jaxpr(fn)(*(np.zeros(1, dtype) for _ in range(arity))).jaxpr.eqns
+    return rank0, (RULES[name], EqnContext(eqn, make_options(None)), eqn.params)
+
+
+RANK0_WIDE = tuple(np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64))
+
+
+@pytest.mark.parametrize("dtype", RANK0_WIDE, ids=ids(RANK0_WIDE))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_rank0_integer_fast_path_hypothesis(dtype, data):
+    """Random pairs of the wide integer types (and shift amounts near the bit width): every
+    rank-0 Python-int rule gives the general rule's bits and dtype."""
+    info = np.iinfo(dtype)
+    n = D.bit_width(dtype)
+    values = st.one_of(st.integers(int(info.min), int(info.max)),
+                       st.integers(max(int(info.min), -2 * n), 2 * n))
+    x, y = dtype.type(data.draw(values)), dtype.type(data.draw(values))
+    for name in (*RANK0_BINARY, *RANK0_UNARY):
+        if name == "abs" and D.is_unsigned(dtype):
+            continue
+        (rule, ctx), (general, actx, params) = _rank0_and_general(name, dtype)
+        args = (x, y) if name in RANK0_BINARY else (x,)
+        want = np.asarray(general(actx, *(np.array([a]) for a in args), **params))[0]
+        got = rule(ctx, *args)
+        assert type(got) is type(want), (name, x, y)
+        assert_same_bits(np.array([got]), np.array([want]), err_msg=f"{name}({x}, {y})")
