@@ -48,29 +48,31 @@ steady state meets 0.79 s; the matmul's first call (0.66-0.99 s here) does not r
 holds JAX's trace of the kernel (~0.45 s) and, in a fresh process, a generation-2 garbage
 collection of CPython (0.2-0.4 s, measured with ``gc.callbacks``).
 
-Then (2026-11-27, 11:50-11:56 UTC, same machine, load average 5-7; alternating fresh processes
-of the commit before (2cc9593) and after, first call then 5 steady calls, three rounds each,
-process CPU seconds): hopper matmul first call 0.69 / 1.08 / 0.93 -> 0.64 / 0.60 / 0.77, steady
-median 0.50 / 0.63 / 0.61 -> 0.30 / 0.34 / 0.37; attention first 1.79 / 1.51 / 1.52 -> 1.26 /
-1.16 / 1.35, steady 1.28 / 1.49 / 1.38 -> 1.45 / 1.16 / 1.14 (attention's steady state is within
-the noise: its time is elsewhere, below). Wall seconds were 1.3-2.5x those at that load. A full
-run right after (``--modes=reference --repeats=5``, load average 4-6): matmul first call
-0.62 / 0.62 (a full garbage collection 0.17 s CPU of it), steady median 0.47 / 0.28, best
-0.27 / 0.26: both matmul targets met, wall and CPU; attention steady median 2.54 / 1.30, best
-0.99 / 0.98: met only at the best call on this loaded machine. What changed: rank-0 integer and
-bool elementwise equations and rank-0 select_n compute on Python integers (~6000 per matmul
-call; a 0-d rem or div cost ~100 us through NumPy's int64 round trip,
-interp/rules/lax_elementwise.py); reads and writes through the position arrays of tiled SMEM
-views are one flat take/store (NumPy's 5-d fancy indexing cost ~0.3 ms per 128x64 tile,
+Then (2026-11-27, 12:02-12:05 UTC, same machine at load average 0.8-0.9: wall within 1% of CPU)
+the commit before (2cc9593) and after, alternating fresh processes, first call then 5 steady
+calls, three rounds each, wall seconds: hopper matmul first call 0.69 / 1.02 / 0.83 -> 0.62 / 0.49
+/ 0.57 (of which a full garbage collection 0.12-0.17 s CPU), steady median 0.52 / 0.59 / 0.54 ->
+0.31 / 0.29 / 0.26; attention first call 1.42 / 1.48 / 1.37 -> 1.26 / 1.15 / 1.21, steady median
+1.27 / 1.40 / 1.17 -> 1.12 / 1.13 / 1.16 (best 1.20 / 1.25 / 1.13 -> 1.07 / 1.05 / 0.99). The
+machine ran slower than in the 09:10 runs above (the attention baseline's steady state 1.17-1.40 s
+against 0.93-1.10 s then). A full run at 12:00 (load average 2-4,
+``--modes=reference,gpu-interpret --repeats=3``): matmul first call 0.64 / 0.64 s (wall / CPU),
+steady 0.31 / 0.31, 22x and 42x faster than the interpret mode's first call and steady state (both
+targets met); attention steady 1.14 / 1.13: NOT met on this machine today (nor by the commit
+before). What changed: rank-0 integer and bool elementwise equations and rank-0 select_n compute
+on Python integers (~6000 per matmul call; a 0-d rem or div cost ~100 us through NumPy's int64
+round trip, interp/rules/lax_elementwise.py); reads and writes through the position arrays of
+tiled SMEM views are one flat take/store (NumPy's 5-d fancy indexing cost ~0.3 ms per 128x64 tile,
 interp/pallas/memory.py); GMEM block views compose their slicings instead of building position
 arrays of the whole operand (first call); multiple-results steps check their outputs against
 (shape, dtype) computed once per plan; a rule's declared parameters are read once per ``def``.
-What is left of the matmul's first call: JAX's trace (~0.1 s CPU), the full garbage collection
-the imports leave due (0.13-0.19 s CPU: CPython re-traverses JAX's ~180k objects; reported, not
-hidden), the steady-state work. Of attention's (cProfile, steady call): 512 exactly rounded
-wgmmas (~0.3 s of 1.5 s profiled), the evaluator's loops over ~1300 sub-plan runs, the race
-bookkeeping of the warpgroup handoffs. JAX 0.10.2 cannot run this bench: ``jax.experimental.pallas
-.mosaic_gpu`` itself imports absl-py there, which the 0.10.2 environment lacks.
+What is left of the matmul's first call: JAX's trace (~0.1 s CPU), the full garbage collection the
+imports leave due (0.13-0.19 s CPU: CPython re-traverses JAX's ~180k objects; reported, not
+hidden), the steady-state work. Of attention's (cProfile, steady call): 512 exactly rounded wgmmas
+(~0.3 s of 1.5 s profiled), the evaluator's loops over ~1300 sub-plan runs, the race bookkeeping
+of the warpgroup handoffs. JAX 0.10.2 cannot run this bench:
+``jax.experimental.pallas.mosaic_gpu`` itself imports absl-py there, which the 0.10.2 environment
+lacks.
 
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
 placeholder (conformance/cases/pallas_mosaic_gpu.py) stands in where it is missing. BLAS runs
