@@ -137,6 +137,26 @@ def test_wrong_result_aval_is_a_bug(monkeypatch):
         interp.interpret(prim)(ints)
 
 
+def test_wrong_aval_among_multiple_results_is_a_bug(monkeypatch):
+    # Multiple results (loops, calls) are checked against their (shape, dtype), computed once per
+    # plan: a wrong one names its position; check_avals=False trusts the rule.
+    from jax.extend.core import Primitive
+    p = Primitive("test_evaluator_two_results")
+    p.multiple_results = True
+    p.def_abstract_eval(lambda x: [x, x])
+    monkeypatch.setitem(RULES, "test_evaluator_two_results", lambda eqn, x: [x, x.astype(np.int64)])
+    with pytest.raises(AssertionError, match="returned output 1 as int64"):
+        interp.interpret(lambda x: p.bind(x))(ints)
+    out = interp.interpret(lambda x: p.bind(x), check_avals=False)(ints)
+    assert out[1].dtype == np.int64
+    monkeypatch.setitem(RULES, "test_evaluator_two_results", lambda eqn, x: [x, 3])
+    with pytest.raises(AssertionError, match="returned output 1 as Noneint, expected int32"):
+        interp.interpret(lambda x: p.bind(x) + [1])(ints)
+    monkeypatch.setitem(RULES, "test_evaluator_two_results", lambda eqn, x: [x, x + 1])
+    got = interp.interpret(lambda x: p.bind(x) + [2])(ints)
+    np.testing.assert_array_equal(got[1], ints + 1)
+
+
 def test_effect_only_rule_result_count_is_checked(monkeypatch):
     # A primitive with no outputs (DMA starts, semaphore signals): its rule's [] is skipped
     # cheaply, and a rule returning something there is still reported as a bug.
@@ -375,6 +395,43 @@ def test_a_rule_without_a_signature_accepts_no_parameter(monkeypatch):
     with pytest.raises(UnsupportedPrimitiveError, match="parameter 'colour' not implemented"):
         interp.interpret(prim)(ints)
     np.testing.assert_array_equal(interp.interpret(_made_up("test_evaluator_opaque"))(ints), ints)
+
+
+def test_declared_parameters_of_closures_are_their_defs():
+    """_keywords reads a plain function's declaration once per ``def`` (closures that ``prepare``
+    makes per equation share it): the same answer as inspect.signature for every closure, also
+    where defaults differ; a wrapper (functools.wraps) or a function with its own __signature__
+    is still read through inspect, which follows them."""
+    import functools
+    import inspect
+
+    def make(default):
+        def rule(eqn, x, *, a, b=default, c=None):
+            return x
+        return rule
+
+    def declared(fn):
+        ps = inspect.signature(fn).parameters.values()
+        kw = [p for p in ps if p.kind is p.KEYWORD_ONLY]
+        return frozenset(p.name for p in kw), frozenset(p.name for p in kw if p.default is p.empty)
+    first, second = make(1), make(2)
+    assert evaluator._keywords(first) == declared(first) == ({"a", "b", "c"}, {"a"})
+    assert evaluator._keywords(second) == declared(second)
+    second.__kwdefaults__ = {"c": None}          # (b now required: another declaration)
+    assert evaluator._keywords(second) == declared(second) == ({"a", "b", "c"}, {"a", "b"})
+
+    @functools.wraps(first)
+    def wrapper(*args, **kwargs):
+        return first(*args, **kwargs)
+    assert evaluator._keywords(wrapper) == declared(wrapper) == ({"a", "b", "c"}, {"a"})
+
+    def plain(**params):
+        def rule(eqn, x, **params):
+            return x
+        rule.__signature__ = params.get("signature")
+        return rule
+    assert evaluator._keywords(plain()) is None
+    assert evaluator._keywords(plain(signature=inspect.signature(first))) == ({"a", "b", "c"}, {"a"})
 
 
 # --- buffer reuse (interp/evaluator.py DONATE_MIN_ELEMENTS) --------------------------------------

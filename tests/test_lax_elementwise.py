@@ -8,6 +8,7 @@ results are subnormal there are checked against an exact Fraction oracle instead
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -723,3 +724,174 @@ def test_native_plan_choice_arithmetic_and_comparisons():
              ("eq", (c64, c64), b, {}, "native"), ("lt", (c64, c64), b, {}, "general"),
              ("eq", (f32, f64), b, {}, "general"), ("eq", (f32, f32), f32, {}, "general")]
     assert [planned(n, i, o, **p) for n, i, o, p, _ in cases] == [want for *_, want in cases]
+
+
+# --- the rank-0 integer fast path (Python ints at plan time) -------------------------------------
+
+RANK0_BINARY = {"add": lax.add, "sub": lax.sub, "mul": lax.mul, "div": lax.div, "rem": lax.rem,
+                "and": lax.bitwise_and, "or": lax.bitwise_or, "xor": lax.bitwise_xor,
+                "max": lax.max, "min": lax.min, "eq": lax.eq, "ne": lax.ne, "lt": lax.lt,
+                "le": lax.le, "gt": lax.gt, "ge": lax.ge, "shift_left": lax.shift_left,
+                "shift_right_logical": lax.shift_right_logical,
+                "shift_right_arithmetic": lax.shift_right_arithmetic}
+RANK0_UNARY = {"neg": lax.neg, "not": lax.bitwise_not, "sign": lax.sign, "abs": lax.abs}
+RANK0_BOOL = ("and", "or", "xor", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "not")
+RANK0_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.int32,
+                                            np.uint32, np.int64, np.uint64))
+
+
+def rank0_values(dtype) -> np.ndarray:
+    """Every value of bool and int8; else the edge values, small numbers, shift amounts around
+    the bit width and seeded random values."""
+    if dtype == np.bool_:
+        return np.array([False, True])
+    if dtype == np.int8:
+        return all_values(dtype)
+    n = D.bit_width(dtype)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(n)
+    small = [v for v in range(-9, 10) if info.min <= v]
+    return np.unique(np.concatenate([
+        special_values(dtype), np.array(small + [n - 1, n, n + 1, 2 * n]).astype(dtype),
+        rng.integers(info.min, info.max, 40, dtype=dtype, endpoint=True)]))
+
+
+def _rank0_step(fn, *operands):
+    """(the planned rule, its EqnContext) of ``fn``'s one equation on rank-0 ``operands``."""
+    from interp.evaluator import get_closed_plan
+    from interp.options import make_options
+    closed = jax.make_jaxpr(fn)(*operands)
+    (step,) = get_closed_plan(closed, make_options(None))[0].steps
+    return step[0], step[1]
+
+
+def _general(fn, name, *arrays):
+    """The registered (general) rule of ``name`` on whole arrays (``fn``'s one equation, on the
+    arguments it reads), bypassing plan-time choices."""
+    from interp.evaluator import EqnContext
+    from interp.options import make_options
+    from interp.registry import RULES
+    jaxpr = jax.make_jaxpr(fn)(*arrays).jaxpr
+    (eqn,) = jaxpr.eqns
+    value = dict(zip(jaxpr.invars, arrays))
+    ins = [value[v] for v in eqn.invars]
+    return np.asarray(RULES[name](EqnContext(eqn, make_options(None)), *ins, **eqn.params))
+
+
+@pytest.mark.parametrize("dtype", RANK0_DTYPES, ids=ids(RANK0_DTYPES))
+def test_rank0_integer_fast_path_matches_general_rule_and_xla(dtype):
+    """Each rank-0 integer/bool equation is planned on Python ints (py_int_*), and gives, for every
+    pair of values (all of them for bool and int8), the general rule's bits and dtype on the same
+    pairs as arrays, and XLA:CPU's: wrap-around, x / 0 == -1, x % 0 == x, INT_MIN / -1 == INT_MIN,
+    shift amounts >= the width or negative."""
+    v = rank0_values(dtype)
+    fns = {**RANK0_BINARY, **RANK0_UNARY}
+    if dtype == np.bool_:
+        fns = {k: f for k, f in fns.items() if k in RANK0_BOOL}
+    elif D.is_unsigned(dtype):
+        del fns["abs"]     # (JAX rejects it: test_unsigned_abs_rejected_like_jax)
+    a, b = (g.ravel() for g in np.meshgrid(v, v))
+    operands = {name: (a, b) if name in RANK0_BINARY else (v,) for name in fns}
+    xla = xla_cpu(lambda a, b, v: [fn(*((a, b) if name in RANK0_BINARY else (v,)))
+                                   for name, fn in fns.items()], a, b, v)
+    for (name, fn), from_xla in zip(fns.items(), xla):
+        arrays = operands[name]
+        rule, ctx = _rank0_step(fn, *(np.zeros((), dtype) for _ in arrays))
+        assert rule.__name__ == f"py_int_{name}", (name, rule)
+        want = _general(fn, name, *arrays)
+        np.testing.assert_array_equal(want, from_xla, err_msg=name)
+        assert want.dtype == from_xla.dtype
+        scalars = [list(x) for x in arrays]    # NumPy scalars, and 0-d arrays for some
+        got = [rule(ctx, *[np.asarray(s[i]) if i % 3 == 0 else s[i] for s in scalars])
+               for i in range(len(scalars[0]))]
+        assert all(type(g) is want.dtype.type for g in got), name
+        assert_same_bits(np.array(got, dtype=want.dtype), want, err_msg=name)
+
+
+def test_rank0_integer_fast_path_with_literals():
+    """Rank-0 integer arithmetic with literal operands (a kernel's slot and index arithmetic) through
+    the whole interpreter, on every dtype with special values: equal to XLA:CPU, dtype included."""
+    def slots(i, j):
+        return ((i * 3 + 7) % 4, (i + j) // 2, lax.rem(i, j), lax.div(i, j), i >> 1, i << 3,
+                jnp.where(i < j, i, j), (i ^ 5) & j, -i, ~i)
+    for dtype in (np.dtype(t) for t in (np.int8, np.uint32, np.int64)):
+        v = special_values(dtype)
+        for i in v:
+            for j in v[::2]:
+                ref = interp.interpret(slots)(i, j)
+                xla = xla_cpu(slots, i, j)
+                for r, x in zip(ref, xla):
+                    assert r.dtype == x.dtype and r.shape == ()
+                    assert r == x, (dtype, i, j, ref, xla)
+
+
+RANK0_SELECT = tuple(np.dtype(t) for t in (np.bool_, np.int32, np.uint64, np.float16, np.float32,
+                                            ml_dtypes.bfloat16, np.complex64))
+
+
+@pytest.mark.parametrize("dtype", RANK0_SELECT, ids=ids(RANK0_SELECT))
+def test_rank0_select_n_fast_path(dtype):
+    """Rank-0 select_n is planned as an index into its cases (py_select_n): the chosen case's bits
+    (NaN payloads, -0.0) and dtype, as the general rule and XLA:CPU give, and a predicate out of
+    range is the general rule's UndefinedBehaviorError, with its message."""
+    v = np.array([False, True]) if D.is_bool(dtype) else values(dtype)
+    cases = [np.roll(v, k).astype(dtype) for k in range(3)]
+    which = np.array([0, 1, 2] * (len(v) // 3 + 1))[:len(v)].astype(np.int32)
+    pred = np.resize(np.array([False, True]), len(v))
+    for fn, pick in ((lambda p, a, b, c: lax.select_n(p, a, b), pred),
+                     (lambda w, a, b, c: lax.select_n(w, a, b, c), which)):
+        rule, ctx = _rank0_step(fn, pick[0], *(c[0] for c in cases))
+        assert rule.__name__ == "py_select_n"
+        want = _general(fn, "select_n", pick, *cases)
+        assert_same_bits(want, xla_cpu(fn, pick, *cases))
+        got = [rule(ctx, pick[i], *(np.asarray(c[i]) for c in cases[:len(ctx.in_avals) - 1]))
+               for i in range(len(v))]
+        assert all(type(g) is dtype.type for g in got)
+        assert_same_bits(np.array(got, dtype=dtype), want)
+    three = jax.make_jaxpr(lambda w, a, b, c: lax.select_n(w, a, b, c))(which[0], *(c[0] for c in cases))
+    for bad in (-1, 3, np.iinfo(np.int32).max):
+        with pytest.raises(UndefinedBehaviorError) as fast:
+            interp.eval_jaxpr(three, np.int32(bad), *(c[0] for c in cases))
+        with pytest.raises(UndefinedBehaviorError) as general:
+            _general(lambda w, a, b, c: lax.select_n(w, a, b, c), "select_n", np.array([bad], np.int32),
+                     *(c[:1] for c in cases))
+        assert str(fast.value) == str(general.value)
+
+
+@functools.lru_cache(maxsize=None)
+def _rank0_and_general(name, dtype):
+    """(the planned rank-0 rule and its context, the general rule and a context for 1-element
+    arrays) of ``name`` on ``dtype``."""
+    from interp.evaluator import EqnContext
+    from interp.options import make_options
+    from interp.registry import RULES
+    fn = {**RANK0_BINARY, **RANK0_UNARY}[name]
+    arity = 2 if name in RANK0_BINARY else 1
+    rank0 = _rank0_step(fn, *(np.zeros((), dtype) for _ in range(arity)))
+    (eqn,) = jax.make_jaxpr(fn)(*(np.zeros(1, dtype) for _ in range(arity))).jaxpr.eqns
+    return rank0, (RULES[name], EqnContext(eqn, make_options(None)), eqn.params)
+
+
+RANK0_WIDE = tuple(np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64))
+
+
+@pytest.mark.parametrize("dtype", RANK0_WIDE, ids=ids(RANK0_WIDE))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_rank0_integer_fast_path_hypothesis(dtype, data):
+    """Random pairs of the wide integer types (and shift amounts near the bit width): every
+    rank-0 Python-int rule gives the general rule's bits and dtype."""
+    info = np.iinfo(dtype)
+    n = D.bit_width(dtype)
+    values = st.one_of(st.integers(int(info.min), int(info.max)),
+                       st.integers(max(int(info.min), -2 * n), 2 * n))
+    x, y = dtype.type(data.draw(values)), dtype.type(data.draw(values))
+    for name in (*RANK0_BINARY, *RANK0_UNARY):
+        if name == "abs" and D.is_unsigned(dtype):
+            continue
+        (rule, ctx), (general, actx, params) = _rank0_and_general(name, dtype)
+        args = (x, y) if name in RANK0_BINARY else (x,)
+        want = np.asarray(general(actx, *(np.array([a]) for a in args), **params))[0]
+        got = rule(ctx, *args)
+        assert type(got) is type(want), (name, x, y)
+        assert_same_bits(np.array([got]), np.array([want]), err_msg=f"{name}({x}, {y})")

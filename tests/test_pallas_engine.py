@@ -809,3 +809,61 @@ def test_lazy_cores_start_only_when_no_started_core_can_go_on():
 
     assert schedule(lazy=True) == ["0 starts", "1 starts", "0 resumes", "1 resumes", "2 starts"]
     assert schedule(lazy=False) == ["0 starts", "1 starts", "2 starts", "0 resumes", "1 resumes"]
+
+
+def test_tiled_view_accesses_take_the_flat_path_with_the_same_elements():
+    """Reads, writes and swaps through read-only position arrays indexing every dimension (tiled
+    SMEM views) go through one flat take/store on a C-contiguous buffer (interp/pallas/memory.py
+    _flat_positions): the same elements and bits as NumPy's multi-dimensional indexing, for
+    broadcasting position arrays too; other buffers and indices keep NumPy's indexing; an
+    out-of-bounds position is still the bounds check's error."""
+    from interp.pallas import memory
+    from interp.pallas.memory import KernelRef
+    shape = (2, 4, 3, 8, 16)
+    rng = np.random.default_rng(1)
+    bits = rng.integers(0, 2 ** 16, np.prod(shape), dtype=np.uint16).reshape(shape)
+    bits.flat[:4] = [0x7C01, 0xFE00, 0x8000, 0x7E55]      # NaN payloads and -0.0 kept bitwise
+    # a swizzle-like view: positions of a (24, 64) tile, last two dims XOR-permuted
+    r = np.arange(24)[:, None]
+    c = np.arange(64)[None, :]
+    view = np.broadcast_arrays(c // 32, r // 6, r % 3, (r % 8) ^ (c % 8), c % 16)
+    broadcast = (c // 32, r // 6, r % 3, (r % 8), c % 16)   # (shapes (1, 64) and (24, 1))
+    for index in (tuple(view), broadcast):
+        for ix in index:
+            ix.flags.writeable = False
+        buf = bits.view(np.float16).copy()
+        ref = KernelRef(buf, "smem", None, kind="smem")
+        want = bits.view(np.float16)[index]
+        got = ref.read(index)
+        assert memory._FLAT[id(index)][0] is index          # (the flat path was taken)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        value = rng.integers(0, 2 ** 16, want.shape, dtype=np.uint16).view(np.float16)
+        expect = bits.view(np.float16).copy()
+        expect[index] = value
+        old = ref.swap(index, value)
+        np.testing.assert_array_equal(old.view(np.uint16), want.view(np.uint16))
+        np.testing.assert_array_equal(buf.view(np.uint16), expect.view(np.uint16))
+        ref.write(index, np.float16(-0.0))
+        expect[index] = np.float16(-0.0)
+        np.testing.assert_array_equal(buf.view(np.uint16), expect.view(np.uint16))
+    # one element by 0-d position arrays (atomics): NumPy's indexing and its scalar result
+    one = tuple(np.array(i) for i in (1, 2, 0, 5, 9))
+    for ix in one:
+        ix.flags.writeable = False
+    ref = KernelRef(bits.view(np.float16).copy(), "smem", None)
+    assert ref.read(one) == bits.view(np.float16)[one] and ref.read(one).shape == ()
+    ref.write(one, np.float16(3))
+    assert ref.array[1, 2, 0, 5, 9] == 3
+    # a buffer that is not C-contiguous, and writeable position arrays: NumPy's indexing
+    strided = bits.view(np.float16).copy().transpose(4, 3, 2, 1, 0)
+    index = tuple(np.ascontiguousarray(ix.T) for ix in view)[::-1]
+    ref = KernelRef(strided, "t", None)
+    np.testing.assert_array_equal(ref.read(index).view(np.uint16), strided[index].view(np.uint16))
+    assert id(index) not in memory._FLAT
+    out = list(view)
+    out[0] = view[0] + 2
+    out = tuple(out)
+    for ix in out:
+        ix.flags.writeable = False
+    with pytest.raises(OutOfBoundsError):
+        KernelRef(bits.view(np.float16).copy(), "smem", None).read(out)

@@ -934,6 +934,33 @@ def test_a_gmem_view_past_its_buffer_is_address_arithmetic(rows):
             interp.interpret(f)(x)
 
 
+def test_a_chain_of_slicings_selects_what_resolving_positions_selects():
+    # _view composes chains of unit-stride slicings and integer indices to slices (no position
+    # arrays of the whole buffer); the elements, in order, are those the general resolution
+    # (interp/ref_indexing.py _resolve_chain: positions followed through every view) selects.
+    from jax._src.state.indexing import NDIndexer, Slice
+
+    from interp import ref_indexing
+    from interp.pallas.memory import KernelRef
+    from interp.rules.pallas_mosaic_gpu import _view
+
+    def ix(shape, *indices):
+        return NDIndexer.from_indices_shape(tuple(indices), shape)
+    x = np.arange(6 * 8 * 10, dtype=np.float32).reshape(6, 8, 10)
+    chains = [
+        (ix((6, 8, 10), Slice(1, 4), Slice(2, 6), Slice(0, 10)), ix((4, 6, 10), 2, Slice(1, 3), Slice(5, 5))),
+        (ix((6, 8, 10), np.int32(5), Slice(0, 8), Slice(3, 7)), ix((8, 4), Slice(np.int32(2), 6), 1)),
+        (ix((6, 8, 10), Slice(0, 6), Slice(0, 8), Slice(0, 10)), ix((6, 8, 10), Slice(2, 2), 7, 9),
+         ix((2,), Slice(1, 1))),
+    ]
+    for chain in chains:
+        ref = KernelRef(x.copy(), "x", None, kind="gmem")
+        target, index = _view(None, ref, chain)
+        assert target is ref and all(type(i) in (int, slice) for i in index)
+        positions, _ = ref_indexing._resolve_chain(None, ref, chain, False)
+        np.testing.assert_array_equal(ref.array[index], x[positions])
+
+
 # --- reductions across a warpgroup's layout and Ampere mma ---------------------------------------
 needs_reductions = pytest.mark.skipif(plgpu is None or not hasattr(plgpu, "sum"),
                                       reason="this JAX's Mosaic GPU has no plgpu.sum / max / "

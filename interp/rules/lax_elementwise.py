@@ -20,8 +20,8 @@ import numpy as np
 
 from interp import dtypes as D
 from interp.errors import UndefinedBehaviorError
-from interp.evaluator import Literal
-from interp.registry import register
+from interp.evaluator import Literal, is_extended
+from interp.registry import RULES, register
 from interp.rules.lax_conversions import (_NATIVE_FLOATS, _NATIVE_INTS, _c_order, component_dtype, convert,
                                          to_wide_int, wrap_int)
 
@@ -716,3 +716,182 @@ def conj(eqn, x, *, input_dtype=None):
     else:
         out.real, out.imag = x, 0
     return out
+
+
+# --- rank-0 integer and bool equations on Python integers -----------------------------------------
+# Kernels compute program ids, loop indices and buffer slots as rank-0 integers (a Mosaic GPU
+# matmul evaluates ~6000 of them per call). NumPy spends microseconds on each: a 0-d array goes
+# through the ufunc machinery, and div/rem/shifts/bitwise through the int64 round trip and masks
+# of the general rules above (~100 us for a 0-d rem). Where every operand and the result are
+# rank 0 and of one native integer dtype (or bool), the plan computes on Python integers instead:
+# they are unbounded, so every result is exact before it is wrapped two's complement into the
+# dtype (what wrap_int does), and it comes back as a NumPy scalar of the result dtype. Same
+# semantics as the general rules (spec/lax_elementwise.py: x / 0 == -1, x % 0 == x, INT_MIN / -1
+# wraps to INT_MIN, shift amounts read as unsigned); tests/test_lax_elementwise.py
+# test_rank0_* checks each one bitwise against the general rule on arrays and against XLA:CPU,
+# over every pair of int8 and bool values and the edge values of the wider types.
+
+def _py_div(x: int, y: int) -> int:
+    """Truncating division; x / 0 == -1 (all ones once wrapped unsigned); INT_MIN / -1 == -INT_MIN,
+    which the wrap makes INT_MIN."""
+    if y == 0:
+        return -1
+    q = abs(x) // abs(y)
+    return q if (x < 0) == (y < 0) else -q
+
+
+def _py_rem(x: int, y: int) -> int:
+    """Remainder with the dividend's sign; x % 0 == x (and INT_MIN % -1 == 0)."""
+    if y == 0:
+        return x
+    r = abs(x) % abs(y)
+    return -r if x < 0 else r
+
+
+def _py_sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _py_shift(kind: str, nbits: int):
+    """A shift of ``nbits``-bit values; the amount is read as unsigned, so negative amounts are
+    >= the bit width (left and logical: 0; arithmetic: the sign fill)."""
+    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
+
+    def shift(x: int, s: int) -> int:
+        a = s & mask
+        if kind == "left":
+            return 0 if a >= nbits else x << a
+        if kind == "logical":
+            return 0 if a >= nbits else (x & mask) >> a
+        v = ((x + half) & mask) - half    # the bits as signed (unsigned dtypes: the top bit)
+        return (-1 if v < 0 else 0) if a >= nbits else v >> a
+    return shift
+
+
+# name -> (Python function of ints, whether it applies to bool operands, arity); comparisons give
+# bool results, the others the operands' dtype. Bool operands are 0/1.
+_PY_INT_OPS = {
+    "add": (operator.add, False, 2), "add_any": (operator.add, False, 2),
+    "sub": (operator.sub, False, 2),
+    "mul": (operator.mul, False, 2), "div": (_py_div, False, 2), "rem": (_py_rem, False, 2),
+    "and": (operator.and_, True, 2), "or": (operator.or_, True, 2), "xor": (operator.xor, True, 2),
+    "max": (max, True, 2), "min": (min, True, 2), "neg": (operator.neg, False, 1),
+    "not": (operator.invert, True, 1), "sign": (_py_sign, False, 1), "abs": (abs, False, 1),
+    **{name: (_OPERATORS[ufunc], True, 2) for name, ufunc in _COMPARISONS.items()},
+}
+_PY_SHIFTS = {"shift_left": "left", "shift_right_logical": "logical",
+              "shift_right_arithmetic": "arithmetic"}
+_BOOL = np.dtype(np.bool_)
+
+
+_SCALARS: "dict[np.dtype, dict[int, np.generic]]" = {}
+_SCALAR_CACHE_SIZE = 1 << 12
+
+
+def _to_dtype(dtype: np.dtype):
+    """Python int -> the NumPy scalar of ``dtype`` holding it wrapped two's complement.
+
+    Making a NumPy scalar costs more than the arithmetic (~1 us: NumPy's generic constructor), so
+    the scalars of the values met first (kernels keep meeting the same small ids and indices) are
+    kept per dtype: NumPy scalars are immutable, so handing one out again is safe."""
+    t = dtype.type
+    if dtype == _BOOL:
+        return lambda v: np.True_ if v & 1 else np.False_   # (not on 0/1: ~1 == -2 -> False)
+    nbits = dtype.itemsize * 8
+    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
+    signed = dtype.kind == "i"
+    cache = _SCALARS.setdefault(dtype, {})
+
+    def to(v: int) -> np.generic:
+        s = cache.get(v)
+        if s is None:
+            s = t(((v + half) & mask) - half if signed else v & mask)
+            if len(cache) < _SCALAR_CACHE_SIZE:
+                cache[v] = s
+        return s
+    return to
+
+
+def _rank0(avals) -> bool:
+    """Every aval a rank-0 plain array (not a ref)."""
+    return all(type(a).__name__ == "ShapedArray" and a.shape == () for a in avals)
+
+
+def _rank0_int_dtype(ctx) -> "np.dtype | None":
+    """The operands' one native integer or bool dtype where every operand and the result are
+    rank 0 (plain arrays, not refs), else None."""
+    if not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)):
+        return None
+    dtype = ctx.in_avals[0].dtype
+    if not (dtype in _NATIVE_INTS or dtype == _BOOL) or \
+            any(a.dtype != dtype for a in ctx.in_avals):
+        return None
+    return np.dtype(dtype)
+
+
+def _py_int_rule(ctx):
+    """The Python-int rule of a rank-0 equation, or None where it does not apply."""
+    dtype = _rank0_int_dtype(ctx)
+    if dtype is None or ctx.params.get("out_dtype") is not None:
+        return None
+    name = ctx.name
+    if name in _PY_SHIFTS:
+        if dtype == _BOOL:
+            return None
+        fn, arity = _py_shift(_PY_SHIFTS[name], dtype.itemsize * 8), 2
+    else:
+        fn, on_bool, arity = _PY_INT_OPS[name]
+        if (dtype == _BOOL and not on_bool) or (name == "abs" and dtype.kind == "u"):
+            return None    # (JAX rejects abs of unsigned integers when tracing)
+    result = np.dtype(ctx.out_dtype)
+    if result != (_BOOL if name in _COMPARISONS else dtype):
+        return None
+    to = _to_dtype(result)
+    if arity == 1:
+        def rule(eqn, x):
+            return to(fn(int(x)))
+    elif name == "mul":      # (mul's out_dtype parameter: the fast path applies where it is None)
+        def rule(eqn, x, y, *, out_dtype=None):
+            return to(fn(int(x), int(y)))
+    else:
+        def rule(eqn, x, y):
+            return to(fn(int(x), int(y)))
+    rule.__name__ = f"py_int_{name}"
+    return rule
+
+
+def _py_select_n(ctx):
+    """select_n of rank-0 operands: the chosen case as a NumPy scalar (its bits unchanged), the
+    predicate's range checked as the general rule does. None where it does not apply."""
+    ncases = len(ctx.in_avals) - 1
+    if ncases < 2 or not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)) \
+            or any(a.dtype != ctx.out_dtype for a in ctx.in_avals[1:]) or is_extended(ctx.out_dtype):
+        return None
+
+    def rule(eqn, which, *cases):
+        i = int(which)
+        if 0 <= i < ncases:
+            return cases[i][()]
+        raise UndefinedBehaviorError(
+            f"select_n: predicate value {i} is out of range for {ncases} cases "
+            "(the result is undefined in JAX/XLA)")
+    rule.__name__ = "py_select_n"
+    return rule
+
+
+def _rank0_first(rule, make):
+    """Give ``rule`` a plan-time ``prepare`` trying ``make(ctx)`` (the rank-0 rule, or None)
+    before the rule's own prepare, if it has one."""
+    below = getattr(rule, "prepare", None)
+
+    def prepare(ctx):
+        fast = make(ctx)
+        if fast is not None:
+            return fast
+        return below(ctx) if below is not None else rule
+    rule.prepare = prepare
+
+
+for _rule in {id(RULES[n]): RULES[n] for n in (*_PY_INT_OPS, *_PY_SHIFTS)}.values():
+    _rank0_first(_rule, _py_int_rule)
+_rank0_first(select_n, _py_select_n)

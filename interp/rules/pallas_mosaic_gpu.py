@@ -105,11 +105,10 @@ class _BarrierRefs(KernelRef):
         scale = 1
         if self.collective and isinstance(run, WarpgroupRun):
             scale = len(run.cluster.group(run.block, self.collective[0]))
-        array = np.empty(self.array.shape, object)
-        for i in np.ndindex(array.shape):
-            b = self.array[i]
-            array[i] = Barrier(b.name, b.num_arrivals * scale)
-        return _BarrierRefs(array, self.name, run, self.collective)
+        # (ravel and a list: np.ndindex costs more than the barriers, made per block and call)
+        array = np.empty(self.array.size, object)
+        array[:] = [Barrier(b.name, b.num_arrivals * scale) for b in self.array.ravel()]
+        return _BarrierRefs(array.reshape(self.array.shape), self.name, run, self.collective)
 
 
 SCRATCH_ALLOCATORS.append(_allocate)
@@ -147,6 +146,14 @@ def _view(eqn, ref, transforms):
         return target, index
     ref, transforms_of_ref = indexing.split_transformed(ref)
     chain = tuple(transforms_of_ref) + tuple(transforms)
+    if len(chain) > 1:
+        # Unit-stride slicings (a TMA copy's block of a GMEM operand) compose to slices: what
+        # resolving positions through the chain (below) selects, or its out-of-bounds fallback,
+        # without position arrays the size of the buffer (2 MiB per view of a 512x512 operand).
+        index = _address_view(ref, chain)
+        if index is not None:
+            ref.check_index(index)
+            return ref, index
     try:
         target, index, dtype = indexing.resolve(eqn, ref, chain)
     except OutOfBoundsError:
