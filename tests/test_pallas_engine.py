@@ -6,7 +6,6 @@ interpret=True where its semantics are the defined ones.
 """
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
