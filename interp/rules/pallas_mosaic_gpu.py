@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes
 from ..pallas import indexing
 from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
-from ..pallas.memory import KernelRef
+from ..pallas.memory import KernelRef, indexed_shape
 from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
 from ..errors import OutOfBoundsError
@@ -205,7 +205,10 @@ def _barrier(eqn, ref, transforms, block=None) -> Barrier:
         if peer is None:
             raise eqn.unsupported(f"barrier {target.short()} has no counterpart in block {block}")
         target = peer
-    chosen = np.asarray(target.array[index], object).reshape(-1)
+    array = target.array
+    if type(index) is tuple and len(index) == array.ndim and all(type(i) is int for i in index):
+        return array[index]   # one element of the object array: the barrier itself
+    chosen = np.asarray(array[index], object).reshape(-1)
     if chosen.size != 1:   # JAX: the transforms must select exactly one barrier
         raise eqn.unsupported(f"barrier operand selecting {chosen.size} barriers")
     return chosen[0]
@@ -275,7 +278,7 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM an
     # un-waited wgmma or TMA store still reads) rather than a plain write.
     run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
     run.cluster.add_tma(Footprint(dst_ref, dst_index), bar)
@@ -309,7 +312,7 @@ def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
     src_ref, src_index, dst_ref, dst_index = operands
     value = src_ref.read(src_index)
     run.cluster.check_access(dst_ref, dst_index, "cp.async copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     run.cp_async.append(Footprint(dst_ref, dst_index))
     return []
 
@@ -447,7 +450,7 @@ def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
         old = np.asarray(dst_ref.read(dst_index))
         with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
             value = np.asarray(op(old, np.asarray(value).reshape(old.shape))).astype(old.dtype)
-    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     run.uncommitted_stores.append(Footprint(src_ref, src_index))
     if commit_group:
         _commit(run)
@@ -881,7 +884,7 @@ def async_store_tmem(eqn, ref, value, *leaves, tree):
     target, index = _view(eqn, ref, transforms)
     footprint = Footprint(target, index)
     run.cluster.check_tmem_write(run, [footprint])
-    target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
+    target.write(index, np.asarray(value).reshape(indexed_shape(target.array, index)))
     run.tmem_stores.append(footprint)
     return []
 
@@ -1081,7 +1084,7 @@ def store(eqn, ref, value, *leaves, tree, optimized):
     # optimized: as load's.
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
-    target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
+    target.write(index, np.asarray(value).reshape(indexed_shape(target.array, index)))
     return []
 
 
