@@ -548,7 +548,9 @@ def _mma(acc, a, b, out_dtype) -> np.ndarray:
     the elements where that whole interval rounds to one value and sums the others exactly.
     Where :func:`_exactly_summed` shows the float64 sum exact (most elements), it is rounded once."""
     a, b = np.asarray(a), np.asarray(b)
-    acc = np.broadcast_to(np.asarray(acc), (a.shape[0], b.shape[1]))   # (tcgen05: 0.0 to start)
+    acc = np.asarray(acc)
+    if acc.shape != (a.shape[0], b.shape[1]):
+        acc = np.broadcast_to(acc, (a.shape[0], b.shape[1]))   # (tcgen05: 0.0 to start)
     a64, b64, acc64 = (np.asarray(x, np.float64) for x in (a, b, acc))
     with np.errstate(invalid="ignore", over="ignore"):
         # einsum, not matmul: a block-sized product is cheaper in one thread than through a
@@ -617,6 +619,11 @@ def _exactly_summed(acc, a, b, absbound) -> np.ndarray:
 _EXACT_PRODUCTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
+@functools.lru_cache(maxsize=None)
+def _exact_products(dtype) -> bool:   # (a dtype's name is built anew at each access)
+    return dtype.name in _EXACT_PRODUCTS
+
+
 def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
     """acc + a @ b of a matrix instruction (spec/pallas_mosaic_gpu.py wgmma_ref, mma): float
     operands whose products are exact in float64 (16-bit floats, fp8) by _mma; integer operands
@@ -630,7 +637,7 @@ def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
                                   "8-bit integer operands as s8 (wgmma.py ptx_operand_type)")
         wide = np.asarray(acc, np.int64) + a.astype(np.int64) @ b.astype(np.int64)
         return wide.astype(np.uint32).view(np.int32).astype(out_dtype)
-    if a.dtype.name not in _EXACT_PRODUCTS or b.dtype.name not in _EXACT_PRODUCTS:
+    if not (_exact_products(a.dtype) and _exact_products(b.dtype)):
         raise eqn.unsupported(f"{instruction} of {a.dtype} x {b.dtype} operands (16-bit and fp8 "
                               "floats, integers only)")
     return _mma(acc, a, b, out_dtype)
