@@ -202,6 +202,8 @@ def _index_mask(index, shape) -> np.ndarray:
         mask.flags.writeable = False
         if len(_MASKS) >= _MAX_MASKS:
             _MASKS.clear()
+            _OVERLAPS.clear()   # (so the relations hold no more masks than _MASKS does)
+            _COVERS.clear()
         _MASKS[id(index)] = (index, shape, mask)
     return mask
 
