@@ -1366,3 +1366,29 @@ def test_clusters_that_never_wait_run_on_the_callers_thread(monkeypatch):
     np.testing.assert_array_equal(interp.interpret(kernel)(xs), (xs + np.float32(1)) * 2)
     assert threads == {threading.get_ident()}
     assert started == [((i,), 0) for i in range(8)]
+
+
+def test_footprint_relations_are_remembered_only_for_immutable_views():
+    # The race checks' overlap / cover answers are kept by mask identity for the read-only masks
+    # of immutable views; a view through a writable position array is compared afresh, so
+    # changing the positions changes the answer (rows by hand: {0, 1} against {2, 3}, then
+    # {2, 3} against {2, 3}).
+    import types
+    from interp.pallas.warpgroups import Footprint
+    ref = types.SimpleNamespace(array=np.zeros((4, 4), np.float32))
+    rows = np.array([0, 1])
+    rows.flags.writeable = False
+    whole = slice(0, 4, 1)
+    first, second = Footprint(ref, (rows, whole)), Footprint(ref, (slice(1, 2, 1), whole))
+    low, high = Footprint(ref, (slice(0, 2, 1), whole)), Footprint(ref, (slice(2, 4, 1), whole))
+    for _ in range(2):   # the second time from what was remembered
+        assert first.overlaps(second) and second.overlaps(first)
+        assert not first.overlaps(high) and not high.overlaps(first)
+        assert second.covered_by(first) and not first.covered_by(second)
+        assert first.covered_by(low) and low.covered_by(first)
+    moving = np.array([0, 1])
+    assert not Footprint(ref, (moving, whole)).overlaps(high)
+    moving[:] = [2, 3]
+    assert Footprint(ref, (moving, whole)).overlaps(high)
+    assert Footprint(ref, (moving, whole)).covered_by(high)
+    assert not Footprint(ref, (moving, whole)).covered_by(low)

@@ -53,16 +53,20 @@ class FlatTransforms:
         if self._key is False:
             parts = []
             for leaf in self.leaves:
-                if type(leaf) is int:
-                    parts.append(("int", leaf))
-                elif isinstance(leaf, (np.ndarray, np.generic)) and leaf.ndim == 0 \
-                        and leaf.dtype.kind in "iub":
+                kind = type(leaf)
+                if kind is int or kind in _INTEGER_SCALARS:   # the type names the dtype
+                    parts.append((kind, int(leaf)))
+                elif kind is np.ndarray and leaf.ndim == 0 and leaf.dtype.kind in "iub":
                     parts.append((leaf.dtype.str, leaf.item()))
                 else:
                     self._key = None
                     return None
             self._key = (self.treedef, tuple(parts))
         return self._key
+
+
+# NumPy's integer and bool scalar types (a leaf of one of these is a scalar of its dtype).
+_INTEGER_SCALARS = frozenset(np.dtype(code).type for code in np.typecodes["AllInteger"] + "?")
 
 
 # Resolved views by (transforms' key, the buffer's geometry): the normalized index depends on

@@ -265,6 +265,12 @@ def _flat_positions(array: np.ndarray, index) -> "np.ndarray | None":
     return flat
 
 
+def indexed_shape(array: np.ndarray, index) -> tuple:
+    """``np.shape(array[index])`` without gathering the elements (``index`` in bounds)."""
+    flat = _flat_positions(array, index)
+    return np.shape(array[index]) if flat is None else flat.shape
+
+
 def _gather(array: np.ndarray, index) -> np.ndarray:
     """A copy of ``array[index]``."""
     flat = _flat_positions(array, index)

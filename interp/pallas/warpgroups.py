@@ -107,8 +107,12 @@ class Barrier:
 
 
 def _join(into: dict, other: dict) -> None:
+    if not into:   # (a phase's first arrival: its clock is the arrival's)
+        into.update(other)
+        return
+    get = into.get
     for k, v in other.items():
-        if into.get(k, 0) < v:
+        if get(k, 0) < v:
             into[k] = v
 
 
@@ -130,7 +134,7 @@ class Footprint:
 
     def overlaps(self, other: "Footprint") -> bool:
         if self.array is other.array:
-            return bool(np.logical_and(self._mask(), other._mask()).any())
+            return _mask_relation(self._mask(), other._mask(), _OVERLAPS, _masks_overlap)
         if not np.may_share_memory(self.array, other.array):
             return False
         return self.region().overlaps(other.region())
@@ -145,7 +149,8 @@ class Footprint:
 
     def covered_by(self, other: "Footprint") -> bool:
         """Whether every element here is also in ``other`` (same buffer only)."""
-        return self.array is other.array and not (self._mask() & ~other._mask()).any()
+        return self.array is other.array and _mask_relation(self._mask(), other._mask(), _COVERS,
+                                                            _mask_covered)
 
 
 # Masks of immutable indices (ints, slices, the read-only position arrays of tiled SMEM views,
@@ -154,6 +159,36 @@ class Footprint:
 # index, so its id is not reused while the entry exists.
 _MASKS: dict = {}
 _MAX_MASKS = 256
+
+
+def _masks_overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.logical_and(a, b).any())
+
+
+def _mask_covered(a: np.ndarray, b: np.ndarray) -> bool:
+    return not (a & ~b).any()
+
+
+# Relations (overlap, cover) of two remembered masks by their identities: the same few views meet
+# at every step, and a remembered mask is read-only, so the answer cannot change. The entry holds
+# both masks, so their ids are not reused while it exists. Masks of other indices (writable) are
+# compared afresh.
+_OVERLAPS: dict = {}
+_COVERS: dict = {}
+_MAX_RELATIONS = 4096
+
+
+def _mask_relation(a: np.ndarray, b: np.ndarray, memo: dict, relation) -> bool:
+    key = (id(a), id(b))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is a and hit[1] is b:
+        return hit[2]
+    answer = relation(a, b)
+    if not a.flags.writeable and not b.flags.writeable:
+        if len(memo) >= _MAX_RELATIONS:
+            memo.clear()
+        memo[key] = (a, b, answer)
+    return answer
 
 
 def _index_mask(index, shape) -> np.ndarray:
@@ -167,6 +202,8 @@ def _index_mask(index, shape) -> np.ndarray:
         mask.flags.writeable = False
         if len(_MASKS) >= _MAX_MASKS:
             _MASKS.clear()
+            _OVERLAPS.clear()   # (so the relations hold no more masks than _MASKS does)
+            _COVERS.clear()
         _MASKS[id(index)] = (index, shape, mask)
     return mask
 

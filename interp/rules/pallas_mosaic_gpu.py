@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes
 from ..pallas import indexing
 from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
-from ..pallas.memory import KernelRef
+from ..pallas.memory import KernelRef, indexed_shape
 from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
 from ..errors import OutOfBoundsError
@@ -205,7 +205,10 @@ def _barrier(eqn, ref, transforms, block=None) -> Barrier:
         if peer is None:
             raise eqn.unsupported(f"barrier {target.short()} has no counterpart in block {block}")
         target = peer
-    chosen = np.asarray(target.array[index], object).reshape(-1)
+    array = target.array
+    if type(index) is tuple and len(index) == array.ndim and all(type(i) is int for i in index):
+        return array[index]   # one element of the object array: the barrier itself
+    chosen = np.asarray(array[index], object).reshape(-1)
     if chosen.size != 1:   # JAX: the transforms must select exactly one barrier
         raise eqn.unsupported(f"barrier operand selecting {chosen.size} barriers")
     return chosen[0]
@@ -275,7 +278,7 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM an
     # un-waited wgmma or TMA store still reads) rather than a plain write.
     run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
     run.cluster.add_tma(Footprint(dst_ref, dst_index), bar)
@@ -309,7 +312,7 @@ def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
     src_ref, src_index, dst_ref, dst_index = operands
     value = src_ref.read(src_index)
     run.cluster.check_access(dst_ref, dst_index, "cp.async copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     run.cp_async.append(Footprint(dst_ref, dst_index))
     return []
 
@@ -447,7 +450,7 @@ def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
         old = np.asarray(dst_ref.read(dst_index))
         with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
             value = np.asarray(op(old, np.asarray(value).reshape(old.shape))).astype(old.dtype)
-    dst_ref.write(dst_index, value.reshape(np.shape(dst_ref.array[dst_index])))
+    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     run.uncommitted_stores.append(Footprint(src_ref, src_index))
     if commit_group:
         _commit(run)
@@ -545,7 +548,9 @@ def _mma(acc, a, b, out_dtype) -> np.ndarray:
     the elements where that whole interval rounds to one value and sums the others exactly.
     Where :func:`_exactly_summed` shows the float64 sum exact (most elements), it is rounded once."""
     a, b = np.asarray(a), np.asarray(b)
-    acc = np.broadcast_to(np.asarray(acc), (a.shape[0], b.shape[1]))   # (tcgen05: 0.0 to start)
+    acc = np.asarray(acc)
+    if acc.shape != (a.shape[0], b.shape[1]):
+        acc = np.broadcast_to(acc, (a.shape[0], b.shape[1]))   # (tcgen05: 0.0 to start)
     a64, b64, acc64 = (np.asarray(x, np.float64) for x in (a, b, acc))
     with np.errstate(invalid="ignore", over="ignore"):
         # einsum, not matmul: a block-sized product is cheaper in one thread than through a
@@ -614,6 +619,11 @@ def _exactly_summed(acc, a, b, absbound) -> np.ndarray:
 _EXACT_PRODUCTS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
+@functools.lru_cache(maxsize=None)
+def _exact_products(dtype) -> bool:   # (a dtype's name is built anew at each access)
+    return dtype.name in _EXACT_PRODUCTS
+
+
 def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
     """acc + a @ b of a matrix instruction (spec/pallas_mosaic_gpu.py wgmma_ref, mma): float
     operands whose products are exact in float64 (16-bit floats, fp8) by _mma; integer operands
@@ -627,7 +637,7 @@ def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
                                   "8-bit integer operands as s8 (wgmma.py ptx_operand_type)")
         wide = np.asarray(acc, np.int64) + a.astype(np.int64) @ b.astype(np.int64)
         return wide.astype(np.uint32).view(np.int32).astype(out_dtype)
-    if a.dtype.name not in _EXACT_PRODUCTS or b.dtype.name not in _EXACT_PRODUCTS:
+    if not (_exact_products(a.dtype) and _exact_products(b.dtype)):
         raise eqn.unsupported(f"{instruction} of {a.dtype} x {b.dtype} operands (16-bit and fp8 "
                               "floats, integers only)")
     return _mma(acc, a, b, out_dtype)
@@ -881,7 +891,7 @@ def async_store_tmem(eqn, ref, value, *leaves, tree):
     target, index = _view(eqn, ref, transforms)
     footprint = Footprint(target, index)
     run.cluster.check_tmem_write(run, [footprint])
-    target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
+    target.write(index, np.asarray(value).reshape(indexed_shape(target.array, index)))
     run.tmem_stores.append(footprint)
     return []
 
@@ -1081,7 +1091,7 @@ def store(eqn, ref, value, *leaves, tree, optimized):
     # optimized: as load's.
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
-    target.write(index, np.asarray(value).reshape(np.shape(target.array[index])))
+    target.write(index, np.asarray(value).reshape(indexed_shape(target.array, index)))
     return []
 
 
