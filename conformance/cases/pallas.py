@@ -630,6 +630,28 @@ def build_core_mesh(interpret):
     return f
 
 
+def build_core_map_refs(interpret):
+    # pl.core_map over a 2-core mesh, the body closing over refs pl.run_state made: JAX 0.10.2 binds
+    # it as core_map, 0.11 and later as an mpmd_map.
+    pltpu = _tpu()
+
+    def body(x_ref, o_ref):
+        c = jax.lax.axis_index("core")
+
+        def scoped(buf):
+            pltpu.sync_copy(x_ref.at[pl.ds(c * 8, 8)], buf)
+            buf[...] = buf[...] * 3 - c
+            pltpu.sync_copy(buf, o_ref.at[pl.ds(c * 8, 8)])
+        pl.run_scoped(scoped, pltpu.VMEM((8, 128), jnp.int32))
+
+    def f(x):
+        def stateful(refs):
+            pl.core_map(_core_mesh(2), **({"interpret": interpret} if interpret is not None else {}))(
+                lambda: body(*refs))
+        return pl.run_state(stateful)((x, jnp.zeros_like(x)))[1]
+    return f
+
+
 def _pack_kernel(a_ref, b_ref, c_ref, d_ref, w_ref, p_ref, u0_ref, u1_ref):
     # Four int32 sources truncated to int8 fields of one uint32 word (source i at bits 8i..8i+7),
     # and the two int16 fields of an int32 word, sign-extended.
@@ -789,3 +811,6 @@ def primitive_cases():
     yield _gated_case("core_mesh_axis_index/i32/16x128", gated(build_core_mesh, hlo_interpret=_CORE_MESH_HLO_INTERPRET),
                       _i32((16, 128)), targets=tpu, modes=_DEF,
                       primitives=("mpmd_map", "axis_index", "run_scoped", "dma_start", "dma_wait"))
+    yield _gated_case("core_map_refs/i32/16x128", gated(build_core_map_refs, hlo_interpret=_CORE_MESH_HLO_INTERPRET),
+                      _i32((16, 128)), targets=tpu, modes=_DEF,
+                      primitives=("run_state", "axis_index", "run_scoped", "dma_start", "dma_wait"))
