@@ -298,6 +298,7 @@ class CoreScheduler:
         right after ``parent`` and leave it when they are done (their keys may be forked
         again). ``who`` names the parent in a deadlock's message."""
         children = list(bodies)
+        done = set(children)
         with self.cv:
             i = self.order.index(parent)
             self.add(bodies)
@@ -306,15 +307,13 @@ class CoreScheduler:
             else:
                 self.order[i + 1:i + 1] = children
         try:
-            done = set(children)
             self.wait_until(parent, lambda: done <= self.finished,
                             f"{who or f'core {parent}'} waits for {len(children)} forked cores to "
                             "finish")
         finally:
             with self.cv:
-                gone = set(children)
-                self.order = [c for c in self.order if c not in gone]
-                self.finished -= gone
+                self.order = [c for c in self.order if c not in done]
+                self.finished -= done
                 for c in children:
                     self.pending.pop(c, None)
                     self.group_of.pop(c, None)
