@@ -740,9 +740,9 @@ def pallas_tpu_bits(seeds, shape, draw: int = 0, options_seed: int = 0) -> np.nd
     ``prng_random_bits``): uint32 bits of ``shape``.
 
     The hardware generator is generation-specific and undocumented, so its bits cannot be
-    reproduced; this is a documented stand-in (spec/random.py, "pallas_tpu_bits") that keeps the
-    properties a kernel may rely on: the same (seeds, draw) give the same bits, and any change of
-    these gives independent bits; like the hardware's sequential generator, the bits do not
+    reproduced; this is a documented stand-in (spec/pallas_tpu.py pallas_tpu/hardware-prng) that
+    keeps the properties a kernel may rely on: the same (seeds, draw) give the same bits, and any
+    change of these gives independent bits; like the hardware's sequential generator, the bits do not
     depend on the grid point. Definition: the 32-bit seed values, their count, the draw number
     (how many ``prng_random_bits`` calls came after the last ``prng_seed``) and
     ``options_seed`` are folded in turn into the Threefry-2x32 key (0, 0)

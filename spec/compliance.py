@@ -227,10 +227,10 @@ def mode_for_primitive(primitive: str, dtype, semantics: Mapping | None = None) 
         return ulp(budget, src)
     if primitive in ("dot_general", "conv_general_dilated"):
         raise ValueError("dot_general/conv need dot_product(K): the case knows K")
+    from spec import aliases, semantics as all_semantics
     if semantics is None:
-        from spec import semantics as _sem
-        semantics = _sem()
-    entry = semantics.get(primitive)
+        semantics = all_semantics()
+    entry = semantics.get(aliases().get(primitive, primitive))
     if entry is not None:
         if entry.exactness == "exact":
             return exact("spec-semantics")

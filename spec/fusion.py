@@ -35,15 +35,18 @@ _SD = "jax/_src/lax/scaled_dot.py"
 _FUSER = "jax/_src/pallas/fuser/"
 _OCP_MX = "https://www.opencompute.org/documents/ocp-microscaling-formats-mx-v1-0-spec-final-pdf"
 
-_BLOCK_SCALED = (
-    "dequantisation data * scale is exact: both factors have at most 24 significant bits and "
-    "their product's exponent lies inside float64's range (fp8/fp4 data with e8m0/e4m3 scales use "
-    "at most 8 bits); float64 factors are unsupported (loud)",
-    "the result is the exact dot product of the dequantised operands rounded once to "
-    "preferred_element_type (round to nearest even; overflow to +-inf, gradual underflow)",
-    "an e8m0 scale 0xFF is NaN and makes its block's products NaN; inf data * scale is inf",
-    "an exactly zero sum is +0 unless every product is -0",
-)
+_BLOCK_SCALED = {"block_scaled/exact-dequantisation": "dequantisation data * scale is exact: both "
+                                                      "factors have at most 24 significant bits and "
+                                                      "their product's exponent lies inside float64's "
+                                                      "range (fp8/fp4 data with e8m0/e4m3 scales use at "
+                                                      "most 8 bits); float64 factors are unsupported "
+                                                      "(loud)",
+                 "block_scaled/rounded-once": "the result is the exact dot product of the dequantised "
+                                              "operands rounded once to preferred_element_type (round "
+                                              "to nearest even; overflow to +-inf, gradual underflow)",
+                 "block_scaled/e8m0-nan": "an e8m0 scale 0xFF is NaN and makes its block's products "
+                                          "NaN; inf data * scale is inf",
+                 "block_scaled/zero-sign": "an exactly zero sum is +0 unless every product is -0"}
 
 SEMANTICS = table(
     Semantics(

@@ -49,44 +49,63 @@ XLA_OPS = "https://openxla.org/xla/operation_semantics"
 JAX_LAX = "jax/_src/lax/lax.py"
 JAX_CONV = "jax/_src/lax/convolution.py"
 
-_DOT_EDGES = (
-    "float: exact sum of exact products, rounded once to the output dtype (preferred_element_type)",
-    "float: an exact zero result is +0.0 (XLA accumulates from +0.0), except K == 1 where the single "
-    "product is the result (-0.0 kept; XLA:CPU simplifies such dots to a multiply)",
-    "float: NaN if a product is NaN (0 * inf) or +inf and -inf products meet; else +-inf",
-    "integer: wraps around modulo 2**bits of the output type; bool: OR of ANDs",
-    "mixed input dtypes: converted to the output dtype first, except two float8 types "
-    "(jax/_src/lax/lax.py _handle_dot_precision, CPU/GPU lowering)",
-    "precision (DEFAULT/HIGH/HIGHEST) does not change the reference (a backend's bf16/TF32 passes are "
-    "the matmul-precision allowance)",
-    "complex: real part = exact sum of ar*br - ai*bi, imaginary = exact sum of ar*bi + ai*br, each rounded once",
-    "64-bit integer inputs with a float output: unsupported (raise)",
-)
+_DOT_EDGES = {"dot/rounded-once": "float: exact sum of exact products, rounded once to the output dtype "
+                                  "(preferred_element_type)",
+              "dot/zero-is-plus-zero": "float: an exact zero result is +0.0 (XLA accumulates from "
+                                       "+0.0), except K == 1 where the single product is the result "
+                                       "(-0.0 kept; XLA:CPU simplifies such dots to a multiply)",
+              "dot/nan-and-inf": "float: NaN if a product is NaN (0 * inf) or +inf and -inf products "
+                                 "meet; else +-inf",
+              "dot/int-wrap": "integer: wraps around modulo 2**bits of the output type; bool: OR of "
+                              "ANDs",
+              "dot/mixed-dtypes": "mixed input dtypes: converted to the output dtype first, except two "
+                                  "float8 types (jax/_src/lax/lax.py _handle_dot_precision, CPU/GPU "
+                                  "lowering)",
+              "dot/precision-ignored": "precision (DEFAULT/HIGH/HIGHEST) does not change the reference "
+                                       "(a backend's bf16/TF32 passes are the matmul-precision "
+                                       "allowance)",
+              "dot/complex-parts": "complex: real part = exact sum of ar*br - ai*bi, imaginary = exact "
+                                   "sum of ar*bi + ai*br, each rounded once",
+              "dot/int64-to-float-unsupported": "64-bit integer inputs with a float output: unsupported "
+                                                "(raise)"}
 
 XLA_ALGORITHMS = ("xla/xla_data.proto PrecisionConfig.Algorithm",
                   "xla/backends/gpu/codegen/triton/dot_algorithms.cc (SplitF32, EmitBF16x3Matmul, "
                   "EmitBF16x6Matmul, EmitBF16x9Matmul, ZeroNaNs)",
                   JAX_LAX + " DotAlgorithm, DotAlgorithmPreset, get_algorithm_compute_types, _handle_dot_precision")
 
-_ALGORITHM_EDGES = (
-    "explicit algorithm (DotAlgorithmPreset other than DEFAULT, or DotAlgorithm), as JAX lowers it: "
-    "(1) each input converted (round to nearest even) to the preset's input type unless its dtype is "
-    "one the preset accepts (BF16 presets accept float32 storage); (2) inputs rounded to the precision "
-    "type: BF16_* to bfloat16, TF32_* to tf32 (float32 with a 10-bit significand, round to nearest even: "
-    "the reference's choice, hardware may truncate), F16/F32/F64/ANY_F8 as they are; (3) every product "
-    "exact, the sum rounded once to the accumulation type (F32 for *_F32, the output dtype for "
-    "ANY_F8_ANY_F8_ANY); (4) converted to the dot's result type (the output dtype if the preset "
-    "supports it, else the accumulation type) and then to the output dtype",
-    "_X3 / _X6 / _X9: each float32 input split x = c0 + c1 (+ c2), c_i = bf16(x - c0 - ... - c_{i-1}) "
-    "computed in float32 (TF32_TF32_F32_X3: tf32 components); the sum covers hi*hi + hi*lo + lo*hi (X3), "
-    "+ hi*lo2 + lo2*hi + mid*mid (X6, with c0, c1, c2 = hi, mid, lo), all nine (X9), rounded once",
-    "_X3/_X6/_X9: an output element whose inputs hold inf/NaN is the hi*hi sum alone (XLA's ZeroNaNs drops "
-    "the low products' sum where it is not finite), so inf stays inf",
-    "*_FAST_ACCUM and allow_imprecise_accumulation: the same exact value (the backend's imprecision is "
-    "measured under DOT_PRODUCT)",
-    "ANY_F8_* with a non-float8 input: ValueError (as JAX's lowering); DotAlgorithm with component counts "
-    "other than 1: unsupported (no definition to follow)",
-)
+_ALGORITHM_EDGES = {"dot_algorithm/rounding-steps": "explicit algorithm (DotAlgorithmPreset other than "
+                                                    "DEFAULT, or DotAlgorithm), as JAX lowers it: (1) "
+                                                    "each input converted (round to nearest even) to "
+                                                    "the preset's input type unless its dtype is one "
+                                                    "the preset accepts (BF16 presets accept float32 "
+                                                    "storage); (2) inputs rounded to the precision "
+                                                    "type: BF16_* to bfloat16, TF32_* to tf32 (float32 "
+                                                    "with a 10-bit significand, round to nearest even: "
+                                                    "the reference's choice, hardware may truncate), "
+                                                    "F16/F32/F64/ANY_F8 as they are; (3) every product "
+                                                    "exact, the sum rounded once to the accumulation "
+                                                    "type (F32 for *_F32, the output dtype for "
+                                                    "ANY_F8_ANY_F8_ANY); (4) converted to the dot's "
+                                                    "result type (the output dtype if the preset "
+                                                    "supports it, else the accumulation type) and then "
+                                                    "to the output dtype",
+                    "dot_algorithm/split-products": "_X3 / _X6 / _X9: each float32 input split x = c0 + "
+                                                    "c1 (+ c2), c_i = bf16(x - c0 - ... - c_{i-1}) "
+                                                    "computed in float32 (TF32_TF32_F32_X3: tf32 "
+                                                    "components); the sum covers hi*hi + hi*lo + lo*hi "
+                                                    "(X3), + hi*lo2 + lo2*hi + mid*mid (X6, with c0, "
+                                                    "c1, c2 = hi, mid, lo), all nine (X9), rounded once",
+                    "dot_algorithm/split-inf-nan": "_X3/_X6/_X9: an output element whose inputs hold "
+                                                   "inf/NaN is the hi*hi sum alone (XLA's ZeroNaNs "
+                                                   "drops the low products' sum where it is not "
+                                                   "finite), so inf stays inf",
+                    "dot_algorithm/fast-accum": "*_FAST_ACCUM and allow_imprecise_accumulation: the "
+                                                "same exact value (the backend's imprecision is "
+                                                "measured under DOT_PRODUCT)",
+                    "dot_algorithm/unsupported": "ANY_F8_* with a non-float8 input: ValueError (as "
+                                                 "JAX's lowering); DotAlgorithm with component counts "
+                                                 "other than 1: unsupported (no definition to follow)"}
 
 # What XLA:CPU computes differently (jaxlib 0.10.2 and 0.12.0.1), found by the tests.
 BACKEND_PROPERTIES = (
@@ -99,50 +118,64 @@ BACKEND_PROPERTIES = (
 )
 
 SEMANTICS = table(
-    Semantics("dot_general", "Generalised tensor contraction with batch dimensions.", _DOT_EDGES + _ALGORITHM_EDGES,
+    Semantics("dot_general", "Generalised tensor contraction with batch dimensions.",
+              {**_DOT_EDGES, **_ALGORITHM_EDGES},
               (XLA_OPS + "#dotgeneral", JAX_LAX + " _dot_general_lower") + XLA_ALGORITHMS, CORRECTLY_ROUNDED),
     Semantics("ragged_dot_general", "Grouped matmul: group g covers [sum(sizes[:g]), sum(sizes[:g+1])) of the "
               "ragged dimension (ragged non-contracting: rows use rhs[g]; ragged contracting: one output per "
               "group, the group axis first; ragged batch: an ordinary dot_general, group_sizes unused).",
-              _DOT_EDGES + _ALGORITHM_EDGES + (
-                  "rows outside every group give 0", "group sizes are accumulated in their integer type",
-                  "group_sizes [prefix..., g]: one set of groups per position of the prefix dims (the batch "
-                  "dims, then the dims before the ragged one among the non-contracting (mode 1) or "
-                  "contracting (mode 2) dims); a 1-D group_sizes is broadcast over them",
-                  "precision / algorithms as dot_general: the semantics are those of JAX's dense formulation "
-                  "(_ragged_dot_general_impl, the lowering of CPU and of every platform without a ragged-dot "
-                  "instruction; the TPU/GPU instruction lowering keeps the input conversions but drops the "
-                  "algorithm)",
-                  "group_offset: JAX defines no result (its implementation and every lowering raise "
-                  "'Unimplemented group_offset support', and an array parameter cannot be traced): raises"),
+              {**_DOT_EDGES,
+               **_ALGORITHM_EDGES,
+               "ragged_dot_general/c1": "rows outside every group give 0",
+               "ragged_dot_general/c2": "group sizes are accumulated in their integer type",
+               "ragged_dot_general/c3": "group_sizes [prefix..., g]: one set of groups per position of "
+                                        "the prefix dims (the batch dims, then the dims before the "
+                                        "ragged one among the non-contracting (mode 1) or contracting "
+                                        "(mode 2) dims); a 1-D group_sizes is broadcast over them",
+               "ragged_dot_general/c4": "precision / algorithms as dot_general: the semantics are those "
+                                        "of JAX's dense formulation (_ragged_dot_general_impl, the "
+                                        "lowering of CPU and of every platform without a ragged-dot "
+                                        "instruction; the TPU/GPU instruction lowering keeps the input "
+                                        "conversions but drops the algorithm)",
+               "ragged_dot_general/c5": "group_offset: JAX defines no result (its implementation and "
+                                        "every lowering raise 'Unimplemented group_offset support', and "
+                                        "an array parameter cannot be traced): raises"},
               (JAX_LAX + " _ragged_dot_general_impl, _ragged_dot_prefix_dims",), CORRECTLY_ROUNDED),
     Semantics("conv_general_dilated", "Convolution (any dimension numbers, strides, padding incl. negative, lhs "
               "and rhs dilation, feature groups, batch groups).",
-              _DOT_EDGES + ("padding and lhs-dilation holes are zeros (they add exact zero products)",
-                            "feature groups: output feature o uses input features (o // (O/G)) * C/G ...",
-                            "batch groups: output feature o uses lhs batch block o // (O/B) (batch split as (B, N/B))",
-                            "feature_group_count and batch_group_count both > 1: ValueError (JAX's shape rule "
-                            "rejects it: XLA defines no such convolution)",
-                            "an explicit dot algorithm does not change a convolution: JAX lowers it as precision "
-                            "DEFAULT without an algorithm attribute (jax/_src/lax/convolution.py, "
-                            "lax._full_precision)"),
+              {**_DOT_EDGES,
+               "conv_general_dilated/c1": "padding and lhs-dilation holes are zeros (they add exact "
+                                          "zero products)",
+               "conv_general_dilated/c2": "feature groups: output feature o uses input features (o // "
+                                          "(O/G)) * C/G ...",
+               "conv_general_dilated/c3": "batch groups: output feature o uses lhs batch block o // "
+                                          "(O/B) (batch split as (B, N/B))",
+               "conv_general_dilated/c4": "feature_group_count and batch_group_count both > 1: "
+                                          "ValueError (JAX's shape rule rejects it: XLA defines no such "
+                                          "convolution)",
+               "conv_general_dilated/c5": "an explicit dot algorithm does not change a convolution: JAX "
+                                          "lowers it as precision DEFAULT without an algorithm "
+                                          "attribute (jax/_src/lax/convolution.py, lax._full_precision)"},
               (XLA_OPS + "#conv_convolution", JAX_CONV), CORRECTLY_ROUNDED),
     Semantics("fft", "FFT / IFFT (1/n scaled) / RFFT / IRFFT over the last len(fft_lengths) axes.",
-              ("every output part is the exact DFT of the exact inputs rounded once (interp/rules/_fft_exact.py): "
-               "an O(n log n) FFT (mixed radix, direct radix p <= 64, Bluestein for larger prime factors) in "
-               "float64 (float32 parts) or double-double (float64 parts, and what float64 left) with a rigorous "
-               "normwise bound (Higham ch. 24, evaluated a posteriori per batch element) decides nearly every "
-               "part exactly against the rounding boundaries; the rest go to exact fixed-point integer sums "
-               "(128..512-bit twiddles), the exact rational test in the cyclotomic field Q(zeta_M) (exact zeros "
-               "of symmetric inputs and ties, rounded exactly; an exact zero is +0), then mpmath with Ziv's "
-               "test; one still undecided at 4096 bits raises ArithmeticError",
-               "inputs holding inf/NaN: an FFT algorithm's IEEE propagation (pocketfft in the wide type; "
-               "matches XLA:CPU on the tested cases; not certified: a backend's inf/NaN pattern depends on "
-               "its algorithm)",
-               "cost: O(n log n) per axis (bench/fft.py; 1024-point complex128 ~8 ms CPU); inputs whose "
-               "outputs are mostly exact zeros or far below ||x||_2 * 2**-40 pay the exact tiers (~1 s at 1024 "
-               "points)",
-               "IRFFT ignores the imaginary parts of the DC and Nyquist bins (Hermitian input assumed)"),
+              {"fft/c1": "every output part is the exact DFT of the exact inputs rounded once "
+                         "(interp/rules/_fft_exact.py): an O(n log n) FFT (mixed radix, direct radix p "
+                         "<= 64, Bluestein for larger prime factors) in float64 (float32 parts) or "
+                         "double-double (float64 parts, and what float64 left) with a rigorous normwise "
+                         "bound (Higham ch. 24, evaluated a posteriori per batch element) decides "
+                         "nearly every part exactly against the rounding boundaries; the rest go to "
+                         "exact fixed-point integer sums (128..512-bit twiddles), the exact rational "
+                         "test in the cyclotomic field Q(zeta_M) (exact zeros of symmetric inputs and "
+                         "ties, rounded exactly; an exact zero is +0), then mpmath with Ziv's test; one "
+                         "still undecided at 4096 bits raises ArithmeticError",
+               "fft/c2": "inputs holding inf/NaN: an FFT algorithm's IEEE propagation (pocketfft in the "
+                         "wide type; matches XLA:CPU on the tested cases; not certified: a backend's "
+                         "inf/NaN pattern depends on its algorithm)",
+               "fft/c3": "cost: O(n log n) per axis (bench/fft.py; 1024-point complex128 ~8 ms CPU); "
+                         "inputs whose outputs are mostly exact zeros or far below ||x||_2 * 2**-40 pay "
+                         "the exact tiers (~1 s at 1024 points)",
+               "fft/c4": "IRFFT ignores the imaginary parts of the DC and Nyquist bins (Hermitian input "
+                         "assumed)"},
               (XLA_OPS + "#fft", "jax/_src/lax/fft.py"), CORRECTLY_ROUNDED,
               "Backends: ABS bound c * log2(n) * eps * |x|_2 per output element."),
 )

@@ -48,85 +48,107 @@ STABLEHLO = "https://openxla.org/stablehlo/spec"
 RULES = "interp/rules/lax_indexing.py"
 JAX_SLICING = "jax/_src/lax/slicing.py"
 
-_INDEX = "index operands of any integer dtype (signed or unsigned, int4..uint64), compared as integers"
-_HINTS = "indices_are_sorted and unique_indices are hints: results do not depend on them"
-_SCATTER_EDGES = (
-    _INDEX, _HINTS,
-    "CLIP: indices clamped to [0, dim - window] (JAX _clamp_scatter_indices)",
-    "FILL_OR_DROP and PROMISE_IN_BOUNDS: a window not entirely in bounds is skipped (XLA)",
-    "all ScatterDimensionNumbers fields, operand_batching_dims/scatter_indices_batching_dims "
-    "included",
-    "duplicates applied sequentially in XLA:CPU's order: scatter (batch) dims of updates "
-    "row-major, then the window row-major",
-    "empty index vector: every window starts at 0 (XLA:CPU diverges, see module docstring)",
-)
+_INDEX = {"indexing/integer-indices": "index operands of any integer dtype (signed or unsigned, "
+                                      "int4..uint64), compared as integers"}
+_HINTS = {"indexing/hints-only": "indices_are_sorted and unique_indices are hints: results do not "
+                                 "depend on them"}
+_SCATTER_EDGES = {**_INDEX,
+                  **_HINTS,
+                  "scatter/clip-mode": "CLIP: indices clamped to [0, dim - window] (JAX "
+                                       "_clamp_scatter_indices)",
+                  "scatter/fill-or-drop": "FILL_OR_DROP and PROMISE_IN_BOUNDS: a window not entirely in "
+                                          "bounds is skipped (XLA)",
+                  "scatter/dimension-numbers": "all ScatterDimensionNumbers fields, "
+                                               "operand_batching_dims/scatter_indices_batching_dims "
+                                               "included",
+                  "scatter/duplicates-in-order": "duplicates applied sequentially in XLA:CPU's order: "
+                                                 "scatter (batch) dims of updates row-major, then the "
+                                                 "window row-major",
+                  "scatter/empty-index-vector": "empty index vector: every window starts at 0 (XLA:CPU "
+                                                "diverges, see module docstring)"}
 
 
-def _scatter(name, combiner, extra=(), exactness=EXACT):
+def _scatter(name, combiner, extra, exactness=EXACT):
     return Semantics(
-        name, f"XLA Scatter with update computation {combiner}.", _SCATTER_EDGES + tuple(extra),
+        name, f"XLA Scatter with update computation {combiner}.", {**_SCATTER_EDGES, **extra},
         (XLA_OPS + "#scatter", STABLEHLO + "#scatter", JAX_SLICING + " _scatter_lower",
          JAX_SLICING + " _clamp_scatter_indices", RULES + " _apply_updates"),
         exactness)
 
 
-_ARITH = ("float: each combination correctly rounded to the dtype, one at a time (float16/32/64 "
-          "native IEEE; bfloat16/float8/float4 computed in float32 and rounded once, exact since "
-          "24 >= 2p + 2)",
-          "float: subnormals kept (XLA:CPU flushes float32/bfloat16/float64 subnormal results: "
-          "allowance flush-to-zero)",
-          "integer: wraps modulo 2**bits (int2/int4 too)")
+_ARITH = {"scatter_arith/rounded-once": "float: each combination correctly rounded to the dtype, one at "
+                                        "a time (float16/32/64 native IEEE; bfloat16/float8/float4 "
+                                        "computed in float32 and rounded once, exact since 24 >= 2p + "
+                                        "2)",
+          "scatter_arith/subnormals-kept": "float: subnormals kept (XLA:CPU flushes "
+                                           "float32/bfloat16/float64 subnormal results: allowance "
+                                           "flush-to-zero)",
+          "scatter_arith/int-wrap": "integer: wraps modulo 2**bits (int2/int4 too)"}
 
 SEMANTICS = table(
     Semantics("slice", "operand[start:limit:stride] per dimension.",
-              ("strides None means 1", "bit-exact data movement for every dtype"),
+              {"slice/c1": "strides None means 1",
+               "slice/c2": "bit-exact data movement for every dtype"},
               (XLA_OPS + "#slice", JAX_SLICING + " slice_p")),
     Semantics("dynamic_slice",
               "A slice of slice_sizes at runtime start indices (one scalar operand per dim).",
-              ("each start clamped to [0, dim - size] so the slice is always in bounds",
-               _INDEX + "; all starts share one dtype (JAX requires it)",
-               "negative starts are clamped to 0 by the primitive; lax.dynamic_slice adds the "
-               "dimension size to a negative start before the primitive (JAX wrapper)",
-               "dynamic-shape size operands raise UnsupportedPrimitiveError"),
+              {"dynamic_slice/c1": "each start clamped to [0, dim - size] so the slice is always in "
+                                   "bounds",
+               "dynamic_slice/c2": "all starts share one dtype (JAX requires it)",
+               **_INDEX,
+               "dynamic_slice/c3": "negative starts are clamped to 0 by the primitive; "
+                                   "lax.dynamic_slice adds the dimension size to a negative start "
+                                   "before the primitive (JAX wrapper)",
+               "dynamic_slice/c4": "dynamic-shape size operands raise UnsupportedPrimitiveError"},
               (XLA_OPS + "#dynamicslice", STABLEHLO + "#dynamic_slice",
                JAX_SLICING + " dynamic_slice_p, _dynamic_slice_indices")),
     Semantics("dynamic_update_slice",
               "operand with `update` written at runtime start indices.",
-              ("each start clamped to [0, dim - update_dim] so the update is always in bounds",
-               _INDEX,
-               "jaxlib 0.10.2's XLA:CPU mis-clamps with narrow index dtypes (module docstring)"),
+              {"dynamic_update_slice/c1": "each start clamped to [0, dim - update_dim] so the update is "
+                                          "always in bounds",
+               **_INDEX,
+               "dynamic_update_slice/c2": "jaxlib 0.10.2's XLA:CPU mis-clamps with narrow index dtypes "
+                                          "(module docstring)"},
               (XLA_OPS + "#dynamicupdateslice", STABLEHLO + "#dynamic_update_slice",
                JAX_SLICING + " dynamic_update_slice_p")),
     Semantics("gather",
               "XLA Gather with JAX's GatherDimensionNumbers (index_vector_dim is the last "
               "dimension of the indices).",
-              (_INDEX, _HINTS,
-               "all GatherDimensionNumbers fields, operand_batching_dims/"
-               "start_indices_batching_dims included",
-               "CLIP and PROMISE_IN_BOUNDS: start indices clamped to [0, dim - slice_size]",
-               "FILL_OR_DROP: indices converted (wrapping) to int32/int64 as JAX _gather_fill does; "
-               "an out-of-bounds window is fill_value as a whole",
-               "fill_value None: NaN (float, complex), iinfo.min (signed), iinfo.max (unsigned), "
-               "True (bool); a fill_value the dtype cannot hold exactly raises",
-               "an empty output is returned without reading the operand",
-               "ONE_HOT mode raises UnsupportedPrimitiveError"),
+              {**_INDEX,
+               **_HINTS,
+               "gather/c1": "all GatherDimensionNumbers fields, "
+                            "operand_batching_dims/start_indices_batching_dims included",
+               "gather/c2": "CLIP and PROMISE_IN_BOUNDS: start indices clamped to [0, dim - slice_size]",
+               "gather/c3": "FILL_OR_DROP: indices converted (wrapping) to int32/int64 as JAX "
+                            "_gather_fill does; an out-of-bounds window is fill_value as a whole",
+               "gather/c4": "fill_value None: NaN (float, complex), iinfo.min (signed), iinfo.max "
+                            "(unsigned), True (bool); a fill_value the dtype cannot hold exactly raises",
+               "gather/c5": "an empty output is returned without reading the operand",
+               "gather/c6": "ONE_HOT mode raises UnsupportedPrimitiveError"},
               (XLA_OPS + "#gather", STABLEHLO + "#gather", JAX_SLICING + " _gather_lower, "
                "_gather_fill, gather (fill_value defaults)")),
     _scatter("scatter", "(old, new) -> new, or the equation's update_jaxpr",
-             ("update_jaxpr None or `lambda old, new: new`: the last update of each element wins",
-              "any other update_jaxpr (x.at[i].apply(f)): evaluated once per update, in order, "
-              "with the reference's own rules")),
-    _scatter("scatter-add", "add", _ARITH + ("complex: each part correctly rounded",),
+             {"scatter/c1": "update_jaxpr None or `lambda old, new: new`: the last update of each "
+                            "element wins",
+              "scatter/c2": "any other update_jaxpr (x.at[i].apply(f)): evaluated once per update, in "
+                            "order, with the reference's own rules"}),
+    _scatter("scatter-add", "add", {**_ARITH, "scatter-add/c1": "complex: each part correctly rounded"},
              CORRECTLY_ROUNDED),
-    _scatter("scatter-sub", "sub (old - update)", _ARITH + ("complex: each part correctly rounded",),
+    _scatter("scatter-sub", "sub (old - update)", {**_ARITH,
+                                                   "scatter-sub/c1": "complex: each part correctly rounded"},
              CORRECTLY_ROUNDED),
-    _scatter("scatter-mul", "mul", _ARITH + (
-        "complex: the equation's update_jaxpr (the elementwise mul rule) once per update",),
+    _scatter("scatter-mul", "mul", {**_ARITH,
+                                    "scatter-mul/c1": "complex: the equation's update_jaxpr (the "
+                                                      "elementwise mul rule) once per update"},
         CORRECTLY_ROUNDED),
     _scatter("scatter-min", "min",
-             ("NaN propagates; -0.0 < +0.0 (XLA:CPU: min(+0, -0) == -0 in either order)",
-              "bool: logical and", "complex: the update_jaxpr (elementwise min rule) per update")),
+             {"scatter-min/c1": "NaN propagates; -0.0 < +0.0 (XLA:CPU: min(+0, -0) == -0 in either "
+                                "order)",
+              "scatter-min/c2": "bool: logical and",
+              "scatter-min/c3": "complex: the update_jaxpr (elementwise min rule) per update"}),
     _scatter("scatter-max", "max",
-             ("NaN propagates; -0.0 < +0.0 (XLA:CPU: max(+0, -0) == +0 in either order)",
-              "bool: logical or", "complex: the update_jaxpr (elementwise max rule) per update")),
+             {"scatter-max/c1": "NaN propagates; -0.0 < +0.0 (XLA:CPU: max(+0, -0) == +0 in either "
+                                "order)",
+              "scatter-max/c2": "bool: logical or",
+              "scatter-max/c3": "complex: the update_jaxpr (elementwise max rule) per update"}),
 )

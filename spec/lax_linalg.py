@@ -18,110 +18,125 @@ FAIL_NAN = "a LAPACK failure (info != 0) gives all-NaN results (complex NaN is n
 
 SEMANTICS = table(
     Semantics("cholesky", "Lower Cholesky factor (potrf 'L'); the upper triangle of the input is not read.",
-              ("the result's strictly upper triangle is exactly zero",
-               "not positive definite (or non-finite lower triangle): " + FAIL_NAN),
+              {"cholesky/c1": "the result's strictly upper triangle is exactly zero",
+               "cholesky/c2": "not positive definite (or non-finite lower triangle): " + FAIL_NAN},
               (LA + " _cholesky_cpu_lowering",), CONVENTION,
               "Residual-defined: L L^H = A within a few ulps; not bitwise with XLA:CPU's float32 potrf."),
     Semantics("cholesky_update", "Upper R' with R'^T R' = R^T R + w w^T: JAX's Givens rotations in float64.",
-              ("strictly lower triangle exactly zero; diagonal positive",),
+              {"cholesky_update/c1": "strictly lower triangle exactly zero; diagonal positive"},
               (LA + " _cholesky_update_jax_fn",), CONVENTION),
     Semantics("symmetric_product", "alpha * A A^T + beta * C, the whole matrix (JAX documents only the "
-              "lower triangle as guaranteed on every platform).", (),
+              "lower triangle as guaranteed on every platform).", {},
               (LA + " _symmetric_product_jax_fn",), CONVENTION),
     Semantics("geqrf", "Householder QR in LAPACK's packed form (R upper, reflectors below, taus).",
-              ("LAPACK dgeqrf/zgeqrf convention: H(i) = I - tau v v^H, v(i) = 1; R's diagonal signs are "
-               "LAPACK's (not made positive)",),
+              {"geqrf/c1": "LAPACK dgeqrf/zgeqrf convention: H(i) = I - tau v v^H, v(i) = 1; R's "
+                           "diagonal signs are LAPACK's (not made positive)"},
               (LA + " geqrf",), CONVENTION),
     Semantics("geqp3", "Column-pivoted QR (LAPACK geqp3); jpvt 1-based in and out, as LAPACK.",
-              ("columns with jpvt != 0 on input (any sign) are fixed: moved to the front in their "
-               "original order and factored without pivoting (geqrf); Q^H is applied to the free columns, "
-               "which are pivoted by LAPACK geqp3 on the trailing rows (dgeqp3's own structure); with no "
-               "rows left below the fixed block the free columns keep their order (bitwise jpvt agreement "
-               "with XLA:CPU's LAPACK, tests/test_lax_linalg.py test_geqp3_fixed_columns)",
-               "computed in float64 / complex128 and rounded once: factors agree with a float32 LAPACK "
-               "within its rounding, not bitwise (pivot choices on near-equal norms could differ)"),
+              {"geqp3/c1": "columns with jpvt != 0 on input (any sign) are fixed: moved to the front in "
+                           "their original order and factored without pivoting (geqrf); Q^H is applied "
+                           "to the free columns, which are pivoted by LAPACK geqp3 on the trailing rows "
+                           "(dgeqp3's own structure); with no rows left below the fixed block the free "
+                           "columns keep their order (bitwise jpvt agreement with XLA:CPU's LAPACK, "
+                           "tests/test_lax_linalg.py test_geqp3_fixed_columns)",
+               "geqp3/c2": "computed in float64 / complex128 and rounded once: factors agree with a "
+                           "float32 LAPACK within its rounding, not bitwise (pivot choices on "
+                           "near-equal norms could differ)"},
               (LA + " geqp3, _qr_lowering (subtracts 1)",), CONVENTION),
-    Semantics("householder_product", "Q = H(1)...H(k) from reflectors and taus, first n columns (orgqr).", (),
+    Semantics("householder_product", "Q = H(1)...H(k) from reflectors and taus, first n columns (orgqr).", {},
               (LA + " householder_product",), CONVENTION),
     Semantics("ormqr", "Q C, Q^H C, C Q or C Q^H without forming Q in the caller (transpose is the "
-              "conjugate transpose for complex).", (), (LA + " ormqr",), CONVENTION),
+              "conjugate transpose for complex).", {}, (LA + " ormqr",), CONVENTION),
     Semantics("qr", "JAX's composition: geqrf (or geqp3 with pivoting) then householder_product.",
-              ("R is upper triangular with exact zeros; R's diagonal signs follow LAPACK (same as "
-               "XLA:CPU); pivots are 0-based and exact",
-               "m == 0 or n == 0: Q the identity columns, R zeros, as JAX"),
+              {"qr/c1": "R is upper triangular with exact zeros; R's diagonal signs follow LAPACK (same "
+                        "as XLA:CPU); pivots are 0-based and exact",
+               "qr/c2": "m == 0 or n == 0: Q the identity columns, R zeros, as JAX"},
               (LA + " _qr_lowering",), CONVENTION),
     Semantics("lu", "Partial-pivoting LU (getrf): packed L\\U, 0-based pivots, the permutation.",
-              ("pivots and permutation are exact (LAPACK's first maximal |a| in float64)",
-               "singular matrices are no failure (info > 0 is kept, as XLA:CPU)"),
+              {"lu/c1": "pivots and permutation are exact (LAPACK's first maximal |a| in float64)",
+               "lu/c2": "singular matrices are no failure (info > 0 is kept, as XLA:CPU)"},
               (LA + " _lu_cpu_gpu_lowering",), CONVENTION),
     Semantics("lu_pivots_to_permutation", "Applies swaps i <-> pivots[i] in order to the identity.",
-              ("negative pivots in [-size, 0) wrap (jnp indexing); others outside [0, size) raise "
-               "UndefinedBehaviorError (JAX's gather clamps and its scatter drops them)",),
+              {"lu_pivots_to_permutation/c1": "negative pivots in [-size, 0) wrap (jnp indexing); "
+                                              "others outside [0, size) raise UndefinedBehaviorError "
+                                              "(JAX's gather clamps and its scatter drops them)"},
               (LA + " _generic_lu_pivots_to_permutation",), EXACT),
     Semantics("triangular_solve", "Solves op(A) X = B or X op(A) = B reading one triangle of A.",
-              ("op(A) is A, A^T, conj(A) or A^H by transpose_a/conjugate_a; unit_diagonal ignores the "
-               "diagonal of A",
-               "substitution in the wide type with IEEE division: a zero pivot gives inf/NaN as trsm"),
+              {"triangular_solve/c1": "op(A) is A, A^T, conj(A) or A^H by transpose_a/conjugate_a; "
+                                      "unit_diagonal ignores the diagonal of A",
+               "triangular_solve/c2": "substitution in the wide type with IEEE division: a zero pivot "
+                                      "gives inf/NaN as trsm"},
               (LA + " triangular_solve",), CONVENTION),
     Semantics("tridiagonal_solve", "gtsv (partial pivoting); dl[0] and du[-1] are not read.",
-              ("singular system: " + FAIL_NAN,
-               "perturb_singular=True: jaxlib's own kernel (SolveWithGaussianEliminationWithPivotingAnd"
-               "PerturbSingular, after LAPACK xLAGTF/xLAGTS): row-pivoted LU fused with the forward solve; "
-               "in the back substitution a pivot p with |p| < 1 for which row / p could overflow is moved "
-               "by eps * max|U| (sign of Re p, doubled until safe; at least safemin) or scaled with its row "
-               "by 1 / safemin. A singular system's result is made of rounding residues, so the procedure "
-               "is run in the operand's own precision, each operation rounded once as the C++ source "
-               "writes it (no FMA contraction), complex * and / as libgcc's __mulsc3/__divsc3 (C99 Annex "
-               "G; Smith's division): bitwise with XLA:CPU of JAX 0.10.2, inf/NaN included",
-               "perturb_singular=True quirks kept: row n-2 of U does not enter max|U|; a NaN right-hand "
-               "side meeting a pivot |p| < 1 raises UnsupportedPrimitiveError where jaxlib's vectorised max "
-               "(NaN or the largest other magnitude, by position) would change the result; float16 / "
-               "bfloat16 raise (no kernel; JAX 0.12 rejects them when tracing)"),
+              {"tridiagonal_solve/c1": "singular system: " + FAIL_NAN,
+               "tridiagonal_solve/c2": "perturb_singular=True: jaxlib's own kernel "
+                                       "(SolveWithGaussianEliminationWithPivotingAndPerturbSingular, "
+                                       "after LAPACK xLAGTF/xLAGTS): row-pivoted LU fused with the "
+                                       "forward solve; in the back substitution a pivot p with |p| < 1 "
+                                       "for which row / p could overflow is moved by eps * max|U| (sign "
+                                       "of Re p, doubled until safe; at least safemin) or scaled with "
+                                       "its row by 1 / safemin. A singular system's result is made of "
+                                       "rounding residues, so the procedure is run in the operand's own "
+                                       "precision, each operation rounded once as the C++ source writes "
+                                       "it (no FMA contraction), complex * and / as libgcc's "
+                                       "__mulsc3/__divsc3 (C99 Annex G; Smith's division): bitwise with "
+                                       "XLA:CPU of JAX 0.10.2, inf/NaN included",
+               "tridiagonal_solve/c3": "perturb_singular=True quirks kept: row n-2 of U does not enter "
+                                       "max|U|; a NaN right-hand side meeting a pivot |p| < 1 raises "
+                                       "UnsupportedPrimitiveError where jaxlib's vectorised max (NaN or "
+                                       "the largest other magnitude, by position) would change the "
+                                       "result; float16 / bfloat16 raise (no kernel; JAX 0.12 rejects "
+                                       "them when tracing)"},
               (LA + " _tridiagonal_solve_cpu_lowering",
                "jaxlib/tridiagonal_solve_perturbed.h, jaxlib/cpu/tridiagonal_solve_kernels.cc"),
               CONVENTION),
     Semantics("eigh", "Hermitian eigendecomposition (syevd/heevd on the `lower` triangle): (V, w).",
-              ("eigenvalues ascending (also for sort_eigenvalues=False: the order is then "
-               "implementation-defined and this is the order chosen)", PHASE,
-               "within a repeated eigenvalue the basis is LAPACK's",
-               "subset_by_index (lo, hi): columns/values lo..hi-1 of the full result (XLA:CPU does "
-               "not support it)",
-               "non-finite input: " + FAIL_NAN),
+              {"eigh/c1": "eigenvalues ascending (also for sort_eigenvalues=False: the order is then "
+                          "implementation-defined and this is the order chosen)",
+               "eigh/c2": PHASE,
+               "eigh/c3": "within a repeated eigenvalue the basis is LAPACK's",
+               "eigh/c4": "subset_by_index (lo, hi): columns/values lo..hi-1 of the full result "
+                          "(XLA:CPU does not support it)",
+               "eigh/c5": "non-finite input: " + FAIL_NAN},
               (LA + " _eigh_cpu_gpu_lowering",), CONVENTION),
     Semantics("eig", "General eigendecomposition (geev): w, then left and right eigenvectors as asked.",
-              ("eigenvalues in LAPACK's order (complex pairs with the positive imaginary part first)",
-               "eigenvectors have unit 2-norm; " + PHASE, "left eigenvectors: vl^H A = w vl^H",
-               "implementation (EigImplementation LAPACK, MAGMA, CUSOLVER or None) selects an algorithm, "
-               "not a result: the reference gives the same bits for all of them, under the conventions "
-               "above. MAGMA (LAPACK's geev with a GPU Hessenberg step) and cuSOLVER Xgeev (packed real "
-               "pairs, unpacked by JAX) agree with them only up to rounding: their eigenvalue order may "
-               "differ where rounding reorders the QR iteration's deflation, and their vector phases are "
-               "LAPACK's (largest component real) where the reference's are " + PHASE + "; compare them "
-               "through order- and phase-free quantities",
-               "CUSOLVER with compute_left_eigenvectors=True raises UnsupportedPrimitiveError (a "
-               "NotImplementedError), as JAX's GPU lowering; XLA:CPU refuses MAGMA/CUSOLVER with "
-               "ValueError (a platform limit, not a semantic one)",
-               "non-finite input: " + FAIL_NAN),
+              {"eig/c1": "eigenvalues in LAPACK's order (complex pairs with the positive imaginary part "
+                         "first)",
+               "eig/c2": "eigenvectors have unit 2-norm; " + PHASE,
+               "eig/c3": "left eigenvectors: vl^H A = w vl^H",
+               "eig/c4": "implementation (EigImplementation LAPACK, MAGMA, CUSOLVER or None) selects an "
+                         "algorithm, not a result: the reference gives the same bits for all of them, "
+                         "under the conventions above. MAGMA (LAPACK's geev with a GPU Hessenberg step) "
+                         "and cuSOLVER Xgeev (packed real pairs, unpacked by JAX) agree with them only up "
+                         "to rounding: their eigenvalue order may differ where rounding reorders the QR "
+                         "iteration's deflation, and their vector phases are LAPACK's (largest component "
+                         "real) where the reference's are " + PHASE + "; compare them through order- and "
+                         "phase-free quantities",
+               "eig/c5": "CUSOLVER with compute_left_eigenvectors=True raises UnsupportedPrimitiveError "
+                         "(a NotImplementedError), as JAX's GPU lowering; XLA:CPU refuses "
+                         "MAGMA/CUSOLVER with ValueError (a platform limit, not a semantic one)",
+               "eig/c6": "non-finite input: " + FAIL_NAN},
               (LA + " _eig_cpu_lowering",), CONVENTION),
     Semantics("svd", "Singular value decomposition (gesdd): s descending, U, V^H.",
-              ("each pair (u_i, v_i) is scaled so that u_i satisfies: " + PHASE,
-               "with full_matrices=True the extra columns of U / rows of V^H (a basis of the "
-               "orthogonal complement) are LAPACK's",
-               "s is bit-identical whatever compute_uv/full_matrices are (one LAPACK call)",
-               "subset_by_index selects indices of the descending order; empty matrices as JAX "
-               "_empty_svd; non-finite input: " + FAIL_NAN),
+              {"svd/c1": "each pair (u_i, v_i) is scaled so that u_i satisfies: " + PHASE,
+               "svd/c2": "with full_matrices=True the extra columns of U / rows of V^H (a basis of the "
+                         "orthogonal complement) are LAPACK's",
+               "svd/c3": "s is bit-identical whatever compute_uv/full_matrices are (one LAPACK call)",
+               "svd/c4": "subset_by_index selects indices of the descending order; empty matrices as JAX "
+                         "_empty_svd; non-finite input: " + FAIL_NAN},
               (LA + " _svd_cpu_gpu_lowering, _empty_svd",), CONVENTION),
     Semantics("schur", "Schur decomposition (gees): T and Z with A = Z T Z^H.",
-              ("real input: real Schur form with LAPACK's standardized 2x2 blocks; complex input: "
-               "upper triangular T",
-               "sort_eig_vals=True raises (UnsupportedPrimitiveError, a NotImplementedError), as JAX's only "
-               "lowering does; select_callable is ignored without sorting, as JAX's lowering ignores it",
-               "non-finite input: " + FAIL_NAN),
+              {"schur/c1": "real input: real Schur form with LAPACK's standardized 2x2 blocks; complex "
+                           "input: upper triangular T",
+               "schur/c2": "sort_eig_vals=True raises (UnsupportedPrimitiveError, a "
+                           "NotImplementedError), as JAX's only lowering does; select_callable is "
+                           "ignored without sorting, as JAX's lowering ignores it",
+               "schur/c3": "non-finite input: " + FAIL_NAN},
               (LA + " _schur_cpu_lowering",), CONVENTION),
-    Semantics("hessenberg", "Hessenberg reduction (gehrd) in LAPACK's packed form and n-1 taus.", (),
+    Semantics("hessenberg", "Hessenberg reduction (gehrd) in LAPACK's packed form and n-1 taus.", {},
               (LA + " _hessenberg_cpu_lowering",), CONVENTION),
     Semantics("tridiagonal", "Tridiagonal reduction (sytrd/hetrd on the `lower` triangle): packed a, "
-              "d and e (real), taus.", (), (LA + " _tridiagonal_cpu_gpu_lowering",), CONVENTION),
+              "d and e (real), taus.", {}, (LA + " _tridiagonal_cpu_gpu_lowering",), CONVENTION),
 )
 
 # What XLA:CPU computes differently from the reference, by design of the backend (not bugs).

@@ -11,7 +11,8 @@ subclasses, or poisoned memory) instead of picking a benign value.
 """
 from __future__ import annotations
 
-from .base import EXACT, Semantics, table
+from .base import EXACT, Semantics, shared, table
+from .pallas_mosaic_gpu import IN_KERNELS, UNDEFINED as MOSAIC_GPU_UNDEFINED
 
 _CORE = "jax/_src/pallas/core.py"
 _PRIMS = "jax/_src/pallas/primitives.py"
@@ -35,54 +36,71 @@ SEMANTICS = table(
         "pallas_call",
         "Runs the kernel once per grid point on blocks of the operands, whatever target it was "
         "traced for (interpret=True, InterpretParams, TPU/Triton/Mosaic GPU compiler params).",
-        edge_cases=(
-            "grid order: row-major over the grid; grid_order='shuffled' visits every axis whose "
-            "dimension_semantics is 'parallel' (every axis for Triton / Mosaic GPU kernels, whose "
-            "programs have no order) in a permutation seeded by Options.seed (other axes keep "
-            "their order, so consecutive revisits along 'arbitrary' axes stay consecutive)",
-            "dynamic grid bounds come from the leading operands (DynamicGridDim)",
-            "vmap of a pallas_call adds batch grid axes (vmapped_dims): parallel, and not seen by "
-            "program_id / num_programs",
-            "Blocked(b): block index i covers [i*b, i*b+b); a block that starts inside the array "
-            "but ends past it (partial edge block) reads never-written memory (poison) outside "
-            "the array and its writes outside the array are dropped; a block starting outside "
-            "the array raises OutOfBoundsError (interpret=True silently clamps to another block)",
-            "Element(b, (lo, hi)): the index map returns the element offset in the array padded "
-            "by lo/hi never-written elements; windows beyond the padding raise OutOfBoundsError",
-            "Squeezed / None: size-1 dimension dropped in the kernel; index = element offset",
-            "BoundedSlice(b): the index map returns pl.ds(start, size) with size <= b",
-            "Indirect(b) (JAX 0.10.2 and 0.12): the index map returns a vector of b indices and "
-            "the block gathers (input) / scatters (output) those rows: defined by emit_pipeline, "
-            "whose DMAs use the vector as an indexer (jax/_src/pallas/mosaic/pipeline.py "
-            "_make_block_slice); pallas_call's own BlockSpecs cannot use it (its index maps must "
-            "return scalars, core.py BlockSpec.to_block_mapping), so there it is unsupported",
-            "memory space ANY/HBM: the whole operand, unblocked",
-            "typed PRNG key operands (any impl; Pallas keys from pltpu.to_pallas_key) are their "
-            "key data uint32[*shape, *key_shape] in kernel memory, the trailing key dimensions "
-            "whole blocks at index 0 (Mosaic lowering: _maybe_physicalize_block_shape, 0s "
-            "appended to the index maps); loading key_ref[...] gives the key, storing a key "
-            "writes its data; key outputs are returned as key arrays",
-            "scalar prefetch operands: passed to the kernel and to every index map as SMEM refs",
-            "outputs start as never-written memory; input_output_aliases: the output starts as "
-            "the input and the pair shares one buffer for the whole call (one HBM buffer on "
-            "hardware): writes through either are seen by later reads of both",
-            "an input block is a buffer fetched when its block index changes: the kernel's writes "
-            "to it last while the index stays, are never written back, and a later fetch sees the "
-            "caller's data again (interpret=True carries such writes instead); the caller's "
-            "arrays are never modified",
-            "revisits: consecutive grid steps with the same output block index keep the block; "
-            "on TPU (any target but Triton / Mosaic GPU) a block index that returns after another "
-            "one (non-consecutive revisit) is undefined (the pipeline does not reload outputs): "
-            "the block is reset to never-written memory before that step",
-            "scratch (VMEM/SMEM) persists across grid steps and starts never-written; semaphore "
-            "scratch starts at 0; scratch of a typed key dtype holds key data like key operands",
-            "uninitialized='raise': reading never-written memory raises UninitializedReadError at "
-            "the read (not the old value a swap returns, which is poison); an output element "
-            "the kernel never wrote raises when the call returns (its caller reads it); DMAs "
-            "move never-written state along with the data",
-            "detect_races=True: DMAs in flight and semaphores not at zero when the call ends raise "
-            "RaceError",
-        ),
+        edge_cases={"pallas_call/c1": "grid order: row-major over the grid; grid_order='shuffled' "
+                                      "visits every axis whose dimension_semantics is 'parallel' (every "
+                                      "axis for Triton / Mosaic GPU kernels, whose programs have no "
+                                      "order) in a permutation seeded by Options.seed (other axes keep "
+                                      "their order, so consecutive revisits along 'arbitrary' axes stay "
+                                      "consecutive)",
+                    "pallas_call/c2": "dynamic grid bounds come from the leading operands "
+                                      "(DynamicGridDim)",
+                    "pallas_call/c3": "vmap of a pallas_call adds batch grid axes (vmapped_dims): "
+                                      "parallel, and not seen by program_id / num_programs",
+                    "pallas_call/c4": "Blocked(b): block index i covers [i*b, i*b+b); a block that "
+                                      "starts inside the array but ends past it (partial edge block) "
+                                      "reads never-written memory (poison) outside the array and its "
+                                      "writes outside the array are dropped; a block starting outside "
+                                      "the array raises OutOfBoundsError (interpret=True silently "
+                                      "clamps to another block)",
+                    "pallas_call/c5": "Element(b, (lo, hi)): the index map returns the element offset "
+                                      "in the array padded by lo/hi never-written elements; windows "
+                                      "beyond the padding raise OutOfBoundsError",
+                    "pallas_call/c6": "Squeezed / None: size-1 dimension dropped in the kernel; index = "
+                                      "element offset",
+                    "pallas_call/c7": "BoundedSlice(b): the index map returns pl.ds(start, size) with "
+                                      "size <= b",
+                    "pallas_call/c8": "Indirect(b) (JAX 0.10.2 and 0.12): the index map returns a "
+                                      "vector of b indices and the block gathers (input) / scatters "
+                                      "(output) those rows: defined by emit_pipeline, whose DMAs use "
+                                      "the vector as an indexer (jax/_src/pallas/mosaic/pipeline.py "
+                                      "_make_block_slice); pallas_call's own BlockSpecs cannot use it "
+                                      "(its index maps must return scalars, core.py "
+                                      "BlockSpec.to_block_mapping), so there it is unsupported",
+                    "pallas_call/c9": "memory space ANY/HBM: the whole operand, unblocked",
+                    "pallas_call/c10": "typed PRNG key operands (any impl; Pallas keys from "
+                                       "pltpu.to_pallas_key) are their key data uint32[*shape, "
+                                       "*key_shape] in kernel memory, the trailing key dimensions whole "
+                                       "blocks at index 0 (Mosaic lowering: "
+                                       "_maybe_physicalize_block_shape, 0s appended to the index maps); "
+                                       "loading key_ref[...] gives the key, storing a key writes its "
+                                       "data; key outputs are returned as key arrays",
+                    "pallas_call/c11": "scalar prefetch operands: passed to the kernel and to every "
+                                       "index map as SMEM refs",
+                    "pallas_call/c12": "outputs start as never-written memory; input_output_aliases: "
+                                       "the output starts as the input and the pair shares one buffer "
+                                       "for the whole call (one HBM buffer on hardware): writes through "
+                                       "either are seen by later reads of both",
+                    "pallas_call/c13": "an input block is a buffer fetched when its block index "
+                                       "changes: the kernel's writes to it last while the index stays, "
+                                       "are never written back, and a later fetch sees the caller's "
+                                       "data again (interpret=True carries such writes instead); the "
+                                       "caller's arrays are never modified",
+                    "pallas_call/c14": "revisits: consecutive grid steps with the same output block "
+                                       "index keep the block; on TPU (any target but Triton / Mosaic "
+                                       "GPU) a block index that returns after another one "
+                                       "(non-consecutive revisit) is undefined (the pipeline does not "
+                                       "reload outputs): the block is reset to never-written memory "
+                                       "before that step",
+                    "pallas_call/c15": "scratch (VMEM/SMEM) persists across grid steps and starts "
+                                       "never-written; semaphore scratch starts at 0; scratch of a "
+                                       "typed key dtype holds key data like key operands",
+                    "pallas_call/c16": "uninitialized='raise': reading never-written memory raises "
+                                       "UninitializedReadError at the read (not the old value a swap "
+                                       "returns, which is poison); an output element the kernel never "
+                                       "wrote raises when the call returns (its caller reads it); DMAs "
+                                       "move never-written state along with the data",
+                    "pallas_call/c17": "detect_races=True: DMAs in flight and semaphores not at zero "
+                                       "when the call ends raise RaceError"},
         sources=(_CORE, _HLO, _TPU_INTERP, _GRID_DOC, _PIPE_DOC),
         exactness=EXACT,
         notes="Speed: blocks in bounds are NumPy views (no copy), padded edge blocks are copies; "
@@ -100,37 +118,42 @@ SEMANTICS = table(
     Semantics(
         "mpmd_map",
         "pl.kernel / core_map over a core mesh: the body runs once per core on whole operands.",
-        edge_cases=(
-            "cores run one at a time (row-major; shuffled with grid_order='shuffled'); a core "
-            "waiting on a semaphore yields to the others (deterministic baton passing), so "
-            "barriers and signals between cores (device_id naming a core of the mesh) work",
-            "scratch and the barrier semaphore are per core except shared memory spaces "
-            "(VMEM_SHARED)",
-            "every unfinished core waiting with nothing left to signal: RaceError (deadlock)",
-            "axis_index(core axis) is the core's coordinate",
-            "typed PRNG key operands, outputs and scratch are their key data, as in pallas_call "
-            "(Mosaic's mpmd_map lowering physicalizes them the same way, JAX 0.10.2 and 0.12; "
-            "JAX's interpret modes fail with NotImplementedError 'key<fry>' once a kernel "
-            "touches one)",
-            "each core runs in a thread of its own under the caller's thread-local JAX config "
-            "(jax.threefry_partitionable, pl.enable_debug_checks, ... as context managers)",
-        ),
+        edge_cases={"mpmd_map/c1": "cores run one at a time (row-major; shuffled with "
+                                   "grid_order='shuffled'); a core waiting on a semaphore yields to the "
+                                   "others (deterministic baton passing), so barriers and signals "
+                                   "between cores (device_id naming a core of the mesh) work",
+                    "mpmd_map/c2": "scratch and the barrier semaphore are per core except shared memory "
+                                   "spaces (VMEM_SHARED)",
+                    "mpmd_map/c3": "every unfinished core waiting with nothing left to signal: "
+                                   "RaceError (deadlock)",
+                    "mpmd_map/c4": "axis_index(core axis) is the core's coordinate",
+                    "mpmd_map/c5": "typed PRNG key operands, outputs and scratch are their key data, as "
+                                   "in pallas_call (Mosaic's mpmd_map lowering physicalizes them the "
+                                   "same way, JAX 0.10.2 and 0.12; JAX's interpret modes fail with "
+                                   "NotImplementedError 'key<fry>' once a kernel touches one)",
+                    "mpmd_map/c6": "each core runs in a thread of its own under the caller's "
+                                   "thread-local JAX config (jax.threefry_partitionable, "
+                                   "pl.enable_debug_checks, ... as context managers)",
+                    **shared(IN_KERNELS, "mosaic_gpu/kernel-mesh", "mosaic_gpu/clusters",
+                             "mosaic_gpu/warp-map"),
+                    **MOSAIC_GPU_UNDEFINED},
         sources=(_CORE, "jax/_src/pallas/mpmd.py"),
     ),
     Semantics(
-        "check (pl.debug_check in a kernel)",
-        "pl.debug_check binds checkify's check[debug=True]. Inside a kernel, with "
-        "pl.enable_debug_checks on (read when the kernel runs, as Mosaic reads it when it "
-        "lowers), a false condition raises jax.errors.JaxRuntimeError naming the kernel, the "
-        "grid point and the message (Mosaic TPU / GPU: a runtime assertion with the message); "
-        "with debug checks off it does nothing, as Mosaic compiles it out. Outside kernels a "
-        "debug check stays a no-op (checkify.py check_impl).",
-        edge_cases=("JAX's interpret modes (interpret=True, TPU interpret mode) never evaluate "
-                    "the check, even with debug checks on or under checkify (measured on JAX "
-                    "0.10.2 and 0.12.0.1)",),
-        sources=("jax/_src/pallas/core.py debug_check", "jax/_src/pallas/mosaic/lowering.py "
-                 "_check_lowering_rule", "jax/_src/pallas/mosaic_gpu/lowering.py "
-                 "_check_lowering_rule"),
+        "core_map",
+        "JAX 0.10.2's pl.core_map and plgpu.warp_map (core_map_p; from JAX 0.11 both bind "
+        "mpmd_map): the body closes over refs (the equation's operands) and returns nothing. Over "
+        "a core mesh or a Mosaic GPU mesh its meaning is JAX's own discharge: an mpmd_map over the "
+        "mesh whose outputs are the final values of the refs the body writes, written back to "
+        "those refs (so the mpmd_map rule runs the kernel, with its limits).",
+        edge_cases={"core_map/c1": "over a WarpMesh (plgpu.warp_map in a Mosaic GPU kernel): the "
+                                   "fork/join of mosaic_gpu/warp-map; scratch_shapes are refused "
+                                   "(JAX 0.10.2's Mosaic GPU lowering passes the body no arguments)",
+                    "core_map/c2": "a mesh type JAX has no discharge rule for (not in "
+                                   "pallas/core.py _core_map_mesh_rules) is refused: only its "
+                                   "compiler lowers it in place"},
+        sources=(_CORE + " core_map, core_map_p, _core_map_discharge_rule (JAX 0.10.2)",
+                 "jax/_src/pallas/mosaic_gpu/core.py _gpu_mesh_discharge_rule (JAX 0.10.2)"),
     ),
     Semantics(
         "emit_pipeline",
@@ -140,20 +163,23 @@ SEMANTICS = table(
         "the Mosaic lowering and the TPU interpret mode run): the same DMA pipeline the default "
         "path inlines, evaluated by the reference's DMA / semaphore model (race detection, "
         "never-written tracking), the body called through pipeline_body per step.",
-        edge_cases=(
-            "the expansion is traced for the caller's abstract TPU mesh, else a TPU v5e core: "
-            "the generation only chooses buffer tiling, no value",
-            "core_axis (a grid axis of the enclosing kernel) and core_axis_name: the expansion "
-            "partitions the pipeline grid over the cores (pipeline.py _partition_grid: the "
-            "first dimension divisible by the core count, else the first parallel one with "
-            "the remainder spread over the first cores), the core index an operand traced in "
-            "the enclosing kernel (program_id / axis_index of the core axis); agrees with JAX's "
-            "TPU interpret mode (tests/test_pallas_tpu.py)",
-            "JAX 0.10.2 (no emit_pipeline_to_jaxpr): its only definition is the Mosaic lowering "
-            "rule, which traces the pipeline function (wrapped_pipeline_fun) in the kernel's grid "
-            "environment and lowers it; the reference traces the same function and evaluates it "
-            "(both of 0.10.2's interpret modes fail on the primitive)",
-        ),
+        edge_cases={"emit_pipeline/c1": "the expansion is traced for the caller's abstract TPU mesh, "
+                                        "else a TPU v5e core: the generation only chooses buffer "
+                                        "tiling, no value",
+                    "emit_pipeline/c2": "core_axis (a grid axis of the enclosing kernel) and "
+                                        "core_axis_name: the expansion partitions the pipeline grid "
+                                        "over the cores (pipeline.py _partition_grid: the first "
+                                        "dimension divisible by the core count, else the first parallel "
+                                        "one with the remainder spread over the first cores), the core "
+                                        "index an operand traced in the enclosing kernel (program_id / "
+                                        "axis_index of the core axis); agrees with JAX's TPU interpret "
+                                        "mode (tests/test_pallas_tpu.py)",
+                    "emit_pipeline/c3": "JAX 0.10.2 (no emit_pipeline_to_jaxpr): its only definition is "
+                                        "the Mosaic lowering rule, which traces the pipeline function "
+                                        "(wrapped_pipeline_fun) in the kernel's grid environment and "
+                                        "lowers it; the reference traces the same function and "
+                                        "evaluates it (both of 0.10.2's interpret modes fail on the "
+                                        "primitive)"},
         sources=("jax/_src/pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr, "
                  "_emit_pipeline_lowering_rule",),
     ),
@@ -164,8 +190,8 @@ SEMANTICS = table(
         "program_id / num_programs of axes 0..P-1 the pipeline step and grid (the enclosing "
         "kernel's axes after them, as the lowering concatenates user_grid_indices / grid_sizes; "
         "JAX refuses at trace time a body that names them).",
-        edge_cases=("body operands whose transforms are not basic indexing (bitcasts, integer "
-                    "arrays): unsupported",),
+        edge_cases={"pipeline_body/c1": "body operands whose transforms are not basic indexing "
+                                        "(bitcasts, integer arrays): unsupported"},
         sources=("jax/_src/pallas/mosaic/pipeline.py _pipeline_body_lowering_rule, "
                  "pipeline_body_discharge_rule",),
     ),
@@ -176,39 +202,40 @@ SEMANTICS = table(
     Semantics(
         "masked_load",
         "pltpu.load / plgpu.load: ref[idx] where mask holds, else other.",
-        edge_cases=(
-            "masked-out lanes are never accessed: they may lie out of bounds and are neither "
-            "bounds- nor race-checked",
-            "masked-out lanes without other are never-written memory (poison; 'zero' mode: 0); "
-            "uninitialized='raise' poisons them too (loading them is allowed, using them shows "
-            "up in the results)",
-        ),
+        edge_cases={"masked_load/c1": "masked-out lanes are never accessed: they may lie out of bounds "
+                                      "and are neither bounds- nor race-checked",
+                    "masked_load/c2": "masked-out lanes without other are never-written memory (poison; "
+                                      "'zero' mode: 0); uninitialized='raise' poisons them too (loading "
+                                      "them is allowed, using them shows up in the results)"},
         sources=(_PRIMS,),
     ),
     Semantics("masked_swap", "pltpu.store / plgpu.store: writes val where mask holds; returns the "
               "old values (poison at masked-out lanes).", sources=(_PRIMS,)),
     Semantics("run_scoped", "Allocates never-written scratch / zeroed semaphores for the body; at "
               "its end (detect_races) its semaphores must be zero and no DMA into them in flight.",
-              sources=(_PRIMS,)),
+              edge_cases=shared(IN_KERNELS, "mosaic_gpu/run-scoped"), sources=(_PRIMS,)),
     Semantics("multiple_of", "Compiler hint; the value unchanged. A promise: a scalar integer "
               "that is not a multiple of every value raises UndefinedBehaviorError ('misusing "
               "this function ... can result in undefined behavior'; Mosaic: tpu.assume_multiple).",
-              edge_cases=("vectors are not checked: Triton reads the values per dimension "
-                          "(tt.divisibility of contiguous runs), no elementwise statement",),
+              edge_cases={"multiple_of/c1": "vectors are not checked: Triton reads the values per "
+                                            "dimension (tt.divisibility of contiguous runs), no "
+                                            "elementwise statement"},
               sources=(_PRIMS, "jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule")),
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
     Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
               "of a core-mesh kernel, to that core's copy of it; naming another device of the "
               "enclosing shard_map, to that device's kernel's copy (spec/spmd.py remote-dma; a kernel of "
               "several cores names the device and the core: remote-dma/core-target).",
-              edge_cases=("cores are named by core_index or by a device_id dict of core-mesh "
-                          "axes (device_id_type MESH, as pltpu.core_barrier does); a non-dict "
-                          "device_id (device-mesh coordinates) or device_id_type LOGICAL names a "
-                          "device, never a core (primitives.py device_id_to_logical; lowering.py "
-                          "_device_id_to_logical)",
-                          "a signal to another device's run_scoped semaphore while that device "
-                          "is outside the run_scoped: RaceError (the semaphore does not exist "
-                          "there)",),
+              edge_cases={"semaphore_signal/c1": "cores are named by core_index or by a device_id dict "
+                                                 "of core-mesh axes (device_id_type MESH, as "
+                                                 "pltpu.core_barrier does); a non-dict device_id "
+                                                 "(device-mesh coordinates) or device_id_type LOGICAL "
+                                                 "names a device, never a core (primitives.py "
+                                                 "device_id_to_logical; lowering.py "
+                                                 "_device_id_to_logical)",
+                          "semaphore_signal/c2": "a signal to another device's run_scoped semaphore "
+                                                 "while that device is outside the run_scoped: "
+                                                 "RaceError (the semaphore does not exist there)"},
               sources=(_PRIMS,)),
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
               "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),
@@ -216,10 +243,11 @@ SEMANTICS = table(
     Semantics("reciprocal", "1/x correctly rounded (computed wide, rounded once), also for "
               "approx=True, where hardware may return an approximation (Mosaic: a bf16 "
               "reciprocal): the compliance mode says how far.",
-              edge_cases=("full_range=False: where x is +-0, +-inf, NaN or |x| >= 1/tiny, or "
-                          "1/x overflows, the result is undefined ('may produce incorrect "
-                          "results when x or output is +-inf or NaN; or when x is +-1/flt_min "
-                          "or +-0'): NaN there, like never-written memory",),
+              edge_cases={"reciprocal/c1": "full_range=False: where x is +-0, +-inf, NaN or |x| >= "
+                                           "1/tiny, or 1/x overflows, the result is undefined ('may "
+                                           "produce incorrect results when x or output is +-inf or NaN; "
+                                           "or when x is +-1/flt_min or +-0'): NaN there, like "
+                                           "never-written memory"},
               sources=(_PRIMS,), exactness="correctly-rounded"),
     Semantics("add_dependency", "pltpu.touch: a scheduling dependency; no effect on values.",
               sources=(_TPU,)),

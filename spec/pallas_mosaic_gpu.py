@@ -14,7 +14,7 @@ Names and parameters per JAX version are listed in ``interp/rules/pallas_mosaic_
 """
 from __future__ import annotations
 
-from .base import CORRECTLY_ROUNDED, EXACT, Semantics, table
+from .base import CORRECTLY_ROUNDED, EXACT, Semantics, shared, table
 
 _PRIMS = "jax/_src/pallas/mosaic_gpu/primitives.py"
 _LOWER = "jax/_src/pallas/mosaic_gpu/lowering.py"
@@ -34,67 +34,73 @@ _INTERPRET = "jax/_src/pallas/mosaic_gpu/interpret/shared_memory.py kernel_threa
 # Every asynchronous operation completes at issue in the reference (its data is where it will be);
 # what a program may not do before it observed the completion is undefined behaviour.
 UNDEFINED = {
-    "tma-read-before-barrier": "an access by a warpgroup to SMEM a TMA copy writes, before that "
-                               "warpgroup observed the completion of the barrier phase the copy "
-                               "arrives on (directly by barrier_wait, or through barriers whose "
-                               "arrivals observed it): AsyncAccessError",
-    "smem-write-under-tma-store": "a write to SMEM a TMA store (copy_smem_to_gmem) of the same "
-                                  "warpgroup still reads, before wait_smem_to_gmem retired its "
-                                  "group: AsyncAccessError",
-    "accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, before "
-                                     "wgmma_wait (or a waiting accumulator read): AsyncAccessError",
-    "smem-access-under-cp-async": "an access by the warpgroup to SMEM a cp.async copy "
-                                  "(copy_gmem_to_smem without a barrier) still writes, before "
-                                  "wait_gmem_to_smem retired its group: AsyncAccessError",
-    "smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight (by the "
-                              "warpgroup, or by a TMA copy it issues), before a wgmma_wait "
-                              "retired that wgmma: AsyncAccessError. A later wgmma, even on the "
-                              "same accumulator, retires nothing (PTX ISA 9.7.15.4: "
-                              "wgmma.wait_group must be used to wait for completion; JAX's "
-                              "lowering emits no implicit wait). JAX's shipped ragged_dot_mgpu "
-                              "and transposed_ragged_dot_mgpu trip it once their pipeline "
-                              "refills a slot (docs/mosaic-gpu-findings.md)",
-    "smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no barrier "
-                                    "phase ordering the write before it (the writer arrived "
-                                    "after writing, the accessor observed that phase, directly "
-                                    "or through other barriers): WarpgroupRaceError (a RaceError)",
-    "barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies that do "
-                        "not match): DeadlockError, reported instead of hanging",
-    "barrier-poll-deadlock": "a poll loop over barrier_test that can never end: a test "
-                             "answering False when the same thread's previous test of the same "
-                             "phase also answered False and nothing changed between them (no "
-                             "other thread or copy went on, the barrier's arrivals, pending "
-                             "bytes and completed phases as they were, the thread made no "
-                             "release: no arrival and no copy completing on a barrier): "
-                             "DeadlockError naming the thread, the barrier and the other waits "
-                             "(BARRIER_TEST)",
-    "barrier-skipped-phase": "a wait for a phase after which another phase already completed (a "
-                             "parity wait cannot tell them apart) or more arrivals than a phase "
-                             "expects: BarrierError",
-    "async-store-at-exit": "a warpgroup that ends with TMA stores not retired by "
-                           "wait_smem_to_gmem: AsyncAccessError (JAX's own GPU interpret mode "
-                           "raises the same: 'we believe that it is necessary and sufficient to "
-                           "make sure the read side of any async smem to gmem copies have "
-                           "completed before the kernel finishes'; the PTX ISA states no "
-                           "meaning for a CTA that exits with a bulk async-group outstanding "
-                           "(its shared memory, the store's source, is released), Mosaic GPU "
-                           "adds no wait at exit, and CUTLASS drains every TMA store before a "
-                           "kernel ends (sm90 epilogue store_tail). JAX's shipped "
-                           "blackwell_matmul_mgpu ends its store warpgroup with "
-                           "wait_smem_to_gmem(1) and trips it: docs/mosaic-gpu-findings.md)",
-    "tmem-read-before-commit": "an access by a thread to TMEM (or SMEM) a tcgen05 operation "
-                               "(tcgen05_mma, async_copy_smem_to_tmem) writes, or a write to "
-                               "SMEM it reads, before that thread observed a barrier phase a "
-                               "commit of the issuing thread completes after the operation "
-                               "(the mma's own barrier, or tcgen05_commit_arrive): "
-                               "AsyncAccessError. The issuing thread's later tcgen05 operations "
-                               "are ordered after it (the tensor pipe) and need no wait",
-    "tmem-write-under-load": "a write of TMEM (async_store_tmem, tcgen05_mma, "
-                             "async_copy_smem_to_tmem) an async_load_tmem may still read: before "
-                             "the loading thread's wait_load_tmem, or by another thread not "
-                             "ordered after that wait by a barrier: AsyncAccessError",
-    "tmem-store-before-commit": "a read by a thread of TMEM it stored to with async_store_tmem "
-                                "and no commit_tmem since: AsyncAccessError",
+    "mosaic_gpu/tma-read-before-barrier": "an access by a warpgroup to SMEM a TMA copy writes, before "
+                                          "that warpgroup observed the completion of the barrier phase "
+                                          "the copy arrives on (directly by barrier_wait, or through "
+                                          "barriers whose arrivals observed it): AsyncAccessError",
+    "mosaic_gpu/smem-write-under-tma-store": "a write to SMEM a TMA store (copy_smem_to_gmem) of the "
+                                             "same warpgroup still reads, before wait_smem_to_gmem "
+                                             "retired its group: AsyncAccessError",
+    "mosaic_gpu/accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, "
+                                                "before wgmma_wait (or a waiting accumulator read): "
+                                                "AsyncAccessError",
+    "mosaic_gpu/smem-access-under-cp-async": "an access by the warpgroup to SMEM a cp.async copy "
+                                             "(copy_gmem_to_smem without a barrier) still writes, "
+                                             "before wait_gmem_to_smem retired its group: "
+                                             "AsyncAccessError",
+    "mosaic_gpu/smem-write-under-wgmma": "a write to an SMEM operand of a wgmma in flight (by the "
+                                         "warpgroup, or by a TMA copy it issues), before a wgmma_wait "
+                                         "retired that wgmma: AsyncAccessError. A later wgmma, even on "
+                                         "the same accumulator, retires nothing (PTX ISA 9.7.15.4: "
+                                         "wgmma.wait_group must be used to wait for completion; JAX's "
+                                         "lowering emits no implicit wait). JAX's shipped "
+                                         "ragged_dot_mgpu and transposed_ragged_dot_mgpu trip it once "
+                                         "their pipeline refills a slot (docs/mosaic-gpu-findings.md)",
+    "mosaic_gpu/smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no "
+                                               "barrier phase ordering the write before it (the writer "
+                                               "arrived after writing, the accessor observed that "
+                                               "phase, directly or through other barriers): "
+                                               "WarpgroupRaceError (a RaceError)",
+    "mosaic_gpu/barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies "
+                                   "that do not match): DeadlockError, reported instead of hanging",
+    "mosaic_gpu/barrier-poll-deadlock": "a poll loop over barrier_test that can never end: a test "
+                                        "answering False when the same thread's previous test of the "
+                                        "same phase also answered False and nothing changed between "
+                                        "them (no other thread or copy went on, the barrier's arrivals, "
+                                        "pending bytes and completed phases as they were, the thread "
+                                        "made no release: no arrival and no copy completing on a "
+                                        "barrier): DeadlockError naming the thread, the barrier and the "
+                                        "other waits (BARRIER_TEST)",
+    "mosaic_gpu/barrier-skipped-phase": "a wait for a phase after which another phase already completed "
+                                        "(a parity wait cannot tell them apart) or more arrivals than a "
+                                        "phase expects: BarrierError",
+    "mosaic_gpu/async-store-at-exit": "a warpgroup that ends with TMA stores not retired by "
+                                      "wait_smem_to_gmem: AsyncAccessError (JAX's own GPU interpret "
+                                      "mode raises the same: 'we believe that it is necessary and "
+                                      "sufficient to make sure the read side of any async smem to gmem "
+                                      "copies have completed before the kernel finishes'; the PTX ISA "
+                                      "states no meaning for a CTA that exits with a bulk async-group "
+                                      "outstanding (its shared memory, the store's source, is "
+                                      "released), Mosaic GPU adds no wait at exit, and CUTLASS drains "
+                                      "every TMA store before a kernel ends (sm90 epilogue store_tail). "
+                                      "JAX's shipped blackwell_matmul_mgpu ends its store warpgroup "
+                                      "with wait_smem_to_gmem(1) and trips it: "
+                                      "docs/mosaic-gpu-findings.md)",
+    "mosaic_gpu/tmem-read-before-commit": "an access by a thread to TMEM (or SMEM) a tcgen05 operation "
+                                          "(tcgen05_mma, async_copy_smem_to_tmem) writes, or a write to "
+                                          "SMEM it reads, before that thread observed a barrier phase a "
+                                          "commit of the issuing thread completes after the operation "
+                                          "(the mma's own barrier, or tcgen05_commit_arrive): "
+                                          "AsyncAccessError. The issuing thread's later tcgen05 "
+                                          "operations are ordered after it (the tensor pipe) and need "
+                                          "no wait",
+    "mosaic_gpu/tmem-write-under-load": "a write of TMEM (async_store_tmem, tcgen05_mma, "
+                                        "async_copy_smem_to_tmem) an async_load_tmem may still read: "
+                                        "before the loading thread's wait_load_tmem, or by another "
+                                        "thread not ordered after that wait by a barrier: "
+                                        "AsyncAccessError",
+    "mosaic_gpu/tmem-store-before-commit": "a read by a thread of TMEM it stored to with "
+                                           "async_store_tmem and no commit_tmem since: AsyncAccessError",
 }
 
 SEMAPHORE_NAMES = (
@@ -132,7 +138,7 @@ BARRIER_TEST = (
     "so a kernel whose result depends on the answer shows it across seeds. Both answers are "
     "ones the hardware may give. JAX >= 0.11 lowers it in warpgroup and warp contexts; JAX "
     "0.10.2 in warp contexts only (inside plgpu.warp_map); the reference runs it in both. A poll "
-    "loop that can never end is a deadlock: UNDEFINED['barrier-poll-deadlock']. Two identical "
+    "loop that can never end is a deadlock: mosaic_gpu/barrier-poll-deadlock. Two identical "
     "fruitless tests are taken as a spin: a loop that would make progress of its own only "
     "after several such tests (a counter the reference cannot see) is reported too; whether a "
     "loop ends is undecidable in general. JAX's GPU interpret mode cannot run it (JAX 0.12.0.1: "
@@ -190,13 +196,15 @@ atomic read-modify-writes, so the acquire synchronizes with each: PTX ISA chapte
 sequences)."""
 
 MULTI_DEVICE_UNDEFINED = {
-    "race": "two accesses to the same element of a device buffer from different devices, one a "
-            "write, neither known to precede the other (detect_races): RaceError; a kernel that "
-            "ends while another device's access to its buffers is not known to have completed "
-            "(detect_races), or an access into a device whose kernel has ended: RaceError",
-    "deadlock": "every device waits on a semaphore no device will signal: DeadlockError naming "
-                "each device, its kernel, the semaphore and the count it waits for",
-    "device-id": "a device_id outside the mesh: OutOfBoundsError",
+    "mosaic_gpu/remote-race": "two accesses to the same element of a device buffer from different "
+                              "devices, one a write, neither known to precede the other (detect_races): "
+                              "RaceError; a kernel that ends while another device's access to its "
+                              "buffers is not known to have completed (detect_races), or an access into "
+                              "a device whose kernel has ended: RaceError",
+    "mosaic_gpu/remote-deadlock": "every device waits on a semaphore no device will signal: "
+                                  "DeadlockError naming each device, its kernel, the semaphore and the "
+                                  "count it waits for",
+    "mosaic_gpu/remote-device-id": "a device_id outside the mesh: OutOfBoundsError",
 }
 
 _FRAGMENTED = "jax/experimental/mosaic/gpu/fragmented_array.py FragmentedArray.reduce"
@@ -218,55 +226,91 @@ REDUCTIONS = (
     "a splat (constant) array's sum is x * n and its product powf(x, n) (an approximate "
     "power: not held exact).")
 
+# What a Mosaic GPU kernel makes of primitives of other families and of the remote_ref transform:
+# the entries of mpmd_map and run_scoped (spec/pallas.py), run_state (spec/state.py) and of the
+# operations taking a GMEM ref list these.
+IN_KERNELS = {
+    "mosaic_gpu/kernel-mesh": "plgpu.kernel (mpmd_map over a Mosaic GPU mesh): the body runs once per "
+                              "thread of the mesh: per grid point (a cluster), per block of the "
+                              "cluster and per warpgroup (num_threads / thread_name). axis_index / "
+                              "program_id give the coordinates over (*grid_names, *cluster_names, "
+                              "thread_name). Operands are GMEM refs. Clusters synchronise with "
+                              "nothing but global memory (semaphores). Clusters and the warpgroups "
+                              "of a cluster run concurrently, synchronised only by barriers, "
+                              "semaphores and waits: the reference runs them one at a time and "
+                              "switches at every wait that cannot proceed, so a kernel whose result "
+                              "depends on the schedule shows it under grid_order='shuffled' "
+                              f"({_CORE} Mesh, kernel; {_LOWER} lower_pipelined_jaxpr_to_module)",
+    "mosaic_gpu/clusters": CLUSTERS,
+    "mosaic_gpu/warp-map": "plgpu.warp_map (mpmd_map over a WarpMesh): a fork/join of the warpgroup's "
+                           "4 warps, each running the body with its warp id (axis_index of the "
+                           "mesh's axis), concurrently with each other and the other warpgroups. A "
+                           "warp starts knowing what its warpgroup observed and having waited what "
+                           "it waited (its threads are the warpgroup's); at the join the warpgroup "
+                           f"learns what every warp observed ({_LOWER} _mpmd_map_lowering_rule: 'a "
+                           "fork/join over individual warps in a warpgroup'; "
+                           "jax/_src/pallas/mosaic_gpu/helpers.py warp_map)",
+    "mosaic_gpu/run-scoped": "run_scoped in a Mosaic GPU kernel: allocations per warpgroup, or per "
+                             "block shared by its warpgroups when collective_axes names the thread "
+                             "axis; cluster copies, cluster barriers and collective MMAs reach the "
+                             "same allocation of another block of the cluster. Accumulators "
+                             "(plgpu.ACC) start at zero; barriers at phase 0 with no arrivals; SMEM "
+                             "is never-written memory. Tiled / swizzled SMEM is held at its physical "
+                             "(tiled) shape; UntilingTransform, UnswizzleRef and "
+                             "ExpandLeadingBatchDimensionsTransform are views with the logical "
+                             "values (a swizzle permutes bytes within a tile row on the hardware "
+                             f"and every access undoes it) ({_LOWER} _run_scoped_lowering_rule "
+                             f"(mgpu.WGMMAAccumulator.zero); {_CORE} UntilingTransform, "
+                             "UnswizzleRef, ExpandLeadingBatchDimensionsTransform)",
+    "mosaic_gpu/run-state-accumulator": "plgpu.ACC.init(value) in pl.run_state: the body runs on an "
+                                        "accumulator holding the value (refs the body closes over "
+                                        "are the kernel's own memory), then every wgmma of the "
+                                        "warpgroup is awaited, as Mosaic GPU's lowering ends the "
+                                        "body with wgmma.wait_group 0 "
+                                        f"({_LOWER} _run_state_lowering_rule: 'Await the "
+                                        "accumulators')",
+    "mosaic_gpu/remote-ref": "remote_ref (a PeerMemRef transform): a view of the same buffer "
+                             "(operand or semaphore) of the device device_id names (mesh "
+                             "coordinates; a dict keeps the unnamed axes' coordinates), read and "
+                             "written by whatever operation takes it (TMA copies, loads, stores, "
+                             f"semaphore_signal) ({_CORE} remote_ref, PeerMemRef; {_PRIMS} "
+                             "_extract_gmem_copy_params)",
+    "mosaic_gpu/multicast-ref-refused": "plgpu.multicast_ref (MulticastRef) views are refused",
+}
+# What an operation on a GMEM ref that may be a remote_ref view states.
+REMOTE_REF = {**shared(IN_KERNELS, "mosaic_gpu/remote-ref", "mosaic_gpu/multicast-ref-refused"),
+              **shared(MULTI_DEVICE_UNDEFINED, "mosaic_gpu/remote-device-id", "mosaic_gpu/remote-race")}
+
 SEMANTICS = table(
-    Semantics(
-        "mpmd_map (plgpu.kernel over a Mosaic GPU mesh)",
-        "The body runs once per thread of the mesh: per grid point (a cluster), per block of the "
-        "cluster and per warpgroup (num_threads / thread_name). axis_index / program_id give the "
-        "coordinates over (*grid_names, *cluster_names, thread_name). Operands are GMEM refs. "
-        "Clusters synchronise with nothing but global memory (semaphores). Clusters and the "
-        "warpgroups of a cluster run concurrently, synchronised only by barriers, semaphores "
-        "and waits: the reference runs them one at a time and switches at every wait that "
-        "cannot proceed, so a kernel whose result depends on the schedule shows it under "
-        "grid_order='shuffled'.",
-        edge_cases=(CLUSTERS,) + tuple(f"{k}: {v}" for k, v in UNDEFINED.items()),
-        sources=(_CORE + " Mesh, kernel", _LOWER + " lower_pipelined_jaxpr_to_module"),
-    ),
-    Semantics(
-        "run_scoped (Mosaic GPU)",
-        "Allocations per warpgroup, or per block shared by its warpgroups when collective_axes "
-        "names the thread axis; cluster copies, cluster barriers and collective MMAs reach "
-        "the same allocation of another block of the cluster. Accumulators (plgpu.ACC) start at zero; barriers at phase 0 "
-        "with no arrivals; SMEM is never-written memory. Tiled / swizzled SMEM is held at its "
-        "physical (tiled) shape; UntilingTransform, UnswizzleRef and "
-        "ExpandLeadingBatchDimensionsTransform are views with the logical values (a swizzle "
-        "permutes bytes within a tile row on the hardware and every access undoes it).",
-        sources=(_LOWER + " _run_scoped_lowering_rule (mgpu.WGMMAAccumulator.zero)",
-                 _CORE + " UntilingTransform, UnswizzleRef, ExpandLeadingBatchDimensionsTransform"),
-    ),
     Semantics(
         "copy_gmem_to_smem",
         "TMA copy src (GMEM, through its transforms) -> dst (SMEM): the issuing warpgroup "
         "arrives once on the barrier with expect-tx of the copy's bytes; the copy's complete-tx "
         "follows. A false predicate skips both. dst is in flight until the barrier phase is "
-        "observed (UNDEFINED['tma-read-before-barrier']).",
-        edge_cases=("collective_axes, multicast (leader_tracked None): every block of the "
-                    "collective group issues the copy and receives all of src; each block "
-                    "arrives on its own barrier with expect-tx of all the bytes, and the slice "
-                    "each block loads completes its bytes on every block's barrier (a block that "
-                    "does not issue leaves the others' barriers waiting: a deadlock, reported)",
-                    "collective_axes with leader_tracked=PARTITIONED(axis): block i receives the "
-                    "i-th equal slice of src along dst's axis; only the leader (block 0 of the "
-                    "group) arrives, expecting every slice's bytes, and every slice completes on "
-                    "the leader's barrier; REPLICATED is refused (its byte accounting is not "
-                    "stated)",
-                    "without a barrier: cp.async (Mosaic GPU before Hopper; launch_context.py "
-                    "async_copy: the copies then cp.async.commit_group), one group per copy, "
-                    "dst in flight until wait_gmem_to_smem retires the group "
-                    "(UNDEFINED['smem-access-under-cp-async']); collective cp.async copies are "
-                    "refused (JAX: TMA only)",
-                    "a source outside its array raises OutOfBoundsError (OOBFillMode is not "
-                    "modelled)"),
+        "observed (mosaic_gpu/tma-read-before-barrier).",
+        edge_cases={"copy_gmem_to_smem/c1": "collective_axes, multicast (leader_tracked None): every "
+                                            "block of the collective group issues the copy and receives "
+                                            "all of src; each block arrives on its own barrier with "
+                                            "expect-tx of all the bytes, and the slice each block loads "
+                                            "completes its bytes on every block's barrier (a block that "
+                                            "does not issue leaves the others' barriers waiting: a "
+                                            "deadlock, reported)",
+                    "copy_gmem_to_smem/c2": "collective_axes with leader_tracked=PARTITIONED(axis): "
+                                            "block i receives the i-th equal slice of src along dst's "
+                                            "axis; only the leader (block 0 of the group) arrives, "
+                                            "expecting every slice's bytes, and every slice completes "
+                                            "on the leader's barrier; REPLICATED is refused (its byte "
+                                            "accounting is not stated)",
+                    "copy_gmem_to_smem/c3": "without a barrier: cp.async (Mosaic GPU before Hopper; "
+                                            "launch_context.py async_copy: the copies then "
+                                            "cp.async.commit_group), one group per copy, dst in flight "
+                                            "until wait_gmem_to_smem retires the group "
+                                            "(mosaic_gpu/smem-access-under-cp-async); collective "
+                                            "cp.async copies are refused (JAX: TMA only)",
+                    "copy_gmem_to_smem/c4": "a source outside its array raises OutOfBoundsError "
+                                            "(OOBFillMode is not modelled)",
+                    **shared(UNDEFINED, "mosaic_gpu/tma-read-before-barrier"),
+                    **REMOTE_REF},
         sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",
                  "jax/experimental/mosaic/gpu/launch_context.py async_copy (collective, "
                  "leader_tracked)", _PTX_TMA, _PTX_MBAR),
@@ -281,12 +325,15 @@ SEMANTICS = table(
         "treats signed i32 as unsigned for them: launch_context.py "
         "_is_tma_reduction_op_supported). commit_group=True closes a bulk async-group with every uncommitted "
         "store; the SMEM source stays in flight until wait_smem_to_gmem retires the group.",
+        edge_cases={**shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
+                             "mosaic_gpu/async-store-at-exit"),
+                    **REMOTE_REF},
         sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA),
     ),
     Semantics("wait_gmem_to_smem", "cp.async.wait_group n then a warpgroup barrier "
               "(launch_context.py await_cp_async_copy): at most the n newest cp.async copies of "
               "this warpgroup stay in flight; the others' data may be read.",
-              edge_cases=(UNDEFINED["smem-access-under-cp-async"],),
+              edge_cases={**shared(UNDEFINED, "mosaic_gpu/smem-access-under-cp-async")},
               sources=(_PRIMS + " wait_gmem_to_smem", "PTX ISA 9.7.9.x cp.async, "
                        "cp.async.commit_group, cp.async.wait_group")),
     Semantics("async_store_smem", "st.async of a register array into ref in the block at "
@@ -295,9 +342,9 @@ SEMANTICS = table(
               "with its share, a barrier counting 128 arrivals per Pallas arrival; one lane for "
               "a tensor-core-ordered barrier), completed by the stores; atomic (add/max/min/and/"
               "or/xor, integers) makes it dst = op(dst, src). The destination is in flight "
-              "until that barrier phase is observed (UNDEFINED['tma-read-before-barrier']); a "
+              "until that barrier phase is observed (mosaic_gpu/tma-read-before-barrier); a "
               "cluster_idx outside the cluster raises OutOfBoundsError.",
-              edge_cases=("atomic stores of floats are refused",),
+              edge_cases={"async_store_smem/c1": "atomic stores of floats are refused"},
               sources=(_PRIMS + " async_store_smem, _async_store_smem_lowering",
                        _LOWER + " _get_barrier (arrival_multiplier)",
                        "PTX ISA st.async / red.async (mbarrier::complete_tx::bytes)")),
@@ -305,7 +352,10 @@ SEMANTICS = table(
               "stores.", sources=(_PRIMS, _PTX_TMA)),
     Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup stay in "
               "flight (n: parameter, or operand on JAX 0.10.2); wait_read_only changes nothing in "
-              "the reference (stores write at issue).", sources=(_PRIMS, _PTX_TMA)),
+              "the reference (stores write at issue).",
+              edge_cases=shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
+                                "mosaic_gpu/async-store-at-exit"),
+              sources=(_PRIMS, _PTX_TMA)),
     Semantics("commit_smem", "fence.proxy.async: orders the warpgroup's SMEM writes before later "
               "TMA reads. No value effect in the reference (TMA reads see every earlier write).",
               sources=(_PRIMS, _PTX_MODEL)),
@@ -319,15 +369,17 @@ SEMANTICS = table(
     Semantics("barrier_wait", "The warpgroup's k-th wait on a barrier waits for phase k to "
               "complete (Mosaic GPU tracks the phase parity per thread); the warpgroup then "
               "observes what that phase's arrivals observed.",
-              edge_cases=(UNDEFINED["barrier-deadlock"], UNDEFINED["barrier-skipped-phase"]),
+              edge_cases=shared(UNDEFINED, "mosaic_gpu/barrier-deadlock",
+                                "mosaic_gpu/barrier-skipped-phase"),
               sources=(_PRIMS, _PTX_MBAR)),
     Semantics("barrier_arrive_and_wait", "barrier_arrive then barrier_wait (JAX >= 0.12).",
               sources=(_PRIMS,)),
     Semantics("barrier_test", "Whether the thread's next phase of the barrier completed at the "
               "moment of the test; True counts as that phase's wait. Schedule-dependent "
               "answers and never-ending poll loops: BARRIER_TEST.",
-              edge_cases=(BARRIER_TEST, UNDEFINED["barrier-poll-deadlock"],
-                          UNDEFINED["barrier-skipped-phase"]),
+              edge_cases={"barrier_test/c1": BARRIER_TEST,
+                          **shared(UNDEFINED, "mosaic_gpu/barrier-poll-deadlock",
+                                   "mosaic_gpu/barrier-skipped-phase")},
               sources=(_PRIMS + " barrier_test, _barrier_test_lowering",
                        _UTILS + " BarrierRef.test, test_parity",
                        _PTX_MBAR + "; 9.7.13.15.16 mbarrier.test_wait / try_wait",
@@ -342,25 +394,22 @@ SEMANTICS = table(
         "and intermediate precision to the implementation; the backend is held to "
         "DOT_PRODUCT). int8 operands with the int32 accumulator: the exact sum wrapped to 32 "
         "bits (wgmma ... .s32.s8.s8 without .satfinite).",
-        edge_cases=(UNDEFINED["accumulator-before-wgmma-wait"], UNDEFINED["smem-write-under-wgmma"],
-                    "uint8 operands are refused: Mosaic GPU emits s8 for every 8-bit integer "
-                    "(jax/experimental/mosaic/gpu/wgmma.py ptx_operand_type: 'we always assume "
-                    "that 8-bit integers are s8')"),
+        edge_cases={**shared(UNDEFINED, "mosaic_gpu/accumulator-before-wgmma-wait",
+                             "mosaic_gpu/smem-write-under-wgmma"),
+                    "wgmma_ref/c1": "uint8 operands are refused: Mosaic GPU emits s8 for every 8-bit "
+                                    "integer (jax/experimental/mosaic/gpu/wgmma.py ptx_operand_type: "
+                                    "'we always assume that 8-bit integers are s8')"},
         sources=(_PRIMS + " wgmma", _PTX_WGMMA), exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("wgmma", "The value form of wgmma_ref (after run_state discharge): acc + a @ b, "
               "numerics as wgmma_ref.", sources=(_PRIMS,), exactness=CORRECTLY_ROUNDED),
-    Semantics("run_state (Mosaic GPU)", "plgpu.ACC.init(value) in pl.run_state: the body runs on "
-              "an accumulator holding the value (refs the body closes over are the kernel's own "
-              "memory), then every wgmma of the warpgroup is awaited, as Mosaic GPU's lowering "
-              "ends the body with wgmma.wait_group 0.",
-              sources=(_LOWER + " _run_state_lowering_rule ('Await the accumulators')",)),
     Semantics("wgmma_wait", "At most n wgmma of this warpgroup stay in flight (n: parameter, or "
               "operand on JAX 0.10.2). Each wgmma is its own group (primitives.py wgmma_wait: "
               "'no more than n WGMMA operations in flight').", sources=(_PRIMS, _PTX_WGMMA)),
     Semantics("wgmma_accumulator_deref", "Waits as wgmma_wait(wait_n) (None: no wait), then "
               "reads the accumulator; wgmma_accumulator_deref_p on JAX <= 0.11.",
-              edge_cases=(UNDEFINED["accumulator-before-wgmma-wait"],), sources=(_PRIMS,)),
+              edge_cases=shared(UNDEFINED, "mosaic_gpu/accumulator-before-wgmma-wait"),
+              sources=(_PRIMS,)),
     Semantics("wgmma_accumulator_store", "Writes a value into the accumulator "
               "(wgmma_accumulator_store_p on JAX <= 0.11).", sources=(_PRIMS,)),
     Semantics("layout_cast", "The value unchanged: a register layout says how a value is spread "
@@ -383,44 +432,83 @@ SEMANTICS = table(
         "precision to the implementation; backends are held to DOT_PRODUCT). Asynchronous: done "
         "at issue, in flight until a commit of the issuing thread is observed; a barrier operand "
         "is a tcgen05.commit to it after the mma (one arrival).",
-        edge_cases=(UNDEFINED["tmem-read-before-commit"], UNDEFINED["tmem-write-under-load"],
-                    "collective_axis (2-CTA MMA): issued by the pair's leader block only (the "
-                    "others' calls do nothing); block i's acc += block i's a @ [b of block 0 | "
-                    "b of block 1]; a barrier operand is committed to both blocks' barriers",
-                    "a_scale/b_scale (block-scaled) and a_sparse_metadata (sparse) are refused: "
-                    "their TMEM layouts are not modelled; tf32 and integer kinds are refused"),
+        edge_cases={**shared(UNDEFINED, "mosaic_gpu/tmem-read-before-commit",
+                             "mosaic_gpu/tmem-write-under-load"),
+                    "tcgen05_mma/c1": "collective_axis (2-CTA MMA): issued by the pair's leader block "
+                                      "only (the others' calls do nothing); block i's acc += block i's "
+                                      "a @ [b of block 0 | b of block 1]; a barrier operand is "
+                                      "committed to both blocks' barriers",
+                    "tcgen05_mma/c2": "a_scale/b_scale (block-scaled) and a_sparse_metadata (sparse) "
+                                      "are refused: their TMEM layouts are not modelled; tf32 and "
+                                      "integer kinds are refused"},
         sources=(_PRIMS + " tcgen05_mma", _LOWER, _PTX_TCGEN05), exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("tcgen05_commit_arrive", "tcgen05.commit: one arrival on the barrier, after every "
               "tcgen05 operation the thread issued so far (a false predicate: none; JAX >= 0.12 "
               "has the predicate). Collective: the pair's leader commits to the barrier of both "
-              "blocks (tcgen05.commit multicast, mask 0b11); the other block's call does nothing.", edge_cases=(UNDEFINED["tmem-read-before-commit"],),
+              "blocks (tcgen05.commit multicast, mask 0b11); the other block's call does nothing.",
+              edge_cases=shared(UNDEFINED, "mosaic_gpu/tmem-read-before-commit"),
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_copy_smem_to_tmem", "tcgen05.cp: the SMEM values (through their transforms) "
               "into TMEM; asynchronous like tcgen05_mma, and ordered before the thread's later "
-              "tcgen05_mma reading it.", edge_cases=(UNDEFINED["tmem-read-before-commit"],
-                                                    "collective copies (collective_axis: tcgen05.cp.cta_group::2 "
-                                                    "issued by the leader block, primitives.py "
-                                                    "_async_copy_smem_to_tmem_lowering_rule) are "
-                                                    "refused: which block's SMEM reaches which "
-                                                    "block's TMEM is not stated by the sources "
-                                                    "followed here; JAX's GPU interpret mode "
-                                                    "ignores collective_axis "
-                                                    "(interpret/gpu_callbacks.py)"),
+              "tcgen05_mma reading it.",
+              edge_cases={**shared(UNDEFINED, "mosaic_gpu/tmem-read-before-commit"),
+                          "async_copy_smem_to_tmem/c1": "collective copies (collective_axis: "
+                                                        "tcgen05.cp.cta_group::2 issued by the leader "
+                                                        "block, primitives.py "
+                                                        "_async_copy_smem_to_tmem_lowering_rule) are "
+                                                        "refused: which block's SMEM reaches which "
+                                                        "block's TMEM is not stated by the sources "
+                                                        "followed here; JAX's GPU interpret mode "
+                                                        "ignores collective_axis "
+                                                        "(interpret/gpu_callbacks.py)"},
               sources=(_PRIMS, _PTX_TCGEN05)),
+    Semantics("async_copy_scales_to_tmem", "tcgen05.cp of the block scales of a block-scaled MMA "
+              "from SMEM to TMEM (plgpu.async_copy_scales_to_tmem), asynchronous like "
+              "async_copy_smem_to_tmem: awaited through tcgen05_commit_arrive, or consumed by a "
+              "tcgen05_mma of the same thread.",
+              edge_cases={"async_copy_scales_to_tmem/c1": "refused (UnsupportedPrimitiveError): "
+                                                          "scales in TMEM feed only block-scaled "
+                                                          "tcgen05_mma (a_scale / b_scale), whose "
+                                                          "scale-factor layout the reference does "
+                                                          "not model (tcgen05_mma/c2)"},
+              sources=(_PRIMS + " async_copy_scales_to_tmem", _PTX_TCGEN05)),
+    Semantics("async_copy_sparse_metadata_to_tmem", "tcgen05.cp of the 2:4 sparsity metadata of a "
+              "sparse MMA from SMEM to TMEM (plgpu.async_copy_sparse_metadata_to_tmem), "
+              "asynchronous like async_copy_smem_to_tmem.",
+              edge_cases={"async_copy_sparse_metadata_to_tmem/c1": "refused "
+                                                                   "(UnsupportedPrimitiveError): the "
+                                                                   "metadata feeds only sparse "
+                                                                   "tcgen05_mma (a_sparse_metadata), "
+                                                                   "whose metadata layout the "
+                                                                   "reference does not model "
+                                                                   "(tcgen05_mma/c2)"},
+              sources=(_PRIMS + " async_copy_sparse_metadata_to_tmem", _PTX_TCGEN05)),
+    Semantics("mgpu_atomic_store", "plgpu.atomic_add / atomic_max / atomic_min / atomic_and / "
+              "atomic_or / atomic_xor (primitives.py _atomic_store): ref[idx] = op(ref[idx], val), "
+              "atomic per element only (red.global; a remote_ref view reaches another device's "
+              "buffer).",
+              edge_cases={"mgpu_atomic_store/c1": "refused (UnsupportedPrimitiveError): not modelled; "
+                                                  "concurrent float atomics make the value depend on "
+                                                  "the schedule ('floating-point addition is not "
+                                                  "associative, so this op can introduce "
+                                                  "non-determinism': atomic_add's docstring)"},
+              sources=(_PRIMS + " atomic_store_p, _atomic_store, atomic_add",)),
     Semantics("async_load", "async_load_tmem (primitive async_load): the TMEM values through the "
               "ref's transforms, usable at once; the TMEM stays read until wait_load_tmem. "
               "reduce (JAX >= 0.11) also returns max / min / absmax / absmin along the last "
               "dimension; for f32 Mosaic GPU lowers it to tcgen05.ld.red...NaN.f32, so a row "
               "holding a NaN reduces to the canonical NaN (0x7fffffff).",
-              edge_cases=(UNDEFINED["tmem-write-under-load"], UNDEFINED["tmem-store-before-commit"]),
+              edge_cases=shared(UNDEFINED, "mosaic_gpu/tmem-write-under-load",
+                                "mosaic_gpu/tmem-store-before-commit"),
               sources=(_PRIMS + " async_load_tmem", _PTX_TCGEN05,
                        "jax/experimental/mosaic/gpu/tcgen05.py _tmem_load (red_mod '.NaN')")),
     Semantics("wait_load_tmem", "tcgen05.wait::ld: the thread's TMEM loads are retired; its next "
               "barrier arrival carries that to other threads.", sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_store_tmem", "tcgen05.st: writes the value into TMEM; visible to the "
               "thread's loads and MMAs after commit_tmem.",
-              edge_cases=(UNDEFINED["tmem-store-before-commit"], UNDEFINED["tmem-write-under-load"]),
+              edge_cases=shared(UNDEFINED, "mosaic_gpu/tmem-store-before-commit",
+                                "mosaic_gpu/tmem-write-under-load"),
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("commit_tmem", "tcgen05.wait::st: the thread's TMEM stores become visible.",
               sources=(_PRIMS, _PTX_TCGEN05)),
@@ -435,7 +523,7 @@ SEMANTICS = table(
         "threads along collective_axes share one request. The first such thread arrives with "
         "expect-tx of the 16-byte response and the response completes it; the others arrive. "
         "The response is in flight until the barrier phase is observed.",
-        edge_cases=(UNDEFINED["tma-read-before-barrier"],),
+        edge_cases={**shared(UNDEFINED, "mosaic_gpu/tma-read-before-barrier")},
         sources=(_PRIMS + " try_cluster_cancel, try_cluster_cancel_lowering", _PTX_CLC)),
     Semantics("query_cluster_cancel", "Decodes the response: the grid indices (grid_names) of "
               "the cancelled cluster and whether the request succeeded; the indices of a "
@@ -448,16 +536,10 @@ SEMANTICS = table(
               "acquire/release): ordering only, no value effect in the reference, whose accesses "
               "are in program order.", sources=("jax/_src/pallas/mosaic_gpu/helpers.py "
                                                 "dynamic_scheduling_loop, inline_ptx", _PTX_MODEL)),
-    Semantics("mpmd_map (plgpu.warp_map over a WarpMesh)", "A fork/join of the warpgroup's 4 "
-              "warps, each running the body with its warp id (axis_index of the mesh's axis), "
-              "concurrently with each other and the other warpgroups. A warp starts knowing what "
-              "its warpgroup observed and having waited what it waited (its threads are the "
-              "warpgroup's); at the join the warpgroup learns what every warp observed.",
-              sources=(_LOWER + " _mpmd_map_lowering_rule ('a fork/join over individual warps "
-                       "in a warpgroup')", "jax/_src/pallas/mosaic_gpu/helpers.py warp_map")),
     Semantics("semaphore_signal_parallel", "Each listed semaphore gets its increment, in no "
               "guaranteed order (the reference: the listed one); a device_id names the semaphore of "
-              "another device of the enclosing shard_map (MULTI_DEVICE; refused outside one).", edge_cases=(SEMAPHORE_NAMES,),
+              "another device of the enclosing shard_map (MULTI_DEVICE; refused outside one).",
+              edge_cases={"mosaic_gpu/semaphore-names": SEMAPHORE_NAMES},
               sources=(_PRIMS + " semaphore_signal_parallel",)),
     *(Semantics(f"mosaic_gpu_reduce_{kind}", REDUCTIONS,
                 sources=(_PRIMS + " reduce_sum_p / reduce_max_p / reduce_min_p / reduce_prod_p",
@@ -474,45 +556,48 @@ SEMANTICS = table(
         "implementation: backends are held to DOT_PRODUCT). Integer (and bool) operands with "
         "the int32 accumulator: the exact sum wrapped to 32 bits (.s32 accumulation without "
         ".satfinite).",
-        edge_cases=("float64 operands are refused: Mosaic GPU lowers them to the m16n8k8 f64 "
-                    "mma, whose rounding of the k-steps the PTX ISA does not state",),
+        edge_cases={"mma/c1": "float64 operands are refused: Mosaic GPU lowers them to the m16n8k8 f64 "
+                              "mma, whose rounding of the k-steps the PTX ISA does not state"},
         sources=(_PRIMS + " mma, _mma_abstract_eval", "jax/experimental/mosaic/gpu/mma.py "
                  "(mma.sync.aligned.m16n8k{k}.row.col.{s32|f32|f64})",
                  "PTX ISA 9.7.14 mma (warp-level matrix multiply-accumulate)"),
         exactness=CORRECTLY_ROUNDED),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
-              "optimized arguments do not change values).", sources=(_PRIMS,)),
-    Semantics("store", "plgpu.store: writes the value through the ref's transforms.",
+              "optimized arguments do not change values).", edge_cases=REMOTE_REF,
               sources=(_PRIMS,)),
+    Semantics("store", "plgpu.store: writes the value through the ref's transforms.",
+              edge_cases=REMOTE_REF, sources=(_PRIMS,)),
     # -- several devices (MULTI_DEVICE below) --
     Semantics("semaphore_signal_multicast", "Adds value to the semaphore's counterpart on every "
               "device along collective_axes, this one included (a multimem.red add to the "
-              "multicast address).", edge_cases=(MULTI_DEVICE_UNDEFINED["deadlock"],),
+              "multicast address).",
+              edge_cases=shared(MULTI_DEVICE_UNDEFINED, "mosaic_gpu/remote-deadlock"),
               sources=(_PRIMS + " semaphore_signal_multicast, _semaphore_signal_multicast_"
                        "lowering (SemaphoreRef.signal_multimem)", _PTX_MULTIMEM)),
     Semantics("multimem_store", "Writes the value to the same elements of the ref's "
               "counterpart on every device along collective_axes, this one included.",
-              edge_cases=(MULTI_DEVICE_UNDEFINED["race"],),
+              edge_cases={**shared(MULTI_DEVICE_UNDEFINED, "mosaic_gpu/remote-race")},
               sources=(_PRIMS + " multimem_store", _PTX_MULTIMEM)),
     Semantics("multimem_load_reduce", "The reduction (add, min, max, and, or, xor) of the same "
               "elements of the ref's counterparts on every device along collective_axes, this "
               "one included.",
-              edge_cases=("integers: exact; add wraps modulo 2^bits (PTX integer add)",
-                          "float add: the exact sum rounded once to the operand type (as psum); "
-                          "a backend is held to DOT_PRODUCT(K = devices) with bound sum|x_k| "
-                          "(MULTI_DEVICE: the PTX ISA states no order or intermediate precision "
-                          "beyond .acc_prec)",
-                          "float min/max: NaN operands, +0.0 against -0.0, and float32 (PTX has "
-                          "no f32 multimem min/max) are refused",
-                          MULTI_DEVICE_UNDEFINED["race"]),
+              edge_cases={"multimem_load_reduce/c1": "integers: exact; add wraps modulo 2^bits (PTX "
+                                                     "integer add)",
+                          "multimem_load_reduce/c2": "float add: the exact sum rounded once to the "
+                                                     "operand type (as psum); a backend is held to "
+                                                     "DOT_PRODUCT(K = devices) with bound sum|x_k| "
+                                                     "(MULTI_DEVICE: the PTX ISA states no order or "
+                                                     "intermediate precision beyond .acc_prec)",
+                          "multimem_load_reduce/c3": "float min/max: NaN operands, +0.0 against -0.0, "
+                                                     "and float32 (PTX has no f32 multimem min/max) are "
+                                                     "refused",
+                          **shared(MULTI_DEVICE_UNDEFINED, "mosaic_gpu/remote-race")},
               sources=(_PRIMS + " multimem_load_reduce (docstring: dtypes and operations)",
                        _PTX_MULTIMEM), exactness=CORRECTLY_ROUNDED),
-    Semantics("remote_ref (PeerMemRef transform)", "A view of the same buffer (operand or "
-              "semaphore) of the device device_id names (mesh coordinates; a dict keeps the "
-              "unnamed axes' coordinates), read and written by whatever operation takes it "
-              "(TMA copies, loads, stores, semaphore_signal).",
-              edge_cases=(MULTI_DEVICE_UNDEFINED["device-id"], MULTI_DEVICE_UNDEFINED["race"],
-                          "plgpu.multicast_ref (MulticastRef) views are refused"),
-              sources=(_CORE + " remote_ref, PeerMemRef", _PRIMS + " _extract_gmem_copy_params")),
 )
+
+# Other JAX spellings of the primitives above: {name: the primitive of its entry}; JAX 0.12
+# dropped the "_p" of these names.
+ALIASES = {f"{name}_p": name for name in ("inline_mgpu", "set_max_registers",
+                                          "wgmma_accumulator_deref", "wgmma_accumulator_store")}
 

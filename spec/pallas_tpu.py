@@ -13,7 +13,7 @@ ExplicitMXUTest, tests/pallas/tpu_ops_test.py).
 """
 from __future__ import annotations
 
-from .base import EXACT, Semantics, table
+from .base import EXACT, Semantics, shared, table
 
 _TPU = "jax/_src/pallas/mosaic/primitives.py"
 _TPU_INTERP = "jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py"
@@ -22,37 +22,54 @@ _OPS_TD = "jaxlib/mosaic/dialect/tpu/tpu_ops.td"
 _MXU_TEST = "tests/pallas/tpu_pallas_test.py ExplicitMXUTest"
 _XLA_SC = "xla/hlo/transforms/expanders/stochastic_convert_decomposer.cc"
 
-_MXU_STATE = (
-    "each core has its own MXUs; an MXU has staging registers (by number), the latched "
-    "right-hand side (weights), accumulators (by ACC ref: pltpu.ACC(mxu_id); JAX 0.10.2: by "
-    "acc_addr) and a FIFO of results, all per core (mpmd_map cores do not share them)",
-    "kernel end: data in a staging register, an accumulator not popped since its last "
-    "matmul_acc_lhs, or results in the FIFO: UndefinedBehaviorError ('The kernel must not leave "
-    "any data in the staging registers / accumulator / result FIFO upon exit'); latched weights "
-    "may stay",
-)
+_MXU_STATE = {"mxu/per-core-state": "each core has its own MXUs; an MXU has staging registers (by "
+                                    "number), the latched right-hand side (weights), accumulators (by "
+                                    "ACC ref: pltpu.ACC(mxu_id); JAX 0.10.2: by acc_addr) and a FIFO of "
+                                    "results, all per core (mpmd_map cores do not share them)",
+              "mxu/empty-at-kernel-end": "kernel end: data in a staging register, an accumulator not "
+                                         "popped since its last matmul_acc_lhs, or results in the FIFO: "
+                                         "UndefinedBehaviorError ('The kernel must not leave any data "
+                                         "in the staging registers / accumulator / result FIFO upon "
+                                         "exit'); latched weights may stay"}
+
+# The TPU hardware PRNG (prng_seed, prng_random_bits, the stateful_* samplers), emulated by
+# interp.prng.pallas_tpu_bits; the entries of both primitives list this.
+HARDWARE_PRNG = {
+    "pallas_tpu/hardware-prng": "the hardware bits are generation-specific and undocumented and "
+                                "cannot be reproduced (JAX's TPU interpret mode returns zeros). The "
+                                "reference folds the seed values, their count, the draw number since "
+                                "the last prng_seed and Options.seed into the Threefry key (0, 0) "
+                                "with JAX's fold_in, then draws JAX's partitionable random_bits: "
+                                "deterministic, sensitive to every input, never constant (a "
+                                "convention: a backend is held to STATISTICAL). Not a function of "
+                                "the grid point: the TPU generator is sequential and a seed sets its "
+                                "whole state, so the same seed gives the same bits at every grid "
+                                "point (docs/pallas/tpu/prng.rst)",
+}
 
 SEMANTICS = table(
     Semantics(
         "dma_start",
         "Copies src[idx] to dst[idx]; on completion adds the byte count to the destination "
         "semaphore (and the source semaphore for a send).",
-        edge_cases=(
-            "without detect_races the copy completes at start (as interpret=True)",
-            "detect_races=True: in flight until a wait on its semaphore; reading its destination "
-            "or writing its source or destination meanwhile, or starting a DMA into a range in "
-            "flight, raises RaceError (exact element overlap by address)",
-            "add=True accumulates into the destination",
-            "indirect (scatter) destination naming an element twice: the DMA engine writes in "
-            "no defined order, so RaceError unless every write to the element carries the same "
-            "bits; an accumulating DMA applies every duplicate for integers (exact in any order) "
-            "and raises RaceError for floats (rounding depends on the order)",
-            "remote DMAs (device_id, in a pallas_call inside shard_map/pmap): the destination "
-            "and its semaphore are the target device's buffers in the same position (operand, "
-            "scratch, run_scoped allocation while the target is inside that run_scoped, else "
-            "RaceError); a device id outside the mesh raises OutOfBoundsError (spec/spmd.py "
-            "remote-dma)",
-        ),
+        edge_cases={"dma_start/c1": "without detect_races the copy completes at start (as "
+                                    "interpret=True)",
+                    "dma_start/c2": "detect_races=True: in flight until a wait on its semaphore; "
+                                    "reading its destination or writing its source or destination "
+                                    "meanwhile, or starting a DMA into a range in flight, raises "
+                                    "RaceError (exact element overlap by address)",
+                    "dma_start/c3": "add=True accumulates into the destination",
+                    "dma_start/c4": "indirect (scatter) destination naming an element twice: the DMA "
+                                    "engine writes in no defined order, so RaceError unless every write "
+                                    "to the element carries the same bits; an accumulating DMA applies "
+                                    "every duplicate for integers (exact in any order) and raises "
+                                    "RaceError for floats (rounding depends on the order)",
+                    "dma_start/c5": "remote DMAs (device_id, in a pallas_call inside shard_map/pmap): "
+                                    "the destination and its semaphore are the target device's buffers "
+                                    "in the same position (operand, scratch, run_scoped allocation "
+                                    "while the target is inside that run_scoped, else RaceError); a "
+                                    "device id outside the mesh raises OutOfBoundsError (spec/spmd.py "
+                                    "remote-dma)"},
         sources=(_TPU, _TPU_INTERP),
         notes="Speed: the DMA's operand pytree is resolved once per equation (where its refs "
               "are) and its indices, bounds / shape checks and byte count once per tuple of "
@@ -82,10 +99,12 @@ SEMANTICS = table(
               "pallas_tpu_bits; the hardware generator is undocumented). TPUs have a sequential "
               "generator per core: the seed sets its whole state, which lasts across grid steps "
               "until the next seed.",
-              edge_cases=("seeds other than one key or scalar int32 / uint32 values (floats, "
-                          "vectors, 8/16-bit, int64 as under jax_enable_x64): unsupported, as "
-                          "Mosaic refuses them (_prng_seed_lowering_rule 'All seed data must be "
-                          "scalar integers'; tpu.prng_set_seed_32 verifies 32-bit operands)",),
+              edge_cases={"prng_seed/c1": "seeds other than one key or scalar int32 / uint32 values "
+                                          "(floats, vectors, 8/16-bit, int64 as under jax_enable_x64): "
+                                          "unsupported, as Mosaic refuses them "
+                                          "(_prng_seed_lowering_rule 'All seed data must be scalar "
+                                          "integers'; tpu.prng_set_seed_32 verifies 32-bit operands)",
+                          **HARDWARE_PRNG},
               sources=(_TPU, "docs/pallas/tpu/prng.rst")),
     Semantics("prng_random_bits", "int32 bits of the emulated hardware PRNG: a function of the "
               "seeds of the last prng_seed, the number of draws since it and Options.seed, not "
@@ -95,33 +114,7 @@ SEMANTICS = table(
               "< 2 (also through stateful_* samplers and jax.random on Pallas keys): "
               "unsupported, as Mosaic lowers only rank >= 2 draws "
               "(_prng_random_bits_lowering_rule).",
-              sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
-    Semantics(
-        "pallas_tpu keys",
-        "jax.random on keys of the pallas_tpu impl (pltpu.to_pallas_key, jax.random.key(s, "
-        "impl='pallas_tpu'), wrap_pallas_seed) inside a kernel, as Mosaic lowers them (the impl "
-        "function traced on the key itself: lowering.py random_bits_lowering / "
-        "random_fold_in_lowering; interp/rules/random.py): random_bits seeds the hardware PRNG "
-        "with the key's two scalars and draws (so it re-seeds: later stateful draws continue "
-        "from there) and returns the bits as uint32; fold_in adds the message to the second "
-        "word and applies one Threefry-2x32 round (rotation 13), bit-exact; random_seed "
-        "broadcasts the seed to both words. The stateful placeholder impl (pltpu.stateful_"
-        "uniform/normal/bernoulli/bits) draws without seeding.",
-        edge_cases=(
-            "random_split: JAX defines none for Pallas keys (_split raises): unsupported",
-            "bit widths other than 32 (e.g. uint8 bits, bfloat16 uniform): unsupported "
-            "('Bit width must be 32')",
-            "key arrays of rank > 0 in random_bits / fold_in: unsupported (Mosaic seeds from "
-            "one key)",
-            "random_bits / fold_in of Pallas keys outside a kernel: unsupported (JAX lowers "
-            "them only inside Pallas TPU kernels; elsewhere they fail)",
-            "random_seed inside a kernel: Mosaic's lowering gives a vector, not the scalar "
-            "bundle its random_bits needs, so the program does not compile on TPU; the "
-            "reference evaluates it by the key's JAX-defined value",
-        ),
-        sources=("jax/_src/pallas/mosaic/random.py", "jax/_src/pallas/mosaic/lowering.py",
-                 "docs/pallas/tpu/prng.rst"),
-    ),
+              edge_cases=HARDWARE_PRNG, sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
     Semantics("prng_split", "The uint32 scalars of a Pallas TPU key (key shape (1, N)), in order.",
               sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _split_key_lowering_rule")),
     Semantics("prng_join", "A Pallas TPU key from its N uint32 scalars, in order; prng_seed(key) "
@@ -135,29 +128,37 @@ SEMANTICS = table(
               "bfloat16 as convert_element_type rounds (nearest even; the reference applies "
               "that to every input: ties to even, overflow to inf, subnormals kept, NaN stays "
               "NaN).",
-              edge_cases=("f32 -> bf16 rounding: JAX's own TPU test of the primitive requires "
-                          "the packed bits of x.astype(bfloat16) (tests/pallas/tpu_ops_test.py "
-                          "test_pack_elementwise) and Mosaic's op packs 'downcast' values "
-                          "(tpu_ops.td TPU_PackSubelementsOp: 'Interleaved packing downcasts "
-                          "each value'); JAX's test draws finite normal values, so ties, "
-                          "subnormals, overflow and NaN are the reference's extension of the "
-                          "same rule; no interpret mode of JAX evaluates the primitive",
-                          "other source / packed pairs: unsupported, as JAX refuses them "
-                          "('Only f32 -> bf16 and int -> int are supported')"),
+              edge_cases={"pack_elementwise/c1": "f32 -> bf16 rounding: JAX's own TPU test of the "
+                                                 "primitive requires the packed bits of "
+                                                 "x.astype(bfloat16) (tests/pallas/tpu_ops_test.py "
+                                                 "test_pack_elementwise) and Mosaic's op packs "
+                                                 "'downcast' values (tpu_ops.td TPU_PackSubelementsOp: "
+                                                 "'Interleaved packing downcasts each value'); JAX's "
+                                                 "test draws finite normal values, so ties, subnormals, "
+                                                 "overflow and NaN are the reference's extension of the "
+                                                 "same rule; no interpret mode of JAX evaluates the "
+                                                 "primitive",
+                          "pack_elementwise/c2": "other source / packed pairs: unsupported, as JAX "
+                                                 "refuses them ('Only f32 -> bf16 and int -> int are "
+                                                 "supported')"},
               sources=(_TPU + " pack_elementwise docstring",
                        "jaxlib/mosaic/dialect/tpu/tpu_ops.td TPU_PackElementwiseOp")),
     Semantics("unpack_elementwise", "Field `index` (bits [index*w, (index+1)*w)) of each element: "
               "integer fields sign-extended, then wrapped into the unpacked integer type or "
               "converted (exactly) to the unpacked float type; float fields exactly widened "
               "(bf16/f16 -> f32).",
-              edge_cases=("unsigned fields (and unsigned results) are sign-extended too: the "
-                          "lowering passes signless integer types ('This conversion makes "
-                          "mosaic interpret all unsigned types as signed types', lowering.py "
-                          "_dtype_to_ir_type), so uint4 -> uint8 is the same Mosaic op as "
-                          "int4 -> int8, whose description sign-extends ('s_y'y''; tpu_ops.td "
-                          "TPU_UnpackElementwiseOp); a uint4 field 0xF unpacks to 0xFF. "
-                          "tests/test_pallas_tpu.py lowers both for TPU and finds the same op "
-                          "text (tpu.unpack_elementwise {source_type = i4} on i8 vectors)",),
+              edge_cases={"unpack_elementwise/c1": "unsigned fields (and unsigned results) are "
+                                                   "sign-extended too: the lowering passes signless "
+                                                   "integer types ('This conversion makes mosaic "
+                                                   "interpret all unsigned types as signed types', "
+                                                   "lowering.py _dtype_to_ir_type), so uint4 -> uint8 "
+                                                   "is the same Mosaic op as int4 -> int8, whose "
+                                                   "description sign-extends ('s_y'y''; tpu_ops.td "
+                                                   "TPU_UnpackElementwiseOp); a uint4 field 0xF unpacks "
+                                                   "to 0xFF. tests/test_pallas_tpu.py lowers both for "
+                                                   "TPU and finds the same op text "
+                                                   "(tpu.unpack_elementwise {source_type = i4} on i8 "
+                                                   "vectors)"},
               sources=(_TPU + " unpack_elementwise docstring",
                        "jaxlib/mosaic/dialect/tpu/tpu_ops.td TPU_UnpackElementwiseOp",
                        "jax/_src/pallas/mosaic/lowering.py _dtype_to_ir_type")),
@@ -168,14 +169,14 @@ SEMANTICS = table(
         "matmul_push_rhs",
         "Stages a right-hand side (transposed first if transpose=True) in staging register "
         "`staging_register` of MXU `mxu_index` of the running core.",
-        edge_cases=_MXU_STATE + (
-            "a push to a staging register that still holds a right-hand side no matmul has "
-            "loaded: UndefinedBehaviorError ('It is not allowed to push to the same staging "
-            "register twice')",
-            "the shape limits of the hardware (K x K with K = mxu_column_size, 2K x K for "
-            "sub-byte types) are not checked: any 2-D right-hand side whose rows match the "
-            "left-hand side's columns is multiplied",
-        ),
+        edge_cases={**_MXU_STATE,
+                    "matmul_push_rhs/c1": "a push to a staging register that still holds a right-hand "
+                                          "side no matmul has loaded: UndefinedBehaviorError ('It is "
+                                          "not allowed to push to the same staging register twice')",
+                    "matmul_push_rhs/c2": "the shape limits of the hardware (K x K with K = "
+                                          "mxu_column_size, 2K x K for sub-byte types) are not checked: "
+                                          "any 2-D right-hand side whose rows match the left-hand "
+                                          "side's columns is multiplied"},
         sources=(_TPU + " matmul_push_rhs", _LOWER + " _matmul_push_rhs_lowering_rule",
                  _OPS_TD + " TPU_MatmulPushRhsOp"),
     ),
@@ -189,20 +190,23 @@ SEMANTICS = table(
         "wrapped; it is added to the accumulator with one float32 rounding (int32: wrapping). "
         "The hardware sums in float32 in an order it does not document: backends are judged "
         "under DOT_PRODUCT bounds.",
-        edge_cases=_MXU_STATE + (
-            "an accumulator starts at zero and matmul_pop leaves it zero: JAX's own hardware "
-            "test pushes, accumulates once and pops with no initialisation and requires the "
-            "plain product (" + _MXU_TEST + ".test_basic)",
-            "load_staged_rhs naming an empty staging register (never pushed, already loaded, or "
-            "pushed on another MXU: registers are per MXU), or load_staged_rhs=None before any "
-            "right-hand side was latched: UndefinedBehaviorError",
-            "a right-hand side of another dtype than the left-hand side: UndefinedBehaviorError "
-            "(the matmul type is the left-hand side's; how the staged operand is reinterpreted "
-            "is not documented)",
-            "a result whose shape or kind (float / int) differs from the accumulator's: "
-            "UndefinedBehaviorError; ref transforms on the accumulator: unsupported, as Mosaic "
-            "refuses them ('Transforms not supported for matmul_acc_lhs.')",
-        ),
+        edge_cases={**_MXU_STATE,
+                    "matmul_acc_lhs/c1": "an accumulator starts at zero and matmul_pop leaves it "
+                                         "zero: JAX's own hardware test pushes, accumulates once "
+                                         "and pops with no initialisation and requires the plain "
+                                         "product (" + _MXU_TEST + ".test_basic)",
+                    "matmul_acc_lhs/c2": "load_staged_rhs naming an empty staging register (never "
+                                         "pushed, already loaded, or pushed on another MXU: registers "
+                                         "are per MXU), or load_staged_rhs=None before any right-hand "
+                                         "side was latched: UndefinedBehaviorError",
+                    "matmul_acc_lhs/c3": "a right-hand side of another dtype than the left-hand side: "
+                                         "UndefinedBehaviorError (the matmul type is the left-hand "
+                                         "side's; how the staged operand is reinterpreted is not "
+                                         "documented)",
+                    "matmul_acc_lhs/c4": "a result whose shape or kind (float / int) differs from the "
+                                         "accumulator's: UndefinedBehaviorError; ref transforms on the "
+                                         "accumulator: unsupported, as Mosaic refuses them ('Transforms "
+                                         "not supported for matmul_acc_lhs.')"},
         sources=(_TPU + " matmul_acc_lhs", _LOWER + " _matmul_acc_lhs_lowering_rule, AccRef",
                  "jax/_src/pallas/mosaic/core.py AccMemorySpace, check_accumulator_ref",
                  _MXU_TEST),
@@ -214,15 +218,16 @@ SEMANTICS = table(
         "The accumulator's value (shape and dtype of the ACC ref; JAX 0.10.2: `shape`, "
         "`dtype`), after which the accumulator is zero. Waiting for a busy MXU is the "
         "hardware's; every result is complete when popped.",
-        edge_cases=(
-            "popping a zero (never accumulated or already popped) accumulator gives zeros",
-            "JAX 0.10.2: a pop whose shape / dtype differs from what was accumulated at that "
-            "address: UndefinedBehaviorError",
-            "reading an ACC ref any other way (ref[...]): Mosaic refuses the program ('Loading "
-            "from an accumulator is not supported. Use matmul_pop'); the reference's ACC buffer "
-            "is never-written memory in every uninitialized mode, so the read raises "
-            "UninitializedReadError (an UndefinedBehaviorError) naming the accumulator",
-        ),
+        edge_cases={"matmul_pop/c1": "popping a zero (never accumulated or already popped) accumulator "
+                                     "gives zeros",
+                    "matmul_pop/c2": "JAX 0.10.2: a pop whose shape / dtype differs from what was "
+                                     "accumulated at that address: UndefinedBehaviorError",
+                    "matmul_pop/c3": "reading an ACC ref any other way (ref[...]): Mosaic refuses the "
+                                     "program ('Loading from an accumulator is not supported. Use "
+                                     "matmul_pop'); the reference's ACC buffer is never-written memory "
+                                     "in every uninitialized mode, so the read raises "
+                                     "UninitializedReadError (an UndefinedBehaviorError) naming the "
+                                     "accumulator"},
         sources=(_TPU + " matmul_pop", _LOWER + " _matmul_pop_lowering_rule, "
                  "_load_lowering_rule"),
     ),
@@ -230,26 +235,27 @@ SEMANTICS = table(
         "matmul_lhs_fifo",
         "Enqueues lhs @ W (the MXU result type, rounded as for matmul_acc_lhs) on the result "
         "FIFO of MXU `mxu_index`; load_staged_rhs latches a staging register first.",
-        edge_cases=(
-            "staging-register and weight misuse as for matmul_acc_lhs: UndefinedBehaviorError",
-            "FIFO capacity: 'a hardware error if the result FIFO is full' (the TPU reports "
-            "'Cannot schedule FIFO push instruction when the FIFO is full'); the depth is "
-            "generation-specific and documented nowhere (TpuInfo has no field for it), so the "
-            "reference cannot tell the push that overflows: pushes are unbounded and every "
-            "result left behind raises at the kernel's end",
-        ),
+        edge_cases={"matmul_lhs_fifo/c1": "staging-register and weight misuse as for matmul_acc_lhs: "
+                                          "UndefinedBehaviorError",
+                    "matmul_lhs_fifo/c2": "FIFO capacity: 'a hardware error if the result FIFO is full' "
+                                          "(the TPU reports 'Cannot schedule FIFO push instruction when "
+                                          "the FIFO is full'); the depth is generation-specific and "
+                                          "documented nowhere (TpuInfo has no field for it), so the "
+                                          "reference cannot tell the push that overflows: pushes are "
+                                          "unbounded and every result left behind raises at the "
+                                          "kernel's end"},
         sources=(_TPU + " matmul_lhs_fifo", _LOWER + " _matmul_lhs_fifo_lowering_rule",
                  _MXU_TEST + ".test_fifo_overflow"),
     ),
     Semantics(
         "matmul_pop_fifo",
         "Dequeues the oldest result of MXU `mxu_index`'s FIFO (FIFO order per MXU).",
-        edge_cases=(
-            "an empty FIFO: UndefinedBehaviorError (the hardware's 'Cannot schedule FIFO pop "
-            "instruction when the FIFO is empty', " + _MXU_TEST + ".test_fifo_underflow)",
-            "a `shape` / `dtype` other than the oldest result's (dtype float32 for float "
-            "operands, int32 for integers): UndefinedBehaviorError",
-        ),
+        edge_cases={"matmul_pop_fifo/c1": "an empty FIFO: UndefinedBehaviorError (the hardware's "
+                                          "'Cannot schedule FIFO pop instruction when the FIFO is "
+                                          "empty', " + _MXU_TEST + ".test_fifo_underflow)",
+                    "matmul_pop_fifo/c2": "a `shape` / `dtype` other than the oldest result's (dtype "
+                                          "float32 for float operands, int32 for integers): "
+                                          "UndefinedBehaviorError"},
         sources=(_TPU + " matmul_pop_fifo", _LOWER + " _matmul_pop_fifo_lowering_rule"),
     ),
     Semantics(
@@ -260,11 +266,10 @@ SEMANTICS = table(
         "dimension d where window_reversal[d] (XLA's Window.window_reversal: a convolution, "
         "not a correlation, along d), plus the accumulator: with acc the result is acc + conv "
         "in acc's dtype (one more rounding; integers wrap); without, Mosaic's zero accumulator.",
-        edge_cases=(
-            "unsigned integer operands: unsupported (Mosaic refuses them)",
-            "precision other than DEFAULT / HIGHEST, or different per operand: unsupported "
-            "(_parse_precision_attr); DEFAULT and HIGHEST have the same meaning here",
-        ),
+        edge_cases={"conv/c1": "unsigned integer operands: unsupported (Mosaic refuses them)",
+                    "conv/c2": "precision other than DEFAULT / HIGHEST, or different per operand: "
+                               "unsupported (_parse_precision_attr); DEFAULT and HIGHEST have the same "
+                               "meaning here"},
         sources=(_TPU + " conv", _LOWER + " _conv_lowering_rule",
                  "https://openxla.org/xla/operation_semantics#convwithgeneralpadding_convolution"),
         exactness="correctly-rounded",
@@ -281,20 +286,24 @@ SEMANTICS = table(
         "documents and tests only that the result is one of the two neighbours "
         "(tests/pallas/tpu_ops_test.py test_stochastic_round), so hardware is checked for "
         "that, not for the reference's choice.",
-        edge_cases=(
-            "targets: bfloat16, float8_e5m2, float8_e4m3fn, float8_e4m3b11fnuz, float4_e2m1fn, "
-            "int4 from float32 (_stochastic_round_lowering_rule; tpu_ops.cc "
-            "StochasticConvertElementwiseOp::verify); other dtypes: unsupported",
-            "NaN -> NaN; +-inf -> +-inf for targets with infinities (bfloat16, float8_e5m2); "
-            "|x| above the largest finite value: neighbours max and inf (the gap past max is "
-            "the gap below it)",
-            "targets without infinities (float8_e4m3fn, float8_e4m3b11fnuz, float4_e2m1fn): "
-            "|x| above the largest finite value (inf included) has no upper neighbour: "
-            "UndefinedBehaviorError",
-            "float8_e4m3b11fnuz has no -0: a negative x rounding to zero gives +0",
-            "int4: XLA's rule exactly: floor(|x|) plus the stochastic carry, sign applied, "
-            "saturated to [-8, 7]; NaN: UndefinedBehaviorError",
-        ),
+        edge_cases={"stochastic_round/c1": "targets: bfloat16, float8_e5m2, float8_e4m3fn, "
+                                           "float8_e4m3b11fnuz, float4_e2m1fn, int4 from float32 "
+                                           "(_stochastic_round_lowering_rule; tpu_ops.cc "
+                                           "StochasticConvertElementwiseOp::verify); other dtypes: "
+                                           "unsupported",
+                    "stochastic_round/c2": "NaN -> NaN; +-inf -> +-inf for targets with infinities "
+                                           "(bfloat16, float8_e5m2); |x| above the largest finite "
+                                           "value: neighbours max and inf (the gap past max is the gap "
+                                           "below it)",
+                    "stochastic_round/c3": "targets without infinities (float8_e4m3fn, "
+                                           "float8_e4m3b11fnuz, float4_e2m1fn): |x| above the largest "
+                                           "finite value (inf included) has no upper neighbour: "
+                                           "UndefinedBehaviorError",
+                    "stochastic_round/c4": "float8_e4m3b11fnuz has no -0: a negative x rounding to zero "
+                                           "gives +0",
+                    "stochastic_round/c5": "int4: XLA's rule exactly: floor(|x|) plus the stochastic "
+                                           "carry, sign applied, saturated to [-8, 7]; NaN: "
+                                           "UndefinedBehaviorError"},
         sources=(_TPU + " stochastic_round", _LOWER + " _stochastic_round_lowering_rule",
                  _OPS_TD + " TPU_StochasticConvertOp", _XLA_SC,
                  "tests/pallas/tpu_ops_test.py test_stochastic_round"),

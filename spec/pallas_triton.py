@@ -26,32 +26,38 @@ SEMANTICS = table(
     Semantics("atomic_rmw", "Triton atomics (xchg, add, max, min, and, or, xor) return the value "
               "each lane saw; lanes hitting one element apply in row-major lane order, each "
               "result rounded; masked-out lanes are not accessed.",
-              edge_cases=(
-                  "atomic_rmw/float-minmax: Triton lowers float max/min to integer max/min of the bits "
-                  "(_expand_atomic_fp_min_max 'Does not handle NaNs'): NaN and -0.0 vs +0.0 are left "
-                  "undefined there; the reference propagates NaN (np.maximum) and cases avoid both",
-                  "atomic_rmw/duplicate-order: with duplicate indices only order-free results are "
-                  "defined (integer add/max/min, and/or/xor, float max/min, xchg of equal values); the "
-                  "values the lanes saw and float sums depend on the hardware's order (cases compare the "
-                  "final ref, float sums under a DOT_PRODUCT bound)",
-                  "atomic_rmw/f16: only add (jax _atomic_abstract_eval refuses the others for f16)",
-              ),
+              edge_cases={"atomic_rmw/float-minmax": "Triton lowers float max/min to integer max/min "
+                                                     "of the bits (_expand_atomic_fp_min_max 'Does not "
+                                                     "handle NaNs'): NaN and -0.0 vs +0.0 are left "
+                                                     "undefined there; the reference propagates NaN "
+                                                     "(np.maximum) and cases avoid both",
+                          "atomic_rmw/duplicate-order": "with duplicate indices only order-free results "
+                                                        "are defined (integer add/max/min, and/or/xor, "
+                                                        "float max/min, xchg of equal values); the "
+                                                        "values the lanes saw and float sums depend on "
+                                                        "the hardware's order (cases compare the final "
+                                                        "ref, float sums under a DOT_PRODUCT bound)",
+                          "atomic_rmw/f16": "only add (jax _atomic_abstract_eval refuses the others for "
+                                            "f16)"},
               sources=(_TRITON,),
               notes="Float max/min propagate NaN; Triton's integer-trick float min/max leaves NaN "
                     "handling undefined."),
     Semantics("atomic_cas", "Compare-and-swap of a scalar ref; returns the old value.",
-              edge_cases=("atomic_cas/bitwise-compare: the comparison is of bit patterns (PTX "
-                          "atom.cas.b32/.b64): a float -0.0 does not match +0.0, a NaN matches the same NaN "
-                          "(JAX's HLO interpret mode compares as floats: a known divergence)",),
+              edge_cases={"atomic_cas/bitwise-compare": "the comparison is of bit patterns (PTX "
+                                                        "atom.cas.b32/.b64): a float -0.0 does not "
+                                                        "match +0.0, a NaN matches the same NaN (JAX's "
+                                                        "HLO interpret mode compares as floats: a known "
+                                                        "divergence)"},
               sources=(_TRITON, "triton-lang/triton test/TritonGPU/atomic-cas.mlir")),
     Semantics("debug_barrier", "Triton thread barrier: no effect on values.",
               sources=(_TRITON,)),
-    Semantics("debug_barrier_p", "debug_barrier as JAX before 0.12 names it.", sources=(_TRITON,)),
     Semantics("elementwise_inline_asm", _ASM_SUMMARY, sources=(_TRITON, _PTX_TANH),
               exactness=CORRECTLY_ROUNDED),
-    Semantics("elementwise_inline_asm_p", "elementwise_inline_asm as JAX before 0.12 names it. " + _ASM_SUMMARY,
-              sources=(_TRITON, _PTX_TANH), exactness=CORRECTLY_ROUNDED),
 )
+
+# Other JAX spellings of the primitives above: {name: the primitive of its entry}.
+ALIASES = {"debug_barrier_p": "debug_barrier",                       # up to JAX 0.11
+           "elementwise_inline_asm_p": "elementwise_inline_asm"}     # up to JAX 0.11
 
 # approx_tanh (jax.experimental.pallas.triton.approx_tanh) is PTX tanh.approx.f32 through
 # elementwise_inline_asm (the instruction: PTX ISA, Floating Point Instructions: tanh, the page

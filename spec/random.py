@@ -17,39 +17,86 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base import CONVENTION, Semantics, table
+from .base import CONVENTION, Semantics, shared, table
 
 _JAX = "jax/_src/random/"
 _XLA_PRNG = "xla/hlo/builder/lib/prng.cc"
+
+# Key arrays (jax.random.key, random_wrap): the structural primitives the random family lifts to
+# them (interp/rules/random.py, registered with extended=True).
+KEY_ARRAYS = {
+    "random/key-array-structure": "broadcast_in_dim, reshape, squeeze, transpose, slice, "
+                                  "dynamic_slice, dynamic_update_slice, gather, scatter, concatenate, "
+                                  "split, stack, unstack, tile, rev, copy and select_n on key arrays "
+                                  "act on the key data with the key's trailing dimensions appended "
+                                  "(broadcast dimensions, slice sizes, gather offset dims and scatter "
+                                  "window dims extended, zero start indices added); eq/ne compare all "
+                                  "key words. Control flow (jit, cond, while, scan carries) passes key "
+                                  "arrays through (jax/_src/random/prng.py KeyTyRules; "
+                                  "jax/_src/interpreters/mlir.py broadcast_in_dim on extended dtypes; "
+                                  "jax/_src/lax/slicing.py _gather_lower_opaque, "
+                                  "_scatter_lower_opaque; jax/_src/lax/lax.py "
+                                  "_compare_lower_hlo_opaque, _select_hlo_lowering_opaque)",
+}
+
+# jax.random on keys of the pallas_tpu impl inside a Pallas TPU kernel, as Mosaic lowers them
+# (jax/_src/pallas/mosaic/random.py, lowering.py random_bits_lowering / random_fold_in_lowering;
+# docs/pallas/tpu/prng.rst); the random_* entries list these.
+PALLAS_TPU_KEYS = {
+    "pallas_tpu_key/meaning": "keys of the pallas_tpu impl (pltpu.to_pallas_key, jax.random.key(s, "
+                              "impl='pallas_tpu'), wrap_pallas_seed) inside a kernel, as Mosaic lowers "
+                              "them (the impl function traced on the key itself): random_bits seeds "
+                              "the hardware PRNG with the key's two scalars and draws (so it re-seeds: "
+                              "later stateful draws continue from there) and returns the bits as "
+                              "uint32; fold_in adds the message to the second word and applies one "
+                              "Threefry-2x32 round (rotation 13), bit-exact; random_seed broadcasts the "
+                              "seed to both words. The stateful placeholder impl (pltpu.stateful_"
+                              "uniform/normal/bernoulli/bits) draws without seeding",
+    "pallas_tpu_key/no-split": "random_split: JAX defines none for Pallas keys (_split raises): "
+                               "unsupported",
+    "pallas_tpu_key/bit-width": "bit widths other than 32 (e.g. uint8 bits, bfloat16 uniform): "
+                                "unsupported ('Bit width must be 32')",
+    "pallas_tpu_key/scalar-key": "key arrays of rank > 0 in random_bits / fold_in: unsupported "
+                                 "(Mosaic seeds from one key)",
+    "pallas_tpu_key/in-kernel-only": "random_bits / fold_in of Pallas keys outside a kernel: "
+                                     "unsupported (JAX lowers them only inside Pallas TPU kernels; "
+                                     "elsewhere they fail)",
+    "pallas_tpu_key/seed-in-kernel": "random_seed inside a kernel: Mosaic's lowering gives a vector, "
+                                     "not the scalar bundle its random_bits needs, so the program does "
+                                     "not compile on TPU; the reference evaluates it by the key's "
+                                     "JAX-defined value",
+}
 
 SEMANTICS = table(
     Semantics(
         "threefry2x32",
         "Threefry-2x32 with 20 rounds (Random123 threefry2x32_20): key (k0, k1), counter "
         "(x0, x1) -> (y0, y1), elementwise over broadcast uint32 arrays.",
-        edge_cases=(
-            "ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA); x += (ks0, ks1); rotations 13,15,26,6 | 17,29,16,24",
-            "after every 4 rounds, injection s = 1..5: x0 += ks[s % 3]; x1 += ks[(s + 1) % 3] + s",
-            "all arithmetic modulo 2**32",
-        ),
+        edge_cases={"threefry2x32/c1": "ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA); x += (ks0, ks1); rotations "
+                                       "13,15,26,6 | 17,29,16,24",
+                    "threefry2x32/c2": "after every 4 rounds, injection s = 1..5: x0 += ks[s % 3]; x1 "
+                                       "+= ks[(s + 1) % 3] + s",
+                    "threefry2x32/c3": "all arithmetic modulo 2**32"},
         sources=(_JAX + "threefry2x32.py (_threefry2x32_lowering)", _XLA_PRNG + " ThreeFry2x32",
                  "Random123 threefry.h"),
     ),
     Semantics(
         "threefry4x32",
         "Threefry-4x32 with 20 rounds (Random123 threefry4x32_20).",
-        edge_cases=("rotation pairs (10,26) (11,21) (13,27) (23,5) (6,20) (17,11) (25,10) (18,20); "
-                    "even rounds mix (x0,x1),(x2,x3), odd rounds (x0,x3),(x2,x1)",
-                    "injection s after every 4 rounds: x_i += ks[(s + i) % 5], x3 += s; "
-                    "ks4 = k0^k1^k2^k3^0x1BD11BDA"),
+        edge_cases={"threefry4x32/c1": "rotation pairs (10,26) (11,21) (13,27) (23,5) (6,20) (17,11) "
+                                       "(25,10) (18,20); even rounds mix (x0,x1),(x2,x3), odd rounds "
+                                       "(x0,x3),(x2,x1)",
+                    "threefry4x32/c2": "injection s after every 4 rounds: x_i += ks[(s + i) % 5], x3 += "
+                                       "s; ks4 = k0^k1^k2^k3^0x1BD11BDA"},
         sources=(_JAX + "threefry4x32.py", "Random123 threefry.h"),
     ),
     Semantics(
         "philox4x32",
         "Philox-4x32 with 10 rounds (Random123 philox4x32_10): key (k0, k1), 4-word counter.",
-        edge_cases=("round: (hi0, lo0) = 0xD2511F53 * x0, (hi1, lo1) = 0xCD9E8D57 * x2 (64-bit "
-                    "products); x = (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0)",
-                    "key bumped before every round but the first: k0 += 0x9E3779B9, k1 += 0xBB67AE85"),
+        edge_cases={"philox4x32/c1": "round: (hi0, lo0) = 0xD2511F53 * x0, (hi1, lo1) = 0xCD9E8D57 * x2 "
+                                     "(64-bit products); x = (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0)",
+                    "philox4x32/c2": "key bumped before every round but the first: k0 += 0x9E3779B9, k1 "
+                                     "+= 0xBB67AE85"},
         sources=(_JAX + "philox4x32.py", _XLA_PRNG + " Philox4x32", "Random123 philox.h"),
     ),
     Semantics(
@@ -66,68 +113,82 @@ SEMANTICS = table(
     Semantics(
         "random_seed",
         "Key data from integer seeds, per implementation (vmapped over the seed array).",
-        edge_cases=(
-            "threefry_seed: (shift_right_logical(seed, 32), seed & 0xFFFFFFFF): hi is 0 for seeds "
-            "narrower than 64 bits; lo is the seed modulo 2**32 (sign-extended)",
-            "jax_enable_x64=False: Python int seeds are converted to int32 before tracing "
-            "(2**32 + 5 -> 5); jax_random_seed_offset is added by an `add` equation before "
-            "random_seed",
-            "rbg/unsafe_rbg: (h, h) with h the threefry key; philox4x32: philox((0,0), "
-            "(hi, lo, 0, 0))[:2]; threefry4x32: threefry4x32((hi, lo, 0, 0), 0); philox2x32: "
-            "philox2x32(0, (hi, lo))[0]",
-        ),
+        edge_cases={"random_seed/c1": "threefry_seed: (shift_right_logical(seed, 32), seed & "
+                                      "0xFFFFFFFF): hi is 0 for seeds narrower than 64 bits; lo is the "
+                                      "seed modulo 2**32 (sign-extended)",
+                    "random_seed/c2": "jax_enable_x64=False: Python int seeds are converted to int32 "
+                                      "before tracing (2**32 + 5 -> 5); jax_random_seed_offset is added "
+                                      "by an `add` equation before random_seed",
+                    "random_seed/c3": "rbg/unsafe_rbg: (h, h) with h the threefry key; philox4x32: "
+                                      "philox((0,0), (hi, lo, 0, 0))[:2]; threefry4x32: "
+                                      "threefry4x32((hi, lo, 0, 0), 0); philox2x32: philox2x32(0, (hi, "
+                                      "lo))[0]",
+                    **shared(PALLAS_TPU_KEYS, "pallas_tpu_key/meaning", "pallas_tpu_key/seed-in-kernel")},
         sources=(_JAX + "prng.py", _JAX + "threefry2x32.py (threefry_seed)", _JAX + "rbg.py",
                  _JAX + "philox4x32.py", _JAX + "threefry4x32.py", _JAX + "philox2x32.py"),
     ),
     Semantics(
         "random_split",
         "New keys of shape keys.shape + shape.",
-        edge_cases=(
-            "threefry2x32, jax_threefry_partitionable=True (read from jax.config when the rule "
-            "runs, as JAX's lowering reads it): key i = threefry(k, (hi(i), lo(i)))",
-            "threefry2x32, partitionable=False: threefry_2x32(k, iota(2n)).reshape(*shape, 2) "
-            "(legacy: pad to even, hash first half against second half)",
-            "rbg: threefry split of each half key; unsafe_rbg: rng_bit_generator(k, (10n, 4))[::10]",
-            "philox4x32: philox(k, (0, 0, hi(i), lo(i)))[:2]; threefry4x32: threefry4x32(k, "
-            "(0, 0, hi(i), lo(i))); philox2x32: philox2x32(k, (hi(i), lo(i)))[0]",
-            "batched unsafe_rbg keys: the rng_bit_generator batching rule draws the whole batch "
-            "from the first key",
-        ),
+        edge_cases={"random_split/c1": "threefry2x32, jax_threefry_partitionable=True (read from "
+                                       "jax.config when the rule runs, as JAX's lowering reads it): key "
+                                       "i = threefry(k, (hi(i), lo(i)))",
+                    "random_split/c2": "threefry2x32, partitionable=False: threefry_2x32(k, "
+                                       "iota(2n)).reshape(*shape, 2) (legacy: pad to even, hash first "
+                                       "half against second half)",
+                    "random_split/c3": "rbg: threefry split of each half key; unsafe_rbg: "
+                                       "rng_bit_generator(k, (10n, 4))[::10]",
+                    "random_split/c4": "philox4x32: philox(k, (0, 0, hi(i), lo(i)))[:2]; threefry4x32: "
+                                       "threefry4x32(k, (0, 0, hi(i), lo(i))); philox2x32: "
+                                       "philox2x32(k, (hi(i), lo(i)))[0]",
+                    "random_split/c5": "batched unsafe_rbg keys: the rng_bit_generator batching rule "
+                                       "draws the whole batch from the first key",
+                    **shared(PALLAS_TPU_KEYS, "pallas_tpu_key/no-split")},
         sources=(_JAX + "threefry2x32.py (_threefry_split_foldlike/_original)", _JAX + "rbg.py"),
     ),
     Semantics(
         "random_fold_in",
         "Key combined with uint32 data (broadcast over keys and messages).",
-        edge_cases=(
-            "threefry2x32 (both modes): threefry(k, (0, d)) == row d of the partitionable split",
-            "rbg: threefry fold_in of each half; unsafe_rbg: k ^ rng_bit_generator(rbg_seed(d), "
-            "(10, 4))[-1], batched messages drawing from the first message's seed",
-            "philox4x32: philox(k, (0, 0, 0, d))[:2]; threefry4x32: threefry4x32(k, (0, 0, 0, d)); "
-            "philox2x32: philox2x32(k, (0, d))[0]",
-            "non-uint32 messages wrap modulo 2**32 (jnp.asarray(d, uint32))",
-        ),
+        edge_cases={"random_fold_in/c1": "threefry2x32 (both modes): threefry(k, (0, d)) == row d of "
+                                         "the partitionable split",
+                    "random_fold_in/c2": "rbg: threefry fold_in of each half; unsafe_rbg: k ^ "
+                                         "rng_bit_generator(rbg_seed(d), (10, 4))[-1], batched messages "
+                                         "drawing from the first message's seed",
+                    "random_fold_in/c3": "philox4x32: philox(k, (0, 0, 0, d))[:2]; threefry4x32: "
+                                         "threefry4x32(k, (0, 0, 0, d)); philox2x32: philox2x32(k, (0, "
+                                         "d))[0]",
+                    "random_fold_in/c4": "non-uint32 messages wrap modulo 2**32 (jnp.asarray(d, "
+                                         "uint32))",
+                    **shared(PALLAS_TPU_KEYS, "pallas_tpu_key/meaning", "pallas_tpu_key/scalar-key",
+                             "pallas_tpu_key/in-kernel-only")},
         sources=(_JAX + "threefry2x32.py (_threefry_fold_in)", _JAX + "rbg.py"),
     ),
     Semantics(
         "random_bits",
         "uint{8,16,32,64} bits of shape keys.shape + shape.",
-        edge_cases=(
-            "threefry2x32 partitionable: (y0, y1) = threefry(k, (hi(i), lo(i))); 64: y0 << 32 | y1; "
-            "32: y0 ^ y1; 8/16: low bits of y0 ^ y1",
-            "threefry2x32 legacy: w = threefry_2x32(k, iota(ceil(bw * n / 32))); 64: w[i] << 32 | "
-            "w[n + i]; 8/16: little-endian view of w, first n",
-            "philox4x32: philox(k, (hi, lo, 0, 0)); 64: y0 << 32 | y1; else xor of all 4 words. "
-            "threefry4x32: 64: (y0^y2) << 32 | (y1^y3). philox2x32: 64: y0 << 32 | y1, else y0^y1",
-            "rbg/unsafe_rbg: rng_bit_generator(k, shape, uint{bw}, RNG_DEFAULT); batched keys: "
-            "one draw of shape keys.shape + shape from the first key (batching rule)",
-            "jax_enable_x64=False and bit_width 64: the result is uint32: the low word (hi << 32 "
-            "vanishes in uint32), and 32-bit draws for rbg/unsafe_rbg",
-            "threefry legacy with >= 2**32 - 1 words (16 GiB) is not implemented: raises",
-        ),
+        edge_cases={"random_bits/c1": "threefry2x32 partitionable: (y0, y1) = threefry(k, (hi(i), "
+                                      "lo(i))); 64: y0 << 32 | y1; 32: y0 ^ y1; 8/16: low bits of y0 ^ "
+                                      "y1",
+                    "random_bits/c2": "threefry2x32 legacy: w = threefry_2x32(k, iota(ceil(bw * n / "
+                                      "32))); 64: w[i] << 32 | w[n + i]; 8/16: little-endian view of w, "
+                                      "first n",
+                    "random_bits/c3": "philox4x32: philox(k, (hi, lo, 0, 0)); 64: y0 << 32 | y1; else "
+                                      "xor of all 4 words. threefry4x32: 64: (y0^y2) << 32 | (y1^y3). "
+                                      "philox2x32: 64: y0 << 32 | y1, else y0^y1",
+                    "random_bits/c4": "rbg/unsafe_rbg: rng_bit_generator(k, shape, uint{bw}, "
+                                      "RNG_DEFAULT); batched keys: one draw of shape keys.shape + shape "
+                                      "from the first key (batching rule)",
+                    "random_bits/c5": "jax_enable_x64=False and bit_width 64: the result is uint32: the "
+                                      "low word (hi << 32 vanishes in uint32), and 32-bit draws for "
+                                      "rbg/unsafe_rbg",
+                    "random_bits/c6": "threefry legacy with >= 2**32 - 1 words (16 GiB) is not "
+                                      "implemented: raises",
+                    **shared(PALLAS_TPU_KEYS, "pallas_tpu_key/meaning", "pallas_tpu_key/bit-width",
+                             "pallas_tpu_key/scalar-key", "pallas_tpu_key/in-kernel-only")},
         sources=(_JAX + "threefry2x32.py (threefry_random_bits)", _JAX + "rbg.py"),
     ),
     Semantics("random_wrap", "uint32[..., *key_shape] -> key array (same data).",
-              sources=(_JAX + "prng.py",)),
+              edge_cases=KEY_ARRAYS, sources=(_JAX + "prng.py",)),
     Semantics("random_unwrap", "key array -> its uint32 key data.", sources=(_JAX + "prng.py",)),
     Semantics("random_clone", "Identity on key arrays (exists for key-reuse checking).",
               sources=(_JAX + "core.py (random_clone_p)",)),
@@ -142,21 +203,22 @@ SEMANTICS = table(
         "rng_bit_generator",
         "XLA RngBitGenerator: (new state, bits) for THREE_FRY, PHILOX and DEFAULT (= PHILOX on "
         "XLA:CPU and XLA:GPU), uint8/16/32/64 outputs.",
-        edge_cases=(
-            "JAX's uint32[4] key is the u64[2] state s[i] = w[2i] | w[2i+1] << 32; the new state is "
-            "converted back",
-            "THREE_FRY: key k0 = lo32(s0), k1 = hi32(s0), counter s1. 64-bit: element i hashes "
-            "(lo32(s1+i), hi32(s1+i)), result y0 | y1 << 32. 32/16/8-bit: SplitShapeIntoHalves "
-            "(first even dim, else the first largest), counters over the half shape, y0 and y1 "
-            "interleaved along that dim, cropped; a scalar is y0 of counter s1; new s1 = s1 + "
-            "elements hashed",
-            "PHILOX: key (lo32(s0), hi32(s0)); 128-bit counter (s1, s2) for u64[3] and (s1, s0) "
-            "for u64[2]; block j hashes counter + j (carry into the high word); 32-bit: element "
-            "4j + w is word w of block j; 64-bit: 2j = y0 | y1 << 32, 2j + 1 = y2 | y3 << 32; new "
-            "counter + blocks (u64[2]: only the low word is stored)",
-            "8/16-bit outputs are the low bits of 32-bit draws",
-            "RNG_DEFAULT on TPU is backend-specific and not reproduced",
-        ),
+        edge_cases={"rng_bit_generator/c1": "JAX's uint32[4] key is the u64[2] state s[i] = w[2i] | "
+                                            "w[2i+1] << 32; the new state is converted back",
+                    "rng_bit_generator/c2": "THREE_FRY: key k0 = lo32(s0), k1 = hi32(s0), counter s1. "
+                                            "64-bit: element i hashes (lo32(s1+i), hi32(s1+i)), result "
+                                            "y0 | y1 << 32. 32/16/8-bit: SplitShapeIntoHalves (first "
+                                            "even dim, else the first largest), counters over the half "
+                                            "shape, y0 and y1 interleaved along that dim, cropped; a "
+                                            "scalar is y0 of counter s1; new s1 = s1 + elements hashed",
+                    "rng_bit_generator/c3": "PHILOX: key (lo32(s0), hi32(s0)); 128-bit counter (s1, s2) "
+                                            "for u64[3] and (s1, s0) for u64[2]; block j hashes counter "
+                                            "+ j (carry into the high word); 32-bit: element 4j + w is "
+                                            "word w of block j; 64-bit: 2j = y0 | y1 << 32, 2j + 1 = y2 "
+                                            "| y3 << 32; new counter + blocks (u64[2]: only the low "
+                                            "word is stored)",
+                    "rng_bit_generator/c4": "8/16-bit outputs are the low bits of 32-bit draws",
+                    "rng_bit_generator/c5": "RNG_DEFAULT on TPU is backend-specific and not reproduced"},
         sources=(_XLA_PRNG, "xla/service/rng_bit_generator_expander.cc",
                  "jax/_src/lax/lax.py (_rng_bit_generator_lowering)",
                  "https://openxla.org/xla/operation_semantics#rngbitgenerator"),
@@ -171,12 +233,13 @@ SEMANTICS = table(
         "grid (2**-52 for float64), computed wider and rounded toward a, so every representable "
         "value of [a, b) gets its share even in a range of a few ulps and b is never returned; "
         "integers are a + bits64 % (b - a).",
-        edge_cases=("b <= a raises (undefined)",
-                    "other float types (fp8...) raise: XLA:CPU has no Rng for them",
-                    "XLA:CPU rounds a + (b - a) * u to nearest and returns b (about one draw in "
-                    "eight in a range of four ulps; float16/bfloat16 reach 1.0 on [0, 1)): "
-                    "divergence xla-rng-uniform-reaches-b; uint8 aborts XLA:CPU's compiler "
-                    "(rng_expander.cc CHECK), so no case uses it"),
+        edge_cases={"rng_uniform/c1": "b <= a raises (undefined)",
+                    "rng_uniform/c2": "other float types (fp8...) raise: XLA:CPU has no Rng for them",
+                    "rng_uniform/c3": "XLA:CPU rounds a + (b - a) * u to nearest and returns b (about "
+                                      "one draw in eight in a range of four ulps; float16/bfloat16 "
+                                      "reach 1.0 on [0, 1)): divergence xla-rng-uniform-reaches-b; "
+                                      "uint8 aborts XLA:CPU's compiler (rng_expander.cc CHECK), so no "
+                                      "case uses it"},
         sources=("jax/_src/lax/lax.py (rng_uniform)", "https://openxla.org/xla/operation_semantics#rng",
                  "xla/service/rng_expander.cc"),
         exactness=CONVENTION,
@@ -184,35 +247,6 @@ SEMANTICS = table(
               "integers with uniform bits: bit balance within 6 sigma, repeats within 10x the "
               "birthday expectation, byte chi-square p >= 1e-9; fixed inputs and seed) plus an "
               "EXACT count of draws outside [a, b)",
-    ),
-    Semantics(
-        "key-array structural primitives",
-        "broadcast_in_dim, reshape, squeeze, transpose, slice, dynamic_slice, dynamic_update_slice, "
-        "gather, scatter, concatenate, split, stack, unstack, tile, rev, copy and select_n on key "
-        "arrays act on the key data with the key's trailing dimensions appended (broadcast "
-        "dimensions, slice sizes, gather offset dims and scatter window dims extended, zero start "
-        "indices added); eq/ne compare all key words. Control flow (jit, cond, while, scan "
-        "carries) passes key arrays through.",
-        sources=("jax/_src/random/prng.py (KeyTyRules)", "jax/_src/interpreters/mlir.py "
-                 "(broadcast_in_dim on extended dtypes)", "jax/_src/lax/slicing.py "
-                 "(_gather_lower_opaque, _scatter_lower_opaque)", "jax/_src/lax/lax.py "
-                 "(_compare_lower_hlo_opaque, _select_hlo_lowering_opaque)"),
-    ),
-    Semantics(
-        "pallas_tpu_bits",
-        "Emulation of the TPU hardware PRNG (Pallas prng_seed / prng_random_bits / stateful_* "
-        "samplers; interp.prng.pallas_tpu_bits). The hardware bits are generation-specific and "
-        "undocumented and cannot be reproduced (JAX's TPU interpret mode returns zeros). The "
-        "reference folds the seed values, their count, the draw number since the last prng_seed "
-        "and Options.seed into the Threefry key (0, 0) with JAX's fold_in, then draws JAX's "
-        "partitionable random_bits: deterministic, sensitive to every input, never constant. "
-        "Not a function of the grid point: the TPU generator is sequential and a seed sets its "
-        "whole state, so the same seed gives the same bits at every grid point (spec/pallas.py "
-        "prng_random_bits).",
-        sources=("jax/_src/pallas/mosaic/primitives.py (prng_seed_p, prng_random_bits_p)",
-                 "docs/pallas/tpu/prng.rst"),
-        exactness=CONVENTION,
-        notes="compliance against hardware: STATISTICAL",
     ),
 )
 

@@ -108,50 +108,65 @@ PAR = "jax/_src/lax/parallel.py"
 SHMAP = "jax/_src/shard_map.py"
 XLA = "https://openxla.org/xla/operation_semantics"
 RULES = "interp/rules/spmd.py"
-_SUM = ("exact sum of every participant's operand, rounded once (integers wrap)",
-        "an exact zero sum is +0.0 (all -0.0 operands included: XLA:CPU's all-reduce gives +0.0, "
-        "measured, as reduce_sum's +0.0 init); one participant: its operand unchanged",
-        "positional (integer) axes in `axes` are reduced in the same single rounding",
-        "backends: DOT_PRODUCT(K = participants) with bound sum|x_k|; XLA leaves the order unspecified")
+_SUM = {"collective_sum/rounded-once": "exact sum of every participant's operand, rounded once "
+                                       "(integers wrap)",
+        "collective_sum/zero-is-plus-zero": "an exact zero sum is +0.0 (all -0.0 operands included: "
+                                            "XLA:CPU's all-reduce gives +0.0, measured, as reduce_sum's "
+                                            "+0.0 init); one participant: its operand unchanged",
+        "collective_sum/positional-axes": "positional (integer) axes in `axes` are reduced in the same "
+                                          "single rounding",
+        "collective_sum/dot-product-compliance": "backends: DOT_PRODUCT(K = participants) with bound "
+                                                 "sum|x_k|; XLA leaves the order unspecified"}
 _CAST = "Identity on every device's value: the manual-axis type changes what JAX's checker allows."
 
 SEMANTICS = table(
     Semantics("shard_map", "Runs the body once per coordinate of the newly manual mesh axes on that "
               "device's block of each operand; assembles each output from the devices' blocks.",
-              ("a dimension split over names (n1, n2, ...) is cut into prod(sizes) blocks; a device's "
-               "block is the row-major index of its coordinates along n1, n2, ... in that order",
-               "axes an out_spec leaves out: every device holding a block must hold the same bits, "
-               "else UndefinedBehaviorError (check_vma=False)",
-               "mesh axes not in newly_manual_axes (auto axes) do not multiply the devices",
-               "out_specs with unreduced axes U (PartitionSpec.unreduced, JAX 0.10.2..0.12.0.1): each "
-               "device holds a partial; the global value is their reduction over U by unreduced_kind "
-               "(sum, the only kind before 0.11; max, min), computed as psum/pmax/pmin (the sum "
-               "correctly rounded; XLA reduces when the array is resharded, in an unspecified order). "
-               "max/min (JAX >= 0.11) arrays come from out_specs of a shard_map with "
-               "check_vma=False (with check_vma=True the body's type must carry the kind, and no "
-               "cast gives one: vary_unreduced_cast leaves it unset, jax/_src/lax/parallel.py) and "
-               "from lax.reduce_max/reduce_min with an unreduced out_sharding of that kind (each "
-               "device's local extremum: jax/_src/lax/lax.py _reduce_op_unreduced_rule); reshard "
-               "refuses to make an array more unreduced by max/min (jax/_src/pjit.py "
-               "_check_unreduced_reshard) and a jit returning one fails JAX's output sharding "
-               "check ('Unexpected XLA sharding override', XLA:CPU, measured), so the cases "
-               "reshard it or hand it to another shard_map (unreduced_pmax/unreduced_pmin)",
-               "reduced axes (PartitionSpec.reduced) are replicated: in_specs give every device the "
-               "block, out_specs hold the same bits on every device (else UndefinedBehaviorError)",
-               "in_specs with unreduced axes U (JAX requires the operand's type to be unreduced over "
-               "U with the same kind): each device gets its partial as the producer left it, blocked "
-               "by the in_spec's partitions (a reshard that changes only the partitions moves the "
-               "partials of each coordinate along U, e.g. all-gathers them: XLA:CPU, 8 host devices, "
-               "JAX 0.10.2, 0.11.2, 0.12.0.1, measured). Supported where the operand comes from a "
-               "shard_map's unreduced out_specs (through jit, reshards keeping U and its kind), or is "
-               "an unreduced jax.Array argument converted by interp.rules.spmd.unreduced_array_value "
-               "(its devices' shards; interp.interpret itself converts arguments with NumPy, which "
-               "JAX refuses for unreduced arrays); auto axes in U are reduced first. Refused otherwise "
-               "(UnsupportedPrimitiveError with the reason): see UNREDUCED_OPERANDS",
-               "out_specs whose replicated axes hold different partials (check_vma=False) but equal "
-               "reductions: the global value is defined; a shard_map taking those partials raises "
-               "UndefinedBehaviorError (which replica's partials XLA keeps is unspecified)",
-               "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs it"),
+              {"shard_map/c1": "a dimension split over names (n1, n2, ...) is cut into prod(sizes) "
+                               "blocks; a device's block is the row-major index of its coordinates "
+                               "along n1, n2, ... in that order",
+               "shard_map/c2": "axes an out_spec leaves out: every device holding a block must hold the "
+                               "same bits, else UndefinedBehaviorError (check_vma=False)",
+               "shard_map/c3": "mesh axes not in newly_manual_axes (auto axes) do not multiply the "
+                               "devices",
+               "shard_map/c4": "out_specs with unreduced axes U (PartitionSpec.unreduced, JAX "
+                               "0.10.2..0.12.0.1): each device holds a partial; the global value is "
+                               "their reduction over U by unreduced_kind (sum, the only kind before "
+                               "0.11; max, min), computed as psum/pmax/pmin (the sum correctly rounded; "
+                               "XLA reduces when the array is resharded, in an unspecified order). "
+                               "max/min (JAX >= 0.11) arrays come from out_specs of a shard_map with "
+                               "check_vma=False (with check_vma=True the body's type must carry the "
+                               "kind, and no cast gives one: vary_unreduced_cast leaves it unset, "
+                               "jax/_src/lax/parallel.py) and from lax.reduce_max/reduce_min with an "
+                               "unreduced out_sharding of that kind (each device's local extremum: "
+                               "jax/_src/lax/lax.py _reduce_op_unreduced_rule); reshard refuses to make "
+                               "an array more unreduced by max/min (jax/_src/pjit.py "
+                               "_check_unreduced_reshard) and a jit returning one fails JAX's output "
+                               "sharding check ('Unexpected XLA sharding override', XLA:CPU, measured), "
+                               "so the cases reshard it or hand it to another shard_map "
+                               "(unreduced_pmax/unreduced_pmin)",
+               "shard_map/c5": "reduced axes (PartitionSpec.reduced) are replicated: in_specs give "
+                               "every device the block, out_specs hold the same bits on every device "
+                               "(else UndefinedBehaviorError)",
+               "shard_map/c6": "in_specs with unreduced axes U (JAX requires the operand's type to be "
+                               "unreduced over U with the same kind): each device gets its partial as "
+                               "the producer left it, blocked by the in_spec's partitions (a reshard "
+                               "that changes only the partitions moves the partials of each coordinate "
+                               "along U, e.g. all-gathers them: XLA:CPU, 8 host devices, JAX 0.10.2, "
+                               "0.11.2, 0.12.0.1, measured). Supported where the operand comes from a "
+                               "shard_map's unreduced out_specs (through jit, reshards keeping U and "
+                               "its kind), or is an unreduced jax.Array argument converted by "
+                               "interp.rules.spmd.unreduced_array_value (its devices' shards; "
+                               "interp.interpret itself converts arguments with NumPy, which JAX "
+                               "refuses for unreduced arrays); auto axes in U are reduced first. "
+                               "Refused otherwise (UnsupportedPrimitiveError with the reason): see "
+                               "UNREDUCED_OPERANDS",
+               "shard_map/c7": "out_specs whose replicated axes hold different partials "
+                               "(check_vma=False) but equal reductions: the global value is defined; a "
+                               "shard_map taking those partials raises UndefinedBehaviorError (which "
+                               "replica's partials XLA keeps is unspecified)",
+               "shard_map/c8": "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs "
+                               "it"},
               (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",
                "jax/_src/pjit.py _check_unreduced_reshard", "jax/_src/partition_spec.py UnreducedKind"),
               EXACT),
@@ -168,34 +183,40 @@ SEMANTICS = table(
     Semantics("unreduced_psum_start", "unreduced_psum as an async start (JAX 0.10).", _SUM,
               (PAR + " unreduced_psum_start_p",), CORRECTLY_ROUNDED),
     Semantics("pmax", "Elementwise maximum over the participants, as lax.max.",
-              ("NaN propagates; -0.0 < +0.0 (XLA max semantics, as reduce_max)",
-               "XLA:CPU's float all-reduce max/min (JAX 0.10.2 and 0.12.0.1, 8 host devices, measured) "
-               "drops NaN operands and, between -0.0 and +0.0, returns the lowest-numbered device's "
-               "zero: a backend divergence from the maximum its all_reduce body names "
-               "(stablehlo.maximum propagates NaN), not a reference choice; the spmd cases take "
-               "pmax/pmin of integers"),
+              {"pmax/c1": "NaN propagates; -0.0 < +0.0 (XLA max semantics, as reduce_max)",
+               "pmax/c2": "XLA:CPU's float all-reduce max/min (JAX 0.10.2 and 0.12.0.1, 8 host devices, "
+                          "measured) drops NaN operands and, between -0.0 and +0.0, returns the "
+                          "lowest-numbered device's zero: a backend divergence from the maximum its "
+                          "all_reduce body names (stablehlo.maximum propagates NaN), not a reference "
+                          "choice; the spmd cases take pmax/pmin of integers"},
               (XLA + "#allreduce", PAR + " pmax_p"), EXACT),
-    Semantics("unreduced_pmax", "pmax of an unreduced operand.", ("as pmax",), (PAR,), EXACT),
+    Semantics("unreduced_pmax", "pmax of an unreduced operand.", {"unreduced_pmax/c1": "as pmax"},
+              (PAR,), EXACT),
     Semantics("pmin", "Elementwise minimum over the participants, as lax.min.",
-              ("NaN propagates; -0.0 < +0.0", "XLA:CPU: as pmax (NaN dropped, first device's zero)"), (XLA + "#allreduce", PAR + " pmin_p"), EXACT),
-    Semantics("unreduced_pmin", "pmin of an unreduced operand.", ("as pmin",), (PAR,), EXACT),
+              {"pmin/c1": "NaN propagates; -0.0 < +0.0",
+               "pmin/c2": "XLA:CPU: as pmax (NaN dropped, first device's zero)"},
+              (XLA + "#allreduce", PAR + " pmin_p"), EXACT),
+    Semantics("unreduced_pmin", "pmin of an unreduced operand.", {"unreduced_pmin/c1": "as pmin"},
+              (PAR,), EXACT),
     Semantics("ppermute", "Participant dst receives the operand of src for each (src, dst) in perm.",
-              ("a participant no pair sends to gets zeros",),
+              {"ppermute/c1": "a participant no pair sends to gets zeros"},
               (XLA + "#collectivepermute", PAR + " ppermute docstring"), EXACT),
-    Semantics("ppermute_start", "ppermute as an async start.", ("as ppermute",), (PAR,), EXACT),
-    Semantics("pbroadcast", "Every participant gets the operand of participant `source`.", (),
+    Semantics("ppermute_start", "ppermute as an async start.", {"ppermute_start/c1": "as ppermute"},
+              (PAR,), EXACT),
+    Semantics("pbroadcast", "Every participant gets the operand of participant `source`.", {},
               (XLA + "#collectivebroadcast", PAR + " pbroadcast_p"), EXACT),
-    Semantics("pbroadcast_start", "pbroadcast as an async start (JAX 0.10).", (), (PAR,), EXACT),
+    Semantics("pbroadcast_start", "pbroadcast as an async start (JAX 0.10).", {}, (PAR,), EXACT),
     Semantics("pbroadcast_dynamic", "pbroadcast with the source a traced int32 operand (JAX 0.12).",
-              ("devices naming different sources, or a source outside the participants: "
-               "UndefinedBehaviorError",), (PAR + " pbroadcast_dynamic_p",), EXACT),
+              {"pbroadcast_dynamic/c1": "devices naming different sources, or a source outside the "
+                                        "participants: UndefinedBehaviorError"},
+              (PAR + " pbroadcast_dynamic_p",), EXACT),
     Semantics("all_gather", "Participants' operands concatenated (tiled) or stacked (untiled) "
-              "along all_gather_dimension in participant order.", (),
+              "along all_gather_dimension in participant order.", {},
               (XLA + "#allgather", PAR + " all_gather_p"), EXACT),
-    Semantics("all_gather_invariant", "all_gather typed invariant.", (), (PAR,), EXACT),
-    Semantics("all_gather_reduced", "all_gather of a reduced operand.", (), (PAR,), EXACT),
-    Semantics("all_gather_start", "all_gather as an async start.", (), (PAR,), EXACT),
-    Semantics("all_gather_reduced_start", "all_gather_reduced as an async start.", (), (PAR,), EXACT),
+    Semantics("all_gather_invariant", "all_gather typed invariant.", {}, (PAR,), EXACT),
+    Semantics("all_gather_reduced", "all_gather of a reduced operand.", {}, (PAR,), EXACT),
+    Semantics("all_gather_start", "all_gather as an async start.", {}, (PAR,), EXACT),
+    Semantics("all_gather_reduced_start", "all_gather_reduced as an async start.", {}, (PAR,), EXACT),
     Semantics("reduce_scatter", "psum, then participant r keeps block r of scatter_dimension "
               "(tiled: dim/n rows; untiled: the dimension, of size n, is removed).", _SUM,
               (XLA + "#reducescatter", PAR + " reduce_scatter_p"), CORRECTLY_ROUNDED),
@@ -206,40 +227,45 @@ SEMANTICS = table(
               _SUM, (PAR,), CORRECTLY_ROUNDED),
     Semantics("all_to_all", "Each participant splits its operand into n blocks along split_axis; "
               "participant r concatenates block r of every participant (in participant order) "
-              "along concat_axis.", ("`tiled` is applied by the jax.lax.all_to_all wrapper; the "
-                                     "primitive is XLA AllToAll whatever it says",),
+              "along concat_axis.", {"all_to_all/c1": "`tiled` is applied by the jax.lax.all_to_all "
+                                                      "wrapper; the primitive is XLA AllToAll whatever "
+                                                      "it says"},
               (XLA + "#alltoall", PAR + " _all_to_all_lowering"), EXACT),
-    Semantics("all_to_all_start", "all_to_all as an async start.", (), (PAR,), EXACT),
+    Semantics("all_to_all_start", "all_to_all as an async start.", {}, (PAR,), EXACT),
     Semantics("ragged_all_to_all", "Sender s sends rows [input_offsets[i], +send_sizes[i]) for i in "
               "receiver r's slice of its offsets to rows [output_offsets[i], +send_sizes[i]) of r's "
               "copy of `output`.",
-              ("a send outside the operand or output rows: UndefinedBehaviorError",
-               "two sends writing the same output row: UndefinedBehaviorError (order unspecified)"),
+              {"ragged_all_to_all/c1": "a send outside the operand or output rows: "
+                                       "UndefinedBehaviorError",
+               "ragged_all_to_all/c2": "two sends writing the same output row: UndefinedBehaviorError "
+                                       "(order unspecified)"},
               (PAR + " ragged_all_to_all docstring",), EXACT),
     Semantics("axis_index", "Row-major index of this device's coordinates along the named axes "
-              "(a Pallas core axis inside a core-mesh kernel: the core's coordinate).", (),
+              "(a Pallas core axis inside a core-mesh kernel: the core's coordinate).", {},
               (PAR + " axis_index_p",), EXACT),
-    Semantics("all_gather_done", "Completes an async start: its value.", (), (PAR,), EXACT),
-    Semantics("psum_done", "Completes an async start: its value.", (), (PAR,), EXACT),
-    Semantics("reduce_scatter_done", "Completes an async start: its value.", (), (PAR,), EXACT),
-    Semantics("all_to_all_done", "Completes an async start: its value.", (), (PAR,), EXACT),
-    Semantics("ppermute_done", "Completes an async start: its value.", (), (PAR,), EXACT),
-    Semantics("pbroadcast_done", "Completes an async start: its value (JAX 0.10).", (), (PAR,), EXACT),
-    Semantics("pvary", _CAST, (), ("jax/_src/core.py pvary_p",), EXACT),
-    Semantics("preduced", _CAST, (), (PAR + " preduced_p",), EXACT),
-    Semantics("reduced_vary_cast", _CAST + " (named reduced_vary_cast_p before JAX 0.12)", (),
+    Semantics("all_gather_done", "Completes an async start: its value.", {}, (PAR,), EXACT),
+    Semantics("psum_done", "Completes an async start: its value.", {}, (PAR,), EXACT),
+    Semantics("reduce_scatter_done", "Completes an async start: its value.", {}, (PAR,), EXACT),
+    Semantics("all_to_all_done", "Completes an async start: its value.", {}, (PAR,), EXACT),
+    Semantics("ppermute_done", "Completes an async start: its value.", {}, (PAR,), EXACT),
+    Semantics("pbroadcast_done", "Completes an async start: its value (JAX 0.10).", {}, (PAR,), EXACT),
+    Semantics("pvary", _CAST, {}, ("jax/_src/core.py pvary_p",), EXACT),
+    Semantics("preduced", _CAST, {}, (PAR + " preduced_p",), EXACT),
+    Semantics("reduced_vary_cast", _CAST + " (named reduced_vary_cast_p before JAX 0.12)", {},
               ("jax/_src/core.py reduced_vary_cast_p",), EXACT),
-    Semantics("reduced_vary_cast_p", _CAST, (), ("jax/_src/core.py",), EXACT),
-    Semantics("vary_unreduced_cast", _CAST + " (named vary_unreduced_cast_p before JAX 0.12)", (),
+    Semantics("vary_unreduced_cast", _CAST + " (named vary_unreduced_cast_p before JAX 0.12)", {},
               (PAR + " vary_unreduced_cast_p",), EXACT),
-    Semantics("vary_unreduced_cast_p", _CAST, (), (PAR,), EXACT),
     Semantics("psend", "Refused: JAX's docstring calls its semantics platform-specific (NCCL send "
-              "on GPU, the only lowering); deprecated in JAX 0.12.", (), (PAR + " psend",), EXACT),
-    Semantics("precv", "Refused: as psend (NCCL recv on GPU).", (), (PAR + " precv",), EXACT),
+              "on GPU, the only lowering); deprecated in JAX 0.12.", {}, (PAR + " psend",), EXACT),
+    Semantics("precv", "Refused: as psend (NCCL recv on GPU).", {}, (PAR + " precv",), EXACT),
     Semantics("inspect_sharding", "Refused: jax.debug.inspect_array_sharding's callback gets the "
-              "sharding XLA chose on real devices (a jax.sharding.Sharding naming them).", (),
+              "sharding XLA chose on real devices (a jax.sharding.Sharding naming them).", {},
               ("jax/_src/debugging.py _inspect_sharding_lowering_rule",), EXACT),
 )
+
+# Other JAX spellings of the primitives above: {name: the primitive of its entry}.
+ALIASES = {"reduced_vary_cast_p": "reduced_vary_cast",          # up to JAX 0.11
+           "vary_unreduced_cast_p": "vary_unreduced_cast"}      # up to JAX 0.11
 
 # Unreduced operands of a shard_map the reference refuses (interp/rules/spmd.py _partials_in), with
 # why: JAX types them unreduced and runs them (tests/test_spmd_unreduced.py REFUSED), but the

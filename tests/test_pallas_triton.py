@@ -68,13 +68,6 @@ def test_every_triton_primitive_is_in_the_reference():
             "unsupported"} == {}
 
 
-def test_every_triton_rule_has_stated_semantics():
-    from interp.registry import RULES
-    from spec.pallas_triton import SEMANTICS
-    mine = {n for n, r in RULES.items() if r.__module__ == "interp.rules.pallas_triton"}
-    assert mine == set(SEMANTICS), mine ^ set(SEMANTICS)
-
-
 # ---------------------------------------------------------- JAX's Triton lowering, on CPU
 def _abstract_h100():
     from jax._src.mesh import AbstractDevice

@@ -377,12 +377,7 @@ def test_same_collective_in_different_branches_is_allowed():
 
 # --- coverage --------------------------------------------------------------------------------------
 
-def test_every_spmd_primitive_is_covered_and_stated():
-    from interp.registry import RULES
-    from spec.spmd import SEMANTICS
-    import interp.rules.spmd as family
-    mine = {name for name, rule in RULES.items() if getattr(rule, "__module__", "") == family.__name__}
-    assert mine == set(SEMANTICS), mine ^ set(SEMANTICS)
+def test_every_spmd_primitive_is_covered():
     cov = interp.coverage()
     import jax._src.lax.parallel as parallel
     prims = {v.name for v in vars(parallel).values() if isinstance(v, jax.extend.core.Primitive)}
