@@ -266,9 +266,9 @@ def _resolve_chain(eqn, ref, transforms, wrap):
             pos = POSITION_TRANSFORMS[type(t).__name__](pos, t)
         elif type(t).__name__ in _BITCASTS:
             if np.dtype(t.dtype).itemsize != np.dtype(dtype).itemsize:
-                raise eqn.unsupported(f"ref bitcast {dtype} -> {np.dtype(t.dtype)} changes the "
-                                      "element width")
+                raise eqn.unsupported(f"ref_index/bitcast-width: ref bitcast {dtype} -> "
+                                      f"{np.dtype(t.dtype)} changes the element width")
             dtype = np.dtype(t.dtype)
         else:
-            raise eqn.unsupported(f"ref transform {type(t).__name__}")
+            raise eqn.unsupported(f"ref_index/bitcast-width: ref transform {type(t).__name__}")
     return np.unravel_index(pos, ref.shape), dtype

@@ -50,18 +50,19 @@ class Ref:
                 start, stop, step = ix.start, ix.stop, ix.step or 1
                 n = max(0, -(-(stop - start) // step))
                 if n and (start < 0 or start + (n - 1) * step >= size):
-                    raise OutOfBoundsError(f"{self.describe()}: dimension {dim} accessed at "
-                                           f"[{start}:{stop}:{step}], size {size}")
+                    raise self._outside(dim, f"[{start}:{stop}:{step}]", size)
             elif type(ix) is int:  # (the common scalar index, without NumPy's array reductions)
                 if not 0 <= ix < size:
-                    raise OutOfBoundsError(f"{self.describe()}: dimension {dim} accessed at index "
-                                           f"{ix}, size {size}")
+                    raise self._outside(dim, f"index {ix}", size)
             else:
                 arr = np.asarray(ix)
                 if arr.size and (arr.min() < 0 or arr.max() >= size):
                     bad = arr[(arr < 0) | (arr >= size)].ravel()[0]
-                    raise OutOfBoundsError(f"{self.describe()}: dimension {dim} accessed at index "
-                                           f"{int(bad)}, size {size}")
+                    raise self._outside(dim, f"index {int(bad)}", size)
+
+    def _outside(self, dim: int, where: str, size: int) -> OutOfBoundsError:
+        return OutOfBoundsError(f"{self.describe()}: dimension {dim} accessed at {where}, size "
+                                f"{size} (ref_index/out-of-bounds)")
 
     def read(self, index: tuple) -> np.ndarray:
         self.check_index(index)

@@ -58,7 +58,7 @@ class TrackedRef(Ref):
             raise UninitializedReadError(
                 f"{self.describe()}: read of an element never written (index {tuple(int(i) for i in where)} "
                 f"of the accessed region, {int(np.size(done) - np.count_nonzero(done))} such elements); "
-                "uninitialized='raise'")
+                "uninitialized='raise' (empty_ref/c1)")
 
     def read(self, index: tuple) -> np.ndarray:
         self.check_index(index)

@@ -24,6 +24,15 @@ def reference(fn, *args, **kwargs):
     return interp.interpret(fn)(*args, **kwargs)
 
 
+def with_params(closed, primitive: str, **params):
+    """``closed`` (a ClosedJaxpr) with ``params`` changed in its first top-level ``primitive``
+    equation: a program JAX's own tracing would refuse, to reach the rule's check of it."""
+    eqns = list(closed.jaxpr.eqns)
+    k = next(i for i, e in enumerate(eqns) if e.primitive.name == primitive)
+    eqns[k] = eqns[k].replace(params={**eqns[k].params, **params})
+    return closed.replace(jaxpr=closed.jaxpr.replace(eqns=eqns))
+
+
 def x64(enabled: bool = True):
     """Context manager: ``jax_enable_x64`` on (or off) inside the block, on every supported JAX."""
     return jax.enable_x64(enabled)

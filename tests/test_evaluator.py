@@ -16,7 +16,7 @@ from interp import evaluator
 from interp.errors import UnsupportedPrimitiveError
 from interp.options import Options
 from interp.registry import EXTENDED_RULES, REFUSED, RULES
-from tests.support import x64
+from tests.support import with_params, x64
 
 ints = np.arange(6, dtype=np.int32) - 2
 
@@ -326,14 +326,6 @@ def test_the_functions_prepare_returns_declare_their_parameters():
     assert {"add", "mul", "convert_element_type", "run_scoped"} <= seen, seen   # the test reaches them
 
 
-def _with_bogus_param(closed, primitive):
-    """``closed`` with a parameter ``bogus`` added to its first top-level ``primitive`` equation."""
-    eqns = list(closed.jaxpr.eqns)
-    k = next(i for i, e in enumerate(eqns) if e.primitive.name == primitive)
-    eqns[k] = eqns[k].replace(params={**eqns[k].params, "bogus": 1})
-    return closed.replace(jaxpr=closed.jaxpr.replace(eqns=eqns))
-
-
 def _pallas_double(x):
     from jax.experimental import pallas as pl
 
@@ -367,7 +359,7 @@ def test_an_unknown_parameter_on_a_declared_rule_is_unsupported_naming_it(primit
     leaves = jax.tree_util.tree_leaves(args)
     interp.eval_jaxpr(closed, *leaves)   # runs as traced
     with pytest.raises(UnsupportedPrimitiveError, match=r"parameter 'bogus' not implemented") as e:
-        interp.eval_jaxpr(_with_bogus_param(closed, primitive), *leaves)
+        interp.eval_jaxpr(with_params(closed, primitive, bogus=1), *leaves)
     assert e.value.primitive == primitive
 
 

@@ -540,8 +540,8 @@ def test_select_n(dtype):
     check_vs_xla(lambda a, b: lax.select_n(True, a, b), cases[0], cases[1])   # scalar predicate
 
 
-def test_select_n_out_of_range_is_loud():
-    with pytest.raises(UndefinedBehaviorError):
+def test_select_n_c2_out_of_range_is_loud():
+    with pytest.raises(UndefinedBehaviorError, match="select_n/c2"):
         interp.interpret(lambda w, a, b: lax.select_n(w, a, b))(np.array([2], np.int32), np.ones(1), np.ones(1))
 
 
@@ -699,6 +699,18 @@ def test_complex_eq_to(dtype):
     else:
         assert_same_bits(xla, x == y)
     assert_same_bits(interp.interpret(eq_to)(x.real.copy(), y.real.copy()), xla_cpu(eq_to, x.real.copy(), y.real.copy()))
+
+
+@pytest.mark.parametrize("name", ["le_to", "lt_to"])
+def test_total_order_complex_lexicographic_only_eq_to_takes_complex(name):
+    # JAX's dtype rule refuses complex le_to / lt_to: a traced eq_to is re-bound as one.
+    x = np.array([1 + 2j, np.nan], np.complex64)
+    closed = jax.make_jaxpr(lambda a, b: _lax_internal.eq_to_p.bind(a, b))(x, x)
+    eqn = closed.jaxpr.eqns[0]
+    other = eqn.replace(primitive=getattr(_lax_internal, f"{name}_p"))
+    with pytest.raises(interp.UnsupportedPrimitiveError,
+                       match=f"total_order/complex-lexicographic: {name} of complex operands"):
+        interp.eval_jaxpr(closed.replace(jaxpr=closed.jaxpr.replace(eqns=[other])), x, x)
 
 
 def test_native_plan_choice_arithmetic_and_comparisons():

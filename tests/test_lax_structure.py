@@ -17,7 +17,7 @@ import interp
 from conformance.values import arrays, assert_same_bits
 from interp import dtypes as D
 from interp.rules import lax_structure
-from tests.support import assert_tree_same_bits, reference, x64, xla_cpu
+from tests.support import assert_tree_same_bits, reference, with_params, x64, xla_cpu
 
 ALL_DTYPES = [pytest.param(d, id=d.name) for d in D.ALL]
 # The rules of this family (checked against its stated semantics and coverage below).
@@ -194,7 +194,7 @@ def _raises_unwritten(f, *args, match="never written"):
         interp.interpret(f, uninitialized="raise")(*args)
 
 
-def test_empty_under_raise_tracks_writes():
+def test_empty_c3_under_raise_tracks_writes():
     """uninitialized='raise': a lax.empty value carries which elements were written through the
     primitives that only move data (dynamic_update_slice, scatter, slices, pad, concatenate,
     select, loops and calls); a read of a never-written element raises, at the reading equation or
@@ -295,3 +295,36 @@ def test_stage_is_the_identity_as_jax_evaluates_it():
     expect = core.eval_jaxpr(staged, closed.consts, x)
     got = interp.eval_jaxpr(closed.replace(jaxpr=staged), x)
     assert_tree_same_bits(got, [np.asarray(e) for e in expect])
+
+
+# --- statements of spec/lax_structure.py the rules enforce (by id) -------------------------------
+# JAX's tracing refuses these programs, so each test edits a traced equation to reach the rule.
+
+def test_structure_no_dynamic_shapes_raises():
+    x = np.ones(3, np.float32)
+    closed = jax.make_jaxpr(lambda v: lax.broadcast_in_dim(v, (2, 3), (1,)))(x)
+    eqn = closed.jaxpr.eqns[0]
+    dynamic = closed.replace(jaxpr=closed.jaxpr.replace(
+        eqns=[eqn.replace(invars=[*eqn.invars, eqn.invars[0]])]))   # an extra shape operand
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="structure/no-dynamic-shapes"):
+        interp.eval_jaxpr(dynamic, x)
+
+
+def test_pad_c3_negative_interior_padding_raises():
+    x = np.arange(3, dtype=np.float32)
+    closed = jax.make_jaxpr(lambda v: lax.pad(v, np.float32(0), [(0, 0, 1)]))(x)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="pad/c3: negative interior padding"):
+        interp.eval_jaxpr(with_params(closed, "pad", padding_config=((0, 0, -1),)), x)
+
+
+def test_iota_c4_bool_iota_raises():
+    closed = jax.make_jaxpr(lambda: lax.iota(np.int32, 3))()
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="iota/c4: iota of dtype bool"):
+        interp.eval_jaxpr(with_params(closed, "iota", dtype=np.dtype(bool)))
+
+
+def test_empty_c4_extended_dtype_raises():
+    closed = jax.make_jaxpr(lambda: lax.empty((2,), jnp.float32))()
+    key_dtype = jax.random.key(0).dtype
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="empty/c4"):
+        interp.eval_jaxpr(with_params(closed, "empty", dtype=key_dtype))

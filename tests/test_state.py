@@ -218,14 +218,36 @@ def test_ref_transforms_against_numpy():
     assert_same_bits(final, expected)
 
 
-def test_out_of_bounds_is_loud():
+def test_ref_index_out_of_bounds_is_loud():
     f = lambda x, i: new_ref(x)[i]
-    with pytest.raises(interp.OutOfBoundsError):
+    with pytest.raises(interp.OutOfBoundsError, match=r"index 4, size 4 \(ref_index/out-of-bounds\)"):
         reference(f, X, np.int32(4))
-    with pytest.raises(interp.OutOfBoundsError):
+    with pytest.raises(interp.OutOfBoundsError, match="ref_index/out-of-bounds"):
         reference(lambda x, i: new_ref(x)[pl.ds(i, 3)], X, np.int32(2))
-    with pytest.raises(interp.OutOfBoundsError):
+    with pytest.raises(interp.OutOfBoundsError, match="ref_index/out-of-bounds"):
         reference(lambda x, a: new_ref(x)[a], X, np.array([0, 9], np.int32))
+
+
+def test_ref_index_bitcast_width_a_narrowing_view_raises():
+    def f(x):
+        return new_ref(x).bitcast(jnp.int16)[...]   # JAX traces it; its discharge would refuse it
+    with pytest.raises(interp.UnsupportedPrimitiveError,
+                       match="ref_index/bitcast-width: ref bitcast float32 -> int16"):
+        reference(f, X)
+
+
+def test_addupdate_c2_through_a_bitcast_view_raises():
+    # JAX refuses `+=` through a bitcast view when tracing: a traced store is re-bound as one.
+    def f(x):
+        r = new_ref(x)
+        r.bitcast(jnp.int32)[0] = jnp.full((6,), 7, jnp.int32)
+        return r[...]
+    closed = jax.make_jaxpr(f)(X)
+    eqns = list(closed.jaxpr.eqns)
+    k = next(i for i, e in enumerate(eqns) if e.primitive.name == "swap")
+    eqns[k] = eqns[k].replace(primitive=state_prims.addupdate_p, outvars=[])
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="addupdate/c2"):
+        interp.eval_jaxpr(closed.replace(jaxpr=closed.jaxpr.replace(eqns=eqns)), X)
 
 
 def test_refs_in_loops_and_calls():
@@ -302,7 +324,7 @@ def test_empty_ref_follows_uninitialized_option():
         interp.interpret(f, uninitialized="raise")(np.float32(2))
 
 
-def test_create_linear_is_uninitialized_memory():
+def test_create_linear_c1_is_uninitialized_memory():
     # No backend runs CreateBuffer (XLA:CPU: no implementation registered): the known answer is
     # the uninitialized option's fill, as for empty_ref.
     from jax._src import core
@@ -311,7 +333,7 @@ def test_create_linear_is_uninitialized_memory():
     assert jax.make_jaxpr(f)().eqns[0].primitive.name == "create_linear"
     assert np.isnan(interp.interpret(f)()).all() and interp.interpret(f)().shape == (2, 3)
     assert_same_bits(interp.interpret(f, uninitialized="zero")(), np.zeros((2, 3), np.float32))
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="create_linear.*raise"):
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="create_linear/c1: uninitialized='raise'"):
         interp.interpret(f, uninitialized="raise")()
 
 
@@ -339,18 +361,28 @@ def test_hijax_box_holds_what_was_set_last():
     assert_same_bits(interp.interpret(f)(x), xla_cpu(f, x))
 
 
-def test_hijax_box_passed_in_is_refused():
+def test_new_box_c1_box_passed_in_is_refused():
     hijax = _hijax_cells()
 
     def g(box, x):
         hijax.box_set(box, x)
         return x
     box = hijax.Box(np.float32(1))
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="box_set.*passed into the program"):
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="box_set.*new_box/c1.*passed into"):
         interp.interpret(g)(box, np.ones(3, np.float32))
 
 
-def test_empty_ref_raise_tracks_writes():
+def test_new_log_c1_log_passed_in_is_refused():
+    hijax = _hijax_cells()
+
+    def g(log, x):
+        hijax.log_extend(log, {"seen": [x]})
+        return x
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="log_extend.*new_log/c1.*passed into"):
+        interp.interpret(g)(hijax.Log(), np.ones(3, np.float32))
+
+
+def test_empty_ref_c1_raise_tracks_writes():
     """uninitialized='raise': reads (get, addupdate, freeze) of elements never written raise;
     once every element read was written the program runs as under 'nan'."""
     from jax._src import core as jcore
@@ -383,7 +415,7 @@ def test_empty_ref_raise_tracks_writes():
         r[2:] += 1
         return r[1]
     for op in reads + [add]:
-        with pytest.raises(interp.errors.UninitializedReadError):
+        with pytest.raises(interp.errors.UninitializedReadError, match=r"never written.*empty_ref/c1"):
             interp.interpret(partly(op), uninitialized="raise")(np.int32(5))
 
 

@@ -25,6 +25,7 @@ from conformance.cases import all_cases
 from conformance.execute import run_case
 from interp.coverage import (RULE_NAME_RELEASES, all_primitives, import_failure, jax_version,
                              rules_not_in_this_jax)
+from tests.support import with_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,11 +63,6 @@ def test_not_applicable_cases_are_recorded_with_their_reason():
             assert (rec["outcome"], rec["detail"]) == ("backend-unsupported", case.not_applicable)
 
 
-def _with_param(jaxpr, **extra):
-    eqn = jaxpr.jaxpr.eqns[0]
-    return jaxpr.replace(jaxpr=jaxpr.jaxpr.replace(eqns=[eqn.replace(params=dict(eqn.params, **extra))]))
-
-
 @pytest.mark.parametrize("fn,args", [
     (lax.conj, (np.array([1 + 2j], np.complex64),)),                       # the older spelling _input_dtype
     (lambda x: lax.rev(x, (0,)), (np.arange(3, dtype=np.int32),)),
@@ -77,7 +73,8 @@ def test_an_unknown_parameter_is_unsupported_naming_it(fn, args):
     jaxpr = jax.make_jaxpr(fn)(*args)
     interp.eval_jaxpr(jaxpr, *args)   # runs as traced
     with pytest.raises(interp.UnsupportedPrimitiveError, match="'_input_dtype'"):
-        interp.eval_jaxpr(_with_param(jaxpr, _input_dtype=np.dtype(np.float32)), *args)
+        interp.eval_jaxpr(with_params(jaxpr, jaxpr.jaxpr.eqns[0].primitive.name,
+                                      _input_dtype=np.dtype(np.float32)), *args)
 
 
 def test_a_missing_keyword_is_unsupported_naming_it():

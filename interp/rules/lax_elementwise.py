@@ -517,7 +517,8 @@ def _total_compare(op):
             # given compare type. JAX accepts complex only for eq_to (le_to/lt_to take ordered
             # types); equality of both parts' total-order keys is that comparison for EQ.
             if op is not np.equal:
-                raise eqn.unsupported(f"{eqn.name} of complex operands (JAX rejects them)")
+                raise eqn.unsupported(f"total_order/complex-lexicographic: {eqn.name} of complex "
+                                      "operands (JAX rejects them)")
             return np.asarray((_total_order_key(np.real(x)) == _total_order_key(np.real(y)))
                               & (_total_order_key(np.imag(x)) == _total_order_key(np.imag(y))), dtype=np.bool_)
         return np.asarray(op(_total_order_key(x), _total_order_key(y)), dtype=np.bool_)
@@ -668,6 +669,11 @@ def nextafter(eqn, x, y):
 
 # --- select -------------------------------------------------------------------------------------------
 
+def _select_out_of_range(which, ncases) -> UndefinedBehaviorError:
+    return UndefinedBehaviorError(f"select_n: predicate value {which} is out of range for {ncases} "
+                                  "cases (select_n/c2: the result is undefined in JAX/XLA)")
+
+
 @register("select_n")
 def select_n(eqn, which, *cases):
     if len(cases) == 1:
@@ -678,10 +684,7 @@ def select_n(eqn, which, *cases):
     else:
         idx = to_wide_int(w)
         if np.any((idx < 0) | (idx >= len(cases))):
-            bad = idx[(idx < 0) | (idx >= len(cases))].ravel()[0]
-            raise UndefinedBehaviorError(
-                f"select_n: predicate value {bad} is out of range for {len(cases)} cases "
-                "(the result is undefined in JAX/XLA)")
+            raise _select_out_of_range(idx[(idx < 0) | (idx >= len(cases))].ravel()[0], len(cases))
     out = np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
     for k in range(1, len(cases)):
         out = np.where(idx == k, cases[k], out)
@@ -872,9 +875,7 @@ def _py_select_n(ctx):
         i = int(which)
         if 0 <= i < ncases:
             return cases[i][()]
-        raise UndefinedBehaviorError(
-            f"select_n: predicate value {i} is out of range for {ncases} cases "
-            "(the result is undefined in JAX/XLA)")
+        raise _select_out_of_range(i, ncases)
     rule.__name__ = "py_select_n"
     return rule
 

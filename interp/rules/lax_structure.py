@@ -23,7 +23,8 @@ from interp.uninitialized import TrackedRef, fill_uninitialized
 def _static_only(eqn, dynamic) -> None:
     """Dynamic-shape operands (jax's experimental dynamic shapes) are not implemented."""
     if dynamic:
-        raise eqn.unsupported("dynamic shapes (extra shape operands) are not supported")
+        raise eqn.unsupported("structure/no-dynamic-shapes: dynamic shapes (extra shape operands) "
+                              "are not supported")
 
 
 @register("broadcast_in_dim")
@@ -75,7 +76,7 @@ def pad(eqn, x, padding_value, *, padding_config):
     full_shape, place, crop = [], [], []
     for n, (lo, hi, interior) in zip(x.shape, padding_config):
         if interior < 0:
-            raise eqn.unsupported(f"negative interior padding {interior}")
+            raise eqn.unsupported(f"pad/c3: negative interior padding {interior}")
         body = n + max(n - 1, 0) * interior
         size = max(lo, 0) + body + max(hi, 0)
         full_shape.append(size)
@@ -102,7 +103,7 @@ def iota(eqn, *dynamic, dtype, shape, dimension, sharding=None):
         with np.errstate(over="ignore"):
             line = np.arange(n, dtype=np.float64).astype(dtype)  # exact integers, one rounding
     else:
-        raise eqn.unsupported(f"iota of dtype {dtype}")
+        raise eqn.unsupported(f"iota/c4: iota of dtype {dtype}")
     view = [1] * len(shape)
     view[dimension] = n
     return np.array(np.broadcast_to(line.reshape(view), tuple(shape)), order="C")
@@ -148,7 +149,7 @@ def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
     """The contents of never-written memory under the ``uninitialized`` option
     (interp/uninitialized.py: the same poison values as Pallas buffers)."""
     if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-        raise eqn.unsupported(f"uninitialized value of extended dtype {dtype}")
+        raise eqn.unsupported(f"empty/c4: uninitialized value of extended dtype {dtype}")
     try:
         return fill_uninitialized(shape, dtype, eqn.options.uninitialized)
     except NotImplementedError as e:
@@ -189,7 +190,7 @@ class Unwritten:
         return UninitializedReadError(
             f"{reader} reads elements of a lax.empty array ({self.origin}) that were never written "
             f"({int(self.size - np.count_nonzero(self.written))} of {self.size}, first at index "
-            f"{where}); uninitialized='raise'")
+            f"{where}); uninitialized='raise' (empty/c3)")
 
     def _read(self, *args, **kwargs):
         raise self.read_error("a use of its data (a program output, or a rule reading it)")

@@ -44,7 +44,7 @@ def _swap(eqn, ref, index, dtype, val):
 
 def _addupdate(eqn, ref, index, dtype, val):
     if dtype != ref.dtype:  # JAX: "addupdate (+=) is not supported on bitcast views"
-        raise eqn.unsupported("addupdate through a bitcast view")
+        raise eqn.unsupported("addupdate/c2: addupdate through a bitcast view")
     ref.accumulate(index, np.asarray(val))
     return []
 
@@ -98,7 +98,8 @@ def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
     """Fresh memory under options.uninitialized (interp/uninitialized.py); 'raise' needs read
     tracking the plain Ref does not have."""
     if eqn.options.uninitialized == "raise":
-        raise eqn.unsupported("uninitialized='raise' for refs created without a value")
+        raise eqn.unsupported("create_linear/c1: uninitialized='raise' for refs created without a "
+                              "value")
     return fill_uninitialized(shape, dtype, eqn.options.uninitialized)
 
 
@@ -210,7 +211,8 @@ class _Cell:
 
 def _cell(eqn, x) -> _Cell:
     if not isinstance(x, _Cell):
-        raise eqn.unsupported("a hijax Box or Log passed into the program: jax.jit reads it at "
+        raise eqn.unsupported(f"{'new_log/c1' if 'log' in eqn.name else 'new_box/c1'}: a hijax Box "
+                              "or Log passed into the program: jax.jit reads it at "
                               "entry and writes it back at exit, which the reference does not "
                               "model (only cells the program creates are supported)")
     return x
