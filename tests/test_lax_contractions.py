@@ -23,7 +23,7 @@ from jax import lax
 from conformance.values import arrays
 from interp import dtypes as D
 import interp
-from tests.support import x64, xla_cpu
+from tests.support import with_params, x64, xla_cpu
 from tests.test_lax_reductions import assert_same_bits, nearest, ref
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -474,6 +474,29 @@ def test_dot_algorithm_x3_x6_nonfinite():
         assert_same_bits(interp.interpret(fn)(a, b), want, err_msg=name)
 
 
+def test_dot_algorithm_unsupported_fp8_presets_without_fp8_and_component_splits_raise():
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
+                                      precision=lax.DotAlgorithmPreset.ANY_F8_ANY_F8_F32)
+    with pytest.raises(ValueError, match=r"float8.*\(dot_algorithm/unsupported\)"):
+        interp.interpret(fn)(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    alg3 = lax.DotAlgorithm(lhs_precision_type=np.float32, rhs_precision_type=np.float32,
+                            accumulation_type=np.float32, lhs_component_count=2,
+                            rhs_component_count=2, num_primitive_operations=3)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=alg3)  # noqa: E731
+    x = np.ones((3, 20), np.float32)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="dot_algorithm/unsupported: .*component"):
+        interp.interpret(fn)(x, x.T.copy())
+
+
+def test_dot_int64_to_float_unsupported_raises():
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
+                                      preferred_element_type=np.float64)
+    with x64():
+        a = np.arange(6, dtype=np.int64).reshape(2, 3)
+        with pytest.raises(interp.UnsupportedPrimitiveError, match="dot/int64-to-float-unsupported"):
+            interp.interpret(fn)(a, a.T.copy())
+
+
 def test_dot_algorithm_fp8_and_custom():
     import interp
     rng = np.random.default_rng(13)
@@ -488,10 +511,6 @@ def test_dot_algorithm_fp8_and_custom():
         out = interp.interpret(fn)(a, b)
         assert out.dtype == out_dtype
         check_oracle(out, exact, out_dtype)
-    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),  # noqa: E731
-                                      precision=lax.DotAlgorithmPreset.ANY_F8_ANY_F8_F32)
-    with pytest.raises(ValueError, match="float8"):
-        interp.interpret(fn)(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
     # A DotAlgorithm spelled out: f16 inputs, f32 accumulation.
     alg = lax.DotAlgorithm(lhs_precision_type=np.float16, rhs_precision_type=np.float16,
                            accumulation_type=np.float32)
@@ -500,12 +519,6 @@ def test_dot_algorithm_fp8_and_custom():
     out = interp.interpret(fn)(x, x.T.copy())
     x16 = x.astype(np.float16)
     check_oracle(out, to_frac(x16) @ to_frac(x16.T), F32)
-    alg3 = lax.DotAlgorithm(lhs_precision_type=np.float32, rhs_precision_type=np.float32,
-                            accumulation_type=np.float32, lhs_component_count=2,
-                            rhs_component_count=2, num_primitive_operations=3)
-    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=alg3)  # noqa: E731
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="component"):
-        interp.interpret(fn)(x, x.T.copy())
     # conv_general_dilated: JAX lowers an algorithm as precision DEFAULT (no algorithm attribute),
     # so the inputs are not rounded to bf16: bitwise the plain convolution, and XLA:CPU's.
     conv = lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID",  # noqa: E731
@@ -605,6 +618,17 @@ def test_ragged_dot_general_by_hand_and_group_offset():
         interp.interpret(fn)(x, w, gs, np.array([1], np.int32))
 
 
+def test_ragged_dot_general_c5_group_offset_raises():
+    # A traced program cannot hold an array group_offset (above): a traced equation is given one.
+    from jax._src.lax.lax import RaggedDotDimensionNumbers
+    x, w, gs = np.ones((5, 3), np.float32), np.ones((2, 3, 4), np.float32), np.array([2, 3], np.int32)
+    rdn = RaggedDotDimensionNumbers(dot_dimension_numbers=(((1,), (1,)), ((), ())),
+                                    lhs_ragged_dimensions=(0,), rhs_group_dimensions=(0,))
+    closed = jax.make_jaxpr(lambda x, w, g: lax.ragged_dot_general(x, w, g, rdn))(x, w, gs)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="ragged_dot_general/c5"):
+        interp.eval_jaxpr(with_params(closed, "ragged_dot_general", group_offset=(1,)), x, w, gs)
+
+
 def test_ragged_dot_with_algorithm():
     """The dense formulation passes precision to dot_general: an algorithm preset applies."""
     rng = np.random.default_rng(16)
@@ -658,11 +682,17 @@ def test_conv_configs(config):
     check_xla_bound(xla_cpu(fn, lf, rf), out, absconv, k, F32)
 
 
-def test_conv_both_group_counts_rejected_as_in_jax():
+def test_conv_general_dilated_c4_both_group_counts_raise():
     conv = lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID", feature_group_count=2,  # noqa: E731
                                                  batch_group_count=2)
-    with pytest.raises(ValueError, match="At most one"):
-        interp.interpret(conv)(np.ones((4, 4, 5), np.float32), np.ones((4, 2, 2), np.float32))
+    lhs, rhs = np.ones((4, 4, 5), np.float32), np.ones((4, 2, 2), np.float32)
+    with pytest.raises(ValueError, match="At most one"):       # JAX's shape rule, when tracing
+        interp.interpret(conv)(lhs, rhs)
+    # the rule's own check, on a traced equation given both counts
+    closed = jax.make_jaxpr(lambda l, r: lax.conv_general_dilated(l, r, (1,), "VALID",
+                                                                  feature_group_count=2))(lhs, rhs)
+    with pytest.raises(ValueError, match="conv_general_dilated/c4: At most one"):
+        interp.eval_jaxpr(with_params(closed, "conv_general_dilated", batch_group_count=2), lhs, rhs)
 
 
 def test_conv_correctly_rounded():

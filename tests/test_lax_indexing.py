@@ -15,7 +15,7 @@ from jax import lax
 import interp
 from conformance.values import arrays, assert_same_bits
 from interp import dtypes as D
-from tests.support import assert_tree_same_bits, reference, x64, xla_cpu
+from tests.support import assert_tree_same_bits, reference, with_params, x64, xla_cpu
 
 GD, SD = lax.GatherDimensionNumbers, lax.ScatterDimensionNumbers
 MODES = ["clip", "fill", "promise_in_bounds"]
@@ -514,3 +514,31 @@ def test_gather_speed_is_vectorised():
     start = time.perf_counter()
     f(x, i)
     assert time.perf_counter() - start < 2.0  # a per-element Python loop would take minutes
+
+
+# --- statements of spec/lax_indexing.py the rules enforce (by id) ---------------------------------
+
+def test_gather_c4_fill_value_not_representable_raises():
+    # JAX converts fill_value to the dtype when it lowers (0.5 -> 0 in int32); the spec refuses it.
+    x, i = np.arange(6, dtype=np.int32), np.array([1, 9], np.int32)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="gather/c4: fill_value 0.5"):
+        reference(lambda x, i: x.at[i].get(mode="fill", fill_value=0.5), x, i)
+
+
+def test_gather_c6_one_hot_mode_raises():
+    x, i = np.arange(6, dtype=np.float32), np.array([1, 2], np.int32)
+    closed = jax.make_jaxpr(lambda x, i: x.at[i].get(mode="clip"))(x, i)
+    one_hot = with_params(closed, "gather", mode=lax.GatherScatterMode.ONE_HOT)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="gather/c6: .*ONE_HOT"):
+        interp.eval_jaxpr(one_hot, x, i)
+
+
+def test_dynamic_slice_c4_dynamic_size_operands_raise():
+    x, i = np.arange(6, dtype=np.float32), np.int32(1)
+    closed = jax.make_jaxpr(lambda x, i: lax.dynamic_slice(x, (i,), (2,)))(x, i)
+    eqn = closed.jaxpr.eqns[-1]
+    assert eqn.primitive.name == "dynamic_slice"
+    sized = closed.replace(jaxpr=closed.jaxpr.replace(
+        eqns=[*closed.jaxpr.eqns[:-1], eqn.replace(invars=[*eqn.invars, eqn.invars[-1]])]))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="dynamic_slice/c4"):
+        interp.eval_jaxpr(sized, x, i)

@@ -143,6 +143,14 @@ def test_lu_pivots_to_permutation():
     assert_same_bits(out[0], np.array([2, 0, 3, 1, 4, 5], np.int32))  # by hand
 
 
+def test_lu_pivots_to_permutation_c1_negative_pivots_wrap_and_others_outside_raise():
+    f = lambda p: L.lu_pivots_to_permutation(p, 4)
+    assert_same_bits(reference(f, np.array([-1, 1], np.int32)), np.array([3, 1, 2, 0], np.int32))
+    with pytest.raises(interp.UndefinedBehaviorError,
+                       match=r"pivot 4 at position 1 .*lu_pivots_to_permutation/c1"):
+        reference(f, np.array([0, 4], np.int32))
+
+
 def _phase_ok(v):
     k = np.argmax(np.abs(v), axis=-2)
     pivot = np.take_along_axis(v, k[..., None, :], axis=-2)
@@ -179,7 +187,7 @@ def test_eig(dtype):
 
 
 @pytest.mark.parametrize("impl", ["LAPACK", "MAGMA", "CUSOLVER"])
-def test_eig_implementations(dtype2, impl):
+def test_eig_c5_implementations_one_result_and_cusolver_without_left_vectors(dtype2, impl):
     """Every EigImplementation is the same decomposition under the reference's conventions: the
     same bits as implementation=None (which test_eig checks against A v = w v, vl^H A = w vl^H,
     unit norms, the phase convention and XLA:CPU's eigenvalues); XLA:CPU itself accepts only
@@ -203,7 +211,7 @@ def test_eig_implementations(dtype2, impl):
         with pytest.raises(ValueError, match="lapack"):
             xla_cpu(f, a)
     if impl == "CUSOLVER":
-        with pytest.raises(interp.UnsupportedPrimitiveError, match="cusolver"):
+        with pytest.raises(interp.UnsupportedPrimitiveError, match="eig/c5: .*cusolver"):
             reference(lambda x: L.eig(x, implementation=which), a)
 
 
@@ -269,14 +277,14 @@ def test_schur(dtype):
         assert np.all(np.tril(t, -1) == 0)
 
 
-def test_schur_sort_raises_like_jax_and_select_is_ignored():
+def test_schur_c2_sort_raises_like_jax_and_select_is_ignored():
     """JAX's only schur lowering raises NotImplementedError for sort_eig_vals and ignores
     select_callable; the reference does the same."""
     a = rand(np.float32, (4, 4))
     sort = lambda a: L.schur(a, sort_eig_vals=True)  # noqa: E731
     with pytest.raises(NotImplementedError):
         xla_cpu(sort, a)
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="sort feature"):
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="schur/c2: .*sort feature"):
         reference(sort, a)
     sel = lambda a: L.schur(a, select_callable=lambda w: w.real > 0)  # noqa: E731
     t, z = reference(sel, a)
@@ -476,20 +484,20 @@ def test_perturbed_pivot_constants_are_lapack_safemin():
         assert safemin == rt(lamch("S")) and bignum == rt(1) / rt(lamch("S"))
 
 
-def test_tridiagonal_solve_perturbed_loud_cases():
+def test_tridiagonal_solve_c3_perturbed_loud_cases():
     """A NaN right-hand side meeting a tiny pivot: jaxlib's vectorised max is NaN or 1 depending
     on the NaN's position, and the two choices give different results: raise. float16 has no
     kernel: raise."""
     d = np.array([1e-39], np.float32)       # |pivot| < safemin
     b = np.array([[np.nan, 1.0]], np.float32)
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="order-dependent"):
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="tridiagonal_solve/c3: .*order-dependent"):
         reference(_perturbed, d, d, d, b)
     h, hb = np.ones(3, np.float16), np.ones((3, 1), np.float16)
     try:
         jaxpr = jax.make_jaxpr(_perturbed)(h, h, h, hb)
     except TypeError:       # JAX 0.12 rejects float16 when tracing
         return
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="float16"):
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="tridiagonal_solve/c3: .*float16"):
         interp.eval_jaxpr(jaxpr, h, h, h, hb)
 
 

@@ -130,3 +130,12 @@ def test_grad_and_vmap_of_sort_and_top_k():
            jax.vmap(lambda r: lax.top_k(r, 1))]
     for fn in fns:
         _check(fn, x)
+
+
+def test_approx_top_k_c4_tpu_sized_candidate_set_raises():
+    # aggregate_to_topk=False: JAX's shape rule gives the TPU's candidate count, which CPU and GPU
+    # do not return (they return k): the reference refuses rather than pick one.
+    import interp
+    x = np.arange(1024, dtype=np.float32)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="approx_top_k/c4"):
+        interp.interpret(lambda x: lax.approx_max_k(x, 4, aggregate_to_topk=False))(x)

@@ -105,15 +105,16 @@ def _algorithm_semantics(eqn, alg, lhs_dtype, rhs_dtype) -> _Algorithm:
     out = np.dtype(eqn.out_dtype)
     if type(alg).__name__ == "DotAlgorithm":
         if (alg.lhs_component_count, alg.rhs_component_count, alg.num_primitive_operations) != (1, 1, 1):
-            raise eqn.unsupported(f"dot algorithm {alg!r}: component decompositions other than the presets' "
-                                  "have no definition to follow")
+            raise eqn.unsupported(f"dot_algorithm/unsupported: dot algorithm {alg!r}: component "
+                                  "decompositions other than the presets' have no definition to follow")
         acc = np.dtype(alg.accumulation_type)
         return _Algorithm(np.dtype(alg.lhs_precision_type), np.dtype(alg.rhs_precision_type), None, 1, acc, acc)
     name = alg.name
     if name.startswith("ANY_F8"):
         if np.dtype(lhs_dtype) not in FP8 or np.dtype(rhs_dtype) not in FP8:
+            # (JAX's lowering's error, with the statement's id)
             raise ValueError(f"The dot algorithm '{name}' requires both inputs to have float8 dtypes. "
-                             f"Got {lhs_dtype} and {rhs_dtype} instead.")   # (as JAX's lowering)
+                             f"Got {lhs_dtype} and {rhs_dtype} instead. (dot_algorithm/unsupported)")
     lhs = _pick(lhs_dtype, alg.supported_lhs_types)
     rhs = _pick(rhs_dtype, alg.supported_rhs_types)
     result = _pick(out, alg.supported_output_types(lhs, rhs))
@@ -180,7 +181,8 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
     n = b.shape[2]
     for x in (a, b):
         if D.is_int(x.dtype) and D.bit_width(x.dtype) > 32:
-            raise NotImplementedError("64-bit integer inputs with a float result")
+            raise NotImplementedError("dot/int64-to-float-unsupported: 64-bit integer inputs with a "
+                                      "float result")
     wide = wide_type(a.dtype, b.dtype)
     # Every input value is exact in float64. (The copies are temporaries: no path returns them.)
     af, bf = (x if x.dtype == F64 else _scratch_copy(f"dot.{name}", x) for name, x in (("a", a), ("b", b)))
@@ -554,7 +556,7 @@ def ragged_dot_general(eqn, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbe
                        preferred_element_type, group_offset, out_sharding):
     if group_offset is not None:
         # JAX has no semantics for it: its impl and every lowering raise (both JAX versions).
-        raise eqn.unsupported("Unimplemented group_offset support (as in JAX: "
+        raise eqn.unsupported("ragged_dot_general/c5: Unimplemented group_offset support (as in JAX: "
                               "jax/_src/lax/lax.py _ragged_dot_general_impl)")
     rdn = ragged_dot_dimension_numbers
     (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
@@ -597,7 +599,8 @@ def conv_general_dilated(eqn, lhs, rhs, *, window_strides, padding, lhs_dilation
     w = np.transpose(rhs, rhs_spec)            # (O, I, window...)
     g, bg = feature_group_count, batch_group_count
     if g > 1 and bg > 1:   # (JAX's shape rule rejects such a program before it reaches us)
-        raise ValueError("At most one of batch_group_count and feature_group_count may be > 1, got "
+        raise ValueError("conv_general_dilated/c4: At most one of batch_group_count and "
+                         "feature_group_count may be > 1, got "
                          f"batch_group_count={bg} and feature_group_count={g}")
     n, c = x.shape[:2]
     o, i = w.shape[:2]

@@ -77,7 +77,7 @@ def _starts(batch_shape, rank, index_map, index_values, operand_batching_dims,
 def _mode_name(eqn, mode) -> str:
     name = getattr(mode, "name", None)
     if name not in ("CLIP", "FILL_OR_DROP", "PROMISE_IN_BOUNDS"):
-        raise eqn.unsupported(f"gather/scatter mode {mode!r}")
+        raise eqn.unsupported(f"gather/c6: gather/scatter mode {mode!r}")
     return name
 
 
@@ -94,7 +94,8 @@ def _clamped_window(eqn, shape, sizes, starts) -> tuple:
     """XLA DynamicSlice/DynamicUpdateSlice: each start is clamped to [0, dim - size], so the window
     is always in bounds (any integer dtype per start, unsigned included)."""
     if len(starts) != len(shape):
-        raise eqn.unsupported("dynamic shapes (extra size operands) are not supported")
+        raise eqn.unsupported("dynamic_slice/c4: dynamic shapes (extra size operands) are not "
+                              "supported")
     return tuple(slice(int(s), int(s) + n) for s, n in
                  zip((_clamped(st, 0, dim - n) for st, dim, n in zip(starts, shape, sizes)), sizes))
 
@@ -133,7 +134,8 @@ def _fill_value(eqn, fill_value, dtype) -> np.ndarray:
     with np.errstate(all="ignore"):
         out = value.astype(dtype)
     if (D.is_int(dtype) or D.is_bool(dtype)) and out.astype(value.dtype) != value:
-        raise eqn.unsupported(f"fill_value {fill_value!r} is not exactly representable in {dtype}")
+        raise eqn.unsupported(f"gather/c4: fill_value {fill_value!r} is not exactly representable in "
+                              f"{dtype}")
     return out
 
 

@@ -221,7 +221,7 @@ def _pivots_to_permutation(pivots: np.ndarray, size: int) -> np.ndarray:
     for i, j in enumerate(pivots.tolist()):
         if not -size <= j < size:
             raise UndefinedBehaviorError(f"lu_pivots_to_permutation: pivot {j} at position {i} "
-                                         f"is outside [0, {size})")
+                                         f"is outside [0, {size}) (lu_pivots_to_permutation/c1)")
         j %= size  # jnp indexing wraps negative indices
         perm[i], perm[j] = perm[j], perm[i]
     return perm
@@ -290,7 +290,8 @@ def tridiagonal_solve(eqn, dl, d, du, b, *, perturb_singular):
     # jaxlib's own kernel, run in the operand's arithmetic (_gtsv_perturbed).
     if perturb_singular:
         if np.dtype(eqn.out_dtype) not in _PERTURBED_DTYPES:
-            raise eqn.unsupported(f"perturb_singular=True for {eqn.out_dtype} (jaxlib's kernel "
+            raise eqn.unsupported(f"tridiagonal_solve/c3: perturb_singular=True for {eqn.out_dtype} "
+                                  "(jaxlib's kernel "
                                   "exists for float32/float64/complex64/complex128 only)")
         n, k = b.shape[-2:]
         flat = [np.asarray(v).reshape((-1, n)) for v in (dl, d, du)]
@@ -438,7 +439,8 @@ def _perturb_pivot(eqn, perturb, pivot, row):
         outs = [_perturb_loop(perturb, pivot, row, m, safemin, bignum)
                 for m in (rt(np.nan), rt(np.nanmax(_mag(row))))]
         if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*outs)):
-            raise eqn.unsupported("perturb_singular=True: a NaN right-hand side meeting a small "
+            raise eqn.unsupported("tridiagonal_solve/c3: perturb_singular=True: a NaN right-hand side "
+                                  "meeting a small "
                                   "pivot (jaxlib's max over the row is order-dependent for NaN)")
         return outs[0]
     return _perturb_loop(perturb, pivot, row, rt(np.max(_mag(row))) if row.size else rt(0),
@@ -583,7 +585,7 @@ def eig(eqn, x, *, compute_left_eigenvectors, compute_right_eigenvectors, implem
     if impl not in (None, "LAPACK", "MAGMA", "CUSOLVER"):
         raise eqn.unsupported(f"eig implementation {implementation}")
     if impl == "CUSOLVER" and compute_left_eigenvectors:
-        raise eqn.unsupported("Left eigenvectors are not supported by cusolver (JAX's GPU "
+        raise eqn.unsupported("eig/c5: Left eigenvectors are not supported by cusolver (JAX's GPU "
                               "lowering raises the same NotImplementedError)")
 
     def core(a):
@@ -651,7 +653,7 @@ def schur(eqn, x, *, compute_schur_vectors, sort_eig_vals, select_callable=None)
     # complex input; A = Z T Z^H. As JAX's only lowering (jax/_src/lax/linalg.py
     # _schur_cpu_lowering, both JAX versions): sort_eig_vals raises, select_callable is ignored.
     if sort_eig_vals:
-        raise eqn.unsupported("The sort feature of LAPACK's gees routine is not implemented "
+        raise eqn.unsupported("schur/c2: The sort feature of LAPACK's gees routine is not implemented "
                               "(JAX raises the same NotImplementedError when lowering it)")
 
     def core(a):

@@ -80,7 +80,7 @@ def approx_top_k(eqn, operand, *, k, reduction_dimension, recall_target, is_max_
     # return exactly k candidates.
     axis = reduction_dimension % np.ndim(operand)
     if eqn.out_aval.shape[axis] != k:
-        raise eqn.unsupported("approx_top_k returning a TPU-sized candidate set")
+        raise eqn.unsupported("approx_top_k/c4: approx_top_k returning a TPU-sized candidate set")
 
     def key_fn(x):
         (key,) = _sort_keys(x)

@@ -423,7 +423,7 @@ def _complex_extremum(x: np.ndarray, kind: str, reduce) -> np.ndarray:
             raise UndefinedBehaviorError(
                 f"complex {kind} over values holding NaN: XLA compares complex values "
                 "lexicographically with IEEE comparisons, so the result depends on the reduction "
-                "order XLA leaves unspecified")
+                "order XLA leaves unspecified (complex_extremum/nan-undefined)")
     out = values[picked]
     return out[..., 1:] if out.ndim == x.ndim and out.shape[-1] == n + 1 else out
 
