@@ -466,8 +466,8 @@ class Threefry2x32Impl:
         max_count = -(-bit_width * size // 32)
         if max_count >= 0xFFFFFFFF:
             # JAX splits the key into blocks here; 2**32 words (16 GiB) are out of our reach.
-            raise NotImplementedError("threefry random_bits (partitionable=False) of more than "
-                                      "2**32 - 2 words")
+            raise NotImplementedError("random_bits/c6: threefry random_bits (partitionable=False) of "
+                                      "more than 2**32 - 2 words")
         words = threefry_2x32(k0, k1, np.arange(max_count, dtype=U32))
         if bit_width == 64:  # first half of the words are the high halves
             out = (words[..., :size].astype(U64) << _S32) | words[..., size:].astype(U64)

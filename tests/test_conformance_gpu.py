@@ -310,7 +310,7 @@ def _branchy(x):
     return lax.platform_dependent(x, cpu=lambda v: v * 3, tpu=lambda v: v * 5, default=lambda v: v - 1)
 
 
-def test_platform_dependent_follows_the_platform_the_reference_stands_in_for():
+def test_platform_index_c1_follows_the_platform_the_reference_stands_in_for():
     import jax
     import interp
     x = np.arange(6, dtype=np.int32)
@@ -324,7 +324,8 @@ def test_platform_dependent_follows_the_platform_the_reference_stands_in_for():
         interp.interpret(_branchy, platform="gpu")    # JAX refuses "gpu" too: cuda or rocm
     from jax import lax
     no_default = lambda v: lax.platform_dependent(v, cpu=lambda u: u * 3)   # noqa: E731
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="no branch for platform 'tpu'"):
+    with pytest.raises(interp.UnsupportedPrimitiveError,
+                       match="platform_index/c1: no branch for platform 'tpu'"):
         interp.interpret(no_default, platform="tpu")(x)
 
 

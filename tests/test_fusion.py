@@ -38,7 +38,7 @@ from conformance.cases import fusion as F
 from conformance.values import assert_same_bits
 from spec import compliance as C
 from spec import fusion as S
-from tests.support import xla_cpu
+from tests.support import x64, xla_cpu
 from tests.test_lax_reductions import nearest
 
 JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3])
@@ -453,6 +453,16 @@ def test_scaled_matmul_extreme_scales():
     exact = _exact_scaled_matmul(a, b, sa, sb, np.dtype(np.float32))
     assert np.isinf(exact).any()   # these inputs overflow float32 in some elements
     assert_same_bits(got, exact)
+
+
+def test_block_scaled_exact_dequantisation_float64_factors_raise():
+    # a float64 factor's product with its scale is not exact in float64: refused, not rounded
+    sa = np.ones((1, 4, 1), np.float32)
+    with x64():
+        a = np.ones((1, 4, 32))
+        with pytest.raises(interp.UnsupportedPrimitiveError,
+                           match="block_scaled/exact-dequantisation: .*float64 operand"):
+            interp.interpret(jax.nn.scaled_matmul)(a, a, sa, sa)
 
 
 @needs_cpu_scaled_matmul

@@ -568,7 +568,7 @@ def test_stateful_samplers_draw_in_sequence_after_one_seed():
         np.testing.assert_array_equal(b[step], draws[1])
 
 
-def test_key_made_in_a_kernel_and_pallas_key_errors():
+def test_key_made_in_a_kernel():
     from interp import prng
 
     def seeded(o_ref):
@@ -582,21 +582,47 @@ def test_key_made_in_a_kernel_and_pallas_key_errors():
     for i in range(2):  # the pallas_tpu seed broadcasts the seed to both words
         np.testing.assert_array_equal(got[i], prng.pallas_tpu_bits([i + 5] * 2, (8, 128)))
 
-    def call(body):
-        def kernel(key_ref, o_ref):
-            o_ref[...] = body(key_ref[...])
-        return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
-                              out_shape=jax.ShapeDtypeStruct((8, 128), jnp.uint32))
 
+def _pallas_key_kernel(body, shape=(8, 128)):
+    """A kernel storing ``body(key)`` of the key it reads from SMEM."""
+    def kernel(key_ref, o_ref):
+        o_ref[...] = body(key_ref[...])
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+                          out_shape=jax.ShapeDtypeStruct(shape, jnp.uint32))
+
+
+def test_pallas_tpu_key_no_split_raises():
     key = pltpu.to_pallas_key(jax.random.key(0))
-    for body, match in [(lambda k: jax.random.bits(jax.random.split(k)[0], (8, 128), jnp.uint32),
-                         "no split of Pallas TPU keys"),
-                        (lambda k: jax.random.bits(k, (8, 128), jnp.uint8).astype(jnp.uint32),
-                         "bit_width 8")]:
-        with pytest.raises(interp.UnsupportedPrimitiveError, match=match):
-            interp.interpret(call(body))(key)
-    with pytest.raises(interp.UnsupportedPrimitiveError, match="outside a Pallas kernel"):
+    f = _pallas_key_kernel(lambda k: jax.random.bits(jax.random.split(k)[0], (8, 128), jnp.uint32))
+    with pytest.raises(interp.UnsupportedPrimitiveError,
+                       match="pallas_tpu_key/no-split: JAX defines no split of Pallas TPU keys"):
+        interp.interpret(f)(key)
+
+
+def test_pallas_tpu_key_bit_width_other_than_32_raises():
+    key = pltpu.to_pallas_key(jax.random.key(0))
+    f = _pallas_key_kernel(lambda k: jax.random.bits(k, (8, 128), jnp.uint8).astype(jnp.uint32))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="pallas_tpu_key/bit-width: bit_width 8"):
+        interp.interpret(f)(key)
+
+
+def test_pallas_tpu_key_in_kernel_only_fold_in_outside_raises():
+    key = pltpu.to_pallas_key(jax.random.key(0))
+    with pytest.raises(interp.UnsupportedPrimitiveError,
+                       match="pallas_tpu_key/in-kernel-only: fold_in of a Pallas TPU key outside"):
         interp.interpret(lambda k: jax.random.key_data(jax.random.fold_in(k, 1)))(key)
+
+
+def test_pallas_tpu_key_scalar_key_arrays_of_keys_raise():
+    keys = pltpu.to_pallas_key(jax.random.split(jax.random.key(0), 2))
+    bits = _pallas_key_kernel(jax.vmap(lambda k: jax.random.bits(k, (8, 128), jnp.uint32)), (2, 8, 128))
+    with pytest.raises(interp.UnsupportedPrimitiveError,
+                       match=r"pallas_tpu_key/scalar-key: random_bits of a Pallas key array \(2,\)"):
+        interp.interpret(bits)(keys)
+    fold = _pallas_key_kernel(jax.vmap(lambda k: jax.random.key_data(jax.random.fold_in(k, 1))),
+                              (2, 1, 2))
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="pallas_tpu_key/scalar-key: fold_in"):
+        interp.interpret(fold)(keys)
 
 
 @pytest.mark.parametrize("module,impl", [("threefry", "pallas_threefry2x32"),

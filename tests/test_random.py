@@ -11,6 +11,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -295,14 +296,27 @@ def test_rng_bit_generator_u64x3_philox_state():
     np.testing.assert_array_equal(bits, np.array(list(block0) + list(block1), np.uint32))
 
 
-def test_rng_uniform_is_loud_about_b_le_a_and_in_range():
+def test_rng_uniform_c1_is_loud_about_b_le_a_and_in_range():
     f = lambda a, b: lax.rng_uniform(a, b, (1000,))  # noqa: E731
     x = interp.interpret(f)(np.float32(-2), np.float32(3))
     assert x.dtype == np.float32 and np.all((x >= -2) & (x < 3)) and len(np.unique(x)) > 900
     n = interp.interpret(f)(np.int32(-5), np.int32(7))
     assert n.dtype == np.int32 and set(np.unique(n)) == set(range(-5, 7))
-    with pytest.raises(UnsupportedPrimitiveError):
+    with pytest.raises(UnsupportedPrimitiveError, match="rng_uniform/c1"):
         interp.interpret(f)(np.float32(1), np.float32(1))
+
+
+def test_rng_uniform_c2_float_types_xla_has_no_rng_for_raise():
+    f = lambda a, b: lax.rng_uniform(a, b, (4,))  # noqa: E731
+    lo, hi = (np.array(v, ml_dtypes.float8_e4m3fn) for v in (0, 1))
+    with pytest.raises(UnsupportedPrimitiveError, match="rng_uniform/c2: rng_uniform of float8_e4m3fn"):
+        interp.interpret(f)(lo, hi)
+
+
+def test_random_bits_c6_legacy_threefry_beyond_2_to_32_words_raises():
+    # JAX splits such a draw into blocks of the key; the reference refuses before allocating.
+    with pytest.raises(NotImplementedError, match="random_bits/c6"):
+        prng.IMPLS["threefry2x32"].random_bits(np.zeros(2, np.uint32), 32, (2 ** 32,), False)
 
 
 def _rng_uniform_cases():

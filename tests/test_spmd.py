@@ -274,20 +274,48 @@ def test_pbroadcast_from_source():
     np.testing.assert_array_equal(interp.interpret(f)(np.arange(4, dtype=np.int32)), [2, 2, 2, 2])
 
 
-def test_ragged_all_to_all_docstring_example():
-    # The example of jax.lax.ragged_all_to_all's docstring (axis of size 2).
-    operand = np.array([[1, 2, 2], [3, 4, 0]], np.float32)
-    output = np.zeros((2, 4), np.float32)
-    input_offsets = np.array([[0, 1], [0, 1]], np.int32)
-    send_sizes = np.array([[1, 2], [1, 1]], np.int32)
-    output_offsets = np.array([[0, 0], [1, 2]], np.int32)
-    recv_sizes = np.array([[1, 1], [2, 1]], np.int32)
-
+def _ragged_example():
+    """The example of jax.lax.ragged_all_to_all's docstring (axis of size 2): the program and its
+    operands (operand, output, input_offsets, send_sizes, output_offsets, recv_sizes)."""
     def body(op, out, io, ss, oo, rs):
         return lax.ragged_all_to_all(op[0], out[0], io[0], ss[0], oo[0], rs[0], axis_name="x")[None]
-    f = smap(body, (2,), ("x",), (P("x"),) * 6, P("x"))
-    got = interp.interpret(f)(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes)
-    np.testing.assert_array_equal(got, [[1, 3, 0, 0], [2, 2, 4, 0]])
+    args = (np.array([[1, 2, 2], [3, 4, 0]], np.float32), np.zeros((2, 4), np.float32),
+            np.array([[0, 1], [0, 1]], np.int32), np.array([[1, 2], [1, 1]], np.int32),
+            np.array([[0, 0], [1, 2]], np.int32), np.array([[1, 1], [2, 1]], np.int32))
+    return interp.interpret(smap(body, (2,), ("x",), (P("x"),) * 6, P("x"))), args
+
+
+def test_ragged_all_to_all_docstring_example():
+    f, args = _ragged_example()
+    np.testing.assert_array_equal(f(*args), [[1, 3, 0, 0], [2, 2, 4, 0]])
+
+
+def test_ragged_all_to_all_c1_a_send_out_of_bounds_raises():
+    f, (op, out, io, _, oo, rs) = _ragged_example()
+    # device 1's second send: 3 rows from row 1 of its operand of 3 rows
+    with pytest.raises(UndefinedBehaviorError, match="out of bounds.*ragged_all_to_all/c1"):
+        f(op, out, io, np.array([[1, 2], [1, 3]], np.int32), oo, rs)
+
+
+def test_ragged_all_to_all_c2_two_sends_to_one_row_raise():
+    f, (op, out, io, ss, _, rs) = _ragged_example()
+    # both devices' first sends land on row 0 of device 0's output
+    with pytest.raises(UndefinedBehaviorError, match="written by two sends.*ragged_all_to_all/c2"):
+        f(op, out, io, ss, np.array([[0, 0], [0, 2]], np.int32), rs)
+
+
+def test_pbroadcast_dynamic_c1_sources_that_differ_or_lie_outside_raise():
+    from jax._src.lax import parallel
+    if not hasattr(parallel, "pbroadcast_dynamic_p"):
+        pytest.skip("pbroadcast_dynamic is new in JAX 0.12")
+    f = smap(lambda a, s: lax.pbroadcast(a, "x", s[0]), (2,), ("x",), (P("x"), P("x")), P("x"),
+             check_vma=False)
+    x = np.arange(2, dtype=np.float32)
+    np.testing.assert_array_equal(interp.interpret(f)(x, np.array([1, 1], np.int32)), [1, 1])
+    with pytest.raises(UndefinedBehaviorError, match=r"pbroadcast_dynamic/c1: devices name different"):
+        interp.interpret(f)(x, np.array([0, 1], np.int32))
+    with pytest.raises(UndefinedBehaviorError, match="pbroadcast_dynamic/c1: source 5 outside"):
+        interp.interpret(f)(x, np.array([5, 5], np.int32))
 
 
 def test_psum_is_the_correctly_rounded_exact_sum():
@@ -360,9 +388,9 @@ def test_different_collectives_at_the_same_point_raise():
         interp.interpret(f)(np.ones(2, np.float32))
 
 
-def test_unreplicated_output_under_check_vma_false_raises():
+def test_shard_map_c2_unreplicated_output_under_check_vma_false_raises():
     f = smap(lambda a: a, (2,), ("x",), P("x"), P(), check_vma=False)
-    with pytest.raises(UndefinedBehaviorError, match="different values for the same block"):
+    with pytest.raises(UndefinedBehaviorError, match="different values for the same block.*shard_map/c2"):
         interp.interpret(f)(np.arange(2, dtype=np.float32))
 
 

@@ -191,15 +191,15 @@ def test_unreduced_kind_reduces_the_partials_by_max_or_min(kind):
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
-def test_unreduced_operand_without_carried_partials_is_refused_with_the_reason(name):
+def test_shard_map_c6_unreduced_operand_without_carried_partials_is_refused(name):
     if not _applies(name):
         pytest.skip(NO_KINDS)
-    with pytest.raises(UnsupportedPrimitiveError, match=r"in_specs P\('x', unreduced=\{'y'\}.*not as a "
+    with pytest.raises(UnsupportedPrimitiveError, match=r"shard_map/c6: in_specs P\('x', unreduced=\{'y'\}.*not as a "
                                                         r"shard_map's unreduced out_specs left it"):
         interp.interpret(REFUSED[name])(_ints((8, 8)))
 
 
-def test_unreduced_partials_that_differ_between_replicas_are_undefined():
+def test_shard_map_c7_unreduced_partials_that_differ_between_replicas_are_undefined():
     # Out_specs P(unreduced={'y'}) replicate over x; with check_vma=False device (x, y) leaves
     # x * (2y - 3): every x's partials sum to 0 (so the reduced value is defined), but a later
     # shard_map taking the partials would get x = 0's or x = 1's, which XLA does not say.
@@ -217,7 +217,7 @@ def test_unreduced_partials_that_differ_between_replicas_are_undefined():
             return jax.sharding.reshard(u, P())
     reduced = interp.interpret(lambda a: program(a, False))(_ints((4, 8)))
     assert reduced.shape == (2, 2) and not reduced.any()
-    with pytest.raises(UndefinedBehaviorError, match="partials are not determined.*devices "
+    with pytest.raises(UndefinedBehaviorError, match="shard_map/c7: .*partials are not determined.*devices "
                                                      r"\{'x': 0, 'y': 0\} and \{'x': 1, 'y': 0\}"):
         interp.interpret(lambda a: program(a, True))(_ints((4, 8)))
 

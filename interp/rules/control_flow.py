@@ -49,7 +49,7 @@ def platform_index(eqn, *, platforms):
         elif platform in ps:
             return np.int32(i)
     if default is None:
-        raise eqn.unsupported(f"no branch for platform {platform!r} and no default")
+        raise eqn.unsupported(f"platform_index/c1: no branch for platform {platform!r} and no default")
     return np.int32(default)
 
 
@@ -376,7 +376,7 @@ def _check_results(eqn, outs, result_avals):
     outs = list(outs)
     if len(outs) != len(result_avals):
         raise RuntimeError("Mismatched number of outputs from callback. "
-                           f"Expected: {len(result_avals)}, Actual: {len(outs)}")
+                           f"Expected: {len(result_avals)}, Actual: {len(outs)} (pure_callback/c2)")
     checked = []
     for i, (v, aval) in enumerate(zip(outs, result_avals)):
         v = np.asarray(v)
@@ -386,10 +386,10 @@ def _check_results(eqn, outs, result_avals):
             v = v.astype(canon)
         if v.shape != tuple(aval.shape):
             raise RuntimeError(f"Incorrect output shape for return value #{i}: "
-                               f"Expected: {aval.shape}, Actual: {v.shape}")
+                               f"Expected: {aval.shape}, Actual: {v.shape} (pure_callback/c2)")
         if v.dtype != aval.dtype:
             raise RuntimeError(f"Incorrect output dtype for return value #{i}: "
-                               f"Expected: {aval.dtype}, Actual: {v.dtype}")
+                               f"Expected: {aval.dtype}, Actual: {v.dtype} (pure_callback/c2)")
         checked.append(v)
     return checked
 

@@ -35,7 +35,8 @@ def _dequantise(eqn, x: np.ndarray, scale: np.ndarray, contracting) -> np.ndarra
     for v, what in ((x, "operand"), (scale, "scale")):
         if not D.is_float(v.dtype) or D.bit_width(v.dtype) > 32:
             # A float64 (or integer) factor makes the product inexact in float64: not implemented.
-            raise eqn.unsupported(f"block-scaled dot with a {v.dtype} {what} (floats of at most 32 bits)")
+            raise eqn.unsupported(f"block_scaled/exact-dequantisation: block-scaled dot with a "
+                                  f"{v.dtype} {what} (floats of at most 32 bits)")
     s = scale
     for d in contracting:
         if x.shape[d] % s.shape[d]:

@@ -113,19 +113,20 @@ def _pallas_kind(impl) -> "str | None":
 def _kernel_run(eqn, what: str):
     run = maybe_current_run()
     if run is None:
-        raise eqn.unsupported(f"{what} of a Pallas TPU key outside a Pallas kernel (JAX lowers "
-                              "it only inside Pallas TPU kernels)")
+        raise eqn.unsupported(f"pallas_tpu_key/in-kernel-only: {what} of a Pallas TPU key outside "
+                              "a Pallas kernel (JAX lowers it only inside Pallas TPU kernels)")
     return run
 
 
 def _pallas_bits(eqn, keys, kind, bit_width, shape):
     run = _kernel_run(eqn, "random_bits")
     if bit_width != 32:  # pallas/mosaic/random.py _random_bits: "Bit width must be 32"
-        raise eqn.unsupported(f"bit_width {bit_width}: the TPU hardware PRNG draws 32-bit words")
+        raise eqn.unsupported(f"pallas_tpu_key/bit-width: bit_width {bit_width}: the TPU hardware "
+                              "PRNG draws 32-bit words")
     if kind == "key":
         if keys.shape:
-            raise eqn.unsupported(f"random_bits of a Pallas key array {keys.shape} (Mosaic "
-                                  "seeds the hardware PRNG from one key)")
+            raise eqn.unsupported(f"pallas_tpu_key/scalar-key: random_bits of a Pallas key array "
+                                  f"{keys.shape} (Mosaic seeds the hardware PRNG from one key)")
         hardware_prng.seed(run, keys.data.reshape(-1))
     return hardware_prng.draw(eqn, run, shape)
 
@@ -149,8 +150,8 @@ def random_split(eqn, keys, *, shape):
     native = _native(keys.impl)
     shape = tuple(shape)
     if _pallas_kind(keys.impl):
-        raise eqn.unsupported("JAX defines no split of Pallas TPU keys (pallas/mosaic/random.py "
-                              "_split: 'Use fold_in instead')")
+        raise eqn.unsupported("pallas_tpu_key/no-split: JAX defines no split of Pallas TPU keys "
+                              "(pallas/mosaic/random.py _split: 'Use fold_in instead')")
     if native is None:
         fn = _impl_fn(keys.impl, "split", keys.ndim, shape)
         return KeyArray(keys.impl, _run_traced(eqn, fn, keys.data))
@@ -165,9 +166,9 @@ def random_fold_in(eqn, keys, msgs):
     if kind:
         _kernel_run(eqn, "fold_in")
         if kind != "key" or keys.shape or np.shape(msgs):
-            raise eqn.unsupported(f"fold_in of a {keys.impl.name} key array {keys.shape} with "
-                                  f"messages {np.shape(msgs)} (Mosaic folds one message into "
-                                  "one pallas_tpu key)")
+            raise eqn.unsupported(f"pallas_tpu_key/scalar-key: fold_in of a {keys.impl.name} key "
+                                  f"array {keys.shape} with messages {np.shape(msgs)} (Mosaic "
+                                  "folds one message into one pallas_tpu key)")
         # _fold_in on the typed key (prng_split, one Threefry round, prng_join), as Mosaic does
         return _run_traced(eqn, keys.impl.fold_in, keys, np.asarray(msgs).astype(U32))
     if native is None:
@@ -267,7 +268,7 @@ def rng_uniform(eqn, a, b, *, shape):
     dtype = np.dtype(eqn.out_dtype)
     a, b = np.asarray(a), np.asarray(b)
     if not b > a:
-        raise eqn.unsupported("rng_uniform with b <= a is undefined")
+        raise eqn.unsupported("rng_uniform/c1: rng_uniform with b <= a is undefined")
     draw = _uniform_draws.get(eqn, 0)
     _uniform_draws[eqn] = draw + 1
     fry = prng.IMPLS["threefry2x32"]
@@ -279,7 +280,7 @@ def rng_uniform(eqn, a, b, *, shape):
         with np.errstate(over="ignore"):  # modulo 2**64, exact once cast back: a + r < b fits
             return ((fry.random_bits(key, 64, shape, True) % span) + offset).astype(dtype)
     if dtype not in _UNIFORM_FLOATS:  # the float types XLA's Rng takes (RngExpander)
-        raise eqn.unsupported(f"rng_uniform of {dtype}")
+        raise eqn.unsupported(f"rng_uniform/c2: rng_uniform of {dtype}")
     # u on the 2**-23 grid (2**-52 for float64; float16/bfloat16 from float32 draws, as XLA's
     # RngExpander makes them); a + u * (b - a) computed wider and rounded toward a, so that every
     # representable value of [a, b) gets its share (also in ranges of a few ulps) and b is never

@@ -280,7 +280,7 @@ def _partials_in(eqn, value, spec, manual: frozenset, mesh_sizes: dict) -> _Part
     partials = _recorded(value)
     if partials is None:
         raise eqn.unsupported(
-            f"in_specs {spec}: the operand is unreduced over {sorted(axes)}, but not as a "
+            f"shard_map/c6: in_specs {spec}: the operand is unreduced over {sorted(axes)}, but not as a "
             "shard_map's unreduced out_specs left it (the reference carries per-device partials "
             "from one shard_map to another, through jit and reshards that keep the unreduced "
             "axes, and from unreduced_array_value, nowhere else). A reshard, broadcast_in_dim, convert_element_type or jit "
@@ -290,11 +290,11 @@ def _partials_in(eqn, value, spec, manual: frozenset, mesh_sizes: dict) -> _Part
             "elementwise results left unreduced hold each device's local result, which the "
             "reference does not track outside shard_map (spec/spmd.py UNREDUCED_OPERANDS)")
     if partials.problem is not None:
-        raise UndefinedBehaviorError(f"in_specs {spec}: the producer's partials are not "
+        raise UndefinedBehaviorError(f"shard_map/c7: in_specs {spec}: the producer's partials are not "
                                      f"determined: {partials.problem}")
     missing = [n for n in axes if n not in partials.axes or partials.sizes[n] != mesh_sizes[n]]
     if missing or _unreduced_kind(spec) != partials.kind:
-        raise eqn.unsupported(f"in_specs {spec}: the operand's partials are over axes "
+        raise eqn.unsupported(f"shard_map/c6: in_specs {spec}: the operand's partials are over axes "
                               f"{partials.axes} of sizes {partials.sizes} by {partials.kind}, "
                               "not what this shard_map takes")
     order = tuple(n for n in partials.axes if n in axes)
@@ -356,7 +356,7 @@ def _assemble(eqn, i: int, spec, aval, per_device) -> np.ndarray:
                 f"shard_map output {i} with out_specs {spec}: devices {first[0]} and {coords} hold "
                 "different values for the same block, but the spec says it is replicated over the "
                 "axes it leaves out (check_vma=False lets this through; which copy XLA returns is "
-                "unspecified)")
+                "unspecified: shard_map/c2)")
     return out
 
 
@@ -520,10 +520,12 @@ def pbroadcast_dynamic(eqn, x, source, *, axis_name):
     def combine(ops):
         sources = {int(s) for _, s in ops}
         if len(sources) != 1:
-            raise UndefinedBehaviorError(f"pbroadcast_dynamic: devices name different sources {sorted(sources)}")
+            raise UndefinedBehaviorError(f"pbroadcast_dynamic/c1: devices name different sources "
+                                         f"{sorted(sources)}")
         src = sources.pop()
         if not 0 <= src < len(ops):
-            raise UndefinedBehaviorError(f"pbroadcast_dynamic: source {src} outside the {len(ops)} devices")
+            raise UndefinedBehaviorError(f"pbroadcast_dynamic/c1: source {src} outside the {len(ops)} "
+                                         "devices")
         return _shared(ops[src][0], len(ops))
     return collective(eqn, axis_name, (x, source), combine)
 
@@ -587,11 +589,12 @@ def ragged_all_to_all(eqn, operand, output, input_offsets, send_sizes, output_of
                         raise UndefinedBehaviorError(
                             f"ragged_all_to_all: device {src} sends rows [{lo}, {lo + size}) of "
                             f"{x.shape[0]} to rows [{at}, {at + size}) of device {dst}'s "
-                            f"{out.shape[0]}: out of bounds")
+                            f"{out.shape[0]}: out of bounds (ragged_all_to_all/c1)")
                     if written[at:at + size].any():
                         raise UndefinedBehaviorError(
                             f"ragged_all_to_all: rows [{at}, {at + size}) of device {dst}'s output "
-                            "are written by two sends (the order XLA writes them is unspecified)")
+                            "are written by two sends (the order XLA writes them is unspecified: "
+                            "ragged_all_to_all/c2)")
                     written[at:at + size] = True
                     out[at:at + size] = x[lo:lo + size]
             results.append(out)
