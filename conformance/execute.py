@@ -16,9 +16,9 @@ import numpy as np
 
 from spec import allowances as A
 from spec import compliance as C
-from spec import divergences as DV
 
 from . import checks
+from . import divergence_models as DM
 from .case import LAX, Case, max_abs
 
 PASS, PASS_ALLOWANCE, FAIL = "pass", "pass-with-allowance", "fail"
@@ -173,9 +173,9 @@ def explain_outcome(rec: dict, primitives: tuple[str, ...] = ()) -> dict:
     if not rec.get("jax_version"):
         import jax
         rec["jax_version"] = jax.__version__   # an isolated worker runs the same JAX as its parent
-    failure = DV.Failure(rec["case"], rec["runner"], rec["jax_version"], tuple(primitives), (), (), (), None,
+    failure = DM.Failure(rec["case"], rec["runner"], rec["jax_version"], tuple(primitives), (), (), (), None,
                          outcome=rec["outcome"])
-    div = DV.find(failure)
+    div = DM.find(failure)
     if div is not None:
         rec.update(raw_outcome=rec["outcome"], outcome=KNOWN_DIVERGENCE,
                    known_divergence={"id": div.id, "link": div.link, "summary": div.summary})
@@ -396,9 +396,9 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: dict, *, first_dive
     # accuracy difference, and neither explanation alone covers it.
     allowed, used = _allowed_elements(mode_args, ref, outs, modes, failing, replays)
     import jax
-    failure = DV.Failure(case.id, runner, jax.__version__, tuple(case.primitives), ref, outs, failing,
+    failure = DM.Failure(case.id, runner, jax.__version__, tuple(case.primitives), ref, outs, failing,
                          rec.get("max_ulp"), inputs=tuple(inputs), allowed=allowed)
-    div = DV.find(failure)
+    div = DM.find(failure)
     if div is not None:
         rec.update(outcome=KNOWN_DIVERGENCE, known_divergence={"id": div.id, "link": div.link,
                                                                "summary": div.summary})

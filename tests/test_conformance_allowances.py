@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from conformance import divergence_models as DM
 from conformance.case import PALLAS, Case
 from conformance.execute import compare, first_divergent_eqn, run_case
 from conformance.replay import Variant, flush_subnormals, reference_replay
@@ -123,8 +124,14 @@ def test_known_divergence_tpu_interpret_prng_zeros():
 
 def test_divergence_version_ranges():
     d = DV.Divergence("x", "link", "s", runners=("xla:cpu",), jax_versions=("0.11", "0.12.1"))
-    f = lambda v: DV.Failure("c", "xla:cpu", v, (), [np.zeros(1)], [np.zeros(1)], (0,), 0.0)  # noqa: E731
-    assert [d.matches(f(v)) for v in ("0.10.2", "0.11.0", "0.12.0.1", "0.12.1")] == [False, True, True, False]
+    f = lambda v: DM.Failure("c", "xla:cpu", v, (), [np.zeros(1)], [np.zeros(1)], (0,), 0.0)  # noqa: E731
+    assert [DM.matches(d, f(v)) for v in ("0.10.2", "0.11.0", "0.12.0.1", "0.12.1")] == [False, True, True, False]
+
+
+def test_every_divergence_names_a_registered_matcher_and_every_matcher_is_used():
+    named = {d.matcher for d in DV.DIVERGENCES if d.matcher is not None}
+    assert named == set(DM.MATCHERS)
+    assert set(DM.XLA_CPU_SPECIAL_ARGS) == DV.XLA_CPU_SPECIAL_ARG_PRIMITIVES
 
 
 def test_every_allowance_and_divergence_cites_a_source():

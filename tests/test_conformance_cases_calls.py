@@ -60,8 +60,8 @@ def _new_cases():
 
 
 def _newer_jax():
-    from spec.divergences import _vtuple
-    return _vtuple(jax.__version__) >= (0, 12)
+    from conformance.divergence_models import version_tuple
+    return version_tuple(jax.__version__) >= (0, 12)
 
 
 @pytest.mark.parametrize("case_id", sorted(_new_cases()))

@@ -8,7 +8,7 @@ from jax import lax
 
 import interp
 from interp.registry import RULES
-from spec import divergences as DV
+from conformance import divergence_models as DM
 
 F32 = np.float32
 
@@ -34,7 +34,7 @@ NOT_IN_A_CASE = {
 
 def _failure(prim, ref, out, *inputs, case="lax_special/x/float32/specials"):
     ref, out = np.asarray(ref), np.asarray(out)
-    return DV.Failure(case, "xla:cpu", "0.12.0.1", (prim,), [ref], [out], (0,), None,
+    return DM.Failure(case, "xla:cpu", "0.12.0.1", (prim,), [ref], [out], (0,), None,
                       inputs=tuple(np.asarray(a) for a in inputs))
 
 
@@ -44,7 +44,7 @@ def _next(x, n):
 
 
 def _matched(f):
-    d = DV.find(f)
+    d = DM.find(f)
     return d is not None and d.id == "xla-cpu-special-functions"
 
 
@@ -114,9 +114,9 @@ def test_e3m4_sqrt_through_float16_is_recognised_bit_for_bit():
     x = np.array([0.96875, 4.0], e3m4)
     ref = np.array([0.96875, 2.0], e3m4)          # sqrt(0.96875) = 0.98425 < the midpoint 0.984375
     twice = np.array([1.0, 2.0], e3m4)            # float16 rounds it onto the midpoint, then to even
-    f = DV.Failure("lax_special/sqrt/float8_e3m4/exhaustive", "xla:cpu", "0.12.0.1", ("sqrt",), [ref], [twice],
+    f = DM.Failure("lax_special/sqrt/float8_e3m4/exhaustive", "xla:cpu", "0.12.0.1", ("sqrt",), [ref], [twice],
                    (0,), 1.0, inputs=(x,))
-    assert DV.find(f).id == "xla-cpu-e3m4-sqrt-via-f16"
+    assert DM.find(f).id == "xla-cpu-e3m4-sqrt-via-f16"
     other = np.array([0.9375, 2.0], e3m4)         # any other wrong value is not this divergence
-    f = DV.Failure("c", "xla:cpu", "0.12.0.1", ("sqrt",), [ref], [other], (0,), 1.0, inputs=(x,))
-    assert DV.find(f) is None
+    f = DM.Failure("c", "xla:cpu", "0.12.0.1", ("sqrt",), [ref], [other], (0,), 1.0, inputs=(x,))
+    assert DM.find(f) is None

@@ -336,8 +336,8 @@ class Gate:
     fixed_in: str | None = None           # first JAX version that runs the kernel (None: none yet)
 
     def applies(self) -> bool:
-        from spec.divergences import _vtuple
-        return self.fixed_in is None or _vtuple(jax.__version__) < _vtuple(self.fixed_in)
+        from conformance.divergence_models import version_tuple
+        return self.fixed_in is None or version_tuple(jax.__version__) < version_tuple(self.fixed_in)
 
 
 _TOUCH_TPU_INTERPRET = Gate("JAX's TPU interpret mode cannot evaluate pltpu.touch (add_dependency)",

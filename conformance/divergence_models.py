@@ -1,0 +1,570 @@
+"""Recognising the known divergences of spec/divergences.py in a failing result: the Failure a
+matcher sees, the matchers an entry names (MATCHERS) and the numerical models they use (XLA's
+special functions, JAX's lowerings, measured budgets).
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from typing import Callable, Sequence
+
+import numpy as np
+
+from interp import dtypes as D
+from spec import compliance as C
+from spec import lax_special as spec_special
+from spec.divergences import (DIVERGENCES, Divergence, XLA_CPU_CASE_ULP, XLA_CPU_DAZ_INCONSISTENT,
+                              XLA_CPU_CASE_ABS, BETAINC_ITERATIONS, BETAINC_MODEL_K,
+                              XLA_GPU_CASE_ULP, XLA_GPU_CASE_ABS, LOWERING_MODEL_ULP,
+                              GPU_COMPLEX128_MUL_EPS, EXP2_F64_ARGUMENT_ULP, EXP2_F64_EXP_ULP)
+
+from .checks import ulp_distance
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """What a matcher sees of one failing (case, runner)."""
+    case_id: str
+    runner: str
+    jax_version: str
+    primitives: tuple[str, ...]
+    reference: Sequence[np.ndarray]
+    backend: Sequence[np.ndarray]
+    failing_outputs: tuple[int, ...]
+    max_ulp: float | None
+    inputs: Sequence[np.ndarray] = ()     # the case's arguments (elementwise matchers read them)
+    outcome: str = "fail"                 # or "timeout" / "crash": no values then, only the case
+    # Per output (indexed like ``reference``): the elements that comply with the reference
+    # recomputed under one of the runner's allowances (spec/allowances.py), or None (the output
+    # passes, or no replay was possible). An elementwise matcher counts them as explained: one output
+    # can mix a flushed subnormal argument (the flush-to-zero allowance) with an accuracy difference.
+    allowed: Sequence[np.ndarray | None] = ()
+
+
+def version_tuple(v: str) -> tuple:
+    out = []
+    for part in v.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def _version_in(v: str, rng) -> bool:
+    lo, hi = rng
+    return version_tuple(v) >= version_tuple(lo) and (hi is None or version_tuple(v) < version_tuple(hi))
+
+
+def _failing_all_zero(f: Failure) -> bool:
+    return all(not np.any(np.asarray(f.backend[i])) for i in f.failing_outputs)
+
+
+def _ulp_below(limit: float):
+    return lambda f: f.max_ulp is not None and f.max_ulp <= limit
+
+
+def _erf_out_of_range(f: Failure) -> bool:
+    return any(np.any(np.abs(np.asarray(f.backend[i], np.float64)) > 1) for i in f.failing_outputs)
+
+
+def _extreme(x) -> np.ndarray:
+    """Arguments where XLA:CPU's series/continued-fraction special functions leave their domain of
+    accuracy: non-finite, zero, |x| < 2**-20 or |x| > 2**64."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        a = np.abs(np.asarray(x).astype(np.float64))
+        return ~np.isfinite(a) | (a < 2.0 ** -20) | (a > 2.0 ** 64)
+
+
+def _complex_extreme(z) -> np.ndarray:
+    z = np.asarray(z)
+    if np.iscomplexobj(z):
+        return _extreme(z.real) | _extreme(z.imag)
+    return _extreme(z)
+
+
+# Per primitive: the arguments at which XLA:CPU's special values differ from the reference (the
+# reference follows DLMF / C99; XLA:CPU returns NaN for igamma(a = 0 or a huge), 0 or 1 for a tiny a
+# (igammac(1.2e-7, 0.1) = -1.2e-7, a negative probability), for zeta(s, q <= 0) (the reference
+# follows XLA's continuation -- its poles and reflection, spec/lax_special.py -- but XLA:CPU's own
+# evaluation is 1e8 ulp off at q = -9.1 and wrong below q = -10: zeta(2, -20.5) = -0.0476, truly
+# 9.822) and NaN at zeta(+inf, q), NaN for polygamma(n, +inf) (0), NaN for
+# betainc(a = 3.4e38, ...)), and complex multiply overflows or multiplies inf by a flushed 0 in one
+# of its four real products (spec/lax_elementwise.py BACKEND_PROPERTIES complex-mul-div-rounding).
+# No upstream issue is filed for these yet: each example above is a one-line reproducer.
+XLA_CPU_SPECIAL_ARGS = {
+    "igamma": lambda a, x: _extreme(a) | _extreme(x),
+    "igammac": lambda a, x: _extreme(a) | _extreme(x),
+    "igamma_grad_a": lambda a, x: _extreme(a) | _extreme(x),
+    "regularized_incomplete_beta": lambda a, b, x: _extreme(a) | _extreme(b) | _extreme(x),
+    "zeta": lambda s, q: _extreme(s) | _extreme(q) | (np.asarray(q, np.float64) <= 0),
+    "polygamma": lambda x: _extreme(x),
+    "digamma": lambda x: _extreme(x),
+    "mul": lambda x, y: _complex_extreme(x) | _complex_extreme(y),
+    # JAX 0.10.2: lgamma(1) = 4.7683716e-07 instead of its exact zero (spec/lax_special.py)
+    "lgamma": lambda x: np.isin(np.asarray(x, np.float64), (1.0, 2.0)),
+    # JAX 0.10.2: asin(2**-126) = 0 (the smallest normal argument; an intermediate underflows)
+    "asin": lambda x: np.abs(np.asarray(x, np.float64)) < 2.0 ** -120,
+}
+
+
+def _subnormal(x) -> np.ndarray:
+    x = np.asarray(x)
+    if np.iscomplexobj(x):
+        return _subnormal(x.real) | _subnormal(x.imag)
+    if not D.is_float(x.dtype):
+        return np.zeros(x.shape, bool)
+    with np.errstate(invalid="ignore"):
+        a = np.abs(x.astype(np.float64))
+        return (a > 0) & (a < float(D.finfo(x.dtype).tiny))
+
+
+def _within_abs(prim: str, ref: np.ndarray, out: np.ndarray, table: dict | None = None) -> np.ndarray:
+    k = (XLA_CPU_CASE_ABS if table is None else table).get((prim, ref.dtype.name))
+    if k is None:
+        return np.zeros(ref.shape, bool)
+    r, o = ref.astype(np.float64), out.astype(np.float64)
+    with np.errstate(all="ignore"):
+        return np.abs(o - r) <= k * float(D.finfo(ref.dtype).eps) * np.maximum(1.0, np.abs(r))
+
+
+def _erf_inv_of_rounded_square(x: np.ndarray, out_dtype) -> np.ndarray:
+    """erf_inv(sqrt(fl(x * x))) * sign(x), rounded to ``out_dtype``: what XLA's erf_inv computes up to
+    its polynomial's own error. float64 through mpmath (the argument is not rounded: near 1 the
+    derivative is ~1e7), narrower dtypes through SciPy in float64."""
+    x = np.asarray(x)
+    sq = (x * x).astype(np.float64) if x.dtype == np.float64 else (x.astype(np.float32) ** 2).astype(np.float64)
+    if x.dtype != np.float64:
+        from scipy import special
+        with np.errstate(all="ignore"):
+            return (np.sign(x.astype(np.float64)) * special.erfinv(np.sqrt(sq))).astype(out_dtype)
+    import mpmath
+    out = np.empty(x.shape, np.float64)
+    with mpmath.workdps(50):
+        for idx in np.ndindex(x.shape):
+            s = sq[idx]
+            if not (0 <= s < 1):
+                out[idx] = np.nan
+                continue
+            out[idx] = float(mpmath.erfinv(mpmath.sqrt(mpmath.mpf(float(s))))) * np.sign(x[idx])
+    return out
+
+
+def _erf_inv_model(f: Failure, args, ref, out, rest) -> np.ndarray:
+    model = _erf_inv_of_rounded_square(args[0][rest], ref.dtype)
+    return ulp_distance(model, out[rest]) <= _measured_ulp("erf_inv", ref.dtype.name)
+
+
+def _betainc_lentz(a, b, x, tol: float, cap: int):
+    """JAX's Lentz loop for the (already swapped) continued fraction, in long double: the iteration
+    at which |delta - 1| < tol (cap where it does not converge before the cap) and h there."""
+    L = np.longdouble
+    a, b, x = (np.asarray(v, np.float64).astype(L) for v in (a, b, x))
+    small = L(tol)
+    h = np.full(a.shape, small)          # partial denominator 0 at iteration 0 -> small
+    c, d = h.copy(), np.zeros_like(h)
+    need = np.full(a.shape, cap)
+    done = np.zeros(a.shape, bool)
+    with np.errstate(all="ignore"):
+        for it in range(1, cap):
+            m = L((it - 1) // 2)
+            if it == 1:
+                num = np.ones_like(a)
+            elif it % 2 == 0:
+                num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+            else:
+                num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+            c = 1 + num / c
+            c = np.where(np.abs(c) < small, small, c)
+            d = 1 + num * d
+            d = 1 / np.where(np.abs(d) < small, small, d)
+            delta = c * d
+            h = np.where(done, h, h * delta)
+            conv = ~done & (np.abs(delta - 1) < tol)
+            need[conv] = it
+            done |= conv
+            if done.all():
+                break
+    return need, h.astype(np.float64)
+
+
+def _betainc_model(f: Failure, args, ref, out, rest) -> np.ndarray:
+    """The elements of ``rest`` that the two errors above explain: within v expm1(K eps (S + n)) (plus
+    an ulp of the output dtype), a bound beyond the dtype's range (the factor overflows), a zero where
+    exp(t) or exp(t) / a underflows (XLA:CPU flushes it), or a fraction that needs the cap."""
+    from scipy import special
+    a, b, x = (np.asarray(v).astype(np.float64)[rest] for v in args)
+    r, o = ref[rest].astype(np.float64), out[rest].astype(np.float64)
+    comp = "float64" if ref.dtype == np.float64 else "float32"
+    eps, tiny = float(np.finfo(comp).eps), float(np.finfo(comp).tiny)
+    cap = BETAINC_ITERATIONS[comp]
+    with np.errstate(all="ignore"):
+        ac, bc, xc = (v.astype(comp) for v in (a, b, x))      # the branch as XLA decides it
+        swap = ~(xc < (ac + 1) / (ac + bc + 2))
+        a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1 - x, x)
+        s = (np.abs(a * np.log(x)) + np.abs(b * np.log1p(-x)) + np.abs(special.gammaln(a))
+             + np.abs(special.gammaln(b)) + np.abs(special.gammaln(a + b)))
+        need, h = _betainc_lentz(a, b, x, eps / 2, cap)
+        n = need if version_tuple(f.jax_version) >= (0, 12) else cap
+        ulp = np.spacing(np.abs(ref[rest])).astype(np.float64)
+        v = np.where(swap, 1 - r, r) + ulp / 2          # the swapped value, from the rounded reference
+        grow = np.expm1(BETAINC_MODEL_K * eps * (s + n))
+        bound = v * grow + ulp
+        fits = (np.abs(o - r) <= bound) | (bound > float(np.finfo(ref.dtype).max))
+        pre = v * a / h                                   # exp(t)
+        fits |= (o == 0) & ~swap & (np.minimum(pre, pre / a) <= tiny * (1 + grow))
+    return fits | (need >= cap)
+
+
+def _measured_ulp(prim: str, dtype: str) -> int:
+    budget = spec_special.XLA_CPU_ULP.get(prim, {}).get(dtype, (0, ""))[0]
+    return max(budget, XLA_CPU_CASE_ULP.get((prim, dtype), 0))
+
+
+def _xla_cpu_elementwise(f: Failure, *, model: tuple[str, Callable] | None = None, budgets: "_Budgets | None" = None,
+                         model_required: bool = True) -> bool:
+    """Every element of every failing output of an elementwise case either stays within XLA:CPU's
+    measured ULP budget (or its absolute-error budget, XLA_CPU_CASE_ABS), is explained by an
+    allowance, has a subnormal argument of a DAZ-inconsistent primitive (or a subnormal reference
+    result that XLA:CPU flushed), or has an argument listed in XLA_CPU_SPECIAL_ARGS. With ``model``
+    (primitive, fn): that primitive's remaining elements count if ``fn(f, args, ref, out, rest)``
+    (a mask over ``rest``) says the model of XLA's algorithm explains them, and at least one element
+    must need the model (unless not ``model_required``). ``budgets``: another backend's measured tables
+    (default: XLA:CPU's)."""
+    if not f.primitives or not f.inputs:
+        return False
+    b = budgets or XLA_CPU_BUDGETS
+    prim = f.primitives[0]
+    needed_model = False
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        try:
+            args = [np.broadcast_to(np.asarray(a), ref.shape) for a in f.inputs]
+        except ValueError:
+            return False                      # not elementwise
+        ok = np.array(ulp_distance(ref, out) <= b.ulp(prim, ref.dtype.name))    # 0-d too: assignable
+        ok |= _within_abs(prim, ref, out, b.abs_table)
+        if b.flushes:
+            ok |= _subnormal(ref) & ~_subnormal(out) & (np.abs(out.astype(np.complex128)) == 0)
+        if b.subnormal_results:
+            ok |= _subnormal(ref) & (_subnormal(out) | (np.abs(out.astype(np.complex128)) == 0))
+        if prim == "mul":
+            if not np.iscomplexobj(ref):
+                return False
+            # Elements within the case's own DOT_PRODUCT(K=2) bound are no difference at all.
+            eps = float(np.finfo(ref.real.dtype).eps) / 2
+            with np.errstate(all="ignore"):
+                bound = 2 * eps / (1 - 2 * eps) * np.abs(args[0].astype(np.complex128)) * np.abs(
+                    args[1].astype(np.complex128))
+                ok |= np.abs(ref.astype(np.complex128) - out.astype(np.complex128)) <= bound
+        if i < len(f.allowed) and f.allowed[i] is not None:
+            ok |= np.asarray(f.allowed[i])       # explained by an allowance (e.g. flush-to-zero)
+        if prim in b.daz_inconsistent:
+            for a in args:
+                ok |= _subnormal(a)
+        special = XLA_CPU_SPECIAL_ARGS.get(prim)
+        if special is not None:
+            ok |= special(*args)
+        if model is not None and prim == model[0] and not ok.all():
+            rest = ~ok
+            fits = np.asarray(model[1](f, args, ref, out, rest), bool)
+            needed_model |= bool(fits.any())
+            ok[rest] = fits
+        if not ok.all():
+            return False
+    return needed_model or model is None or not model_required
+
+
+@dataclasses.dataclass(frozen=True)
+class _Budgets:
+    """One backend's measured tables for the special-function matcher."""
+    ulp: Callable[[str, str], int]                 # (primitive, dtype) -> ULP budget
+    abs_table: dict                                # (primitive, dtype) -> eps * max(1, |f|) multiples
+    daz_inconsistent: frozenset                    # primitives whose subnormal arguments explain anything
+    flushes: bool                                  # a subnormal reference result may come back as 0
+    # a subnormal reference result may come back as any subnormal or zero: the expansions form it from
+    # an intermediate that underflowed (igamma's prefactor exp(a log x - x - lgamma(a)) times a series),
+    # so only its absolute size, below the smallest normal, is computed
+    subnormal_results: bool = False
+
+
+XLA_CPU_BUDGETS = _Budgets(_measured_ulp, XLA_CPU_CASE_ABS, XLA_CPU_DAZ_INCONSISTENT, True)
+
+
+def _sqrt_via_float16(f: Failure) -> bool:
+    """The backend's sqrt equals the float64 square root rounded to float16 and then to the output
+    type (two roundings), bit for bit."""
+    if not f.inputs:
+        return False
+    for i in f.failing_outputs:
+        out = np.asarray(f.backend[i])
+        with np.errstate(all="ignore"):
+            twice = np.sqrt(np.asarray(f.inputs[0]).astype(np.float64)).astype(np.float16).astype(out.dtype)
+        same = (twice.view(np.uint8) == out.view(np.uint8)) | (np.isnan(twice.astype(np.float64))
+                                                                 & np.isnan(out.astype(np.float64)))
+        if twice.shape != out.shape or not same.all():
+            return False
+    return True
+
+
+def _all_reduce_extremum_specials(f: Failure) -> bool:
+    """Every differing element is a NaN of the reference the backend dropped, or a zero whose
+    sign differs: nothing else."""
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if ref.shape != out.shape:
+            return False
+        with np.errstate(invalid="ignore"):
+            differ = (ref.view(np.uint8).reshape(ref.size, -1) != out.view(np.uint8).reshape(out.size, -1)).any(1)
+            ok = (np.isnan(ref) & ~np.isnan(out)) | ((ref == 0) & (out == 0))
+        if (differ & ~ok.reshape(-1)).any():
+            return False
+    return True
+
+
+def _gpu_measured_ulp(prim: str, dtype: str) -> int:
+    return max(XLA_GPU_CASE_ULP.get((prim, dtype), 0), C.ulp_budget(prim, dtype) or 0)
+
+
+# XLA:GPU keeps float32 subnormals (no DAZ), and XLA's lgamma and digamma reflect x < 0.5 through
+# sin(pi x) / tan(pi x): for a subnormal x the product pi * x is rounded to the subnormal grid
+# (pi * 2^-149 -> 3 * 2^-149), so lgamma(2^-149) = log(pi) - log(3 * 2^-149) = 103.32505 where the
+# true value is 103.27893 (6045 ulp; H100, lax_special/lgamma/float32/specials), and digamma(x) ~
+# -pi / fl(pi x). openxla/xla xla/hlo/builder/lib/math.cc Lgamma / Digamma (reflection for x < 0.5).
+def _reflection_of_subnormal(f: Failure, args, ref, out, rest) -> np.ndarray:
+    prim = f.primitives[0]
+    x = np.asarray(args[0])[rest]
+    if x.dtype not in (np.float32, np.float64):
+        return np.zeros(x.shape, bool)
+    with np.errstate(all="ignore"):
+        t = (np.asarray(np.pi, x.dtype) * np.abs(x)).astype(np.float64)   # rounded to the subnormal grid
+        model = (np.log(np.pi) - np.log(t)) if prim == "lgamma" else -np.pi / (np.sign(x) * t)
+        fits = ulp_distance(model.astype(x.dtype), out[rest]) <= C.ulp_budget(prim, x.dtype)
+    return fits & _subnormal(x)
+
+
+XLA_GPU_MODELS = {"erf_inv": _erf_inv_model, "regularized_incomplete_beta": _betainc_model,
+                  "lgamma": _reflection_of_subnormal, "digamma": _reflection_of_subnormal}
+
+
+XLA_GPU_BUDGETS = _Budgets(_gpu_measured_ulp, XLA_GPU_CASE_ABS, frozenset(), False, subnormal_results=True)
+
+
+def _xla_gpu_elementwise(f: Failure) -> bool:
+    prim = f.primitives[0] if f.primitives else ""
+    model = (prim, XLA_GPU_MODELS[prim]) if prim in XLA_GPU_MODELS else None
+    return _xla_cpu_elementwise(f, model=model, budgets=XLA_GPU_BUDGETS, model_required=False)
+
+
+def _round_to(v, dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(v, np.float64).astype(dtype).astype(np.float64)
+
+
+def _exp2_models(x: np.ndarray, dtype) -> list[np.ndarray]:
+    x = np.asarray(x).astype(np.float64)
+    ln2 = _round_to(np.log(2.0), dtype)
+    with np.errstate(all="ignore"):
+        return [np.exp(_round_to(ln2 * x, dtype)), np.exp(_round_to(ln2 * x, np.float32))]
+
+
+def _logistic_models(x: np.ndarray, dtype) -> list[np.ndarray]:
+    x = np.asarray(x).astype(np.float64)
+    with np.errstate(all="ignore"):
+        return [1 / _round_to(1 + _round_to(np.exp(-x), dtype), dtype)]
+
+
+def _log2_models(x: np.ndarray, dtype) -> list[np.ndarray]:
+    x = np.asarray(x).astype(np.float64)
+    inv_ln2 = _round_to(1.4426950408889634, dtype)
+    with np.errstate(all="ignore"):
+        return [_round_to(np.log(x), dtype) * inv_ln2, _round_to(np.log(x), np.float32) * inv_ln2]
+
+
+LOWERING_MODELS = {"exp2": _exp2_models, "logistic": _logistic_models, "log2": _log2_models}
+
+
+def _lowering_model_explains(f: Failure) -> bool:
+    """Every element of every failing output is within its mode (the compliance budget of the
+    primitive), explained by an allowance, or within LOWERING_MODEL_ULP of one of the lowering's
+    models; at least one element needs a model."""
+    if len(f.primitives) != 1 or f.primitives[0] not in LOWERING_MODELS or len(f.inputs) != 1:
+        return False
+    prim, needed = f.primitives[0], False
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if ref.dtype.name not in LOWERING_MODEL_ULP or np.shape(f.inputs[0]) != ref.shape:
+            return False
+        ok = ulp_distance(ref, out) <= C.ulp_budget(prim, ref.dtype)
+        if i < len(f.allowed) and f.allowed[i] is not None:
+            ok |= np.asarray(f.allowed[i])
+        fits = np.zeros(ref.shape, bool)
+        for model in LOWERING_MODELS[prim](f.inputs[0], ref.dtype):
+            with np.errstate(all="ignore"):
+                fits |= ulp_distance(model.astype(ref.dtype), out) <= LOWERING_MODEL_ULP[ref.dtype.name]
+        needed |= bool((fits & ~ok).any())
+        if not (ok | fits).all():
+            return False
+    return needed
+
+
+def _gpu_complex_mul(f: Failure) -> bool:
+    if f.primitives != ("mul",) or len(f.inputs) != 2:
+        return False
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if not np.iscomplexobj(ref):
+            return False
+        try:
+            a, b = (np.broadcast_to(np.asarray(x), ref.shape) for x in f.inputs)
+        except ValueError:
+            return False
+        with np.errstate(all="ignore"):
+            scale = np.abs(a.astype(np.complex128)) * np.abs(b.astype(np.complex128))
+            err = np.abs(ref.astype(np.complex128) - out.astype(np.complex128))
+        k = GPU_COMPLEX128_MUL_EPS if ref.dtype == np.complex128 else 1.0
+        ok = err <= k * float(np.finfo(ref.real.dtype).eps) * scale
+        ok |= _complex_extreme(a) | _complex_extreme(b) | _subnormal(a) | _subnormal(b)
+        if i < len(f.allowed) and f.allowed[i] is not None:
+            ok |= np.asarray(f.allowed[i])
+        if not ok.all():
+            return False
+    return True
+
+
+def _one_lane_survives(f: Failure) -> bool:
+    """pallas_triton atomic cases (inputs idx, val, init; output 0 the ref): every element is init or
+    op(init, v) for one lane's v hitting it (JAX's gather -> op -> scatter-set discharge)."""
+    if len(f.inputs) != 3 or not f.backend:
+        return False
+    idx, val, init = (np.asarray(a) for a in f.inputs)
+    op = {"add": np.add, "max": np.maximum, "min": np.minimum}.get(f.case_id.split("/")[1].replace("atomic_", ""))
+    if op is None:
+        return False
+    got = np.asarray(f.backend[0])
+    for i in range(init.size):
+        cands = [init[i]] + [op(init[i], v).astype(init.dtype) for v in val[idx == i]]
+        if not any(np.array_equal(got[i], c) for c in cands):
+            return False
+    return True
+
+
+def _cas_float_compare(f: Failure) -> bool:
+    """pallas_triton atomic_cas cases: the backend's two refs are what a float (not bitwise) compare gives."""
+    if not f.inputs or len(f.backend) < 2:
+        return False
+    v = np.asarray(f.inputs[0])
+    with np.errstate(invalid="ignore"):
+        want = [v[3] if v[0] == v[2] else v[0], v[5] if v[1] == v[4] else v[1]]
+    return all(np.array_equal(np.asarray(f.backend[i]), want[i], equal_nan=True) for i in range(2))
+
+
+def _dot_unrounded(f: Failure) -> bool:
+    """The backend's dot is the float32 product of unrounded operands (within the float32 dot bound)."""
+    if len(f.inputs) != 2 or not f.backend:
+        return False
+    a, b = (np.asarray(x, np.float64) for x in f.inputs)
+    exact, bound = a @ b, np.abs(a) @ np.abs(b)
+    k = a.shape[-1]
+    return bool(np.all(np.abs(np.asarray(f.backend[0], np.float64) - exact) <= (k + 2) * 2.0 ** -24 * bound))
+
+
+def _exp2_f64_shifted_argument(f: Failure) -> bool:
+    """Every element of every failing float64 output is within exp2's budget, explained by an
+    allowance, or within EXP2_F64_EXP_ULP of exp(a) for a double a at most EXP2_F64_ARGUMENT_ULP
+    ulp from fl(fl(ln 2) x); at least one element needs the shifted argument."""
+    if tuple(f.primitives) != ("exp2",) or len(f.inputs) != 1:
+        return False
+    x = np.asarray(f.inputs[0])
+    needed = False
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if ref.dtype != np.float64 or x.dtype != np.float64 or x.shape != ref.shape:
+            return False
+        ok = ulp_distance(ref, out) <= C.ulp_budget("exp2", ref.dtype)
+        if i < len(f.allowed) and f.allowed[i] is not None:
+            ok |= np.asarray(f.allowed[i])
+        y = np.float64(np.log(2.0)) * x
+        lo, hi, fits = y, y, np.zeros(ref.shape, bool)
+        with np.errstate(all="ignore"):
+            for _ in range(EXP2_F64_ARGUMENT_ULP + 1):
+                for a in (lo, hi):
+                    fits |= ulp_distance(np.exp(a), out) <= EXP2_F64_EXP_ULP
+                lo, hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)
+        needed |= bool((fits & ~ok).any())
+        if not (ok | fits).all():
+            return False
+    return needed
+
+
+def _only_the_draws_outside_fail(f: Failure) -> bool:
+    """rng_uniform cases: output 1 (the count of draws outside [a, b)) is the only failing one."""
+    return set(f.failing_outputs) == {1}
+
+
+def _rank3_outputs_fail(f: Failure) -> bool:
+    return all(np.ndim(f.reference[i]) >= 3 for i in f.failing_outputs)
+
+
+_within_256_ulp = _ulp_below(256)
+
+
+def _atomic_duplicate_targets(f: Failure) -> bool:
+    """Only the ref and the values seen fail (outputs 0 and 2), and the lanes' targets (output 1)
+    hold duplicates."""
+    return (set(f.failing_outputs) <= {0, 2}
+            and len(np.unique(f.reference[1])) < np.size(f.reference[1]))
+
+
+def _xla_cpu_erf_inv_model(f: Failure) -> bool:
+    return _xla_cpu_elementwise(f, model=("erf_inv", _erf_inv_model))
+
+
+def _xla_cpu_betainc_model(f: Failure) -> bool:
+    return _xla_cpu_elementwise(f, model=("regularized_incomplete_beta", _betainc_model))
+
+
+# The matchers spec/divergences.py entries name.
+MATCHERS: dict[str, Callable[[Failure], bool]] = {
+    "all_reduce_extremum_specials": _all_reduce_extremum_specials,
+    "atomic_duplicate_targets": _atomic_duplicate_targets,
+    "cas_float_compare": _cas_float_compare,
+    "dot_unrounded": _dot_unrounded,
+    "erf_out_of_range": _erf_out_of_range,
+    "exp2_f64_shifted_argument": _exp2_f64_shifted_argument,
+    "failing_all_zero": _failing_all_zero,
+    "gpu_complex_mul": _gpu_complex_mul,
+    "lowering_model_explains": _lowering_model_explains,
+    "one_lane_survives": _one_lane_survives,
+    "only_the_draws_outside_fail": _only_the_draws_outside_fail,
+    "rank3_outputs_fail": _rank3_outputs_fail,
+    "sqrt_via_float16": _sqrt_via_float16,
+    "within_256_ulp": _within_256_ulp,
+    "xla_cpu_betainc_model": _xla_cpu_betainc_model,
+    "xla_cpu_elementwise": _xla_cpu_elementwise,
+    "xla_cpu_erf_inv_model": _xla_cpu_erf_inv_model,
+    "xla_gpu_elementwise": _xla_gpu_elementwise,
+}
+
+
+def matches(d: Divergence, f: Failure) -> bool:
+    """Whether the known divergence ``d`` explains the failing result ``f``."""
+    if f.outcome not in d.outcomes:
+        return False
+    if not any(fnmatch.fnmatchcase(f.runner, p) for p in d.runners):
+        return False
+    if d.cases and not any(fnmatch.fnmatchcase(f.case_id, p) for p in d.cases):
+        return False
+    if d.primitives and not set(d.primitives) & set(f.primitives):
+        return False
+    if d.dtypes and not any(np.asarray(f.backend[i]).dtype.name in d.dtypes for i in f.failing_outputs):
+        return False
+    if not _version_in(f.jax_version, d.jax_versions):
+        return False
+    return d.matcher is None or bool(MATCHERS[d.matcher](f))
+
+
+def find(f: Failure) -> Divergence | None:
+    """The first known divergence (spec/divergences.py) that explains ``f``, or None."""
+    for d in DIVERGENCES:
+        if matches(d, f):
+            return d
+    return None
