@@ -12,10 +12,9 @@ import functools
 import numpy as np
 
 from reports.schema import CRASH, FAIL, KNOWN_DIVERGENCE, PASS, PASS_ALLOWANCE, TIMEOUT, Record
-from spec import allowances
 from spec import compliance as C
 
-from . import checks, divergence_models
+from . import allowance_models, checks, divergence_models
 from .case import LAX, Case, max_abs
 from .first_divergence import first_divergent_eqn
 
@@ -154,7 +153,7 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: Record, *, first_di
         return all(r.passed for r in _check_all(mode_args, refs, outs, new_modes))
 
     from .replay import program_ops
-    name = allowances.explain(runner, attempt, program_ops(jaxpr) if jaxpr is not None else None)
+    name = allowance_models.explain(runner, attempt, program_ops(jaxpr) if jaxpr is not None else None)
     if name:
         rec.outcome, rec.allowance = PASS_ALLOWANCE, name
         return

@@ -1,5 +1,5 @@
 """Backend allowances: documented ways a backend may compute differently from the unfused,
-correctly rounded program, each with its source and a checker.
+correctly rounded program, each with its source and how the suite checks it.
 
 A difference is explained by an allowance when the reference, recomputed the way the allowance
 says the backend computes (subnormals flushed, mul+add fused, bf16 chains kept in f32, inputs of a
@@ -9,10 +9,6 @@ is then ``pass-with-allowance`` and names the allowance: never a silent pass.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-from typing import Callable
-
-from . import compliance as C
 
 # Runners whose float arithmetic runs on XLA:CPU (the HLO and TPU interpret modes execute the
 # kernel's arithmetic as XLA:CPU code).
@@ -21,56 +17,22 @@ CPU_RUNNERS = ("xla:cpu", "pallas:interpret", "pallas:tpu-interpret", "pallas:gp
 
 @dataclasses.dataclass(frozen=True)
 class Allowance:
+    """Data only: the suite's conformance/allowance_models.py applies it (the mode changes and
+    program predicates it names, the search over a runner's allowances)."""
     name: str
     runners: tuple[str, ...]       # fnmatch patterns of runner names
     summary: str
     sources: tuple[str, ...]
     variant: dict | None = None     # conformance.replay.Variant fields: recompute the reference
-    mode_change: Callable | None = None  # Mode -> Mode: a looser mode the backend is allowed
-    # Only for programs that contain one of these operations: a predicate over the program's
-    # (primitive, output dtype name, params) triples, nested jaxprs included (None: any program).
-    # A kernel or a case without a jaxpr has no operations to show: such an allowance is not tried.
-    requires: Callable | None = None
+    # A looser mode the backend is allowed: (name, *arguments) of a mode change of
+    # conformance/allowance_models.py MODE_CHANGES.
+    mode_change: tuple | None = None
+    # Only for programs that contain one of these operations: the name of a predicate of
+    # conformance/allowance_models.py REQUIRES over the program's (primitive, output dtype name,
+    # params) triples, nested jaxprs included (None: any program). A kernel or a case without a
+    # jaxpr has no operations to show: such an allowance is not tried.
+    requires: str | None = None
     kernels: bool = False           # with ``requires``: tried for kernels too (no program to inspect)
-
-    def applies_to(self, runner: str) -> bool:
-        return any(fnmatch.fnmatchcase(runner, p) for p in self.runners)
-
-    def applies_to_program(self, ops) -> bool:
-        if self.requires is None:
-            return True
-        if ops is None:
-            return self.kernels
-        return any(self.requires(*op) for op in ops)
-
-
-def _matmul_precision(bits: int):
-    """DOT_PRODUCT modes get inputs of ``bits`` significant bits; so do the ABS_REL modes of programs
-    whose case gives its matmuls' first-order sensitivity (spec/compliance.py, ABS_REL)."""
-    def change(mode: C.Mode) -> C.Mode:
-        if mode.kind == C.DOT_PRODUCT:
-            return C.dot_product(mode.k, mode.source, input_bits=bits)
-        if mode.kind == C.ABS_REL and mode.dot_sensitivity:
-            return dataclasses.replace(mode, input_bits=bits)
-        return mode
-    return change
-
-
-def _faithful_f32(ulps: int):
-    """EXACT float32/complex64 outputs may be ``ulps`` ulp from the correctly rounded value."""
-    def change(mode: C.Mode) -> C.Mode:
-        if mode.kind != C.EXACT:
-            return mode
-        return C.ulp(ulps, "gpu-f32-div-sqrt")
-    return change
-
-
-def _approximate_f32_div_sqrt(primitive: str, dtype: str, params) -> bool:
-    if dtype not in ("float32", "complex64"):
-        return False
-    if primitive == "integer_pow":
-        return params.get("y", 0) < 0          # XLA lowers x**-n as 1 / x**n: a division
-    return primitive in ("div", "sqrt")
 
 
 # Maximum error of the PTX instructions XLA:GPU emits for float32 division and square root.
@@ -116,7 +78,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
         "Precision.DEFAULT f32 matmuls/convolutions use one bf16 pass on TPU: inputs are rounded to "
         "bf16 (8 significant bits) before exact products and f32 accumulation.",
         ("jax docs: jax.lax.Precision / jax_default_matmul_precision", "jax-ml/jax#9973"),
-        mode_change=_matmul_precision(8)),
+        mode_change=("matmul_precision", 8)),
     Allowance(
         "matmul-precision-tf32",
         ("xla:cuda", "pallas:triton", "pallas:mosaic-gpu"),
@@ -134,9 +96,8 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "dots to general dots through expansion', a GPU pass: the expanded dots are DEFAULT-precision f32 dots "
          "like any other; H100 evidence: lax_contractions/ragged_dot/f32 off the float32 bound, within the "
          "11-bit one)"),
-        variant={"tf32": "nearest"}, mode_change=_matmul_precision(11),
-        requires=lambda prim, dtype, params: prim in ("dot_general", "conv_general_dilated", "ragged_dot_general")
-        and dtype in ("float32", "complex64"), kernels=True),
+        variant={"tf32": "nearest"}, mode_change=("matmul_precision", 11),
+        requires="float32_matmul", kernels=True),
     Allowance(
         "gpu-f32-div-sqrt",
         ("xla:cuda",),
@@ -153,7 +114,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "maximum relative error 2^-23",
          "openxla/xla GPU elemental emitter FileCheck tests (hlo_to_llvm_ir --ptx): 'CHECK-DAG: "
          "sqrt.approx.f32' for f32 and f16 sqrt fusions"),
-        mode_change=_faithful_f32(GPU_F32_DIV_SQRT_ULP), requires=_approximate_f32_div_sqrt),
+        mode_change=("faithful_f32", GPU_F32_DIV_SQRT_ULP), requires="float32_div_sqrt"),
     Allowance(
         "scatter-duplicate-order",
         ("xla:*",),
@@ -168,7 +129,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "H100 evidence (JAX 0.11.2): lax_indexing/scatter_rows_clip_rank3 and lax_structure/scatter_set_drop "
          "keep another duplicate's row than XLA:CPU"),
         variant={"scatter_winner": 0},
-        requires=lambda prim, dtype, params: prim == "scatter"),
+        requires="scatter"),
     Allowance(
         "gpu-packed-select-and-gather-add-f64",
         ("xla:cuda", "xla:rocm"),
@@ -180,7 +141,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "'we can pack two half words into a single word, at the cost of precision'; registered with "
          "platform='gpu', TODO(b/183233858))",),
         variant={"packed_window_f64": True},
-        requires=lambda prim, dtype, params: prim == "select_and_gather_add" and dtype == "float64"),
+        requires="float64_select_and_gather_add"),
     Allowance(
         "bf16-minmax-daz-compare",
         ("xla:cpu", "pallas:interpret", "pallas:tpu-interpret", "pallas:gpu-interpret"),
@@ -197,32 +158,3 @@ ALLOWANCES: tuple[Allowance, ...] = (
 )
 
 BY_NAME = {a.name: a for a in ALLOWANCES}
-
-
-def for_runner(runner: str) -> list[Allowance]:
-    return [a for a in ALLOWANCES if a.applies_to(runner)]
-
-
-def explain(runner: str, attempt: Callable[[dict | None, Callable | None, str], bool], ops=None) -> str | None:
-    """The name of the first allowance (or '+'-joined combination) that explains a difference.
-
-    ``ops``: the program's (primitive, output dtype name, params) triples (None: no program, a
-    kernel), which decide the allowances that name the operations they need (``requires``).
-
-    ``attempt(variant, mode_change, name)`` recomputes the comparison under one allowance (named
-    ``name``, or the '+'-joined names of a combination) and says whether every output then complies. Single allowances are tried first, then all the
-    applicable replay allowances together (FTZ and FMA often meet in one program).
-    """
-    applicable = [a for a in for_runner(runner) if a.applies_to_program(ops)]
-    for a in applicable:
-        if attempt(a.variant, a.mode_change, a.name):
-            return a.name
-    replays = [a for a in applicable if a.variant]
-    if len(replays) > 1:
-        merged: dict = {}
-        for a in replays:
-            merged.update(a.variant)
-        name = "+".join(a.name for a in replays)
-        if attempt(merged, None, name):
-            return name
-    return None

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
+from conformance import allowance_models as AM
 from conformance import divergence_models as DM
 from conformance.case import PALLAS, Case
 from conformance.execute import run_case
@@ -84,7 +85,7 @@ def test_mode_arguments_computed_once_per_comparison():
     out = [ref[0] + 8, ref[1]]                 # 8 ulps of 4 away in output 0: no allowance explains it
     rec = Record(case=case.id, runner="xla:cpu")
     compare(case, "xla:cpu", [x], ref, out, rec, first_divergence=False)
-    assert rec.outcome == "fail" and len(A.for_runner("xla:cpu")) > 1
+    assert rec.outcome == "fail" and len(AM.for_runner("xla:cpu")) > 1
     assert calls == {"magnitude": 1, "dot_bound": 1}
 
 
@@ -131,6 +132,11 @@ def test_divergence_version_ranges():
     assert [DM.matches(d, f(v)) for v in ("0.10.2", "0.11.0", "0.12.0.1", "0.12.1")] == [False, True, True, False]
 
 
+def test_every_allowance_names_registered_models_and_every_model_is_used():
+    assert {a.mode_change[0] for a in A.ALLOWANCES if a.mode_change} == set(AM.MODE_CHANGES)
+    assert {a.requires for a in A.ALLOWANCES if a.requires} == set(AM.REQUIRES)
+
+
 def test_every_divergence_names_a_registered_matcher_and_every_matcher_is_used():
     named = {d.matcher for d in DV.DIVERGENCES if d.matcher is not None}
     assert named == set(DM.MATCHERS)
@@ -142,8 +148,8 @@ def test_every_allowance_and_divergence_cites_a_source():
         assert a.sources and (a.variant or a.mode_change), a.name
     for d in DV.DIVERGENCES:
         assert d.link and d.runners, d.id
-    assert {a.name for a in A.for_runner("xla:cpu")} >= {"flush-to-zero", "fma-contraction"}
-    assert "matmul-precision-bf16" not in {a.name for a in A.for_runner("xla:cpu")}
+    assert {a.name for a in AM.for_runner("xla:cpu")} >= {"flush-to-zero", "fma-contraction"}
+    assert "matmul-precision-bf16" not in {a.name for a in AM.for_runner("xla:cpu")}
 
 
 def test_first_divergent_equation_on_xla_cpu():
@@ -374,7 +380,7 @@ def test_matmul_precision_widens_abs_rel_only_where_the_case_gives_its_matmul_se
     """TF32 widens an ABS_REL mode by (2u + u^2) x the case's matmul sensitivity (u = 2^-11), and only
     a mode that says the case gives one (dot_sensitivity); by hand at one element of sensitivity 1."""
     from conformance.checks import complies
-    change = A.BY_NAME["matmul-precision-tf32"].mode_change
+    change = AM.mode_change(A.BY_NAME["matmul-precision-tf32"])
     plain = C.abs_rel(8, 8, "measured")
     assert change(plain) == plain and not plain.needs_dot_bound
     tapped = C.abs_rel(8, 8, "measured", dot_sensitivity=True)
