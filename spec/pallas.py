@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .base import EXACT, Semantics, shared, table
 from .pallas_mosaic_gpu import IN_KERNELS, UNDEFINED as MOSAIC_GPU_UNDEFINED
+from .spmd import REMOTE_DMA
 
 _CORE = "jax/_src/pallas/core.py"
 _PRIMS = "jax/_src/pallas/primitives.py"
@@ -235,10 +236,14 @@ SEMANTICS = table(
                                                  "_device_id_to_logical)",
                           "semaphore_signal/c2": "a signal to another device's run_scoped semaphore "
                                                  "while that device is outside the run_scoped: "
-                                                 "RaceError (the semaphore does not exist there)"},
+                                                 "RaceError (the semaphore does not exist there)",
+                          **shared(REMOTE_DMA, "remote-dma/device-id", "remote-dma/target",
+                                   "remote-dma/custom-barrier", "remote-dma/core-target",
+                                   "remote-dma/deadlock")},
               sources=(_PRIMS,)),
     Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
-              "a wait that cannot be satisfied raises RaceError.", sources=(_PRIMS,)),
+              "a wait that cannot be satisfied raises RaceError.",
+              edge_cases=shared(REMOTE_DMA, "remote-dma/deadlock"), sources=(_PRIMS,)),
     Semantics("semaphore_read", "The semaphore's current value as int32.", sources=(_PRIMS,)),
     Semantics("reciprocal", "1/x correctly rounded (computed wide, rounded once), also for "
               "approx=True, where hardware may return an approximation (Mosaic: a bf16 "

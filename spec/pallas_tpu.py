@@ -14,6 +14,7 @@ ExplicitMXUTest, tests/pallas/tpu_ops_test.py).
 from __future__ import annotations
 
 from .base import EXACT, Semantics, shared, table
+from .spmd import REMOTE_DMA
 
 _TPU = "jax/_src/pallas/mosaic/primitives.py"
 _TPU_INTERP = "jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py"
@@ -69,7 +70,8 @@ SEMANTICS = table(
                                     "in the same position (operand, scratch, run_scoped allocation "
                                     "while the target is inside that run_scoped, else RaceError); a "
                                     "device id outside the mesh raises OutOfBoundsError (spec/spmd.py "
-                                    "remote-dma)"},
+                                    "remote-dma)",
+                    **REMOTE_DMA},
         sources=(_TPU, _TPU_INTERP),
         notes="Speed: the DMA's operand pytree is resolved once per equation (where its refs "
               "are) and its indices, bounds / shape checks and byte count once per tuple of "
@@ -81,7 +83,10 @@ SEMANTICS = table(
               "DMA can satisfy raises RaceError (deadlock on hardware; inside shard_map the other "
               "devices run first, and DeadlockError names every device's wait). A wait_send waits "
               "on the send semaphore (is_wait_send; insert_dummy_device on JAX 0.10.2, which "
-              "swaps the operands the same way).", sources=(_TPU,)),
+              "swaps the operands the same way).",
+              edge_cases=shared(REMOTE_DMA, "remote-dma/completion", "remote-dma/completion-order",
+                                "remote-dma/deadlock"),
+              sources=(_TPU,)),
     Semantics("get_barrier_semaphore", "The kernel's barrier semaphore, one per kernel and "
               "device: kernels on other devices of the shard_map signal it with a device_id "
               "(spec/spmd.py remote-dma). tag (JAX >= 0.11) names the collective id kernels "

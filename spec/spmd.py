@@ -11,14 +11,7 @@ whose coordinates differ only along A; a participant's index is the row-major in
 coordinates along A in that order (jax.lax.axis_index of the same tuple). With axis_index_groups,
 the groups partition those indices and a participant's index is its position in its group.
 
-Order and undefined behaviour. Devices of one group must reach the same collectives in the same
-order. A device meeting another collective than its group (different primitive or group size) is
-a CollectiveMismatchError; a program in which every unfinished device waits on a collective that
-can no longer complete (a collective under a cond branch or while trip count that differs between
-devices) would hang: the reference raises DeadlockError naming every waiting device and collective
-(both UndefinedBehaviorError). Outputs an out_spec leaves replicated must hold the same bits on
-every device (check_vma proves it; with check_vma=False a difference raises, since which copy XLA
-returns is unspecified).
+Order and undefined behaviour: COLLECTIVE_ORDER below (the shard_map entry lists it).
 
 Floating-point reductions. XLA's AllReduce and ReduceScatter leave the combination order to the
 implementation ("the order of the reduction is implementation-defined": XLA operation semantics,
@@ -31,74 +24,10 @@ O(u^2), plus one rounding of the reference), with u the unit roundoff of the ope
 pmean is psum followed by a div in the jaxpr (jax/_src/lax/parallel.py pmean): its division is
 an ordinary correctly rounded div.
 
-Pallas across devices (remote-dma; interp/pallas/devices.py). A pallas_call in a shard_map body
-runs on every device; its runs meet after allocating and again before returning (JAX's TPU
+Pallas across devices (REMOTE_DMA below; interp/pallas/devices.py). A pallas_call in a shard_map
+body runs on every device; its runs meet after allocating and again before returning (JAX's TPU
 interpret mode: _barrier / _clean_up_shared_memory in jax/_src/pallas/mosaic/interpret/
 interpret_pallas_call.py), so remote DMAs and signals always find their target kernel running.
-- remote-dma/device-id: device_id_type MESH names coordinates along the manual mesh axes (a tuple
-  in mesh order, or a dict whose unnamed axes keep this device's coordinate, a tuple key being the
-  row-major index over its axes); LOGICAL names the row-major index over all of them
-  (interpret/utils.py device_coords_to_logical_id; primitives.py device_id_to_logical). An id
-  outside the mesh is OutOfBoundsError (Mosaic does not define it).
-- remote-dma/target: the DMA's destination, its receive semaphore and a remote signal's semaphore
-  are the target kernel's buffers in the same position (operand, scratch, barrier semaphore, a
-  run_scoped allocation while the target is inside that run_scoped: else RaceError), as interpret
-  mode addresses the same buffer id on the other device.
-- remote-dma/completion: without detect_races a DMA lands at its start. With detect_races it is in
-  flight in two halves: a wait on its send semaphore (wait_send) completes its send (the source is
-  read: "wait_send ... waits until reading from src_ref has completed", mosaic/primitives.py), a
-  wait on its receive semaphore, on the target device, completes its receive (the destination is
-  written, the send first if not yet done). Reading its destination, or writing its destination
-  or a source not yet sent, meanwhile, on either device, is a RaceError.
-- remote-dma/completion-order: which DMAs a wait saw complete is undefined when several in-flight
-  DMAs signal its semaphore with more bytes than it needs. Source: docs/pallas/tpu/distributed.md
-  ("DMA Semaphores": on DMA start the devices "begin to increment the value of send_sem and the
-  receiver's recv_sem asynchronously"; a wait blocks until the value reaches the byte count and
-  subtracts it; its all-gather gives each step its own receive semaphore "to avoid situations
-  where we have multiple DMAs in flight ... the same semaphore being used for multiple DMAs
-  occurring simultaneously ... potentially cause a silent failure"). Neither JAX nor Mosaic TPU
-  documents an order among DMAs (not even between one pair of devices), and the semaphore counts
-  bytes, not DMAs: the wait may return with parts of each landed. With detect_races such a wait
-  is remembered until every one of its DMAs has completed (by later waits); touching any of their
-  destinations (or writing the source of a DMA whose send it counted) before then is a
-  DmaCompletionOrderError (a RaceError) naming the kernel, device, semaphore and DMAs
-  (interp/pallas/dma.py). The same holds for local DMAs. It is found when the reference's
-  schedule has the DMAs in flight together (a device runs until it waits on something not yet
-  signalled): a check of what happened, not a proof over every interleaving. The reference's values (without detect_races, or until the error) are
-  the start-order completion; JAX's interpret mode completes them newest first and their halves
-  separately (interpret/shared_memory.py Semaphore.wait: "as late as possible, as well as
-  out-of-order"). JAX's shipped pallas.ops.tpu.all_gather waits like this on rings of 3 or more
-  devices (docs/findings.md; spec/divergences.py pallas-tpu-interpret-all-gather-dma-order).
-- remote-dma/custom-barrier: a kernel with collective_id gets no device barrier at its start
-  (Mosaic CompilerParams collective_id / skip_device_barrier; interpret mode's global _barrier
-  runs only without it): with detect_races, a remote DMA or non-barrier signal into a device
-  whose signal this device has not yet waited for is a RaceError.
-- remote-dma/core-mesh: a pl.kernel / core_map over a TPU core mesh in a shard_map body joins the
-  devices as a pallas_call does, every core of every device a member: the devices meet once before
-  a device's cores start (after all of them allocated: JAX's interpret mode runs _barrier before
-  its cores' threads, interpret_pallas_call.py) and once after all of a device's cores ended.
-  Buffers are per (device, core): scratch and semaphores (the barrier semaphore included) are
-  core-local, operands and shared memory spaces per device (interpret mode: semaphores count per
-  global core, Semaphore.count_by_core in interpret/shared_memory.py).
-- remote-dma/core-target: device_id names the device by the shard_map's mesh axes and the core by
-  a core axis of the kernel's mesh in a MESH dict (Mosaic lowering.py _device_id_to_logical: the
-  dict's non-mesh axes must be core axes, at most one core index; JAX 0.12's interpret mode alike,
-  interpret/utils.py _device_id_to_logical(core_axis_names); older interpret modes ignore it) or,
-  for semaphore_signal, core_index (both is an error, Mosaic: "Cannot specify both"; a core
-  outside the mesh is OutOfBoundsError). A remote DMA naming no core targets the sender's own core
-  on the target device (interpret_pallas_call.py dma_start: "Same core on destination device as
-  on source", every JAX in range). A remote signal naming no core from a kernel of several cores
-  is refused (UnsupportedPrimitiveError with the reason): Mosaic passes no core id to
-  tpu.sem_signal, JAX's interpret mode then signals core 0 (interpret_pallas_call.py
-  semaphore_signal: target_local_core_id None -> 0) while it sends a DMA to the sender's core, and
-  no documentation says which core the hardware signals. With collective_id, the detect_races
-  check of remote-dma/custom-barrier is per core: a core must have heard from the very core it
-  addresses on another device (the cores of its own device started with it: the device allocated
-  their buffers before any of them ran, as interpret mode does before its cores' threads).
-- remote-dma/deadlock: a wait only other devices can satisfy lets them run; when every device waits,
-  DeadlockError names each device, its kernel, the semaphore and the amount it waits for. A DMA or
-  signal into a kernel that has ended is a RaceError; with detect_races, a DMA never waited for or
-  a barrier semaphore not back at zero at the kernel's end is a RaceError.
 """
 from __future__ import annotations
 
@@ -118,6 +47,111 @@ _SUM = {"collective_sum/rounded-once": "exact sum of every participant's operand
         "collective_sum/dot-product-compliance": "backends: DOT_PRODUCT(K = participants) with bound "
                                                  "sum|x_k|; XLA leaves the order unspecified"}
 _CAST = "Identity on every device's value: the manual-axis type changes what JAX's checker allows."
+
+
+# Devices of one group meet their collectives in one order (the shard_map entry lists these).
+COLLECTIVE_ORDER = {
+    "collective/mismatch": "devices of one group must reach the same collectives in the same order: a "
+                           "device meeting another collective than its group (different primitive or "
+                           "group size) is a CollectiveMismatchError (an UndefinedBehaviorError)",
+    "collective/deadlock": "a program in which every unfinished device waits on a collective that can "
+                           "no longer complete (a collective under a cond branch or a while trip count "
+                           "that differs between devices) would hang: the reference raises "
+                           "DeadlockError (an UndefinedBehaviorError) naming every waiting device and "
+                           "collective",
+}
+
+# Pallas kernels across the devices of a shard_map (interp/pallas/devices.py): the entries of the
+# operations that address another device (dma_start, dma_wait, semaphore_signal, semaphore_wait)
+# list these.
+REMOTE_DMA = {
+    "remote-dma/device-id": "device_id_type MESH names coordinates along the manual mesh axes (a tuple "
+                            "in mesh order, or a dict whose unnamed axes keep this device's coordinate, "
+                            "a tuple key being the row-major index over its axes); LOGICAL names the "
+                            "row-major index over all of them (interpret/utils.py "
+                            "device_coords_to_logical_id; primitives.py device_id_to_logical). An id "
+                            "outside the mesh is OutOfBoundsError (Mosaic does not define it).",
+    "remote-dma/target": "the DMA's destination, its receive semaphore and a remote signal's semaphore "
+                         "are the target kernel's buffers in the same position (operand, scratch, "
+                         "barrier semaphore, a run_scoped allocation while the target is inside that "
+                         "run_scoped: else RaceError), as interpret mode addresses the same buffer id "
+                         "on the other device.",
+    "remote-dma/completion": "without detect_races a DMA lands at its start. With detect_races it is in "
+                             "flight in two halves: a wait on its send semaphore (wait_send) completes "
+                             'its send (the source is read: "wait_send ... waits until reading from '
+                             'src_ref has completed", mosaic/primitives.py), a wait on its receive '
+                             "semaphore, on the target device, completes its receive (the destination "
+                             "is written, the send first if not yet done). Reading its destination, or "
+                             "writing its destination or a source not yet sent, meanwhile, on either "
+                             "device, is a RaceError.",
+    "remote-dma/completion-order": "which DMAs a wait saw complete is undefined when several in-flight "
+                                   "DMAs signal its semaphore with more bytes than it needs. Source: "
+                                   'docs/pallas/tpu/distributed.md ("DMA Semaphores": on DMA start the '
+                                   'devices "begin to increment the value of send_sem and the '
+                                   'receiver\'s recv_sem asynchronously"; a wait blocks until the value '
+                                   "reaches the byte count and subtracts it; its all-gather gives each "
+                                   'step its own receive semaphore "to avoid situations where we have '
+                                   "multiple DMAs in flight ... the same semaphore being used for "
+                                   "multiple DMAs occurring simultaneously ... potentially cause a "
+                                   'silent failure"). Neither JAX nor Mosaic TPU documents an order '
+                                   "among DMAs (not even between one pair of devices), and the "
+                                   "semaphore counts bytes, not DMAs: the wait may return with parts of "
+                                   "each landed. With detect_races such a wait is remembered until "
+                                   "every one of its DMAs has completed (by later waits); touching any "
+                                   "of their destinations (or writing the source of a DMA whose send it "
+                                   "counted) before then is a DmaCompletionOrderError (a RaceError) "
+                                   "naming the kernel, device, semaphore and DMAs "
+                                   "(interp/pallas/dma.py). The same holds for local DMAs. It is found "
+                                   "when the reference's schedule has the DMAs in flight together (a "
+                                   "device runs until it waits on something not yet signalled): a check "
+                                   "of what happened, not a proof over every interleaving. The "
+                                   "reference's values (without detect_races, or until the error) are "
+                                   "the start-order completion; JAX's interpret mode completes them "
+                                   "newest first and their halves separately "
+                                   '(interpret/shared_memory.py Semaphore.wait: "as late as possible, '
+                                   'as well as out-of-order"). JAX\'s shipped pallas.ops.tpu.all_gather '
+                                   "waits like this on rings of 3 or more devices (docs/findings.md; "
+                                   "spec/divergences.py pallas-tpu-interpret-all-gather-dma-order).",
+    "remote-dma/custom-barrier": "a kernel with collective_id gets no device barrier at its start "
+                                 "(Mosaic CompilerParams collective_id / skip_device_barrier; interpret "
+                                 "mode's global _barrier runs only without it): with detect_races, a "
+                                 "remote DMA or non-barrier signal into a device whose signal this "
+                                 "device has not yet waited for is a RaceError.",
+    "remote-dma/core-mesh": "a pl.kernel / core_map over a TPU core mesh in a shard_map body joins the "
+                            "devices as a pallas_call does, every core of every device a member: the "
+                            "devices meet once before a device's cores start (after all of them "
+                            "allocated: JAX's interpret mode runs _barrier before its cores' threads, "
+                            "interpret_pallas_call.py) and once after all of a device's cores ended. "
+                            "Buffers are per (device, core): scratch and semaphores (the barrier "
+                            "semaphore included) are core-local, operands and shared memory spaces per "
+                            "device (interpret mode: semaphores count per global core, "
+                            "Semaphore.count_by_core in interpret/shared_memory.py).",
+    "remote-dma/core-target": "device_id names the device by the shard_map's mesh axes and the core by "
+                              "a core axis of the kernel's mesh in a MESH dict (Mosaic lowering.py "
+                              "_device_id_to_logical: the dict's non-mesh axes must be core axes, at "
+                              "most one core index; JAX 0.12's interpret mode alike, interpret/utils.py "
+                              "_device_id_to_logical(core_axis_names); older interpret modes ignore it) "
+                              'or, for semaphore_signal, core_index (both is an error, Mosaic: "Cannot '
+                              'specify both"; a core outside the mesh is OutOfBoundsError). A remote '
+                              "DMA naming no core targets the sender's own core on the target device "
+                              '(interpret_pallas_call.py dma_start: "Same core on destination device as '
+                              'on source", every JAX in range). A remote signal naming no core from a '
+                              "kernel of several cores is refused (UnsupportedPrimitiveError with the "
+                              "reason): Mosaic passes no core id to tpu.sem_signal, JAX's interpret "
+                              "mode then signals core 0 (interpret_pallas_call.py semaphore_signal: "
+                              "target_local_core_id None -> 0) while it sends a DMA to the sender's "
+                              "core, and no documentation says which core the hardware signals. With "
+                              "collective_id, the detect_races check of remote-dma/custom-barrier is "
+                              "per core: a core must have heard from the very core it addresses on "
+                              "another device (the cores of its own device started with it: the device "
+                              "allocated their buffers before any of them ran, as interpret mode does "
+                              "before its cores' threads).",
+    "remote-dma/deadlock": "a wait only other devices can satisfy lets them run; when every device "
+                           "waits, DeadlockError names each device, its kernel, the semaphore and the "
+                           "amount it waits for. A DMA or signal into a kernel that has ended is a "
+                           "RaceError; with detect_races, a DMA never waited for or a barrier semaphore "
+                           "not back at zero at the kernel's end is a RaceError.",
+}
 
 SEMANTICS = table(
     Semantics("shard_map", "Runs the body once per coordinate of the newly manual mesh axes on that "
@@ -166,7 +200,8 @@ SEMANTICS = table(
                                "shard_map taking those partials raises UndefinedBehaviorError (which "
                                "replica's partials XLA keeps is unspecified)",
                "shard_map/c8": "jax.pmap is jit(shard_map) in JAX 0.10.2..0.12.0.1: the same rule runs "
-                               "it"},
+                               "it",
+               **COLLECTIVE_ORDER},
               (SHMAP + " _shard_shaped_array/_unshard_shaped_array/_shard_map_impl",
                "jax/_src/pjit.py _check_unreduced_reshard", "jax/_src/partition_spec.py UnreducedKind"),
               EXACT),

@@ -7,9 +7,9 @@ and each statement a rule enforces found by its id in the rule's error and in a 
   entry, in the spec module of the rule's family, or is another JAX spelling of one (spec
   ALIASES, served by the same rule); every entry and alias names a registered rule.
 - Statement ids: one text per id; an id the spec text refers to exists.
-- Every id the reference cites (a string of interp/: the message of the raise that enforces the
-  statement) exists, is written out in spec/ (so grep finds it) and is carried by the name of a
-  test (``pad/c4`` -> ``test_pad_c4_...``).
+- Every id the reference cites (in the message of an error of interp/: the raise that enforces
+  the statement) exists, is written out in spec/ (so grep finds it) and is carried by the name of a
+  test (``pad/c3`` -> ``test_pad_c3_...``).
 """
 from __future__ import annotations
 
@@ -38,27 +38,27 @@ def _statements() -> dict[str, dict[str, str]]:
     return out
 
 
-def _strings(path: pathlib.Path):
-    """The string constants of a module's code (docstrings left out: they describe, not raise)."""
-    tree = ast.parse(path.read_text())
-    docstrings = {id(body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                  and (body := node.body) and isinstance(body[0], ast.Expr)
-                  and isinstance(body[0].value, ast.Constant)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            yield node.value
+def _error_messages(path: pathlib.Path):
+    """The string constants of a module's errors: of its raise statements and of the calls that
+    build an error (``eqn.unsupported(...)``, ``...Error(...)``, possibly returned by a helper)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        callee = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            else getattr(node.func, "id", "") if isinstance(node, ast.Call) else ""
+        if isinstance(node, ast.Raise) or callee == "unsupported" or callee.endswith("Error"):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    yield sub.value
 
 
 def _cited_by_the_reference() -> dict[str, set[str]]:
-    """{id: files of interp/ whose code cites it}: known ids, and anything shaped like a numbered
+    """{id: files of interp/ whose errors cite it}: known ids, and anything shaped like a numbered
     one (a typo must not pass as prose)."""
     known = set(_statements())
     pattern = re.compile("|".join(sorted((re.escape(i) for i in known), key=len, reverse=True))
                          + "|" + NUMBERED_ID.pattern)
     out: dict[str, set[str]] = {}
     for path in sorted((ROOT / "interp").rglob("*.py")):
-        for text in _strings(path):
+        for text in _error_messages(path):
             for m in pattern.finditer(text):
                 out.setdefault(m.group(0), set()).add(str(path.relative_to(ROOT)))
     return out
