@@ -32,6 +32,14 @@ POISON = {
     "semaphore": "0 (semaphores start at zero on hardware)",
 }
 
+# A wait on a semaphore (semaphore_wait, dma_wait of spec/pallas_tpu.py) that nothing can satisfy.
+WAITS = {
+    "semaphore/unsatisfiable-wait": "a wait no DMA or signal in flight can satisfy raises "
+                                    "RaceError (a deadlock on hardware; the reference runs one core "
+                                    "at a time, and inside a shard_map the other devices run first: "
+                                    "remote-dma/deadlock)",
+}
+
 SEMANTICS = table(
     Semantics(
         "pallas_call",
@@ -215,12 +223,14 @@ SEMANTICS = table(
     Semantics("run_scoped", "Allocates never-written scratch / zeroed semaphores for the body; at "
               "its end (detect_races) its semaphores must be zero and no DMA into them in flight.",
               edge_cases=shared(IN_KERNELS, "mosaic_gpu/run-scoped"), sources=(_PRIMS,)),
-    Semantics("multiple_of", "Compiler hint; the value unchanged. A promise: a scalar integer "
-              "that is not a multiple of every value raises UndefinedBehaviorError ('misusing "
-              "this function ... can result in undefined behavior'; Mosaic: tpu.assume_multiple).",
+    Semantics("multiple_of", "Compiler hint; the value unchanged, a promise (Mosaic: "
+              "tpu.assume_multiple).",
               edge_cases={"multiple_of/c1": "vectors are not checked: Triton reads the values per "
                                             "dimension (tt.divisibility of contiguous runs), no "
-                                            "elementwise statement"},
+                                            "elementwise statement",
+                          "multiple_of/c2": "a scalar integer that is not a multiple of every value "
+                                            "raises UndefinedBehaviorError ('misusing this function "
+                                            "... can result in undefined behavior')"},
               sources=(_PRIMS, "jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule")),
     Semantics("delay", "Busy-waits on hardware; no effect on values.", sources=(_PRIMS,)),
     Semantics("semaphore_signal", "Adds inc to a semaphore; with a device_id naming another core "
@@ -241,9 +251,8 @@ SEMANTICS = table(
                                    "remote-dma/custom-barrier", "remote-dma/core-target",
                                    "remote-dma/deadlock")},
               sources=(_PRIMS,)),
-    Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only); "
-              "a wait that cannot be satisfied raises RaceError.",
-              edge_cases=shared(REMOTE_DMA, "remote-dma/deadlock"), sources=(_PRIMS,)),
+    Semantics("semaphore_wait", "Waits for value and subtracts it (decrement=False: waits only).",
+              edge_cases={**WAITS, **shared(REMOTE_DMA, "remote-dma/deadlock")}, sources=(_PRIMS,)),
     Semantics("semaphore_read", "The semaphore's current value as int32.", sources=(_PRIMS,)),
     Semantics("reciprocal", "1/x correctly rounded (computed wide, rounded once), also for "
               "approx=True, where hardware may return an approximation (Mosaic: a bf16 "

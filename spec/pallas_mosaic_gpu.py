@@ -342,9 +342,10 @@ SEMANTICS = table(
               "with its share, a barrier counting 128 arrivals per Pallas arrival; one lane for "
               "a tensor-core-ordered barrier), completed by the stores; atomic (add/max/min/and/"
               "or/xor, integers) makes it dst = op(dst, src). The destination is in flight "
-              "until that barrier phase is observed (mosaic_gpu/tma-read-before-barrier); a "
-              "cluster_idx outside the cluster raises OutOfBoundsError.",
-              edge_cases={"async_store_smem/c1": "atomic stores of floats are refused"},
+              "until that barrier phase is observed (mosaic_gpu/tma-read-before-barrier).",
+              edge_cases={"async_store_smem/c1": "atomic stores of floats are refused",
+                          "async_store_smem/c2": "a cluster_idx outside the cluster raises "
+                                                 "OutOfBoundsError"},
               sources=(_PRIMS + " async_store_smem, _async_store_smem_lowering",
                        _LOWER + " _get_barrier (arrival_multiplier)",
                        "PTX ISA st.async / red.async (mbarrier::complete_tx::bytes)")),
@@ -530,11 +531,12 @@ SEMANTICS = table(
               "failed request are undefined (PTX: get_first_ctaid is defined for a cancelled "
               "response only): -1, loud as an index.",
               sources=(_PRIMS + " query_cluster_cancel", _PTX_CLC)),
-    Semantics("inline_mgpu", "Arbitrary Mosaic GPU IR has no semantics the reference can "
-              "evaluate and is refused, except the two proxy fences JAX's "
-              "dynamic_scheduling_loop emits through helpers.inline_ptx (fence.proxy.async "
-              "acquire/release): ordering only, no value effect in the reference, whose accesses "
-              "are in program order.", sources=("jax/_src/pallas/mosaic_gpu/helpers.py "
+    Semantics("inline_mgpu", "The two proxy fences JAX's dynamic_scheduling_loop emits through "
+              "helpers.inline_ptx (fence.proxy.async acquire/release): ordering only, no value "
+              "effect in the reference, whose accesses are in program order.",
+              edge_cases={"inline_mgpu/c1": "any other Mosaic GPU IR has no semantics the reference "
+                                            "can evaluate and is refused"},
+              sources=("jax/_src/pallas/mosaic_gpu/helpers.py "
                                                 "dynamic_scheduling_loop, inline_ptx", _PTX_MODEL)),
     Semantics("semaphore_signal_parallel", "Each listed semaphore gets its increment, in no "
               "guaranteed order (the reference: the listed one); a device_id names the semaphore of "

@@ -14,6 +14,7 @@ ExplicitMXUTest, tests/pallas/tpu_ops_test.py).
 from __future__ import annotations
 
 from .base import EXACT, Semantics, shared, table
+from .pallas import WAITS
 from .spmd import REMOTE_DMA
 
 _TPU = "jax/_src/pallas/mosaic/primitives.py"
@@ -79,13 +80,11 @@ SEMANTICS = table(
               "the same. Same checks, same results; race detection unchanged.",
     ),
     Semantics("dma_wait", "Waits until the semaphore holds the byte count of the waited ref and "
-              "subtracts it; completes in-flight DMAs on that semaphore in start order; a wait no "
-              "DMA can satisfy raises RaceError (deadlock on hardware; inside shard_map the other "
-              "devices run first, and DeadlockError names every device's wait). A wait_send waits "
+              "subtracts it; completes in-flight DMAs on that semaphore in start order. A wait_send waits "
               "on the send semaphore (is_wait_send; insert_dummy_device on JAX 0.10.2, which "
               "swaps the operands the same way).",
-              edge_cases=shared(REMOTE_DMA, "remote-dma/completion", "remote-dma/completion-order",
-                                "remote-dma/deadlock"),
+              edge_cases={**WAITS, **shared(REMOTE_DMA, "remote-dma/completion",
+                                            "remote-dma/completion-order", "remote-dma/deadlock")},
               sources=(_TPU,)),
     Semantics("get_barrier_semaphore", "The kernel's barrier semaphore, one per kernel and "
               "device: kernels on other devices of the shard_map signal it with a device_id "
@@ -114,17 +113,21 @@ SEMANTICS = table(
     Semantics("prng_random_bits", "int32 bits of the emulated hardware PRNG: a function of the "
               "seeds of the last prng_seed, the number of draws since it and Options.seed, not "
               "of the grid point (the same seed gives the same bits at any grid point, as "
-              "pltpu.sample_block's invariance over block shapes needs). Before any prng_seed: "
-              "UndefinedBehaviorError (JAX's TPU interpret mode returns zeros). Results of rank "
-              "< 2 (also through stateful_* samplers and jax.random on Pallas keys): "
-              "unsupported, as Mosaic lowers only rank >= 2 draws "
-              "(_prng_random_bits_lowering_rule).",
-              edge_cases=HARDWARE_PRNG, sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
+              "pltpu.sample_block's invariance over block shapes needs).",
+              edge_cases={"prng_random_bits/c1": "before any prng_seed: UndefinedBehaviorError (JAX's "
+                                                 "TPU interpret mode returns zeros)",
+                          "prng_random_bits/c2": "results of rank < 2 (also through stateful_* "
+                                                 "samplers and jax.random on Pallas keys): "
+                                                 "unsupported, as Mosaic lowers only rank >= 2 draws "
+                                                 "(_prng_random_bits_lowering_rule)",
+                          **HARDWARE_PRNG},
+              sources=(_TPU, "interp/prng.py pallas_tpu_bits")),
     Semantics("prng_split", "The uint32 scalars of a Pallas TPU key (key shape (1, N)), in order.",
               sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _split_key_lowering_rule")),
     Semantics("prng_join", "A Pallas TPU key from its N uint32 scalars, in order; prng_seed(key) "
-              "seeds with them. Other impls (JAX's abstract eval takes any key shape (1, N)): "
-              "unsupported, as Mosaic joins only Pallas keys.",
+              "seeds with them.",
+              edge_cases={"prng_join/c1": "other impls (JAX's abstract eval takes any key shape (1, "
+                                          "N)): unsupported, as Mosaic joins only Pallas keys"},
               sources=(_TPU, "jax/_src/pallas/mosaic/lowering.py _join_key_lowering_rule",
                        "jax/_src/pallas/mosaic/lowering.py _prng_seed_lowering_rule")),
     Semantics("pack_elementwise", "Sources (factor = bits(source) / bits(packed) of them) packed "
