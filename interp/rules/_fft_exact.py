@@ -64,7 +64,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import dtypes as D
-from .lax_reductions import round_float
+from ..numerics import round_float
 from .lax_special import _fraction_round, _ziv
 
 LD = np.dtype(np.longdouble)

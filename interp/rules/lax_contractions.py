@@ -3,7 +3,7 @@
 Every contraction reduces to batched matrix products whose float results are *correctly rounded*:
 each output element is the exact sum of the exact products, rounded once to the output dtype.
 A float64 (long double for float64 inputs) BLAS product gives an approximation with a proven error
-bound; :func:`certified_round` (lax_reductions) keeps the elements whose bound interval rounds to
+bound; :func:`certified_round` (interp/numerics.py) keeps the elements whose bound interval rounds to
 one value and recomputes the rest exactly. Integer results wrap around in the output type.
 """
 from __future__ import annotations
@@ -18,8 +18,9 @@ from ..registry import register
 from ._fft_exact import fft_value
 from ._scratch import scratch
 from .lax_conversions import _c_order, reduce_precision_bits
-from .lax_reductions import (F32, F64, LONGDOUBLE, UNIT, certified_round, exact_dot, fsum_round, refine_sums,
-                             round_exact, round_float, sum_error_bound, wide_type, window_indices, wrap_int)
+from ..numerics import (F32, F64, LONGDOUBLE, UNIT, certified_round, exact_dot, fsum_round, refine_sums,
+                        round_exact, round_float, sum_error_bound, wide_type, wrap_int)
+from .lax_reductions import window_indices
 
 FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
 

@@ -18,8 +18,8 @@ from ..registry import register
 from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
 from .. import dtypes as D
-from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
-                             sum_last)
+from ..numerics import F64, UNIT, certified_round, round_float, sum_error_bound
+from .lax_reductions import _extremum, _move_last, sum_last
 
 
 # --- shard_map -----------------------------------------------------------------------------------
