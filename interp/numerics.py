@@ -18,30 +18,49 @@ from __future__ import annotations
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
-from . import dtypes as D
+from . import dtypes
 
 LONGDOUBLE = np.dtype(np.longdouble)
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
+F4 = np.dtype(ml_dtypes.float4_e2m1fn) if hasattr(ml_dtypes, "float4_e2m1fn") else None
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 # Unit roundoff of the wide accumulation types.
 UNIT = {F64: 2.0 ** -53, LONGDOUBLE: float(np.finfo(np.longdouble).eps) / 2}
 
 
 # --------------------------------------------------------------------------------------------
-# Correct rounding from a wide float (float64 / long double) to any float dtype.
+# Rounding to a dtype: XLA's convert, and its float -> float part every correctly rounded rule
+# ends in.
 
-def _round_to_odd(x: np.ndarray, target: np.dtype) -> np.ndarray:
-    """Round ``x`` to ``target`` (float32/float64) with round-to-odd.
+def c_order(x) -> np.ndarray:
+    """``x`` as a C-contiguous array of the same shape (0-d stays 0-d, unlike np.ascontiguousarray),
+    so that ``.view`` of another item type is allowed."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.array(x, order="C")
 
-    Rounding to odd into a format with at least p+2 bits followed by round-to-nearest-even into a
-    p-bit format equals direct round-to-nearest-even (no double-rounding error)."""
-    t = x.astype(target)
-    with np.errstate(invalid="ignore", over="ignore"):
+
+def round_to_odd(x: np.ndarray, target) -> np.ndarray:
+    """``x`` (float64 or long double) rounded to the narrower ``target`` (float32 or float64) with
+    round-to-odd: ``x`` itself where ``target`` holds it, else whichever of its two neighbours has
+    an odd last significand bit; beyond the largest finite value that value (round toward zero
+    with a sticky bit, so overflow also rounds to the odd neighbour), infinities and NaN as they are.
+
+    Rounding the result once more, to nearest even, into a format with at most p - 2 significand
+    bits (p: target's) and a range inside target's gives the correctly rounded value of ``x``:
+    no double-rounding error (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums:
+    proved algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008). NumPy's own
+    float64 -> float16 and ml_dtypes' float64 -> narrow casts go through float32 with two
+    roundings; XLA rounds once."""
+    target = np.dtype(target)
+    with np.errstate(all="ignore"):
+        t = x.astype(target)
         back = t.astype(x.dtype)
         inexact = (back != x) & ~np.isnan(x)
-        even = (np.asarray(t).view(D.storage_uint(target)) & 1) == 0
+        even = (np.asarray(t).view(dtypes.storage_uint(target)) & 1) == 0
         fix = inexact & even
         if np.any(fix):
             toward = np.where(x > back, np.inf, -np.inf).astype(target)
@@ -49,24 +68,218 @@ def _round_to_odd(x: np.ndarray, target: np.dtype) -> np.ndarray:
     return t
 
 
-def round_float(x: np.ndarray, dtype) -> np.ndarray:
-    """``x`` (float64 or long double) correctly rounded (nearest-even) to the float ``dtype``.
+def two_sum(a, b):
+    """s = fl(a + b) and its exact error e (a + b == s + e), for float64 arrays (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
 
-    NumPy's float64->float32/float16 and long double->float64/float32 casts round once; ml_dtypes'
-    casts from float64 go through float32 (double rounding), so those go through round-to-odd."""
-    dtype = np.dtype(dtype)
+
+def odd_sum(a, b):
+    """a + b rounded to odd in float64 (its last bit sticky when inexact: see
+    :func:`round_to_odd`), for float64 arrays ``a`` and ``b``."""
+    s, e = two_sum(a, b)
+    fix = (e != 0) & np.isfinite(s) & ((c_order(s).view(np.uint64) & np.uint64(1)) == 0)
+    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
+def round_float(x, dtype) -> np.ndarray:
+    """``x`` (an array of any float dtype) rounded once, to nearest even, into the float ``dtype``,
+    as XLA's convert does; overflow gives ``dtype``'s overflow value (inf, NaN for the finite-only
+    float8 types, the largest value for float4_e2m1fn, which also turns NaN into -0.0). An array
+    already of ``dtype`` is returned as it is (not copied).
+
+    NumPy's casts between float16/32/64 and long double -> float32/float64 round once; narrower
+    targets from float64 or long double go through :func:`round_to_odd` to float32."""
     x = np.asarray(x)
-    if x.dtype == dtype:
+    dtype = np.dtype(dtype)
+    src = x.dtype
+    if src == dtype:
         return x
-    if dtype in (F64, F32) or (dtype == np.float16 and x.dtype == F64):
-        return x.astype(dtype)
-    if x.dtype == LONGDOUBLE:
-        x = _round_to_odd(x, F64)
-    if dtype == np.float16:
-        return x.astype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _round_to_odd(x, F32).astype(dtype)
+    with np.errstate(all="ignore"):
+        if src == E8M0:
+            x = x.astype(F32)          # exact; ml_dtypes casts e8m0fnu only to/from NumPy floats
+        elif src in (F64, LONGDOUBLE) and dtype not in (F32, F64, LONGDOUBLE):   # (fewer than 24 bits)
+            x = round_to_odd(x, F32)   # one rounding in the end (see round_to_odd)
+        elif dtype == E8M0 and src in dtypes.ML_FLOATS:
+            x = x.astype(F32)
+        out = x.astype(dtype)
+        if dtype == F4:
+            # float4_e2m1fn has no NaN: XLA gives -0.0 for a NaN input.
+            out = np.where(np.isnan(x), np.array(-0.0, dtype), out).astype(dtype)
+    return out
 
+
+def convert(x, dtype) -> np.ndarray:
+    """XLA's ConvertElementType of ``x`` to ``dtype``: the one conversion every rule rounds a value
+    into a dtype with (spec/lax_conversions.py states each case and its source):
+
+    - int -> int: two's complement wrap-around to the target width (int2/int4 included).
+    - int/float -> float: the exact value rounded once, to nearest even, with the target type's
+      overflow behaviour (inf, NaN or saturation), as ml_dtypes and XLA do (:func:`round_float`).
+    - float -> int: NaN -> 0; ``x >= T(INT_MAX)`` -> INT_MAX and ``x <= T(INT_MIN)`` -> INT_MIN
+      where ``T(v)`` is the integer bound rounded into the *source* float type (XLA compares in the
+      source type, so float4_e2m1fn 6.0 -> int8 gives 127); otherwise truncation toward zero.
+    - complex -> real: the real part, then as above. Anything -> bool: ``x != 0`` (NaN -> True).
+    """
+    x = np.asarray(x)
+    dst = np.dtype(dtype)
+    src = x.dtype
+    if src == dst:
+        return x
+    if dtypes.is_complex(src):
+        if dtypes.is_complex(dst):
+            return x.astype(dst)   # componentwise, each rounded once to nearest even
+        x = np.real(x)
+        src = x.dtype
+        if src == dst:
+            return x.copy()
+    if dtypes.is_bool(dst):
+        if dtypes.is_int(src):
+            return x != np.zeros((), src)
+        return _as_exact_float(x) != 0   # (0 is not an e8m0fnu value: compare exactly)
+    if dtypes.is_complex(dst):
+        part = convert(x, dtypes.component_dtype(dst))
+        return part.astype(dst)
+    if dtypes.is_bool(src):
+        x = x.astype(np.uint8)
+        src = x.dtype
+    if dtypes.is_int(src):
+        if dtypes.is_int(dst):
+            return wrap_int(to_wide_int(x), dst)
+        return _int_to_float(x, dst)
+    if dtypes.is_int(dst):
+        return _float_to_int(x, dst)
+    return round_float(x, dst)
+
+
+def _int_to_float(x: np.ndarray, dst: np.dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if dst in dtypes.ML_FLOATS:
+            # ml_dtypes would go through float32 (double rounding for 64-bit integers); an exact
+            # float64 (or a round-to-odd one, see _int64_to_odd_float64) rounds once instead.
+            wide = _int64_to_odd_float64(x) if x.dtype.itemsize == 8 else x.astype(np.float64)
+            return round_float(wide, dst)
+        return x.astype(dst)   # NumPy's C casts: one rounding to nearest even
+
+
+def _int64_to_odd_float64(x: np.ndarray) -> np.ndarray:
+    """64-bit integers as float64 rounded to odd at bit 11 when |x| >= 2**53.
+
+    Keeping the dropped bits as a sticky last bit leaves >= 42 significant bits, so one more
+    rounding to any format of <= 40 bits is the correctly rounded result (round-to-odd theorem).
+    """
+    neg = x < 0
+    mag = np.where(neg, (-(x.astype(np.int64) + 1)).astype(np.uint64) + np.uint64(1),
+                   x.astype(np.uint64)) if dtypes.is_signed(x.dtype) else x.astype(np.uint64)
+    big = mag >= np.uint64(1 << 53)
+    q = (mag >> np.uint64(11)) | ((mag & np.uint64(0x7FF)) != 0).astype(np.uint64)
+    val = np.where(big, q.astype(np.float64) * 2048.0, mag.astype(np.float64))
+    return np.where(neg, -val, val)
+
+
+def _as_exact_float(x: np.ndarray) -> np.ndarray:
+    """A float array in a NumPy type that holds all its values exactly (float64 or long double)."""
+    if x.dtype == E8M0:
+        return x.astype(np.float32).astype(np.float64)
+    return x.astype(np.longdouble if x.dtype == np.float64 else np.float64)
+
+
+def _float_to_int(x: np.ndarray, dst: np.dtype) -> np.ndarray:
+    info = dtypes.iinfo(dst)
+    wide_int = np.uint64 if dtypes.is_unsigned(dst) else np.int64
+    with np.errstate(all="ignore"):
+        # XLA clamps against the integer bounds rounded into the *source* float type.
+        hi = _as_exact_float(convert(np.array(int(info.max), wide_int), x.dtype))
+        lo = _as_exact_float(convert(np.array(int(info.min), np.int64), x.dtype))
+        xv = _as_exact_float(x)
+        above, below, nan = xv >= hi, xv <= lo, np.isnan(xv)
+        inside = ~(above | below | nan)
+        t = np.trunc(np.where(inside, xv, 0)).astype(wide_int)   # exact: |t| < 2**64 inside
+        out = np.where(above, wide_int(info.max), np.where(below, wide_int(info.min), t))
+        out = np.where(nan, wide_int(0), out)
+    return wrap_int(out.astype(wide_int), dst)
+
+
+# IEEE-like types whose bits reduce_precision manipulates directly: (total, exponent, mantissa) bits.
+BIT_LAYOUT = {np.dtype(np.float16): (16, 5, 10), dtypes.bfloat16: (16, 8, 7),
+                  np.dtype(np.float32): (32, 8, 23), np.dtype(np.float64): (64, 11, 52)}
+
+
+def reduce_precision_bits(u: np.ndarray, layout: tuple[int, int, int], exponent_bits: int,
+                          mantissa_bits: int) -> np.ndarray:
+    """XLA's EmitReducePrecisionIR (quiet_nans=false) on the bits ``u`` (uint64) of a float.
+
+    Mantissa: round to nearest even by adding a bias and truncating (a carry into the exponent is
+    the right result). Exponent: values above the reduced range become +-inf, values at or below
+    its minimum normal exponent become +-0 (reduced subnormals are flushed). NaN stays the input.
+    """
+    nbits, src_e, src_m = layout
+    full = np.uint64((1 << nbits) - 1)
+    sign_mask = np.uint64(1 << (nbits - 1))
+    exp_mask = np.uint64(((1 << src_e) - 1) << src_m)
+    x = u
+    is_nan = (x & ~sign_mask & full) > exp_mask
+    if mantissa_bits < src_m:
+        last = np.uint64(1 << (src_m - mantissa_bits))
+        bias = (last >> np.uint64(1)) - np.uint64(1)
+        last_bit = (x & last) >> np.uint64(src_m - mantissa_bits)
+        x = ((x + last_bit + bias) & ~(last - np.uint64(1))) & full
+    if exponent_bits < src_e:
+        src_bias = (1 << (src_e - 1)) - 1
+        red_bias = (1 << (exponent_bits - 1)) - 1
+        max_exp = np.uint64((src_bias + red_bias) << src_m)
+        min_exp = np.uint64((src_bias - red_bias) << src_m)
+        e = x & exp_mask
+        signed_zero = x & sign_mask
+        x = np.where(e > max_exp, signed_zero | exp_mask, x)
+        x = np.where(e <= min_exp, signed_zero, x)
+    # NaN stays NaN (XLA:CPU keeps the input NaN, also with mantissa_bits == 0 where the old
+    # emitter selected infinity: confirmed against XLA:CPU in the tests)
+    return np.where(is_nan, u, x)
+
+
+# --------------------------------------------------------------------------------------------
+# Integers: two's complement wrap-around.
+
+def to_wide_int(x) -> np.ndarray:
+    """An integer array as int64 (signed or narrower unsigned) or uint64 (uint64)."""
+    x = np.asarray(x)
+    if x.dtype == np.uint64:
+        return x
+    return x.astype(np.int64)
+
+
+def sign_extend(v: np.ndarray, nbits: int) -> np.ndarray:
+    """Integers 0 <= v < 2**nbits (an int64 array) read as ``nbits``-bit two's complement."""
+    return np.where(v >= 1 << (nbits - 1), v - (1 << nbits), v)
+
+
+def wrap_int(v, dtype) -> np.ndarray:
+    """Integers (an integer array; int64/uint64 results of NumPy arithmetic are wrapped mod
+    2**64 already) wrapped two's complement into the integer ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype in dtypes.ML_INTS or dtype in dtypes.ML_UINTS:
+        bits = dtypes.bit_width(dtype)
+        v = np.asarray(v).astype(np.int64) & ((1 << bits) - 1)
+        if dtypes.is_signed(dtype):
+            v = sign_extend(v, bits)
+        return v.astype(dtype)
+    return np.asarray(v).astype(dtype)   # NumPy's integer casts wrap two's complement
+
+
+def int_wrapper(nbits: int, signed: bool):
+    """A function wrapping a Python int two's complement to ``nbits`` bits (signed or not): wrap_int
+    for the rank-0 fast paths, which compute on Python integers."""
+    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
+    if signed:
+        return lambda v: ((v + half) & mask) - half
+    return lambda v: v & mask
+
+
+# --------------------------------------------------------------------------------------------
+# Exact values rounded once.
 
 def round_exact(n: int, e: int, dtype) -> np.ndarray:
     """The exact value ``n * 2**e`` (Python ints) rounded to nearest-even in float ``dtype``.
@@ -74,7 +287,7 @@ def round_exact(n: int, e: int, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if n == 0:
         return np.zeros((), dtype)
-    fi = D.finfo(dtype)
+    fi = dtypes.finfo(dtype)
     p, emin = int(fi.nmant) + 1, int(fi.minexp)
     m = abs(n)
     q = max(e + m.bit_length() - 1, emin) - (p - 1)   # exponent of the last kept bit
@@ -139,22 +352,22 @@ def fsum_round(terms: np.ndarray, dtype) -> np.ndarray:
     return out
 
 
-def wide_type(*dtypes) -> np.dtype:
+def wide_type(*input_dtypes) -> np.dtype:
     """float64 when every term (product) of these input dtypes is exact in float64 (mantissa
     bits add up to <= 53), else long double."""
-    return _wide_type(tuple(np.dtype(dt) for dt in dtypes))
+    return _wide_type(tuple(np.dtype(dt) for dt in input_dtypes))
 
 
 @functools.lru_cache(maxsize=None)
-def _wide_type(dtypes) -> np.dtype:
+def _wide_type(input_dtypes) -> np.dtype:
     bits = 0
-    for dt in dtypes:
-        if D.is_float(dt):
-            bits += int(D.finfo(dt).nmant) + 1
-        elif D.is_complex(dt):
+    for dt in input_dtypes:
+        if dtypes.is_float(dt):
+            bits += int(dtypes.finfo(dt).nmant) + 1
+        elif dtypes.is_complex(dt):
             bits += 24 if dt == np.complex64 else 53
         else:
-            bits += D.bit_width(dt)
+            bits += dtypes.bit_width(dt)
     return F64 if bits <= 53 else LONGDOUBLE
 
 
@@ -196,7 +409,7 @@ def certified_round(s: np.ndarray, bound: np.ndarray, out_dtype, exact_fn, refin
         bb *= np.asarray(4 * u, wide)
         bb += bound
         r_lo, r_hi = round_float(s - bb, out_dtype), round_float(s + bb, out_dtype)
-    uint = D.storage_uint(out_dtype)
+    uint = dtypes.storage_uint(out_dtype)
     certain = (r_lo.view(uint) == r_hi.view(uint)) | (bb == 0)   # bb == 0: s is exact (r_lo keeps -0.0)
     out = r_lo
     special = ~np.isfinite(s)
@@ -298,16 +511,4 @@ def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
     rows = x.reshape(-1, k)
     return certified_round(s, sum_error_bound(a, k, wide), out_dtype, lambda i: (rows[i].astype(F64),),
                            lambda idx: refine_sums(rows[idx].astype(F64), None, wide), single=k == 1)
-
-
-def wrap_int(v: np.ndarray, dtype) -> np.ndarray:
-    """Integers (int64/uint64, wrapped mod 2**64) wrapped into the integer ``dtype``."""
-    dtype = np.dtype(dtype)
-    if dtype in D.ML_INTS or dtype in D.ML_UINTS:
-        bits = D.bit_width(dtype)
-        v = np.asarray(v).astype(np.int64) & ((1 << bits) - 1)
-        if D.is_signed(dtype):
-            v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
-        return v.astype(dtype)
-    return np.asarray(v).astype(dtype)
 

@@ -17,29 +17,12 @@ from .. import dtypes as D
 from ..registry import register
 from ._fft_exact import fft_value
 from ._scratch import scratch
-from .lax_conversions import _c_order, reduce_precision_bits
-from ..numerics import (F32, F64, LONGDOUBLE, UNIT, certified_round, exact_dot, fsum_round, refine_sums,
-                        round_exact, round_float, sum_error_bound, wide_type, wrap_int)
+from ..numerics import (F32, F64, LONGDOUBLE, UNIT, c_order, certified_round, convert, exact_dot, fsum_round,
+                        reduce_precision_bits, refine_sums, round_exact, round_float, sum_error_bound, wide_type,
+                        wrap_int)
 from .lax_reductions import window_indices
 
 FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
-
-
-def convert(x: np.ndarray, dtype) -> np.ndarray:
-    """convert_element_type for the cases dot/conv lowering inserts (XLA: round to nearest even)."""
-    dtype = np.dtype(dtype)
-    if x.dtype == dtype:
-        return x
-    if D.is_float(dtype) and (D.is_float(x.dtype) or D.is_int(x.dtype) or D.is_bool(x.dtype)):
-        if x.dtype == F64 or dtype in D.ML_FLOATS and D.is_int(x.dtype):
-            return round_float(x.astype(F64), dtype)
-        return x.astype(dtype)
-    if D.is_complex(dtype):
-        return x.astype(dtype)
-    if D.is_int(dtype) and (D.is_int(x.dtype) or D.is_bool(x.dtype)):
-        return wrap_int(x.astype(np.int64) if D.is_signed(x.dtype) or D.is_bool(x.dtype)
-                        else x.astype(np.uint64), dtype)
-    raise NotImplementedError(f"conversion {x.dtype} -> {dtype} in a contraction")
 
 
 def _lowered_inputs(eqn, lhs, rhs, out_dtype):
@@ -125,7 +108,7 @@ def _algorithm_semantics(eqn, alg, lhs_dtype, rhs_dtype) -> _Algorithm:
 
 
 def _round_tf32(x: np.ndarray) -> np.ndarray:
-    u = _c_order(x.astype(np.float32)).view(np.uint32).astype(np.uint64)
+    u = c_order(x.astype(np.float32)).view(np.uint32).astype(np.uint64)
     return reduce_precision_bits(u, (32, 8, 23), 8, 10).astype(np.uint32).view(np.float32)
 
 

@@ -22,8 +22,7 @@ from interp import dtypes as D
 from interp.errors import UndefinedBehaviorError
 from interp.evaluator import Literal, is_extended
 from interp.registry import RULES, register
-from interp.rules.lax_conversions import (_NATIVE_FLOATS, _NATIVE_INTS, _c_order, component_dtype, convert,
-                                         to_wide_int, wrap_int)
+from interp.numerics import c_order, convert, int_wrapper, odd_sum, sign_extend, to_wide_int, wrap_int
 
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 
@@ -48,7 +47,7 @@ def _float_arith(fn, dtype, *xs):
     """``fn`` applied to float (or complex) operands of ``dtype``, rounded once to ``dtype``."""
     dtype = np.dtype(dtype)
     with np.errstate(all="ignore"):
-        if dtype in _NATIVE_FLOATS or D.is_complex(dtype):
+        if dtype in D.NATIVE_FLOATS or D.is_complex(dtype):
             return np.asarray(fn(*xs)).astype(dtype, copy=False)
         return convert(np.asarray(fn(*[_wide(x) for x in xs])), dtype)
 
@@ -64,10 +63,10 @@ def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None, wraps_natively=False):
     already two's complement wrap-around (add, sub, mul, neg, abs, bitwise), so the common
     types skip the int64 round trip; float16/32/64 ``float_fn`` is IEEE in the type."""
     dtype = eqn.out_dtype
-    if dtype in _NATIVE_FLOATS:
+    if dtype in D.NATIVE_FLOATS:
         return float_fn(*xs)
     if D.is_int(dtype):
-        if wraps_natively and dtype in _NATIVE_INTS:
+        if wraps_natively and dtype in D.NATIVE_INTS:
             return int_fn(*xs)
         return _int_arith(int_fn, dtype, *xs)
     if D.is_complex(dtype) and complex_fn is not None:
@@ -157,25 +156,10 @@ def _specialise(ufunc, natives, result=None):
     return attach
 
 
-_NATIVE_NUMBERS = _NATIVE_FLOATS + _NATIVE_INTS
+_NATIVE_NUMBERS = D.NATIVE_FLOATS + D.NATIVE_INTS
 
 
 # --- complex multiply / divide ------------------------------------------------------------------
-
-def _two_sum(a, b):
-    """s = fl(a+b) and the exact error e (a + b == s + e), for float64 arrays."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
-
-
-def _odd_sum(a, b):
-    """a + b rounded to odd in float64 (its last bit is sticky when inexact), for exact a, b."""
-    s, e = _two_sum(a, b)
-    fix = (e != 0) & np.isfinite(s) & ((_c_order(s).view(np.uint64) & np.uint64(1)) == 0)
-    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-
 
 def _complex_mul(dtype, x, y):
     """(a+bi)(c+di) = (ac-bd) + (ad+bc)i, each part of the textbook formula rounded once.
@@ -188,7 +172,7 @@ def _complex_mul(dtype, x, y):
         if dtype == np.complex64:
             a, b = x.real.astype(np.float64), x.imag.astype(np.float64)
             c, d = y.real.astype(np.float64), y.imag.astype(np.float64)
-            re, im = _odd_sum(a * c, -(b * d)), _odd_sum(a * d, b * c)
+            re, im = odd_sum(a * c, -(b * d)), odd_sum(a * d, b * c)
             out = np.empty(np.broadcast(re, im).shape, dtype)
             out.real, out.imag = re.astype(np.float32), im.astype(np.float32)
             return out
@@ -255,7 +239,7 @@ def _int_divmod(x, y):
 
 
 @register("div")
-@_specialise(np.divide, _NATIVE_FLOATS)
+@_specialise(np.divide, D.NATIVE_FLOATS)
 def div(eqn, x, y):
     return _arith(eqn, lambda a, b: _int_divmod(a, b)[0], np.divide, x, y, complex_fn=_complex_div)
 
@@ -269,7 +253,7 @@ def rem(eqn, x, y):
 @register("neg")
 @_specialise(np.negative, _NATIVE_NUMBERS)
 def neg(eqn, x):
-    if D.is_float(x.dtype) and x.dtype not in _NATIVE_FLOATS:
+    if D.is_float(x.dtype) and x.dtype not in D.NATIVE_FLOATS:
         return convert(np.negative(_exact(x)), x.dtype)
     return _arith(eqn, np.negative, np.negative, x, wraps_natively=True)
 
@@ -282,7 +266,7 @@ def square(eqn, x):
 @register("abs")
 def abs_(eqn, x):
     if D.is_complex(x.dtype):
-        wide = D.wide_float(component_dtype(x.dtype))
+        wide = D.wide_float(D.component_dtype(x.dtype))
         with np.errstate(all="ignore"):
             return np.hypot(x.real.astype(wide), x.imag.astype(wide)).astype(eqn.out_dtype)
     if D.is_float(x.dtype):
@@ -496,14 +480,14 @@ def _total_order_key(x: np.ndarray) -> np.ndarray:
     if not D.is_float(x.dtype):
         return x
     nbits = D.bit_width(x.dtype)
-    u = _c_order(x).view(D.storage_uint(x.dtype))
+    u = c_order(x).view(D.storage_uint(x.dtype))
     if x.dtype == _E8M0:
         return u.astype(np.int64)
     if nbits == 64:
         s = u.view(np.int64)
         return np.where(s < 0, s ^ np.int64(0x7FFFFFFFFFFFFFFF), s)
     u = u.astype(np.int64) & ((1 << nbits) - 1)
-    signed = np.where(u >= (1 << (nbits - 1)), u - (1 << nbits), u)
+    signed = sign_extend(u, nbits)
     key = np.where(signed < 0, signed ^ ((1 << (nbits - 1)) - 1), signed)
     if x.dtype.name.endswith("fnuz"):
         key = np.where(u == (1 << (nbits - 1)), -(1 << nbits), key)   # the NaN: -NaN, lowest
@@ -580,7 +564,7 @@ def _shift(kind: str):
                 if v.dtype == np.uint64:   # uint64: the sign is the top bit
                     v = v.view(np.int64)
                 elif D.is_unsigned(dtype):
-                    v = np.where(v >= (1 << (nbits - 1)), v - (1 << nbits), v)
+                    v = sign_extend(v, nbits)
                 out = np.where(big, np.where(v < 0, -1, 0), v >> a.astype(np.int64))
         return wrap_int(out, dtype)
     return rule
@@ -642,7 +626,7 @@ def nextafter(eqn, x, y):
     """chlo.next_after: NaN if either is NaN; y if x == y; from +-0 the smallest subnormal with
     y's sign; else the bit pattern of x stepped by one toward y."""
     dtype = eqn.out_dtype
-    if dtype in _NATIVE_FLOATS:
+    if dtype in D.NATIVE_FLOATS:
         # x == y -> y explicitly: NumPy's float16 nextafter(-0.0, +0.0) gives -0.0 before NumPy 2.5
         return np.asarray(np.where(x == y, y, np.nextafter(x, y)), dtype=dtype)
     # Narrow floats: chlo's expansion itself (stablehlo/transforms/ChloLegalizeToStablehlo.cpp
@@ -655,8 +639,8 @@ def nextafter(eqn, x, y):
     nbits = D.bit_width(dtype)
     ut = D.storage_uint(dtype)
     mask, sign = (1 << nbits) - 1, 1 << (nbits - 1)
-    xb = _c_order(x).view(ut).astype(np.int64) & mask
-    yb = _c_order(y).view(ut).astype(np.int64) & mask
+    xb = c_order(x).view(ut).astype(np.int64) & mask
+    yb = c_order(y).view(ut).astype(np.int64) & mask
     x_abs, y_abs = xb & (sign - 1), yb & (sign - 1)
     toward_zero = ((xb & sign) != (yb & sign)) | (x_abs > y_abs)
     out = np.where(toward_zero, xb - 1, xb + 1)
@@ -699,12 +683,12 @@ def complex_(eqn, x, y):
 
 @register("real")
 def real(eqn, x):
-    return _c_order(np.real(x)).astype(eqn.out_dtype)
+    return c_order(np.real(x)).astype(eqn.out_dtype)
 
 
 @register("imag")
 def imag(eqn, x):
-    return _c_order(np.imag(x)).astype(eqn.out_dtype)
+    return c_order(np.imag(x)).astype(eqn.out_dtype)
 
 
 @register("conj")
@@ -755,7 +739,8 @@ def _py_sign(x: int) -> int:
 def _py_shift(kind: str, nbits: int):
     """A shift of ``nbits``-bit values; the amount is read as unsigned, so negative amounts are
     >= the bit width (left and logical: 0; arithmetic: the sign fill)."""
-    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
+    mask = (1 << nbits) - 1
+    as_signed = int_wrapper(nbits, signed=True)
 
     def shift(x: int, s: int) -> int:
         a = s & mask
@@ -763,7 +748,7 @@ def _py_shift(kind: str, nbits: int):
             return 0 if a >= nbits else x << a
         if kind == "logical":
             return 0 if a >= nbits else (x & mask) >> a
-        v = ((x + half) & mask) - half    # the bits as signed (unsigned dtypes: the top bit)
+        v = as_signed(x)    # the bits as signed (unsigned dtypes: the top bit)
         return (-1 if v < 0 else 0) if a >= nbits else v >> a
     return shift
 
@@ -798,14 +783,13 @@ def _to_dtype(dtype: np.dtype):
     if dtype == _BOOL:
         return lambda v: np.True_ if v & 1 else np.False_   # (not on 0/1: ~1 == -2 -> False)
     nbits = dtype.itemsize * 8
-    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
-    signed = dtype.kind == "i"
+    wrap = int_wrapper(nbits, signed=dtype.kind == "i")
     cache = _SCALARS.setdefault(dtype, {})
 
     def to(v: int) -> np.generic:
         s = cache.get(v)
         if s is None:
-            s = t(((v + half) & mask) - half if signed else v & mask)
+            s = t(wrap(v))
             if len(cache) < _SCALAR_CACHE_SIZE:
                 cache[v] = s
         return s
@@ -823,7 +807,7 @@ def _rank0_int_dtype(ctx) -> "np.dtype | None":
     if not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)):
         return None
     dtype = ctx.in_avals[0].dtype
-    if not (dtype in _NATIVE_INTS or dtype == _BOOL) or \
+    if not (dtype in D.NATIVE_INTS or dtype == _BOOL) or \
             any(a.dtype != dtype for a in ctx.in_avals):
         return None
     return np.dtype(dtype)

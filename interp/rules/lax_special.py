@@ -37,7 +37,7 @@ import scipy.special as sc
 from interp import dtypes as D
 from interp.registry import register
 from interp.rules import _special_asymptotic as A
-from interp.rules.lax_conversions import convert
+from interp.numerics import odd_sum, round_float, wrap_int
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -49,35 +49,6 @@ HAVE_LD = np.finfo(np.longdouble).nmant >= 63
 
 # ----------------------------------------------------------------------------------------------
 # Rounding, exactly once.
-
-
-def _round_odd(w: np.ndarray, to: np.dtype) -> np.ndarray:
-    """Round ``w`` to the narrower ``to`` with round-to-odd: the exact value when representable,
-    otherwise the neighbour whose last significand bit is 1. Rounding that result to nearest in a
-    format at least 2 bits narrower is the correctly rounded result of ``w`` (Boldo & Melquiond)."""
-    with np.errstate(all="ignore"):
-        r = w.astype(to)
-        inexact = (r.astype(w.dtype) != w) & np.isfinite(r) & ~np.isnan(w)
-    uint = D.storage_uint(to)
-    fix = inexact & ((np.asarray(r).view(uint) & 1) == 0)
-    if np.any(fix):
-        r = np.array(r, copy=True)
-        toward = np.where(r.astype(w.dtype)[fix] < w[fix], np.inf, -np.inf).astype(to)
-        r[fix] = np.nextafter(r[fix], toward)
-    return r
-
-
-def round_to(w, dtype) -> np.ndarray:
-    """Correctly rounded conversion of a float64 or long double array to the float ``dtype``."""
-    w = np.asarray(w)
-    dtype = np.dtype(dtype)
-    with np.errstate(all="ignore"):
-        if w.dtype == LD and dtype not in (F64, F32):
-            w = _round_odd(w, F64)          # numpy narrows long double via double
-        if dtype in (F64, F32, np.dtype(np.float16)):
-            return w.astype(dtype)          # NumPy converts these directly (one rounding)
-        # (round to odd, then the conversion rule: one rounding, and XLA's NaN of float4, -0.0)
-        return convert(_round_odd(w, F32), dtype)
 
 
 def _fmt(dtype):
@@ -116,7 +87,7 @@ def mp_round(values, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype == F64:
         return np.array([_mpf_nearest53(v) for v in values], dtype=F64)
-    return round_to(odd, dtype)
+    return round_float(odd, dtype)
 
 
 def _mpf_nearest53(v) -> float:
@@ -254,7 +225,7 @@ def _uncertain_generic(w, rel, dtype) -> np.ndarray:
     """``_uncertain`` by rounding both ends of the interval ``w * (1 -+ rel)`` to ``dtype``."""
     with np.errstate(all="ignore"):
         d = np.abs(w) * w.dtype.type(rel)
-        lo, hi = round_to(w - d, dtype), round_to(w + d, dtype)
+        lo, hi = round_float(w - d, dtype), round_float(w + d, dtype)
         u = D.storage_uint(dtype)
         return np.isfinite(w) & (w != 0) & (lo.view(u) != hi.view(u))
 
@@ -297,7 +268,7 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
             redo = np.ones(shape, bool)
         else:
             w = np.asarray(w)
-            out = round_to(w, dtype)
+            out = round_float(w, dtype)
             if rel is None or fn.trusted is not None:
                 finite_args = np.ones(w.shape, bool)
                 for a in a64:
@@ -364,13 +335,13 @@ def evaluate_complex(fn: CFn, args, dtype) -> np.ndarray:
         re_w, im_w = w.real, w.imag
         mag = np.abs(w)
         out = np.empty(w.shape, dtype)
-        out.real = round_to(re_w, part)
-        out.imag = round_to(im_w, part)
+        out.real = round_float(re_w, part)
+        out.imag = round_float(im_w, part)
         u = D.storage_uint(part)
         redo = np.zeros(w.shape, bool)
         for c in (re_w, im_w):
             d = mag * mag.dtype.type(rel) if rel else mag
-            lo, hi = round_to(c - d, part), round_to(c + d, part)
+            lo, hi = round_float(c - d, part), round_float(c + d, part)
             redo |= np.isfinite(w.real) & np.isfinite(w.imag) & (lo.view(u) != hi.view(u))
     idx = np.flatnonzero(redo)
     if idx.size:
@@ -780,9 +751,9 @@ def _int_exponent(y, dtype):
     if D.is_complex(dtype):
         part = _real_dtype(dtype)
         out = np.zeros(exact.shape, dtype)
-        out.real = round_to(exact, part)
+        out.real = round_float(exact, part)
         return out
-    return round_to(exact, dtype)
+    return round_float(exact, dtype)
 
 
 # The primitives JAX binds with `accuracy` (a tolerance or mode request): jax/_src/lax/lax.py
@@ -905,17 +876,6 @@ for _name in REAL:
 # two roundings; the primitive means 1 - x^2: jax/_src/lax/lax.py one_minus_square_p).
 
 
-def _wrap_int(v: np.ndarray, dtype) -> np.ndarray:
-    """int64/uint64 values wrapped to ``dtype``'s bit width (two's complement)."""
-    bits = D.bit_width(dtype)
-    if bits < 64:
-        v = v.astype(np.uint64) & np.uint64((1 << bits) - 1)
-        if D.is_signed(dtype):
-            v = v.astype(np.int64)
-            v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
-    return v.astype(dtype)
-
-
 def _fraction_round(fr, dtype):
     """An exact rational (or +-inf) rounded once to the float ``dtype``."""
     if not isinstance(fr, fractions.Fraction):
@@ -928,7 +888,7 @@ def _fraction_round(fr, dtype):
         return np.array(f, F64)
     if fractions.Fraction(f) != fr and (np.array(f, F64).view(np.uint64) & 1) == 0:
         f = float(np.nextafter(f, math.inf if fractions.Fraction(f) < fr else -math.inf))  # round to odd
-    return round_to(np.array(f, F64), dtype)
+    return round_float(np.array(f, F64), dtype)
 
 
 def _oms_fraction(v: float):
@@ -946,7 +906,7 @@ def one_minus_square(eqn, x):
         wide = np.uint64 if D.is_unsigned(dtype) else np.int64
         with np.errstate(over="ignore"):
             v = x.astype(wide)
-            return _wrap_int(wide(1) - v * v, dtype).reshape(x.shape)
+            return wrap_int(wide(1) - v * v, dtype).reshape(x.shape)
     if D.is_complex(dtype):
         part = _real_dtype(dtype)
         out = np.empty(x.shape, dtype)
@@ -974,14 +934,8 @@ def one_minus_square(eqn, x):
     # Narrower floats: x*x is exact in float64 (2p <= 48 bits); TwoSum gives 1 - x*x = hi + lo
     # exactly, round-to-odd folds lo into hi, then one rounding to the dtype.
     with np.errstate(all="ignore"):
-        s = x.astype(F64) ** 2
-        hi = 1.0 - s
-        bb = hi - 1.0
-        lo = (1.0 - (hi - bb)) + (-s - bb)
-        lo = np.where(np.isfinite(lo), lo, 0.0)
-        fix = (lo != 0) & ((hi.view(np.uint64) & 1) == 0)
-        hi = np.where(fix, np.nextafter(hi, np.where(lo > 0, np.inf, -np.inf)), hi)
-    return round_to(hi, dtype).reshape(x.shape)
+        hi = odd_sum(1.0, -(x.astype(F64) ** 2))
+    return round_float(hi, dtype).reshape(x.shape)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -997,11 +951,11 @@ def _horner_op(dtype):
 
         def mul(a, b):
             with np.errstate(over="ignore"):
-                return _wrap_int(a.astype(wide) * b.astype(wide), dtype)
+                return wrap_int(a.astype(wide) * b.astype(wide), dtype)
 
         def add(a, b):
             with np.errstate(over="ignore"):
-                return _wrap_int(a.astype(wide) + b.astype(wide), dtype)
+                return wrap_int(a.astype(wide) + b.astype(wide), dtype)
         return mul, add
     if dtype in D.ML_FLOATS:
         # float32 has >= 2p + 2 bits for every narrow format: one product or sum computed in

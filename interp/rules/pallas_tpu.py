@@ -230,7 +230,7 @@ def _packing(eqn, wide, packed):
 @register("pack_elementwise")
 def pack_elementwise(eqn, *xs, packed_dtype):
     from ..dtypes import is_int
-    from .lax_conversions import convert
+    from ..numerics import convert
     src, packed = np.dtype(xs[0].dtype), np.dtype(packed_dtype)
     if is_int(src) and is_int(packed):
         fields = [np.asarray(x).astype(np.int64).astype(np.uint64) for x in xs]  # truncated below
