@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import ml_dtypes
+import mpmath
 import numpy as np
 
 from . import dtypes
@@ -309,6 +311,153 @@ def round_exact(n: int, e: int, dtype) -> np.ndarray:
         # overflow value (inf, or NaN for the finite-only float8 types), as convert does.
         return round_float(np.array(v, F64), dtype)
 
+
+def round_fraction(fr, dtype):
+    """An exact rational (or +-inf) rounded once to the float ``dtype``."""
+    if not isinstance(fr, Fraction):
+        return np.array(fr, F64).astype(dtype)
+    try:
+        f = float(fr)                      # CPython: correctly rounded, subnormals included
+    except OverflowError:
+        return np.array(math.inf if fr > 0 else -math.inf, F64).astype(dtype)
+    if np.dtype(dtype) == F64:
+        return np.array(f, F64)
+    if Fraction(f) != fr and (np.array(f, F64).view(np.uint64) & 1) == 0:
+        f = float(np.nextafter(f, math.inf if Fraction(f) < fr else -math.inf))  # round to odd
+    return round_float(np.array(f, F64), dtype)
+
+
+def _mpf_float64(v, odd: bool) -> float:
+    """An mpmath real rounded to float64 (subnormals included; exact integer arithmetic): to
+    nearest even, or with round-to-odd (the last bit sticky: see :func:`round_to_odd`)."""
+    sign, man, exp, bc = v._mpf_
+    if not man:
+        if exp == 0 or v == 0:
+            return 0.0
+        return float(v)                   # +-inf or nan
+    e = exp + bc - 1                      # floor(log2 |v|)
+    q = max(e, -1022) - 52                # exponent of the last significand bit
+    if exp >= q:
+        n = man << (exp - q)
+    elif q - exp > bc + 2:
+        # far below the last bit: sticky only (odd); below half of the smallest subnormal (nearest)
+        n = 1 if odd else 0
+    else:
+        shift = q - exp
+        n, rem = divmod(man, 1 << shift)
+        if odd:
+            n |= 1 if rem else 0          # sticky bit: round to odd
+        else:
+            half = 1 << (shift - 1)
+            if rem > half or (rem == half and n & 1):
+                n += 1
+    try:
+        out = math.ldexp(n, q)
+    except OverflowError:
+        out = math.inf
+    return -out if sign else out
+
+
+def mp_round(values, dtype) -> np.ndarray:
+    """mpmath reals (a list) rounded once to ``dtype``: to float64 directly, to narrower floats
+    through round-to-odd float64 and :func:`round_float`."""
+    dtype = np.dtype(dtype)
+    if dtype == F64:
+        return np.array([_mpf_float64(v, odd=False) for v in values], dtype=F64)
+    return round_float(np.array([_mpf_float64(v, odd=True) for v in values], dtype=F64), dtype)
+
+
+class Uncertified(ArithmeticError):
+    """The reference cannot certify the correctly rounded value (cost cap, an expansion that does
+    not reach the precision, mpmath's NoConvergence): the rule raises UnsupportedPrimitiveError."""
+
+
+def ziv(enclose, dtype, what, precs=range(96, 1025, 64)):
+    """The correctly rounded value from enclosures (Ziv's test; also the FFT's mpmath tier):
+    ``enclose(prec)`` gives (value, radius) with the exact result inside value +- radius, or None
+    (give up), for each precision of ``precs`` in turn; accepted when both ends round alike."""
+    u = dtypes.storage_uint(dtype)
+    for prec in precs:
+        iv = enclose(prec)
+        if iv is None:
+            break
+        v, r = iv
+        with mpmath.workprec(prec + 64):
+            r = r * 1.25 + abs(v) * mpmath.mpf(2) ** -(prec + 32)   # the two roundings of v +- r
+            lo, hi = mp_round([v - r, v + r], dtype)
+        if lo.view(u) == hi.view(u):
+            return lo
+    raise Uncertified(f"{what}: not certified up to {precs[-1]} bits (the enclosure is too wide)")
+
+
+# --------------------------------------------------------------------------------------------
+# Whether an approximation decides its correct rounding.
+
+# Output formats whose rounding of a float64 is decided from its bits (_undecided_bits): IEEE-like
+# (a binade of 2**(p-1) values, overflow to inf at the top binade's midpoint, gradual underflow).
+_BIT_TESTED = (F32, np.dtype(np.float16), dtypes.bfloat16)
+
+
+def _undecided_bits(w, rel, dtype) -> np.ndarray:
+    """``rounding_undecided`` for a float64 ``w`` and a narrower IEEE-like ``dtype``, on the bits of ``w``.
+
+    Where the correctly rounded result is a normal number of ``dtype`` (p significand bits), ``w``
+    and the exact value lie in one binade [2**E, 2**(E+1)) of float64 or straddle its edge, whose
+    ``dtype`` neighbours are 2**(k-2) float64 ulps away from any midpoint (k = 53 - p). There the
+    ``dtype`` midpoints are exactly the float64s whose low k bits are 1 << (k-1), and the radius
+    rel*|w| < rel*2**(E+1) = rel*2**53 float64 ulps of the binade: the rounding is decided unless the
+    low k bits are within ``tol`` = ceil(rel*2**53) of that pattern (ties counted as undecided). The
+    overflow threshold is the midpoint above the largest finite value (the same pattern in the top
+    binade); above the top binade every value of the interval overflows alike. Results below the
+    smallest normal (subnormal outputs, float64 subnormals, zeros) are left to the generic test.
+    E.g. exp: np.exp (glibc) is within 1 ulp (2**-52 relative), bounded by Fn's default 2**-44, so
+    tol = 512 float64 ulps and about 2**-19 of float32 results (2**-35 of bfloat16) go to mpmath.
+    """
+    fi = dtypes.finfo(dtype)
+    k = 52 - fi.nmant
+    tol = math.ceil(rel * 2.0 ** 53)
+    assert 4 * tol < 1 << (k - 2), (rel, dtype)   # midpoints far from the binade edges
+    half = 1 << (k - 1)
+    w = np.asarray(w)
+    low = np.asarray(w.view(np.uint64) & np.uint64((1 << k) - 1))
+    # |low - half| <= tol as one unsigned comparison (below half - tol wraps around to huge)
+    np.subtract(low, np.uint64(half - tol), out=low)
+    out = np.asarray(low <= np.uint64(2 * tol))
+    # 0 < |w| < 2**minexp, as one unsigned comparison on the bits of |w| (zero wraps around to huge)
+    tiny = np.asarray(np.abs(w)).view(np.uint64)
+    np.subtract(tiny, np.uint64(1), out=tiny)
+    tiny = tiny < np.uint64(np.float64(2.0 ** fi.minexp).view(np.uint64) - 1)
+    flat = out.reshape(-1)
+    if flat.any():
+        idx = np.flatnonzero(flat)
+        # near a midpoint pattern: undecided only inside the normal range (NaN / inf / above the
+        # top binade: decided; below: the generic test)
+        a = np.abs(w.reshape(-1)[idx])
+        flat[idx] = (a >= 2.0 ** fi.minexp) & (a < 2.0 ** fi.maxexp)
+    if tiny.any():
+        ti = np.flatnonzero(tiny)
+        flat[ti] = _undecided_generic(w.reshape(-1)[ti], rel, dtype)
+    return out
+
+
+def rounding_undecided(w, rel, dtype) -> np.ndarray:
+    """Elements whose correct rounding is not decided by ``w`` with relative error <= ``rel``."""
+    if np.asarray(w).dtype == F64 and np.dtype(dtype) in _BIT_TESTED:
+        return _undecided_bits(w, rel, dtype)
+    return _undecided_generic(w, rel, dtype)
+
+
+def _undecided_generic(w, rel, dtype) -> np.ndarray:
+    """``rounding_undecided`` by rounding both ends of the interval ``w * (1 -+ rel)`` to ``dtype``."""
+    with np.errstate(all="ignore"):
+        d = np.abs(w) * w.dtype.type(rel)
+        lo, hi = round_float(w - d, dtype), round_float(w + d, dtype)
+        u = dtypes.storage_uint(dtype)
+        return np.isfinite(w) & (w != 0) & (lo.view(u) != hi.view(u))
+
+
+# --------------------------------------------------------------------------------------------
+# Certified rounding of exact sums and products.
 
 def mant_exp(x: np.ndarray) -> tuple[list, list]:
     """Finite float64 values as exact (integer mantissa, exponent) pairs."""

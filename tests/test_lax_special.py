@@ -24,6 +24,7 @@ import interp
 from conformance.checks import ulp_distance
 from conformance.values import assert_same_bits, special_values
 from interp import dtypes as D
+from interp import numerics
 from interp.rules import lax_special as L
 from spec import lax_special as S
 from tests.support import x64, xla_cpu
@@ -1043,7 +1044,7 @@ def test_igamma_large_a_float16(upper):
 
 
 # ---------------------------------------------------------------------------------------------
-# The bit-pattern rounding test (lax_special._uncertain_bits) of float64 wide values
+# The bit-pattern rounding test (numerics._undecided_bits) of float64 wide values
 
 
 # float32 x whose float64 exp(x) lies within 40 float64 ulps of a float32 midpoint (found by an
@@ -1063,7 +1064,7 @@ def test_exp_near_float32_midpoints_correctly_rounded():
     low = (mid.view(np.uint64) & np.uint64((1 << 29) - 1)).astype(np.int64) - (1 << 28)
     assert np.all(np.abs(low) <= 40), low          # the search's claim holds on this machine
     # the fast test hands every near-midpoint element to the exact fallback
-    assert np.all(L._uncertain(mid, L.REAL["exp"].rel, F32))
+    assert np.all(numerics.rounding_undecided(mid, L.REAL["exp"].rel, F32))
     got = run_ref("exp", x)
     for i, xi in enumerate(x):
         want = mp_reference("exp", [xi], F32)
@@ -1108,7 +1109,7 @@ def test_uncertain_bits_flags_every_interval_holding_a_midpoint(dtype, rel):
     edges = np.ldexp(1.0, np.arange(fi.minexp + 1, fi.maxexp))
     w = np.concatenate([w, edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf),
                         [float(fi.max) * (1 + 2.0 ** -(fi.nmant + 2))]])
-    got = L._uncertain(w, rel, dtype)
+    got = numerics.rounding_undecided(w, rel, dtype)
     assert got.shape == w.shape
     need = np.array([_needs_exact(float(v), rel, dtype) for v in w])
     assert need.sum() > n // 10                           # not vacuous
@@ -1121,5 +1122,5 @@ def test_uncertain_bits_flags_every_interval_holding_a_midpoint(dtype, rel):
                         float(fi.smallest_subnormal) * 1.5, float(fi.smallest_normal) * (1 - 2.0 ** -30),
                         2.0 ** fi.maxexp, 1e300])
     for v in np.concatenate([special, -special]):
-        assert bool(L._uncertain(np.array([v]), rel, dtype)[0]) == bool(
-            L._uncertain_generic(np.array([v]), rel, dtype)[0]), v
+        assert bool(numerics.rounding_undecided(np.array([v]), rel, dtype)[0]) == bool(
+            numerics._undecided_generic(np.array([v]), rel, dtype)[0]), v

@@ -21,7 +21,7 @@ Tiers, each deciding what the ones before could not:
    twiddles +-1, +-i, 1/2...) are rounded exactly (an exact zero is +0): no precision loop can
    decide a value that is itself a rounding boundary.
 4. Irrational undecided parts: mpmath at 128..4096 bits with Ziv's test; still undecided:
-   lax_special.Uncertified, an ArithmeticError (loud, never an uncertified value).
+   numerics.Uncertified, an ArithmeticError (loud, never an uncertified value).
 Inputs holding inf/NaN take pocketfft's IEEE propagation instead (no finite value to certify).
 
 The tier-1 bound (the normwise FFT analysis of Higham, Accuracy and Stability of Numerical
@@ -64,8 +64,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import dtypes as D
-from ..numerics import round_float
-from .lax_special import _fraction_round, _ziv
+from ..numerics import round_float, round_fraction, ziv
 
 LD = np.dtype(np.longdouble)
 _U = 2.0 ** -53
@@ -606,7 +605,7 @@ class _Exact:
         if q is not None:         # exact (zero included: +0), rounded once
             if self.kind in ("IFFT", "IRFFT"):
                 q /= self.total
-            return np.asarray(_fraction_round(q, dtype)).astype(dtype)[()]
+            return np.asarray(round_fraction(q, dtype)).astype(dtype)[()]
         return _mp_part(coeffs, self.M, which, self.total if self.kind in ("IFFT", "IRFFT") else 1, dtype)
 
 
@@ -709,8 +708,8 @@ def _fixed_point(exact, which, r, und, part):
                 if abs(W[t]) <= err:      # maybe an exact zero: for the rational test, not more bits
                     straddle.append(c0 + t)
                     continue
-                lo = _fraction_round((W[t] - err) * unit, part)
-                hi = _fraction_round((W[t] + err) * unit, part)
+                lo = round_fraction((W[t] - err) * unit, part)
+                hi = round_fraction((W[t] + err) * unit, part)
                 if np.asarray(lo, part).tobytes() == np.asarray(hi, part).tobytes():
                     r[tuple(idx[t])] = np.asarray(lo).astype(part)[()]
                     und[tuple(idx[t])] = False
@@ -768,12 +767,12 @@ def _rational_pow2(exact, which, r, und, part):
         const[row_of[pw == 0]] = sums[pw == 0]
         for t in np.flatnonzero(~irr):
             v = Fraction(int(const[t])) * Fraction(2) ** q / den
-            r[tuple(idx[t])] = np.asarray(_fraction_round(v, part)).astype(part)[()]
+            r[tuple(idx[t])] = np.asarray(round_fraction(v, part)).astype(part)[()]
             und[tuple(idx[t])] = False
 
 
 def _mp_part(coeffs, M, which, scale, dtype):
-    """Tier 4: the part in mpmath, decided by Ziv's test (lax_special._ziv) at 128..4096 bits: the
+    """Tier 4: the part in mpmath, decided by Ziv's test (numerics.ziv) at 128..4096 bits: the
     DFT sum evaluated at prec + 16 bits is within sum|c| / scale * 2**(4 + bits(terms) - prec)."""
     import mpmath
     absum = sum(abs(c) for c in coeffs.values())
@@ -787,7 +786,7 @@ def _mp_part(coeffs, M, which, scale, dtype):
                 tot += mpmath.mpf(c.numerator) / c.denominator * tw
             return tot / scale, mpmath.mpf(absum.numerator) / absum.denominator / scale * mpmath.mpf(2) ** (
                 -prec + 4 + max(1, len(coeffs)).bit_length())
-    return _ziv(enclose, dtype, "fft: an output part", precs=(128, 256, 512, 1024, 2048, 4096))
+    return ziv(enclose, dtype, "fft: an output part", precs=(128, 256, 512, 1024, 2048, 4096))
 
 
 def _cyclotomic(M: int) -> list:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..numerics import (F32, F64, UNIT, certified_round, float_sum_last, mant_exp, refine_sums, round_exact,
-                        round_float, sum_error_bound, wide_type, wrap_int)
+                        round_float, sum_error_bound, wide_type, wrap_int, ziv)
 from ..registry import register
 
 
@@ -761,9 +761,8 @@ def _certify(r, bound, dtype):
 
 def _mp_logsumexp(v: np.ndarray, dtype):
     """log(sum(exp(v))) of finite-or--inf float64 values, correctly rounded: mpmath enclosures
-    under lax_special's Ziv test, 128 to 4096 bits (loud past that: Uncertified)."""
+    under Ziv's test (numerics.ziv), 128 to 4096 bits (loud past that: Uncertified)."""
     import mpmath
-    from .lax_special import _ziv
     v = [float(a) for a in v if a != -np.inf]
 
     def enclose(prec):
@@ -775,7 +774,7 @@ def _mp_logsumexp(v: np.ndarray, dtype):
             s = mpmath.fsum(mpmath.exp(mpmath.fsub(a, m, exact=True)) for a in rest)
             L = mpmath.log1p(s)
             return mpmath.mpf(m) + L, (abs(m) + abs(L)) * mpmath.mpf(2) ** (-prec + 8 + len(v).bit_length())
-    return _ziv(enclose, dtype, "cumlogsumexp", precs=(128, 256, 512, 1024, 2048, 4096))
+    return ziv(enclose, dtype, "cumlogsumexp", precs=(128, 256, 512, 1024, 2048, 4096))
 
 
 register("cumlogsumexp")(_cumulative(_cumlogsumexp))

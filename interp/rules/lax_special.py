@@ -11,13 +11,13 @@ of the exact function (spec/lax_special.py). How, per output dtype:
   correctly rounded result. Elements that fail the test (and every element of a function with no
   wide evaluation good enough, e.g. SciPy functions for float64 outputs) are recomputed with mpmath,
   itself run in a precision loop until two precisions round to the same result.
-* Rounding is done once, exactly: ml_dtypes converts float64 to bfloat16/float8 through float32
+* Rounding is done once, exactly (interp/numerics.py round_float): ml_dtypes converts float64 to bfloat16/float8 through float32
   (double rounding), so narrow outputs are first rounded to float32 with round-to-odd, which makes
   the second rounding correct (24 >= p + 2 bits for every narrow format).
 
 * Large arguments of the incomplete gamma / beta family, where mpmath does not converge or takes
   minutes, are certified by interp/rules/_special_asymptotic.py (tail bounds that decide 0 / 1,
-  Temme's uniform expansion, the beta continued fraction) through the same Ziv test (``_ziv``);
+  Temme's uniform expansion, the beta continued fraction) through the same Ziv test (``numerics.ziv``);
   outside the domain where a SciPy bound is trusted (``Fn.trusted``) no wide value is kept, and an
   element nothing certifies raises UnsupportedPrimitiveError (``Uncertified``).
 
@@ -37,7 +37,8 @@ import scipy.special as sc
 from interp import dtypes as D
 from interp.registry import register
 from interp.rules import _special_asymptotic as A
-from interp.numerics import odd_sum, round_float, wrap_int
+from interp.numerics import (Uncertified, mp_round, odd_sum, round_float, round_fraction, rounding_undecided, wrap_int,
+                             ziv)
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -48,75 +49,7 @@ CLD = np.dtype(np.clongdouble)
 HAVE_LD = np.finfo(np.longdouble).nmant >= 63
 
 # ----------------------------------------------------------------------------------------------
-# Rounding, exactly once.
-
-
-def _fmt(dtype):
-    """(significand bits p, minimum normal exponent) of a float dtype."""
-    fi = D.finfo(dtype)
-    return fi.nmant + 1, fi.minexp
-
-
-def _mpf_round_odd53(v) -> float:
-    """An mpmath real rounded to float64 with round-to-odd (exact integer arithmetic)."""
-    sign, man, exp, bc = v._mpf_
-    if not man:
-        if exp == 0 or v == 0:
-            return 0.0
-        # +-inf or nan
-        return float(v)
-    e = exp + bc - 1                      # floor(log2 |v|)
-    q = max(e, -1022) - 52                # exponent of the last significand bit
-    if exp >= q:
-        n = man << (exp - q)
-    elif q - exp > bc + 2:
-        n = 1                             # far below the last bit: sticky only
-    else:
-        n, rem = divmod(man, 1 << (q - exp))
-        n |= 1 if rem else 0              # sticky bit: round to odd
-    try:
-        out = math.ldexp(n, q)
-    except OverflowError:
-        out = math.inf
-    return -out if sign else out
-
-
-def mp_round(values, dtype) -> np.ndarray:
-    """mpmath reals (a list) rounded once to ``dtype``."""
-    odd = np.array([_mpf_round_odd53(v) for v in values], dtype=F64)
-    dtype = np.dtype(dtype)
-    if dtype == F64:
-        return np.array([_mpf_nearest53(v) for v in values], dtype=F64)
-    return round_float(odd, dtype)
-
-
-def _mpf_nearest53(v) -> float:
-    """An mpmath real rounded to nearest-even float64 (subnormals included, exact arithmetic)."""
-    sign, man, exp, bc = v._mpf_
-    if not man:
-        return 0.0 if (exp == 0 or v == 0) else float(v)
-    e = exp + bc - 1
-    q = max(e, -1022) - 52
-    if exp >= q:
-        n = man << (exp - q)
-    elif q - exp > bc + 2:
-        n = 0                             # below half of the smallest subnormal
-    else:
-        shift = q - exp
-        n, rem = divmod(man, 1 << shift)
-        half = 1 << (shift - 1)
-        if rem > half or (rem == half and n & 1):
-            n += 1
-    try:
-        out = math.ldexp(n, q)
-    except OverflowError:
-        out = math.inf
-    return -out if sign else out
-
-
-class Uncertified(ArithmeticError):
-    """The reference cannot certify the correctly rounded value (cost cap, an expansion that does
-    not reach the precision, mpmath's NoConvergence): the rule raises UnsupportedPrimitiveError."""
+# Real functions: a fast wide evaluation, certified by Ziv's test, else mpmath.
 
 
 def _mp_eval(mpfn, args, dtype, prec0=128):
@@ -147,87 +80,6 @@ def _mp_eval(mpfn, args, dtype, prec0=128):
             # Cost cap: loud, never a value two precisions did not agree on.
             raise Uncertified(f"{getattr(mpfn, '__name__', mpfn)}{tuple(args)}: the rounded result "
                               "did not settle below 4096 bits (reference cost cap)")
-
-
-def _ziv(enclose, dtype, what, precs=range(96, 1025, 64)):
-    """The correctly rounded value from enclosures (Ziv's test; also the FFT's mpmath tier):
-    ``enclose(prec)`` gives (value, radius) with the exact result inside value +- radius, or None
-    (give up), for each precision of ``precs`` in turn; accepted when both ends round alike."""
-    u = D.storage_uint(dtype)
-    for prec in precs:
-        iv = enclose(prec)
-        if iv is None:
-            break
-        v, r = iv
-        with mpmath.workprec(prec + 64):
-            r = r * 1.25 + abs(v) * mpmath.mpf(2) ** -(prec + 32)   # the two roundings of v +- r
-            lo, hi = mp_round([v - r, v + r], dtype)
-        if lo.view(u) == hi.view(u):
-            return lo
-    raise Uncertified(f"{what}: not certified up to {precs[-1]} bits (the enclosure is too wide)")
-
-
-# Output formats whose rounding of a float64 is decided from its bits (_uncertain_bits): IEEE-like
-# (a binade of 2**(p-1) values, overflow to inf at the top binade's midpoint, gradual underflow).
-_BIT_TESTED = (F32, np.dtype(np.float16), D.bfloat16)
-
-
-def _uncertain_bits(w, rel, dtype) -> np.ndarray:
-    """``_uncertain`` for a float64 ``w`` and a narrower IEEE-like ``dtype``, on the bits of ``w``.
-
-    Where the correctly rounded result is a normal number of ``dtype`` (p significand bits), ``w``
-    and the exact value lie in one binade [2**E, 2**(E+1)) of float64 or straddle its edge, whose
-    ``dtype`` neighbours are 2**(k-2) float64 ulps away from any midpoint (k = 53 - p). There the
-    ``dtype`` midpoints are exactly the float64s whose low k bits are 1 << (k-1), and the radius
-    rel*|w| < rel*2**(E+1) = rel*2**53 float64 ulps of the binade: the rounding is decided unless the
-    low k bits are within ``tol`` = ceil(rel*2**53) of that pattern (ties counted as undecided). The
-    overflow threshold is the midpoint above the largest finite value (the same pattern in the top
-    binade); above the top binade every value of the interval overflows alike. Results below the
-    smallest normal (subnormal outputs, float64 subnormals, zeros) are left to the generic test.
-    E.g. exp: np.exp (glibc) is within 1 ulp (2**-52 relative), bounded by Fn's default 2**-44, so
-    tol = 512 float64 ulps and about 2**-19 of float32 results (2**-35 of bfloat16) go to mpmath.
-    """
-    fi = D.finfo(dtype)
-    k = 52 - fi.nmant
-    tol = math.ceil(rel * 2.0 ** 53)
-    assert 4 * tol < 1 << (k - 2), (rel, dtype)   # midpoints far from the binade edges
-    half = 1 << (k - 1)
-    w = np.asarray(w)
-    low = np.asarray(w.view(np.uint64) & np.uint64((1 << k) - 1))
-    # |low - half| <= tol as one unsigned comparison (below half - tol wraps around to huge)
-    np.subtract(low, np.uint64(half - tol), out=low)
-    out = np.asarray(low <= np.uint64(2 * tol))
-    # 0 < |w| < 2**minexp, as one unsigned comparison on the bits of |w| (zero wraps around to huge)
-    tiny = np.asarray(np.abs(w)).view(np.uint64)
-    np.subtract(tiny, np.uint64(1), out=tiny)
-    tiny = tiny < np.uint64(np.float64(2.0 ** fi.minexp).view(np.uint64) - 1)
-    flat = out.reshape(-1)
-    if flat.any():
-        idx = np.flatnonzero(flat)
-        # near a midpoint pattern: undecided only inside the normal range (NaN / inf / above the
-        # top binade: decided; below: the generic test)
-        a = np.abs(w.reshape(-1)[idx])
-        flat[idx] = (a >= 2.0 ** fi.minexp) & (a < 2.0 ** fi.maxexp)
-    if tiny.any():
-        ti = np.flatnonzero(tiny)
-        flat[ti] = _uncertain_generic(w.reshape(-1)[ti], rel, dtype)
-    return out
-
-
-def _uncertain(w, rel, dtype) -> np.ndarray:
-    """Elements whose correct rounding is not decided by ``w`` with relative error <= ``rel``."""
-    if np.asarray(w).dtype == F64 and np.dtype(dtype) in _BIT_TESTED:
-        return _uncertain_bits(w, rel, dtype)
-    return _uncertain_generic(w, rel, dtype)
-
-
-def _uncertain_generic(w, rel, dtype) -> np.ndarray:
-    """``_uncertain`` by rounding both ends of the interval ``w * (1 -+ rel)`` to ``dtype``."""
-    with np.errstate(all="ignore"):
-        d = np.abs(w) * w.dtype.type(rel)
-        lo, hi = round_float(w - d, dtype), round_float(w + d, dtype)
-        u = D.storage_uint(dtype)
-        return np.isfinite(w) & (w != 0) & (lo.view(u) != hi.view(u))
 
 
 class Fn:
@@ -278,7 +130,7 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
                 # infinite SciPy value may be an overflow of its float64 algorithm (lgamma(5e-324))
                 redo = finite_args & ~np.isnan(w)
             else:
-                redo = _uncertain(w, rel, dtype)
+                redo = rounding_undecided(w, rel, dtype)
             if fn.trusted is not None:
                 # outside the trusted domain the wide value (NaN included) is never kept
                 redo |= finite_args & ~fn.trusted(*[np.broadcast_to(a, w.shape) for a in a64])
@@ -530,7 +382,7 @@ def _temme_or_mpmath(a, enclose, dtype, what):
     if a < A.TEMME_MIN_A:
         return None
     try:
-        return _ziv(enclose, dtype, what)
+        return ziv(enclose, dtype, what)
     except Uncertified:
         if a >= A.TEMME_ONLY_A:
             raise
@@ -583,8 +435,8 @@ def _betainc_certify(vals, dtype):
         return None
     what = f"regularized_incomplete_beta({a!r}, {b!r}, {x!r})"
     if min(a, b) >= A.BETA_TEMME_MIN:
-        return _ziv(lambda p: A.temme_beta(a, b, x, p), dtype, what + ": Temme's expansion")
-    return _ziv(lambda p: A.betainc_cf(a, b, x, p), dtype, what + ": the continued fraction")
+        return ziv(lambda p: A.temme_beta(a, b, x, p), dtype, what + ": Temme's expansion")
+    return ziv(lambda p: A.betainc_cf(a, b, x, p), dtype, what + ": the continued fraction")
 
 
 def _betainc_mp(a, b, x):
@@ -876,21 +728,6 @@ for _name in REAL:
 # two roundings; the primitive means 1 - x^2: jax/_src/lax/lax.py one_minus_square_p).
 
 
-def _fraction_round(fr, dtype):
-    """An exact rational (or +-inf) rounded once to the float ``dtype``."""
-    if not isinstance(fr, fractions.Fraction):
-        return np.array(fr, F64).astype(dtype)
-    try:
-        f = float(fr)                      # CPython: correctly rounded, subnormals included
-    except OverflowError:
-        return np.array(math.inf if fr > 0 else -math.inf, F64).astype(dtype)
-    if np.dtype(dtype) == F64:
-        return np.array(f, F64)
-    if fractions.Fraction(f) != fr and (np.array(f, F64).view(np.uint64) & 1) == 0:
-        f = float(np.nextafter(f, math.inf if fractions.Fraction(f) < fr else -math.inf))  # round to odd
-    return round_float(np.array(f, F64), dtype)
-
-
 def _oms_fraction(v: float):
     if not math.isfinite(v):
         return 1.0 - v * v                  # -inf or nan
@@ -917,8 +754,8 @@ def one_minus_square(eqn, x):
             a, b = re[i], im[i]
             if math.isfinite(a) and math.isfinite(b):
                 fa, fb = fractions.Fraction(a), fractions.Fraction(b)
-                ore[i] = _fraction_round(1 - fa * fa + fb * fb, part)
-                oim[i] = _fraction_round(-2 * fa * fb, part)
+                ore[i] = round_fraction(1 - fa * fa + fb * fb, part)
+                oim[i] = round_fraction(-2 * fa * fb, part)
             else:                           # C99 complex arithmetic on 1 - z*z
                 with np.errstate(all="ignore"):
                     z = complex(a, b)
@@ -929,7 +766,7 @@ def one_minus_square(eqn, x):
     if not D.is_float(dtype):
         raise eqn.unsupported(f"dtype {dtype}")
     if dtype == F64:
-        vals = [_fraction_round(_oms_fraction(float(v)), F64) for v in x.ravel()]
+        vals = [round_fraction(_oms_fraction(float(v)), F64) for v in x.ravel()]
         return np.array(vals, F64).reshape(x.shape)
     # Narrower floats: x*x is exact in float64 (2p <= 48 bits); TwoSum gives 1 - x*x = hi + lo
     # exactly, round-to-odd folds lo into hi, then one rounding to the dtype.
