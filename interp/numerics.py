@@ -3,15 +3,23 @@
 The bottom floor of ``interp/``: it imports NumPy, ml_dtypes, mpmath, :mod:`interp.dtypes` and
 :mod:`interp.errors` only, and every rule module takes its numerics from here (never from another
 rule module). StableHLO keeps its element arithmetic in one file (reference/Element.cpp) for the
-same reason: an operation's rule then only says which exact value it rounds.
+same reason: an operation's rule then only says which exact value it rounds. Each function is
+defined once (tests/test_numerics.py checks that nothing in interp/ writes one again).
 
-- Correct rounding from a wide float (float64 / long double) to any float dtype:
-  :func:`round_float`, through round-to-odd where NumPy or ml_dtypes would round twice.
-- Exact values rounded once: :func:`round_exact` (``n * 2**e``).
+- Rounding to a dtype: :func:`convert` (XLA's ConvertElementType, every dtype),
+  :func:`round_float` (its float -> float part, where every correctly rounded rule ends),
+  :func:`round_to_odd` (the one round-to-odd, and :func:`odd_sum` for an exact sum of two),
+  :func:`reduce_precision_bits` (XLA's ReducePrecision).
+- Integers: :func:`wrap_int` (two's complement wrap-around into any integer dtype),
+  :func:`sign_extend`, :func:`int_wrapper` (on Python ints).
+- Order: :func:`float_key`/:func:`key_to_float` (max/min with -0.0 < +0.0 and NaN).
+- Exact values rounded once: :func:`round_exact` (``n * 2**e``), :func:`round_fraction`,
+  :func:`mp_round` (mpmath reals), :func:`ziv` (Ziv's test on enclosures; :class:`Uncertified`
+  where it cannot decide), :func:`rounding_undecided` (whether an approximation with a known
+  relative error decides its rounding).
 - Certified rounding of exact sums and products: :func:`certified_round` with
   :func:`sum_error_bound`, :func:`refine_sums`, :func:`exact_dot`, :func:`fsum_round` and
   :func:`float_sum_last` (a correctly rounded sum over the last axis).
-- Integer wrap-around: :func:`wrap_int`.
 """
 from __future__ import annotations
 
@@ -278,6 +286,34 @@ def int_wrapper(nbits: int, signed: bool):
     if signed:
         return lambda v: ((v + half) & mask) - half
     return lambda v: v & mask
+
+
+# --------------------------------------------------------------------------------------------
+# Ordering keys: max/min compare with -0.0 < +0.0 and propagate NaN (XLA's max/min).
+
+def widen_narrow_float(x: np.ndarray) -> np.ndarray:
+    """Floats narrower than float32 widened exactly to float32 (order and values kept)."""
+    if dtypes.is_float(x.dtype) and x.dtype not in (F32, F64):
+        return x.astype(F32)
+    return x
+
+
+def float_key(x: np.ndarray, nan_key: str) -> np.ndarray:
+    """Signed integer keys ordering float32/float64 values with -0.0 < +0.0; NaN maps to the
+    largest key (``nan_key="max"``) or the smallest ("min")."""
+    itype = np.int32 if x.dtype == F32 else np.int64
+    i = np.ascontiguousarray(x).view(itype)
+    key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)
+    info = np.iinfo(itype)
+    return np.where(np.isnan(x), info.max if nan_key == "max" else info.min, key).astype(itype)
+
+
+def key_to_float(key: np.ndarray, dtype) -> np.ndarray:
+    itype = key.dtype
+    i = np.where(key < 0, key ^ np.array(np.iinfo(itype).max, itype), key).astype(itype)
+    v = i.view(F32 if itype == np.int32 else F64)
+    v = np.where((key == np.iinfo(itype).max) | (key == np.iinfo(itype).min), np.nan, v)
+    return np.asarray(v).astype(dtype)
 
 
 # --------------------------------------------------------------------------------------------

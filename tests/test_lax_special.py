@@ -1044,7 +1044,7 @@ def test_igamma_large_a_float16(upper):
 
 
 # ---------------------------------------------------------------------------------------------
-# The bit-pattern rounding test (numerics._undecided_bits) of float64 wide values
+# The bit-pattern rounding test (numerics._undecided_bits, tested in tests/test_numerics.py) on exp
 
 
 # float32 x whose float64 exp(x) lies within 40 float64 ulps of a float32 midpoint (found by an
@@ -1070,57 +1070,3 @@ def test_exp_near_float32_midpoints_correctly_rounded():
         want = mp_reference("exp", [xi], F32)
         assert_same_bits(got[i:i + 1], want.reshape(1), err_msg=f"exp({float(xi)!r})")
     assert got[len(_EXP_NEAR_MIDPOINT) + 4] == np.inf and got[len(_EXP_NEAR_MIDPOINT) + 2] < np.inf
-
-
-def _needs_exact(w: float, rel: float, dtype) -> bool:
-    """Whether [w - rel|w|, w + rel|w|] holds a rounding boundary of ``dtype`` (a midpoint between
-    neighbours, or the overflow threshold), in exact rational arithmetic. ``w`` is normal in
-    ``dtype``'s range."""
-    fi = ml_dtypes.finfo(dtype)
-    p = fi.nmant + 1
-    a = fractions.Fraction(abs(w))
-    e = math.frexp(abs(w))[1] - 1                       # 2**e <= |w| < 2**(e+1)
-    s = fractions.Fraction(2) ** (e - p + 1)             # the spacing of dtype in this binade
-    n = math.floor(a / s)
-    below = (n - fractions.Fraction(1, 2)) * s if n > 2 ** (p - 1) else 2 ** e - s / 4
-    nearest = min(abs(a - (n + fractions.Fraction(1, 2)) * s), abs(a - below))
-    return nearest <= fractions.Fraction(rel) * a
-
-
-@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
-@pytest.mark.parametrize("rel", [2.0 ** -44, 2.0 ** -32])
-def test_uncertain_bits_flags_every_interval_holding_a_midpoint(dtype, rel):
-    """Against exact rationals: every float64 whose interval holds a midpoint is flagged, and a
-    flagged one is within the stated tolerance (rel * 2**(e+1)) of one; specials, zeros and
-    values below the normal range agree with the generic interval-rounding test."""
-    fi = ml_dtypes.finfo(dtype)
-    k = 52 - fi.nmant
-    tol = math.ceil(rel * 2.0 ** 53)
-    rng = np.random.default_rng(7)
-    n = 3000
-    # significands whose low k bits sit within 3 tol of the midpoint pattern, or at random
-    hi = rng.integers(0, 1 << (52 - k), n, dtype=np.uint64) << np.uint64(k)
-    off = rng.integers(-3 * tol, 3 * tol + 1, n) + (1 << (k - 1))
-    off[: n // 4] = rng.integers(0, 1 << k, n // 4)
-    sig = (hi | off.astype(np.uint64)) | np.uint64(1 << 52)
-    e = rng.integers(fi.minexp, fi.maxexp, n)
-    w = np.ldexp(sig.astype(F64) / 2.0 ** 52, e) * rng.choice([-1.0, 1.0], n)
-    # and the binade edges (both sides of a power of two) and the overflow threshold's binade
-    edges = np.ldexp(1.0, np.arange(fi.minexp + 1, fi.maxexp))
-    w = np.concatenate([w, edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf),
-                        [float(fi.max) * (1 + 2.0 ** -(fi.nmant + 2))]])
-    got = numerics.rounding_undecided(w, rel, dtype)
-    assert got.shape == w.shape
-    need = np.array([_needs_exact(float(v), rel, dtype) for v in w])
-    assert need.sum() > n // 10                           # not vacuous
-    assert np.all(got[need]), w[need & ~got]
-    for v in w[got & ~need]:
-        # only the tolerance's slack: within rel * 2**(e+1) of a midpoint
-        assert _needs_exact(float(v), rel * 2 * 2.0 ** (math.frexp(abs(v))[1] - 1) / abs(v), dtype), v
-    # outside the normal range: what the generic test says
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.0 ** -1022,
-                        float(fi.smallest_subnormal) * 1.5, float(fi.smallest_normal) * (1 - 2.0 ** -30),
-                        2.0 ** fi.maxexp, 1e300])
-    for v in np.concatenate([special, -special]):
-        assert bool(numerics.rounding_undecided(np.array([v]), rel, dtype)[0]) == bool(
-            numerics._undecided_generic(np.array([v]), rel, dtype)[0]), v

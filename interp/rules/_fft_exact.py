@@ -64,7 +64,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import dtypes as D
-from ..numerics import round_float, round_fraction, ziv
+from ..numerics import round_float, round_fraction, two_sum, ziv
 
 LD = np.dtype(np.longdouble)
 _U = 2.0 ** -53
@@ -112,13 +112,6 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype, tiers: dict | No
 # --- error-free transformations and the two arithmetics -----------------------------------------
 # A complex array is held as float64 "pairs" (..., 2) = (real, imaginary); a value of an
 # arithmetic is a tuple of such arrays: (x,) in float64, (hi, lo) in double-double.
-
-def _two_sum(a, b):
-    """s + e == a + b exactly (Knuth; no precondition, underflow included)."""
-    s = a + b
-    t = s - a
-    return s, (a - (s - t)) + (b - t)
-
 
 def _split(a):
     """Veltkamp's split into two 26-bit halves (|a| < 2**995: no overflow)."""
@@ -169,8 +162,8 @@ class _DD:
 
     @staticmethod
     def add(a, b):
-        s, e = _two_sum(a[0], b[0])
-        return _two_sum(s, e + (a[1] + b[1]))
+        s, e = two_sum(a[0], b[0])
+        return two_sum(s, e + (a[1] + b[1]))
 
     @staticmethod
     def sub(a, b):
@@ -191,7 +184,7 @@ class _DD:
         p = xh * wh
         xhh, xhl = _split(xh)
         e = (((xhh * whh - p) + xhh * whl) + xhl * whh) + xhl * whl
-        return _two_sum(p, e + (xh * wl + xl * wh))
+        return two_sum(p, e + (xh * wl + xl * wh))
 
     @staticmethod
     def mul(a, w):
@@ -444,7 +437,7 @@ def _dd_divide(v, b, total):
     th, tl = _split(t)
     pe = (((qh * th - p) + qh * tl) + ql * th) + ql * tl
     q2 = (((hi - p) - pe) + lo) / t
-    return _two_sum(q1, q2), (b / t + 12 * _U ** 2 * np.abs(hi) / t) * (1 + 4 * _U)
+    return two_sum(q1, q2), (b / t + 12 * _U ** 2 * np.abs(hi) / t) * (1 + 4 * _U)
 
 
 def _decide_dd(hi, lo, b, e, part):

@@ -18,9 +18,9 @@ from ..registry import register
 from ._fft_exact import fft_value
 from ._scratch import scratch
 from ..numerics import (F32, F64, LONGDOUBLE, UNIT, c_order, certified_round, convert, exact_dot, fsum_round,
-                        reduce_precision_bits, refine_sums, round_exact, round_float, sum_error_bound, wide_type,
-                        wrap_int)
-from .lax_reductions import window_indices
+                        reduce_precision_bits, refine_sums, round_exact, round_float, sum_error_bound, two_sum,
+                        wide_type, wrap_int)
+from ._windows import window_indices
 
 FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
 
@@ -341,9 +341,7 @@ def _round_pair(hi, lo, delta, special, exact) -> np.ndarray:
     below half an ulp of s; the rest (near-ties) are computed exactly. ``special``: the caller's
     values where they are not finite (inf/NaN rows and columns), taken as they are."""
     with np.errstate(all="ignore"):
-        s = hi + lo
-        bb = s - hi
-        e = (hi - (s - bb)) + (lo - bb)
+        s, e = two_sum(hi, lo)
         half_ulp = np.abs(np.spacing(s)) / 2
         certain = np.abs(e) + delta * (1 + 2 ** -50) < half_ulp * (1 - 2 ** -50)
         certain &= np.isfinite(s) & ((s != 0) | (delta == 0))   # (a tiny nonzero sum keeps its sign)

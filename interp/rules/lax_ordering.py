@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..registry import register
-from .lax_reductions import _as_compute, float_key
+from ..numerics import float_key, widen_narrow_float
 
 
 def _sort_keys(x: np.ndarray) -> list[np.ndarray]:
@@ -20,7 +20,7 @@ def _sort_keys(x: np.ndarray) -> list[np.ndarray]:
     if D.is_complex(x.dtype):
         return _sort_keys(np.ascontiguousarray(x.real)) + _sort_keys(np.ascontiguousarray(x.imag))
     if D.is_float(x.dtype):
-        xc = _as_compute(x)
+        xc = widen_narrow_float(x)
         xc = np.where(xc == 0, np.zeros((), xc.dtype), xc)   # -0.0 == +0.0
         return [float_key(xc, nan_key="max")]                # every NaN equal, after +inf
     if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
@@ -42,7 +42,7 @@ def _descending_key(x: np.ndarray) -> np.ndarray:
     """A key whose stable ascending sort is top_k's descending order (XLA TopK compares floats
     in IEEE total order: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN)."""
     if D.is_float(x.dtype):
-        xc = _as_compute(x)
+        xc = widen_narrow_float(x)
         itype = np.int32 if xc.dtype == np.float32 else np.int64
         i = np.ascontiguousarray(xc).view(itype)
         key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)

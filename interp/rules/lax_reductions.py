@@ -3,8 +3,8 @@
 
 Float sums are *correctly rounded*: the result of every output element is the exact sum of its
 terms rounded once to the output dtype (interp/numerics.py :func:`certified_round`, which the
-contraction family shares). Products (reduce_prod/cumprod) are correctly rounded the same way. Integer results wrap
-around in the output type. max/min propagate NaN and order -0.0 below +0.0 (XLA's max/min).
+contraction family shares). Products (reduce_prod/cumprod) are correctly rounded the same way.
+Integer results wrap around in the output type. max/min propagate NaN and order -0.0 below +0.0 (XLA's max/min).
 """
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import jax.extend.core as jcore
 import numpy as np
 
 from .. import dtypes as D
-from ..numerics import (F32, F64, UNIT, certified_round, float_sum_last, mant_exp, refine_sums, round_exact,
-                        round_float, sum_error_bound, wide_type, wrap_int, ziv)
+from ..numerics import (F32, F64, UNIT, certified_round, float_key, float_sum_last, key_to_float, mant_exp,
+                        refine_sums, round_exact, round_float, sum_error_bound, wide_type, widen_narrow_float, wrap_int,
+                        ziv)
+from ._windows import window_indices, windows
 from ..registry import register
 
 
-def _move_last(x: np.ndarray, axes) -> np.ndarray:
+def move_last(x: np.ndarray, axes) -> np.ndarray:
     """``x`` with ``axes`` moved to the end and flattened into one axis."""
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
     keep = [a for a in range(x.ndim) if a not in axes]
@@ -48,37 +50,12 @@ def sum_last(eqn, x: np.ndarray, out_dtype) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Ordering keys: max/min reductions compare with -0.0 < +0.0 and propagate NaN.
+# max/min: ordering keys (interp/numerics.py float_key) with -0.0 < +0.0 that propagate NaN.
 
-def _as_compute(x: np.ndarray) -> np.ndarray:
-    """Floats narrower than float32 widened exactly to float32 (order and values kept)."""
-    if D.is_float(x.dtype) and x.dtype not in (F32, F64):
-        return x.astype(F32)
-    return x
-
-
-def float_key(x: np.ndarray, nan_key: str) -> np.ndarray:
-    """Signed integer keys ordering float32/float64 values with -0.0 < +0.0; NaN maps to the
-    largest key (``nan_key="max"``) or the smallest ("min")."""
-    itype = np.int32 if x.dtype == F32 else np.int64
-    i = np.ascontiguousarray(x).view(itype)
-    key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)
-    info = np.iinfo(itype)
-    return np.where(np.isnan(x), info.max if nan_key == "max" else info.min, key).astype(itype)
-
-
-def key_to_float(key: np.ndarray, dtype) -> np.ndarray:
-    itype = key.dtype
-    i = np.where(key < 0, key ^ np.array(np.iinfo(itype).max, itype), key).astype(itype)
-    v = i.view(F32 if itype == np.int32 else F64)
-    v = np.where((key == np.iinfo(itype).max) | (key == np.iinfo(itype).min), np.nan, v)
-    return np.asarray(v).astype(dtype)
-
-
-def _extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
+def extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
     """``reduce(keys)`` where keys order x as max/min need; ``kind`` is "max" or "min"."""
     if D.is_float(x.dtype):
-        xc = _as_compute(x)
+        xc = widen_narrow_float(x)
         return key_to_float(reduce(float_key(xc, nan_key=kind)), x.dtype)
     if D.is_int(x.dtype) or D.is_bool(x.dtype):
         if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
@@ -157,21 +134,21 @@ def _highest(dtype):
 
 @register("reduce_sum")
 def reduce_sum(eqn, x, *, axes, out_sharding=None):   # (placement only; plgpu.sum calls it without)
-    return np.asarray(sum_last(eqn, _move_last(np.asarray(x), axes), eqn.out_dtype))
+    return np.asarray(sum_last(eqn, move_last(np.asarray(x), axes), eqn.out_dtype))
 
 
 def _reduce_extremum(kind):
     np_fn, fill = (np.max, _lowest) if kind == "max" else (np.min, _highest)
 
     def rule(eqn, x, *, axes, out_sharding=None):   # (out_sharding: JAX 0.11 on)
-        x = _move_last(np.asarray(x), axes)
+        x = move_last(np.asarray(x), axes)
         if x.shape[-1] == 0:     # XLA's init value: -inf / the lowest integer for max
             return np.full(x.shape[:-1], fill(x.dtype), x.dtype)
         if x.shape[-1] == 1 and D.is_complex(x.dtype):
             # XLA's simplifier turns a reduction of one element into that element: the init
             # value is not folded in (matters for complex, where it is no identity; measured).
             return x[..., 0].copy()
-        return np.asarray(_extremum(eqn, x, kind, lambda k: np_fn(k, axis=-1)))
+        return np.asarray(extremum(eqn, x, kind, lambda k: np_fn(k, axis=-1)))
     return rule
 
 
@@ -181,7 +158,7 @@ register("reduce_min")(_reduce_extremum("min"))
 
 def _bitwise_reduce(ufunc, logical, identity):
     def rule(eqn, x, *, axes):
-        x = _move_last(np.asarray(x), axes)
+        x = move_last(np.asarray(x), axes)
         if D.is_bool(x.dtype):
             return np.asarray(logical.reduce(x, axis=-1, initial=bool(identity)))
         if not D.is_int(x.dtype):
@@ -343,7 +320,7 @@ def products_last(eqn, x: np.ndarray, cumulative: bool) -> np.ndarray:
 
 @register("reduce_prod")
 def reduce_prod(eqn, x, *, axes):
-    return np.asarray(products_last(eqn, _move_last(np.asarray(x), axes), cumulative=False))
+    return np.asarray(products_last(eqn, move_last(np.asarray(x), axes), cumulative=False))
 
 
 # ----- argmax / argmin
@@ -355,7 +332,7 @@ def _arg_extremum(np_fn):
             raise eqn.unsupported("argmax/argmin of complex values")
         (axis,) = axes
         if D.is_float(x.dtype):
-            x = _as_compute(x)      # NumPy: the first NaN wins, ties go to the lowest index
+            x = widen_narrow_float(x)      # NumPy: the first NaN wins, ties go to the lowest index
         elif x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
             x = x.astype(np.int8)
         return np.asarray(np_fn(x, axis=axis)).astype(index_dtype)
@@ -423,53 +400,8 @@ def reduce(eqn, *args, computation, jaxpr, dimensions):
     # computation is the jaxpr as a Python callable (what JAX's impl calls): the jaxpr is evaluated
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
-    xs = [_move_last(np.asarray(x), dimensions) for x in operands]
+    xs = [move_last(np.asarray(x), dimensions) for x in operands]
     return tree_reduce_last(eqn, jaxpr, (), xs, inits)
-
-
-# --------------------------------------------------------------------------------------------
-# Windows: one flat operand index per (output position, window element); -1 for padding.
-
-def window_indices(shape, window_dimensions, window_strides, padding,
-                   base_dilation=None, window_dilation=None) -> np.ndarray:
-    """Flat indices into an array of ``shape`` for every window element, shape
-    ``out_shape + (prod(window_dimensions),)``; -1 where the window element lies in the padding
-    or in a base-dilation hole (XLA ReduceWindow semantics; negative padding crops)."""
-    nd = len(shape)
-    base_dilation = base_dilation or (1,) * nd
-    window_dilation = window_dilation or (1,) * nd
-    per_dim = []
-    for n, w, s, (lo, hi), bd, wd in zip(shape, window_dimensions, window_strides, padding,
-                                         base_dilation, window_dilation):
-        dilated = (n - 1) * bd + 1 if n else 0
-        extent = (w - 1) * wd + 1
-        out = max(0, (lo + dilated + hi - extent) // s + 1) if lo + dilated + hi >= extent else 0
-        c = np.arange(out)[:, None] * s + np.arange(w)[None, :] * wd - lo
-        valid = (c >= 0) & (c < dilated) & (c % bd == 0)
-        per_dim.append((np.where(valid, c // bd, -1), out, w))
-    out_shape = tuple(o for _, o, _ in per_dim)
-    wins = tuple(w for _, _, w in per_dim)
-    flat = np.zeros(out_shape + wins, np.int64)
-    valid = np.ones(out_shape + wins, bool)
-    stride = 1
-    for d in reversed(range(nd)):
-        idx = per_dim[d][0]
-        bshape = [1] * (2 * nd)
-        bshape[d], bshape[nd + d] = idx.shape
-        idx = idx.reshape(bshape)
-        flat = flat + np.where(idx >= 0, idx, 0) * stride
-        valid = valid & (idx >= 0)
-        stride *= shape[d]
-    # (the window size spelled out: -1 cannot be inferred when the output is empty)
-    return np.where(valid, flat, -1).reshape(out_shape + (int(np.prod(wins, dtype=np.int64)),))
-
-
-def windows(x: np.ndarray, pad_value, *window) -> np.ndarray:
-    """The windows of ``x`` (``window``: window_indices' arguments after the shape), padding and
-    base-dilation holes holding ``pad_value``."""
-    idx = window_indices(x.shape, *window)
-    vals = np.ravel(x)[np.where(idx >= 0, idx, 0)] if x.size else np.zeros(idx.shape, x.dtype)
-    return np.where(idx >= 0, vals, np.asarray(pad_value, x.dtype)).astype(x.dtype)
 
 
 @register("reduce_window_sum")
@@ -485,7 +417,7 @@ def reduce_window_max(eqn, x, *, window_dimensions, window_strides, padding, bas
                       window_dilation):
     w = windows(np.asarray(x), _lowest(x.dtype), window_dimensions, window_strides, padding,
                 base_dilation, window_dilation)
-    return np.asarray(_extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
+    return np.asarray(extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
 
 
 @register("reduce_window_min")
@@ -493,7 +425,7 @@ def reduce_window_min(eqn, x, *, window_dimensions, window_strides, padding, bas
                       window_dilation):
     w = windows(np.asarray(x), _highest(x.dtype), window_dimensions, window_strides, padding,
                 base_dilation, window_dilation)
-    return np.asarray(_extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
+    return np.asarray(extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
 
 
 @register("reduce_window")
@@ -577,7 +509,7 @@ def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensio
     operand = np.asarray(operand)
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
     _check_source_shape(eqn, np.shape(source), idx)
-    chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx)
+    chosen = _select_positions(widen_narrow_float(operand).ravel(), _select_fn(eqn, select_prim), idx)
     out = scatter_sum(eqn, operand.size, chosen, np.asarray(source), eqn.out_dtype)
     return out.reshape(operand.shape)
 
@@ -617,7 +549,7 @@ def select_and_gather_add(eqn, tangents, operand, *, select_prim, window_dimensi
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding, base_dilation,
                          window_dilation)
     init = -np.inf if getattr(select_prim, "name", "") in ("ge", "gt") else np.inf
-    chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx, init=init)
+    chosen = _select_positions(widen_narrow_float(operand).ravel(), _select_fn(eqn, select_prim), idx, init=init)
     t = np.ravel(tangents)
     vals = t[np.where(chosen >= 0, chosen, 0)] if t.size else np.zeros(chosen.shape, t.dtype)
     return np.where(chosen >= 0, vals, np.zeros((), t.dtype)).astype(tangents.dtype)
@@ -680,8 +612,8 @@ def _float_cumsum(x, out_dtype):
 register("cumsum")(_cumulative(_cumsum))
 register("cumprod")(
     _cumulative(lambda eqn, x: products_last(eqn, x, cumulative=True)))
-register("cummax")(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
-register("cummin")(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
+register("cummax")(_cumulative(lambda eqn, x: extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
+register("cummin")(_cumulative(lambda eqn, x: extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
 
 
 def _cumlogsumexp(eqn, x):

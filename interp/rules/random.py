@@ -35,13 +35,13 @@ def _partitionable() -> bool:
     return bool(jax.config.jax_threefry_partitionable)
 
 
-def _convert(x):
+def _key_value(x):
     if isinstance(x, (KeyArray, jax_prng.PRNGKeyArray)):
         return as_key(x)
     return None
 
 
-VALUE_CONVERTERS.append(_convert)
+VALUE_CONVERTERS.append(_key_value)
 
 
 def _is_key_dtype(dtype) -> bool:

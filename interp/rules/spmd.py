@@ -19,7 +19,8 @@ from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
 from .. import dtypes as D
 from ..numerics import F64, UNIT, certified_round, round_float, sum_error_bound
-from .lax_reductions import _extremum, _move_last, sum_last
+# psum/pmax/pmin are reduce_sum/reduce_max/reduce_min over the participants (the rules' own semantics)
+from .lax_reductions import extremum, move_last, sum_last
 
 
 # --- shard_map -----------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def _combine(eqn, kind: str, stacked: np.ndarray, dtype) -> np.ndarray:
     if kind == "sum":
         return np.asarray(participants_sum(eqn, stacked, dtype), dtype)
     np_fn = np.max if kind == "max" else np.min
-    return np.asarray(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), dtype)
+    return np.asarray(extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), dtype)
 
 
 def _groups(per_device, axes: frozenset, across: bool) -> dict:
@@ -474,13 +475,13 @@ def _reduction(kind: str):
 
     def reduce_one(eqn, x, positional, out_dtype):
         def combine(ops):
-            stacked = np.stack([_move_last(np.asarray(o), positional) if positional else
+            stacked = np.stack([move_last(np.asarray(o), positional) if positional else
                                 np.asarray(o)[..., None] for o in ops], axis=-2)
             stacked = stacked.reshape(stacked.shape[:-2] + (-1,))
             if kind == "sum":
                 return _shared(participants_sum(eqn, stacked, out_dtype), len(ops))
             np_fn = np.max if kind == "max" else np.min
-            return _shared(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
+            return _shared(extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
         return combine
 
     def rule(eqn, *xs, axes,
