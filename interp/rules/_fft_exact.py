@@ -63,7 +63,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes
 from ..numerics import round_float, round_fraction, two_sum, ziv
 
 LD = np.dtype(np.longdouble)
@@ -80,7 +80,7 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype, tiers: dict | No
     ``tiers`` (for bench/fft.py): filled with the number of output parts ("parts") and how many
     the float64 FFT ("f64") and the double-double FFT ("dd") decided; the exact tiers did the rest."""
     out_dtype = np.dtype(out_dtype)
-    cplx = out_dtype if D.is_complex(out_dtype) else np.dtype(
+    cplx = out_dtype if dtypes.is_complex(out_dtype) else np.dtype(
         np.complex64 if out_dtype == np.float32 else np.complex128)
     part = np.dtype(np.float32) if cplx == np.complex64 else np.dtype(np.float64)
     x = np.asarray(x)
@@ -479,7 +479,7 @@ def _decide(v, b, part):
     with np.errstate(all="ignore"):
         slack = b * LD.type(1 + 2.0 ** -58) + np.abs(v) * LD.type(2.0 ** -58)
         lo, hi = round_float(v - slack, part), round_float(v + slack, part)
-        uint = D.storage_uint(part)
+        uint = dtypes.storage_uint(part)
         ok = (lo.view(uint) == hi.view(uint)) & np.isfinite(slack)
         return np.array(round_float(v, part), part), ok
 
@@ -500,7 +500,7 @@ def _certify(kind, decided, x, lengths, out_dtype, part):
                 _rational_pow2(exact, which, r, und, part)
             for idx in zip(*np.nonzero(und)):
                 r[idx] = exact.part(idx, which, part)
-    if D.is_complex(out_dtype):
+    if dtypes.is_complex(out_dtype):
         out = np.empty(rounded[0].shape, out_dtype)
         out.real, out.imag = rounded
         return out

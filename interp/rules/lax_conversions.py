@@ -18,12 +18,6 @@ from interp.numerics import BIT_LAYOUT, c_order, convert, reduce_precision_bits,
 from interp.registry import register
 
 
-@register("convert_element_type")
-def convert_element_type(eqn, x, *, new_dtype, weak_type, sharding):
-    # weak_type is a typing flag of the result (its values are new_dtype's); sharding places it.
-    return convert(x, new_dtype)
-
-
 # --- plan-time fast paths -----------------------------------------------------------------------
 # Where every value of the source dtype is a value of the target dtype, NumPy's astype is the
 # conversion (no rounding, no wrap-around, no saturation: the value is kept), so ``prepare`` plans it
@@ -72,10 +66,13 @@ def _prepare_convert(ctx):
             return _identity                              # convert's identity
         if _value_preserving(src, dst):
             return _astype_rule(dst)
-    return convert_element_type
+    return None
 
 
-convert_element_type.prepare = _prepare_convert
+@register("convert_element_type", prepare=_prepare_convert)
+def convert_element_type(eqn, x, *, new_dtype, weak_type, sharding):
+    # weak_type is a typing flag of the result (its values are new_dtype's); sharding places it.
+    return convert(x, new_dtype)
 
 
 # --- bitcast_convert_type ---------------------------------------------------------------------

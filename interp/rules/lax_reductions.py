@@ -12,7 +12,7 @@ import jax
 import jax.extend.core as jcore
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes
 from ..numerics import (F32, F64, UNIT, certified_round, float_key, float_sum_last, key_to_float, mant_exp,
                         refine_sums, round_exact, round_float, sum_error_bound, wide_type, widen_narrow_float, wrap_int,
                         ziv)
@@ -29,18 +29,18 @@ def move_last(x: np.ndarray, axes) -> np.ndarray:
 
 
 def _int_wide(dtype):
-    return np.int64 if D.is_signed(dtype) else np.uint64
+    return np.int64 if dtypes.is_signed(dtype) else np.uint64
 
 
 def sum_last(eqn, x: np.ndarray, out_dtype) -> np.ndarray:
     """Sum over the last axis in ``out_dtype``: wrapping for integers, correctly rounded for
     floats (complex: each part)."""
     out_dtype = np.dtype(out_dtype)
-    if D.is_int(out_dtype):
+    if dtypes.is_int(out_dtype):
         return wrap_int(np.sum(x.astype(_int_wide(x.dtype)), axis=-1), out_dtype)
-    if D.is_float(out_dtype):
+    if dtypes.is_float(out_dtype):
         return float_sum_last(x, out_dtype)
-    if D.is_complex(out_dtype):
+    if dtypes.is_complex(out_dtype):
         part = F32 if out_dtype == np.complex64 else F64
         out = np.empty(x.shape[:-1], out_dtype)
         out.real = float_sum_last(np.ascontiguousarray(x.real), part)
@@ -54,14 +54,14 @@ def sum_last(eqn, x: np.ndarray, out_dtype) -> np.ndarray:
 
 def extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
     """``reduce(keys)`` where keys order x as max/min need; ``kind`` is "max" or "min"."""
-    if D.is_float(x.dtype):
+    if dtypes.is_float(x.dtype):
         xc = widen_narrow_float(x)
         return key_to_float(reduce(float_key(xc, nan_key=kind)), x.dtype)
-    if D.is_int(x.dtype) or D.is_bool(x.dtype):
-        if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+    if dtypes.is_int(x.dtype) or dtypes.is_bool(x.dtype):
+        if x.dtype in dtypes.ML_INTS or x.dtype in dtypes.ML_UINTS:
             return reduce(x.astype(np.int8)).astype(x.dtype)
         return reduce(x)
-    if D.is_complex(x.dtype):
+    if dtypes.is_complex(x.dtype):
         return _complex_extremum(x, kind, reduce)
     raise eqn.unsupported(f"{kind} of {x.dtype}")
 
@@ -120,15 +120,15 @@ def _complex_extremum(x: np.ndarray, kind: str, reduce) -> np.ndarray:
 # reduce_* over axes
 
 def _lowest(dtype):
-    if D.is_float(dtype) or D.is_complex(dtype):   # complex: -inf + 0j, JAX's max identity
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):   # complex: -inf + 0j, JAX's max identity
         return -np.inf
-    return False if D.is_bool(dtype) else int(D.iinfo(dtype).min)
+    return False if dtypes.is_bool(dtype) else int(dtypes.iinfo(dtype).min)
 
 
 def _highest(dtype):
-    if D.is_float(dtype) or D.is_complex(dtype):
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
         return np.inf
-    return True if D.is_bool(dtype) else int(D.iinfo(dtype).max)
+    return True if dtypes.is_bool(dtype) else int(dtypes.iinfo(dtype).max)
 
 
 
@@ -144,7 +144,7 @@ def _reduce_extremum(kind):
         x = move_last(np.asarray(x), axes)
         if x.shape[-1] == 0:     # XLA's init value: -inf / the lowest integer for max
             return np.full(x.shape[:-1], fill(x.dtype), x.dtype)
-        if x.shape[-1] == 1 and D.is_complex(x.dtype):
+        if x.shape[-1] == 1 and dtypes.is_complex(x.dtype):
             # XLA's simplifier turns a reduction of one element into that element: the init
             # value is not folded in (matters for complex, where it is no identity; measured).
             return x[..., 0].copy()
@@ -159,9 +159,9 @@ register("reduce_min")(_reduce_extremum("min"))
 def _bitwise_reduce(ufunc, logical, identity):
     def rule(eqn, x, *, axes):
         x = move_last(np.asarray(x), axes)
-        if D.is_bool(x.dtype):
+        if dtypes.is_bool(x.dtype):
             return np.asarray(logical.reduce(x, axis=-1, initial=bool(identity)))
-        if not D.is_int(x.dtype):
+        if not dtypes.is_int(x.dtype):
             raise eqn.unsupported(f"bitwise reduction of {x.dtype}")
         wide = _int_wide(x.dtype)
         init = np.array(identity).astype(wide)
@@ -223,7 +223,7 @@ def float_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
         r_lo, r_hi = round_float(lo.astype(wide), out_dtype), round_float(hi.astype(wide), out_dtype)
         spec_val = np.where(nan | (zero & inf), np.nan, np.where(zero, 0.0, np.inf))
         spec_val = np.where(neg, -spec_val, spec_val).astype(F64)
-    u = D.storage_uint(out_dtype)
+    u = dtypes.storage_uint(out_dtype)
     certain = (r_lo.view(u) == r_hi.view(u)) | special
     out = np.array(np.where(special, round_float(spec_val, out_dtype), r_lo), out_dtype)
     flat = x.reshape(-1, n)
@@ -274,7 +274,7 @@ def _complex_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
         certain = np.ones(shape, bool)
         for comp, attr in ((p.real, "real"), (p.imag, "imag")):
             lo, hi = round_float(comp - bound, part), round_float(comp + bound, part)
-            uint = D.storage_uint(part)
+            uint = dtypes.storage_uint(part)
             certain &= lo.view(uint) == hi.view(uint)
             setattr(out, attr, round_float(comp, part))
     keep_wide = nonfinite | zero
@@ -308,12 +308,12 @@ def _exact_complex_product(terms: np.ndarray) -> tuple[int, int, int]:
 
 def products_last(eqn, x: np.ndarray, cumulative: bool) -> np.ndarray:
     dtype = x.dtype
-    if D.is_int(dtype):
+    if dtypes.is_int(dtype):
         w = x.astype(_int_wide(dtype))
         return wrap_int(np.cumprod(w, axis=-1) if cumulative else np.prod(w, axis=-1), dtype)
-    if D.is_float(dtype):
+    if dtypes.is_float(dtype):
         return float_products(x, dtype, cumulative)
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         return _complex_products(x, dtype, cumulative)
     raise eqn.unsupported(f"product of {dtype}")
 
@@ -328,12 +328,12 @@ def reduce_prod(eqn, x, *, axes):
 def _arg_extremum(np_fn):
     def rule(eqn, x, *, axes, index_dtype):
         x = np.asarray(x)
-        if D.is_complex(x.dtype):
+        if dtypes.is_complex(x.dtype):
             raise eqn.unsupported("argmax/argmin of complex values")
         (axis,) = axes
-        if D.is_float(x.dtype):
+        if dtypes.is_float(x.dtype):
             x = widen_narrow_float(x)      # NumPy: the first NaN wins, ties go to the lowest index
-        elif x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+        elif x.dtype in dtypes.ML_INTS or x.dtype in dtypes.ML_UINTS:
             x = x.astype(np.int8)
         return np.asarray(np_fn(x, axis=axis)).astype(index_dtype)
     return rule
@@ -349,17 +349,17 @@ register("argmin")(_arg_extremum(np.argmin))
 _BATCHED: dict = {}
 
 
-def _batched(jaxpr, consts, dtypes: tuple, length: int):
+def _batched(jaxpr, consts, arg_dtypes: tuple, length: int):
     """The computation jaxpr vmapped over vectors of ``length`` elements (traced once per
     computation, length and dtypes): every primitive in it then has its real array shape, so
     other families' rules see ordinary equations."""
-    key = (id(jaxpr), length, dtypes)
+    key = (id(jaxpr), length, arg_dtypes)
     hit = _BATCHED.get(key)
     if hit is None or hit[0] is not jaxpr:
         closed = jaxpr if isinstance(jaxpr, jcore.ClosedJaxpr) or not hasattr(jcore, "ClosedJaxpr") \
             else jcore.ClosedJaxpr(jaxpr, list(consts))
         fun = jax.vmap(jcore.jaxpr_as_fun(closed))
-        traced = jax.make_jaxpr(fun)(*[jax.ShapeDtypeStruct((length,), d) for d in dtypes])
+        traced = jax.make_jaxpr(fun)(*[jax.ShapeDtypeStruct((length,), d) for d in arg_dtypes])
         if len(_BATCHED) > 512:     # bounded: entries hold their jaxpr alive
             _BATCHED.clear()
         hit = _BATCHED[key] = (jaxpr, traced)
@@ -572,15 +572,15 @@ def _cumulative(fn):
 
 def _cumsum(eqn, x):
     dtype = x.dtype
-    if D.is_int(dtype):
+    if dtypes.is_int(dtype):
         return wrap_int(np.cumsum(x.astype(_int_wide(dtype)), axis=-1), dtype)
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         out = np.empty(x.shape, dtype)
         part = F32 if dtype == np.complex64 else F64
         out.real = _float_cumsum(np.ascontiguousarray(x.real), part)
         out.imag = _float_cumsum(np.ascontiguousarray(x.imag), part)
         return out
-    if D.is_float(dtype):
+    if dtypes.is_float(dtype):
         return _float_cumsum(x, dtype)
     raise eqn.unsupported(f"cumsum of {dtype}")
 
@@ -627,7 +627,7 @@ def _cumlogsumexp(eqn, x):
     r_k +- bound round to one value that is the answer (rounding is monotone), the rest is
     recomputed in mpmath with Ziv's test.
     """
-    if not D.is_float(x.dtype):
+    if not dtypes.is_float(x.dtype):
         raise eqn.unsupported(f"cumlogsumexp of {x.dtype}")
     wide = wide_type(x.dtype, x.dtype)
     u = UNIT[wide]
@@ -686,7 +686,7 @@ def _certify(r, bound, dtype):
     """(round(r), flat mask of the elements where r - bound and r + bound round alike)."""
     with np.errstate(all="ignore"):
         lo, hi = round_float(r - bound, dtype), round_float(r + bound, dtype)
-    uint = D.storage_uint(dtype)
+    uint = dtypes.storage_uint(dtype)
     certain = ((lo.view(uint) == hi.view(uint)) | ~np.isfinite(r) | (bound == 0)).reshape(-1)
     return np.array(round_float(r, dtype), dtype), certain
 

@@ -11,9 +11,10 @@ of the exact function (spec/lax_special.py). How, per output dtype:
   correctly rounded result. Elements that fail the test (and every element of a function with no
   wide evaluation good enough, e.g. SciPy functions for float64 outputs) are recomputed with mpmath,
   itself run in a precision loop until two precisions round to the same result.
-* Rounding is done once, exactly (interp/numerics.py round_float): ml_dtypes converts float64 to bfloat16/float8 through float32
-  (double rounding), so narrow outputs are first rounded to float32 with round-to-odd, which makes
-  the second rounding correct (24 >= p + 2 bits for every narrow format).
+* Rounding is done once, exactly (interp/numerics.py round_float): ml_dtypes converts float64 to
+  bfloat16/float8 through float32 (double rounding), so narrow outputs are first rounded to float32
+  with round-to-odd, which makes the second rounding correct (24 >= p + 2 bits for every narrow
+  format).
 
 * Large arguments of the incomplete gamma / beta family, where mpmath does not converge or takes
   minutes, are certified by interp/rules/_special_asymptotic.py (tail bounds that decide 0 / 1,
@@ -34,9 +35,9 @@ import mpmath
 import numpy as np
 import scipy.special as sc
 
-from interp import dtypes as D
+from interp import dtypes
 from interp.registry import register
-from interp.rules import _special_asymptotic as A
+from interp.rules import _special_asymptotic as asymptotic
 from interp.numerics import (Uncertified, mp_round, odd_sum, round_float, round_fraction, rounding_undecided, wrap_int,
                              ziv)
 
@@ -181,7 +182,7 @@ def evaluate_complex(fn: CFn, args, dtype) -> np.ndarray:
         rel = 0.0
     args = [np.asarray(a) for a in args]
     with np.errstate(all="ignore"):
-        w = np.asarray(fn.wide(*[a.astype(wide) if D.is_complex(a.dtype) or D.is_float(a.dtype)
+        w = np.asarray(fn.wide(*[a.astype(wide) if dtypes.is_complex(a.dtype) or dtypes.is_float(a.dtype)
                                  else a for a in args]))
         w = w.astype(wide)
         re_w, im_w = w.real, w.imag
@@ -189,7 +190,7 @@ def evaluate_complex(fn: CFn, args, dtype) -> np.ndarray:
         out = np.empty(w.shape, dtype)
         out.real = round_float(re_w, part)
         out.imag = round_float(im_w, part)
-        u = D.storage_uint(part)
+        u = dtypes.storage_uint(part)
         redo = np.zeros(w.shape, bool)
         for c in (re_w, im_w):
             d = mag * mag.dtype.type(rel) if rel else mag
@@ -204,7 +205,7 @@ def evaluate_complex(fn: CFn, args, dtype) -> np.ndarray:
             vals = [a[i] for a in flat_args]
             # mpmath has no signed zero: on a branch cut with imaginary part -0 use conjugate
             # symmetry f(conj z) = conj f(z), which every function here has.
-            conj = D.is_complex(vals[0].dtype) and vals[0].imag == 0 and math.copysign(1, vals[0].imag) < 0
+            conj = dtypes.is_complex(vals[0].dtype) and vals[0].imag == 0 and math.copysign(1, vals[0].imag) < 0
             r = _mp_eval_complex(fn.mp, vals, part, conj)
             if r is None:
                 continue
@@ -223,7 +224,7 @@ def _to_mp(v, conj):
     if np.iscomplexobj(v):
         z = mpmath.mpc(float(v.real), float(v.imag))
         return mpmath.conj(z) if conj else z
-    return mpmath.mpf(float(v)) if D.is_float(np.asarray(v).dtype) else mpmath.mpf(int(v))
+    return mpmath.mpf(float(v)) if dtypes.is_float(np.asarray(v).dtype) else mpmath.mpf(int(v))
 
 
 def _mp_eval_complex(mpfn, vals, part, conj, prec0=128):
@@ -366,25 +367,25 @@ def _gamma_certify(upper):
         if not (a > 0 and x > 0):
             return None                   # a = 0, x = 0, negative: limits and NaN (fix-ups)
         with mpmath.workprec(_tail_exponent_prec(a, x)):
-            decided = A.chernoff_gamma(a, x) > A.TAIL_NEGLIGIBLE + 1
+            decided = asymptotic.chernoff_gamma(a, x) > asymptotic.TAIL_NEGLIGIBLE + 1
         if decided:
             # the tail on x's side of a is < 2^-1080: it rounds to 0, its complement to 1
             small = (x > a) if upper else (x < a)
             return np.asarray(0.0 if small else 1.0).astype(dtype)
         name = "igammac" if upper else "igamma"
-        return _temme_or_mpmath(a, lambda p: A.temme_gamma(a, x, upper, p), dtype, f"{name}({a!r}, {x!r})")
+        return _temme_or_mpmath(a, lambda p: asymptotic.temme_gamma(a, x, upper, p), dtype, f"{name}({a!r}, {x!r})")
     return certify
 
 
 def _temme_or_mpmath(a, enclose, dtype, what):
     """Temme's enclosure through Ziv's test for a >= 2**10; where it cannot decide, mpmath for
     a < 2**12 (None) and loud above (mpmath does not converge there)."""
-    if a < A.TEMME_MIN_A:
+    if a < asymptotic.TEMME_MIN_A:
         return None
     try:
         return ziv(enclose, dtype, what)
     except Uncertified:
-        if a >= A.TEMME_ONLY_A:
+        if a >= asymptotic.TEMME_ONLY_A:
             raise
         return None
 
@@ -397,12 +398,12 @@ def _igamma_grad_a_certify(vals, dtype):
     if not (a > 0 and x > 0):
         return None
     with mpmath.workprec(_tail_exponent_prec(a, x)):
-        a_, log_bound = mpmath.mpf(a), -A.chernoff_gamma(a, x) / 2
+        a_, log_bound = mpmath.mpf(a), -asymptotic.chernoff_gamma(a, x) / 2
         log_bound += mpmath.log(1 / a_ + 1 / a_ ** 2) / 2
-        decided = log_bound < -A.TAIL_NEGLIGIBLE - 1
+        decided = log_bound < -asymptotic.TAIL_NEGLIGIBLE - 1
     if decided:
         return np.asarray(-0.0).astype(dtype)
-    return _temme_or_mpmath(a, lambda p: A.temme_gamma_grad_a(a, x, p), dtype, f"igamma_grad_a({a!r}, {x!r})")
+    return _temme_or_mpmath(a, lambda p: asymptotic.temme_gamma_grad_a(a, x, p), dtype, f"igamma_grad_a({a!r}, {x!r})")
 
 
 # mpmath's betainc is fast (measured < 1 s at 128 bits) where max(a, b) <= 3000, and for
@@ -427,16 +428,16 @@ def _betainc_certify(vals, dtype):
     if not (a > 0 and b > 0 and 0 < x < 1):
         return None
     with mpmath.workprec(_tail_exponent_prec(a, b)):
-        decided = A.kl_beta(a, b, x) > A.TAIL_NEGLIGIBLE + 1
+        decided = asymptotic.kl_beta(a, b, x) > asymptotic.TAIL_NEGLIGIBLE + 1
     if decided:
         below = fractions.Fraction(x) * (fractions.Fraction(a) + fractions.Fraction(b)) < fractions.Fraction(a)
         return np.asarray(0.0 if below else 1.0).astype(dtype)
     if _beta_mp_fast(a, b):
         return None
     what = f"regularized_incomplete_beta({a!r}, {b!r}, {x!r})"
-    if min(a, b) >= A.BETA_TEMME_MIN:
-        return ziv(lambda p: A.temme_beta(a, b, x, p), dtype, what + ": Temme's expansion")
-    return ziv(lambda p: A.betainc_cf(a, b, x, p), dtype, what + ": the continued fraction")
+    if min(a, b) >= asymptotic.BETA_TEMME_MIN:
+        return ziv(lambda p: asymptotic.temme_beta(a, b, x, p), dtype, what + ": Temme's expansion")
+    return ziv(lambda p: asymptotic.betainc_cf(a, b, x, p), dtype, what + ": the continued fraction")
 
 
 def _betainc_mp(a, b, x):
@@ -504,7 +505,7 @@ MP_MAX = 2.0 ** 24
 
 
 def _gamma_trusted(a, x):
-    return (a < A.TEMME_MIN_A) & (x <= MP_MAX)
+    return (a < asymptotic.TEMME_MIN_A) & (x <= MP_MAX)
 
 
 def _polygamma_trusted(n, x):
@@ -600,7 +601,7 @@ COMPLEX: dict[str, CFn] = {
 def _int_exponent(y, dtype):
     """pow(x, int y): JAX converts y to x's dtype first (jax/_src/lax/lax.py _pow_lower)."""
     exact = np.asarray(y).astype(LD if HAVE_LD else F64)   # int64 fits a 64-bit significand
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         part = _real_dtype(dtype)
         out = np.zeros(exact.shape, dtype)
         out.real = round_float(exact, part)
@@ -621,21 +622,21 @@ def _rule(name):
     def value(eqn, args):
         dtype = np.dtype(eqn.out_dtype)
         args = [np.asarray(a) for a in args]
-        if name == "pow" and D.is_int(args[1].dtype):
+        if name == "pow" and dtypes.is_int(args[1].dtype):
             args[1] = _int_exponent(args[1], dtype)
-        if D.is_complex(dtype) and cplx is None:
+        if dtypes.is_complex(dtype) and cplx is None:
             raise eqn.unsupported(f"complex {name} is not implemented by the reference")
         try:
-            if D.is_complex(dtype):
+            if dtypes.is_complex(dtype):
                 out = evaluate_complex(cplx, args, dtype)
-            elif D.is_float(dtype) and real is not None:
+            elif dtypes.is_float(dtype) and real is not None:
                 out = evaluate(real, args, dtype)
             else:
                 raise eqn.unsupported(f"dtype {dtype}")
         except Uncertified as e:
             raise eqn.unsupported(f"correct rounding not certified: {e}") from None
         fix = FIXUPS.get(name)
-        if fix is not None and D.is_float(dtype):
+        if fix is not None and dtypes.is_float(dtype):
             out = fix(out, *args)
         return np.asarray(out, dtype).reshape(eqn.out_aval.shape)
 
@@ -739,12 +740,12 @@ def _oms_fraction(v: float):
 def one_minus_square(eqn, x):
     dtype = np.dtype(eqn.out_dtype)
     x = np.asarray(x)
-    if D.is_int(dtype):
-        wide = np.uint64 if D.is_unsigned(dtype) else np.int64
+    if dtypes.is_int(dtype):
+        wide = np.uint64 if dtypes.is_unsigned(dtype) else np.int64
         with np.errstate(over="ignore"):
             v = x.astype(wide)
             return wrap_int(wide(1) - v * v, dtype).reshape(x.shape)
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         part = _real_dtype(dtype)
         out = np.empty(x.shape, dtype)
         re, im = x.real.astype(F64).ravel(), x.imag.astype(F64).ravel()
@@ -763,7 +764,7 @@ def one_minus_square(eqn, x):
                 ore[i], oim[i] = w.real, w.imag
         out.real, out.imag = ore.reshape(x.shape), oim.reshape(x.shape)
         return out
-    if not D.is_float(dtype):
+    if not dtypes.is_float(dtype):
         raise eqn.unsupported(f"dtype {dtype}")
     if dtype == F64:
         vals = [round_fraction(_oms_fraction(float(v)), F64) for v in x.ravel()]
@@ -783,8 +784,8 @@ def one_minus_square(eqn, x):
 
 def _horner_op(dtype):
     """(mul, add) rounding once to ``dtype``."""
-    if D.is_int(dtype):
-        wide = np.uint64 if D.is_unsigned(dtype) else np.int64
+    if dtypes.is_int(dtype):
+        wide = np.uint64 if dtypes.is_unsigned(dtype) else np.int64
 
         def mul(a, b):
             with np.errstate(over="ignore"):
@@ -794,7 +795,7 @@ def _horner_op(dtype):
             with np.errstate(over="ignore"):
                 return wrap_int(a.astype(wide) + b.astype(wide), dtype)
         return mul, add
-    if dtype in D.ML_FLOATS:
+    if dtype in dtypes.ML_FLOATS:
         # float32 has >= 2p + 2 bits for every narrow format: one product or sum computed in
         # float32 and rounded to the dtype is correctly rounded (no harmful double rounding).
         def mul(a, b):
@@ -811,7 +812,7 @@ def _horner_op(dtype):
 def polynomial(eqn, x, *coeffs, unroll=None):
     # `unroll` only chooses how the lowering unrolls the Horner loop; it does not change values.
     dtype = np.dtype(eqn.out_dtype)
-    if not (D.is_int(dtype) or D.is_float(dtype) or D.is_complex(dtype)):
+    if not (dtypes.is_int(dtype) or dtypes.is_float(dtype) or dtypes.is_complex(dtype)):
         raise eqn.unsupported(f"dtype {dtype}")
     mul, add = _horner_op(dtype)
     shape = eqn.out_aval.shape

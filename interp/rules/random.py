@@ -444,8 +444,13 @@ _lifted("gather", _rw_gather)
 _lifted("scatter", _rw_scatter)
 _lifted("tile", _rw_tile)
 # Leading-dimension parameters are unchanged on the key data.
-for _name in ("squeeze", "rev", "concatenate", "copy", "split", "stack", "unstack"):
-    _lifted(_name)
+_lifted("squeeze")
+_lifted("rev")
+_lifted("concatenate")
+_lifted("copy")
+_lifted("split")
+_lifted("stack")
+_lifted("unstack")
 
 
 @register("select_n", extended=True)

@@ -17,7 +17,7 @@ from ..evaluator import STEP_HOOKS, VALUE_CONVERTERS
 from ..registry import register
 from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
-from .. import dtypes as D
+from .. import dtypes
 from ..numerics import F64, UNIT, certified_round, round_float, sum_error_bound
 # psum/pmax/pmin are reduce_sum/reduce_max/reduce_min over the participants (the rules' own semantics)
 from .lax_reductions import extremum, move_last, sum_last
@@ -431,7 +431,7 @@ def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
     term is zero, s is exact (the sum of a few float32 values with near exponents often is, and
     often falls on a float32 midpoint, which no error interval can certify): rounded once."""
     out_dtype = np.dtype(out_dtype)
-    if not (D.is_float(out_dtype) and D.is_float(stacked.dtype) and D.bit_width(stacked.dtype) <= 32
+    if not (dtypes.is_float(out_dtype) and dtypes.is_float(stacked.dtype) and dtypes.bit_width(stacked.dtype) <= 32
             and stacked.shape[-1] > 1):
         return sum_last(eqn, stacked, out_dtype)
     if stacked.shape[-1] == 2 and stacked.dtype == np.float32 and out_dtype == np.float32:
