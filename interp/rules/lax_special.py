@@ -122,6 +122,8 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
         else:
             w = np.asarray(w)
             out = round_float(w, dtype)
+            if out is w:    # (round_float returns an array of the dtype itself: out is written below)
+                out = w.copy()
             if rel is None or fn.trusted is not None:
                 finite_args = np.ones(w.shape, bool)
                 for a in a64:
