@@ -524,6 +524,8 @@ def _betainc_trusted(a, b, x):
     # wrong (betainc(999, 1e300, 9.99e-295) = 1.0 for 0.504): never kept there.
     return ((np.minimum(a, b) <= 1000) | (np.maximum(a, b) <= BETA_MP_MAX)) & (np.maximum(a, b) <= 2.0 ** 128)
 
+# The real functions by primitive name: each key is registered as a rule below (the registry's name
+# for exp is this table's "exp").
 REAL: dict[str, Fn] = {
     "exp": Fn(np.exp, mpmath.exp, ld=np.exp),
     "exp2": Fn(np.exp2, lambda x: mpmath.mpf(2) ** x, ld=np.exp2),
@@ -722,7 +724,7 @@ FIXUPS: dict = {
     "polygamma": _fix_polygamma,
 }
 
-for _name in REAL:
+for _name in REAL:      # (one rule per REAL key: the names are the table's, above)
     register(_name)(_rule(_name))
 
 
