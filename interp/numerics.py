@@ -36,6 +36,7 @@ from . import dtypes
 LONGDOUBLE = np.dtype(np.longdouble)
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
 F4 = np.dtype(ml_dtypes.float4_e2m1fn) if hasattr(ml_dtypes, "float4_e2m1fn") else None
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 # Unit roundoff of the wide accumulation types.
@@ -94,6 +95,10 @@ def odd_sum(a, b):
     return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
 
 
+# target -> the source dtypes NumPy's own cast rounds into it once (C casts).
+_NUMPY_ROUNDED = {F64: (np.dtype(np.float16), F32, LONGDOUBLE), F32: (np.dtype(np.float16), F64, LONGDOUBLE)}
+
+
 def round_float(x, dtype) -> np.ndarray:
     """``x`` (an array of any float dtype) rounded once, to nearest even, into the float ``dtype``,
     as XLA's convert does; overflow gives ``dtype``'s overflow value (inf, NaN for the finite-only
@@ -101,12 +106,23 @@ def round_float(x, dtype) -> np.ndarray:
     already of ``dtype`` is returned as it is (not copied).
 
     NumPy's casts between float16/32/64 and long double -> float32/float64 round once; narrower
-    targets from float64 or long double go through :func:`round_to_odd` to float32."""
+    targets from float64 or long double go through :func:`round_to_odd` to float32. (The NumPy
+    casts are fast paths, taken without an errstate of their own: an overflow warns as the
+    caller's errstate says. The rest runs under errstate(all="ignore").)"""
     x = np.asarray(x)
     dtype = np.dtype(dtype)
     src = x.dtype
     if src == dtype:
         return x
+    if dtype in _NUMPY_ROUNDED and src in _NUMPY_ROUNDED[dtype]:
+        return x.astype(dtype)
+    if dtype == F16 and src == F64:
+        out = x.astype(F16)                # NumPy's double -> half rounds once (npy_double_to_half)
+        nan = np.isnan(x)
+        if nan.any():                      # NaN through float32 as below (a quiet NaN, its top bits)
+            with np.errstate(invalid="ignore"):
+                out = np.where(nan, x.astype(F32).astype(F16), out)
+        return out
     with np.errstate(all="ignore"):
         if src == E8M0:
             x = x.astype(F32)          # exact; ml_dtypes casts e8m0fnu only to/from NumPy floats
@@ -161,7 +177,8 @@ def convert(x, dtype) -> np.ndarray:
         return _int_to_float(x, dst)
     if dtypes.is_int(dst):
         return _float_to_int(x, dst)
-    return round_float(x, dst)
+    with np.errstate(all="ignore"):
+        return round_float(x, dst)
 
 
 def _int_to_float(x: np.ndarray, dst: np.dtype) -> np.ndarray:
@@ -360,7 +377,8 @@ def round_fraction(fr, dtype):
         return np.array(f, F64)
     if Fraction(f) != fr and (np.array(f, F64).view(np.uint64) & 1) == 0:
         f = float(np.nextafter(f, math.inf if Fraction(f) < fr else -math.inf))  # round to odd
-    return round_float(np.array(f, F64), dtype)
+    with np.errstate(over="ignore"):
+        return round_float(np.array(f, F64), dtype)
 
 
 def _mpf_float64(v, odd: bool) -> float:
@@ -400,7 +418,8 @@ def mp_round(values, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype == F64:
         return np.array([_mpf_float64(v, odd=False) for v in values], dtype=F64)
-    return round_float(np.array([_mpf_float64(v, odd=True) for v in values], dtype=F64), dtype)
+    with np.errstate(over="ignore"):
+        return round_float(np.array([_mpf_float64(v, odd=True) for v in values], dtype=F64), dtype)
 
 
 class Uncertified(ArithmeticError):

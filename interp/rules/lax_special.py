@@ -605,12 +605,13 @@ COMPLEX: dict[str, CFn] = {
 def _int_exponent(y, dtype):
     """pow(x, int y): JAX converts y to x's dtype first (jax/_src/lax/lax.py _pow_lower)."""
     exact = np.asarray(y).astype(LD if HAVE_LD else F64)   # int64 fits a 64-bit significand
-    if dtypes.is_complex(dtype):
-        part = _real_dtype(dtype)
-        out = np.zeros(exact.shape, dtype)
-        out.real = round_float(exact, part)
-        return out
-    return round_float(exact, dtype)
+    with np.errstate(over="ignore"):                        # (an overflow is inf, as convert's)
+        if dtypes.is_complex(dtype):
+            part = _real_dtype(dtype)
+            out = np.zeros(exact.shape, dtype)
+            out.real = round_float(exact, part)
+            return out
+        return round_float(exact, dtype)
 
 
 # The primitives JAX binds with `accuracy` (a tolerance or mode request): jax/_src/lax/lax.py
@@ -777,7 +778,7 @@ def one_minus_square(eqn, x):
     # exactly, round-to-odd folds lo into hi, then one rounding to the dtype.
     with np.errstate(all="ignore"):
         hi = odd_sum(1.0, -(x.astype(F64) ** 2))
-    return round_float(hi, dtype).reshape(x.shape)
+        return round_float(hi, dtype).reshape(x.shape)
 
 
 # ----------------------------------------------------------------------------------------------
