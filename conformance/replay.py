@@ -42,7 +42,7 @@ import jax.extend.core as jcore
 from interp import dtypes as D
 from interp.evaluator import _lookup_rule, is_extended, split_jaxpr
 from interp.options import Options
-from interp.rules.lax_conversions import reduce_precision_bits
+from interp.numerics import reduce_precision_bits
 
 from .observe import CALLS, as_outputs, call_body, holds_jaxprs, observe
 

@@ -14,7 +14,7 @@ import pytest
 import interp
 import interp.rules._fft_exact as F
 from conformance.values import assert_same_bits
-from interp.rules.lax_special import mp_round
+from interp.numerics import mp_round
 from tests.support import x64, xla_cpu
 
 
@@ -254,7 +254,7 @@ def test_fft_value_tier_counts():
 
 @pytest.mark.parametrize("part", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
 def test_mpmath_tier_correctly_rounded(part):
-    """Tier 4 (lax_special._ziv on the DFT sum) against the sum at 400 bits rounded once: an
+    """Tier 4 (numerics.ziv on the DFT sum) against the sum at 400 bits rounded once: an
     irrational twiddle alone, a sum that nearly cancels (the enclosure needs more bits), a scaled
     imaginary part."""
     from fractions import Fraction

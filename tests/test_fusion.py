@@ -632,7 +632,7 @@ def test_excess_precision_cases_round_per_equation():
 def test_zero_dim_narrow_float_division():
     """0-d bfloat16 arithmetic computed in float64 and rounded once (the quantisers' amax / MAX on
     one block): regression for a 0-d result coming back as shape (1,) from the float64 -> bf16
-    rounding (lax_conversions._to_odd_float32)."""
+    rounding (interp/numerics.py round_to_odd)."""
     x = np.asarray(1, jnp.bfloat16)
     fn = lambda v: v / jnp.bfloat16(6)   # noqa: E731
     assert_same_bits(interp.interpret(fn)(x), xla_cpu(fn, x))

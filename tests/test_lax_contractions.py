@@ -196,7 +196,7 @@ def test_dot_undecided_elements_refined_exactly(m, n, extra, monkeypatch):
     the refinement tiers (first the sqrt(k) chunked sums) and exact ties to the exact tier;
     every element equals the Fraction oracle."""
     from interp.rules import lax_contractions as C
-    from interp.rules import lax_reductions as R
+    from interp import numerics
     calls = {"blocked": 0, "exact": 0, "fsum": 0}
 
     def spy(name, fn):
@@ -205,7 +205,7 @@ def test_dot_undecided_elements_refined_exactly(m, n, extra, monkeypatch):
             return fn(*args, **kw)
         return wrapped
     monkeypatch.setattr(C, "_blocked_dots", spy("blocked", C._blocked_dots))
-    monkeypatch.setattr(R, "exact_dot", spy("exact", R.exact_dot))
+    monkeypatch.setattr(numerics, "exact_dot", spy("exact", numerics.exact_dot))
     monkeypatch.setattr(C, "fsum_round", spy("fsum", C.fsum_round))
     a, b = _near_tie_operands(m, n, extra, seed=m)
     out = ref(lambda a, b: a @ b, a, b)

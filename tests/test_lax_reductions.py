@@ -204,11 +204,11 @@ def test_reduce_sum_hard_cases():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, ml_dtypes.bfloat16,
                                    ml_dtypes.float8_e4m3fn], ids=lambda d: np.dtype(d).name)
 def test_fsum_round_against_fractions(dtype):
-    """lax_reductions.fsum_round (the few-elements tier of the float32 dot): exact sums that sit
+    """numerics.fsum_round (the few-elements tier of the float32 dot): exact sums that sit
     on a rounding boundary of ``dtype`` (a midpoint), a hair above or below it (the residual
     math.fsum cannot hold in hi), at a power of two, subnormal, cancelling to zero; against the
     Fraction oracle."""
-    from interp.rules.lax_reductions import fsum_round
+    from interp.numerics import fsum_round
     rng = np.random.default_rng(7)
     fi = D.finfo(dtype)
     rows = []

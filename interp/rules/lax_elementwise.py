@@ -17,13 +17,13 @@ import warnings
 
 import ml_dtypes
 import numpy as np
+from jax.core import ShapedArray
 
-from interp import dtypes as D
+from interp import dtypes
 from interp.errors import UndefinedBehaviorError
 from interp.evaluator import Literal, is_extended
-from interp.registry import RULES, register
-from interp.rules.lax_conversions import (_NATIVE_FLOATS, _NATIVE_INTS, _c_order, component_dtype, convert,
-                                         to_wide_int, wrap_int)
+from interp.registry import register
+from interp.numerics import c_order, convert, int_wrapper, odd_sum, sign_extend, to_wide_int, wrap_int
 
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 
@@ -31,7 +31,7 @@ _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu
 def _exact(x: np.ndarray) -> np.ndarray:
     """Float values in a NumPy float type that holds them exactly (narrow floats -> float32)."""
     x = np.asarray(x)
-    return convert(x, np.float32) if x.dtype in D.ML_FLOATS else x
+    return convert(x, np.float32) if x.dtype in dtypes.ML_FLOATS else x
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -48,7 +48,7 @@ def _float_arith(fn, dtype, *xs):
     """``fn`` applied to float (or complex) operands of ``dtype``, rounded once to ``dtype``."""
     dtype = np.dtype(dtype)
     with np.errstate(all="ignore"):
-        if dtype in _NATIVE_FLOATS or D.is_complex(dtype):
+        if dtype in dtypes.NATIVE_FLOATS or dtypes.is_complex(dtype):
             return np.asarray(fn(*xs)).astype(dtype, copy=False)
         return convert(np.asarray(fn(*[_wide(x) for x in xs])), dtype)
 
@@ -64,15 +64,15 @@ def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None, wraps_natively=False):
     already two's complement wrap-around (add, sub, mul, neg, abs, bitwise), so the common
     types skip the int64 round trip; float16/32/64 ``float_fn`` is IEEE in the type."""
     dtype = eqn.out_dtype
-    if dtype in _NATIVE_FLOATS:
+    if dtype in dtypes.NATIVE_FLOATS:
         return float_fn(*xs)
-    if D.is_int(dtype):
-        if wraps_natively and dtype in _NATIVE_INTS:
+    if dtypes.is_int(dtype):
+        if wraps_natively and dtype in dtypes.NATIVE_INTS:
             return int_fn(*xs)
         return _int_arith(int_fn, dtype, *xs)
-    if D.is_complex(dtype) and complex_fn is not None:
+    if dtypes.is_complex(dtype) and complex_fn is not None:
         return complex_fn(dtype, *xs)
-    if D.is_float(dtype) or D.is_complex(dtype):
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
         return _float_arith(float_fn, dtype, *xs)
     raise eqn.unsupported(f"{eqn.name} of {dtype}")
 
@@ -144,578 +144,29 @@ def _scalar_rule(ufunc, ctx):
     return rule
 
 
-def _specialise(ufunc, natives, result=None):
-    """A ``prepare`` hook: the ufunc rule where the dtypes allow it (``_same_native_dtype``), else
-    the general rule."""
-    def attach(general):
-        def prepare(ctx):
-            if _same_native_dtype(ctx, natives, result) and ctx.params.get("out_dtype") is None:
-                return _scalar_rule(ufunc, ctx) or _UFUNC_RULES[ufunc]
-            return general
-        general.prepare = prepare
-        return general
-    return attach
+def _native(ufunc, natives, result=None):
+    """The ufunc rule where the dtypes allow it (``_same_native_dtype``; not for mul's out_dtype),
+    else None: one step of a ``prepare`` (:func:`_plan`)."""
+    def native(ctx):
+        if _same_native_dtype(ctx, natives, result) and ctx.params.get("out_dtype") is None:
+            return _scalar_rule(ufunc, ctx) or _UFUNC_RULES[ufunc]
+        return None
+    return native
 
 
-_NATIVE_NUMBERS = _NATIVE_FLOATS + _NATIVE_INTS
-
-
-# --- complex multiply / divide ------------------------------------------------------------------
-
-def _two_sum(a, b):
-    """s = fl(a+b) and the exact error e (a + b == s + e), for float64 arrays."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
-
-
-def _odd_sum(a, b):
-    """a + b rounded to odd in float64 (its last bit is sticky when inexact), for exact a, b."""
-    s, e = _two_sum(a, b)
-    fix = (e != 0) & np.isfinite(s) & ((_c_order(s).view(np.uint64) & np.uint64(1)) == 0)
-    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-
-
-def _complex_mul(dtype, x, y):
-    """(a+bi)(c+di) = (ac-bd) + (ad+bc)i, each part of the textbook formula rounded once.
-
-    complex64: the products are exact in float64 and the sum is rounded to odd, so each part is
-    the correctly rounded value of the formula. complex128: computed in long double and rounded
-    once (correctly rounded unless the two products cancel below long double's 64 bits).
-    """
-    with np.errstate(all="ignore"):
-        if dtype == np.complex64:
-            a, b = x.real.astype(np.float64), x.imag.astype(np.float64)
-            c, d = y.real.astype(np.float64), y.imag.astype(np.float64)
-            re, im = _odd_sum(a * c, -(b * d)), _odd_sum(a * d, b * c)
-            out = np.empty(np.broadcast(re, im).shape, dtype)
-            out.real, out.imag = re.astype(np.float32), im.astype(np.float32)
-            return out
-        w = np.clongdouble
-        xa, ya = np.asarray(x).astype(w), np.asarray(y).astype(w)
-        a, b, c, d = xa.real, xa.imag, ya.real, ya.imag
-        out = np.empty(np.broadcast(a, c).shape, dtype)
-        out.real, out.imag = (a * c - b * d).astype(np.float64), (a * d + b * c).astype(np.float64)
-        return out
-
-
-def _complex_div(dtype, x, y):
-    """x / y computed in the wider complex type (NumPy's Smith algorithm) and rounded once."""
-    wide = D.wide_float(dtype)
-    with np.errstate(all="ignore"):
-        return (np.asarray(x).astype(wide) / np.asarray(y).astype(wide)).astype(dtype)
-
-
-# --- arithmetic -----------------------------------------------------------------------------------
-
-@register("add", "add_any")
-@_specialise(np.add, _NATIVE_NUMBERS)
-def add(eqn, x, y):
-    return _arith(eqn, np.add, np.add, x, y, wraps_natively=True)
-
-
-@register("sub")
-@_specialise(np.subtract, _NATIVE_NUMBERS)
-def sub(eqn, x, y):
-    return _arith(eqn, np.subtract, np.subtract, x, y, wraps_natively=True)
-
-
-@register("mul")
-@_specialise(np.multiply, _NATIVE_NUMBERS)
-def mul(eqn, x, y, *, out_dtype=None):
-    if out_dtype is not None:
-        # JAX lowers mul(out_dtype=T) as convert(x, T) * convert(y, T) (jax/_src/lax/lax.py
-        # _nary_lower_hlo)
-        x, y = convert(x, out_dtype), convert(y, out_dtype)
-    return _arith(eqn, np.multiply, np.multiply, x, y, complex_fn=_complex_mul, wraps_natively=True)
-
-
-def _int_divmod(x, y):
-    """XLA's integer division and remainder on int64/uint64 operands (truncating).
-
-    x / 0 == -1 (all ones for unsigned), x % 0 == x; INT_MIN / -1 == INT_MIN (wraps), % == 0.
-    """
-    zero = y == 0
-    if x.dtype == np.int64:
-        minus_one = y == -1
-        safe = np.where(zero | minus_one, 1, y)
-        q = x // safe
-        r = x - q * safe
-        # floor -> truncation: step toward zero where the remainder's sign differs from x's
-        adjust = (r != 0) & ((r < 0) != (x < 0))
-        q = np.where(adjust, q + 1, q)
-        r = np.where(adjust, r - safe, r)
-        q = np.where(minus_one, -x, q)   # wraps: -INT_MIN == INT_MIN
-        r = np.where(minus_one, 0, r)
-        return np.where(zero, -1, q), np.where(zero, x, r)
-    safe = np.where(zero, np.uint64(1), y)
-    q, r = x // safe, x % safe
-    return np.where(zero, ~np.uint64(0), q), np.where(zero, x, r)
-
-
-@register("div")
-@_specialise(np.divide, _NATIVE_FLOATS)
-def div(eqn, x, y):
-    return _arith(eqn, lambda a, b: _int_divmod(a, b)[0], np.divide, x, y, complex_fn=_complex_div)
-
-
-@register("rem")
-def rem(eqn, x, y):
-    # floats: C fmod (exact, sign of the dividend): XLA's kRemainder
-    return _arith(eqn, lambda a, b: _int_divmod(a, b)[1], np.fmod, x, y)
-
-
-@register("neg")
-@_specialise(np.negative, _NATIVE_NUMBERS)
-def neg(eqn, x):
-    if D.is_float(x.dtype) and x.dtype not in _NATIVE_FLOATS:
-        return convert(np.negative(_exact(x)), x.dtype)
-    return _arith(eqn, np.negative, np.negative, x, wraps_natively=True)
-
-
-@register("square")
-def square(eqn, x):
-    return mul(eqn, x, x)
-
-
-@register("abs")
-def abs_(eqn, x):
-    if D.is_complex(x.dtype):
-        wide = D.wide_float(component_dtype(x.dtype))
-        with np.errstate(all="ignore"):
-            return np.hypot(x.real.astype(wide), x.imag.astype(wide)).astype(eqn.out_dtype)
-    if D.is_float(x.dtype):
-        return convert(np.abs(_exact(x)), x.dtype)
-    return _int_arith(np.abs, x.dtype, x)   # abs(INT_MIN) wraps to INT_MIN
-
-
-@register("sign")
-def sign(eqn, x):
-    dtype = x.dtype
-    if D.is_int(dtype):
-        return _int_arith(np.sign, dtype, x)
-    if D.is_complex(dtype):
-        # x / |x|, and 0 for 0 (XLA EmitComplexSign)
-        wide = D.wide_float(dtype)
-        xw = x.astype(wide)
-        with np.errstate(all="ignore"):
-            mag = np.abs(xw)
-            return np.where(mag == 0, xw, xw / np.where(mag == 0, 1, mag)).astype(dtype)
-    e = _exact(x)
-    # +-1, and the input itself for +-0 and NaN (sign(-0.0) == -0.0)
-    out = np.where((e == 0) | np.isnan(e), e, np.where(e > 0, 1.0, -1.0).astype(e.dtype))
-    return convert(out.astype(e.dtype), dtype)
-
-
-@register("integer_pow")
-def integer_pow(eqn, x, *, y):
-    """JAX's lowering of integer_pow: binary exponentiation, every product rounded to the dtype,
-    a negative exponent as 1 / x**|y| (jax/_src/lax/lax.py _integer_pow / _integer_pow_lowering;
-    its special cases y in {1, 2, 3, -1} give the same values: y == 3 is (x*x)*x there and
-    x*(x*x) here, the same rounded product)."""
-    def times(a, b):
-        return mul(eqn, a, b)
-
-    if y == 0:
-        return np.ones_like(x)   # ones also for NaN/inf/0 inputs
-    n = -y if y < 0 else y
-    acc, base = None, x
-    while n > 0:
-        if n & 1:
-            acc = base if acc is None else times(acc, base)
-        n >>= 1
-        if n > 0:
-            base = times(base, base)
-    if y < 0:
-        return div(eqn, np.ones_like(acc), acc)
-    return acc
-
-
-@register("mulhi")
-def mulhi(eqn, x, y):
-    """The high half of the 2N-bit product (chlo.mulhi)."""
-    dtype = x.dtype
-    nbits = D.bit_width(dtype)
-    with np.errstate(all="ignore"):
-        if nbits < 64:
-            return wrap_int(to_wide_int(x) * to_wide_int(y) >> nbits, dtype) if D.is_signed(dtype) \
-                else wrap_int((to_wide_int(x).astype(np.uint64) * to_wide_int(y).astype(np.uint64))
-                              >> np.uint64(nbits), dtype)
-        u, v = x.astype(np.uint64), y.astype(np.uint64)
-        m32, s32 = np.uint64(0xFFFFFFFF), np.uint64(32)
-        ul, uh, vl, vh = u & m32, u >> s32, v & m32, v >> s32
-        ll, lh, hl, hh = ul * vl, ul * vh, uh * vl, uh * vh
-        mid = (lh & m32) + (hl & m32) + (ll >> s32)
-        hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
-        if D.is_signed(dtype):
-            # signed high half = unsigned high half - (x<0 ? y : 0) - (y<0 ? x : 0)  (mod 2**64)
-            hi = hi - np.where(x < 0, v, np.uint64(0)) - np.where(y < 0, u, np.uint64(0))
-        return hi.astype(np.uint64).view(np.int64).astype(dtype) if D.is_signed(dtype) else hi
-
-
-# --- max / min / clamp ----------------------------------------------------------------------------
-
-def _max_min(x, y, take_max: bool):
-    """XLA's max/min: NaN if either is NaN; max(-0, +0) = +0, min(-0, +0) = -0."""
-    x, y = np.asarray(x), np.asarray(y)
-    if D.is_bool(x.dtype):
-        return (x | y) if take_max else (x & y)
-    if D.is_int(x.dtype):
-        return np.asarray((np.maximum if take_max else np.minimum)(x, y), dtype=x.dtype)
-    ex, ey = _exact(x), _exact(y)
-    pick_x = (ex > ey) if take_max else (ex < ey)
-    both_zero = (ex == 0) & (ey == 0)
-    # among equal zeros prefer +0 for max, -0 for min
-    pick_x = np.where(both_zero, np.signbit(ex) != take_max, pick_x)
-    pick_x = pick_x | np.isnan(ex)   # (a NaN y is picked already: comparisons with NaN are false)
-    return np.asarray(np.where(pick_x, x, y), dtype=x.dtype)
-
-
-def _complex_max_min(x, y, take_max: bool):
-    """XLA:CPU's complex max/min: lexicographic on (real, imag), as ``x > y ? x : y`` (max) and
-    ``x < y ? x : y`` (min), so a NaN part makes the comparison false and y is returned."""
-    xr, xi, yr, yi = np.real(x), np.imag(x), np.real(y), np.imag(y)
-    if take_max:
-        pick_x = (xr > yr) | ((xr == yr) & (xi > yi))
-    else:
-        pick_x = (xr < yr) | ((xr == yr) & (xi < yi))
-    return np.asarray(np.where(pick_x, x, y), dtype=np.result_type(x, y))
-
-
-def _native_max_min(take_max: bool):
-    """max/min of float16/32/64 (or native integer) operands: NumPy's maximum/minimum, which
-    propagate NaN as XLA does and return one of the operands. Among equal zeros they may return
-    either, so a max can be wrong only where it returned -0.0 (the other operand may be +0.0)
-    and a min only where it returned +0.0. Those bit patterns are the extremes of the result's
-    integer view (-0.0 is the most negative signed integer, +0.0 the least unsigned one): one
-    integer min-reduction (SIMD, read-only) says whether any is there, and only then are those
-    elements redone by :func:`_max_min`."""
-    ufunc = np.maximum if take_max else np.minimum
-
-    def rule(eqn, x, y):
-        r = ufunc(x, y)
-        if not D.is_float(r.dtype):
-            return r
-        if type(r) is not np.ndarray or r.ndim == 0:
-            # a scalar: only a zero result can be the wrong one of two equal zeros
-            return r if r != 0 else _max_min(x, y, take_max)
-        if take_max:
-            bits = r.view(D.INT_OF_BYTES[r.itemsize])
-            suspect = np.iinfo(bits.dtype).min          # -0.0
-        else:
-            bits = r.view(D.UINT_OF_BYTES[r.itemsize])
-            suspect = 0                                 # +0.0
-        if r.size == 0 or bits.min() != suspect:
-            return r
-        fix = bits == suspect
-        shape = r.shape
-        r[fix] = _max_min(np.broadcast_to(x, shape)[fix], np.broadcast_to(y, shape)[fix], take_max)
-        return r
-    return rule
-
-
-_NATIVE_MAX_MIN = {True: _native_max_min(True), False: _native_max_min(False)}
-
-
-def _prepare_max_min(take_max: bool):
+def _plan(*steps):
+    """A rule's ``prepare`` (interp/registry.py register): the first of ``steps`` (``step(ctx)``
+    -> a rule for the equation, or None) that applies; None (the rule itself) if none does."""
     def prepare(ctx):
-        return _NATIVE_MAX_MIN[take_max] if _same_native_dtype(ctx, _NATIVE_NUMBERS) else \
-            (max_ if take_max else min_)
+        for step in steps:
+            rule = step(ctx)
+            if rule is not None:
+                return rule
+        return None
     return prepare
 
 
-@register("max")
-def max_(eqn, x, y):
-    if D.is_complex(eqn.out_dtype):
-        return _complex_max_min(x, y, True)
-    return _max_min(x, y, True)
-
-
-@register("min")
-def min_(eqn, x, y):
-    if D.is_complex(eqn.out_dtype):
-        return _complex_max_min(x, y, False)
-    return _max_min(x, y, False)
-
-
-max_.prepare = _prepare_max_min(True)
-min_.prepare = _prepare_max_min(False)
-
-
-@register("clamp")
-def clamp(eqn, lo, x, hi):
-    # StableHLO: clamp(lo, x, hi) = minimum(maximum(x, lo), hi), so lo > hi gives hi. Complex
-    # operands use the lexicographic complex maximum/minimum of the spec (what XLA:CPU's max and
-    # min compute); XLA:CPU's own complex clamp compares real parts only (spec/lax_elementwise.py
-    # BACKEND_PROPERTIES complex-clamp).
-    shape = np.shape(x)
-    lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
-    if D.is_complex(x.dtype):
-        out = _complex_max_min(_complex_max_min(x, lo, True), hi, False)
-    else:
-        out = _max_min(_max_min(x, lo, True), hi, False)
-    return np.asarray(np.broadcast_to(out, eqn.out_aval.shape), dtype=eqn.out_dtype)
-
-
-# --- comparisons -----------------------------------------------------------------------------------
-
-def _cmp_operands(x, y):
-    if D.is_float(x.dtype):
-        return _exact(x), _exact(y)
-    return x, y
-
-
-def _compare(op):
-    def rule(eqn, x, y):
-        a, b = _cmp_operands(x, y)
-        with np.errstate(all="ignore"):
-            return np.asarray(op(a, b), dtype=np.bool_)
-
-    # Operands of one NumPy-native dtype are compared exactly by NumPy itself (IEEE: NaN unordered,
-    # -0.0 == +0.0; integers by value), which is what the general rule does for them after its
-    # dispatch: plan the ufunc (or, on scalars, Python's operator on NumPy scalars) directly.
-    # Narrow floats keep the general rule (read exactly in float32 first).
-    natives = _NATIVE_NUMBERS + (np.dtype(np.bool_),)
-    if op in (np.equal, np.not_equal):
-        natives += (np.dtype(np.complex64), np.dtype(np.complex128))
-    return _specialise(op, natives, result=np.dtype(np.bool_))(rule)
-
-
-for _name, _op in _COMPARISONS.items():
-    register(_name)(_compare(_op))
-
-
-def _total_order_key(x: np.ndarray) -> np.ndarray:
-    """XLA's TOTALORDER comparison key (int64): -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
-
-    IEEE layouts: the bits as a sign-magnitude integer made two's complement. XLA:CPU compares
-    the fnuz float8 types as their float32 upcast, where the NaN pattern 0x80 is -NaN (below
-    everything), and float8_e8m0fnu (no sign bit) in bit order with NaN (0xFF) on top.
-    """
-    if not D.is_float(x.dtype):
-        return x
-    nbits = D.bit_width(x.dtype)
-    u = _c_order(x).view(D.storage_uint(x.dtype))
-    if x.dtype == _E8M0:
-        return u.astype(np.int64)
-    if nbits == 64:
-        s = u.view(np.int64)
-        return np.where(s < 0, s ^ np.int64(0x7FFFFFFFFFFFFFFF), s)
-    u = u.astype(np.int64) & ((1 << nbits) - 1)
-    signed = np.where(u >= (1 << (nbits - 1)), u - (1 << nbits), u)
-    key = np.where(signed < 0, signed ^ ((1 << (nbits - 1)) - 1), signed)
-    if x.dtype.name.endswith("fnuz"):
-        key = np.where(u == (1 << (nbits - 1)), -(1 << nbits), key)   # the NaN: -NaN, lowest
-    return key
-
-
-def _total_compare(op):
-    def rule(eqn, x, y):
-        if D.is_complex(x.dtype):
-            # StableHLO compare: complex operands compare (real, imag) lexicographically with the
-            # given compare type. JAX accepts complex only for eq_to (le_to/lt_to take ordered
-            # types); equality of both parts' total-order keys is that comparison for EQ.
-            if op is not np.equal:
-                raise eqn.unsupported(f"{eqn.name} of complex operands (JAX rejects them)")
-            return np.asarray((_total_order_key(np.real(x)) == _total_order_key(np.real(y)))
-                              & (_total_order_key(np.imag(x)) == _total_order_key(np.imag(y))), dtype=np.bool_)
-        return np.asarray(op(_total_order_key(x), _total_order_key(y)), dtype=np.bool_)
-    return rule
-
-
-for _name, _op in (("eq_to", np.equal), ("le_to", np.less_equal), ("lt_to", np.less)):
-    register(_name)(_total_compare(_op))
-
-
-@register("is_finite")
-def is_finite(eqn, x):
-    return np.asarray(np.isfinite(_exact(x)), dtype=np.bool_)
-
-
-# --- bitwise and shifts ----------------------------------------------------------------------------
-
-def _bitwise(op):
-    def rule(eqn, x, y):
-        if D.is_bool(x.dtype):
-            return np.asarray(op(x, y), dtype=np.bool_)
-        return _int_arith(op, x.dtype, x, y)
-    return rule
-
-
-for _name, _op in (("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor)):
-    register(_name)(_bitwise(_op))
-
-
-@register("not")
-def not_(eqn, x):
-    if D.is_bool(x.dtype):
-        return np.logical_not(x)
-    return _int_arith(np.invert, x.dtype, x)
-
-
-def _unsigned_bits(x: np.ndarray) -> np.ndarray:
-    """The n-bit two's complement pattern of integers as uint64."""
-    nbits = D.bit_width(x.dtype)
-    u = to_wide_int(x).astype(np.uint64)
-    return u & np.uint64((1 << nbits) - 1) if nbits < 64 else u
-
-
-def _shift(kind: str):
-    def rule(eqn, x, s):
-        dtype = eqn.out_dtype
-        nbits = D.bit_width(dtype)
-        # the shift amount is read as unsigned: negative amounts are >= the bit width
-        amount = _unsigned_bits(np.asarray(s, dtype=dtype))
-        big = amount >= np.uint64(nbits)
-        a = np.where(big, np.uint64(0), amount)
-        with np.errstate(all="ignore"):
-            if kind == "left":
-                out = np.where(big, np.uint64(0), _unsigned_bits(x) << a)
-            elif kind == "logical":
-                out = np.where(big, np.uint64(0), _unsigned_bits(x) >> a)
-            else:
-                # arithmetic: sign-extended value shifted; >= width fills with the sign
-                v = to_wide_int(x)
-                if v.dtype == np.uint64:   # uint64: the sign is the top bit
-                    v = v.view(np.int64)
-                elif D.is_unsigned(dtype):
-                    v = np.where(v >= (1 << (nbits - 1)), v - (1 << nbits), v)
-                out = np.where(big, np.where(v < 0, -1, 0), v >> a.astype(np.int64))
-        return wrap_int(out, dtype)
-    return rule
-
-
-register("shift_left")(_shift("left"))
-register("shift_right_logical")(_shift("logical"))
-register("shift_right_arithmetic")(_shift("arithmetic"))
-
-
-@register("population_count")
-def population_count(eqn, x):
-    return wrap_int(np.bitwise_count(_unsigned_bits(x)).astype(np.int64), x.dtype)
-
-
-@register("clz")
-def clz(eqn, x):
-    u = _unsigned_bits(x)
-    nbits = D.bit_width(x.dtype)
-    length = np.zeros(u.shape, np.int64)   # bit length by binary search over 32, 16, ..., 1
-    for step in (32, 16, 8, 4, 2, 1):
-        has = (u >> np.uint64(step)) != 0
-        length = np.where(has, length + step, length)
-        u = np.where(has, u >> np.uint64(step), u)
-    length = length + (u != 0)
-    return wrap_int(nbits - length, x.dtype)
-
-
-# --- rounding ----------------------------------------------------------------------------------------
-
-@register("floor")
-def floor(eqn, x):
-    return convert(np.floor(_exact(x)), x.dtype)
-
-
-@register("ceil")
-def ceil(eqn, x):
-    return convert(np.ceil(_exact(x)), x.dtype)
-
-
-@register("round")
-def round_(eqn, x, *, rounding_method):
-    e = _exact(x)
-    method = getattr(rounding_method, "name", rounding_method)
-    if method in ("TO_NEAREST_EVEN", 1):
-        out = np.rint(e)
-    elif method in ("AWAY_FROM_ZERO", 0):
-        t = np.trunc(e)
-        with np.errstate(all="ignore"):
-            # |e - t| is exact (the fraction part); step away from zero from one half up
-            out = np.where(np.abs(e - t) >= 0.5, t + np.sign(e), t)
-    else:
-        raise eqn.unsupported(f"rounding_method={rounding_method!r}")
-    return convert(out.astype(e.dtype), x.dtype)
-
-
-@register("nextafter")
-def nextafter(eqn, x, y):
-    """chlo.next_after: NaN if either is NaN; y if x == y; from +-0 the smallest subnormal with
-    y's sign; else the bit pattern of x stepped by one toward y."""
-    dtype = eqn.out_dtype
-    if dtype in _NATIVE_FLOATS:
-        # x == y -> y explicitly: NumPy's float16 nextafter(-0.0, +0.0) gives -0.0 before NumPy 2.5
-        return np.asarray(np.where(x == y, y, np.nextafter(x, y)), dtype=dtype)
-    # Narrow floats: chlo's expansion itself (stablehlo/transforms/ChloLegalizeToStablehlo.cpp
-    # materializeNextAfter), on the bit patterns with the top bit taken as the sign. For
-    # float8_e8m0fnu (no sign, no zero) that bit is the exponent's top bit, so 0x00 (2**-127) and
-    # 0x80 (2**1) are both "zero" and the steps cross that bit: what XLA computes on every backend.
-    shape = eqn.out_aval.shape
-    x, y = np.broadcast_to(x, shape), np.broadcast_to(y, shape)
-    ex, ey = _exact(x), _exact(y)
-    nbits = D.bit_width(dtype)
-    ut = D.storage_uint(dtype)
-    mask, sign = (1 << nbits) - 1, 1 << (nbits - 1)
-    xb = _c_order(x).view(ut).astype(np.int64) & mask
-    yb = _c_order(y).view(ut).astype(np.int64) & mask
-    x_abs, y_abs = xb & (sign - 1), yb & (sign - 1)
-    toward_zero = ((xb & sign) != (yb & sign)) | (x_abs > y_abs)
-    out = np.where(toward_zero, xb - 1, xb + 1)
-    out = np.where(x_abs == 0, np.where(y_abs == 0, yb, (yb & sign) | 1), out)
-    out = np.where(ex == ey, yb, out)                        # (float compare: -0 == +0)
-    out = np.asarray(out & mask).astype(ut).view(dtype)
-    return np.where(np.isnan(ex) | np.isnan(ey), np.array(np.nan, dtype), out).astype(dtype)
-
-
-# --- select -------------------------------------------------------------------------------------------
-
-@register("select_n")
-def select_n(eqn, which, *cases):
-    if len(cases) == 1:
-        return np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
-    w = np.asarray(which)
-    if D.is_bool(w.dtype):
-        idx = w.astype(np.int64)
-    else:
-        idx = to_wide_int(w)
-        if np.any((idx < 0) | (idx >= len(cases))):
-            bad = idx[(idx < 0) | (idx >= len(cases))].ravel()[0]
-            raise UndefinedBehaviorError(
-                f"select_n: predicate value {bad} is out of range for {len(cases)} cases "
-                "(the result is undefined in JAX/XLA)")
-    out = np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
-    for k in range(1, len(cases)):
-        out = np.where(idx == k, cases[k], out)
-    return np.asarray(out, dtype=eqn.out_dtype)
-
-
-# --- complex parts ------------------------------------------------------------------------------------
-
-@register("complex")
-def complex_(eqn, x, y):
-    out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
-    out.real, out.imag = x, y
-    return out
-
-
-@register("real")
-def real(eqn, x):
-    return _c_order(np.real(x)).astype(eqn.out_dtype)
-
-
-@register("imag")
-def imag(eqn, x):
-    return _c_order(np.imag(x)).astype(eqn.out_dtype)
-
-
-@register("conj")
-def conj(eqn, x, *, input_dtype=None):
-    # jax/_src/lax/lax.py _conj_impl: complex(real(x), -imag(x)); complex(x, 0) for real x
-    out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
-    if D.is_complex(x.dtype):
-        out.real, out.imag = x.real, np.negative(x.imag)
-    else:
-        out.real, out.imag = x, 0
-    return out
+_NATIVE_NUMBERS = dtypes.NATIVE_FLOATS + dtypes.NATIVE_INTS
 
 
 # --- rank-0 integer and bool equations on Python integers -----------------------------------------
@@ -755,7 +206,8 @@ def _py_sign(x: int) -> int:
 def _py_shift(kind: str, nbits: int):
     """A shift of ``nbits``-bit values; the amount is read as unsigned, so negative amounts are
     >= the bit width (left and logical: 0; arithmetic: the sign fill)."""
-    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
+    mask = (1 << nbits) - 1
+    as_signed = int_wrapper(nbits, signed=True)
 
     def shift(x: int, s: int) -> int:
         a = s & mask
@@ -763,7 +215,7 @@ def _py_shift(kind: str, nbits: int):
             return 0 if a >= nbits else x << a
         if kind == "logical":
             return 0 if a >= nbits else (x & mask) >> a
-        v = ((x + half) & mask) - half    # the bits as signed (unsigned dtypes: the top bit)
+        v = as_signed(x)    # the bits as signed (unsigned dtypes: the top bit)
         return (-1 if v < 0 else 0) if a >= nbits else v >> a
     return shift
 
@@ -798,14 +250,13 @@ def _to_dtype(dtype: np.dtype):
     if dtype == _BOOL:
         return lambda v: np.True_ if v & 1 else np.False_   # (not on 0/1: ~1 == -2 -> False)
     nbits = dtype.itemsize * 8
-    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
-    signed = dtype.kind == "i"
+    wrap = int_wrapper(nbits, signed=dtype.kind == "i")
     cache = _SCALARS.setdefault(dtype, {})
 
     def to(v: int) -> np.generic:
         s = cache.get(v)
         if s is None:
-            s = t(((v + half) & mask) - half if signed else v & mask)
+            s = t(wrap(v))
             if len(cache) < _SCALAR_CACHE_SIZE:
                 cache[v] = s
         return s
@@ -814,7 +265,7 @@ def _to_dtype(dtype: np.dtype):
 
 def _rank0(avals) -> bool:
     """Every aval a rank-0 plain array (not a ref)."""
-    return all(type(a).__name__ == "ShapedArray" and a.shape == () for a in avals)
+    return all(type(a) is ShapedArray and a.shape == () for a in avals)
 
 
 def _rank0_int_dtype(ctx) -> "np.dtype | None":
@@ -823,7 +274,7 @@ def _rank0_int_dtype(ctx) -> "np.dtype | None":
     if not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)):
         return None
     dtype = ctx.in_avals[0].dtype
-    if not (dtype in _NATIVE_INTS or dtype == _BOOL) or \
+    if not (dtype in dtypes.NATIVE_INTS or dtype == _BOOL) or \
             any(a.dtype != dtype for a in ctx.in_avals):
         return None
     return np.dtype(dtype)
@@ -879,19 +330,543 @@ def _py_select_n(ctx):
     return rule
 
 
-def _rank0_first(rule, make):
-    """Give ``rule`` a plan-time ``prepare`` trying ``make(ctx)`` (the rank-0 rule, or None)
-    before the rule's own prepare, if it has one."""
-    below = getattr(rule, "prepare", None)
+# --- complex multiply / divide ------------------------------------------------------------------
 
-    def prepare(ctx):
-        fast = make(ctx)
-        if fast is not None:
-            return fast
-        return below(ctx) if below is not None else rule
-    rule.prepare = prepare
+def _complex_mul(dtype, x, y):
+    """(a+bi)(c+di) = (ac-bd) + (ad+bc)i, each part of the textbook formula rounded once.
+
+    complex64: the products are exact in float64 and the sum is rounded to odd, so each part is
+    the correctly rounded value of the formula. complex128: computed in long double and rounded
+    once (correctly rounded unless the two products cancel below long double's 64 bits).
+    """
+    with np.errstate(all="ignore"):
+        if dtype == np.complex64:
+            a, b = x.real.astype(np.float64), x.imag.astype(np.float64)
+            c, d = y.real.astype(np.float64), y.imag.astype(np.float64)
+            re, im = odd_sum(a * c, -(b * d)), odd_sum(a * d, b * c)
+            out = np.empty(np.broadcast(re, im).shape, dtype)
+            out.real, out.imag = re.astype(np.float32), im.astype(np.float32)
+            return out
+        w = np.clongdouble
+        xa, ya = np.asarray(x).astype(w), np.asarray(y).astype(w)
+        a, b, c, d = xa.real, xa.imag, ya.real, ya.imag
+        out = np.empty(np.broadcast(a, c).shape, dtype)
+        out.real, out.imag = (a * c - b * d).astype(np.float64), (a * d + b * c).astype(np.float64)
+        return out
 
 
-for _rule in {id(RULES[n]): RULES[n] for n in (*_PY_INT_OPS, *_PY_SHIFTS)}.values():
-    _rank0_first(_rule, _py_int_rule)
-_rank0_first(select_n, _py_select_n)
+def _complex_div(dtype, x, y):
+    """x / y computed in the wider complex type (NumPy's Smith algorithm) and rounded once."""
+    wide = dtypes.wide_float(dtype)
+    with np.errstate(all="ignore"):
+        return (np.asarray(x).astype(wide) / np.asarray(y).astype(wide)).astype(dtype)
+
+
+# --- arithmetic -----------------------------------------------------------------------------------
+
+@register("add", "add_any", prepare=_plan(_py_int_rule, _native(np.add, _NATIVE_NUMBERS)))
+def add(eqn, x, y):
+    return _arith(eqn, np.add, np.add, x, y, wraps_natively=True)
+
+
+@register("sub", prepare=_plan(_py_int_rule, _native(np.subtract, _NATIVE_NUMBERS)))
+def sub(eqn, x, y):
+    return _arith(eqn, np.subtract, np.subtract, x, y, wraps_natively=True)
+
+
+@register("mul", prepare=_plan(_py_int_rule, _native(np.multiply, _NATIVE_NUMBERS)))
+def mul(eqn, x, y, *, out_dtype=None):
+    if out_dtype is not None:
+        # JAX lowers mul(out_dtype=T) as convert(x, T) * convert(y, T) (jax/_src/lax/lax.py
+        # _nary_lower_hlo)
+        x, y = convert(x, out_dtype), convert(y, out_dtype)
+    return _arith(eqn, np.multiply, np.multiply, x, y, complex_fn=_complex_mul, wraps_natively=True)
+
+
+def _int_divmod(x, y):
+    """XLA's integer division and remainder on int64/uint64 operands (truncating).
+
+    x / 0 == -1 (all ones for unsigned), x % 0 == x; INT_MIN / -1 == INT_MIN (wraps), % == 0.
+    """
+    zero = y == 0
+    if x.dtype == np.int64:
+        minus_one = y == -1
+        safe = np.where(zero | minus_one, 1, y)
+        q = x // safe
+        r = x - q * safe
+        # floor -> truncation: step toward zero where the remainder's sign differs from x's
+        adjust = (r != 0) & ((r < 0) != (x < 0))
+        q = np.where(adjust, q + 1, q)
+        r = np.where(adjust, r - safe, r)
+        q = np.where(minus_one, -x, q)   # wraps: -INT_MIN == INT_MIN
+        r = np.where(minus_one, 0, r)
+        return np.where(zero, -1, q), np.where(zero, x, r)
+    safe = np.where(zero, np.uint64(1), y)
+    q, r = x // safe, x % safe
+    return np.where(zero, ~np.uint64(0), q), np.where(zero, x, r)
+
+
+@register("div", prepare=_plan(_py_int_rule, _native(np.divide, dtypes.NATIVE_FLOATS)))
+def div(eqn, x, y):
+    return _arith(eqn, lambda a, b: _int_divmod(a, b)[0], np.divide, x, y, complex_fn=_complex_div)
+
+
+@register("rem", prepare=_plan(_py_int_rule))
+def rem(eqn, x, y):
+    # floats: C fmod (exact, sign of the dividend): XLA's kRemainder
+    return _arith(eqn, lambda a, b: _int_divmod(a, b)[1], np.fmod, x, y)
+
+
+@register("neg", prepare=_plan(_py_int_rule, _native(np.negative, _NATIVE_NUMBERS)))
+def neg(eqn, x):
+    if dtypes.is_float(x.dtype) and x.dtype not in dtypes.NATIVE_FLOATS:
+        return convert(np.negative(_exact(x)), x.dtype)
+    return _arith(eqn, np.negative, np.negative, x, wraps_natively=True)
+
+
+@register("square")
+def square(eqn, x):
+    return mul(eqn, x, x)
+
+
+@register("abs", prepare=_plan(_py_int_rule))
+def abs_(eqn, x):
+    if dtypes.is_complex(x.dtype):
+        wide = dtypes.wide_float(dtypes.component_dtype(x.dtype))
+        with np.errstate(all="ignore"):
+            return np.hypot(x.real.astype(wide), x.imag.astype(wide)).astype(eqn.out_dtype)
+    if dtypes.is_float(x.dtype):
+        return convert(np.abs(_exact(x)), x.dtype)
+    return _int_arith(np.abs, x.dtype, x)   # abs(INT_MIN) wraps to INT_MIN
+
+
+@register("sign", prepare=_plan(_py_int_rule))
+def sign(eqn, x):
+    dtype = x.dtype
+    if dtypes.is_int(dtype):
+        return _int_arith(np.sign, dtype, x)
+    if dtypes.is_complex(dtype):
+        # x / |x|, and 0 for 0 (XLA EmitComplexSign)
+        wide = dtypes.wide_float(dtype)
+        xw = x.astype(wide)
+        with np.errstate(all="ignore"):
+            mag = np.abs(xw)
+            return np.where(mag == 0, xw, xw / np.where(mag == 0, 1, mag)).astype(dtype)
+    e = _exact(x)
+    # +-1, and the input itself for +-0 and NaN (sign(-0.0) == -0.0)
+    out = np.where((e == 0) | np.isnan(e), e, np.where(e > 0, 1.0, -1.0).astype(e.dtype))
+    return convert(out.astype(e.dtype), dtype)
+
+
+@register("integer_pow")
+def integer_pow(eqn, x, *, y):
+    """JAX's lowering of integer_pow: binary exponentiation, every product rounded to the dtype,
+    a negative exponent as 1 / x**|y| (jax/_src/lax/lax.py _integer_pow / _integer_pow_lowering;
+    its special cases y in {1, 2, 3, -1} give the same values: y == 3 is (x*x)*x there and
+    x*(x*x) here, the same rounded product)."""
+    def times(a, b):
+        return mul(eqn, a, b)
+
+    if y == 0:
+        return np.ones_like(x)   # ones also for NaN/inf/0 inputs
+    n = -y if y < 0 else y
+    acc, base = None, x
+    while n > 0:
+        if n & 1:
+            acc = base if acc is None else times(acc, base)
+        n >>= 1
+        if n > 0:
+            base = times(base, base)
+    if y < 0:
+        return div(eqn, np.ones_like(acc), acc)
+    return acc
+
+
+@register("mulhi")
+def mulhi(eqn, x, y):
+    """The high half of the 2N-bit product (chlo.mulhi)."""
+    dtype = x.dtype
+    nbits = dtypes.bit_width(dtype)
+    with np.errstate(all="ignore"):
+        if nbits < 64:
+            return wrap_int(to_wide_int(x) * to_wide_int(y) >> nbits, dtype) if dtypes.is_signed(dtype) \
+                else wrap_int((to_wide_int(x).astype(np.uint64) * to_wide_int(y).astype(np.uint64))
+                              >> np.uint64(nbits), dtype)
+        u, v = x.astype(np.uint64), y.astype(np.uint64)
+        m32, s32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+        ul, uh, vl, vh = u & m32, u >> s32, v & m32, v >> s32
+        ll, lh, hl, hh = ul * vl, ul * vh, uh * vl, uh * vh
+        mid = (lh & m32) + (hl & m32) + (ll >> s32)
+        hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+        if dtypes.is_signed(dtype):
+            # signed high half = unsigned high half - (x<0 ? y : 0) - (y<0 ? x : 0)  (mod 2**64)
+            hi = hi - np.where(x < 0, v, np.uint64(0)) - np.where(y < 0, u, np.uint64(0))
+        return hi.astype(np.uint64).view(np.int64).astype(dtype) if dtypes.is_signed(dtype) else hi
+
+
+# --- max / min / clamp ----------------------------------------------------------------------------
+
+def _max_min(x, y, take_max: bool):
+    """XLA's max/min: NaN if either is NaN; max(-0, +0) = +0, min(-0, +0) = -0."""
+    x, y = np.asarray(x), np.asarray(y)
+    if dtypes.is_bool(x.dtype):
+        return (x | y) if take_max else (x & y)
+    if dtypes.is_int(x.dtype):
+        return np.asarray((np.maximum if take_max else np.minimum)(x, y), dtype=x.dtype)
+    ex, ey = _exact(x), _exact(y)
+    pick_x = (ex > ey) if take_max else (ex < ey)
+    both_zero = (ex == 0) & (ey == 0)
+    # among equal zeros prefer +0 for max, -0 for min
+    pick_x = np.where(both_zero, np.signbit(ex) != take_max, pick_x)
+    pick_x = pick_x | np.isnan(ex)   # (a NaN y is picked already: comparisons with NaN are false)
+    return np.asarray(np.where(pick_x, x, y), dtype=x.dtype)
+
+
+def _complex_max_min(x, y, take_max: bool):
+    """XLA:CPU's complex max/min: lexicographic on (real, imag), as ``x > y ? x : y`` (max) and
+    ``x < y ? x : y`` (min), so a NaN part makes the comparison false and y is returned."""
+    xr, xi, yr, yi = np.real(x), np.imag(x), np.real(y), np.imag(y)
+    if take_max:
+        pick_x = (xr > yr) | ((xr == yr) & (xi > yi))
+    else:
+        pick_x = (xr < yr) | ((xr == yr) & (xi < yi))
+    return np.asarray(np.where(pick_x, x, y), dtype=np.result_type(x, y))
+
+
+def _native_max_min(take_max: bool):
+    """max/min of float16/32/64 (or native integer) operands: NumPy's maximum/minimum, which
+    propagate NaN as XLA does and return one of the operands. Among equal zeros they may return
+    either, so a max can be wrong only where it returned -0.0 (the other operand may be +0.0)
+    and a min only where it returned +0.0. Those bit patterns are the extremes of the result's
+    integer view (-0.0 is the most negative signed integer, +0.0 the least unsigned one): one
+    integer min-reduction (SIMD, read-only) says whether any is there, and only then are those
+    elements redone by :func:`_max_min`."""
+    ufunc = np.maximum if take_max else np.minimum
+
+    def rule(eqn, x, y):
+        r = ufunc(x, y)
+        if not dtypes.is_float(r.dtype):
+            return r
+        if type(r) is not np.ndarray or r.ndim == 0:
+            # a scalar: only a zero result can be the wrong one of two equal zeros
+            return r if r != 0 else _max_min(x, y, take_max)
+        if take_max:
+            bits = r.view(dtypes.INT_OF_BYTES[r.itemsize])
+            suspect = np.iinfo(bits.dtype).min          # -0.0
+        else:
+            bits = r.view(dtypes.UINT_OF_BYTES[r.itemsize])
+            suspect = 0                                 # +0.0
+        if r.size == 0 or bits.min() != suspect:
+            return r
+        fix = bits == suspect
+        shape = r.shape
+        r[fix] = _max_min(np.broadcast_to(x, shape)[fix], np.broadcast_to(y, shape)[fix], take_max)
+        return r
+    return rule
+
+
+_NATIVE_MAX_MIN = {True: _native_max_min(True), False: _native_max_min(False)}
+
+
+def _native_max_min_step(take_max: bool):
+    def native(ctx):
+        return _NATIVE_MAX_MIN[take_max] if _same_native_dtype(ctx, _NATIVE_NUMBERS) else None
+    return native
+
+
+@register("max", prepare=_plan(_py_int_rule, _native_max_min_step(True)))
+def max_(eqn, x, y):
+    if dtypes.is_complex(eqn.out_dtype):
+        return _complex_max_min(x, y, True)
+    return _max_min(x, y, True)
+
+
+@register("min", prepare=_plan(_py_int_rule, _native_max_min_step(False)))
+def min_(eqn, x, y):
+    if dtypes.is_complex(eqn.out_dtype):
+        return _complex_max_min(x, y, False)
+    return _max_min(x, y, False)
+
+
+@register("clamp")
+def clamp(eqn, lo, x, hi):
+    # StableHLO: clamp(lo, x, hi) = minimum(maximum(x, lo), hi), so lo > hi gives hi. Complex
+    # operands use the lexicographic complex maximum/minimum of the spec (what XLA:CPU's max and
+    # min compute); XLA:CPU's own complex clamp compares real parts only (spec/lax_elementwise.py
+    # BACKEND_PROPERTIES complex-clamp).
+    shape = np.shape(x)
+    lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
+    if dtypes.is_complex(x.dtype):
+        out = _complex_max_min(_complex_max_min(x, lo, True), hi, False)
+    else:
+        out = _max_min(_max_min(x, lo, True), hi, False)
+    return np.asarray(np.broadcast_to(out, eqn.out_aval.shape), dtype=eqn.out_dtype)
+
+
+# --- comparisons -----------------------------------------------------------------------------------
+
+def _cmp_operands(x, y):
+    if dtypes.is_float(x.dtype):
+        return _exact(x), _exact(y)
+    return x, y
+
+
+def _compare(op):
+    def rule(eqn, x, y):
+        a, b = _cmp_operands(x, y)
+        with np.errstate(all="ignore"):
+            return np.asarray(op(a, b), dtype=np.bool_)
+    return rule
+
+
+def _compare_plan(op):
+    """Operands of one NumPy-native dtype are compared exactly by NumPy itself (IEEE: NaN
+    unordered, -0.0 == +0.0; integers by value), which is what the general rule does for them after
+    its dispatch: plan the ufunc (or, on scalars, Python's operator on NumPy scalars) directly.
+    Narrow floats keep the general rule (read exactly in float32 first)."""
+    natives = _NATIVE_NUMBERS + (np.dtype(np.bool_),)
+    if op in (np.equal, np.not_equal):
+        natives += (np.dtype(np.complex64), np.dtype(np.complex128))
+    return _plan(_py_int_rule, _native(op, natives, result=np.dtype(np.bool_)))
+
+
+register("eq", prepare=_compare_plan(np.equal))(_compare(np.equal))
+register("ne", prepare=_compare_plan(np.not_equal))(_compare(np.not_equal))
+register("lt", prepare=_compare_plan(np.less))(_compare(np.less))
+register("le", prepare=_compare_plan(np.less_equal))(_compare(np.less_equal))
+register("gt", prepare=_compare_plan(np.greater))(_compare(np.greater))
+register("ge", prepare=_compare_plan(np.greater_equal))(_compare(np.greater_equal))
+
+
+def _total_order_key(x: np.ndarray) -> np.ndarray:
+    """XLA's TOTALORDER comparison key (int64): -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
+
+    IEEE layouts: the bits as a sign-magnitude integer made two's complement. XLA:CPU compares
+    the fnuz float8 types as their float32 upcast, where the NaN pattern 0x80 is -NaN (below
+    everything), and float8_e8m0fnu (no sign bit) in bit order with NaN (0xFF) on top.
+    """
+    if not dtypes.is_float(x.dtype):
+        return x
+    nbits = dtypes.bit_width(x.dtype)
+    u = c_order(x).view(dtypes.storage_uint(x.dtype))
+    if x.dtype == _E8M0:
+        return u.astype(np.int64)
+    if nbits == 64:
+        s = u.view(np.int64)
+        return np.where(s < 0, s ^ np.int64(0x7FFFFFFFFFFFFFFF), s)
+    u = u.astype(np.int64) & ((1 << nbits) - 1)
+    signed = sign_extend(u, nbits)
+    key = np.where(signed < 0, signed ^ ((1 << (nbits - 1)) - 1), signed)
+    if x.dtype.name.endswith("fnuz"):
+        key = np.where(u == (1 << (nbits - 1)), -(1 << nbits), key)   # the NaN: -NaN, lowest
+    return key
+
+
+def _total_compare(op):
+    def rule(eqn, x, y):
+        if dtypes.is_complex(x.dtype):
+            # StableHLO compare: complex operands compare (real, imag) lexicographically with the
+            # given compare type. JAX accepts complex only for eq_to (le_to/lt_to take ordered
+            # types); equality of both parts' total-order keys is that comparison for EQ.
+            if op is not np.equal:
+                raise eqn.unsupported(f"{eqn.name} of complex operands (JAX rejects them)")
+            return np.asarray((_total_order_key(np.real(x)) == _total_order_key(np.real(y)))
+                              & (_total_order_key(np.imag(x)) == _total_order_key(np.imag(y))), dtype=np.bool_)
+        return np.asarray(op(_total_order_key(x), _total_order_key(y)), dtype=np.bool_)
+    return rule
+
+
+register("eq_to")(_total_compare(np.equal))
+register("le_to")(_total_compare(np.less_equal))
+register("lt_to")(_total_compare(np.less))
+
+
+@register("is_finite")
+def is_finite(eqn, x):
+    return np.asarray(np.isfinite(_exact(x)), dtype=np.bool_)
+
+
+# --- bitwise and shifts ----------------------------------------------------------------------------
+
+def _bitwise(op):
+    def rule(eqn, x, y):
+        if dtypes.is_bool(x.dtype):
+            return np.asarray(op(x, y), dtype=np.bool_)
+        return _int_arith(op, x.dtype, x, y)
+    return rule
+
+
+register("and", prepare=_plan(_py_int_rule))(_bitwise(np.bitwise_and))
+register("or", prepare=_plan(_py_int_rule))(_bitwise(np.bitwise_or))
+register("xor", prepare=_plan(_py_int_rule))(_bitwise(np.bitwise_xor))
+
+
+@register("not", prepare=_plan(_py_int_rule))
+def not_(eqn, x):
+    if dtypes.is_bool(x.dtype):
+        return np.logical_not(x)
+    return _int_arith(np.invert, x.dtype, x)
+
+
+def _unsigned_bits(x: np.ndarray) -> np.ndarray:
+    """The n-bit two's complement pattern of integers as uint64."""
+    nbits = dtypes.bit_width(x.dtype)
+    u = to_wide_int(x).astype(np.uint64)
+    return u & np.uint64((1 << nbits) - 1) if nbits < 64 else u
+
+
+def _shift(kind: str):
+    def rule(eqn, x, s):
+        dtype = eqn.out_dtype
+        nbits = dtypes.bit_width(dtype)
+        # the shift amount is read as unsigned: negative amounts are >= the bit width
+        amount = _unsigned_bits(np.asarray(s, dtype=dtype))
+        big = amount >= np.uint64(nbits)
+        a = np.where(big, np.uint64(0), amount)
+        with np.errstate(all="ignore"):
+            if kind == "left":
+                out = np.where(big, np.uint64(0), _unsigned_bits(x) << a)
+            elif kind == "logical":
+                out = np.where(big, np.uint64(0), _unsigned_bits(x) >> a)
+            else:
+                # arithmetic: sign-extended value shifted; >= width fills with the sign
+                v = to_wide_int(x)
+                if v.dtype == np.uint64:   # uint64: the sign is the top bit
+                    v = v.view(np.int64)
+                elif dtypes.is_unsigned(dtype):
+                    v = sign_extend(v, nbits)
+                out = np.where(big, np.where(v < 0, -1, 0), v >> a.astype(np.int64))
+        return wrap_int(out, dtype)
+    return rule
+
+
+register("shift_left", prepare=_plan(_py_int_rule))(_shift("left"))
+register("shift_right_logical", prepare=_plan(_py_int_rule))(_shift("logical"))
+register("shift_right_arithmetic", prepare=_plan(_py_int_rule))(_shift("arithmetic"))
+
+
+@register("population_count")
+def population_count(eqn, x):
+    return wrap_int(np.bitwise_count(_unsigned_bits(x)).astype(np.int64), x.dtype)
+
+
+@register("clz")
+def clz(eqn, x):
+    u = _unsigned_bits(x)
+    nbits = dtypes.bit_width(x.dtype)
+    length = np.zeros(u.shape, np.int64)   # bit length by binary search over 32, 16, ..., 1
+    for step in (32, 16, 8, 4, 2, 1):
+        has = (u >> np.uint64(step)) != 0
+        length = np.where(has, length + step, length)
+        u = np.where(has, u >> np.uint64(step), u)
+    length = length + (u != 0)
+    return wrap_int(nbits - length, x.dtype)
+
+
+# --- rounding ----------------------------------------------------------------------------------------
+
+@register("floor")
+def floor(eqn, x):
+    return convert(np.floor(_exact(x)), x.dtype)
+
+
+@register("ceil")
+def ceil(eqn, x):
+    return convert(np.ceil(_exact(x)), x.dtype)
+
+
+@register("round")
+def round_(eqn, x, *, rounding_method):
+    e = _exact(x)
+    method = getattr(rounding_method, "name", rounding_method)
+    if method in ("TO_NEAREST_EVEN", 1):
+        out = np.rint(e)
+    elif method in ("AWAY_FROM_ZERO", 0):
+        t = np.trunc(e)
+        with np.errstate(all="ignore"):
+            # |e - t| is exact (the fraction part); step away from zero from one half up
+            out = np.where(np.abs(e - t) >= 0.5, t + np.sign(e), t)
+    else:
+        raise eqn.unsupported(f"rounding_method={rounding_method!r}")
+    return convert(out.astype(e.dtype), x.dtype)
+
+
+@register("nextafter")
+def nextafter(eqn, x, y):
+    """chlo.next_after: NaN if either is NaN; y if x == y; from +-0 the smallest subnormal with
+    y's sign; else the bit pattern of x stepped by one toward y."""
+    dtype = eqn.out_dtype
+    if dtype in dtypes.NATIVE_FLOATS:
+        # x == y -> y explicitly: NumPy's float16 nextafter(-0.0, +0.0) gives -0.0 before NumPy 2.5
+        return np.asarray(np.where(x == y, y, np.nextafter(x, y)), dtype=dtype)
+    # Narrow floats: chlo's expansion itself (stablehlo/transforms/ChloLegalizeToStablehlo.cpp
+    # materializeNextAfter), on the bit patterns with the top bit taken as the sign. For
+    # float8_e8m0fnu (no sign, no zero) that bit is the exponent's top bit, so 0x00 (2**-127) and
+    # 0x80 (2**1) are both "zero" and the steps cross that bit: what XLA computes on every backend.
+    shape = eqn.out_aval.shape
+    x, y = np.broadcast_to(x, shape), np.broadcast_to(y, shape)
+    ex, ey = _exact(x), _exact(y)
+    nbits = dtypes.bit_width(dtype)
+    ut = dtypes.storage_uint(dtype)
+    mask, sign = (1 << nbits) - 1, 1 << (nbits - 1)
+    xb = c_order(x).view(ut).astype(np.int64) & mask
+    yb = c_order(y).view(ut).astype(np.int64) & mask
+    x_abs, y_abs = xb & (sign - 1), yb & (sign - 1)
+    toward_zero = ((xb & sign) != (yb & sign)) | (x_abs > y_abs)
+    out = np.where(toward_zero, xb - 1, xb + 1)
+    out = np.where(x_abs == 0, np.where(y_abs == 0, yb, (yb & sign) | 1), out)
+    out = np.where(ex == ey, yb, out)                        # (float compare: -0 == +0)
+    out = np.asarray(out & mask).astype(ut).view(dtype)
+    return np.where(np.isnan(ex) | np.isnan(ey), np.array(np.nan, dtype), out).astype(dtype)
+
+
+# --- select -------------------------------------------------------------------------------------------
+
+@register("select_n", prepare=_plan(_py_select_n))
+def select_n(eqn, which, *cases):
+    if len(cases) == 1:
+        return np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
+    w = np.asarray(which)
+    if dtypes.is_bool(w.dtype):
+        idx = w.astype(np.int64)
+    else:
+        idx = to_wide_int(w)
+        if np.any((idx < 0) | (idx >= len(cases))):
+            bad = idx[(idx < 0) | (idx >= len(cases))].ravel()[0]
+            raise UndefinedBehaviorError(
+                f"select_n: predicate value {bad} is out of range for {len(cases)} cases "
+                "(the result is undefined in JAX/XLA)")
+    out = np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
+    for k in range(1, len(cases)):
+        out = np.where(idx == k, cases[k], out)
+    return np.asarray(out, dtype=eqn.out_dtype)
+
+
+# --- complex parts ------------------------------------------------------------------------------------
+
+@register("complex")
+def complex_(eqn, x, y):
+    out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
+    out.real, out.imag = x, y
+    return out
+
+
+@register("real")
+def real(eqn, x):
+    return c_order(np.real(x)).astype(eqn.out_dtype)
+
+
+@register("imag")
+def imag(eqn, x):
+    return c_order(np.imag(x)).astype(eqn.out_dtype)
+
+
+@register("conj")
+def conj(eqn, x, *, input_dtype=None):
+    # jax/_src/lax/lax.py _conj_impl: complex(real(x), -imag(x)); complex(x, 0) for real x
+    out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
+    if dtypes.is_complex(x.dtype):
+        out.real, out.imag = x.real, np.negative(x.imag)
+    else:
+        out.real, out.imag = x, 0
+    return out
