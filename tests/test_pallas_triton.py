@@ -130,6 +130,28 @@ def test_hlo_interpret_gates_still_hold(case_id):
     assert any(type(err.value).__name__ == t and m in str(err.value) for t, m in gate.errors), err.value
 
 
+def test_x3_dot_on_hlo_interpret_is_the_float32_dot_a_known_divergence():
+    """JAX's HLO interpret mode runs a BF16_BF16_F32_X3 dot on XLA:CPU, which ignores the split
+    (spec/lax_contractions.py BACKEND_PROPERTIES): where what X3 drops exceeds DOT_PRODUCT(3K)
+    (seeds 1, 3, 4 of 0-11) the record is the known divergence; the divergence explains exactly a
+    float32 dot of the unsplit inputs (the exact product rounded), not a value as far on the other
+    side of the reference."""
+    case = _quick_cases()["pallas_triton/dot/float32/algorithm_BF16_BF16_F32_X3/16x32x32"]
+    for seed in (1, 3, 4):
+        rec = X.run_case(case, "pallas:interpret", seed, first_divergence=False)
+        assert rec["outcome"] == X.KNOWN_DIVERGENCE, (seed, rec["outcome"], rec.get("detail"))
+        assert rec["known_divergence"]["id"] == "xla-cpu-dot-algorithm-bf16-bf16-f32-not-applied"
+    a, b = case.make_inputs(1)
+    with case.context():
+        ref = np.asarray(interp.interpret(case.reference_program())(a, b))
+    f32 = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    mirrored = (2 * ref.astype(np.float64) - f32).astype(np.float32)
+    for outs, outcome in ((ref, X.PASS), (f32, X.KNOWN_DIVERGENCE), (mirrored, X.FAIL)):
+        rec = {}
+        X.compare(case, "pallas:interpret", [a, b], [ref], [outs], rec, first_divergence=False)
+        assert rec["outcome"] == outcome, (outcome, rec)
+
+
 def test_crash_of_the_pre_012_lowering_is_a_known_divergence():
     # What the H100 recorded for JAX 0.11.2 (an AssertionError from the lowering) becomes a
     # known divergence for exactly those cases and JAX versions.
