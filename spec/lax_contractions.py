@@ -43,6 +43,8 @@ Backends are judged under DOT_PRODUCT: |backend - ref| <= (K u_acc + u_in + u_ou
 """
 from __future__ import annotations
 
+import math
+
 from .base import CORRECTLY_ROUNDED, Semantics, table
 
 XLA_OPS = "https://openxla.org/xla/operation_semantics"
@@ -104,6 +106,22 @@ def split_truncation(kept, parts: int, u: float) -> float:
     """
     size = [(1 + u) * u ** i for i in range(parts)] + [u ** parts]   # |c_i| / |x|, then |e_n| / |x|
     return sum(size[i] * size[j] for i in range(parts + 1) for j in range(parts + 1) if (i, j) not in kept)
+
+
+def split_dot_length(k: int, products: int, u: float) -> int:
+    """The DOT_PRODUCT length (spec/compliance.py) that bounds a backend computing a split preset
+    the reference's way (components rounded to nearest, unit roundoff u; ``products`` component
+    products per term, each exact in float32, k * products of them accumulated in float32)
+    against the reference.
+
+    The backend is within gamma_{n-1} sum|c_i c'_j| of the preset's exact value (n = k * products
+    terms summed; Higham section 3.1), and sum|c_i c'_j| <= w sum|a||b| with
+    w = ((1 + u) / (1 - u))**2 >= (sum_i |c_i| / |x|)**2 (split_truncation's sizes); the reference
+    is that exact value rounded once, within u_acc (1 + split_truncation) sum|a||b|. DOT_PRODUCT(K)
+    allows (gamma_K + u_acc) sum|a||b|, and gamma is convex, so K = ceil((n - 1) w) + 1 covers both.
+    """
+    w = ((1 + u) / (1 - u)) ** 2
+    return math.ceil((k * products - 1) * w) + 1
 
 
 # What XLA:CPU computes differently (jaxlib 0.10.2, 0.11.2 and 0.12.0.1), found by the tests.
