@@ -1060,7 +1060,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "bfloat16 nor splitting them (the algorithm's meaning, jax/_src/lax/lax.py get_algorithm_compute_types; "
         "XLA's dot_algorithms.cc); JAX's HLO interpret mode of a Pallas kernel inherits it. BF16_BF16_F32 fails "
         "at every seed; _X3 where its dropped products (up to 774 * 2**-24 sum|a||b|, spec/lax_contractions.py "
-        "split_truncation) exceed DOT_PRODUCT(3K) (seeds 1, 3, 4 of 0-11); _X6 (4 * 2**-24) never can. Modelled: "
+        "split_truncation) exceed the case's DOT_PRODUCT (seeds 1, 3, 4 of 0-11); _X6 (4 * 2**-24) never can. Modelled: "
         "the backend is within the float32 dot bound of the exact product.",
         runners=("pallas:interpret",), primitives=("dot_general",), outcomes=("fail",),
         cases=tuple(f"pallas_triton/dot/float32/algorithm_BF16_BF16_F32{x}/*" for x in ("", "_X3", "_X6")),

@@ -132,7 +132,7 @@ def test_hlo_interpret_gates_still_hold(case_id):
 
 def test_x3_dot_on_hlo_interpret_is_the_float32_dot_a_known_divergence():
     """JAX's HLO interpret mode runs a BF16_BF16_F32_X3 dot on XLA:CPU, which ignores the split
-    (spec/lax_contractions.py BACKEND_PROPERTIES): where what X3 drops exceeds DOT_PRODUCT(3K)
+    (spec/lax_contractions.py BACKEND_PROPERTIES): where what X3 drops exceeds its DOT_PRODUCT
     (seeds 1, 3, 4 of 0-11) the record is the known divergence; the divergence explains exactly a
     float32 dot of the unsplit inputs (the exact product rounded), not a value as far on the other
     side of the reference."""
