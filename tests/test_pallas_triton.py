@@ -16,8 +16,8 @@ from jax.experimental import pallas as pl
 
 import interp
 from conformance import execute as X
-from conformance.judge import explain_outcome
-from reports.schema import BACKEND_UNSUPPORTED, CRASH, KNOWN_DIVERGENCE, PASS, REFERENCE_UNSUPPORTED, Record
+from conformance.judge import compare, explain_outcome
+from reports.schema import BACKEND_UNSUPPORTED, CRASH, FAIL, KNOWN_DIVERGENCE, PASS, REFERENCE_UNSUPPORTED, Record
 from conformance.cases import all_cases
 from conformance.cases import pallas_triton as cases_mod
 from hardware_runners.base import get_runner
@@ -142,17 +142,17 @@ def test_x3_dot_on_hlo_interpret_is_the_float32_dot_a_known_divergence():
     case = _quick_cases()["pallas_triton/dot/float32/algorithm_BF16_BF16_F32_X3/16x32x32"]
     for seed in (1, 3, 4):
         rec = X.run_case(case, "pallas:interpret", seed, first_divergence=False)
-        assert rec["outcome"] == X.KNOWN_DIVERGENCE, (seed, rec["outcome"], rec.get("detail"))
-        assert rec["known_divergence"]["id"] == "xla-cpu-dot-algorithm-bf16-bf16-f32-not-applied"
+        assert rec.outcome == KNOWN_DIVERGENCE, (seed, rec.outcome, rec.detail)
+        assert rec.known_divergence["id"] == "xla-cpu-dot-algorithm-bf16-bf16-f32-not-applied"
     a, b = case.make_inputs(1)
     with case.context():
         ref = np.asarray(interp.interpret(case.reference_program())(a, b))
     f32 = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
     mirrored = (2 * ref.astype(np.float64) - f32).astype(np.float32)
-    for outs, outcome in ((ref, X.PASS), (f32, X.KNOWN_DIVERGENCE), (mirrored, X.FAIL)):
-        rec = {}
-        X.compare(case, "pallas:interpret", [a, b], [ref], [outs], rec, first_divergence=False)
-        assert rec["outcome"] == outcome, (outcome, rec)
+    for outs, outcome in ((ref, PASS), (f32, KNOWN_DIVERGENCE), (mirrored, FAIL)):
+        rec = Record(case=case.id, runner="pallas:interpret")
+        compare(case, "pallas:interpret", [a, b], [ref], [outs], rec, first_divergence=False)
+        assert rec.outcome == outcome, (outcome, rec)
 
 
 # Pallas's Triton lowering of the split presets (jax/_src/pallas/triton/lowering.py
