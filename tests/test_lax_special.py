@@ -1070,3 +1070,18 @@ def test_exp_near_float32_midpoints_correctly_rounded():
         want = mp_reference("exp", [xi], F32)
         assert_same_bits(got[i:i + 1], want.reshape(1), err_msg=f"exp({float(xi)!r})")
     assert got[len(_EXP_NEAR_MIDPOINT) + 4] == np.inf and got[len(_EXP_NEAR_MIDPOINT) + 2] < np.inf
+
+
+def test_remembered_elements_are_keyed_by_dtype_name():
+    """The reference remembers certified elements for the allowance replays (lax_special
+    _certified). The ml_dtypes types share a dtype.str per width ('<V1' for most float8 types), so the
+    key holds the dtype's name: their values of one argument stay apart, whichever comes first."""
+    x = 1.0                                     # erf(1): e4m3fn 0.8125, e3m4 0.84375
+    dts = (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e3m4, np.float16)
+    for order in (dts, dts[::-1]):
+        L._CERTIFIED.clear()
+        for dt in order:
+            r, _ = L._certified(L.REAL["erf"], (x,), np.dtype(dt))
+            with mpmath.workprec(200):
+                want = independent_round(mpmath.erf(x), dt)
+            assert_same_bits(np.asarray(r).astype(dt), want)

@@ -99,6 +99,28 @@ class Fn:
         self.exact_f64 = exact_f64       # wide in float64 is already correctly rounded (sqrt)
 
 
+# Certified elements remembered per (function, argument bits, dtype): the allowance replays
+# (conformance/replay.py) evaluate a program again on inputs that differ in a few elements, and a
+# float64 special function costs mpmath up to tens of milliseconds per element (zeta and igammac
+# on their 729 specials: 20 s of CPU per evaluation, six evaluations per xla:cpu record).
+_CERTIFIED: dict = {}
+_CERTIFIED_MAX = 1 << 16
+
+
+def _certified(fn: Fn, vals: tuple, dtype) -> tuple:
+    """(``fn.certify``'s value, else ``_mp_eval``'s, or None; whether certify gave it)."""
+    key = (id(fn), tuple(v.hex() for v in vals), dtype.name)   # hex keeps the sign of a zero
+    if key not in _CERTIFIED:
+        r = fn.certify(vals, dtype) if fn.certify is not None else None
+        certified = r is not None     # certify's zeros carry their sign
+        if r is None:
+            r = _mp_eval(fn.mp, vals, dtype)
+        if len(_CERTIFIED) >= _CERTIFIED_MAX:
+            _CERTIFIED.clear()
+        _CERTIFIED[key] = (r, certified)
+    return _CERTIFIED[key]
+
+
 def evaluate(fn: Fn, args, dtype) -> np.ndarray:
     """Correctly rounded ``fn(*args)`` in the float ``dtype``; shapes already broadcast."""
     dtype = np.dtype(dtype)
@@ -146,10 +168,7 @@ def evaluate(fn: Fn, args, dtype) -> np.ndarray:
             vals = tuple(float(a[i]) for a in flat_args)
             if not all(math.isfinite(v) for v in vals):
                 continue                  # limits at infinity: the wide evaluation's (C99) value
-            r = fn.certify(vals, dtype) if fn.certify is not None else None
-            certified = r is not None     # certify's zeros carry their sign
-            if r is None:
-                r = _mp_eval(fn.mp, vals, dtype)
+            r, certified = _certified(fn, vals, dtype)
             if r is None:
                 continue                  # mpmath declined (pole, complex result): keep wide
             r = np.asarray(r, F64) if dtype == F64 else np.asarray(r).astype(dtype)
