@@ -163,8 +163,12 @@ def random_array(rng: np.random.Generator, dtype, shape, *, specials: float = 0.
         hi = 10.0 if high is None else high
         if positive:
             lo = max(lo, 0.0)
-        # Log-uniform magnitudes spread values over many binades, plus a uniform part.
-        mag = np.exp(rng.uniform(np.log(1e-3), np.log(max(abs(lo), abs(hi), 1e-3)), size=n))
+        # Log-uniform magnitudes spread values over many binades, plus a uniform part. The
+        # reference's correctly rounded exp and log: NumPy's give other last bits on other CPUs
+        # (its SIMD loops), and the inputs must be the same on every host.
+        from interp.rules.lax_special import correctly_rounded
+        log_lo, log_hi = (float(correctly_rounded("log", v)) for v in (1e-3, max(abs(lo), abs(hi), 1e-3)))
+        mag = correctly_rounded("exp", rng.uniform(log_lo, log_hi, size=n))
         sign = np.where(rng.random(n) < 0.5, -1.0, 1.0) if lo < 0 else 1.0
         vals = np.where(rng.random(n) < 0.5, mag * sign, rng.uniform(lo, hi, size=n))
         vals = np.clip(vals, lo, hi)
