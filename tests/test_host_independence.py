@@ -61,6 +61,9 @@ ALLOWED = {
     ("interp.rules.lax_linalg", "_mag"): (
         frozenset({"hypot"}), "std::abs of a complex as LAPACK's kernels compute it: np.hypot has no SIMD "
                               "loop (the C library's hypot, on every host)"),
+    ("conformance.case", "_correctly_rounded_exp"): (
+        frozenset({"exp"}), "only where finish() of both ends of its 4-ulp interval agree (then finish() of the "
+                            "correctly rounded value is theirs); the rest is the correctly rounded exp"),
     ("interp.rules.lax_elementwise", "abs_"): (
         frozenset({"hypot"}), "complex abs in the wide type: np.hypot has no SIMD loop (the C library's "
                               "hypot / hypotl, on every host)"),
@@ -258,20 +261,24 @@ def _mp_rounded(f, xs) -> np.ndarray:
         return np.array([float(f(mpmath.mpf(float(x)))) for x in xs], np.float64)
 
 
-def test_generated_float_magnitudes_are_the_correctly_rounded_exp():
-    """random_array's log-uniform magnitudes are exp of its uniform draws rounded once (mpmath at 200
-    bits here), so a case's inputs are the same on every host ("repro ... --seed S recreates them
-    anywhere"); np.exp gave other last bits on AVX-512 hosts."""
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_generated_float_magnitudes_are_the_correctly_rounded_exp(dtype):
+    """random_array's log-uniform magnitudes are exp of its uniform draws rounded once to float64
+    (mpmath at 200 bits here), then to the dtype, so a case's inputs are the same on every host
+    ("repro ... --seed S recreates them anywhere"); np.exp gave other last bits on AVX-512 hosts."""
     import mpmath
     from conformance.case import random_array
-    n = 4000
-    got = random_array(np.random.default_rng(7), np.float64, (n,), specials=0.0, low=-1e4, high=1e4)
+    from interp import dtypes as D
+    dtype = np.dtype(getattr(__import__("ml_dtypes"), dtype) if dtype == "bfloat16" else dtype)
+    n, top = 20000, 6e4
+    got = random_array(np.random.default_rng(7), dtype, (n,), specials=0.0, low=-top, high=top)
     rng = np.random.default_rng(7)                       # the same draws, in random_array's order
-    lo, hi = _mp_rounded(mpmath.log, [1e-3, 1e4])
+    lo, hi = _mp_rounded(mpmath.log, [1e-3, top])
     mag = _mp_rounded(mpmath.exp, rng.uniform(lo, hi, size=n))
     sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-    want = np.clip(np.where(rng.random(n) < 0.5, mag * sign, rng.uniform(-1e4, 1e4, size=n)), -1e4, 1e4)
-    assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+    want = np.clip(np.where(rng.random(n) < 0.5, mag * sign, rng.uniform(-top, top, size=n)), -top, top)
+    u = D.storage_uint(dtype)
+    assert got.view(u).tolist() == want.astype(dtype).view(u).tolist()
 
 
 def test_betainc_large_parameters_are_correctly_rounded_powers_of_ten():
@@ -290,3 +297,21 @@ def test_the_dispatch_pass_names_tests_that_exist():
         path, _, func = node.partition("::")
         text = (ROOT / path).read_text()
         assert not func or f"def {func}(" in text, node
+
+
+def test_the_fast_exp_is_kept_only_where_it_decides():
+    """_correctly_rounded_exp near float32 midpoints (arguments whose exp lies within 40 float64 ulp of
+    one, tests/test_lax_special.py): both ends of NumPy's interval straddle the midpoint, so those
+    elements take the certified value, and the float32 results are those of the exact exp."""
+    import mpmath
+    from conformance.case import _correctly_rounded_exp
+    u = np.array([1.8003417253494263, -1.0149801969528198, -1.3397488594055176, -1.4971097707748413,
+                  -1.9727836847305298, 25.496328353881836, -87.22110748291016, 0.24169892072677612, 0.5, 3.0])
+
+    def finish(mag):
+        return mag.astype(np.float32)
+    fast = np.exp(u)
+    assert (finish(fast * (1 - 2.0 ** -48)) != finish(fast * (1 + 2.0 ** -48))).sum() >= 2   # (4 here)
+    got = _correctly_rounded_exp(u, finish)
+    want = _mp_rounded(mpmath.exp, u)
+    assert finish(got).view(np.uint32).tolist() == finish(want).view(np.uint32).tolist()
