@@ -326,13 +326,13 @@ def _betainc_model(f: Failure, args, ref, out, rest) -> np.ndarray:
         ac, bc, xc = (v.astype(comp) for v in (a, b, x))      # the branch as XLA decides it
         swap = ~(xc < (ac + 1) / (ac + bc + 2))
         a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1 - x, x)
-        s = (np.abs(a * np.log(x)) + np.abs(b * np.log1p(-x)) + np.abs(special.gammaln(a))
+        s = (np.abs(a * _cr("log", x)) + np.abs(b * _cr("log1p", -x)) + np.abs(special.gammaln(a))
              + np.abs(special.gammaln(b)) + np.abs(special.gammaln(a + b)))
         need, h = _betainc_lentz(a, b, x, eps / 2, cap)
         n = need if _vtuple(f.jax_version) >= (0, 12) else cap
         ulp = np.spacing(np.abs(ref[rest])).astype(np.float64)
         v = np.where(swap, 1 - r, r) + ulp / 2          # the swapped value, from the rounded reference
-        grow = np.expm1(BETAINC_MODEL_K * eps * (s + n))
+        grow = _cr("expm1", BETAINC_MODEL_K * eps * (s + n))
         bound = v * grow + ulp
         fits = (np.abs(o - r) <= bound) | (bound > float(np.finfo(ref.dtype).max))
         pre = v * a / h                                   # exp(t)
@@ -507,7 +507,7 @@ def _reflection_of_subnormal(f: Failure, args, ref, out, rest) -> np.ndarray:
         return np.zeros(x.shape, bool)
     with np.errstate(all="ignore"):
         t = (np.asarray(np.pi, x.dtype) * np.abs(x)).astype(np.float64)   # rounded to the subnormal grid
-        model = (np.log(np.pi) - np.log(t)) if prim == "lgamma" else -np.pi / (np.sign(x) * t)
+        model = (LOG_PI - _cr("log", t)) if prim == "lgamma" else -np.pi / (np.sign(x) * t)
         fits = ulp_distance(model.astype(x.dtype), out[rest]) <= C.ulp_budget(prim, x.dtype)
     return fits & _subnormal(x)
 
@@ -541,24 +541,35 @@ def _round_to(v, dtype) -> np.ndarray:
         return np.asarray(v, np.float64).astype(dtype).astype(np.float64)
 
 
+def _cr(name: str, x, dtype=np.float64) -> np.ndarray:
+    """The reference's correctly rounded ``name`` (interp lax_special), as float64 values: the
+    models' transcendental steps give the same bits on every host (NumPy's ufuncs do not)."""
+    from interp.rules.lax_special import correctly_rounded
+    with np.errstate(all="ignore"):
+        return correctly_rounded(name, np.asarray(x, np.float64), dtype=dtype).astype(np.float64)
+
+
+LN2, INV_LN2, LOG_PI = 0.6931471805599453, 1.4426950408889634, 1.1447298858494002   # correctly rounded
+
+
 def _exp2_models(x: np.ndarray, dtype) -> list[np.ndarray]:
     x = np.asarray(x).astype(np.float64)
-    ln2 = _round_to(np.log(2.0), dtype)
+    ln2 = _round_to(LN2, dtype)
     with np.errstate(all="ignore"):
-        return [np.exp(_round_to(ln2 * x, dtype)), np.exp(_round_to(ln2 * x, np.float32))]
+        return [_cr("exp", _round_to(ln2 * x, dtype), dtype), _cr("exp", _round_to(ln2 * x, np.float32), dtype)]
 
 
 def _logistic_models(x: np.ndarray, dtype) -> list[np.ndarray]:
     x = np.asarray(x).astype(np.float64)
     with np.errstate(all="ignore"):
-        return [1 / _round_to(1 + _round_to(np.exp(-x), dtype), dtype)]
+        return [1 / _round_to(1 + _cr("exp", -x, dtype), dtype)]
 
 
 def _log2_models(x: np.ndarray, dtype) -> list[np.ndarray]:
     x = np.asarray(x).astype(np.float64)
-    inv_ln2 = _round_to(1.4426950408889634, dtype)
+    inv_ln2 = _round_to(INV_LN2, dtype)
     with np.errstate(all="ignore"):
-        return [_round_to(np.log(x), dtype) * inv_ln2, _round_to(np.log(x), np.float32) * inv_ln2]
+        return [_cr("log", x, dtype) * inv_ln2, _cr("log", x, np.float32) * inv_ln2]
 
 
 LOWERING_MODELS = {"exp2": _exp2_models, "logistic": _logistic_models, "log2": _log2_models}
@@ -1065,21 +1076,6 @@ DIVERGENCES: tuple[Divergence, ...] = (
         runners=("pallas:interpret",), primitives=("dot_general",), outcomes=("fail",),
         cases=tuple(f"pallas_triton/dot/float32/algorithm_BF16_BF16_F32{x}/*" for x in ("", "_X3", "_X6")),
         match=lambda f: _dot_unrounded(f)),
-    Divergence(
-        "xla-gpu-exp2-f64-argument",
-        "H100 evidence (JAX 0.11.2): lax_special/exp2/float64/33x65 at seed 0, x = 34.99297383812594: "
-        "34192807617.114216 where exp(fl(fl(ln 2) x)) = 34192807617.114456 (63 ulp) = exp of the double 2 ulp "
-        "below fl(fl(ln 2) x); the smaller shapes of the case agree with exp(fl(fl(ln 2) x)) within 1 ulp; "
-        "openxla/xla xla/codegen/intrinsic/accuracy/accuracy_budget.h kExpF64Budget (GPU: 1 ulp); "
-        "docs/gpu-triage.md (finding: which code XLA:GPU emits for that shape is not established)",
-        "JAX lowers float64 exp2(x) as exp(fl(fl(ln 2) x)), which amplifies an error in the argument by the "
-        "argument itself (d exp(y) / exp(y) = dy). In one shape of the evidence, 5 of 2145 results of XLA:GPU "
-        "are the exponential, within 1 ulp, of a double 1 or 2 ulp from fl(fl(ln 2) x) rather than of "
-        "fl(fl(ln 2) x) (up to 63 ulp for |x| ~ 35), as if the multiply and the exponential's range reduction "
-        "were evaluated together; the cause is not established. Modelled per element: the result is within "
-        "1 ulp of exp(a) for a double a within EXP2_F64_ARGUMENT_ULP ulp of fl(fl(ln 2) x).",
-        runners=("xla:cuda",), primitives=("exp2",), dtypes=("float64",), outcomes=("fail",),
-        match=lambda f: _exp2_f64_shifted_argument(f)),
 )
 
 BY_ID = {d.id: d for d in DIVERGENCES}
@@ -1090,41 +1086,3 @@ def find(f: Failure) -> Divergence | None:
         if d.matches(f):
             return d
     return None
-
-
-# --- XLA:GPU float64 exp2 (the H100 evidence, JAX 0.11.2) ----------------------------------------------
-# The worst argument shift measured (2 ulp of fl(fl(ln 2) x), lax_special/exp2/float64/33x65 seed 0)
-# times 2, the rule of docs/gpu-triage.md; the exponential itself within 1 ulp (XLA's GPU budget for
-# f64 exp) plus NumPy's own rounding of the model: 2 ulp.
-EXP2_F64_ARGUMENT_ULP = 4
-EXP2_F64_EXP_ULP = 2
-
-
-def _exp2_f64_shifted_argument(f: Failure) -> bool:
-    """Every element of every failing float64 output is within exp2's budget, explained by an
-    allowance, or within EXP2_F64_EXP_ULP of exp(a) for a double a at most EXP2_F64_ARGUMENT_ULP
-    ulp from fl(fl(ln 2) x); at least one element needs the shifted argument."""
-    from conformance.checks import ulp_distance
-    from spec import compliance as C
-    if tuple(f.primitives) != ("exp2",) or len(f.inputs) != 1:
-        return False
-    x = np.asarray(f.inputs[0])
-    needed = False
-    for i in f.failing_outputs:
-        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
-        if ref.dtype != np.float64 or x.dtype != np.float64 or x.shape != ref.shape:
-            return False
-        ok = ulp_distance(ref, out) <= C.ulp_budget("exp2", ref.dtype)
-        if i < len(f.allowed) and f.allowed[i] is not None:
-            ok |= np.asarray(f.allowed[i])
-        y = np.float64(np.log(2.0)) * x
-        lo, hi, fits = y, y, np.zeros(ref.shape, bool)
-        with np.errstate(all="ignore"):
-            for _ in range(EXP2_F64_ARGUMENT_ULP + 1):
-                for a in (lo, hi):
-                    fits |= ulp_distance(np.exp(a), out) <= EXP2_F64_EXP_ULP
-                lo, hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)
-        needed |= bool((fits & ~ok).any())
-        if not (ok | fits).all():
-            return False
-    return needed

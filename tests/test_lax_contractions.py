@@ -92,8 +92,8 @@ DOT_CONFIGS = [
 @pytest.mark.parametrize("lshape,rshape,dn", DOT_CONFIGS, ids=lambda v: str(v).replace(" ", ""))
 def test_dot_general_configs(lshape, rshape, dn):
     rng = np.random.default_rng(len(lshape) * 7 + sum(lshape))
-    a = (rng.standard_normal(lshape) * np.exp2(rng.integers(-20, 20, lshape))).astype(np.float32)
-    b = (rng.standard_normal(rshape) * np.exp2(rng.integers(-20, 20, rshape))).astype(np.float32)
+    a = (rng.standard_normal(lshape) * np.ldexp(1.0, rng.integers(-20, 20, lshape))).astype(np.float32)
+    b = (rng.standard_normal(rshape) * np.ldexp(1.0, rng.integers(-20, 20, rshape))).astype(np.float32)
     fn = lambda a, b: lax.dot_general(a, b, dn)  # noqa: E731
     out = ref(fn, a, b)
     xla = xla_cpu(fn, a, b)
@@ -242,7 +242,7 @@ def test_blocked_dots_bound_holds():
     from interp.rules import lax_contractions as C
     rng = np.random.default_rng(11)
     for k in (200, 256):
-        a = (rng.standard_normal((2, 6, k)) * np.exp2(rng.integers(-30, 30, (2, 6, k)))).astype(np.float32)
+        a = (rng.standard_normal((2, 6, k)) * np.ldexp(1.0, rng.integers(-30, 30, (2, 6, k)))).astype(np.float32)
         b = np.concatenate([a.transpose(0, 2, 1), -a.transpose(0, 2, 1) * np.float32(1 + 2 ** -20)], axis=2)
         af, bf = a.astype(np.float64), b.astype(np.float64)
         bi, mi, ni = np.repeat([0, 1], 24), np.tile(np.repeat(np.arange(6), 4), 2), np.tile(np.arange(12)[::3], 12)
@@ -284,7 +284,7 @@ def test_float64_refinement_tiers():
     double-double tier (and the exact fallback) must; every element against the exact oracle."""
     rng = np.random.default_rng(8)
     with x64():
-        a = rng.standard_normal((3, 200)) * np.exp2(rng.integers(-30, 30, (3, 200)))
+        a = rng.standard_normal((3, 200)) * np.ldexp(1.0, rng.integers(-30, 30, (3, 200)))
         b = np.concatenate([a[:2].T, -a[:2].T * (1 + 2.0 ** -40), a[2:].T * 2.0 ** -600], axis=1)
         out = ref(lambda a, b: a @ b, a, b)
         check_oracle(out, to_frac(a) @ to_frac(b), F64)
@@ -310,7 +310,7 @@ def test_float64_sliced_products():
     a = np.array([[big, 1.0, 0.0], [big + 2, 1.0, 1.0], [3.0, -3.0, 0.0], [-0.0, -0.0, -0.0],
                   [1.0, 2.0 ** -300, 3.0], [np.inf, 1.0, 0.0], [np.nan, 0.0, 0.0]])
     b = np.array([[1.0, 1.0, -1.0], [1.0, 3.0, 1.0], [1.0, 1.0, 0.5]])
-    x = rng.standard_normal((5, 700)) * np.exp2(rng.integers(-40, 40, (5, 700)))
+    x = rng.standard_normal((5, 700)) * np.ldexp(1.0, rng.integers(-40, 40, (5, 700)))
     y = np.concatenate([x[:3].T, -x[:3].T * (1 + 2.0 ** -45), rng.standard_normal((700, 2))], axis=1)
     with x64():
         for lhs, rhs in ((a, b), (x, y)):
@@ -356,7 +356,7 @@ def test_dot_complex_and_float64():
     check_oracle(out.real, ar @ br - ai @ bi, F32)
     check_oracle(out.imag, ar @ bi + ai @ br, F32)
     with x64():
-        a = rng.standard_normal((3, 40)) * np.exp2(rng.integers(-40, 40, (3, 40)))
+        a = rng.standard_normal((3, 40)) * np.ldexp(1.0, rng.integers(-40, 40, (3, 40)))
         b = rng.standard_normal((40, 2))
         out = ref(lambda a, b: a @ b, a, b)
         check_oracle(out, to_frac(a) @ to_frac(b), F64)
@@ -433,8 +433,8 @@ def _preset_oracle(name, a, b, out_dtype):
 @pytest.mark.parametrize("dtype", [F32, np.dtype(np.float16)], ids=str)
 def test_dot_algorithm_presets_against_oracle(preset, dtype):
     rng = np.random.default_rng(11)
-    a = (rng.standard_normal((3, 40)) * np.exp2(rng.integers(-6, 6, (3, 40)))).astype(dtype)
-    b = (rng.standard_normal((40, 2)) * np.exp2(rng.integers(-6, 6, (40, 2)))).astype(dtype)
+    a = (rng.standard_normal((3, 40)) * np.ldexp(1.0, rng.integers(-6, 6, (3, 40)))).astype(dtype)
+    b = (rng.standard_normal((40, 2)) * np.ldexp(1.0, rng.integers(-6, 6, (40, 2)))).astype(dtype)
     fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), precision=preset)  # noqa: E731
     with x64(preset.name == "F64_F64_F64"):
         out = interp.interpret(fn)(a, b)
@@ -743,7 +743,7 @@ def test_conv_configs(config):
     li = rng.integers(-4, 5, lshape).astype(np.float32)
     ri = rng.integers(-4, 5, rshape).astype(np.float32)
     assert_same_bits(ref(fn, li, ri), xla_cpu(fn, li, ri))   # integer-valued: exact on both sides
-    lf = (rng.standard_normal(lshape) * np.exp2(rng.integers(-10, 10, lshape))).astype(np.float32)
+    lf = (rng.standard_normal(lshape) * np.ldexp(1.0, rng.integers(-10, 10, lshape))).astype(np.float32)
     rf = rng.standard_normal(rshape).astype(np.float32)
     out = ref(fn, lf, rf)
     with x64():

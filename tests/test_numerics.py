@@ -42,6 +42,8 @@ NOT_NUMERICS = {
     ("rules/lax_contractions.py", "_round_pair"): "the Ozaki product's double-double tier, on numerics.two_sum "
                                                   "and numerics.round_exact",
     ("rules/lax_special.py", "_odd_zero"): "odd functions keep the sign of a zero argument",
+    ("rules/lax_special.py", "correctly_rounded"): "the special functions' rules (REAL) for models and inputs: "
+                                                   "evaluation, not a rounding step",
     ("rules/pallas_tpu.py", "stochastic_round"): "the rule of Pallas TPU's stochastic_round primitive",
 }
 ROUNDING_NAME = re.compile(r"round|odd|wrap_?int|sign_?ext|sticky")

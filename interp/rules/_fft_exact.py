@@ -625,7 +625,7 @@ def _int_inputs(exact):
     nz = np.concatenate([c[c != 0] for c in comps]).astype(np.float64)
     f, ex = np.frexp(nz)
     m = np.ldexp(f, 53).astype(np.int64)
-    low = ex - 53 + np.log2((m & -m).astype(np.float64)).astype(np.int64)   # exponent of the last set bit
+    low = ex - 53 + (np.frexp((m & -m).astype(np.float64))[1] - 1)      # exponent of the last set bit (exact)
     q = int(np.min(low)) if nz.size else 0                      # every part is an integer * 2**q
     big = nz.size and int(np.max(ex)) - q + 4 + (8 * flat.size).bit_length() > 62
     ints = []

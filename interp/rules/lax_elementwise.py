@@ -506,7 +506,7 @@ def mulhi(eqn, x, y):
 
 # --- max / min / clamp ----------------------------------------------------------------------------
 
-def _max_min(x, y, take_max: bool):
+def max_min(x, y, take_max: bool):
     """XLA's max/min: NaN if either is NaN; max(-0, +0) = +0, min(-0, +0) = -0."""
     x, y = np.asarray(x), np.asarray(y)
     if dtypes.is_bool(x.dtype):
@@ -540,7 +540,7 @@ def _native_max_min(take_max: bool):
     and a min only where it returned +0.0. Those bit patterns are the extremes of the result's
     integer view (-0.0 is the most negative signed integer, +0.0 the least unsigned one): one
     integer min-reduction (SIMD, read-only) says whether any is there, and only then are those
-    elements redone by :func:`_max_min`."""
+    elements redone by :func:`max_min`."""
     ufunc = np.maximum if take_max else np.minimum
 
     def rule(eqn, x, y):
@@ -549,7 +549,7 @@ def _native_max_min(take_max: bool):
             return r
         if type(r) is not np.ndarray or r.ndim == 0:
             # a scalar: only a zero result can be the wrong one of two equal zeros
-            return r if r != 0 else _max_min(x, y, take_max)
+            return r if r != 0 else max_min(x, y, take_max)
         if take_max:
             bits = r.view(dtypes.INT_OF_BYTES[r.itemsize])
             suspect = np.iinfo(bits.dtype).min          # -0.0
@@ -560,7 +560,7 @@ def _native_max_min(take_max: bool):
             return r
         fix = bits == suspect
         shape = r.shape
-        r[fix] = _max_min(np.broadcast_to(x, shape)[fix], np.broadcast_to(y, shape)[fix], take_max)
+        r[fix] = max_min(np.broadcast_to(x, shape)[fix], np.broadcast_to(y, shape)[fix], take_max)
         return r
     return rule
 
@@ -578,14 +578,14 @@ def _native_max_min_step(take_max: bool):
 def max_(eqn, x, y):
     if dtypes.is_complex(eqn.out_dtype):
         return _complex_max_min(x, y, True)
-    return _max_min(x, y, True)
+    return max_min(x, y, True)
 
 
 @register("min", prepare=_plan(_py_int_rule, _native_max_min_step(False)))
 def min_(eqn, x, y):
     if dtypes.is_complex(eqn.out_dtype):
         return _complex_max_min(x, y, False)
-    return _max_min(x, y, False)
+    return max_min(x, y, False)
 
 
 @register("clamp")
@@ -599,7 +599,7 @@ def clamp(eqn, lo, x, hi):
     if dtypes.is_complex(x.dtype):
         out = _complex_max_min(_complex_max_min(x, lo, True), hi, False)
     else:
-        out = _max_min(_max_min(x, lo, True), hi, False)
+        out = max_min(max_min(x, lo, True), hi, False)
     return np.asarray(np.broadcast_to(out, eqn.out_aval.shape), dtype=eqn.out_dtype)
 
 

@@ -626,6 +626,10 @@ def _cumlogsumexp(eqn, x):
     exp/log1p/+ with a few units of its rounding error, exp's argument rounded once); where
     r_k +- bound round to one value that is the answer (rounding is monotone), the rest is
     recomputed in mpmath with Ziv's test.
+
+    The bound holds for every exp and log1p NumPy may dispatch to (they differ by host): it allows
+    exp 4 units (2 ulp) and log1p 1 ulp, doubled; the float64 loops are SVML's ``_ha`` (<= 1 ulp) on
+    AVX512_SKX hosts, glibc's elsewhere (<= 1 ulp), and long double has no SIMD loop (lax_special.Fn).
     """
     if not dtypes.is_float(x.dtype):
         raise eqn.unsupported(f"cumlogsumexp of {x.dtype}")

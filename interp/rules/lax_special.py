@@ -85,7 +85,21 @@ def _mp_eval(mpfn, args, dtype, prec0=128):
 
 class Fn:
     """A real function: ``wide`` (NumPy/SciPy float64), ``ld`` (long double ufunc path or None),
-    ``mp`` (mpmath), ``rel`` (relative error bound of ``wide``; of ``ld`` it is ``ld_rel``)."""
+    ``mp`` (mpmath), ``rel`` (relative error bound of ``wide``; of ``ld`` it is ``ld_rel``).
+
+    The wide NumPy ufuncs differ in their last bits between hosts: NumPy picks their float64 loops
+    by CPU. On AVX512_SKX hosts exp, log, exp2, log2, log10, expm1, log1p, cbrt, tan, arcsin,
+    arccos, arctan, sinh, cosh, arcsinh, arccosh, arctanh, power and arctan2 call Intel SVML's
+    high-accuracy ``__svml_<f>8_ha`` (numpy/_core/src/umath/loops_umath_fp.dispatch.c.src,
+    loops_exponent_log.dispatch.c.src), at most 1 ulp (Intel's accuracy classes: HA 1 ulp, LA 4
+    ulp, oneMKL "Vector Mathematics Performance and Accuracy Data"); tanh is NumPy's port of SVML's
+    ``tanh_d_la`` (at most 4 ulp) on AVX2+FMA3, AVX-512, NEON and VSX (loops_hyperbolic.dispatch.cpp.src);
+    elsewhere, and for sin and cos always, the C library (glibc: a few ulp at most). NumPy's own
+    accuracy tests hold every float64 loop to 1-2 ulp (numpy/_core/tests/data/umath-validation-set-*).
+    The default ``rel`` = 2**-44 is 256 float64 ulps: every one of these is inside it with a wide
+    margin, so what the Ziv test certifies (never the wide value itself) is the same on every host.
+    Long double (float64 outputs) and complex ufuncs have no SIMD loops (glibc's expl, cexp...).
+    tests/test_host_independence.py keeps other uses of these ufuncs out of the reference."""
 
     def __init__(self, wide, mp, rel=2.0 ** -44, ld=None, ld_rel=2.0 ** -56, exact_f64=False,
                  trusted=None, certify=None):
@@ -746,6 +760,16 @@ FIXUPS: dict = {
 
 for _name in REAL:      # (one rule per REAL key: the names are the table's, above)
     register(_name)(_rule(_name))
+
+
+def correctly_rounded(name: str, *args, dtype=F64) -> np.ndarray:
+    """The reference's ``name`` (a key of REAL) of float ``args``, correctly rounded to ``dtype``:
+    the same bits on every host, where NumPy's own transcendental ufuncs are not (Fn's docstring).
+    For models, expected values and generated inputs outside the rules."""
+    args = np.broadcast_arrays(*[np.asarray(a) for a in args])
+    out = evaluate(REAL[name], args, dtype)
+    fix = FIXUPS.get(name)
+    return np.asarray(fix(out, *args) if fix is not None else out, dtype)
 
 
 # ----------------------------------------------------------------------------------------------
