@@ -164,13 +164,19 @@ def random_array(rng: np.random.Generator, dtype, shape, *, specials: float = 0.
         hi = 10.0 if high is None else high
         if positive:
             lo = max(lo, 0.0)
-        # Log-uniform magnitudes spread values over many binades, plus a uniform part.
-        mag = np.exp(rng.uniform(np.log(1e-3), np.log(max(abs(lo), abs(hi), 1e-3)), size=n))
+        # Log-uniform magnitudes spread values over many binades, plus a uniform part. The
+        # magnitudes are the correctly rounded exp (and log): NumPy's give other last bits on other
+        # CPUs (its SIMD loops), and the inputs must be the same on every host.
+        from interp.rules.lax_special import correctly_rounded
+        log_lo, log_hi = (float(correctly_rounded("log", v)) for v in (1e-3, max(abs(lo), abs(hi), 1e-3)))
+        u = rng.uniform(log_lo, log_hi, size=n)
         sign = np.where(rng.random(n) < 0.5, -1.0, 1.0) if lo < 0 else 1.0
-        vals = np.where(rng.random(n) < 0.5, mag * sign, rng.uniform(lo, hi, size=n))
-        vals = np.clip(vals, lo, hi)
-        with np.errstate(over="ignore"):
-            vals = vals.astype(dtype)
+        pick, uniform = rng.random(n) < 0.5, rng.uniform(lo, hi, size=n)
+
+        def finish(mag):
+            with np.errstate(over="ignore"):
+                return np.clip(np.where(pick, mag * sign, uniform), lo, hi).astype(dtype)
+        vals = finish(_correctly_rounded_exp(u, finish))
     if specials and n:
         pool = special_values(dtype)
         if positive and not D.is_complex(dtype):
@@ -180,6 +186,23 @@ def random_array(rng: np.random.Generator, dtype, shape, *, specials: float = 0.
         vals = vals.copy()
         vals[pick] = rng.choice(pool, size=int(pick.sum()))
     return vals.reshape(shape)
+
+
+def _correctly_rounded_exp(u: np.ndarray, finish) -> np.ndarray:
+    """exp(u) correctly rounded to float64 wherever ``finish`` (monotone in each element) can tell
+    it from a neighbour; elsewhere NumPy's fast exp, which gives the same ``finish``. NumPy's exp is
+    within 4 ulp on every host (lax_special.Fn), so the correctly rounded value lies between
+    fast * (1 -+ 2**-48) and ``finish`` of both ends agreeing decides it; only the others (every
+    element of a float64 result, about 2**-26 of a float32 one) pay for the certified evaluation."""
+    from interp.rules.lax_special import correctly_rounded
+    with np.errstate(over="ignore"):
+        fast = np.exp(u)
+        ends = [finish(fast * (1 + d)) for d in (-2.0 ** -48, 2.0 ** -48)]
+    unsure = ends[0].view(D.storage_uint(ends[0].dtype)) != ends[1].view(D.storage_uint(ends[1].dtype))
+    if unsure.any():
+        fast = fast.copy()
+        fast[unsure] = correctly_rounded("exp", u[unsure])
+    return fast
 
 
 def special_grid(dtype, arity: int) -> list[np.ndarray]:

@@ -93,12 +93,18 @@ def _check_all(mode_args: _ModeArgs, refs, outs, modes) -> list[checks.Check]:
 def _replay(case: Case, jaxpr, inputs, variant: dict, platform: str = "cpu"):
     """The reference outputs recomputed under an allowance's variant (a list of output lists: an
     element complies if it complies with any of them), or None if not possible."""
-    from .replay import Variant, flush_subnormals, reference_replay, scatter_candidates
+    from .replay import Variant, flush_subnormals, minmax_tie_candidates, reference_replay, scatter_candidates
     if jaxpr is not None:
-        if "scatter_winner" in variant:      # several replays: a list of reference output lists
-            return scatter_candidates(jaxpr, inputs, Variant(**{k: v for k, v in variant.items()
-                                                                if k != "scatter_winner"}))
-        return [reference_replay(jaxpr, inputs, Variant(**variant))[0]]
+        # Several replays where an allowance accepts one of several values (a list of reference
+        # output lists): which duplicate a scatter keeps, which operand a DAZ tie returns.
+        if "scatter_winner" in variant:
+            def replay(v):
+                return scatter_candidates(jaxpr, inputs, v)    # (it sets scatter_winner)
+        else:
+            def replay(v):
+                return [reference_replay(jaxpr, inputs, v)[0]]
+        v = Variant(**variant)
+        return minmax_tie_candidates(jaxpr, inputs, v, replay=replay) if v.minmax_daz >= 0 else replay(v)
     if set(variant) == {"flush"}:
         # A kernel (or anything not replayable equation by equation): flush at the boundary,
         # subnormal inputs read as zero and subnormal results written as zero.

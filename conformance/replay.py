@@ -20,8 +20,11 @@ the way a backend is allowed to compute:
 - ``scatter_winner``: a ``scatter`` (set) whose updates hit one element several times keeps the
   k-th of them (in application order, cyclically) instead of the last: :func:`scatter_candidates`
   replays k = 0, 1, ... so that every element's every candidate appears in some replay;
-- ``minmax_daz``: bfloat16 ``max``/``min`` compare their operands with subnormals read as zero
-  but return the chosen operand unflushed, lhs on ties (XLA:CPU on hosts with AVX512-BF16).
+- ``minmax_daz``: bfloat16 ``max``/``min``/``clamp`` compare their operands with subnormals read
+  as zero and return the chosen operand unflushed; on a tie under DAZ (both operands zero or
+  subnormal) either operand, not decided by the operand order (XLA:CPU on hosts with AVX512-BF16).
+  The value (0 .. MINMAX_TIE_PICKS - 1) picks the operand max and min take on such ties; the
+  allowance replays every pick (:func:`minmax_tie_candidates`).
 
 The replay runs in the interpreter's own evaluator (``conformance.observe``: ``interp.eval_jaxpr``
 with an ``Options.observer``): every equation, inside loops, conditionals and calls too, passes
@@ -42,7 +45,7 @@ import jax.extend.core as jcore
 from interp import dtypes as D
 from interp.evaluator import _lookup_rule, is_extended, split_jaxpr
 from interp.options import Options
-from interp.rules.lax_conversions import reduce_precision_bits
+from interp.numerics import reduce_precision_bits
 
 from .observe import CALLS, as_outputs, call_body, holds_jaxprs, observe
 
@@ -63,7 +66,7 @@ class Variant:
     tf32: str = ""                  # "", "nearest" or "truncate"
     packed_window_f64: bool = False
     scatter_winner: int = -1        # >= 0: of the updates a scatter writes to one element, the k-th wins
-    minmax_daz: bool = False
+    minmax_daz: int = -1            # >= 0: bf16 max/min/clamp under DAZ, ties resolved by these picks
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -102,16 +105,33 @@ def reduce_precision_f64(x: np.ndarray, exponent_bits: int, mantissa_bits: int) 
     return reduce_precision_bits(u, (64, 11, 52), exponent_bits, mantissa_bits).view(np.float64).reshape(x.shape)
 
 
-def minmax_compared_under_daz(name: str, lhs, rhs) -> np.ndarray:
-    """bfloat16 max/min as XLA's EmitFloatMax / EmitFloatMin select (xla/service/llvm_ir/
-    llvm_util.cc: select(isnan(lhs) | (!isnan(rhs) & lhs >= rhs), lhs, rhs), <= for min), with
-    the comparison reading subnormals as zero (DAZ) and the selected operand returned as it was."""
-    lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
-    a, b = (flush_subnormals(v).astype(np.float32) for v in (lhs, rhs))
-    with np.errstate(invalid="ignore"):
-        wins = (a >= b) if name == "max" else (a <= b)
-    pick_lhs = np.isnan(a) | (~np.isnan(b) & wins)
-    return np.where(pick_lhs, lhs, rhs).astype(lhs.dtype)
+# The operands a bf16 max and min may return on a DAZ tie: bit 0 of a pick is max's (0: the first
+# operand), bit 1 min's; clamp(lo, x, hi) = min(max(x, lo), hi) is one of each.
+MINMAX_TIE_PICKS = 4
+
+
+def minmax_compared_under_daz(name: str, operands, picks: int) -> np.ndarray:
+    """bfloat16 max/min/clamp as XLA:CPU computes them on a host with AVX512-BF16 (spec/allowances.py
+    bf16-minmax-daz-compare): the comparison reads subnormals as zero (DAZ) and the operand it
+    selects comes back unflushed. Where that decides, it is XLA's max/min (NaN, then the larger or
+    smaller value: the reference's rule); on a tie under DAZ, both operands zero or subnormal, the
+    operand ``picks`` names (one of the two, never a flushed or other value)."""
+    from interp.rules.lax_elementwise import max_min
+    tiny = float(D.finfo(D.bfloat16).tiny)
+
+    def tied(v):
+        with np.errstate(invalid="ignore"):
+            return np.abs(v.astype(np.float32)) < tiny      # zero or subnormal (NaN: no)
+
+    def select(take_max, x, y):
+        second = (picks >> (0 if take_max else 1)) & 1
+        return np.where(tied(x) & tied(y), y if second else x, max_min(x, y, take_max)).astype(x.dtype)
+
+    arrays = np.broadcast_arrays(*[np.asarray(v) for v in operands])
+    if name == "clamp":
+        lo, x, hi = arrays
+        return select(False, select(True, x, lo), hi)
+    return select(name == "max", *arrays)
 
 
 def flush_subnormals(x):
@@ -258,8 +278,8 @@ class _Replay:
         name = ctx.name
         if v.flush and name in MOVES_VALUES:
             return self._moved_under_daz(ctx, rule, invals, params)
-        if v.minmax_daz and name in ("max", "min") and np.dtype(ctx.out_dtype) == D.bfloat16:
-            return [minmax_compared_under_daz(name, *invals)]
+        if v.minmax_daz >= 0 and name in ("max", "min", "clamp") and np.dtype(ctx.out_dtype) == D.bfloat16:
+            return [minmax_compared_under_daz(name, invals, v.minmax_daz).reshape(ctx.out_aval.shape)]
         if v.flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
         if v.tf32 and name in DOTS and _default_precision(params) and all(
@@ -420,6 +440,17 @@ def program_ops(closed_jaxpr) -> list[tuple[str, str, dict]]:
                         walk(inner)
     walk(split_jaxpr(closed_jaxpr)[0])
     return out
+
+
+def minmax_tie_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
+                          replay=None) -> list[list]:
+    """The outputs replayed under every tie pick of ``minmax_daz`` (MINMAX_TIE_PICKS replays): an
+    element whose bf16 max/min/clamp ties under DAZ equals, in one of them, each operand it may
+    return. (A program with several such equations meeting in one element is accepted where their
+    ties pick alike per kind: narrower than either operand of each, never wider.) ``replay(variant)``
+    gives one replay's list of output lists (default: one reference_replay)."""
+    replay = replay or (lambda v: [reference_replay(closed_jaxpr, args, v, options=options)[0]])
+    return [outs for k in range(MINMAX_TIE_PICKS) for outs in replay(dataclasses.replace(variant, minmax_daz=k))]
 
 
 def scatter_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,

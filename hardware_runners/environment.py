@@ -74,7 +74,8 @@ def cuda_library_versions(versions_module=None) -> dict:
 
 def host_cpu(cpuinfo_path: str = "/proc/cpuinfo") -> dict:
     """The host CPU's model and feature flags (results of XLA:CPU depend on them: it compiles for the
-    host, e.g. FMA and AVX-512 use), from /proc/cpuinfo where there is one."""
+    host, e.g. FMA and AVX-512 use), from /proc/cpuinfo where there is one. ``model_name`` names the
+    CPU ("AMD EPYC"); ``model`` is cpuinfo's model number within the family ("17"), kept as data."""
     out = {"machine": platform.machine(), "processor": platform.processor() or None}
     try:
         with open(cpuinfo_path) as f:

@@ -23,6 +23,10 @@ UNSIGNED = ML_UINTS + tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32
 COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
 BOOL = np.dtype(np.bool_)
 ALL = (BOOL,) + SIGNED + UNSIGNED + FLOATS + COMPLEX
+# The dtypes NumPy computes in natively (its own casts and arithmetic).
+NATIVE_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64,
+                                           np.uint8, np.uint16, np.uint32, np.uint64))
+NATIVE_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 _CATEGORIES: dict = {}
@@ -78,6 +82,16 @@ def bit_width(dtype) -> int:
     if dtype == BOOL:
         return 1
     return dtype.itemsize * 8
+
+
+def component_dtype(dtype) -> np.dtype:
+    """float32 for complex64, float64 for complex128, else the dtype itself."""
+    dtype = np.dtype(dtype)
+    if dtype == np.complex64:
+        return np.dtype(np.float32)
+    if dtype == np.complex128:
+        return np.dtype(np.float64)
+    return dtype
 
 
 def finfo(dtype):

@@ -68,12 +68,21 @@ EXTENDED_RULES: dict[str, Callable] = {}
 
 
 def register(*names: str, partial: str | None = None, extended: bool = False,
-             refused: str | None = None):
+             refused: str | None = None, prepare: Callable | None = None, inplace: Callable | None = None):
     """Register the decorated function as the rule for each primitive name (``refused``: a rule
-    that only raises, with the reason coverage() states)."""
+    that only raises, with the reason coverage() states).
+
+    A rule's plan-time facets are declared here too (the evaluator reads them as the rule's
+    attributes, interp/evaluator.py): ``prepare(ctx)`` runs once per equation and returns the
+    function to call for it, or None for the rule itself; ``inplace(eqn, out, *args, **params)``
+    computes the result into ``out``, a dying input buffer of the result's shape and dtype."""
     table = EXTENDED_RULES if extended else RULES
 
     def deco(fn):
+        if prepare is not None:
+            fn.prepare = lambda ctx: prepare(ctx) or fn
+        if inplace is not None:
+            fn.inplace = inplace
         for name in names:
             if name in table:
                 raise ValueError(f"duplicate rule for primitive {name!r}")

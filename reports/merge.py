@@ -44,12 +44,16 @@ def runner_platform(runner: str) -> str:
 
 
 def cpu_model(env: dict) -> str | None:
-    """The host CPU's model name where the environment records it (a string field ``cpu_model``,
-    or a dict ``host_cpu``/``cpu`` with a ``model``)."""
+    """The host CPU's model name where the environment records it: a string field ``cpu_model``, or
+    a dict ``host_cpu``/``cpu`` with ``model_name`` (/proc/cpuinfo's "model name", what
+    hardware_runners/environment.py records), ``name`` or a ``model`` that is a name. /proc/cpuinfo's
+    ``model`` is the model number within the CPU family ("17" on an AMD EPYC, "143" on a Xeon
+    8481C): it names no CPU."""
     for key in ("cpu_model", "host_cpu", "cpu"):
         value = env.get(key)
         if isinstance(value, dict):
-            value = value.get("model") or value.get("model_name") or value.get("name")
+            names = (value.get("model_name"), value.get("name"), value.get("model"))
+            value = next((v for v in names if isinstance(v, str) and v.strip() and not v.strip().isdigit()), None)
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None

@@ -145,16 +145,24 @@ ALLOWANCES: tuple[Allowance, ...] = (
     Allowance(
         "bf16-minmax-daz-compare",
         ("xla:cpu", "pallas:interpret", "pallas:tpu-interpret", "pallas:gpu-interpret"),
-        "Host-dependent: XLA:CPU on a host with AVX512-BF16 compares bfloat16 max/min operands with "
-        "subnormals read as zero (DAZ) but returns the selected operand unflushed, the left one on "
-        "ties (max(-s, +0) = -s for a subnormal s: neither the exact +0 nor a flushed zero). Seen "
-        "with JAX 0.11.2 and 0.12.0.1 on an AMD EPYC with AVX512-BF16, not on hosts without it "
-        "(issue 15; which instructions the bf16 compare becomes on such hosts is not established "
-        "here). Only that selection is accepted: the replay (conformance/replay.py "
-        "minmax_compared_under_daz) computes exactly it.",
-        ("xla/service/llvm_ir/llvm_util.cc EmitFloatMax / EmitFloatMin (select on lhs >= rhs)",
-         "jax-conformance issue 15 (JAX 0.11.2 / 0.12.0.1 on an AVX512-BF16 EPYC host)"),
-        variant={"minmax_daz": True}),
+        "Host-dependent: XLA:CPU on a host with AVX512-BF16 compares the operands of bfloat16 max, min and "
+        "clamp (max then min) with subnormals read as zero (DAZ) and returns the operand it selects "
+        "unflushed. Where both operands are zero or subnormal they compare equal, and which of the two comes "
+        "back is not determined by the operand order: with s the smallest subnormal, max(0, s) = 0 but "
+        "max(-0, -s) = -s, min(0, s) = s, min(-s, -0) = -0 (neither the exact result nor a flushed zero); "
+        "clamp(0, -1, s) = s. Accepted exactly there: one of the two operands, unflushed (each tie of max "
+        "and of min replayed both ways: conformance/replay.py minmax_compared_under_daz); every other "
+        "element is the exact max/min. Measured with JAX 0.11.2 and 0.12.0.1 on an AMD EPYC with "
+        "AVX512-BF16, at every shape (specials, 33x65, 1x130); with XLA_FLAGS=--xla_cpu_max_isa=AVX2 the same "
+        "host flushes instead (flush-to-zero), and hosts without AVX512-BF16 do not show it. XLA emits "
+        "llvm.maximum / llvm.minimum (xla/service/llvm_ir/llvm_util.cc EmitFloatMax / EmitFloatMin); which "
+        "x86 instructions LLVM makes of them for bf16 on such hosts, and so which operand a tie returns, is "
+        "not established here.",
+        ("xla/service/llvm_ir/llvm_util.cc EmitFloatMax / EmitFloatMin (llvm.maximum / llvm.minimum)",
+         "jax-conformance issues 15, 22 and 27 (JAX 0.11.2 / 0.12.0.1 on an AVX512-BF16 EPYC host; "
+         "recorded: tests/data/xla_cpu_avx512_bf16)"),
+        variant={"minmax_daz": 0},
+        requires=lambda prim, dtype, params: prim in ("max", "min", "clamp") and dtype == "bfloat16"),
 )
 
 BY_NAME = {a.name: a for a in ALLOWANCES}

@@ -70,7 +70,9 @@ SOURCES = {
                           "bounded as a dot product of the updates with ones (Higham section 3.1)",
     "dot-algorithm-preset": "jax.lax.DotAlgorithmPreset (jax/_src/lax/lax.py): the preset's input "
                             "type (bits kept per operand) and number of partial products, each a K-term "
-                            "dot accumulated in float32: DOT_PRODUCT(K x parts) on inputs of that width",
+                            "dot accumulated in float32: DOT_PRODUCT(K) on inputs of that width, or for "
+                            "the split presets DOT_PRODUCT(spec/lax_contractions.py split_dot_length: "
+                            "K x parts, widened by the components' magnitudes)",
     "tanh-approx-f32": "PTX tanh.approx.f32: maximum relative error 1.113e-5 measured over all float32 "
                        "inputs (NVIDIA developer forum, 'hardware accelerated tanh on Turing', "
                        "forums.developer.nvidia.com/t/173291), below 2^-16",

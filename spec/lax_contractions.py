@@ -43,6 +43,8 @@ Backends are judged under DOT_PRODUCT: |backend - ref| <= (K u_acc + u_in + u_ou
 """
 from __future__ import annotations
 
+import math
+
 from .base import CORRECTLY_ROUNDED, Semantics, table
 
 XLA_OPS = "https://openxla.org/xla/operation_semantics"
@@ -107,13 +109,55 @@ _ALGORITHM_EDGES = {"dot_algorithm/rounding-steps": "explicit algorithm (DotAlgo
                                                  "JAX's lowering); DotAlgorithm with component counts "
                                                  "other than 1: unsupported (no definition to follow)"}
 
-# What XLA:CPU computes differently (jaxlib 0.10.2 and 0.12.0.1), found by the tests.
+def split_truncation(kept, parts: int, u: float) -> float:
+    """How far a split preset's exact value (the ``kept`` component products (i, j), each exact,
+    summed exactly) can lie from the exact product of its float32 inputs, as a multiple of
+    sum_k |a_k||b_k|, without underflow in the splits.
+
+    Derivation: each component rounds the rest to nearest, c_i = rnd(e_i), e_0 = x,
+    e_{i+1} = e_i - c_i (exact in float32), so |e_i| <= u^i |x| and |c_i| <= (1 + u) u^i |x|
+    (u: the component type's unit roundoff, bf16 2**-8, tf32 2**-11), and x = c_0 + ... + c_{n-1}
+    + e_n. The product a_k b_k is the sum of every pair of those n + 1 terms; the preset drops
+    the pairs it does not keep, each at most |a_k||b_k| times the product of the two factors above.
+    X3 (bf16): 3u^2 + 6u^3 + 4u^4 = 774 * 2**-24; X6: 4.04 * 2**-24; X9: 2.02 * 2**-24 (the splits
+    are XLA's, XLA_ALGORITHMS, after Henry, Tang, Heinecke, arXiv:1904.06376; this bound is derived
+    here and checked on exact emulations in tests/test_lax_contractions.py).
+    """
+    size = [(1 + u) * u ** i for i in range(parts)] + [u ** parts]   # |c_i| / |x|, then |e_n| / |x|
+    return sum(size[i] * size[j] for i in range(parts + 1) for j in range(parts + 1) if (i, j) not in kept)
+
+
+def split_dot_length(k: int, products: int, u: float) -> int:
+    """The DOT_PRODUCT length (spec/compliance.py) that bounds a backend computing a split preset
+    the reference's way (components rounded to nearest, unit roundoff u; ``products`` component
+    products per term, each exact in float32, k * products of them accumulated in float32)
+    against the reference.
+
+    The backend is within gamma_{n-1} sum|c_i c'_j| of the preset's exact value (n = k * products
+    terms summed; Higham section 3.1), and sum|c_i c'_j| <= w sum|a||b| with
+    w = ((1 + u) / (1 - u))**2 >= (sum_i |c_i| / |x|)**2 (split_truncation's sizes); the reference
+    is that exact value rounded once, within u_acc (1 + split_truncation) sum|a||b|. DOT_PRODUCT(K)
+    allows (gamma_K + u_acc) sum|a||b|, and gamma is convex, so K = ceil((n - 1) w) + 1 covers both.
+    """
+    w = ((1 + u) / (1 - u)) ** 2
+    return math.ceil((k * products - 1) * w) + 1
+
+
+# What XLA:CPU computes differently (jaxlib 0.10.2, 0.11.2 and 0.12.0.1), found by the tests.
 BACKEND_PROPERTIES = (
     ("xla:cpu", "dot-algorithm-input-rounding",
      "XLA:CPU compiles only DEFAULT, F16_F16_F16, F32_F32_F32, F64_F64_F64, BF16_BF16_F32, BF16_BF16_F32_X3 "
-     "and BF16_BF16_F32_X6 (JAX raises for the others on CPU) and ignores the bf16 input rounding and "
-     "splits: its BF16_BF16_F32(_X3/_X6) results are float32 dots of the unrounded inputs, within "
-     "DOT_PRODUCT with 8-bit inputs of the reference",
+     "and BF16_BF16_F32_X6 (JAX raises for the others on CPU: jax/_src/lax/lax.py _handle_dot_precision, "
+     "'The CPU backend silently ignores the algorithm spec'). Its library dot kernels (every dot but a "
+     "1 x K x 1 vector product) ignore the bf16 input rounding and splits: BF16_BF16_F32(_X3/_X6) results "
+     "are bitwise its F32_F32_F32 result, a float32 dot of the unrounded inputs (openxla/xla "
+     "xla/backends/cpu/ynn_support.cc IsDotSupportedByYnn picks the F32 x F32 -> F32 kernel by dtype alone; "
+     "XLA's algorithm rewriting and checking are GPU passes, xla/service/gpu/transforms/"
+     "dot_algorithm_rewriter.cc, algorithm_checker.cc), within the float32 dot bound plus what the preset "
+     "drops (split_truncation) of the exact product of the reference. A 1 x K x 1 dot goes to the elemental "
+     "emitter, which refuses _X3/_X6 (and, in jaxlib 0.10.2, BF16_BF16_F32) at compile time with "
+     "INVALID_ARGUMENT 'Algorithm not supported by the ElementalIrEmitter' (xla/service/algorithm_util.cc "
+     "IsSupportedByElementalIrEmitter) and from jaxlib 0.11 gives the reference's BF16_BF16_F32 value",
      "tests/test_lax_contractions.py test_dot_algorithm_presets_vs_xla_cpu"),
 )
 

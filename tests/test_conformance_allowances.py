@@ -1,5 +1,7 @@
 """Allowance explanations, known divergences and the first divergent equation, on XLA:CPU's real
 behaviour (it flushes f32 subnormals and contracts mul+add into FMAs) and on hand-made outputs."""
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ from conformance.first_divergence import first_divergent_eqn
 from conformance.judge import compare
 from reports.schema import Record
 from conformance.replay import Variant, flush_subnormals, reference_replay
+from interp.rules.lax_special import correctly_rounded
 from spec import allowances as A
 from spec import compliance as C
 from spec import divergences as DV
@@ -246,7 +249,8 @@ def test_tf32_allowance_explains_a_tf32_program_and_not_a_bf16_one():
         return jnp.tanh(x @ w1) @ w2
 
     def backend(rounding):   # every matmul's operands rounded, exact products, float32 result
-        h = np.tanh((rounding(x).astype(np.float64) @ rounding(w1).astype(np.float64)).astype(np.float32))
+        h = correctly_rounded("tanh", (rounding(x).astype(np.float64) @ rounding(w1).astype(np.float64)).astype(np.float32),
+                              dtype=np.float32)
         return [(rounding(h).astype(np.float64) @ rounding(w2).astype(np.float64)).astype(np.float32)]
 
     case = _case(prog, [x, w1, w2], primitives=("dot_general",), modes=C.abs_rel(8, 8, "measured"))
@@ -336,28 +340,109 @@ def test_observed_plans_are_not_shared_with_plain_evaluation():
     assert interp.eval_jaxpr(jaxpr, x)[0][0] == np.float32(TINY / 4 * 3) * 2     # the plain plan is unchanged
 
 
-def test_bf16_minmax_daz_compare_explains_exactly_the_avx512_bf16_selection():
-    # Recorded from issue 15 (XLA:CPU of JAX 0.11.2 / 0.12.0.1 on an AVX512-BF16 host; this host
-    # may not reproduce it): max(-s, +0) = -s, min(+s, -0) = +s for a bf16 subnormal s: the
-    # comparison reads s as zero, the selected (left, on the tie) operand comes back unflushed.
+# Issue 22's table: XLA:CPU (JAX 0.12.0.1, jax.jit(lax.max/min) over a grid of specials) on an AMD
+# EPYC with AVX512-BF16, s the smallest bfloat16 subnormal. On each DAZ tie it returns one of the two
+# operands unflushed, not decided by their order (max(0, s) = 0 is the first, max(s, 0) = 0 the second).
+_S = 2.0 ** -133
+_ISSUE_22_TABLE = [   # (primitive, a, b, XLA:CPU)
+    ("max", 0.0, _S, 0.0), ("max", -0.0, -_S, -_S), ("max", _S, 0.0, 0.0), ("max", _S, -0.0, -0.0),
+    ("max", _S, -_S, -_S),
+    ("min", 0.0, _S, _S), ("min", -_S, 0.0, 0.0), ("min", -_S, -0.0, -0.0), ("min", -_S, _S, _S),
+]
+BF16_DATA = os.path.join(os.path.dirname(__file__), "data", "xla_cpu_avx512_bf16")
+
+
+def _bf16(values):
     import ml_dtypes
-    bf = ml_dtypes.bfloat16
-    s = np.array(2.0 ** -130, bf)
-    x = np.array([-s, s, 1.0, -2.0], bf)
-    y = np.array([0.0, -0.0, s, -s], bf)
-    for name, fn in (("max", lax.max), ("min", lax.min)):
-        case = _case(fn, [x, y], primitives=(name,), name=f"bf16-{name}")
-        ref = [np.asarray(getattr(np, f"{name}imum")(x.astype(np.float32), y.astype(np.float32)).astype(bf))]
-        host = np.where(np.array([True, True, name == "max", name == "min"]), x, y).astype(bf)
-        rec = Record(case=case.id, runner="xla:cpu")
-        compare(case, "xla:cpu", [x, y], ref, [host], rec, first_divergence=False)
-        assert rec.outcome == "pass-with-allowance" and rec.allowance == "bf16-minmax-daz-compare", rec
-        # not anything: the other operand on the tie is no allowed answer
-        other = np.where(np.array([False, False, name == "max", name == "min"]), x, y).astype(bf)
-        if not np.array_equal(other.view(np.uint16), ref[0].view(np.uint16)):
-            rec = Record(case=case.id, runner="xla:cpu")
-            compare(case, "xla:cpu", [x, y], ref, [other], rec, first_divergence=False)
-            assert rec.outcome == "fail", rec
+    return np.array(values, np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _bits(a):
+    return np.asarray(a).view(np.uint16).tolist()
+
+
+def _judge_xla_cpu(case, inputs, outs):
+    import interp
+    with case.context():
+        ref = [np.asarray(interp.interpret(case.fn)(*inputs))]
+    rec = Record(case=case.id, runner="xla:cpu")
+    compare(case, "xla:cpu", inputs, ref, outs, rec, first_divergence=False)
+    return rec, ref
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_bf16_daz_ties_issue_22_table_is_one_of_the_operands(name):
+    rows = [r for r in _ISSUE_22_TABLE if r[0] == name]
+    x, y, host = (_bf16([r[i] for r in rows]) for i in (1, 2, 3))
+    case = _case(getattr(lax, name), [x, y], primitives=(name,), name=f"bf16-{name}")
+    rec, ref = _judge_xla_cpu(case, [x, y], [host])
+    assert _bits(ref[0]) != _bits(host)              # (the table's results are not the exact ones)
+    assert rec.outcome == "pass-with-allowance" and rec.allowance == "bf16-minmax-daz-compare", rec
+    # Nothing wider: in every row, a zero or subnormal that is neither operand fails.
+    for k in range(len(rows)):
+        for other in (0.0, -0.0, _S, -_S, 2 * _S):
+            if _bits(_bf16([other]))[0] in (_bits(x)[k], _bits(y)[k]):
+                continue
+            wrong = host.copy()
+            wrong[k] = _bf16([other])[0]
+            rec, _ = _judge_xla_cpu(case, [x, y], [wrong])
+            assert rec.outcome == "fail", (name, rows[k], other, rec.allowance)
+
+
+def test_bf16_daz_tie_in_clamp_may_take_either_operand_of_max_and_of_min():
+    # clamp(lo, x, hi) = min(max(x, lo), hi): XLA:CPU on that host (tests/data/xla_cpu_avx512_bf16)
+    # gives clamp(0, -1, s) = s (the min's tie took hi), clamp(-0, -s, 1) = -s (the max's took x),
+    # clamp(s, -0, -s) = -0 (the max's took x, then the min's tie took it); exact: 0, -0, -s.
+    lo, x, hi = _bf16([0.0, -0.0, _S]), _bf16([-1.0, -_S, -0.0]), _bf16([_S, 1.0, -_S])
+    host = _bf16([_S, -_S, -0.0])
+    case = _case(lax.clamp, [lo, x, hi], primitives=("clamp",), name="bf16-clamp")
+    rec, ref = _judge_xla_cpu(case, [lo, x, hi], [host])
+    assert _bits(ref[0]) == _bits(_bf16([0.0, -0.0, -_S]))
+    assert rec.outcome == "pass-with-allowance" and rec.allowance == "bf16-minmax-daz-compare", rec
+    for k, other in ((0, -_S), (1, _S), (2, 2 * _S)):    # a zero or subnormal no tie offers
+        wrong = host.copy()
+        wrong[k] = _bf16([other])[0]
+        assert _judge_xla_cpu(case, [lo, x, hi], [wrong])[0].outcome == "fail"
+
+
+def _recorded_bf16(version):
+    from conformance import outputs as saved
+    ins = {(c, s): v for c, s, v in saved.read(os.path.join(BF16_DATA, "inputs-xla_cpu.npz"))}
+    return [(c, s, ins[(c, s)], outs)
+            for c, s, outs in saved.read(os.path.join(BF16_DATA, f"outputs-xla_cpu-jax{version}.npz"))]
+
+
+# JAX 0.11.2 and 0.12.0.1 return DAZ ties unflushed; JAX 0.10.2's XLA:CPU flushed the same results
+# to zero on that host (recorded too: the flush-to-zero allowance explains it).
+@pytest.mark.parametrize("version, allowance", [("0.10.2", "flush-to-zero"), ("0.11.2", "bf16-minmax-daz-compare"),
+                                                ("0.12.0.1", "bf16-minmax-daz-compare")])
+def test_recorded_avx512_bf16_max_min_clamp_are_explained_and_nothing_wider(version, allowance, monkeypatch):
+    """Every record XLA:CPU gave on the AVX512-BF16 host (issue 27: clamp too, every shape) passes
+    with that one allowance (some also with flush-to-zero, tried first in a run); the same output
+    with one differing element replaced by a subnormal that is neither operand, or with a decided
+    element changed, fails."""
+    from conformance.cases import all_cases
+    cases = all_cases("nightly")
+    monkeypatch.setattr(A, "ALLOWANCES", (A.BY_NAME[allowance],))
+    records = _recorded_bf16(version)
+    assert len(records) >= 7
+    for case_id, seed, inputs, outs in records:
+        case = cases[case_id]
+        rec, ref = _judge_xla_cpu(case, inputs, outs)
+        assert _bits(ref[0]) != _bits(outs[0])
+        assert rec.outcome == "pass-with-allowance" and rec.allowance == allowance, \
+            (case_id, rec.allowance, rec.detail)
+        out, r = np.asarray(outs[0]).reshape(-1), np.asarray(ref[0]).reshape(-1)
+        differ = np.flatnonzero(out.view(np.uint16) != r.view(np.uint16))
+        k = int(differ[0])
+        operands = {int(np.broadcast_to(a, np.shape(outs[0])).reshape(-1)[k].view(np.uint16)) for a in inputs}
+        wrong_tie = next(v for v in _bf16([_S, -_S, 2 * _S, -2 * _S]) if int(v.view(np.uint16)) not in operands)
+        decided = np.flatnonzero(np.abs(r.astype(np.float32)) >= 2.0 ** -126)
+        for spoil_at, value in ((k, wrong_tie), (int(decided[0]), r[decided[0]] * 2 + 1)):
+            spoiled = out.copy()
+            spoiled[spoil_at] = value
+            rec, _ = _judge_xla_cpu(case, inputs, [spoiled.reshape(np.shape(outs[0]))])
+            assert rec.outcome == "fail", (case_id, spoil_at, rec.allowance)
 
 
 def test_flush_replay_moves_values_unflushed_through_calls():

@@ -1,6 +1,11 @@
 """Every GPU explanation (spec/allowances.py, spec/divergences.py; docs/gpu-triage.md) against outputs
 recorded on an H100 (tests/data/h100, JAX 0.11.2): the recorded output is explained by the named
-allowance or divergence, and the same output with one element made wrong is a fail."""
+allowance or divergence, and the same output with one element made wrong is a fail.
+
+The inputs are the case's own (``make_inputs``), except where the H100's run made others: its NumPy
+drew float64 magnitudes with AVX-512 SVML's exp, whose last bits the host-independent generator
+(the correctly rounded exp) does not reproduce everywhere; those records' inputs are recorded
+(tests/data/h100/inputs-xla_cuda-subset.npz, tests/data/h100/README.md)."""
 import collections
 import pathlib
 
@@ -15,10 +20,11 @@ from hardware_runners.base import ReferenceRunner
 from reports.schema import Record
 
 DATA = pathlib.Path(__file__).parent / "data" / "h100" / "outputs-xla_cuda-subset.npz"
+INPUTS = pathlib.Path(__file__).parent / "data" / "h100" / "inputs-xla_cuda-subset.npz"
 
 
-def _recorded():
-    data = np.load(DATA)
+def _recorded(path):
+    data = np.load(path)
     groups = collections.defaultdict(dict)
     for key in data.files:
         case_id, seed, i, dtype = key.rsplit("::", 3)
@@ -28,7 +34,8 @@ def _recorded():
     return {k: [v[i] for i in sorted(v)] for k, v in groups.items()}
 
 
-RECORDED = _recorded()
+RECORDED = _recorded(DATA)
+RECORDED_INPUTS = _recorded(INPUTS)
 CASES = all_cases("nightly")
 
 # (case, seed) -> (outcome, allowance or known divergence id)
@@ -59,13 +66,20 @@ EXPECTED = {
     ("lax_contractions/ragged_dot/f32", 0): ("pass-with-allowance", "matmul-precision-tf32"),
     # a cancellation: the case's derived ABS_REL mode, no allowance needed
     ("control_flow/remat_grad/float32", 0): ("pass", None),
-    ("lax_special/exp2/float64/33x65", 0): ("known-divergence", "xla-gpu-exp2-f64-argument"),
+    # (on the H100's own inputs: the 63-ulp elements once taken for a GPU finding were the outputs for
+    # inputs 1 ulp away, regenerated on a host whose exp differs from the H100's)
+    ("lax_special/exp2/float64/33x65", 0): ("known-divergence", "jax-lowering-rounds-in-dtype"),
 }
+
+
+def _inputs(case_id, seed):
+    recorded = RECORDED_INPUTS.get((case_id, seed))
+    return list(recorded) if recorded is not None else CASES[case_id].make_inputs(seed)
 
 
 def _judge(case_id, seed, outs):
     case = CASES[case_id]
-    inputs = case.make_inputs(seed)
+    inputs = _inputs(case_id, seed)
     with case.context():
         ref = ReferenceRunner().run(case.as_program(), inputs)
         rec = Record(case=case.id, runner="xla:cuda")
@@ -75,6 +89,25 @@ def _judge(case_id, seed, outs):
 
 def test_the_subset_is_the_expected_one():
     assert set(RECORDED) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED_INPUTS), ids=lambda k: f"{k[0]}@{k[1]}")
+def test_recorded_inputs_are_the_cases_own_but_for_last_bits(key):
+    """The recorded inputs are those make_inputs gives here but for the last bit of a few float64
+    magnitudes (exp by AVX-512 SVML on the H100's host, correctly rounded here)."""
+    made = CASES[key[0]].make_inputs(key[1])
+    recorded = RECORDED_INPUTS[key]
+    assert len(made) == len(recorded)
+    differing = 0
+    for m, r in zip(made, recorded):
+        m, r = np.asarray(m), np.asarray(r)
+        assert m.dtype == r.dtype and m.shape == r.shape
+        parts = (m.real, m.imag, r.real, r.imag) if np.iscomplexobj(m) else (m, m, r, r)
+        for a, b in zip(parts[:2], parts[2:]):
+            d = ulp_distance(a, b)
+            assert (d <= 1).all()
+            differing += int((d > 0).sum())
+    assert 0 < differing <= 0.05 * sum(np.size(m) for m in made)
 
 
 @pytest.mark.parametrize("key", sorted(EXPECTED), ids=lambda k: f"{k[0]}@{k[1]}")

@@ -433,8 +433,8 @@ def _mode_inputs(mode, data_type, seed, extreme=False):
         fmax = float(ml_dtypes.finfo(data_type).max)
         a, b = [np.clip(rng.standard_normal(x.shape) * 4, -fmax, fmax).astype(data_type) for x in (a, b)]
     if extreme:   # the whole e8m0 range: results overflow and underflow float32
-        sa = np.exp2(rng.integers(-127, 128, sa.shape).astype(np.float64)).astype(sa.dtype)
-        sb = np.exp2(rng.integers(-127, 128, sb.shape).astype(np.float64)).astype(sb.dtype)
+        sa = np.ldexp(1.0, rng.integers(-127, 128, sa.shape)).astype(sa.dtype)
+        sb = np.ldexp(1.0, rng.integers(-127, 128, sb.shape)).astype(sb.dtype)
     return a, b, sa, sb
 
 
@@ -485,8 +485,8 @@ def test_lax_scaled_dot_general_dimension_numbers():
     e4, e8 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu
     lhs = (rng.standard_normal((2, 32, 5)) * 8).astype(e4)        # contract dim 1, batch 0
     rhs = (rng.standard_normal((2, 3, 32)) * 8).astype(e4)        # contract dim 2, batch 0
-    ls = np.exp2(rng.integers(-4, 5, (2, 2, 5)).astype(np.float64)).astype(e8)
-    rs = np.exp2(rng.integers(-4, 5, (2, 3, 2)).astype(np.float64)).astype(e8)
+    ls = np.ldexp(1.0, rng.integers(-4, 5, (2, 2, 5))).astype(e8)
+    rs = np.ldexp(1.0, rng.integers(-4, 5, (2, 3, 2))).astype(e8)
     dn = (((1,), (2,)), ((0,), (0,)))
     fn = lambda a, b, x, y: lax.scaled_dot(a, b, lhs_scale=x, rhs_scale=y, dimension_numbers=dn,   # noqa: E731
                                            preferred_element_type=jnp.float32)
@@ -522,7 +522,7 @@ OLD_BF16_QUANTIZE = _quantizes_in_input_dtype()
 def _quantize_input(cfg, mode, global_scale, dtype):
     rng = rng_for(f"quantize/{mode}/{global_scale}", 0)
     # Values over many binades, a zero block and exact block maxima: scale selection and clipping.
-    x = (rng.standard_normal((2, 4, 64)) * np.exp2(rng.integers(-6, 7, (2, 4, 1)))).astype(dtype)
+    x = (rng.standard_normal((2, 4, 64)) * np.ldexp(1.0, rng.integers(-6, 7, (2, 4, 1)))).astype(dtype)
     x[0, 0, :32] = 0
     x[1, 1, :16] = np.asarray(float(ml_dtypes.finfo(cfg.data_type).max), dtype)
     return x
@@ -642,7 +642,7 @@ def test_excess_precision_cases_round_per_equation():
 def test_zero_dim_narrow_float_division():
     """0-d bfloat16 arithmetic computed in float64 and rounded once (the quantisers' amax / MAX on
     one block): regression for a 0-d result coming back as shape (1,) from the float64 -> bf16
-    rounding (lax_conversions._to_odd_float32)."""
+    rounding (interp/numerics.py round_to_odd)."""
     x = np.asarray(1, jnp.bfloat16)
     fn = lambda v: v / jnp.bfloat16(6)   # noqa: E731
     assert_same_bits(interp.interpret(fn)(x), xla_cpu(fn, x))

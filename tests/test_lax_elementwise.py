@@ -714,7 +714,7 @@ def test_total_order_complex_lexicographic_only_eq_to_takes_complex(name):
 
 
 def test_native_plan_choice_arithmetic_and_comparisons():
-    """Plan-time specialisation (one _specialise for both): the NumPy ufunc rule where the operands
+    """Plan-time specialisation (one _native step for both): the NumPy ufunc rule where the operands
     share one native dtype and the result has it (arithmetic) or is bool (comparisons; complex
     only for eq/ne); the general rule otherwise (narrow floats, mixed dtypes, mul's out_dtype)."""
     from types import SimpleNamespace

@@ -1170,7 +1170,7 @@ def test_wgmma_sum_is_the_exact_sum_rounded_once():
 
     import ml_dtypes
 
-    from interp.rules.lax_reductions import round_exact
+    from interp.numerics import round_exact
     from interp.rules.pallas_mosaic_gpu import _mma
     rng = np.random.default_rng(5)
     for dt, scales in ((np.float16, [1e-6, 1e-3, 1.0, 3e3]), (ml_dtypes.bfloat16, [1e-30, 1.0, 1e30]),

@@ -16,8 +16,8 @@ from jax.experimental import pallas as pl
 
 import interp
 from conformance import execute as X
-from conformance.judge import explain_outcome
-from reports.schema import BACKEND_UNSUPPORTED, CRASH, KNOWN_DIVERGENCE, PASS, REFERENCE_UNSUPPORTED, Record
+from conformance.judge import compare, explain_outcome
+from reports.schema import BACKEND_UNSUPPORTED, CRASH, FAIL, KNOWN_DIVERGENCE, PASS, REFERENCE_UNSUPPORTED, Record
 from conformance.cases import all_cases
 from conformance.cases import pallas_triton as cases_mod
 from hardware_runners.base import get_runner
@@ -124,6 +124,73 @@ def test_hlo_interpret_gates_still_hold(case_id):
         with case.context():
             jax.block_until_ready(jax.jit(case.build.ungated(True))(*case.make_inputs(0)))
     assert any(type(err.value).__name__ == t and m in str(err.value) for t, m in gate.errors), err.value
+
+
+def test_x3_dot_on_hlo_interpret_is_the_float32_dot_a_known_divergence():
+    """JAX's HLO interpret mode runs a BF16_BF16_F32_X3 dot on XLA:CPU, which ignores the split
+    (spec/lax_contractions.py BACKEND_PROPERTIES): where what X3 drops exceeds its DOT_PRODUCT
+    (seeds 1, 3, 4 of 0-11) the record is the known divergence; the divergence explains exactly a
+    float32 dot of the unsplit inputs (the exact product rounded), not a value as far on the other
+    side of the reference."""
+    case = _quick_cases()["pallas_triton/dot/float32/algorithm_BF16_BF16_F32_X3/16x32x32"]
+    for seed in (1, 3, 4):
+        rec = X.run_case(case, "pallas:interpret", seed, first_divergence=False)
+        assert rec.outcome == KNOWN_DIVERGENCE, (seed, rec.outcome, rec.detail)
+        assert rec.known_divergence["id"] == "xla-cpu-dot-algorithm-bf16-bf16-f32-not-applied"
+    a, b = case.make_inputs(1)
+    with case.context():
+        ref = np.asarray(interp.interpret(case.reference_program())(a, b))
+    f32 = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    mirrored = (2 * ref.astype(np.float64) - f32).astype(np.float32)
+    for outs, outcome in ((ref, PASS), (f32, KNOWN_DIVERGENCE), (mirrored, FAIL)):
+        rec = Record(case=case.id, runner="pallas:interpret")
+        compare(case, "pallas:interpret", [a, b], [ref], [outs], rec, first_divergence=False)
+        assert rec.outcome == outcome, (outcome, rec)
+
+
+# Pallas's Triton lowering of the split presets (jax/_src/pallas/triton/lowering.py
+# _dot_general_lowering): components by round to nearest even (truncf), then one float32
+# accumulator through the component dots, smallest first.
+_SPLIT_ORDER = {"X3": [(1, 0), (0, 1), (0, 0)],
+                "X6": [(2, 0), (0, 2), (1, 1), (1, 0), (0, 1), (0, 0)],
+                "X9": [(2, 1), (2, 2), (1, 2), (2, 0), (0, 2), (1, 1), (1, 0), (0, 1), (0, 0)]}
+
+
+@pytest.mark.parametrize("split", sorted(_SPLIT_ORDER))
+def test_split_dot_length_bounds_a_float32_emulation_of_the_triton_lowering(split):
+    """spec/lax_contractions.py split_dot_length, step by step, on a float32 emulation of the
+    lowering (one addition at a time; a GPU's tensor cores may sum otherwise): the emulation is
+    within gamma_{n-1} sum|c_i c'_j| of the exact sum of its products, sum|c_i c'_j| <= w sum|a||b|, and the case's mode passes it."""
+    import ml_dtypes
+    from conformance.checks import check
+    case = _quick_cases()[f"pallas_triton/dot/float32/algorithm_BF16_BF16_F32_{split}/16x32x32"]
+    u, u_acc = 2.0 ** -8, 2.0 ** -24
+    for seed in range(4):
+        a, b = case.make_inputs(seed)
+        comps = []
+        for x in (a, b):
+            cs, rest = [], x
+            for _ in range(3):
+                cs.append(rest.astype(ml_dtypes.bfloat16).astype(np.float32))
+                rest = (rest - cs[-1]).astype(np.float32)
+            comps.append(cs)
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        exact = np.zeros(acc.shape)          # the float64 sum: within n 2**-53 size of the exact one
+        size = np.zeros(acc.shape)
+        for i, j in _SPLIT_ORDER[split]:
+            for kk in range(a.shape[1]):
+                p = np.outer(comps[0][i][:, kk], comps[1][j][kk, :])   # exact in float32
+                acc = (acc + p).astype(np.float32)
+                exact += p.astype(np.float64)
+                size += np.abs(p.astype(np.float64))
+        n = len(_SPLIT_ORDER[split]) * a.shape[1]
+        bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+        assert np.all(np.abs(acc - exact) <= ((n - 1) * u_acc / (1 - (n - 1) * u_acc) + n * 2.0 ** -53) * size)
+        assert np.all(size <= ((1 + u) / (1 - u)) ** 2 * bound)
+        with case.context():
+            ref = np.asarray(interp.interpret(case.reference_program())(a, b))
+        c = check(case.modes, ref, acc, bound=bound)
+        assert c.passed, (seed, c)
 
 
 def test_crash_of_the_pre_012_lowering_is_a_known_divergence():

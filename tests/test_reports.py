@@ -411,3 +411,58 @@ def test_report_shows_the_seed_search(tmp_path):
     assert "(hypothesis searched 12 seeds from base seed 0; first failing seed 187203, shrunk to 67)" in md
     failure = ET.parse(out / "junit.xml").getroot().find(".//testcase[@name='lax_special/erfc/float64/scalar']/failure")
     assert "first failing seed 187203, shrunk to 67" in failure.text and "--seed 67" in failure.text
+
+
+# The first processor of /proc/cpuinfo on two real hosts: this project's AMD EPYC (AVX-512, avx512_bf16;
+# its "model name" is just "AMD EPYC") and an Intel Sapphire Rapids (GCP a3, the H100's host family).
+CPUINFO_EPYC = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+stepping\t: 1
+microcode\t: 0x1000065
+cpu MHz\t\t: 2596.136
+cache size\t: 1024 KB
+flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext vmmcall fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves avx512_bf16 clzero xsaveerptr arat avx512vbmi umip avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid fsrm
+bogomips\t: 5192.27
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+"""
+CPUINFO_XEON = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+stepping\t: 8
+microcode\t: 0xffffffff
+cpu MHz\t\t: 2699.998
+cache size\t: 107520 KB
+flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm abm 3dnowprefetch invpcid_single ssbd ibrs ibpb stibp ibrs_enhanced fsgsbase tsc_adjust bmi1 hle avx2 smep bmi2 erms invpcid rtm avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves avx_vnni avx512_bf16 arat avx512vbmi umip pku ospke waitpkg avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq la57 rdpid cldemote movdiri movdir64b fsrm md_clear serialize tsxldtrk amx_bf16 avx512_fp16 amx_tile amx_int8 arch_capabilities
+bogomips\t: 5399.99
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+"""
+
+
+def test_columns_name_the_cpu_from_a_real_proc_cpuinfo(tmp_path):
+    """The environment record as hardware_runners/environment.py makes it from /proc/cpuinfo names
+    the CPU in the columns ("EPYC", "Xeon 8481C"), not by cpuinfo's model number (17, 143)."""
+    from hardware_runners import environment as ENV
+    from reports.merge import device_name
+    paths = []
+    for name, text in (("epyc", CPUINFO_EPYC), ("xeon", CPUINFO_XEON)):
+        cpuinfo = tmp_path / f"cpuinfo-{name}"
+        cpuinfo.write_text(text)
+        env = {"jax": "0.12.0.1", "devices": {"cpu:cpu": 1}, "host": name, "host_cpu": ENV.host_cpu(str(cpuinfo))}
+        assert env["host_cpu"]["model"] in ("17", "143")         # recorded, but a number
+        write(tmp_path / f"{name}.jsonl", [rec("f/a", "xla:cpu", "pass"), rec("f/a", "reference", "pass")], env)
+        paths.append(str(tmp_path / f"{name}.jsonl"))
+    assert device_name({"host_cpu": ENV.host_cpu(str(tmp_path / "cpuinfo-epyc"))}, "xla:cpu") == ("EPYC", "AMD EPYC")
+    res = merge(paths)
+    assert sorted(res.column_ids) == ["reference@EPYC jax0.12.0.1", "reference@Xeon 8481C jax0.12.0.1",
+                                      "xla:cpu@EPYC jax0.12.0.1", "xla:cpu@Xeon 8481C jax0.12.0.1"]
+    # A host whose /proc/cpuinfo has no model name (many ARM hosts) is named by its host name.
+    assert device_name({"host": "arm1", "host_cpu": {"model": "1", "flags": []}}, "xla:cpu")[0] == "arm1"

@@ -416,9 +416,9 @@ def test_every_spmd_primitive_is_covered():
 
 def test_participants_sum_matches_the_certified_reduce_sum():
     # The collective's fast exact path (TwoSum) against reduce_sum's certified sum
-    # (interp/rules/lax_reductions.py float_sum_last, tested against exact arithmetic in
+    # (interp/numerics.py float_sum_last, tested against exact arithmetic in
     # tests/test_lax_reductions.py): midpoints, cancellations, wide exponent ranges, inf and NaN.
-    from interp.rules.lax_reductions import float_sum_last
+    from interp.numerics import float_sum_last
     from interp.rules.spmd import participants_sum
     rng = np.random.default_rng(0)
     mant = rng.integers(-2**24, 2**24, size=(1500, 4)).astype(np.float64)

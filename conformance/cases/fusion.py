@@ -218,9 +218,10 @@ def _scaled_matmul_inputs(rng, mode, b=2, m=4, n=3, k=64):
         return np.clip(rng.standard_normal(shape) * fmax / 3, -fmax, fmax).astype(dt)
 
     def scales(shape):
-        if mode == "nvfp4":   # e4m3fn scales: positive values in [2^-4, 16)
-            return np.exp2(rng.uniform(-4, 4, shape)).astype(st)
-        return np.exp2(rng.integers(-8, 9, shape).astype(np.float64)).astype(st)
+        if mode == "nvfp4":   # e4m3fn scales: positive values in [2^-4, 16), the same on every host
+            from interp.rules.lax_special import correctly_rounded
+            return correctly_rounded("exp2", rng.uniform(-4, 4, shape)).astype(st)
+        return np.ldexp(1.0, rng.integers(-8, 9, shape)).astype(st)
     return [data((b, m, k)), data((b, n, k)), scales((b, m, k // bs)), scales((b, n, k // bs))]
 
 

@@ -31,6 +31,7 @@ from jax.experimental import pallas as pl
 
 from spec import compliance as C
 from spec import pallas_triton as S
+from spec.lax_contractions import split_dot_length
 
 from ..case import PALLAS, Case, random_array
 from .pallas import Gate, gated
@@ -451,8 +452,9 @@ def dot_cases():
     TRITON_LOWERING[f"pallas_triton/{cid}"] = _UNSIGNED_DOT_LOWERING
     # Algorithm presets the lowering accepts; the reference computes each as JAX defines it
     # (interp/rules/lax_contractions.py: inputs rounded / split, f32 accumulation). The split
-    # presets sum 3, 6 or 9 products per term; TF32 rounding in Triton is the hardware's
-    # (cvt.rna), hence the inputs' 11-bit allowance in the mode.
+    # presets sum 3, 6 or 9 exact component products per term, whose magnitudes exceed |a||b|
+    # a little (spec/lax_contractions.py split_dot_length); TF32 rounding in Triton is the
+    # hardware's (cvt.rna), hence the inputs' 11-bit allowance in the mode.
     presets = (("F32_F32_F32", 1, 0), ("TF32_TF32_F32", 1, 11), ("TF32_TF32_F32_X3", 3, 0),
                ("F16_F16_F32", 1, 11), ("BF16_BF16_F32", 1, 0), ("BF16_BF16_F32_X3", 3, 0), ("BF16_BF16_F32_X6", 6, 0),
                ("BF16_BF16_F32_X9", 9, 0))
@@ -460,8 +462,9 @@ def dot_cases():
         alg = getattr(Alg, name, None)
         if alg is None:
             continue
+        length = split_dot_length(k, parts, 2.0 ** (-11 if name.startswith("TF32") else -8)) if parts > 1 else k
         yield _case(f"dot/float32/algorithm_{name}/{m}x{k}x{n}", build_dot(m, k, n, F32, alg),
-                    _dot_inputs(m, k, n, F32), modes=C.dot_product(k * parts, "dot-algorithm-preset", bits),
+                    _dot_inputs(m, k, n, F32), modes=C.dot_product(length, "dot-algorithm-preset", bits),
                     dot_bound=_abs_dot(), primitives=prims)
 
 

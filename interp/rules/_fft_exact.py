@@ -21,7 +21,7 @@ Tiers, each deciding what the ones before could not:
    twiddles +-1, +-i, 1/2...) are rounded exactly (an exact zero is +0): no precision loop can
    decide a value that is itself a rounding boundary.
 4. Irrational undecided parts: mpmath at 128..4096 bits with Ziv's test; still undecided:
-   lax_special.Uncertified, an ArithmeticError (loud, never an uncertified value).
+   numerics.Uncertified, an ArithmeticError (loud, never an uncertified value).
 Inputs holding inf/NaN take pocketfft's IEEE propagation instead (no finite value to certify).
 
 The tier-1 bound (the normwise FFT analysis of Higham, Accuracy and Stability of Numerical
@@ -63,9 +63,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import dtypes as D
-from .lax_reductions import round_float
-from .lax_special import _fraction_round, _ziv
+from .. import dtypes
+from ..numerics import round_float, round_fraction, two_sum, ziv
 
 LD = np.dtype(np.longdouble)
 _U = 2.0 ** -53
@@ -81,7 +80,7 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype, tiers: dict | No
     ``tiers`` (for bench/fft.py): filled with the number of output parts ("parts") and how many
     the float64 FFT ("f64") and the double-double FFT ("dd") decided; the exact tiers did the rest."""
     out_dtype = np.dtype(out_dtype)
-    cplx = out_dtype if D.is_complex(out_dtype) else np.dtype(
+    cplx = out_dtype if dtypes.is_complex(out_dtype) else np.dtype(
         np.complex64 if out_dtype == np.float32 else np.complex128)
     part = np.dtype(np.float32) if cplx == np.complex64 else np.dtype(np.float64)
     x = np.asarray(x)
@@ -113,13 +112,6 @@ def fft_value(kind: str, x: np.ndarray, fft_lengths, out_dtype, tiers: dict | No
 # --- error-free transformations and the two arithmetics -----------------------------------------
 # A complex array is held as float64 "pairs" (..., 2) = (real, imaginary); a value of an
 # arithmetic is a tuple of such arrays: (x,) in float64, (hi, lo) in double-double.
-
-def _two_sum(a, b):
-    """s + e == a + b exactly (Knuth; no precondition, underflow included)."""
-    s = a + b
-    t = s - a
-    return s, (a - (s - t)) + (b - t)
-
 
 def _split(a):
     """Veltkamp's split into two 26-bit halves (|a| < 2**995: no overflow)."""
@@ -170,8 +162,8 @@ class _DD:
 
     @staticmethod
     def add(a, b):
-        s, e = _two_sum(a[0], b[0])
-        return _two_sum(s, e + (a[1] + b[1]))
+        s, e = two_sum(a[0], b[0])
+        return two_sum(s, e + (a[1] + b[1]))
 
     @staticmethod
     def sub(a, b):
@@ -192,7 +184,7 @@ class _DD:
         p = xh * wh
         xhh, xhl = _split(xh)
         e = (((xhh * whh - p) + xhh * whl) + xhl * whh) + xhl * whl
-        return _two_sum(p, e + (xh * wl + xl * wh))
+        return two_sum(p, e + (xh * wl + xl * wh))
 
     @staticmethod
     def mul(a, w):
@@ -445,7 +437,7 @@ def _dd_divide(v, b, total):
     th, tl = _split(t)
     pe = (((qh * th - p) + qh * tl) + ql * th) + ql * tl
     q2 = (((hi - p) - pe) + lo) / t
-    return _two_sum(q1, q2), (b / t + 12 * _U ** 2 * np.abs(hi) / t) * (1 + 4 * _U)
+    return two_sum(q1, q2), (b / t + 12 * _U ** 2 * np.abs(hi) / t) * (1 + 4 * _U)
 
 
 def _decide_dd(hi, lo, b, e, part):
@@ -487,7 +479,7 @@ def _decide(v, b, part):
     with np.errstate(all="ignore"):
         slack = b * LD.type(1 + 2.0 ** -58) + np.abs(v) * LD.type(2.0 ** -58)
         lo, hi = round_float(v - slack, part), round_float(v + slack, part)
-        uint = D.storage_uint(part)
+        uint = dtypes.storage_uint(part)
         ok = (lo.view(uint) == hi.view(uint)) & np.isfinite(slack)
         return np.array(round_float(v, part), part), ok
 
@@ -508,7 +500,7 @@ def _certify(kind, decided, x, lengths, out_dtype, part):
                 _rational_pow2(exact, which, r, und, part)
             for idx in zip(*np.nonzero(und)):
                 r[idx] = exact.part(idx, which, part)
-    if D.is_complex(out_dtype):
+    if dtypes.is_complex(out_dtype):
         out = np.empty(rounded[0].shape, out_dtype)
         out.real, out.imag = rounded
         return out
@@ -606,7 +598,7 @@ class _Exact:
         if q is not None:         # exact (zero included: +0), rounded once
             if self.kind in ("IFFT", "IRFFT"):
                 q /= self.total
-            return np.asarray(_fraction_round(q, dtype)).astype(dtype)[()]
+            return np.asarray(round_fraction(q, dtype)).astype(dtype)[()]
         return _mp_part(coeffs, self.M, which, self.total if self.kind in ("IFFT", "IRFFT") else 1, dtype)
 
 
@@ -633,7 +625,7 @@ def _int_inputs(exact):
     nz = np.concatenate([c[c != 0] for c in comps]).astype(np.float64)
     f, ex = np.frexp(nz)
     m = np.ldexp(f, 53).astype(np.int64)
-    low = ex - 53 + np.log2((m & -m).astype(np.float64)).astype(np.int64)   # exponent of the last set bit
+    low = ex - 53 + (np.frexp((m & -m).astype(np.float64))[1] - 1)      # exponent of the last set bit (exact)
     q = int(np.min(low)) if nz.size else 0                      # every part is an integer * 2**q
     big = nz.size and int(np.max(ex)) - q + 4 + (8 * flat.size).bit_length() > 62
     ints = []
@@ -709,8 +701,8 @@ def _fixed_point(exact, which, r, und, part):
                 if abs(W[t]) <= err:      # maybe an exact zero: for the rational test, not more bits
                     straddle.append(c0 + t)
                     continue
-                lo = _fraction_round((W[t] - err) * unit, part)
-                hi = _fraction_round((W[t] + err) * unit, part)
+                lo = round_fraction((W[t] - err) * unit, part)
+                hi = round_fraction((W[t] + err) * unit, part)
                 if np.asarray(lo, part).tobytes() == np.asarray(hi, part).tobytes():
                     r[tuple(idx[t])] = np.asarray(lo).astype(part)[()]
                     und[tuple(idx[t])] = False
@@ -768,12 +760,12 @@ def _rational_pow2(exact, which, r, und, part):
         const[row_of[pw == 0]] = sums[pw == 0]
         for t in np.flatnonzero(~irr):
             v = Fraction(int(const[t])) * Fraction(2) ** q / den
-            r[tuple(idx[t])] = np.asarray(_fraction_round(v, part)).astype(part)[()]
+            r[tuple(idx[t])] = np.asarray(round_fraction(v, part)).astype(part)[()]
             und[tuple(idx[t])] = False
 
 
 def _mp_part(coeffs, M, which, scale, dtype):
-    """Tier 4: the part in mpmath, decided by Ziv's test (lax_special._ziv) at 128..4096 bits: the
+    """Tier 4: the part in mpmath, decided by Ziv's test (numerics.ziv) at 128..4096 bits: the
     DFT sum evaluated at prec + 16 bits is within sum|c| / scale * 2**(4 + bits(terms) - prec)."""
     import mpmath
     absum = sum(abs(c) for c in coeffs.values())
@@ -787,7 +779,7 @@ def _mp_part(coeffs, M, which, scale, dtype):
                 tot += mpmath.mpf(c.numerator) / c.denominator * tw
             return tot / scale, mpmath.mpf(absum.numerator) / absum.denominator / scale * mpmath.mpf(2) ** (
                 -prec + 4 + max(1, len(coeffs)).bit_length())
-    return _ziv(enclose, dtype, "fft: an output part", precs=(128, 256, 512, 1024, 2048, 4096))
+    return ziv(enclose, dtype, "fft: an output part", precs=(128, 256, 512, 1024, 2048, 4096))
 
 
 def _cyclotomic(M: int) -> list:

@@ -9,6 +9,7 @@ import weakref
 
 import numpy as np
 import jax
+from jax.core import ShapedArray
 
 from ..errors import UnsupportedPrimitiveError
 from ..evaluator import TOKEN, Token, is_extended, scan_layout
@@ -237,7 +238,7 @@ def _hi_expansion(eqn, prim):
     closed = _HI_CACHE.get(key)
     if closed is None:
         avals = prim.in_avals_flat
-        if not all(type(a).__name__ == "ShapedArray" for a in avals):
+        if not all(type(a) is ShapedArray for a in avals):
             raise eqn.unsupported(f"{type(prim).__name__} takes non-array (hi) types {avals}")
         in_tree, out_tree = prim.in_tree, prim.out_tree
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes
 from ..registry import register
 from .lax_contractions import dot_general_value
 
@@ -33,7 +33,7 @@ def _dequantise(eqn, x: np.ndarray, scale: np.ndarray, contracting) -> np.ndarra
     ``x.shape[d] // scale.shape[d]`` consecutive elements, elsewhere x's size
     (jax/_src/lax/scaled_dot.py _scale_broadcast; scaled_matmul: (B, M, K // block))."""
     for v, what in ((x, "operand"), (scale, "scale")):
-        if not D.is_float(v.dtype) or D.bit_width(v.dtype) > 32:
+        if not dtypes.is_float(v.dtype) or dtypes.bit_width(v.dtype) > 32:
             # A float64 (or integer) factor makes the product inexact in float64: not implemented.
             raise eqn.unsupported(f"block_scaled/exact-dequantisation: block-scaled dot with a "
                                   f"{v.dtype} {what} (floats of at most 32 bits)")

@@ -3,7 +3,7 @@
 Every contraction reduces to batched matrix products whose float results are *correctly rounded*:
 each output element is the exact sum of the exact products, rounded once to the output dtype.
 A float64 (long double for float64 inputs) BLAS product gives an approximation with a proven error
-bound; :func:`certified_round` (lax_reductions) keeps the elements whose bound interval rounds to
+bound; :func:`certified_round` (interp/numerics.py) keeps the elements whose bound interval rounds to
 one value and recomputes the rest exactly. Integer results wrap around in the output type.
 """
 from __future__ import annotations
@@ -12,33 +12,18 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from jax.lax import DotAlgorithm, DotAlgorithmPreset
 
-from .. import dtypes as D
+from .. import dtypes
 from ..registry import register
 from ._fft_exact import fft_value
 from ._scratch import scratch
-from .lax_conversions import _c_order, reduce_precision_bits
-from .lax_reductions import (F32, F64, LONGDOUBLE, UNIT, certified_round, exact_dot, fsum_round, refine_sums,
-                             round_exact, round_float, sum_error_bound, wide_type, window_indices, wrap_int)
+from ..numerics import (F32, F64, LONGDOUBLE, UNIT, c_order, certified_round, convert, exact_dot, fsum_round,
+                        reduce_precision_bits, refine_sums, round_exact, round_float, sum_error_bound, two_sum,
+                        wide_type, wrap_int)
+from ._windows import window_indices
 
-FP8 = {np.dtype(t) for t in D.ML_FLOATS if D.bit_width(t) == 8}
-
-
-def convert(x: np.ndarray, dtype) -> np.ndarray:
-    """convert_element_type for the cases dot/conv lowering inserts (XLA: round to nearest even)."""
-    dtype = np.dtype(dtype)
-    if x.dtype == dtype:
-        return x
-    if D.is_float(dtype) and (D.is_float(x.dtype) or D.is_int(x.dtype) or D.is_bool(x.dtype)):
-        if x.dtype == F64 or dtype in D.ML_FLOATS and D.is_int(x.dtype):
-            return round_float(x.astype(F64), dtype)
-        return x.astype(dtype)
-    if D.is_complex(dtype):
-        return x.astype(dtype)
-    if D.is_int(dtype) and (D.is_int(x.dtype) or D.is_bool(x.dtype)):
-        return wrap_int(x.astype(np.int64) if D.is_signed(x.dtype) or D.is_bool(x.dtype)
-                        else x.astype(np.uint64), dtype)
-    raise NotImplementedError(f"conversion {x.dtype} -> {dtype} in a contraction")
+FP8 = {np.dtype(t) for t in dtypes.ML_FLOATS if dtypes.bit_width(t) == 8}
 
 
 def _lowered_inputs(eqn, lhs, rhs, out_dtype):
@@ -53,8 +38,7 @@ def _algorithm_of(precision):
     """The explicit DotAlgorithm / DotAlgorithmPreset (not DEFAULT) in a precision param, or None."""
     # (a DotAlgorithm is a NamedTuple itself; a pair of Precisions is a plain tuple)
     for p in (precision if type(precision) is tuple else (precision,)):
-        kind = type(p).__name__
-        if kind == "DotAlgorithm" or (kind == "DotAlgorithmPreset" and p.name != "DEFAULT"):
+        if isinstance(p, DotAlgorithm) or (isinstance(p, DotAlgorithmPreset) and p.name != "DEFAULT"):
             return p
     return None
 
@@ -103,7 +87,7 @@ def _pick(dtype, supported):
 
 def _algorithm_semantics(eqn, alg, lhs_dtype, rhs_dtype) -> _Algorithm:
     out = np.dtype(eqn.out_dtype)
-    if type(alg).__name__ == "DotAlgorithm":
+    if isinstance(alg, DotAlgorithm):
         if (alg.lhs_component_count, alg.rhs_component_count, alg.num_primitive_operations) != (1, 1, 1):
             raise eqn.unsupported(f"dot_algorithm/unsupported: dot algorithm {alg!r}: component "
                                   "decompositions other than the presets' have no definition to follow")
@@ -125,7 +109,7 @@ def _algorithm_semantics(eqn, alg, lhs_dtype, rhs_dtype) -> _Algorithm:
 
 
 def _round_tf32(x: np.ndarray) -> np.ndarray:
-    u = _c_order(x.astype(np.float32)).view(np.uint32).astype(np.uint64)
+    u = c_order(x.astype(np.float32)).view(np.uint32).astype(np.uint64)
     return reduce_precision_bits(u, (32, 8, 23), 8, 10).astype(np.uint32).view(np.float32)
 
 
@@ -134,7 +118,7 @@ def _components(x: np.ndarray, precision, parts: int) -> list:
     components (float32 arrays holding bf16/tf32 values; exact copies of the values)."""
     if precision is None:
         return [x]
-    rnd = _round_tf32 if precision == "tf32" else lambda v: v.astype(D.bfloat16).astype(np.float32)
+    rnd = _round_tf32 if precision == "tf32" else lambda v: v.astype(dtypes.bfloat16).astype(np.float32)
     rest = convert(x, np.float32)
     finite = np.isfinite(rest)
     comps = []
@@ -150,8 +134,8 @@ def algorithm_dot_value(eqn, lhs, rhs, dimension_numbers, alg) -> np.ndarray:
     """dot_general under an explicit algorithm (stages 1-4 above)."""
     a = _algorithm_semantics(eqn, alg, lhs.dtype, rhs.dtype)
     out = np.dtype(eqn.out_dtype)
-    if not all(D.is_float(t) for t in (a.lhs, a.rhs, a.accumulation, a.result, out)) or \
-            D.is_complex(lhs.dtype) or D.is_complex(rhs.dtype):
+    if not all(dtypes.is_float(t) for t in (a.lhs, a.rhs, a.accumulation, a.result, out)) or \
+            dtypes.is_complex(lhs.dtype) or dtypes.is_complex(rhs.dtype):
         raise eqn.unsupported(f"dot algorithm {alg!r} with {lhs.dtype} x {rhs.dtype} -> {out}")
     lhs, rhs = convert(np.asarray(lhs), a.lhs), convert(np.asarray(rhs), a.rhs)
     lc = _components(lhs, a.precision, _PARTS[a.split])
@@ -180,7 +164,7 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
     nb, m, k = a.shape
     n = b.shape[2]
     for x in (a, b):
-        if D.is_int(x.dtype) and D.bit_width(x.dtype) > 32:
+        if dtypes.is_int(x.dtype) and dtypes.bit_width(x.dtype) > 32:
             raise NotImplementedError("dot/int64-to-float-unsupported: 64-bit integer inputs with a "
                                       "float result")
     wide = wide_type(a.dtype, b.dtype)
@@ -319,7 +303,7 @@ def _bracket(s, bb, out_dtype):
         hi = np.add(s, bb, out=scratch("dot.hi", s.shape, out_dtype), casting="same_kind")
     else:
         lo, hi = round_float(s - bb, out_dtype), round_float(s + bb, out_dtype)
-    uint = D.storage_uint(out_dtype)
+    uint = dtypes.storage_uint(out_dtype)
     return lo, np.flatnonzero(np.not_equal(lo.view(uint), hi.view(uint), out=scratch("dot.ne", s.shape, bool)))
 
 
@@ -359,9 +343,7 @@ def _round_pair(hi, lo, delta, special, exact) -> np.ndarray:
     below half an ulp of s; the rest (near-ties) are computed exactly. ``special``: the caller's
     values where they are not finite (inf/NaN rows and columns), taken as they are."""
     with np.errstate(all="ignore"):
-        s = hi + lo
-        bb = s - hi
-        e = (hi - (s - bb)) + (lo - bb)
+        s, e = two_sum(hi, lo)
         half_ulp = np.abs(np.spacing(s)) / 2
         certain = np.abs(e) + delta * (1 + 2 ** -50) < half_ulp * (1 - 2 ** -50)
         certain &= np.isfinite(s) & ((s != 0) | (delta == 0))   # (a tiny nonzero sum keeps its sign)
@@ -464,13 +446,13 @@ def matmul(eqn, a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
     """Batched ``a @ b`` (a: (B, M, K), b: (B, K, N)) with the reference's semantics."""
     out_dtype = np.dtype(out_dtype)
     try:
-        if D.is_int(out_dtype) or D.is_bool(out_dtype):
-            wide = np.uint64 if D.is_unsigned(a.dtype) and D.is_unsigned(b.dtype) else np.int64
+        if dtypes.is_int(out_dtype) or dtypes.is_bool(out_dtype):
+            wide = np.uint64 if dtypes.is_unsigned(a.dtype) and dtypes.is_unsigned(b.dtype) else np.int64
             p = np.matmul(a.astype(wide), b.astype(wide))    # wraps mod 2**64
-            return p != 0 if D.is_bool(out_dtype) else wrap_int(p, out_dtype)
-        if D.is_float(out_dtype):
+            return p != 0 if dtypes.is_bool(out_dtype) else wrap_int(p, out_dtype)
+        if dtypes.is_float(out_dtype):
             return _float_matmul(a, b, out_dtype)
-        if D.is_complex(out_dtype):
+        if dtypes.is_complex(out_dtype):
             # (ar + i ai)(br + i bi): real part [ar, -ai] . [br; bi], imaginary [ar, ai] . [bi; br].
             part = np.dtype(np.float32 if out_dtype == np.complex64 else np.float64)
             a, b = a.astype(out_dtype), b.astype(out_dtype)

@@ -17,13 +17,13 @@ import warnings
 
 import ml_dtypes
 import numpy as np
+from jax.core import ShapedArray
 
-from interp import dtypes as D
+from interp import dtypes
 from interp.errors import UndefinedBehaviorError
 from interp.evaluator import Literal, is_extended
-from interp.registry import RULES, register
-from interp.rules.lax_conversions import (_NATIVE_FLOATS, _NATIVE_INTS, _c_order, component_dtype, convert,
-                                         to_wide_int, wrap_int)
+from interp.registry import register
+from interp.numerics import c_order, convert, int_wrapper, odd_sum, sign_extend, to_wide_int, wrap_int
 
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu") else None
 
@@ -31,7 +31,7 @@ _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu) if hasattr(ml_dtypes, "float8_e8m0fnu
 def _exact(x: np.ndarray) -> np.ndarray:
     """Float values in a NumPy float type that holds them exactly (narrow floats -> float32)."""
     x = np.asarray(x)
-    return convert(x, np.float32) if x.dtype in D.ML_FLOATS else x
+    return convert(x, np.float32) if x.dtype in dtypes.ML_FLOATS else x
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -48,7 +48,7 @@ def _float_arith(fn, dtype, *xs):
     """``fn`` applied to float (or complex) operands of ``dtype``, rounded once to ``dtype``."""
     dtype = np.dtype(dtype)
     with np.errstate(all="ignore"):
-        if dtype in _NATIVE_FLOATS or D.is_complex(dtype):
+        if dtype in dtypes.NATIVE_FLOATS or dtypes.is_complex(dtype):
             return np.asarray(fn(*xs)).astype(dtype, copy=False)
         return convert(np.asarray(fn(*[_wide(x) for x in xs])), dtype)
 
@@ -64,15 +64,15 @@ def _arith(eqn, int_fn, float_fn, *xs, complex_fn=None, wraps_natively=False):
     already two's complement wrap-around (add, sub, mul, neg, abs, bitwise), so the common
     types skip the int64 round trip; float16/32/64 ``float_fn`` is IEEE in the type."""
     dtype = eqn.out_dtype
-    if dtype in _NATIVE_FLOATS:
+    if dtype in dtypes.NATIVE_FLOATS:
         return float_fn(*xs)
-    if D.is_int(dtype):
-        if wraps_natively and dtype in _NATIVE_INTS:
+    if dtypes.is_int(dtype):
+        if wraps_natively and dtype in dtypes.NATIVE_INTS:
             return int_fn(*xs)
         return _int_arith(int_fn, dtype, *xs)
-    if D.is_complex(dtype) and complex_fn is not None:
+    if dtypes.is_complex(dtype) and complex_fn is not None:
         return complex_fn(dtype, *xs)
-    if D.is_float(dtype) or D.is_complex(dtype):
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
         return _float_arith(float_fn, dtype, *xs)
     raise eqn.unsupported(f"{eqn.name} of {dtype}")
 
@@ -144,38 +144,196 @@ def _scalar_rule(ufunc, ctx):
     return rule
 
 
-def _specialise(ufunc, natives, result=None):
-    """A ``prepare`` hook: the ufunc rule where the dtypes allow it (``_same_native_dtype``), else
-    the general rule."""
-    def attach(general):
-        def prepare(ctx):
-            if _same_native_dtype(ctx, natives, result) and ctx.params.get("out_dtype") is None:
-                return _scalar_rule(ufunc, ctx) or _UFUNC_RULES[ufunc]
-            return general
-        general.prepare = prepare
-        return general
-    return attach
+def _native(ufunc, natives, result=None):
+    """The ufunc rule where the dtypes allow it (``_same_native_dtype``; not for mul's out_dtype),
+    else None: one step of a ``prepare`` (:func:`_plan`)."""
+    def native(ctx):
+        if _same_native_dtype(ctx, natives, result) and ctx.params.get("out_dtype") is None:
+            return _scalar_rule(ufunc, ctx) or _UFUNC_RULES[ufunc]
+        return None
+    return native
 
 
-_NATIVE_NUMBERS = _NATIVE_FLOATS + _NATIVE_INTS
+def _plan(*steps):
+    """A rule's ``prepare`` (interp/registry.py register): the first of ``steps`` (``step(ctx)``
+    -> a rule for the equation, or None) that applies; None (the rule itself) if none does."""
+    def prepare(ctx):
+        for step in steps:
+            rule = step(ctx)
+            if rule is not None:
+                return rule
+        return None
+    return prepare
+
+
+_NATIVE_NUMBERS = dtypes.NATIVE_FLOATS + dtypes.NATIVE_INTS
+
+
+# --- rank-0 integer and bool equations on Python integers -----------------------------------------
+# Kernels compute program ids, loop indices and buffer slots as rank-0 integers (a Mosaic GPU
+# matmul evaluates ~6000 of them per call). NumPy spends microseconds on each: a 0-d array goes
+# through the ufunc machinery, and div/rem/shifts/bitwise through the int64 round trip and masks
+# of the general rules above (~100 us for a 0-d rem). Where every operand and the result are
+# rank 0 and of one native integer dtype (or bool), the plan computes on Python integers instead:
+# they are unbounded, so every result is exact before it is wrapped two's complement into the
+# dtype (what wrap_int does), and it comes back as a NumPy scalar of the result dtype. Same
+# semantics as the general rules (spec/lax_elementwise.py: x / 0 == -1, x % 0 == x, INT_MIN / -1
+# wraps to INT_MIN, shift amounts read as unsigned); tests/test_lax_elementwise.py
+# test_rank0_* checks each one bitwise against the general rule on arrays and against XLA:CPU,
+# over every pair of int8 and bool values and the edge values of the wider types.
+
+def _py_div(x: int, y: int) -> int:
+    """Truncating division; x / 0 == -1 (all ones once wrapped unsigned); INT_MIN / -1 == -INT_MIN,
+    which the wrap makes INT_MIN."""
+    if y == 0:
+        return -1
+    q = abs(x) // abs(y)
+    return q if (x < 0) == (y < 0) else -q
+
+
+def _py_rem(x: int, y: int) -> int:
+    """Remainder with the dividend's sign; x % 0 == x (and INT_MIN % -1 == 0)."""
+    if y == 0:
+        return x
+    r = abs(x) % abs(y)
+    return -r if x < 0 else r
+
+
+def _py_sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _py_shift(kind: str, nbits: int):
+    """A shift of ``nbits``-bit values; the amount is read as unsigned, so negative amounts are
+    >= the bit width (left and logical: 0; arithmetic: the sign fill)."""
+    mask = (1 << nbits) - 1
+    as_signed = int_wrapper(nbits, signed=True)
+
+    def shift(x: int, s: int) -> int:
+        a = s & mask
+        if kind == "left":
+            return 0 if a >= nbits else x << a
+        if kind == "logical":
+            return 0 if a >= nbits else (x & mask) >> a
+        v = as_signed(x)    # the bits as signed (unsigned dtypes: the top bit)
+        return (-1 if v < 0 else 0) if a >= nbits else v >> a
+    return shift
+
+
+# name -> (Python function of ints, whether it applies to bool operands, arity); comparisons give
+# bool results, the others the operands' dtype. Bool operands are 0/1.
+_PY_INT_OPS = {
+    "add": (operator.add, False, 2), "add_any": (operator.add, False, 2),
+    "sub": (operator.sub, False, 2),
+    "mul": (operator.mul, False, 2), "div": (_py_div, False, 2), "rem": (_py_rem, False, 2),
+    "and": (operator.and_, True, 2), "or": (operator.or_, True, 2), "xor": (operator.xor, True, 2),
+    "max": (max, True, 2), "min": (min, True, 2), "neg": (operator.neg, False, 1),
+    "not": (operator.invert, True, 1), "sign": (_py_sign, False, 1), "abs": (abs, False, 1),
+    **{name: (_OPERATORS[ufunc], True, 2) for name, ufunc in _COMPARISONS.items()},
+}
+_PY_SHIFTS = {"shift_left": "left", "shift_right_logical": "logical",
+              "shift_right_arithmetic": "arithmetic"}
+_BOOL = np.dtype(np.bool_)
+
+
+_SCALARS: "dict[np.dtype, dict[int, np.generic]]" = {}
+_SCALAR_CACHE_SIZE = 1 << 12
+
+
+def _to_dtype(dtype: np.dtype):
+    """Python int -> the NumPy scalar of ``dtype`` holding it wrapped two's complement.
+
+    Making a NumPy scalar costs more than the arithmetic (~1 us: NumPy's generic constructor), so
+    the scalars of the values met first (kernels keep meeting the same small ids and indices) are
+    kept per dtype: NumPy scalars are immutable, so handing one out again is safe."""
+    t = dtype.type
+    if dtype == _BOOL:
+        return lambda v: np.True_ if v & 1 else np.False_   # (not on 0/1: ~1 == -2 -> False)
+    nbits = dtype.itemsize * 8
+    wrap = int_wrapper(nbits, signed=dtype.kind == "i")
+    cache = _SCALARS.setdefault(dtype, {})
+
+    def to(v: int) -> np.generic:
+        s = cache.get(v)
+        if s is None:
+            s = t(wrap(v))
+            if len(cache) < _SCALAR_CACHE_SIZE:
+                cache[v] = s
+        return s
+    return to
+
+
+def _rank0(avals) -> bool:
+    """Every aval a rank-0 plain array (not a ref)."""
+    return all(type(a) is ShapedArray and a.shape == () for a in avals)
+
+
+def _rank0_int_dtype(ctx) -> "np.dtype | None":
+    """The operands' one native integer or bool dtype where every operand and the result are
+    rank 0 (plain arrays, not refs), else None."""
+    if not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)):
+        return None
+    dtype = ctx.in_avals[0].dtype
+    if not (dtype in dtypes.NATIVE_INTS or dtype == _BOOL) or \
+            any(a.dtype != dtype for a in ctx.in_avals):
+        return None
+    return np.dtype(dtype)
+
+
+def _py_int_rule(ctx):
+    """The Python-int rule of a rank-0 equation, or None where it does not apply."""
+    dtype = _rank0_int_dtype(ctx)
+    if dtype is None or ctx.params.get("out_dtype") is not None:
+        return None
+    name = ctx.name
+    if name in _PY_SHIFTS:
+        if dtype == _BOOL:
+            return None
+        fn, arity = _py_shift(_PY_SHIFTS[name], dtype.itemsize * 8), 2
+    else:
+        fn, on_bool, arity = _PY_INT_OPS[name]
+        if (dtype == _BOOL and not on_bool) or (name == "abs" and dtype.kind == "u"):
+            return None    # (JAX rejects abs of unsigned integers when tracing)
+    result = np.dtype(ctx.out_dtype)
+    if result != (_BOOL if name in _COMPARISONS else dtype):
+        return None
+    to = _to_dtype(result)
+    if arity == 1:
+        def rule(eqn, x):
+            return to(fn(int(x)))
+    elif name == "mul":      # (mul's out_dtype parameter: the fast path applies where it is None)
+        def rule(eqn, x, y, *, out_dtype=None):
+            return to(fn(int(x), int(y)))
+    else:
+        def rule(eqn, x, y):
+            return to(fn(int(x), int(y)))
+    rule.__name__ = f"py_int_{name}"
+    return rule
+
+
+def _select_out_of_range(which, ncases) -> UndefinedBehaviorError:
+    return UndefinedBehaviorError(f"select_n: predicate value {which} is out of range for {ncases} "
+                                  "cases (select_n/c2: the result is undefined in JAX/XLA)")
+
+
+def _py_select_n(ctx):
+    """select_n of rank-0 operands: the chosen case as a NumPy scalar (its bits unchanged), the
+    predicate's range checked as the general rule does. None where it does not apply."""
+    ncases = len(ctx.in_avals) - 1
+    if ncases < 2 or not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)) \
+            or any(a.dtype != ctx.out_dtype for a in ctx.in_avals[1:]) or is_extended(ctx.out_dtype):
+        return None
+
+    def rule(eqn, which, *cases):
+        i = int(which)
+        if 0 <= i < ncases:
+            return cases[i][()]
+        raise _select_out_of_range(i, ncases)
+    rule.__name__ = "py_select_n"
+    return rule
 
 
 # --- complex multiply / divide ------------------------------------------------------------------
-
-def _two_sum(a, b):
-    """s = fl(a+b) and the exact error e (a + b == s + e), for float64 arrays."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
-
-
-def _odd_sum(a, b):
-    """a + b rounded to odd in float64 (its last bit is sticky when inexact), for exact a, b."""
-    s, e = _two_sum(a, b)
-    fix = (e != 0) & np.isfinite(s) & ((_c_order(s).view(np.uint64) & np.uint64(1)) == 0)
-    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-
 
 def _complex_mul(dtype, x, y):
     """(a+bi)(c+di) = (ac-bd) + (ad+bc)i, each part of the textbook formula rounded once.
@@ -188,7 +346,7 @@ def _complex_mul(dtype, x, y):
         if dtype == np.complex64:
             a, b = x.real.astype(np.float64), x.imag.astype(np.float64)
             c, d = y.real.astype(np.float64), y.imag.astype(np.float64)
-            re, im = _odd_sum(a * c, -(b * d)), _odd_sum(a * d, b * c)
+            re, im = odd_sum(a * c, -(b * d)), odd_sum(a * d, b * c)
             out = np.empty(np.broadcast(re, im).shape, dtype)
             out.real, out.imag = re.astype(np.float32), im.astype(np.float32)
             return out
@@ -202,27 +360,24 @@ def _complex_mul(dtype, x, y):
 
 def _complex_div(dtype, x, y):
     """x / y computed in the wider complex type (NumPy's Smith algorithm) and rounded once."""
-    wide = D.wide_float(dtype)
+    wide = dtypes.wide_float(dtype)
     with np.errstate(all="ignore"):
         return (np.asarray(x).astype(wide) / np.asarray(y).astype(wide)).astype(dtype)
 
 
 # --- arithmetic -----------------------------------------------------------------------------------
 
-@register("add", "add_any")
-@_specialise(np.add, _NATIVE_NUMBERS)
+@register("add", "add_any", prepare=_plan(_py_int_rule, _native(np.add, _NATIVE_NUMBERS)))
 def add(eqn, x, y):
     return _arith(eqn, np.add, np.add, x, y, wraps_natively=True)
 
 
-@register("sub")
-@_specialise(np.subtract, _NATIVE_NUMBERS)
+@register("sub", prepare=_plan(_py_int_rule, _native(np.subtract, _NATIVE_NUMBERS)))
 def sub(eqn, x, y):
     return _arith(eqn, np.subtract, np.subtract, x, y, wraps_natively=True)
 
 
-@register("mul")
-@_specialise(np.multiply, _NATIVE_NUMBERS)
+@register("mul", prepare=_plan(_py_int_rule, _native(np.multiply, _NATIVE_NUMBERS)))
 def mul(eqn, x, y, *, out_dtype=None):
     if out_dtype is not None:
         # JAX lowers mul(out_dtype=T) as convert(x, T) * convert(y, T) (jax/_src/lax/lax.py
@@ -254,22 +409,20 @@ def _int_divmod(x, y):
     return np.where(zero, ~np.uint64(0), q), np.where(zero, x, r)
 
 
-@register("div")
-@_specialise(np.divide, _NATIVE_FLOATS)
+@register("div", prepare=_plan(_py_int_rule, _native(np.divide, dtypes.NATIVE_FLOATS)))
 def div(eqn, x, y):
     return _arith(eqn, lambda a, b: _int_divmod(a, b)[0], np.divide, x, y, complex_fn=_complex_div)
 
 
-@register("rem")
+@register("rem", prepare=_plan(_py_int_rule))
 def rem(eqn, x, y):
     # floats: C fmod (exact, sign of the dividend): XLA's kRemainder
     return _arith(eqn, lambda a, b: _int_divmod(a, b)[1], np.fmod, x, y)
 
 
-@register("neg")
-@_specialise(np.negative, _NATIVE_NUMBERS)
+@register("neg", prepare=_plan(_py_int_rule, _native(np.negative, _NATIVE_NUMBERS)))
 def neg(eqn, x):
-    if D.is_float(x.dtype) and x.dtype not in _NATIVE_FLOATS:
+    if dtypes.is_float(x.dtype) and x.dtype not in dtypes.NATIVE_FLOATS:
         return convert(np.negative(_exact(x)), x.dtype)
     return _arith(eqn, np.negative, np.negative, x, wraps_natively=True)
 
@@ -279,25 +432,25 @@ def square(eqn, x):
     return mul(eqn, x, x)
 
 
-@register("abs")
+@register("abs", prepare=_plan(_py_int_rule))
 def abs_(eqn, x):
-    if D.is_complex(x.dtype):
-        wide = D.wide_float(component_dtype(x.dtype))
+    if dtypes.is_complex(x.dtype):
+        wide = dtypes.wide_float(dtypes.component_dtype(x.dtype))
         with np.errstate(all="ignore"):
             return np.hypot(x.real.astype(wide), x.imag.astype(wide)).astype(eqn.out_dtype)
-    if D.is_float(x.dtype):
+    if dtypes.is_float(x.dtype):
         return convert(np.abs(_exact(x)), x.dtype)
     return _int_arith(np.abs, x.dtype, x)   # abs(INT_MIN) wraps to INT_MIN
 
 
-@register("sign")
+@register("sign", prepare=_plan(_py_int_rule))
 def sign(eqn, x):
     dtype = x.dtype
-    if D.is_int(dtype):
+    if dtypes.is_int(dtype):
         return _int_arith(np.sign, dtype, x)
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         # x / |x|, and 0 for 0 (XLA EmitComplexSign)
-        wide = D.wide_float(dtype)
+        wide = dtypes.wide_float(dtype)
         xw = x.astype(wide)
         with np.errstate(all="ignore"):
             mag = np.abs(xw)
@@ -336,10 +489,10 @@ def integer_pow(eqn, x, *, y):
 def mulhi(eqn, x, y):
     """The high half of the 2N-bit product (chlo.mulhi)."""
     dtype = x.dtype
-    nbits = D.bit_width(dtype)
+    nbits = dtypes.bit_width(dtype)
     with np.errstate(all="ignore"):
         if nbits < 64:
-            return wrap_int(to_wide_int(x) * to_wide_int(y) >> nbits, dtype) if D.is_signed(dtype) \
+            return wrap_int(to_wide_int(x) * to_wide_int(y) >> nbits, dtype) if dtypes.is_signed(dtype) \
                 else wrap_int((to_wide_int(x).astype(np.uint64) * to_wide_int(y).astype(np.uint64))
                               >> np.uint64(nbits), dtype)
         u, v = x.astype(np.uint64), y.astype(np.uint64)
@@ -348,20 +501,20 @@ def mulhi(eqn, x, y):
         ll, lh, hl, hh = ul * vl, ul * vh, uh * vl, uh * vh
         mid = (lh & m32) + (hl & m32) + (ll >> s32)
         hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
-        if D.is_signed(dtype):
+        if dtypes.is_signed(dtype):
             # signed high half = unsigned high half - (x<0 ? y : 0) - (y<0 ? x : 0)  (mod 2**64)
             hi = hi - np.where(x < 0, v, np.uint64(0)) - np.where(y < 0, u, np.uint64(0))
-        return hi.astype(np.uint64).view(np.int64).astype(dtype) if D.is_signed(dtype) else hi
+        return hi.astype(np.uint64).view(np.int64).astype(dtype) if dtypes.is_signed(dtype) else hi
 
 
 # --- max / min / clamp ----------------------------------------------------------------------------
 
-def _max_min(x, y, take_max: bool):
+def max_min(x, y, take_max: bool):
     """XLA's max/min: NaN if either is NaN; max(-0, +0) = +0, min(-0, +0) = -0."""
     x, y = np.asarray(x), np.asarray(y)
-    if D.is_bool(x.dtype):
+    if dtypes.is_bool(x.dtype):
         return (x | y) if take_max else (x & y)
-    if D.is_int(x.dtype):
+    if dtypes.is_int(x.dtype):
         return np.asarray((np.maximum if take_max else np.minimum)(x, y), dtype=x.dtype)
     ex, ey = _exact(x), _exact(y)
     pick_x = (ex > ey) if take_max else (ex < ey)
@@ -390,27 +543,27 @@ def _native_max_min(take_max: bool):
     and a min only where it returned +0.0. Those bit patterns are the extremes of the result's
     integer view (-0.0 is the most negative signed integer, +0.0 the least unsigned one): one
     integer min-reduction (SIMD, read-only) says whether any is there, and only then are those
-    elements redone by :func:`_max_min`."""
+    elements redone by :func:`max_min`."""
     ufunc = np.maximum if take_max else np.minimum
 
     def rule(eqn, x, y):
         r = ufunc(x, y)
-        if not D.is_float(r.dtype):
+        if not dtypes.is_float(r.dtype):
             return r
         if type(r) is not np.ndarray or r.ndim == 0:
             # a scalar: only a zero result can be the wrong one of two equal zeros
-            return r if r != 0 else _max_min(x, y, take_max)
+            return r if r != 0 else max_min(x, y, take_max)
         if take_max:
-            bits = r.view(D.INT_OF_BYTES[r.itemsize])
+            bits = r.view(dtypes.INT_OF_BYTES[r.itemsize])
             suspect = np.iinfo(bits.dtype).min          # -0.0
         else:
-            bits = r.view(D.UINT_OF_BYTES[r.itemsize])
+            bits = r.view(dtypes.UINT_OF_BYTES[r.itemsize])
             suspect = 0                                 # +0.0
         if r.size == 0 or bits.min() != suspect:
             return r
         fix = bits == suspect
         shape = r.shape
-        r[fix] = _max_min(np.broadcast_to(x, shape)[fix], np.broadcast_to(y, shape)[fix], take_max)
+        r[fix] = max_min(np.broadcast_to(x, shape)[fix], np.broadcast_to(y, shape)[fix], take_max)
         return r
     return rule
 
@@ -418,29 +571,24 @@ def _native_max_min(take_max: bool):
 _NATIVE_MAX_MIN = {True: _native_max_min(True), False: _native_max_min(False)}
 
 
-def _prepare_max_min(take_max: bool):
-    def prepare(ctx):
-        return _NATIVE_MAX_MIN[take_max] if _same_native_dtype(ctx, _NATIVE_NUMBERS) else \
-            (max_ if take_max else min_)
-    return prepare
+def _native_max_min_step(take_max: bool):
+    def native(ctx):
+        return _NATIVE_MAX_MIN[take_max] if _same_native_dtype(ctx, _NATIVE_NUMBERS) else None
+    return native
 
 
-@register("max")
+@register("max", prepare=_plan(_py_int_rule, _native_max_min_step(True)))
 def max_(eqn, x, y):
-    if D.is_complex(eqn.out_dtype):
+    if dtypes.is_complex(eqn.out_dtype):
         return _complex_max_min(x, y, True)
-    return _max_min(x, y, True)
+    return max_min(x, y, True)
 
 
-@register("min")
+@register("min", prepare=_plan(_py_int_rule, _native_max_min_step(False)))
 def min_(eqn, x, y):
-    if D.is_complex(eqn.out_dtype):
+    if dtypes.is_complex(eqn.out_dtype):
         return _complex_max_min(x, y, False)
-    return _max_min(x, y, False)
-
-
-max_.prepare = _prepare_max_min(True)
-min_.prepare = _prepare_max_min(False)
+    return max_min(x, y, False)
 
 
 @register("clamp")
@@ -451,17 +599,17 @@ def clamp(eqn, lo, x, hi):
     # BACKEND_PROPERTIES complex-clamp).
     shape = np.shape(x)
     lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
-    if D.is_complex(x.dtype):
+    if dtypes.is_complex(x.dtype):
         out = _complex_max_min(_complex_max_min(x, lo, True), hi, False)
     else:
-        out = _max_min(_max_min(x, lo, True), hi, False)
+        out = max_min(max_min(x, lo, True), hi, False)
     return np.asarray(np.broadcast_to(out, eqn.out_aval.shape), dtype=eqn.out_dtype)
 
 
 # --- comparisons -----------------------------------------------------------------------------------
 
 def _cmp_operands(x, y):
-    if D.is_float(x.dtype):
+    if dtypes.is_float(x.dtype):
         return _exact(x), _exact(y)
     return x, y
 
@@ -471,19 +619,26 @@ def _compare(op):
         a, b = _cmp_operands(x, y)
         with np.errstate(all="ignore"):
             return np.asarray(op(a, b), dtype=np.bool_)
+    return rule
 
-    # Operands of one NumPy-native dtype are compared exactly by NumPy itself (IEEE: NaN unordered,
-    # -0.0 == +0.0; integers by value), which is what the general rule does for them after its
-    # dispatch: plan the ufunc (or, on scalars, Python's operator on NumPy scalars) directly.
-    # Narrow floats keep the general rule (read exactly in float32 first).
+
+def _compare_plan(op):
+    """Operands of one NumPy-native dtype are compared exactly by NumPy itself (IEEE: NaN
+    unordered, -0.0 == +0.0; integers by value), which is what the general rule does for them after
+    its dispatch: plan the ufunc (or, on scalars, Python's operator on NumPy scalars) directly.
+    Narrow floats keep the general rule (read exactly in float32 first)."""
     natives = _NATIVE_NUMBERS + (np.dtype(np.bool_),)
     if op in (np.equal, np.not_equal):
         natives += (np.dtype(np.complex64), np.dtype(np.complex128))
-    return _specialise(op, natives, result=np.dtype(np.bool_))(rule)
+    return _plan(_py_int_rule, _native(op, natives, result=np.dtype(np.bool_)))
 
 
-for _name, _op in _COMPARISONS.items():
-    register(_name)(_compare(_op))
+register("eq", prepare=_compare_plan(np.equal))(_compare(np.equal))
+register("ne", prepare=_compare_plan(np.not_equal))(_compare(np.not_equal))
+register("lt", prepare=_compare_plan(np.less))(_compare(np.less))
+register("le", prepare=_compare_plan(np.less_equal))(_compare(np.less_equal))
+register("gt", prepare=_compare_plan(np.greater))(_compare(np.greater))
+register("ge", prepare=_compare_plan(np.greater_equal))(_compare(np.greater_equal))
 
 
 def _total_order_key(x: np.ndarray) -> np.ndarray:
@@ -493,17 +648,17 @@ def _total_order_key(x: np.ndarray) -> np.ndarray:
     the fnuz float8 types as their float32 upcast, where the NaN pattern 0x80 is -NaN (below
     everything), and float8_e8m0fnu (no sign bit) in bit order with NaN (0xFF) on top.
     """
-    if not D.is_float(x.dtype):
+    if not dtypes.is_float(x.dtype):
         return x
-    nbits = D.bit_width(x.dtype)
-    u = _c_order(x).view(D.storage_uint(x.dtype))
+    nbits = dtypes.bit_width(x.dtype)
+    u = c_order(x).view(dtypes.storage_uint(x.dtype))
     if x.dtype == _E8M0:
         return u.astype(np.int64)
     if nbits == 64:
         s = u.view(np.int64)
         return np.where(s < 0, s ^ np.int64(0x7FFFFFFFFFFFFFFF), s)
     u = u.astype(np.int64) & ((1 << nbits) - 1)
-    signed = np.where(u >= (1 << (nbits - 1)), u - (1 << nbits), u)
+    signed = sign_extend(u, nbits)
     key = np.where(signed < 0, signed ^ ((1 << (nbits - 1)) - 1), signed)
     if x.dtype.name.endswith("fnuz"):
         key = np.where(u == (1 << (nbits - 1)), -(1 << nbits), key)   # the NaN: -NaN, lowest
@@ -512,7 +667,7 @@ def _total_order_key(x: np.ndarray) -> np.ndarray:
 
 def _total_compare(op):
     def rule(eqn, x, y):
-        if D.is_complex(x.dtype):
+        if dtypes.is_complex(x.dtype):
             # StableHLO compare: complex operands compare (real, imag) lexicographically with the
             # given compare type. JAX accepts complex only for eq_to (le_to/lt_to take ordered
             # types); equality of both parts' total-order keys is that comparison for EQ.
@@ -525,8 +680,9 @@ def _total_compare(op):
     return rule
 
 
-for _name, _op in (("eq_to", np.equal), ("le_to", np.less_equal), ("lt_to", np.less)):
-    register(_name)(_total_compare(_op))
+register("eq_to")(_total_compare(np.equal))
+register("le_to")(_total_compare(np.less_equal))
+register("lt_to")(_total_compare(np.less))
 
 
 @register("is_finite")
@@ -538,26 +694,27 @@ def is_finite(eqn, x):
 
 def _bitwise(op):
     def rule(eqn, x, y):
-        if D.is_bool(x.dtype):
+        if dtypes.is_bool(x.dtype):
             return np.asarray(op(x, y), dtype=np.bool_)
         return _int_arith(op, x.dtype, x, y)
     return rule
 
 
-for _name, _op in (("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor)):
-    register(_name)(_bitwise(_op))
+register("and", prepare=_plan(_py_int_rule))(_bitwise(np.bitwise_and))
+register("or", prepare=_plan(_py_int_rule))(_bitwise(np.bitwise_or))
+register("xor", prepare=_plan(_py_int_rule))(_bitwise(np.bitwise_xor))
 
 
-@register("not")
+@register("not", prepare=_plan(_py_int_rule))
 def not_(eqn, x):
-    if D.is_bool(x.dtype):
+    if dtypes.is_bool(x.dtype):
         return np.logical_not(x)
     return _int_arith(np.invert, x.dtype, x)
 
 
 def _unsigned_bits(x: np.ndarray) -> np.ndarray:
     """The n-bit two's complement pattern of integers as uint64."""
-    nbits = D.bit_width(x.dtype)
+    nbits = dtypes.bit_width(x.dtype)
     u = to_wide_int(x).astype(np.uint64)
     return u & np.uint64((1 << nbits) - 1) if nbits < 64 else u
 
@@ -565,7 +722,7 @@ def _unsigned_bits(x: np.ndarray) -> np.ndarray:
 def _shift(kind: str):
     def rule(eqn, x, s):
         dtype = eqn.out_dtype
-        nbits = D.bit_width(dtype)
+        nbits = dtypes.bit_width(dtype)
         # the shift amount is read as unsigned: negative amounts are >= the bit width
         amount = _unsigned_bits(np.asarray(s, dtype=dtype))
         big = amount >= np.uint64(nbits)
@@ -580,16 +737,16 @@ def _shift(kind: str):
                 v = to_wide_int(x)
                 if v.dtype == np.uint64:   # uint64: the sign is the top bit
                     v = v.view(np.int64)
-                elif D.is_unsigned(dtype):
-                    v = np.where(v >= (1 << (nbits - 1)), v - (1 << nbits), v)
+                elif dtypes.is_unsigned(dtype):
+                    v = sign_extend(v, nbits)
                 out = np.where(big, np.where(v < 0, -1, 0), v >> a.astype(np.int64))
         return wrap_int(out, dtype)
     return rule
 
 
-register("shift_left")(_shift("left"))
-register("shift_right_logical")(_shift("logical"))
-register("shift_right_arithmetic")(_shift("arithmetic"))
+register("shift_left", prepare=_plan(_py_int_rule))(_shift("left"))
+register("shift_right_logical", prepare=_plan(_py_int_rule))(_shift("logical"))
+register("shift_right_arithmetic", prepare=_plan(_py_int_rule))(_shift("arithmetic"))
 
 
 @register("population_count")
@@ -600,7 +757,7 @@ def population_count(eqn, x):
 @register("clz")
 def clz(eqn, x):
     u = _unsigned_bits(x)
-    nbits = D.bit_width(x.dtype)
+    nbits = dtypes.bit_width(x.dtype)
     length = np.zeros(u.shape, np.int64)   # bit length by binary search over 32, 16, ..., 1
     for step in (32, 16, 8, 4, 2, 1):
         has = (u >> np.uint64(step)) != 0
@@ -643,7 +800,7 @@ def nextafter(eqn, x, y):
     """chlo.next_after: NaN if either is NaN; y if x == y; from +-0 the smallest subnormal with
     y's sign; else the bit pattern of x stepped by one toward y."""
     dtype = eqn.out_dtype
-    if dtype in _NATIVE_FLOATS:
+    if dtype in dtypes.NATIVE_FLOATS:
         # x == y -> y explicitly: NumPy's float16 nextafter(-0.0, +0.0) gives -0.0 before NumPy 2.5
         return np.asarray(np.where(x == y, y, np.nextafter(x, y)), dtype=dtype)
     # Narrow floats: chlo's expansion itself (stablehlo/transforms/ChloLegalizeToStablehlo.cpp
@@ -653,11 +810,11 @@ def nextafter(eqn, x, y):
     shape = eqn.out_aval.shape
     x, y = np.broadcast_to(x, shape), np.broadcast_to(y, shape)
     ex, ey = _exact(x), _exact(y)
-    nbits = D.bit_width(dtype)
-    ut = D.storage_uint(dtype)
+    nbits = dtypes.bit_width(dtype)
+    ut = dtypes.storage_uint(dtype)
     mask, sign = (1 << nbits) - 1, 1 << (nbits - 1)
-    xb = _c_order(x).view(ut).astype(np.int64) & mask
-    yb = _c_order(y).view(ut).astype(np.int64) & mask
+    xb = c_order(x).view(ut).astype(np.int64) & mask
+    yb = c_order(y).view(ut).astype(np.int64) & mask
     x_abs, y_abs = xb & (sign - 1), yb & (sign - 1)
     toward_zero = ((xb & sign) != (yb & sign)) | (x_abs > y_abs)
     out = np.where(toward_zero, xb - 1, xb + 1)
@@ -669,17 +826,12 @@ def nextafter(eqn, x, y):
 
 # --- select -------------------------------------------------------------------------------------------
 
-def _select_out_of_range(which, ncases) -> UndefinedBehaviorError:
-    return UndefinedBehaviorError(f"select_n: predicate value {which} is out of range for {ncases} "
-                                  "cases (select_n/c2: the result is undefined in JAX/XLA)")
-
-
-@register("select_n")
+@register("select_n", prepare=_plan(_py_select_n))
 def select_n(eqn, which, *cases):
     if len(cases) == 1:
         return np.asarray(np.broadcast_to(cases[0], eqn.out_aval.shape), dtype=eqn.out_dtype).copy()
     w = np.asarray(which)
-    if D.is_bool(w.dtype):
+    if dtypes.is_bool(w.dtype):
         idx = w.astype(np.int64)
     else:
         idx = to_wide_int(w)
@@ -702,197 +854,20 @@ def complex_(eqn, x, y):
 
 @register("real")
 def real(eqn, x):
-    return _c_order(np.real(x)).astype(eqn.out_dtype)
+    return c_order(np.real(x)).astype(eqn.out_dtype)
 
 
 @register("imag")
 def imag(eqn, x):
-    return _c_order(np.imag(x)).astype(eqn.out_dtype)
+    return c_order(np.imag(x)).astype(eqn.out_dtype)
 
 
 @register("conj")
 def conj(eqn, x, *, input_dtype=None):
     # jax/_src/lax/lax.py _conj_impl: complex(real(x), -imag(x)); complex(x, 0) for real x
     out = np.empty(eqn.out_aval.shape, eqn.out_dtype)
-    if D.is_complex(x.dtype):
+    if dtypes.is_complex(x.dtype):
         out.real, out.imag = x.real, np.negative(x.imag)
     else:
         out.real, out.imag = x, 0
     return out
-
-
-# --- rank-0 integer and bool equations on Python integers -----------------------------------------
-# Kernels compute program ids, loop indices and buffer slots as rank-0 integers (a Mosaic GPU
-# matmul evaluates ~6000 of them per call). NumPy spends microseconds on each: a 0-d array goes
-# through the ufunc machinery, and div/rem/shifts/bitwise through the int64 round trip and masks
-# of the general rules above (~100 us for a 0-d rem). Where every operand and the result are
-# rank 0 and of one native integer dtype (or bool), the plan computes on Python integers instead:
-# they are unbounded, so every result is exact before it is wrapped two's complement into the
-# dtype (what wrap_int does), and it comes back as a NumPy scalar of the result dtype. Same
-# semantics as the general rules (spec/lax_elementwise.py: x / 0 == -1, x % 0 == x, INT_MIN / -1
-# wraps to INT_MIN, shift amounts read as unsigned); tests/test_lax_elementwise.py
-# test_rank0_* checks each one bitwise against the general rule on arrays and against XLA:CPU,
-# over every pair of int8 and bool values and the edge values of the wider types.
-
-def _py_div(x: int, y: int) -> int:
-    """Truncating division; x / 0 == -1 (all ones once wrapped unsigned); INT_MIN / -1 == -INT_MIN,
-    which the wrap makes INT_MIN."""
-    if y == 0:
-        return -1
-    q = abs(x) // abs(y)
-    return q if (x < 0) == (y < 0) else -q
-
-
-def _py_rem(x: int, y: int) -> int:
-    """Remainder with the dividend's sign; x % 0 == x (and INT_MIN % -1 == 0)."""
-    if y == 0:
-        return x
-    r = abs(x) % abs(y)
-    return -r if x < 0 else r
-
-
-def _py_sign(x: int) -> int:
-    return (x > 0) - (x < 0)
-
-
-def _py_shift(kind: str, nbits: int):
-    """A shift of ``nbits``-bit values; the amount is read as unsigned, so negative amounts are
-    >= the bit width (left and logical: 0; arithmetic: the sign fill)."""
-    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
-
-    def shift(x: int, s: int) -> int:
-        a = s & mask
-        if kind == "left":
-            return 0 if a >= nbits else x << a
-        if kind == "logical":
-            return 0 if a >= nbits else (x & mask) >> a
-        v = ((x + half) & mask) - half    # the bits as signed (unsigned dtypes: the top bit)
-        return (-1 if v < 0 else 0) if a >= nbits else v >> a
-    return shift
-
-
-# name -> (Python function of ints, whether it applies to bool operands, arity); comparisons give
-# bool results, the others the operands' dtype. Bool operands are 0/1.
-_PY_INT_OPS = {
-    "add": (operator.add, False, 2), "add_any": (operator.add, False, 2),
-    "sub": (operator.sub, False, 2),
-    "mul": (operator.mul, False, 2), "div": (_py_div, False, 2), "rem": (_py_rem, False, 2),
-    "and": (operator.and_, True, 2), "or": (operator.or_, True, 2), "xor": (operator.xor, True, 2),
-    "max": (max, True, 2), "min": (min, True, 2), "neg": (operator.neg, False, 1),
-    "not": (operator.invert, True, 1), "sign": (_py_sign, False, 1), "abs": (abs, False, 1),
-    **{name: (_OPERATORS[ufunc], True, 2) for name, ufunc in _COMPARISONS.items()},
-}
-_PY_SHIFTS = {"shift_left": "left", "shift_right_logical": "logical",
-              "shift_right_arithmetic": "arithmetic"}
-_BOOL = np.dtype(np.bool_)
-
-
-_SCALARS: "dict[np.dtype, dict[int, np.generic]]" = {}
-_SCALAR_CACHE_SIZE = 1 << 12
-
-
-def _to_dtype(dtype: np.dtype):
-    """Python int -> the NumPy scalar of ``dtype`` holding it wrapped two's complement.
-
-    Making a NumPy scalar costs more than the arithmetic (~1 us: NumPy's generic constructor), so
-    the scalars of the values met first (kernels keep meeting the same small ids and indices) are
-    kept per dtype: NumPy scalars are immutable, so handing one out again is safe."""
-    t = dtype.type
-    if dtype == _BOOL:
-        return lambda v: np.True_ if v & 1 else np.False_   # (not on 0/1: ~1 == -2 -> False)
-    nbits = dtype.itemsize * 8
-    mask, half = (1 << nbits) - 1, 1 << (nbits - 1)
-    signed = dtype.kind == "i"
-    cache = _SCALARS.setdefault(dtype, {})
-
-    def to(v: int) -> np.generic:
-        s = cache.get(v)
-        if s is None:
-            s = t(((v + half) & mask) - half if signed else v & mask)
-            if len(cache) < _SCALAR_CACHE_SIZE:
-                cache[v] = s
-        return s
-    return to
-
-
-def _rank0(avals) -> bool:
-    """Every aval a rank-0 plain array (not a ref)."""
-    return all(type(a).__name__ == "ShapedArray" and a.shape == () for a in avals)
-
-
-def _rank0_int_dtype(ctx) -> "np.dtype | None":
-    """The operands' one native integer or bool dtype where every operand and the result are
-    rank 0 (plain arrays, not refs), else None."""
-    if not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)):
-        return None
-    dtype = ctx.in_avals[0].dtype
-    if not (dtype in _NATIVE_INTS or dtype == _BOOL) or \
-            any(a.dtype != dtype for a in ctx.in_avals):
-        return None
-    return np.dtype(dtype)
-
-
-def _py_int_rule(ctx):
-    """The Python-int rule of a rank-0 equation, or None where it does not apply."""
-    dtype = _rank0_int_dtype(ctx)
-    if dtype is None or ctx.params.get("out_dtype") is not None:
-        return None
-    name = ctx.name
-    if name in _PY_SHIFTS:
-        if dtype == _BOOL:
-            return None
-        fn, arity = _py_shift(_PY_SHIFTS[name], dtype.itemsize * 8), 2
-    else:
-        fn, on_bool, arity = _PY_INT_OPS[name]
-        if (dtype == _BOOL and not on_bool) or (name == "abs" and dtype.kind == "u"):
-            return None    # (JAX rejects abs of unsigned integers when tracing)
-    result = np.dtype(ctx.out_dtype)
-    if result != (_BOOL if name in _COMPARISONS else dtype):
-        return None
-    to = _to_dtype(result)
-    if arity == 1:
-        def rule(eqn, x):
-            return to(fn(int(x)))
-    elif name == "mul":      # (mul's out_dtype parameter: the fast path applies where it is None)
-        def rule(eqn, x, y, *, out_dtype=None):
-            return to(fn(int(x), int(y)))
-    else:
-        def rule(eqn, x, y):
-            return to(fn(int(x), int(y)))
-    rule.__name__ = f"py_int_{name}"
-    return rule
-
-
-def _py_select_n(ctx):
-    """select_n of rank-0 operands: the chosen case as a NumPy scalar (its bits unchanged), the
-    predicate's range checked as the general rule does. None where it does not apply."""
-    ncases = len(ctx.in_avals) - 1
-    if ncases < 2 or not (_rank0(ctx.in_avals) and _rank0(ctx.out_avals)) \
-            or any(a.dtype != ctx.out_dtype for a in ctx.in_avals[1:]) or is_extended(ctx.out_dtype):
-        return None
-
-    def rule(eqn, which, *cases):
-        i = int(which)
-        if 0 <= i < ncases:
-            return cases[i][()]
-        raise _select_out_of_range(i, ncases)
-    rule.__name__ = "py_select_n"
-    return rule
-
-
-def _rank0_first(rule, make):
-    """Give ``rule`` a plan-time ``prepare`` trying ``make(ctx)`` (the rank-0 rule, or None)
-    before the rule's own prepare, if it has one."""
-    below = getattr(rule, "prepare", None)
-
-    def prepare(ctx):
-        fast = make(ctx)
-        if fast is not None:
-            return fast
-        return below(ctx) if below is not None else rule
-    rule.prepare = prepare
-
-
-for _rule in {id(RULES[n]): RULES[n] for n in (*_PY_INT_OPS, *_PY_SHIFTS)}.values():
-    _rank0_first(_rule, _py_int_rule)
-_rank0_first(select_n, _py_select_n)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from interp import dtypes as D
+from interp import dtypes
 from interp.registry import register
 
 _INT32_MAX = 2 ** 31 - 1
@@ -122,18 +122,18 @@ def _fill_value(eqn, fill_value, dtype) -> np.ndarray:
     cannot hold exactly is not guessed at."""
     dtype = np.dtype(dtype)
     if fill_value is None:
-        if D.is_float(dtype) or D.is_complex(dtype):
+        if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
             fill_value = np.nan
-        elif D.is_signed(dtype):
-            fill_value = int(D.iinfo(dtype).min)
-        elif D.is_unsigned(dtype):
-            fill_value = int(D.iinfo(dtype).max)
-        elif D.is_bool(dtype):
+        elif dtypes.is_signed(dtype):
+            fill_value = int(dtypes.iinfo(dtype).min)
+        elif dtypes.is_unsigned(dtype):
+            fill_value = int(dtypes.iinfo(dtype).max)
+        elif dtypes.is_bool(dtype):
             fill_value = True
     value = np.asarray(fill_value)
     with np.errstate(all="ignore"):
         out = value.astype(dtype)
-    if (D.is_int(dtype) or D.is_bool(dtype)) and out.astype(value.dtype) != value:
+    if (dtypes.is_int(dtype) or dtypes.is_bool(dtype)) and out.astype(value.dtype) != value:
         raise eqn.unsupported(f"gather/c4: fill_value {fill_value!r} is not exactly representable in "
                               f"{dtype}")
     return out
@@ -249,7 +249,7 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
         written, last = _last_writes(targets, out.size)
         out[written] = values[last]
         return
-    if kind == "apply" or (D.is_complex(dtype) and kind in ("mul", "min", "max")):
+    if kind == "apply" or (dtypes.is_complex(dtype) and kind in ("mul", "min", "max")):
         # A general update computation (generic scatter), or a complex combiner whose rounding
         # (mul) or order (lexicographic min/max) the elementwise rules define: evaluate the
         # equation's scalar update_jaxpr once per update, in order (slow path, rarely used).
@@ -260,7 +260,7 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
         for t, v in zip(targets.tolist(), values):
             out[t] = np.asarray(plan.run(consts, [np.asarray(out[t]), np.asarray(v)])[0], dtype)
         return
-    if D.is_bool(dtype):  # JAX allows scatter, scatter-min and scatter-max on bool
+    if dtypes.is_bool(dtype):  # JAX allows scatter, scatter-min and scatter-max on bool
         ufunc = {"min": np.logical_and, "max": np.logical_or}.get(kind)
         if ufunc is None:
             raise eqn.unsupported(f"scatter-{kind} of bool")
@@ -268,13 +268,13 @@ def _apply_updates(eqn, kind, out, targets, values, update_jaxpr=None, update_co
         return
     ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
              "min": np.minimum, "max": np.maximum}[kind]
-    if dtype in D.ML_INTS + D.ML_UINTS:
+    if dtype in dtypes.ML_INTS + dtypes.ML_UINTS:
         # int2/int4: wrap-around arithmetic in int64 reduces to the same value modulo 2**bits.
         wide = out.astype(np.int64)
         ufunc.at(wide, targets, values.astype(np.int64))
         out[...] = wide.astype(dtype)
         return
-    if D.is_float(dtype) and kind in ("min", "max"):
+    if dtypes.is_float(dtype) and kind in ("min", "max"):
         # min/max select one input, so computing in float64 is exact.
         wide, vals = out.astype(np.float64), values.astype(np.float64)
         orig = wide.copy()

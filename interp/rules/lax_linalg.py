@@ -15,14 +15,14 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg import lapack
 
-from .. import dtypes as D
+from .. import dtypes
 from ..errors import UndefinedBehaviorError
 from ..registry import register
 
 
 def _wide(x) -> np.ndarray:
     x = np.asarray(x)
-    return x.astype(np.complex128 if D.is_complex(x.dtype) else np.float64)
+    return x.astype(np.complex128 if dtypes.is_complex(x.dtype) else np.float64)
 
 
 def _lapack(name: str, a: np.ndarray):
@@ -40,7 +40,7 @@ def _batched(eqn, fn, args, core_ranks):
         res = fn(*[np.asarray(a)[idx] for a in args])
         for o, r in zip(outs, res):
             r = np.asarray(r)
-            if np.iscomplexobj(r) and not D.is_complex(o.dtype):
+            if np.iscomplexobj(r) and not dtypes.is_complex(o.dtype):
                 raise AssertionError(f"{eqn.name}: complex result for a real output")
             o[idx] = r
     return outs
@@ -258,7 +258,7 @@ def triangular_solve(eqn, a, b, *, left_side, lower, transpose_a, conjugate_a, u
     # Solves op(A) X = B (left_side) or X op(A) = B, op(A) = A, A^T, conj(A) or A^H, reading only
     # the `lower` triangle of A (and not its diagonal when unit_diagonal). Substitution in the
     # wide type with IEEE division: a zero pivot gives inf/NaN as trsm does.
-    wide = D.wide_float(eqn.out_dtype)
+    wide = dtypes.wide_float(eqn.out_dtype)
 
     def core(a, b):
         a, b = np.asarray(a).astype(wide), np.asarray(b).astype(wide)

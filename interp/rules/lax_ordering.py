@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes
 from ..registry import register
-from .lax_reductions import _as_compute, float_key
+from ..numerics import float_key, widen_narrow_float
 
 
 def _sort_keys(x: np.ndarray) -> list[np.ndarray]:
     """Integer/bool arrays ordering ``x`` as JAX's sort comparator does (most significant first)."""
-    if D.is_complex(x.dtype):
+    if dtypes.is_complex(x.dtype):
         return _sort_keys(np.ascontiguousarray(x.real)) + _sort_keys(np.ascontiguousarray(x.imag))
-    if D.is_float(x.dtype):
-        xc = _as_compute(x)
+    if dtypes.is_float(x.dtype):
+        xc = widen_narrow_float(x)
         xc = np.where(xc == 0, np.zeros((), xc.dtype), xc)   # -0.0 == +0.0
         return [float_key(xc, nan_key="max")]                # every NaN equal, after +inf
-    if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+    if x.dtype in dtypes.ML_INTS or x.dtype in dtypes.ML_UINTS:
         return [x.astype(np.int8)]
     return [x]
 
@@ -41,22 +41,22 @@ def sort(eqn, *operands, dimension, is_stable, num_keys):
 def _descending_key(x: np.ndarray) -> np.ndarray:
     """A key whose stable ascending sort is top_k's descending order (XLA TopK compares floats
     in IEEE total order: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN)."""
-    if D.is_float(x.dtype):
-        xc = _as_compute(x)
+    if dtypes.is_float(x.dtype):
+        xc = widen_narrow_float(x)
         itype = np.int32 if xc.dtype == np.float32 else np.int64
         i = np.ascontiguousarray(xc).view(itype)
         key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)
         return ~key
-    if D.is_bool(x.dtype):
+    if dtypes.is_bool(x.dtype):
         return ~x.astype(np.int8)
-    if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+    if x.dtype in dtypes.ML_INTS or x.dtype in dtypes.ML_UINTS:
         return ~x.astype(np.int8)
     return ~x   # bitwise not reverses the order of every integer type without overflow
 
 
 def _top_k(eqn, operand, k, axis, key_fn):
     x = np.moveaxis(np.asarray(operand), axis, -1)
-    if D.is_complex(x.dtype):
+    if dtypes.is_complex(x.dtype):
         raise eqn.unsupported("top_k of complex values")
     order = np.argsort(key_fn(x), axis=-1, kind="stable")[..., :k]
     values = np.take_along_axis(x, order, axis=-1)

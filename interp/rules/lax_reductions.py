@@ -2,275 +2,25 @@
 (reduce_window*, select_and_scatter_add, select_and_gather_add) and cumulative reductions (cum*).
 
 Float sums are *correctly rounded*: the result of every output element is the exact sum of its
-terms rounded once to the output dtype (see :func:`certified_round`, which the contraction family
-shares). Products (reduce_prod/cumprod) are correctly rounded the same way. Integer results wrap
-around in the output type. max/min propagate NaN and order -0.0 below +0.0 (XLA's max/min).
+terms rounded once to the output dtype (interp/numerics.py :func:`certified_round`, which the
+contraction family shares). Products (reduce_prod/cumprod) are correctly rounded the same way.
+Integer results wrap around in the output type. max/min propagate NaN and order -0.0 below +0.0 (XLA's max/min).
 """
 from __future__ import annotations
-
-import functools
-import math
 
 import jax
 import jax.extend.core as jcore
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes
+from ..numerics import (F32, F64, UNIT, certified_round, float_key, float_sum_last, key_to_float, mant_exp,
+                        refine_sums, round_exact, round_float, sum_error_bound, wide_type, widen_narrow_float, wrap_int,
+                        ziv)
+from ._windows import window_indices, windows
 from ..registry import register
 
-LONGDOUBLE = np.dtype(np.longdouble)
-F64 = np.dtype(np.float64)
-F32 = np.dtype(np.float32)
-# Unit roundoff of the wide accumulation types.
-UNIT = {F64: 2.0 ** -53, LONGDOUBLE: float(np.finfo(np.longdouble).eps) / 2}
 
-
-# --------------------------------------------------------------------------------------------
-# Correct rounding from a wide float (float64 / long double) to any float dtype.
-
-def _round_to_odd(x: np.ndarray, target: np.dtype) -> np.ndarray:
-    """Round ``x`` to ``target`` (float32/float64) with round-to-odd.
-
-    Rounding to odd into a format with at least p+2 bits followed by round-to-nearest-even into a
-    p-bit format equals direct round-to-nearest-even (no double-rounding error)."""
-    t = x.astype(target)
-    with np.errstate(invalid="ignore", over="ignore"):
-        back = t.astype(x.dtype)
-        inexact = (back != x) & ~np.isnan(x)
-        even = (np.asarray(t).view(D.storage_uint(target)) & 1) == 0
-        fix = inexact & even
-        if np.any(fix):
-            toward = np.where(x > back, np.inf, -np.inf).astype(target)
-            t = np.where(fix, np.nextafter(t, toward), t)
-    return t
-
-
-def round_float(x: np.ndarray, dtype) -> np.ndarray:
-    """``x`` (float64 or long double) correctly rounded (nearest-even) to the float ``dtype``.
-
-    NumPy's float64->float32/float16 and long double->float64/float32 casts round once; ml_dtypes'
-    casts from float64 go through float32 (double rounding), so those go through round-to-odd."""
-    dtype = np.dtype(dtype)
-    x = np.asarray(x)
-    if x.dtype == dtype:
-        return x
-    if dtype in (F64, F32) or (dtype == np.float16 and x.dtype == F64):
-        return x.astype(dtype)
-    if x.dtype == LONGDOUBLE:
-        x = _round_to_odd(x, F64)
-    if dtype == np.float16:
-        return x.astype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _round_to_odd(x, F32).astype(dtype)
-
-
-def round_exact(n: int, e: int, dtype) -> np.ndarray:
-    """The exact value ``n * 2**e`` (Python ints) rounded to nearest-even in float ``dtype``.
-    An exact zero is +0 (every sum starts from XLA's +0 init value)."""
-    dtype = np.dtype(dtype)
-    if n == 0:
-        return np.zeros((), dtype)
-    fi = D.finfo(dtype)
-    p, emin = int(fi.nmant) + 1, int(fi.minexp)
-    m = abs(n)
-    q = max(e + m.bit_length() - 1, emin) - (p - 1)   # exponent of the last kept bit
-    shift = q - e
-    if shift > 0:
-        r = m >> shift
-        rem = m - (r << shift)
-        half = 1 << (shift - 1)
-        if rem > half or (rem == half and r & 1):
-            r += 1
-        m, e = r, q
-    try:
-        v = math.ldexp(float(m), e)   # m has at most p <= 53 bits: exact unless it overflows float64
-    except OverflowError:
-        v = math.inf
-    v = -v if n < 0 else v
-    with np.errstate(over="ignore"):
-        # v is representable in dtype unless it overflows; the cast then gives the dtype's
-        # overflow value (inf, or NaN for the finite-only float8 types), as convert does.
-        return round_float(np.array(v, F64), dtype)
-
-
-def _mant_exp(x: np.ndarray) -> tuple[list, list]:
-    """Finite float64 values as exact (integer mantissa, exponent) pairs."""
-    f, e = np.frexp(np.asarray(x, F64))
-    return (np.ldexp(f, 53).astype(np.int64).tolist(), (e.astype(np.int64) - 53).tolist())
-
-
-def exact_dot(a: np.ndarray, b: np.ndarray | None = None) -> tuple[int, int]:
-    """Exact ``sum(a * b)`` (or ``sum(a)``) of finite float64 vectors as ``(n, e)``: n * 2**e."""
-    ma, ea = _mant_exp(a)
-    if b is None:
-        terms = list(zip(ma, ea))
-    else:
-        mb, eb = _mant_exp(b)
-        terms = [(x * y, i + j) for x, i, y, j in zip(ma, ea, mb, eb) if x and y]
-    terms = [(m, e) for m, e in terms if m]
-    if not terms:
-        return 0, 0
-    e0 = min(e for _, e in terms)
-    return sum(m << (e - e0) for m, e in terms), e0
-
-
-def fsum_round(terms: np.ndarray, dtype) -> np.ndarray:
-    """The exact sums of the rows of ``terms`` (finite float64 values, exact terms) rounded once
-    to float ``dtype`` (at most float64), for a few rows: math.fsum gives
-    hi = RN64(sum) (correctly rounded: Shewchuk's algorithm as CPython implements it), and fsum of
-    the terms and -hi the sign of the exact residual. The exact sum and hi + sign(residual) u/4
-    (u = 2**(e - 53) for hi = f 2**e, 1/2 <= |f| < 1: at most the ulp on either side, twice the
-    one below a power of two) lie in the open interval between hi and its float64 neighbour on
-    that side, which holds no float64 number, hence no rounding boundary of a narrower ``dtype``
-    (those are float64 numbers): they round alike. To float64 both round to hi (at most halfway,
-    and a tie there goes to the power of two). That value goes to :func:`round_exact`. An exact
-    zero is +0."""
-    out = np.empty(terms.shape[0], dtype)
-    for i, row in enumerate(terms.tolist()):
-        hi = math.fsum(row)
-        row.append(-hi)
-        residual = math.fsum(row)
-        f, e = math.frexp(hi)                           # hi = (f 2**53) 2**(e - 53), f 2**53 an integer
-        out[i] = round_exact(4 * int(f * 2.0 ** 53) + (residual > 0) - (residual < 0), e - 55, dtype)
-    return out
-
-
-def wide_type(*dtypes) -> np.dtype:
-    """float64 when every term (product) of these input dtypes is exact in float64 (mantissa
-    bits add up to <= 53), else long double."""
-    return _wide_type(tuple(np.dtype(dt) for dt in dtypes))
-
-
-@functools.lru_cache(maxsize=None)
-def _wide_type(dtypes) -> np.dtype:
-    bits = 0
-    for dt in dtypes:
-        if D.is_float(dt):
-            bits += int(D.finfo(dt).nmant) + 1
-        elif D.is_complex(dt):
-            bits += 24 if dt == np.complex64 else 53
-        else:
-            bits += D.bit_width(dt)
-    return F64 if bits <= 53 else LONGDOUBLE
-
-
-def sum_error_bound(absbound, k, wide) -> np.ndarray:
-    """A bound of |computed - exact| for a sum of ``k`` exact terms computed in ``wide`` in any
-    order (any tree of k-1 additions, blocked or vectorised, FMA or not: the terms are exact):
-    gamma_{k-1} * sum|term| (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
-    eq. 4.4), taken as gamma_{k+1} * absbound (``absbound`` >= sum|term|)."""
-    wide = np.dtype(wide)
-    with np.errstate(over="ignore", invalid="ignore"):
-        ku = (np.asarray(k, wide) + 1) * np.asarray(UNIT[wide], wide)
-        return np.asarray(absbound, wide) * (ku / (1 - ku))
-
-
-def certified_round(s: np.ndarray, bound: np.ndarray, out_dtype, exact_fn, refine=None,
-                    single=False) -> np.ndarray:
-    """Correctly rounded sums from approximate wide sums.
-
-    ``s`` holds approximations (float64 / long double) of exact sums with ``|s - exact| <= bound``
-    (see :func:`sum_error_bound`). Where the whole interval ``[s - bound, s + bound]`` rounds to
-    one value of ``out_dtype``, that value is the correctly rounded exact sum (rounding is
-    monotone). The undecided elements go to ``refine(flat_indices) -> (s, bound)`` (a more precise
-    method, long double or double-double) if given, then to ``exact_fn(flat_index) -> (a, b)``,
-    the float64 vectors whose exact dot (sum if b is omitted) is computed and rounded. Non-finite ``s`` are exact already (no finite partial
-    sum can overflow the wide type): they are rounded as they are.
-    An exact zero is +0.0 (XLA accumulates from a +0.0 init value), except where ``single``
-    (a sum of exactly one term, which XLA does not accumulate): that term's sign is kept.
-    """
-    s = np.asarray(s)
-    wide = s.dtype
-    out_dtype = np.dtype(out_dtype)
-    u = UNIT[wide]
-    with np.errstate(over="ignore", invalid="ignore"):
-        bound = np.asarray(bound, wide)
-        # Widen by the rounding of s -/+ bb itself (<= u |s -/+ bb|), so that the computed
-        # lo <= s - bound and hi >= s + bound: bb = bound + 4u (|s| + bound).
-        bb = np.abs(s)
-        bb += bound
-        bb *= np.asarray(4 * u, wide)
-        bb += bound
-        r_lo, r_hi = round_float(s - bb, out_dtype), round_float(s + bb, out_dtype)
-    uint = D.storage_uint(out_dtype)
-    certain = (r_lo.view(uint) == r_hi.view(uint)) | (bb == 0)   # bb == 0: s is exact (r_lo keeps -0.0)
-    out = r_lo
-    special = ~np.isfinite(s)
-    if special.any():
-        certain |= special
-        out = np.where(special, round_float(s, out_dtype), out)
-    zero = (s == 0) & (bound == 0) & ~np.asarray(single, bool)
-    if zero.any():
-        out = np.where(zero, np.zeros((), out_dtype), out)  # exact zero: +0
-    out = np.asarray(out, out_dtype)
-    todo = np.flatnonzero(~certain)
-    if todo.size and refine is not None:
-        s2, b2 = refine(todo)
-        out.flat[todo] = certified_round(s2, b2, out_dtype, lambda j: exact_fn(todo[j]),
-                                         single=np.broadcast_to(single, s.shape).flat[todo])
-        return out
-    for i in todo:
-        out.flat[i] = round_exact(*exact_dot(*exact_fn(i)), out_dtype)
-    return out
-
-
-def refine_sums(a: np.ndarray, b: np.ndarray | None, wide) -> tuple[np.ndarray, np.ndarray]:
-    """Second tier for undecided elements: ``sum(a * b)`` (rows of (F, K) float64 arrays holding
-    the exact input values; ``b`` None for plain sums) recomputed more precisely.
-
-    wide float64 -> long double: the products are exact there too, the bound 2**11 times tighter.
-    wide long double (float64 inputs) -> double-double (Ogita, Rump, Oishi, "Accurate sum and dot
-    product", SIAM J. Sci. Comput. 26(6), 2005, Sum2/Dot2): each product is split exactly into
-    four float64 terms (frexp + Veltkamp split into 26-bit halves), scaled by the row's largest
-    exponent, and summed with TwoSum; |s + c - exact| <= gamma_{n-1}^2 sum|term| plus 2**-1073 per
-    term (relative to the largest) for the rounding or dropping of tiny terms.
-    """
-    if wide == F64 and UNIT[LONGDOUBLE] < UNIT[F64]:
-        t = a.astype(LONGDOUBLE) if b is None else a.astype(LONGDOUBLE) * b.astype(LONGDOUBLE)
-        with np.errstate(invalid="ignore", over="ignore"):
-            return np.sum(t, axis=-1), sum_error_bound(np.sum(np.abs(t), axis=-1), t.shape[-1], LONGDOUBLE)
-    if b is None:
-        b = np.ones_like(a)
-    rows = max(1, (1 << 20) // max(1, 4 * a.shape[-1]))      # bounded memory: chunks of rows
-    parts = [_double_double_dot(a[i:i + rows], b[i:i + rows]) for i in range(0, a.shape[0], rows)]
-    return (np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, LONGDOUBLE),
-            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, LONGDOUBLE))
-
-
-def _double_double_dot(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    fa, ea = np.frexp(a)
-    fb, eb = np.frexp(b)
-    split = lambda f: (f * 134217729.0 - (f * 134217729.0 - f))  # noqa: E731  (Veltkamp, 2**27 + 1)
-    ha, hb = split(fa), split(fb)
-    la, lb = fa - ha, fb - hb
-    e = (ea + eb).astype(np.int64)
-    nonzero = (fa != 0) & (fb != 0)
-    lowest = np.iinfo(np.int64).min
-    emax = np.max(np.where(nonzero, e, lowest), axis=-1, initial=lowest)
-    emax = np.where(emax == lowest, 0, emax)
-    shift = e - emax[:, None]
-    # Products below 2**-1100 of the row's largest are dropped (counted in the bound below).
-    tiny = shift < -1100
-    shift = np.maximum(shift, -1100)
-    # Terms as rows (one contiguous vector per step of the TwoSum loop).
-    terms = np.concatenate([np.where(tiny, 0.0, np.ldexp(x * y, shift)).T
-                            for x, y in ((ha, hb), (ha, lb), (la, hb), (la, lb))])
-    n = terms.shape[0]
-    s = np.zeros(terms.shape[1])
-    c = np.zeros(terms.shape[1])
-    for t in terms:
-        x = s + t
-        z = x - s
-        c += (s - (x - z)) + (t - z)
-        s = x
-    g = n * UNIT[F64] / (1 - n * UNIT[F64])
-    v = s.astype(LONGDOUBLE) + c.astype(LONGDOUBLE)
-    bound = (2 * g * g) * np.sum(np.abs(terms), axis=0).astype(LONGDOUBLE) + n * 2.0 ** -1073 \
-        + np.abs(v) * (2 * UNIT[LONGDOUBLE])
-    return np.ldexp(v, emax), np.ldexp(bound, emax)
-
-
-def _move_last(x: np.ndarray, axes) -> np.ndarray:
+def move_last(x: np.ndarray, axes) -> np.ndarray:
     """``x`` with ``axes`` moved to the end and flattened into one axis."""
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
     keep = [a for a in range(x.ndim) if a not in axes]
@@ -278,56 +28,19 @@ def _move_last(x: np.ndarray, axes) -> np.ndarray:
     return x.reshape(x.shape[:len(keep)] + (-1,))
 
 
-def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
-    """Correctly rounded sum over the last axis of a real float array."""
-    k = x.shape[-1]
-    if k == 0:
-        return np.zeros(x.shape[:-1], out_dtype)
-    wide = wide_type(x.dtype)
-    with np.errstate(invalid="ignore", over="ignore"):
-        if k == 1:      # one term: itself (NumPy's sum would add it to +0.0, losing a -0.0)
-            s = x[..., 0].astype(wide)
-            a = np.abs(s)
-        elif x.dtype in (F32, np.dtype(np.float16), F64):
-            # NumPy accumulates in the wide type (no full-size wide copy). sum|x| <= k max|x|:
-            # two fast reductions instead of an |x| temporary (a looser bound only sends a few
-            # more elements to the refinement tier).
-            s = np.sum(x, axis=-1, dtype=wide)
-            a = np.maximum(np.max(x, axis=-1).astype(wide), -np.min(x, axis=-1).astype(wide)) * k
-        else:
-            xw = x.astype(wide)
-            s = np.sum(xw, axis=-1)
-            a = np.sum(np.abs(xw), axis=-1)
-    rows = x.reshape(-1, k)
-    return certified_round(s, sum_error_bound(a, k, wide), out_dtype, lambda i: (rows[i].astype(F64),),
-                           lambda idx: refine_sums(rows[idx].astype(F64), None, wide), single=k == 1)
-
-
-def wrap_int(v: np.ndarray, dtype) -> np.ndarray:
-    """Integers (int64/uint64, wrapped mod 2**64) wrapped into the integer ``dtype``."""
-    dtype = np.dtype(dtype)
-    if dtype in D.ML_INTS or dtype in D.ML_UINTS:
-        bits = D.bit_width(dtype)
-        v = np.asarray(v).astype(np.int64) & ((1 << bits) - 1)
-        if D.is_signed(dtype):
-            v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
-        return v.astype(dtype)
-    return np.asarray(v).astype(dtype)
-
-
 def _int_wide(dtype):
-    return np.int64 if D.is_signed(dtype) else np.uint64
+    return np.int64 if dtypes.is_signed(dtype) else np.uint64
 
 
 def sum_last(eqn, x: np.ndarray, out_dtype) -> np.ndarray:
     """Sum over the last axis in ``out_dtype``: wrapping for integers, correctly rounded for
     floats (complex: each part)."""
     out_dtype = np.dtype(out_dtype)
-    if D.is_int(out_dtype):
+    if dtypes.is_int(out_dtype):
         return wrap_int(np.sum(x.astype(_int_wide(x.dtype)), axis=-1), out_dtype)
-    if D.is_float(out_dtype):
+    if dtypes.is_float(out_dtype):
         return float_sum_last(x, out_dtype)
-    if D.is_complex(out_dtype):
+    if dtypes.is_complex(out_dtype):
         part = F32 if out_dtype == np.complex64 else F64
         out = np.empty(x.shape[:-1], out_dtype)
         out.real = float_sum_last(np.ascontiguousarray(x.real), part)
@@ -337,43 +50,18 @@ def sum_last(eqn, x: np.ndarray, out_dtype) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Ordering keys: max/min reductions compare with -0.0 < +0.0 and propagate NaN.
+# max/min: ordering keys (interp/numerics.py float_key) with -0.0 < +0.0 that propagate NaN.
 
-def _as_compute(x: np.ndarray) -> np.ndarray:
-    """Floats narrower than float32 widened exactly to float32 (order and values kept)."""
-    if D.is_float(x.dtype) and x.dtype not in (F32, F64):
-        return x.astype(F32)
-    return x
-
-
-def float_key(x: np.ndarray, nan_key: str) -> np.ndarray:
-    """Signed integer keys ordering float32/float64 values with -0.0 < +0.0; NaN maps to the
-    largest key (``nan_key="max"``) or the smallest ("min")."""
-    itype = np.int32 if x.dtype == F32 else np.int64
-    i = np.ascontiguousarray(x).view(itype)
-    key = np.where(i < 0, i ^ np.array(np.iinfo(itype).max, itype), i)
-    info = np.iinfo(itype)
-    return np.where(np.isnan(x), info.max if nan_key == "max" else info.min, key).astype(itype)
-
-
-def key_to_float(key: np.ndarray, dtype) -> np.ndarray:
-    itype = key.dtype
-    i = np.where(key < 0, key ^ np.array(np.iinfo(itype).max, itype), key).astype(itype)
-    v = i.view(F32 if itype == np.int32 else F64)
-    v = np.where((key == np.iinfo(itype).max) | (key == np.iinfo(itype).min), np.nan, v)
-    return np.asarray(v).astype(dtype)
-
-
-def _extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
+def extremum(eqn, x: np.ndarray, kind: str, reduce) -> np.ndarray:
     """``reduce(keys)`` where keys order x as max/min need; ``kind`` is "max" or "min"."""
-    if D.is_float(x.dtype):
-        xc = _as_compute(x)
+    if dtypes.is_float(x.dtype):
+        xc = widen_narrow_float(x)
         return key_to_float(reduce(float_key(xc, nan_key=kind)), x.dtype)
-    if D.is_int(x.dtype) or D.is_bool(x.dtype):
-        if x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+    if dtypes.is_int(x.dtype) or dtypes.is_bool(x.dtype):
+        if x.dtype in dtypes.ML_INTS or x.dtype in dtypes.ML_UINTS:
             return reduce(x.astype(np.int8)).astype(x.dtype)
         return reduce(x)
-    if D.is_complex(x.dtype):
+    if dtypes.is_complex(x.dtype):
         return _complex_extremum(x, kind, reduce)
     raise eqn.unsupported(f"{kind} of {x.dtype}")
 
@@ -432,35 +120,35 @@ def _complex_extremum(x: np.ndarray, kind: str, reduce) -> np.ndarray:
 # reduce_* over axes
 
 def _lowest(dtype):
-    if D.is_float(dtype) or D.is_complex(dtype):   # complex: -inf + 0j, JAX's max identity
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):   # complex: -inf + 0j, JAX's max identity
         return -np.inf
-    return False if D.is_bool(dtype) else int(D.iinfo(dtype).min)
+    return False if dtypes.is_bool(dtype) else int(dtypes.iinfo(dtype).min)
 
 
 def _highest(dtype):
-    if D.is_float(dtype) or D.is_complex(dtype):
+    if dtypes.is_float(dtype) or dtypes.is_complex(dtype):
         return np.inf
-    return True if D.is_bool(dtype) else int(D.iinfo(dtype).max)
+    return True if dtypes.is_bool(dtype) else int(dtypes.iinfo(dtype).max)
 
 
 
 @register("reduce_sum")
 def reduce_sum(eqn, x, *, axes, out_sharding=None):   # (placement only; plgpu.sum calls it without)
-    return np.asarray(sum_last(eqn, _move_last(np.asarray(x), axes), eqn.out_dtype))
+    return np.asarray(sum_last(eqn, move_last(np.asarray(x), axes), eqn.out_dtype))
 
 
 def _reduce_extremum(kind):
     np_fn, fill = (np.max, _lowest) if kind == "max" else (np.min, _highest)
 
     def rule(eqn, x, *, axes, out_sharding=None):   # (out_sharding: JAX 0.11 on)
-        x = _move_last(np.asarray(x), axes)
+        x = move_last(np.asarray(x), axes)
         if x.shape[-1] == 0:     # XLA's init value: -inf / the lowest integer for max
             return np.full(x.shape[:-1], fill(x.dtype), x.dtype)
-        if x.shape[-1] == 1 and D.is_complex(x.dtype):
+        if x.shape[-1] == 1 and dtypes.is_complex(x.dtype):
             # XLA's simplifier turns a reduction of one element into that element: the init
             # value is not folded in (matters for complex, where it is no identity; measured).
             return x[..., 0].copy()
-        return np.asarray(_extremum(eqn, x, kind, lambda k: np_fn(k, axis=-1)))
+        return np.asarray(extremum(eqn, x, kind, lambda k: np_fn(k, axis=-1)))
     return rule
 
 
@@ -470,10 +158,10 @@ register("reduce_min")(_reduce_extremum("min"))
 
 def _bitwise_reduce(ufunc, logical, identity):
     def rule(eqn, x, *, axes):
-        x = _move_last(np.asarray(x), axes)
-        if D.is_bool(x.dtype):
+        x = move_last(np.asarray(x), axes)
+        if dtypes.is_bool(x.dtype):
             return np.asarray(logical.reduce(x, axis=-1, initial=bool(identity)))
-        if not D.is_int(x.dtype):
+        if not dtypes.is_int(x.dtype):
             raise eqn.unsupported(f"bitwise reduction of {x.dtype}")
         wide = _int_wide(x.dtype)
         init = np.array(identity).astype(wide)
@@ -489,7 +177,7 @@ register("reduce_xor")(_bitwise_reduce(np.bitwise_xor, np.logical_xor, 0))
 # ----- products: exact, correctly rounded
 
 def _exact_product(v: np.ndarray) -> tuple[int, int]:
-    ms, es = _mant_exp(v)
+    ms, es = mant_exp(v)
     n = 1
     for m in ms:
         n *= m
@@ -535,7 +223,7 @@ def float_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
         r_lo, r_hi = round_float(lo.astype(wide), out_dtype), round_float(hi.astype(wide), out_dtype)
         spec_val = np.where(nan | (zero & inf), np.nan, np.where(zero, 0.0, np.inf))
         spec_val = np.where(neg, -spec_val, spec_val).astype(F64)
-    u = D.storage_uint(out_dtype)
+    u = dtypes.storage_uint(out_dtype)
     certain = (r_lo.view(u) == r_hi.view(u)) | special
     out = np.array(np.where(special, round_float(spec_val, out_dtype), r_lo), out_dtype)
     flat = x.reshape(-1, n)
@@ -586,7 +274,7 @@ def _complex_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
         certain = np.ones(shape, bool)
         for comp, attr in ((p.real, "real"), (p.imag, "imag")):
             lo, hi = round_float(comp - bound, part), round_float(comp + bound, part)
-            uint = D.storage_uint(part)
+            uint = dtypes.storage_uint(part)
             certain &= lo.view(uint) == hi.view(uint)
             setattr(out, attr, round_float(comp, part))
     keep_wide = nonfinite | zero
@@ -608,8 +296,8 @@ def _complex_products(x: np.ndarray, out_dtype, cumulative: bool) -> np.ndarray:
 def _exact_complex_product(terms: np.ndarray) -> tuple[int, int, int]:
     """(re, im, e): the exact product of finite complex values is (re + i im) * 2**e."""
     re_n, im_n, e = 1, 0, 0
-    ms_r, es_r = _mant_exp(terms.real.astype(F64))
-    ms_i, es_i = _mant_exp(terms.imag.astype(F64))
+    ms_r, es_r = mant_exp(terms.real.astype(F64))
+    ms_i, es_i = mant_exp(terms.imag.astype(F64))
     for a, ea, b, eb in zip(ms_r, es_r, ms_i, es_i):
         lo = min(ea if a else eb, eb if b else ea)
         a, b = a << (ea - lo) if a else 0, b << (eb - lo) if b else 0
@@ -620,19 +308,19 @@ def _exact_complex_product(terms: np.ndarray) -> tuple[int, int, int]:
 
 def products_last(eqn, x: np.ndarray, cumulative: bool) -> np.ndarray:
     dtype = x.dtype
-    if D.is_int(dtype):
+    if dtypes.is_int(dtype):
         w = x.astype(_int_wide(dtype))
         return wrap_int(np.cumprod(w, axis=-1) if cumulative else np.prod(w, axis=-1), dtype)
-    if D.is_float(dtype):
+    if dtypes.is_float(dtype):
         return float_products(x, dtype, cumulative)
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         return _complex_products(x, dtype, cumulative)
     raise eqn.unsupported(f"product of {dtype}")
 
 
 @register("reduce_prod")
 def reduce_prod(eqn, x, *, axes):
-    return np.asarray(products_last(eqn, _move_last(np.asarray(x), axes), cumulative=False))
+    return np.asarray(products_last(eqn, move_last(np.asarray(x), axes), cumulative=False))
 
 
 # ----- argmax / argmin
@@ -640,12 +328,12 @@ def reduce_prod(eqn, x, *, axes):
 def _arg_extremum(np_fn):
     def rule(eqn, x, *, axes, index_dtype):
         x = np.asarray(x)
-        if D.is_complex(x.dtype):
+        if dtypes.is_complex(x.dtype):
             raise eqn.unsupported("argmax/argmin of complex values")
         (axis,) = axes
-        if D.is_float(x.dtype):
-            x = _as_compute(x)      # NumPy: the first NaN wins, ties go to the lowest index
-        elif x.dtype in D.ML_INTS or x.dtype in D.ML_UINTS:
+        if dtypes.is_float(x.dtype):
+            x = widen_narrow_float(x)      # NumPy: the first NaN wins, ties go to the lowest index
+        elif x.dtype in dtypes.ML_INTS or x.dtype in dtypes.ML_UINTS:
             x = x.astype(np.int8)
         return np.asarray(np_fn(x, axis=axis)).astype(index_dtype)
     return rule
@@ -661,17 +349,17 @@ register("argmin")(_arg_extremum(np.argmin))
 _BATCHED: dict = {}
 
 
-def _batched(jaxpr, consts, dtypes: tuple, length: int):
+def _batched(jaxpr, consts, arg_dtypes: tuple, length: int):
     """The computation jaxpr vmapped over vectors of ``length`` elements (traced once per
     computation, length and dtypes): every primitive in it then has its real array shape, so
     other families' rules see ordinary equations."""
-    key = (id(jaxpr), length, dtypes)
+    key = (id(jaxpr), length, arg_dtypes)
     hit = _BATCHED.get(key)
     if hit is None or hit[0] is not jaxpr:
         closed = jaxpr if isinstance(jaxpr, jcore.ClosedJaxpr) or not hasattr(jcore, "ClosedJaxpr") \
             else jcore.ClosedJaxpr(jaxpr, list(consts))
         fun = jax.vmap(jcore.jaxpr_as_fun(closed))
-        traced = jax.make_jaxpr(fun)(*[jax.ShapeDtypeStruct((length,), d) for d in dtypes])
+        traced = jax.make_jaxpr(fun)(*[jax.ShapeDtypeStruct((length,), d) for d in arg_dtypes])
         if len(_BATCHED) > 512:     # bounded: entries hold their jaxpr alive
             _BATCHED.clear()
         hit = _BATCHED[key] = (jaxpr, traced)
@@ -712,53 +400,8 @@ def reduce(eqn, *args, computation, jaxpr, dimensions):
     # computation is the jaxpr as a Python callable (what JAX's impl calls): the jaxpr is evaluated
     n = len(args) // 2
     operands, inits = args[:n], args[n:]
-    xs = [_move_last(np.asarray(x), dimensions) for x in operands]
+    xs = [move_last(np.asarray(x), dimensions) for x in operands]
     return tree_reduce_last(eqn, jaxpr, (), xs, inits)
-
-
-# --------------------------------------------------------------------------------------------
-# Windows: one flat operand index per (output position, window element); -1 for padding.
-
-def window_indices(shape, window_dimensions, window_strides, padding,
-                   base_dilation=None, window_dilation=None) -> np.ndarray:
-    """Flat indices into an array of ``shape`` for every window element, shape
-    ``out_shape + (prod(window_dimensions),)``; -1 where the window element lies in the padding
-    or in a base-dilation hole (XLA ReduceWindow semantics; negative padding crops)."""
-    nd = len(shape)
-    base_dilation = base_dilation or (1,) * nd
-    window_dilation = window_dilation or (1,) * nd
-    per_dim = []
-    for n, w, s, (lo, hi), bd, wd in zip(shape, window_dimensions, window_strides, padding,
-                                         base_dilation, window_dilation):
-        dilated = (n - 1) * bd + 1 if n else 0
-        extent = (w - 1) * wd + 1
-        out = max(0, (lo + dilated + hi - extent) // s + 1) if lo + dilated + hi >= extent else 0
-        c = np.arange(out)[:, None] * s + np.arange(w)[None, :] * wd - lo
-        valid = (c >= 0) & (c < dilated) & (c % bd == 0)
-        per_dim.append((np.where(valid, c // bd, -1), out, w))
-    out_shape = tuple(o for _, o, _ in per_dim)
-    wins = tuple(w for _, _, w in per_dim)
-    flat = np.zeros(out_shape + wins, np.int64)
-    valid = np.ones(out_shape + wins, bool)
-    stride = 1
-    for d in reversed(range(nd)):
-        idx = per_dim[d][0]
-        bshape = [1] * (2 * nd)
-        bshape[d], bshape[nd + d] = idx.shape
-        idx = idx.reshape(bshape)
-        flat = flat + np.where(idx >= 0, idx, 0) * stride
-        valid = valid & (idx >= 0)
-        stride *= shape[d]
-    # (the window size spelled out: -1 cannot be inferred when the output is empty)
-    return np.where(valid, flat, -1).reshape(out_shape + (int(np.prod(wins, dtype=np.int64)),))
-
-
-def windows(x: np.ndarray, pad_value, *window) -> np.ndarray:
-    """The windows of ``x`` (``window``: window_indices' arguments after the shape), padding and
-    base-dilation holes holding ``pad_value``."""
-    idx = window_indices(x.shape, *window)
-    vals = np.ravel(x)[np.where(idx >= 0, idx, 0)] if x.size else np.zeros(idx.shape, x.dtype)
-    return np.where(idx >= 0, vals, np.asarray(pad_value, x.dtype)).astype(x.dtype)
 
 
 @register("reduce_window_sum")
@@ -774,7 +417,7 @@ def reduce_window_max(eqn, x, *, window_dimensions, window_strides, padding, bas
                       window_dilation):
     w = windows(np.asarray(x), _lowest(x.dtype), window_dimensions, window_strides, padding,
                 base_dilation, window_dilation)
-    return np.asarray(_extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
+    return np.asarray(extremum(eqn, w, "max", lambda k: np.max(k, axis=-1)))
 
 
 @register("reduce_window_min")
@@ -782,7 +425,7 @@ def reduce_window_min(eqn, x, *, window_dimensions, window_strides, padding, bas
                       window_dilation):
     w = windows(np.asarray(x), _highest(x.dtype), window_dimensions, window_strides, padding,
                 base_dilation, window_dilation)
-    return np.asarray(_extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
+    return np.asarray(extremum(eqn, w, "min", lambda k: np.min(k, axis=-1)))
 
 
 @register("reduce_window")
@@ -866,7 +509,7 @@ def select_and_scatter_add(eqn, source, operand, *, select_prim, window_dimensio
     operand = np.asarray(operand)
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding)
     _check_source_shape(eqn, np.shape(source), idx)
-    chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx)
+    chosen = _select_positions(widen_narrow_float(operand).ravel(), _select_fn(eqn, select_prim), idx)
     out = scatter_sum(eqn, operand.size, chosen, np.asarray(source), eqn.out_dtype)
     return out.reshape(operand.shape)
 
@@ -906,7 +549,7 @@ def select_and_gather_add(eqn, tangents, operand, *, select_prim, window_dimensi
     idx = window_indices(operand.shape, window_dimensions, window_strides, padding, base_dilation,
                          window_dilation)
     init = -np.inf if getattr(select_prim, "name", "") in ("ge", "gt") else np.inf
-    chosen = _select_positions(_as_compute(operand).ravel(), _select_fn(eqn, select_prim), idx, init=init)
+    chosen = _select_positions(widen_narrow_float(operand).ravel(), _select_fn(eqn, select_prim), idx, init=init)
     t = np.ravel(tangents)
     vals = t[np.where(chosen >= 0, chosen, 0)] if t.size else np.zeros(chosen.shape, t.dtype)
     return np.where(chosen >= 0, vals, np.zeros((), t.dtype)).astype(tangents.dtype)
@@ -929,15 +572,15 @@ def _cumulative(fn):
 
 def _cumsum(eqn, x):
     dtype = x.dtype
-    if D.is_int(dtype):
+    if dtypes.is_int(dtype):
         return wrap_int(np.cumsum(x.astype(_int_wide(dtype)), axis=-1), dtype)
-    if D.is_complex(dtype):
+    if dtypes.is_complex(dtype):
         out = np.empty(x.shape, dtype)
         part = F32 if dtype == np.complex64 else F64
         out.real = _float_cumsum(np.ascontiguousarray(x.real), part)
         out.imag = _float_cumsum(np.ascontiguousarray(x.imag), part)
         return out
-    if D.is_float(dtype):
+    if dtypes.is_float(dtype):
         return _float_cumsum(x, dtype)
     raise eqn.unsupported(f"cumsum of {dtype}")
 
@@ -969,8 +612,8 @@ def _float_cumsum(x, out_dtype):
 register("cumsum")(_cumulative(_cumsum))
 register("cumprod")(
     _cumulative(lambda eqn, x: products_last(eqn, x, cumulative=True)))
-register("cummax")(_cumulative(lambda eqn, x: _extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
-register("cummin")(_cumulative(lambda eqn, x: _extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
+register("cummax")(_cumulative(lambda eqn, x: extremum(eqn, x, "max", lambda k: np.maximum.accumulate(k, axis=-1))))
+register("cummin")(_cumulative(lambda eqn, x: extremum(eqn, x, "min", lambda k: np.minimum.accumulate(k, axis=-1))))
 
 
 def _cumlogsumexp(eqn, x):
@@ -983,8 +626,12 @@ def _cumlogsumexp(eqn, x):
     exp/log1p/+ with a few units of its rounding error, exp's argument rounded once); where
     r_k +- bound round to one value that is the answer (rounding is monotone), the rest is
     recomputed in mpmath with Ziv's test.
+
+    The bound holds for every exp and log1p NumPy may dispatch to (they differ by host): it allows
+    exp 4 units (2 ulp) and log1p 1 ulp, doubled; the float64 loops are SVML's ``_ha`` (<= 1 ulp) on
+    AVX512_SKX hosts, glibc's elsewhere (<= 1 ulp), and long double has no SIMD loop (lax_special.Fn).
     """
-    if not D.is_float(x.dtype):
+    if not dtypes.is_float(x.dtype):
         raise eqn.unsupported(f"cumlogsumexp of {x.dtype}")
     wide = wide_type(x.dtype, x.dtype)
     u = UNIT[wide]
@@ -1043,16 +690,15 @@ def _certify(r, bound, dtype):
     """(round(r), flat mask of the elements where r - bound and r + bound round alike)."""
     with np.errstate(all="ignore"):
         lo, hi = round_float(r - bound, dtype), round_float(r + bound, dtype)
-    uint = D.storage_uint(dtype)
+    uint = dtypes.storage_uint(dtype)
     certain = ((lo.view(uint) == hi.view(uint)) | ~np.isfinite(r) | (bound == 0)).reshape(-1)
     return np.array(round_float(r, dtype), dtype), certain
 
 
 def _mp_logsumexp(v: np.ndarray, dtype):
     """log(sum(exp(v))) of finite-or--inf float64 values, correctly rounded: mpmath enclosures
-    under lax_special's Ziv test, 128 to 4096 bits (loud past that: Uncertified)."""
+    under Ziv's test (numerics.ziv), 128 to 4096 bits (loud past that: Uncertified)."""
     import mpmath
-    from .lax_special import _ziv
     v = [float(a) for a in v if a != -np.inf]
 
     def enclose(prec):
@@ -1064,7 +710,7 @@ def _mp_logsumexp(v: np.ndarray, dtype):
             s = mpmath.fsum(mpmath.exp(mpmath.fsub(a, m, exact=True)) for a in rest)
             L = mpmath.log1p(s)
             return mpmath.mpf(m) + L, (abs(m) + abs(L)) * mpmath.mpf(2) ** (-prec + 8 + len(v).bit_length())
-    return _ziv(enclose, dtype, "cumlogsumexp", precs=(128, 256, 512, 1024, 2048, 4096))
+    return ziv(enclose, dtype, "cumlogsumexp", precs=(128, 256, 512, 1024, 2048, 4096))
 
 
 register("cumlogsumexp")(_cumulative(_cumlogsumexp))

@@ -13,11 +13,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from interp import dtypes as D
-from interp.errors import UninitializedReadError
+from interp import dtypes
 from interp.evaluator import STEP_HOOKS
 from interp.registry import register
-from interp.uninitialized import TrackedRef, fill_uninitialized
+from interp.uninitialized import Unwritten, fill_uninitialized, track_unwritten
 
 
 def _static_only(eqn, dynamic) -> None:
@@ -95,9 +94,9 @@ def iota(eqn, *dynamic, dtype, shape, dimension, sharding=None):
     _static_only(eqn, dynamic)
     dtype = np.dtype(dtype)
     n = shape[dimension]
-    if D.is_int(dtype):
+    if dtypes.is_int(dtype):
         line = np.arange(n, dtype=np.int64).astype(dtype)  # two's complement wrap-around
-    elif D.is_float(dtype) or D.is_complex(dtype):
+    elif dtypes.is_float(dtype) or dtypes.is_complex(dtype):
         if n > 2 ** 53:
             raise eqn.unsupported("iota longer than 2**53 (not exact in float64)")
         with np.errstate(over="ignore"):
@@ -161,140 +160,10 @@ def uninitialized_fill(eqn, shape, dtype) -> np.ndarray:
 # buffers (new_ref(lax.empty(...))), and when run_state's empty_ref is discharged; `empty2` only
 # inside scan's lowering (_scan_impl), never in a traced jaxpr.
 #
-# Under uninitialized="raise" the result is an `Unwritten` value: the poison data and a mask of
-# the elements written so far. A plan-time hook (evaluator.STEP_HOOKS, installed below) wraps each
-# step under that option only: structural primitives that only move elements (dynamic_update_slice,
-# scatter, slices, gathers, reshapes, concatenate, pad, select_n, conversions...) compute the data
-# and, with the same rule, where its never-written elements went; new_ref turns the value into a
-# TrackedRef with that mask; calls and loops (pjit, while, cond, scan...) pass it to their bodies,
-# whose steps are wrapped too. Any other use reads the elements and raises UninitializedReadError
-# when one was never written, and so does every escape of the data (NumPy conversion, arithmetic,
-# indexing, the program's outputs, which the caller reads): the mask is never dropped silently. A
-# fully written value becomes a plain array again, so the normal path pays nothing.
-
-
-class Unwritten:
-    """A lax.empty result (or a value moved from one) with elements never written."""
-    __slots__ = ("data", "written", "origin")
-
-    def __init__(self, data: np.ndarray, written: np.ndarray, origin: str):
-        self.data, self.written, self.origin = data, written, origin
-
-    shape = property(lambda self: self.data.shape)
-    dtype = property(lambda self: self.data.dtype)
-    ndim = property(lambda self: self.data.ndim)
-    size = property(lambda self: self.data.size)
-
-    def read_error(self, reader: str) -> UninitializedReadError:
-        where = tuple(int(i) for i in np.argwhere(~self.written)[0]) if self.ndim else ()
-        return UninitializedReadError(
-            f"{reader} reads elements of a lax.empty array ({self.origin}) that were never written "
-            f"({int(self.size - np.count_nonzero(self.written))} of {self.size}, first at index "
-            f"{where}); uninitialized='raise' (empty/c3)")
-
-    def _read(self, *args, **kwargs):
-        raise self.read_error("a use of its data (a program output, or a rule reading it)")
-
-    __array__ = __array_ufunc__ = __array_function__ = __getitem__ = __setitem__ = _read
-    __bool__ = __int__ = __float__ = __complex__ = __index__ = __len__ = __iter__ = _read
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __neg__ = _read
-
-    def __getattr__(self, name):     # (an AttributeError too: hasattr() probes answer False)
-        err = self.read_error(f"attribute {name!r}")
-        raise _UnwrittenAttributeError(*err.args)
-
-
-class _UnwrittenAttributeError(UninitializedReadError, AttributeError):
-    pass
-
-
-def _moved(ctx, rule, args, params, data_pos):
-    """A structural step on Unwritten operands: the data by ``rule``, and where never-written
-    elements went by running ``rule`` twice on indicators (unwritten -> 1 then 0, written -> 0
-    then 1: an output element came from a never-written one iff it is 1 then 0; constants the
-    rule inserts, such as padding or gather's fill, are equal in both runs)."""
-    for i, a in enumerate(args):
-        if type(a) is Unwritten and i not in data_pos:
-            raise a.read_error(f"'{ctx.name}' (as an index or predicate)")
-    if any(np.dtype(args[i].dtype).name == "float8_e8m0fnu" for i in data_pos) or \
-            np.dtype(ctx.out_dtype).name == "float8_e8m0fnu":      # no zero to encode with
-        raise ctx.unsupported("uninitialized='raise' tracking of float8_e8m0fnu data")
-    data = [a.data if type(a) is Unwritten else a for a in args]
-    out = rule(ctx, *data, **params)
-    runs = []
-    for hi, lo in ((1, 0), (0, 1)):
-        ind = list(data)
-        for i in data_pos:
-            a = args[i]
-            unwritten = ~a.written if type(a) is Unwritten else np.zeros(np.shape(a), bool)
-            ind[i] = np.where(unwritten, hi, lo).astype(np.dtype(a.dtype))
-        runs.append(np.asarray(rule(ctx, *ind, **params)))
-    one, zero = (np.asarray(v).astype(runs[0].dtype) for v in (1, 0))
-    never = (runs[0] == one) & (runs[1] == zero)
-    if not never.any():
-        return out
-    origin = next(a.origin for a in args if type(a) is Unwritten)
-    return Unwritten(np.asarray(out), ~never, origin)
-
-
-# Primitive -> operand positions that are moved data (the others are indices or predicates):
-# "all" operands, or "cases" (select_n: all but the predicate).
-_STRUCTURAL = {name: (0,) for name in (
-    "reshape", "transpose", "broadcast_in_dim", "squeeze", "rev", "copy", "slice",
-    "dynamic_slice", "gather", "convert_element_type")}
-_STRUCTURAL.update({"dynamic_update_slice": (0, 1), "scatter": (0, 2), "pad": (0, 1),
-                    "concatenate": "all", "select_n": "cases"})
-# Calls and loops hand their operands to sub-jaxprs, whose steps are tracked in turn.
-_PASS_THROUGH = frozenset((
-    "pjit", "jit", "closed_call", "core_call", "custom_vmap_call", "while", "cond", "scan", "remat2",
-    "checkpoint", "remat_opt", "eval_jaxpr", "composite", "xla_metadata_call", "custom_partitioning",
-    "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_jvp_call_jaxpr",
-    "optimization_barrier", "sharding_constraint", "reshard", "layout_constraint", "relayout",
-    "xla_metadata_value", "device_put", "name", "stop_gradient", "tie"))
-
-
-def _track_unwritten(ctx, rule):
-    """evaluator.STEP_HOOKS entry: under uninitialized="raise", wrap the step so that Unwritten
-    operands are moved, passed on, turned into tracked refs or reported as read."""
-    if ctx.options.uninitialized != "raise":
-        return rule
-    name = ctx.name
-    moved = _STRUCTURAL.get(name)
-    if moved is not None:     # operand positions whose data the primitive moves
-        n = len(ctx.eqn.invars)
-        moved = tuple({"all": range(n), "cases": range(1, n)}.get(moved, moved))
-
-    def step(ctx, *args, **params):
-        for a in args:
-            if type(a) is Unwritten:
-                return tracked(ctx, args, params)
-        return rule(ctx, *args, **params)
-
-    def tracked(ctx, args, params):
-        if moved is not None:
-            return _moved(ctx, rule, args, params, moved)
-        if name in ("new_ref", "mutable_array") and type(args[0]) is Unwritten:
-            ref = TrackedRef(args[0].shape, args[0].dtype, name=f"{name}@{id(ctx.eqn):x}",
-                             check_bounds=ctx.options.check_bounds)
-            ref.array[...] = args[0].data
-            ref.written[...] = args[0].written
-            return ref
-        if name in _PASS_THROUGH:
-            return rule(ctx, *args, **params)
-        raise next(a for a in args if type(a) is Unwritten).read_error(f"'{name}'")
-
-    inplace = getattr(rule, "inplace", None)
-    if inplace is not None:     # keep the plan's buffer reuse (evaluator DONATE_MIN_ELEMENTS)
-        def step_inplace(ctx, out, *args, **params):
-            for a in args:
-                if type(a) is Unwritten:
-                    return tracked(ctx, args, params)
-            return inplace(ctx, out, *args, **params)
-        step.inplace = step_inplace
-    return step
-
-
-STEP_HOOKS.append(_track_unwritten)
+# Under uninitialized="raise" the result is an `Unwritten` value (interp/uninitialized.py: the
+# poison data and a mask of the elements written so far), tracked through the program by the plan
+# hook installed here (uninitialized.track_unwritten).
+STEP_HOOKS.append(track_unwritten)
 
 
 def _empty_value(eqn, shape, dtype):

@@ -28,7 +28,8 @@ from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
 from ..registry import RULES, register
 # (importing lax_reductions also registers the reduce_* rules plgpu's reductions use)
-from .lax_reductions import certified_round, refine_sums, round_float, sum_error_bound
+from . import lax_reductions  # noqa: F401
+from ..numerics import certified_round, refine_sums, round_float, sum_error_bound
 from .state import RUN_STATE_EXIT
 
 # --- layout transforms of SMEM refs (views with the same logical values) --------------------------
@@ -543,7 +544,7 @@ def _mma(acc, a, b, out_dtype) -> np.ndarray:
 
     The products of such values are exact in float64 (at most 2 x 11 significant bits), so a
     float64 product (einsum) plus the accumulator is a sum of K + 1 exact terms in some order, within
-    gamma_K times the sum of their magnitudes of the exact sum (lax_reductions.sum_error_bound,
+    gamma_K times the sum of their magnitudes of the exact sum (numerics.sum_error_bound,
     bounded by |acc| + the row sums of |a| times the column maxima of |b|); certified_round keeps
     the elements where that whole interval rounds to one value and sums the others exactly.
     Where :func:`_exactly_summed` shows the float64 sum exact (most elements), it is rounded once."""

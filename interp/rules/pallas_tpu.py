@@ -25,7 +25,7 @@ from ..pallas.dma import view_bytes
 from ..pallas.grid import current_run
 from ..registry import register
 from .lax_contractions import conv_general_dilated, matmul
-from .lax_reductions import wrap_int
+from ..numerics import wrap_int
 from .pallas import _sem, _with_operands
 
 
@@ -230,7 +230,7 @@ def _packing(eqn, wide, packed):
 @register("pack_elementwise")
 def pack_elementwise(eqn, *xs, packed_dtype):
     from ..dtypes import is_int
-    from .lax_conversions import convert
+    from ..numerics import convert
     src, packed = np.dtype(xs[0].dtype), np.dtype(packed_dtype)
     if is_int(src) and is_int(packed):
         fields = [np.asarray(x).astype(np.int64).astype(np.uint64) for x in xs]  # truncated below
@@ -269,7 +269,7 @@ def unpack_elementwise(eqn, x, *, index, packed_dtype, unpacked_dtype):
         signed = field.astype(np.int64) - ((field >> np.uint64(pbits - 1)).astype(np.int64) << pbits)
         if is_float(out):
             return signed.astype(out)
-        from .lax_reductions import wrap_int
+        from ..numerics import wrap_int
         return wrap_int(signed, out)
     raise eqn.unsupported(f"unpack_elementwise of {packed} fields into {out}")
 
@@ -448,7 +448,7 @@ def accumulate(acc: np.ndarray, value: np.ndarray) -> np.ndarray:
     type, rounded once), wrapping for integers."""
     if D.is_int(acc.dtype):
         return wrap_int(acc.astype(np.int64) + value.astype(np.int64), acc.dtype)
-    from .lax_reductions import round_float
+    from ..numerics import round_float
     return round_float(acc.astype(D.wide_float(acc.dtype)) + value.astype(D.wide_float(acc.dtype)),
                        acc.dtype)
 

@@ -35,13 +35,13 @@ def _partitionable() -> bool:
     return bool(jax.config.jax_threefry_partitionable)
 
 
-def _convert(x):
+def _key_value(x):
     if isinstance(x, (KeyArray, jax_prng.PRNGKeyArray)):
         return as_key(x)
     return None
 
 
-VALUE_CONVERTERS.append(_convert)
+VALUE_CONVERTERS.append(_key_value)
 
 
 def _is_key_dtype(dtype) -> bool:
@@ -445,8 +445,13 @@ _lifted("gather", _rw_gather)
 _lifted("scatter", _rw_scatter)
 _lifted("tile", _rw_tile)
 # Leading-dimension parameters are unchanged on the key data.
-for _name in ("squeeze", "rev", "concatenate", "copy", "split", "stack", "unstack"):
-    _lifted(_name)
+_lifted("squeeze")
+_lifted("rev")
+_lifted("concatenate")
+_lifted("copy")
+_lifted("split")
+_lifted("stack")
+_lifted("unstack")
 
 
 @register("select_n", extended=True)

@@ -17,9 +17,10 @@ from ..evaluator import STEP_HOOKS, VALUE_CONVERTERS
 from ..registry import register
 from .. import spmd_lockstep
 from ..spmd import current_device, run_spmd
-from .. import dtypes as D
-from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
-                             sum_last)
+from .. import dtypes
+from ..numerics import F64, UNIT, certified_round, round_float, sum_error_bound
+# psum/pmax/pmin are reduce_sum/reduce_max/reduce_min over the participants (the rules' own semantics)
+from .lax_reductions import extremum, move_last, sum_last
 
 
 # --- shard_map -----------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def _combine(eqn, kind: str, stacked: np.ndarray, dtype) -> np.ndarray:
     if kind == "sum":
         return np.asarray(participants_sum(eqn, stacked, dtype), dtype)
     np_fn = np.max if kind == "max" else np.min
-    return np.asarray(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), dtype)
+    return np.asarray(extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), dtype)
 
 
 def _groups(per_device, axes: frozenset, across: bool) -> dict:
@@ -430,7 +431,7 @@ def participants_sum(eqn, stacked: np.ndarray, out_dtype) -> np.ndarray:
     term is zero, s is exact (the sum of a few float32 values with near exponents often is, and
     often falls on a float32 midpoint, which no error interval can certify): rounded once."""
     out_dtype = np.dtype(out_dtype)
-    if not (D.is_float(out_dtype) and D.is_float(stacked.dtype) and D.bit_width(stacked.dtype) <= 32
+    if not (dtypes.is_float(out_dtype) and dtypes.is_float(stacked.dtype) and dtypes.bit_width(stacked.dtype) <= 32
             and stacked.shape[-1] > 1):
         return sum_last(eqn, stacked, out_dtype)
     if stacked.shape[-1] == 2 and stacked.dtype == np.float32 and out_dtype == np.float32:
@@ -474,13 +475,13 @@ def _reduction(kind: str):
 
     def reduce_one(eqn, x, positional, out_dtype):
         def combine(ops):
-            stacked = np.stack([_move_last(np.asarray(o), positional) if positional else
+            stacked = np.stack([move_last(np.asarray(o), positional) if positional else
                                 np.asarray(o)[..., None] for o in ops], axis=-2)
             stacked = stacked.reshape(stacked.shape[:-2] + (-1,))
             if kind == "sum":
                 return _shared(participants_sum(eqn, stacked, out_dtype), len(ops))
             np_fn = np.max if kind == "max" else np.min
-            return _shared(_extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
+            return _shared(extremum(eqn, stacked, kind, lambda k: np_fn(k, axis=-1)), len(ops))
         return combine
 
     def rule(eqn, *xs, axes,

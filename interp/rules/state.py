@@ -60,7 +60,7 @@ def _access_rule(name, access, n_values):
     def prepare(ctx):
         index = compile_indexer(ctx.params.get("tree"), ctx.eqn.invars[1 + n_values:])
         if index is None:
-            return rule
+            return None
 
         def compiled(eqn, ref, *args, tree=None):
             if not isinstance(ref, Ref):
@@ -70,8 +70,7 @@ def _access_rule(name, access, n_values):
         return compiled
 
     rule.__name__ = name
-    rule.prepare = prepare
-    return register(name)(rule)
+    return register(name, prepare=prepare)(rule)
 
 
 get = _access_rule("get", _get, 0)
