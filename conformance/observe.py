@@ -19,7 +19,7 @@ from typing import Hashable
 import jax.extend.core as jcore
 
 from interp.evaluator import eval_jaxpr
-from interp.pallas.cores import INHERITED
+from interp.schedule import INHERITED
 from interp.options import Options
 
 # Calls: their value is their body's, on their operands (a watcher may treat them as transparent).
@@ -47,7 +47,7 @@ def holds_jaxprs(eqn) -> bool:
 # hashable Options, so the plans built under one key are reused by every later evaluation with
 # that key; its wrapped steps find the current watcher here.
 _ACTIVE = threading.local()
-# Cores and interpreted devices run on threads of their own (interp/pallas/cores.py): they watch
+# Cores and interpreted devices run on threads of their own (interp/schedule.py): they watch
 # with the watcher of the thread that started them.
 INHERITED.append((lambda: getattr(_ACTIVE, "watcher", None),
                   lambda watcher: setattr(_ACTIVE, "watcher", watcher)))

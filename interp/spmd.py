@@ -6,7 +6,7 @@ shards are evaluated for all devices at once instead, with the same results:
 The reference never needs N real devices: a ``shard_map`` over a mesh with manual axes of sizes
 (2, 4) runs its body once per mesh coordinate, each a core of a ``CoreScheduler`` (with a thread
 of its own only while it waits). Only the device holding
-the baton executes (as in ``interp/pallas/cores.py``): it runs until it finishes or reaches a
+the baton executes (as in ``interp/schedule.py``): it runs until it finishes or reaches a
 collective whose other participants have not arrived, then the baton passes to the next device
 that can make progress, in device order. Runs are therefore deterministic, and every construct
 the body may contain (``while``/``cond``/``scan`` around collectives, nested ``shard_map``) works
@@ -35,7 +35,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .errors import UndefinedBehaviorError
-from .pallas.cores import CoreScheduler, wait_until
+from .schedule import CoreScheduler, wait_until
 
 
 class DeadlockError(UndefinedBehaviorError):

@@ -140,7 +140,7 @@ BARRIER_TEST = (
 
 CLUSTERS = (
     "Clusters (points of the grid) are concurrent, as on the hardware: every warpgroup of every "
-    "cluster is a core of one schedule (interp/pallas/cores.py: one thread at a time, switching "
+    "cluster is a core of one schedule (interp/schedule.py: one thread at a time, switching "
     "at waits that cannot proceed). A cluster starts, all its warpgroups at once, when no "
     "started warpgroup can go on, in row-major order or a seeded random one "
     "(grid_order='shuffled'): most clusters therefore run one after another, and a cluster that "

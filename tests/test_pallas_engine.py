@@ -743,14 +743,14 @@ def test_engine_layers_are_one_directional():
     assert [m for m in graph if reaches(m, m, set())] == []
 
 
-# -- the core scheduler (interp/pallas/cores.py): nesting and lazy starts -------------------------
+# -- the core scheduler (interp/schedule.py): nesting and lazy starts -------------------------
 def test_cores_started_inside_a_core_join_its_schedule():
     """A kernel's cores started by a running core (a device, an enclosing kernel's core) are forked
     into that core's scheduler: a sibling of the parent can satisfy an inner core's wait (with a
     scheduler of their own they would deadlock), and a wait nobody can satisfy is one deadlock of
     the outer schedule."""
     from interp.errors import RaceError
-    from interp.pallas.cores import run_cores, wait_until
+    from interp.schedule import run_cores, wait_until
     flag, events = [], []
 
     def inner():
@@ -783,7 +783,7 @@ def test_lazy_cores_start_only_when_no_started_core_can_go_on():
     """Lazy cores (the clusters of a Mosaic GPU grid) start in order, but a started core that can
     go on runs before a new one starts; eager cores start as the baton reaches them."""
     from interp.errors import RaceError
-    from interp.pallas.cores import run_cores, wait_until
+    from interp.schedule import run_cores, wait_until
 
     def schedule(lazy):
         state, events = {"ready": False}, []

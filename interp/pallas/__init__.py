@@ -7,7 +7,6 @@
   poisoning of never-written memory, bounds checks, masked accesses and error messages that name
   the kernel, the buffer, the grid point and the index.
 * ``dma``: the DMA / semaphore model and race detection (``Options.detect_races``).
-* ``cores``: the cores of a core mesh taking turns (semaphore waits yield, deadlocks are loud).
 * ``indexing``: the single call point into the state family's indexer normalisation.
 * ``specialize``: the kernel body specialised per grid point (grid-only scalar work and
   ``pl.when`` branches on it evaluated once per point; the residual program runs per step).

@@ -32,11 +32,11 @@ one kernel on all the devices (and all their cores) form a :class:`DeviceKernels
 * A ``pl.kernel`` / ``core_map`` over a TPU core mesh joins like a pallas_call
   (:func:`join_core_mesh`), every core of every device a *member* (device, core): the devices
   meet once before a device's cores start and once after all of them ended; the cores run forked
-  into the devices' schedule (``interp.pallas.cores.run_cores``). A remote DMA or signal names the
+  into the devices' schedule (``interp.schedule.run_cores``). A remote DMA or signal names the
   device by device_id's mesh axes and the core by a core axis of a MESH dict or core_index
   (:meth:`DeviceKernels.address`; spec/spmd.py remote-dma/core-target).
 * A wait on a semaphore only another device (or core) can signal lets the others run
-  (``interp.pallas.cores.wait_until``: the running core waits); when every device waits, the
+  (``interp.schedule.wait_until``: the running core waits); when every device waits, the
   program would hang on hardware: the reference raises ``interp.spmd.DeadlockError`` naming each
   device (and core) and the semaphore it waits on.
 * Mosaic GPU launches (``interp/pallas/warpgroups.py`` Launch) join as one run per device; their
@@ -51,7 +51,7 @@ import math
 import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
-from .cores import wait_until
+from ..schedule import wait_until
 from .memory import KernelRef, _show
 
 

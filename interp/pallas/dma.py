@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ..errors import RaceError
-from .cores import running, wait_until
+from ..schedule import running, wait_until
 from .memory import _selected_coords, _show
 
 

@@ -572,7 +572,7 @@ class MeshPlan:
     core of the mesh on whole (HBM) operands; scratch and the barrier semaphore are core-local
     except shared memory spaces.
 
-    Cores run one at a time (``interp.pallas.cores``): in core order, or a seeded random order
+    Cores run one at a time (``interp.schedule``): in core order, or a seeded random order
     with ``grid_order="shuffled"`` since they are concurrent on hardware; a core that waits on a
     semaphore lets the others run, so barriers and cross-core signals work, and a wait no core
     can satisfy is a deadlock (RaceError). Inside a shard_map body the cores are forked into the
@@ -660,7 +660,7 @@ class MeshPlan:
         if len(points) == 1:
             body(points[0])
         else:
-            from .cores import run_cores
+            from ..schedule import run_cores
             run_cores({p: functools.partial(body, p) for p in points}, self.name)
             if devices is not None:   # the device's end: once, after all its cores ended
                 devices.leave_device([runs[p] for p in points])

@@ -4,7 +4,7 @@ warpgroups, mbarriers and the asynchronous operations they order.
 The kernel body runs once per *thread* of the mesh (a Mosaic GPU "thread" is a warpgroup of 128
 CUDA threads). Clusters (points of the grid) and the warpgroups of all blocks of a cluster run
 concurrently as far as the model is concerned: every warpgroup is a core of one
-``interp.pallas.cores`` schedule, run one at a time, a warpgroup that waits on a barrier or
+``interp.schedule`` schedule, run one at a time, a warpgroup that waits on a barrier or
 semaphore that is not ready handing over to another one (a warpgroup gets a thread of its own
 only while it waits). A cluster starts, all its warpgroups at once, only when no started
 warpgroup can go on, in row-major order or a seeded shuffled one (``grid_order="shuffled"``):
@@ -44,7 +44,7 @@ import itertools
 import numpy as np
 
 from ..errors import RaceError, UndefinedBehaviorError
-from .cores import handoffs, poll, run_cores, waiting_descriptions, wait_until
+from ..schedule import handoffs, poll, run_cores, waiting_descriptions, wait_until
 from .dma import Region
 from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
                    maybe_current_run, operand_buffers)

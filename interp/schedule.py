@@ -39,7 +39,7 @@ import collections
 import contextlib
 import threading
 
-from ..errors import RaceError
+from .errors import RaceError
 
 
 _here = threading.local()   # .core: (scheduler, key) of the core this thread runs
