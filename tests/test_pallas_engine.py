@@ -809,6 +809,51 @@ def test_lazy_cores_start_only_when_no_started_core_can_go_on():
     assert schedule(lazy=False) == ["0 starts", "1 starts", "2 starts", "0 resumes", "1 resumes"]
 
 
+def test_cores_run_with_the_thread_context_of_their_schedule():
+    """Per-thread state is one object (interp.schedule.context): a core runs with its own core
+    key and kernel stack, as the device of the core that forked it, with the watcher of the thread
+    that started its schedule, on whichever thread runs it (here the caller's and a worker's);
+    the caller's own values are back when the schedule returns."""
+    import threading
+    from interp.errors import RaceError
+    from interp.schedule import Scheduler, context, run_cores, wait_until
+
+    class Device:
+        def describe(self):
+            return "device(x=1)"
+
+    device, seen, flag = Device(), {}, []
+
+    def record(name, wait=False):
+        def body():
+            if wait:   # parks this core: the next one starts on a worker thread
+                wait_until(lambda: flag, f"{name} waits", RaceError)
+            else:
+                flag.append(name)
+            seen[name] = (context.core[1], context.device, list(context.runs), context.watcher,
+                          threading.get_ident())
+        return body
+
+    def parent():
+        context.runs.append("the parent's kernel")
+        run_cores({"child": record("child")}, "inner kernel")
+        context.runs.pop()
+        record("parent")()
+
+    context.watcher, context.runs[:] = "watcher", ["caller's kernel"]
+    try:
+        Scheduler(["p", "q"], "outer").run({"p": record("p", wait=True), "q": parent},
+                                          devices={"p": None, "q": device})
+        assert (context.core, context.device, context.runs, context.watcher) == \
+            (None, None, ["caller's kernel"], "watcher")
+    finally:
+        context.watcher, context.runs[:] = None, []
+    assert seen["p"][:4] == ("p", None, [], "watcher")
+    assert seen["parent"][:4] == ("q", device, [], "watcher")
+    assert seen["child"][:4] == (("q", "child"), device, [], "watcher")
+    assert seen["p"][4] == threading.get_ident() != seen["parent"][4]
+
+
 def test_tiled_view_accesses_take_the_flat_path_with_the_same_elements():
     """Reads, writes and swaps through read-only position arrays indexing every dimension (tiled
     SMEM views) go through one flat take/store on a C-contiguous buffer (interp/pallas/memory.py

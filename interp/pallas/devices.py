@@ -51,7 +51,7 @@ import math
 import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
-from ..schedule import wait_until
+from ..schedule import current_device, wait_until
 from .memory import KernelRef, _show
 
 
@@ -373,7 +373,6 @@ def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKerne
     its cores start, as JAX's interpret mode runs ``_barrier`` before its cores' threads) and
     return what they share; None outside every shard_map. Every core of every device may then
     address every other (:meth:`DeviceKernels.address`)."""
-    from ..spmd import current_device
     device = current_device()
     if device is None:
         return None

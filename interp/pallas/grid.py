@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
 
 import numpy as np
 import jax
@@ -32,26 +31,24 @@ import jax
 from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
 from ..evaluator import Literal, get_plan, split_jaxpr
 from ..refs import Ref
+from ..schedule import context
 from .devices import join as join_devices, join_core_mesh
 from .dma import DmaEngine
 from .memory import (KernelRef, fill_uninitialized, logical_value, physical_operand,
                      physical_value, poison_value)
 from .specialize import KernelBody
 
-_local = threading.local()
-
-
 def maybe_current_run() -> "KernelRun | None":
-    """The innermost running kernel of this thread, or None."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
+    """The innermost running kernel of this thread (``schedule.context.runs``), or None."""
+    runs = context.runs
+    return runs[-1] if runs else None
 
 
 def current_run() -> "KernelRun":
-    stack = getattr(_local, "stack", None)   # (maybe_current_run inlined: called per DMA)
-    if not stack:
+    runs = context.runs   # (maybe_current_run inlined: called per DMA)
+    if not runs:
         raise RuntimeError("Pallas kernel primitive evaluated outside a pallas_call")
-    return stack[-1]
+    return runs[-1]
 
 
 class KernelRun:
@@ -97,14 +94,11 @@ class KernelRun:
         return f"kernel '{self.name}' at grid point {self.point}"
 
     def __enter__(self):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(self)
+        context.runs.append(self)
         return self
 
     def __exit__(self, *exc):
-        _local.stack.pop()
+        context.runs.pop()
 
 
 # ------------------------------------------------------------------------------------------

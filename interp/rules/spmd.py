@@ -16,7 +16,8 @@ from ..errors import UndefinedBehaviorError, UnsupportedPrimitiveError
 from ..evaluator import STEP_HOOKS, VALUE_CONVERTERS
 from ..registry import register
 from .. import spmd_lockstep
-from ..spmd import current_device, run_spmd
+from ..schedule import current_device
+from ..spmd import run_spmd
 from .. import dtypes as D
 from .lax_reductions import (F64, UNIT, _extremum, _move_last, certified_round, round_float, sum_error_bound,
                              sum_last)
