@@ -83,7 +83,7 @@ class DeviceKernels:
                       for core, (_, refs) in members.items()}
         self.buffers = {(rank, core): list(refs) for rank, (_, members) in enumerate(entries)
                         for core, (_, refs) in members.items()}
-        self.base_name = next(iter(self.members.values())).base_name
+        self.name = next(iter(self.members.values())).name   # the kernel's
         self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
         self.unsettled: list = []  # ambiguous waits (interp.pallas.dma.AmbiguousWait), all devices
         self.ended: set = set()    # members whose kernel body has ended
@@ -248,9 +248,8 @@ class DeviceKernels:
                 "device barrier precedes it, and its kernel may not have started (signal and "
                 "wait on the barrier semaphore first)")
         # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
-        # operands and semaphores reserved at launch, interp/pallas/warpgroups.py Launch).
-        peer_buffer = getattr(run, "peer_buffer", None)
-        other = peer_buffer(ref, self.members[key]) if peer_buffer is not None else None
+        # operands and semaphores reserved at launch, KernelRun.peer_buffer).
+        other = run.peer_buffer(ref, self.members[key])
         if other is not None:
             if other.kind == "semaphore":
                 self.signallers.setdefault(id(other), set()).add(here)
@@ -312,7 +311,7 @@ class DeviceKernels:
             return int(ref.array[index]) >= amount or engine.signalling(sem, send)
 
         while int(ref.array[index]) < amount:
-            wait_until(ready, f"{who} in kernel '{self.base_name}': {kind} "
+            wait_until(ready, f"{who} in kernel '{self.name}': {kind} "
                               f"on {ref.short()}{_show(index)} for {amount} (holds "
                               f"{int(ref.array[index])})", RaceError)
             engine.complete_signalling(sem, amount, send)
@@ -350,7 +349,7 @@ def _meet(device, what, run, operand, custom_barrier=False):
     combine = (lambda entries: [DeviceKernels(world, entries, custom_barrier)] * n) \
         if operand is not None else (lambda entries: [None] * n)
     return world.rendezvous(device, (f"pallas_call {what}", names), rank, n,
-                            f"{what} pallas_call '{run.base_name}'", operand, combine)
+                            f"{what} pallas_call '{run.name}'", operand, combine)
 
 
 def _rank(device) -> int:
@@ -378,14 +377,12 @@ def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKerne
         return None
     first = next(iter(runs.values()))
     for run in runs.values():
-        run.base_name = run.name
         run.device_rank = _rank(device)
     custom_barrier = getattr(compiler_params, "collective_id", None) is not None
     members = {core: (run, list(refs[core])) for core, run in runs.items()}
     group = _meet(device, "start of", first, (device, members), custom_barrier)
     for run in runs.values():
-        run.devices = group
-        run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
+        run.devices = group   # (every message names the device: KernelRun.label)
         run.dma.inflight = group.inflight
         run.dma.unsettled = group.unsettled
     return group
@@ -484,5 +481,7 @@ class DeviceTracker:
         if self.inner is not None:
             self.inner.check_access(ref, index, kind)
         if self.tracked(ref):
-            accessor = getattr(self.running(), "device_rank", ref.run.device_rank)
+            running = self.running()   # (a run of no device: the buffer's device accesses it)
+            accessor = ref.run.device_rank if running is None or running.device_rank is None \
+                else running.device_rank
             self.group.accesses.access(self.group, accessor, ref, index, kind)

@@ -52,38 +52,73 @@ def current_run() -> "KernelRun":
 
 
 class KernelRun:
-    """The state of one pallas_call evaluation that kernel primitives consult."""
+    """The state of one kernel evaluation (a pallas_call, one core of a core-mesh kernel, one
+    warpgroup of a Mosaic GPU kernel: dialects subclass it) that kernel primitives consult. Every
+    field is declared here (``__slots__``); the engine sets them, rules read them."""
+    __slots__ = ("name", "grid", "kernel_grid", "program_ids", "point", "options", "dma",
+                 "tracker", "prng", "pending", "barrier", "mesh", "core", "globals",
+                 "pipeline_grids", "exit_checks", "devices", "device_rank", "__weakref__")
 
     def __init__(self, name, grid, options):
-        self.name = name
+        self.name = name                  # the kernel's name (messages: ``label``)
         self.grid = grid                  # full grid (dynamic bounds resolved)
         self.kernel_grid = grid           # grid the kernel sees (vmapped dims removed)
-        self.program_ids = ()
-        self.point = ()
+        self.program_ids = ()             # program_id of each kernel grid axis
+        self.point = ()                   # the grid point (core-mesh kernels: {axis: index})
         self.options = options
-        self.dma = DmaEngine(self, options.detect_races)
-        self.tracker = self.dma if options.detect_races else None
-        self.prng = None                  # TPU hardware PRNG state (prng_seed)
+        self.dma = DmaEngine(self, options.detect_races)   # DMAs and semaphores
+        self.tracker = self.dma if options.detect_races else None   # the access hook of its refs
+        #                                   (KernelRef._before_access), or None
+        self.prng = None                  # TPU hardware PRNG state (interp.pallas.tpu.prng)
         self.pending = None               # (ref, index, message): see KernelRef.read
         self.barrier = None               # the barrier semaphore (get_barrier_semaphore)
-        self.mesh = None                  # MeshState of a core-mesh kernel
+        self.mesh = None                  # the mesh of a mesh kernel (axes and sizes axis_index
+        #                                   reads, what its cores share), or None
         self.core = None                  # this core's point in the mesh
         self.globals = {}                 # get_global buffers by equation
         self.pipeline_grids = []          # grids of the running emit_pipelines, innermost last
         self.exit_checks = []             # called when the kernel ends (state it must not leave)
+        self.devices = None               # in a shard_map body: the kernel's runs on every
+        #                                   device (interp.pallas.devices.DeviceKernels)
+        self.device_rank = None           # ... and this run's device among them (logical id)
+
+    @property
+    def label(self) -> str:
+        """The kernel's name as messages give it: with its device in a shard_map body."""
+        if self.devices is None:
+            return self.name
+        return f"{self.name}' on '{self.devices.devices[self.device_rank].describe()}"
 
     def check_exit(self):
         for check in self.exit_checks:
             check()
 
     def allocate_scoped(self, prototypes, collective_axes) -> list:
-        """run_scoped's buffers (fresh copies of the prototypes). Collective allocations belong
-        to kernels of several threads (interp.pallas.warpgroups.WarpgroupRun)."""
+        """run_scoped's buffers (fresh copies of the prototypes); in a shard_map body, other
+        devices' kernels may address them by position until :meth:`leave_scope`. Collective
+        allocations belong to kernels of several threads (Mosaic GPU's WarpgroupRun)."""
         if collective_axes:
             raise UnsupportedPrimitiveError("run_scoped", {"collective_axes": collective_axes},
                                             f"{self.where()}: collective allocations outside a "
                                             "Mosaic GPU kernel")
-        return [p.fresh(self) for p in prototypes]
+        refs = [p.fresh(self) for p in prototypes]
+        if self.devices is not None:
+            self.devices.enter_scope(self, refs)
+        return refs
+
+    def leave_scope(self, refs) -> None:
+        """The end of the run_scoped that allocated ``refs`` (also when its body raised)."""
+        if self.devices is not None:
+            self.devices.exit_scope(self, refs)
+
+    def check_scope_exit(self, refs) -> None:
+        """After a run_scoped's body: its semaphores must be back at zero, its DMAs waited."""
+        self.dma.check_exit([r for r in refs if r.kind == "semaphore"], "run_scoped")
+
+    def peer_buffer(self, ref, other):
+        """The buffer of ``other`` (this kernel's run on another device) that ``ref`` is, when the
+        kernel finds it by what it is rather than by position (Mosaic GPU), else None."""
+        return None
 
     def raise_pending(self):
         _, _, message = self.pending
@@ -91,7 +126,7 @@ class KernelRun:
         raise UninitializedReadError(message)
 
     def where(self) -> str:
-        return f"kernel '{self.name}' at grid point {self.point}"
+        return f"kernel '{self.label}' at grid point {self.point}"
 
     def __enter__(self):
         context.runs.append(self)
@@ -465,7 +500,7 @@ def _check_outputs_written(run, refs, inits) -> None:
         if init is not None and not init.all():
             bad = tuple(int(i) for i in np.argwhere(~init)[0])
             raise UninitializedReadError(
-                f"kernel '{run.name}': output '{ref.name}' {ref.dtype}{list(init.shape)} element "
+                f"kernel '{run.label}': output '{ref.name}' {ref.dtype}{list(init.shape)} element "
                 f"{bad} ({int((~init).sum())} elements in all) was never written by the kernel "
                 "(uninitialized='raise')")
 

@@ -82,7 +82,7 @@ class KernelRef(Ref):
 
     def describe(self) -> str:
         run = self.run
-        where = f"kernel '{run.name}' at grid point {run.point}" if run is not None else "kernel"
+        where = f"kernel '{run.label}' at grid point {run.point}" if run is not None else "kernel"
         return f"{where}: {self.short()}"
 
     def short(self) -> str:

@@ -210,12 +210,18 @@ def _index_mask(index, shape) -> np.ndarray:
 
 class WarpgroupRun(KernelRun):
     """One warpgroup of one block: the state its primitives consult."""
+    __slots__ = ("cluster", "block", "warpgroup", "warp", "known", "waits", "stores",
+                 "uncommitted_stores", "wgmma", "scoped_counts", "epoch", "tensor_core_ops",
+                 "in_tensor_pipe", "tmem_stores", "tmem_loads", "warps", "cancel_calls", "tests",
+                 "fruitless", "cp_async")
 
     def __init__(self, name, grid, options, cluster, block, warpgroup):
         super().__init__(name, grid, options)
         self.cluster = cluster            # ClusterState
         self.block = block                # block coordinates in the cluster
         self.warpgroup = warpgroup
+        self.warp = None                  # the warp of a warp_map (WarpRun), None for the whole
+        #                                   warpgroup
         self.known = {}                   # barrier id -> completed phases this warpgroup observed
         self.waits = {}                   # barrier id -> phases this warpgroup waited for
         self.stores = []                  # TMA store groups: [[Footprint of SMEM read, ...], ...]
@@ -234,8 +240,18 @@ class WarpgroupRun(KernelRun):
         self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
 
     def where(self) -> str:
-        return (f"kernel '{self.name}' at cluster {self.cluster.point}, block {self.block}, "
+        return (f"kernel '{self.label}' at cluster {self.cluster.point}, block {self.block}, "
                 f"warpgroup {self.warpgroup}")
+
+    def leave_scope(self, refs) -> None:
+        """Nothing to unregister: other devices find a launch's buffers by what they are
+        (:meth:`peer_buffer`), its threads entering scopes unordered."""
+
+    def check_scope_exit(self, refs) -> None:
+        """Nothing to check: Mosaic GPU's semaphores belong to the launch (Launch.semaphores),
+        zeroed at every launch (mosaic_gpu/pallas_call_registration.py zero_init_gmem_scratch):
+        a count left at the end of a run_scoped is not observable, and JAX's collective kernels
+        leave one (wait with decrement=False)."""
 
     def allocate_scoped(self, prototypes, collective_axes) -> list:
         """run_scoped's buffers: one per warpgroup, or one per block shared by the warpgroups
@@ -265,7 +281,7 @@ class WarpgroupRun(KernelRun):
         if not collective_axes:   # per warpgroup: its counterpart in another block is the same
             n = self.scoped_counts.get(id(prototypes), 0)   # warpgroup's allocation there
             self.scoped_counts[id(prototypes)] = n + 1
-            thread = (self.warpgroup, getattr(self, "warp", None))
+            thread = (self.warpgroup, self.warp)
             return cluster.block_allocation(("scoped", thread, id(prototypes), n),
                                             self.block, prototypes, self)
         axes = set(collective_axes)
@@ -330,7 +346,7 @@ class WarpgroupRun(KernelRun):
             opts = self.options
             if opts.grid_order == "shuffled" and np.random.default_rng(
                     (opts.seed or 0, *self.cluster.point, *self.block, self.warpgroup,
-                     getattr(self, "warp", -1) + 1, self.tests)).random() < 0.5:
+                     0 if self.warp is None else self.warp + 1, self.tests)).random() < 0.5:
                 return False   # the test came before anything else ran: one legal answer
             what = f"{self.where()} polls (barrier_test) phase {phase} of {barrier.describe()}"
             if not poll(done, what):
@@ -600,6 +616,8 @@ class WarpRun(WarpgroupRun):
     warp_map knowing what its warpgroup knows and having waited what it waited (the warpgroup's
     threads are the warps'); the warpgroup learns what every warp observed when they join."""
 
+    __slots__ = ("parent",)
+
     def __init__(self, parent, warp):
         super().__init__(parent.name, parent.grid, parent.options, parent.cluster, parent.block,
                          parent.warpgroup)
@@ -607,9 +625,7 @@ class WarpRun(WarpgroupRun):
         self.core = (parent.core, "warp", warp)
         self.tracker, self.program_ids = parent.tracker, parent.program_ids
         self.kernel_grid = parent.kernel_grid
-        for name in ("devices", "device_rank", "base_name"):   # in a shard_map body (Launch)
-            if hasattr(parent, name):
-                setattr(self, name, getattr(parent, name))
+        self.devices, self.device_rank = parent.devices, parent.device_rank   # (Launch.enter)
 
     def where(self) -> str:
         return f"{super().where()}, warp {self.warp}"
@@ -662,7 +678,7 @@ class WarpMapPlan:
 
         bodies = {core: functools.partial(body, warp) for core, warp in warps.items()}
         cluster.concurrent = True   # the warps' SMEM accesses are checked as concurrent ones
-        run_cores(bodies, parent.name, deadlock=DeadlockError)
+        run_cores(bodies, parent.label, deadlock=DeadlockError)
         for warp in warps.values():   # the join: a warpgroup barrier after the warps
             _join(parent.known, warp.known)
             parent.stores += warp.stores + ([warp.uncommitted_stores] if warp.uncommitted_stores
@@ -788,7 +804,7 @@ class GpuMeshPlan(MeshPlan):
         for block in self.blocks:
             scratch = None
             for wg in range(self.num_threads):
-                run = WarpgroupRun(launch.run.name, self.sizes, opts, cluster, block, wg)
+                run = WarpgroupRun(self.name, self.sizes, opts, cluster, block, wg)
                 run.mesh = cluster
                 run.core = (block, wg)
                 run.tracker = cluster
@@ -819,6 +835,16 @@ class WarpgroupCore(collections.namedtuple("WarpgroupCore", "cluster block warpg
         return f"cluster {self.cluster}, block {self.block}, warpgroup {self.warpgroup}"
 
 
+class LaunchRun(KernelRun):
+    """A launch as the kernel's runs on other devices see it (interp/pallas/devices.py members):
+    its GMEM is found through ``launch``."""
+    __slots__ = ("launch",)
+
+    def __init__(self, name, grid, options, launch):
+        super().__init__(name, grid, options)
+        self.launch = launch
+
+
 class Launch:
     """One launch of a Mosaic GPU kernel: its GMEM (operands, semaphores reserved at launch)
     and, inside a shard_map body, its runs on the other devices (interp/pallas/devices.py:
@@ -835,8 +861,7 @@ class Launch:
         self.globals = {}    # get_global semaphores by equation: one per launch
         self.allocations = {}   # key -> semaphores (block-local scope, reserved at launch)
         self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
-        self.run = KernelRun(plan.name, plan.sizes, opts)   # the launch as other devices see it
-        self.run.launch = self
+        self.run = LaunchRun(plan.name, plan.sizes, opts, self)
         self.refs = [KernelRef(a, plan.names[k], self.run, init=inits[k],
                                kind="input (gmem)" if k < plan.n_in else "output (gmem)",
                                check_bounds=opts.check_bounds)
@@ -860,7 +885,6 @@ class Launch:
         if self.devices is None:
             return
         run.devices, run.device_rank = self.devices, self.run.device_rank
-        run.base_name = self.run.base_name
         if self.tracker is not None:
             run.tracker = self.tracker(run.tracker)
 

@@ -426,25 +426,14 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
 def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
     refs = run.allocate_scoped(prototypes, collective_axes)
-    # Other devices' kernels may address them by position; Mosaic GPU finds a peer's buffers by
-    # what they are (GMEM only: WarpgroupRun.peer_buffer), its threads entering scopes unordered.
-    devices = getattr(run, "devices", None) if not hasattr(run, "peer_buffer") else None
-    if devices is not None:
-        devices.enter_scope(run, refs)
     try:
         if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
             outs = plan.run(list(consts), refs)
         else:                                          # the body takes them as leading invars
             outs = plan.run([], list(consts) + refs)
     finally:
-        if devices is not None:
-            devices.exit_scope(run, refs)
-    # Mosaic GPU's semaphores belong to the launch (interp/pallas/warpgroups.py Launch), zeroed
-    # at every launch (mosaic_gpu/pallas_call_registration.py zero_init_gmem_scratch): a count
-    # left at the end is not observable, and JAX's collective kernels leave one (wait with
-    # decrement=False).
-    run.dma.check_exit([r for r in refs if r.kind == "semaphore"
-                        and getattr(r.run, "launch", None) is None], "run_scoped")
+        run.leave_scope(refs)
+    run.check_scope_exit(refs)
     return outs
 
 
@@ -569,7 +558,7 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
     # "semaphore-names"): the scope of the atomic, no value effect.
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
-    devices = getattr(run, "devices", None)
+    devices = run.devices
     if devices is not None and devices.of_core_mesh(run) and (device_id is not None
                                                                or core_index is not None):
         # A TPU core-mesh kernel in a shard_map body: a signal to a core of this or another

@@ -134,7 +134,8 @@ def _take(flat, treedef):
 
 def _view(eqn, ref, transforms):
     """(ref, normalized index) of a ref under its transforms (bitcast views refused)."""
-    if getattr(maybe_current_run(), "devices", None) is not None:   # in a shard_map body
+    run = maybe_current_run()
+    if run is not None and run.devices is not None:   # in a shard_map body
         ref, transforms = _peer_view_of(eqn, ref, transforms)
     if type(transforms) is indexing.FlatTransforms:
         cached = indexing.cached_view(ref, transforms)
@@ -997,7 +998,7 @@ def semaphore_signal_parallel(eqn, *flat, args_tree):
     for ref, t, inc, device_id in zip(refs, transforms, incs, device_ids):
         target, index = _view(eqn, ref, t)
         if device_id is not None:
-            if getattr(run, "devices", None) is None:
+            if run.devices is None:
                 raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
                                       "outside a shard_map body")
             # (device ids are mesh coordinates: the lowering's DeviceIdType.MESH)
@@ -1123,7 +1124,7 @@ def _peer_view_of(eqn, ref, transforms):
 def _devices_along(eqn, run, collective_axes) -> list:
     """The logical ids of the devices a multicast along ``collective_axes`` reaches."""
     from ..pallas.devices import members
-    if getattr(run, "devices", None) is None:
+    if run.devices is None:
         raise eqn.unsupported(f"{eqn.name} outside a shard_map body (it reaches the devices "
                               f"along {collective_axes!r} of the enclosing mesh)")
     return members(run, collective_axes)

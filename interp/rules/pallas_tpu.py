@@ -88,7 +88,7 @@ def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = Fals
 def _remote(eqn, run, device_id, device_id_type):
     """The (device, core) a remote DMA targets (interp.pallas.devices DeviceKernels.address: the
     device by device_id's mesh axes, the core by a core axis in a MESH dict, else the sender's)."""
-    devices = getattr(run, "devices", None)
+    devices = run.devices
     if devices is None:
         raise eqn.unsupported(f"remote {eqn.name} to device {device_id!r} outside a shard_map "
                               "(or pmap) body: no other devices are interpreted")
