@@ -1,11 +1,12 @@
 """The Pallas engine of the reference.
 
 * ``grid``: ``CallPlan`` (pallas_call: grid loop, block specs, index maps, aliasing, revisits,
-  shuffled parallel axes) and ``MeshPlan`` (``pl.kernel`` / ``core_map`` over a core mesh);
-  plans are built once per equation and reused per call and grid step.
+  shuffled parallel axes; built once per equation and reused per call and grid step) and
+  ``KernelRun``, the state of a running kernel that primitives consult.
+* ``mesh``: ``MeshKernel``, the public base of the dialects' kernels over a mesh (``mpmd_map``).
 * ``memory``: ``KernelRef``, the kernel buffers (views of operands where possible) with
   poisoning of never-written memory, bounds checks, masked accesses and error messages that name
-  the kernel, the buffer, the grid point and the index.
+  the kernel, the buffer, the grid point and the index; scratch allocation.
 * ``dma``: the DMA / semaphore model and race detection (``Options.detect_races``).
 * ``indexing``: the single call point into the state family's indexer normalisation.
 * ``specialize``: the kernel body specialised per grid point (grid-only scalar work and
@@ -13,5 +14,5 @@
 
 Semantics and sources: ``spec/pallas.py``; rules: ``interp/rules/pallas.py``.
 """
-from .grid import CallPlan, KernelRun, MeshPlan, current_run  # noqa: F401
+from .grid import CallPlan, KernelRun, current_run  # noqa: F401
 from .memory import KernelRef, poison_value  # noqa: F401

@@ -46,9 +46,9 @@ import numpy as np
 from ..errors import RaceError, UndefinedBehaviorError
 from ..schedule import handoffs, poll, run_cores, waiting_descriptions, wait_until
 from .dma import Region
-from .grid import (KernelRun, MeshPlan, _alloc_scratch, _check_outputs_written,
-                   maybe_current_run, operand_buffers)
-from .memory import KernelRef, logical_value
+from .grid import KernelRun, maybe_current_run
+from .memory import KernelRef, allocate_scratch
+from .mesh import MeshKernel
 
 
 class AsyncAccessError(UndefinedBehaviorError):
@@ -713,11 +713,11 @@ def _any_stores(run, cluster) -> bool:
     return bool(run.stores or run.uncommitted_stores)
 
 
-class GpuMeshPlan(MeshPlan):
+class GpuMeshPlan(MeshKernel):
     """``mpmd_map`` over a Mosaic GPU mesh (``plgpu.kernel``): grid x cluster x threads."""
 
     def __init__(self, eqn):
-        self._read_kernel(eqn)
+        super().__init__(eqn)
         mesh = self.mesh
         self.grid_names, self.grid = tuple(mesh.grid_names), tuple(int(g) for g in mesh.grid)
         self.cluster_names = tuple(mesh.cluster_names)
@@ -727,14 +727,13 @@ class GpuMeshPlan(MeshPlan):
         self.blocks = list(itertools.product(*[range(c) for c in self.cluster]))
         self.axes = tuple(mesh.shape)
         self.sizes = tuple(int(s) for s in mesh.shape.values())
-        self.n_in = len(eqn.in_avals)
-        n_operands = self.n_in + len(self.out_avals)
+        n_operands = self.num_inputs + self.num_outputs
         self.scratch = [(v.aval, self.names[n_operands + i])
                         for i, v in enumerate(self.invars[n_operands:])]
 
     def run(self, args):
         opts = self.options
-        arrays, inits = operand_buffers(args, self.out_physical, self.aliases, opts)
+        arrays, inits = self.operand_buffers(args)
         clusters = list(itertools.product(*[range(g) for g in self.grid]))
         if opts.grid_order == "shuffled":
             order = np.random.default_rng(opts.seed).permutation(len(clusters))
@@ -761,12 +760,12 @@ class GpuMeshPlan(MeshPlan):
             run_cores(bodies, self.name, deadlock=DeadlockError, lazy=True,
                       unit=lambda core: core.cluster)
         launch.leave()
-        _check_outputs_written(launch.run, [KernelRef(a, self.names[self.n_in + o], launch.run,
-                                                      init=inits[self.n_in + o], kind="output")
-                                            for o, a in enumerate(arrays[self.n_in:])],
-                               inits[self.n_in:])
-        return [logical_value(impl, a)
-                for (_, _, impl), a in zip(self.out_physical, arrays[self.n_in:])]
+        n_in = self.num_inputs
+        self.check_outputs_written(launch.run, [KernelRef(a, self.names[n_in + o], launch.run,
+                                                          init=inits[n_in + o], kind="output")
+                                                for o, a in enumerate(arrays[n_in:])],
+                                   inits[n_in:])
+        return self.outputs(arrays)
 
     def _run_thread(self, launch, point, thread) -> None:
         """One warpgroup (``thread``: (block, warpgroup)) of cluster ``point``; the cluster starts
@@ -814,11 +813,12 @@ class GpuMeshPlan(MeshPlan):
                 run.program_ids = coords
                 run.kernel_grid = self.sizes
                 if scratch is None:   # scratch operands are SMEM: one per block
-                    scratch = [_alloc_scratch(aval, name, run, opts)
+                    scratch = [self.allocate_scratch(aval, name, run)
                                for aval, name in self.scratch]
                     cluster.register_block_allocation(("scratch",), block, scratch)
                 refs = [KernelRef(a, self.names[k], run, init=launch.inits[k],
-                                  kind="input (gmem)" if k < self.n_in else "output (gmem)",
+                                  kind="input (gmem)" if k < self.num_inputs else
+                                  "output (gmem)",
                                   check_bounds=opts.check_bounds)
                         for k, a in enumerate(launch.arrays)]
                 cluster.runs[run.core] = (run, refs + scratch)
@@ -863,7 +863,7 @@ class Launch:
         self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
         self.run = LaunchRun(plan.name, plan.sizes, opts, self)
         self.refs = [KernelRef(a, plan.names[k], self.run, init=inits[k],
-                               kind="input (gmem)" if k < plan.n_in else "output (gmem)",
+                               kind="input (gmem)" if k < plan.num_inputs else "output (gmem)",
                                check_bounds=opts.check_bounds)
                      for k, a in enumerate(arrays)]
         self.devices = join(self.run, self.refs)
@@ -901,8 +901,8 @@ class Launch:
         for eqn, r in self.globals.items():
             if r is ref:   # the peer's, reserved at its launch: made when first addressed
                 if eqn not in theirs.globals:
-                    theirs.globals[eqn] = _alloc_scratch(eqn.params["what"], "global",
-                                                         theirs.run, theirs.run.options)
+                    theirs.globals[eqn] = allocate_scratch(eqn.params["what"], "global",
+                                                           theirs.run, theirs.run.options)
                 return theirs.globals[eqn]
         return None
 
@@ -914,14 +914,6 @@ class Launch:
 def is_gpu_mesh(mesh) -> bool:
     """A Mosaic GPU mesh (grid, cluster, threads) rather than a TPU core mesh."""
     return all(hasattr(mesh, a) for a in ("grid_names", "cluster_names", "num_threads"))
-
-
-def mesh_plan_class(meshes):
-    """The plan of an ``mpmd_map``: a Mosaic GPU mesh (grid, cluster, warpgroups) or a TPU
-    core mesh."""
-    if meshes and is_warp_mesh(meshes[0]):
-        return WarpMapPlan
-    return GpuMeshPlan if meshes and is_gpu_mesh(meshes[0]) else MeshPlan
 
 
 def is_warp_mesh(mesh) -> bool:

@@ -12,9 +12,11 @@ import weakref
 import numpy as np
 
 from ..pallas import indexing
-from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
-from ..pallas.warpgroups import CoreMapWarpPlan, is_warp_mesh, mesh_plan_class
-from ..pallas.memory import KernelRef
+from ..pallas.grid import CallPlan, current_run, maybe_current_run
+from ..pallas.memory import KernelRef, allocate_scratch
+from ..pallas.tpu.mesh import MeshPlan
+from ..pallas.warpgroups import (CoreMapWarpPlan, GpuMeshPlan, WarpMapPlan, is_gpu_mesh,
+                                 is_warp_mesh)
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
 
@@ -52,9 +54,18 @@ def _plan(eqn, cls):
 def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_output_aliases,
              compiler_params, interpret, debug, cost_estimate, name, metadata):
     # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh. The mesh plan
-    # reads its parameters from eqn.params (interp/pallas/warpgroups.py); interpret, debug,
+    # reads its parameters from eqn.params (interp/pallas/mesh.py MeshKernel); interpret, debug,
     # cost_estimate, name and metadata only steer tracing, lowering and profiling.
-    return _plan(eqn, mesh_plan_class(meshes)).run(args)
+    return _plan(eqn, _mesh_plan_class(meshes)).run(args)
+
+
+def _mesh_plan_class(meshes):
+    """The dialect's plan of an ``mpmd_map``: Mosaic GPU's ``warp_map`` (a WarpMesh inside a
+    kernel) or ``plgpu.kernel`` (grid, cluster, warpgroups), else a TPU core mesh."""
+    mesh = meshes[0] if meshes else None
+    if is_warp_mesh(mesh):
+        return WarpMapPlan
+    return GpuMeshPlan if mesh is not None and is_gpu_mesh(mesh) else MeshPlan
 
 
 @register("core_map", partial="over a WarpMesh with scratch_shapes refused (JAX 0.10.2's Mosaic "
@@ -419,7 +430,7 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
     """The body's allocations, allocated once (copied per entry, as pallas_call's scratch)."""
     inner = plan.jaxpr
     n_alloc = len(inner.invars) - (0 if len(inner.constvars) == n_consts else n_consts)
-    return [_alloc_scratch(v.aval, f"run_scoped allocation {i}", None, options)
+    return [allocate_scratch(v.aval, f"run_scoped allocation {i}", None, options)
             for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
 
 
@@ -660,5 +671,5 @@ def get_global(eqn, *, what):
     owner = run.mesh if run.mesh is not None else run
     ref = owner.globals.get(eqn)
     if ref is None:
-        ref = owner.globals[eqn] = _alloc_scratch(what, "global", run, run.options)
+        ref = owner.globals[eqn] = allocate_scratch(what, "global", run, run.options)
     return ref

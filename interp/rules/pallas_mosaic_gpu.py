@@ -20,8 +20,8 @@ import numpy as np
 
 from .. import dtypes
 from ..pallas import indexing
-from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
-from ..pallas.memory import KernelRef, indexed_shape
+from ..pallas.grid import current_run, maybe_current_run
+from ..pallas.memory import SCRATCH_ALLOCATORS, KernelRef, indexed_shape
 from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
 from ..errors import OutOfBoundsError

@@ -1,0 +1,10 @@
+"""The Pallas TPU engine (Mosaic TPU kernels), on the dialect-free core (``interp.pallas``).
+
+* ``mesh``: ``MeshPlan``, kernels over a TPU core mesh (``pl.kernel`` / ``core_map``): the body
+  once per core, cores taking turns, a barrier semaphore per core, shared and core-local scratch.
+
+DMAs and semaphores (``interp.pallas.dma``) and kernels across the devices of a shard_map
+(``interp.pallas.devices``) are the core's: Mosaic GPU kernels signal semaphores and address
+other devices through the same models. Semantics: ``spec/pallas_tpu.py``; rules:
+``interp/rules/pallas_tpu.py``.
+"""
