@@ -67,7 +67,7 @@ class KernelRun:
         self.dma = DmaEngine(self, options.detect_races)   # DMAs and semaphores
         self.tracker = self.dma if options.detect_races else None   # the access hook of its refs
         #                                   (KernelRef._before_access), or None
-        self.prng = None                  # TPU hardware PRNG state (interp.pallas.tpu.prng)
+        self.prng = None                  # TPU hardware PRNG state (interp.pallas.tpu.hardware_prng)
         self.pending = None               # (ref, index, message): see KernelRef.read
         self.barrier = None               # the barrier semaphore (get_barrier_semaphore)
         self.mesh = None                  # the mesh of a mesh kernel (axes and sizes axis_index

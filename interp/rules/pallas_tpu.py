@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import UndefinedBehaviorError
-from ..pallas import hardware_prng, indexing
+from ..pallas import indexing
+from ..pallas.tpu import hardware_prng
 from ..pallas.devices import barrier_semaphore
 from ..pallas.dma import view_bytes
 from ..pallas.grid import current_run
@@ -170,7 +171,7 @@ def _bits(dtype):
     return bit_width(dtype)
 
 
-# -- TPU hardware PRNG (the core's generator state: interp/pallas/hardware_prng.py) -----------
+# -- TPU hardware PRNG (the core's generator state: interp/pallas/tpu/hardware_prng.py) -----------
 
 @register("prng_seed", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits): bits are "
                                "deterministic and well mixed but not the TPU's own")

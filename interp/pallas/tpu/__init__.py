@@ -2,6 +2,7 @@
 
 * ``mesh``: ``MeshPlan``, kernels over a TPU core mesh (``pl.kernel`` / ``core_map``): the body
   once per core, cores taking turns, a barrier semaphore per core, shared and core-local scratch.
+* ``hardware_prng``: the core's hardware PRNG state (``prng_seed`` / ``prng_random_bits``).
 
 DMAs and semaphores (``interp.pallas.dma``) and kernels across the devices of a shard_map
 (``interp.pallas.devices``) are the core's: Mosaic GPU kernels signal semaphores and address
