@@ -17,7 +17,7 @@ from ..pallas import indexing
 from ..pallas.grid import CallPlan, current_run, maybe_current_run
 from ..pallas.memory import allocate_scratch
 from ..pallas.tpu.mesh import MeshPlan
-from ..pallas.warpgroups import (CoreMapWarpPlan, GpuMeshPlan, WarpMapPlan, is_gpu_mesh,
+from ..pallas.mosaic_gpu.warpgroup import (CoreMapWarpPlan, GpuMeshPlan, WarpMapPlan, is_gpu_mesh,
                                  is_warp_mesh)
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register

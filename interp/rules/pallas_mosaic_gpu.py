@@ -1,7 +1,7 @@
 """Rules: the Mosaic GPU dialect of Pallas (``jax.experimental.pallas.mosaic_gpu``, plgpu).
 
 The engine (blocks, warpgroups, mbarriers, asynchronous copies and what they make undefined) is
-``interp/pallas/warpgroups.py``; these rules read their operands, move the data and tell the
+``interp/pallas/mosaic_gpu/warpgroup.py``; these rules read their operands, move the data and tell the
 engine what is in flight. Semantics and sources: ``spec/pallas_mosaic_gpu.py``.
 
 Primitive names and parameters differ between JAX versions, each handled here explicitly:
@@ -22,7 +22,7 @@ from .. import dtypes
 from ..pallas import indexing
 from ..pallas.grid import current_run, maybe_current_run
 from ..pallas.memory import SCRATCH_ALLOCATORS, KernelRef, indexed_shape
-from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
+from ..pallas.mosaic_gpu.warpgroup import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
                                  commit_tensor_core)
 from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
@@ -986,7 +986,7 @@ def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
 # operands (args_tree: semaphore, transforms, value, device_id, core_index / decrement) mean the
 # same; Mosaic GPU adds memory_scope, the scope of the atomic, with no value effect on one
 # device (spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES). Its semaphores live in GMEM:
-# one per kernel launch (interp/pallas/warpgroups.py allocate_scoped).
+# one per kernel launch (interp/pallas/mosaic_gpu/warpgroup.py allocate_scoped).
 
 @register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
                                                "outside a shard_map body unsupported")

@@ -43,12 +43,12 @@ import itertools
 
 import numpy as np
 
-from ..errors import RaceError, UndefinedBehaviorError
-from ..schedule import handoffs, poll, run_cores, waiting_descriptions, wait_until
-from .dma import Region
-from .grid import KernelRun, maybe_current_run
-from .memory import KernelRef, allocate_scratch
-from .mesh import MeshKernel
+from ...errors import RaceError, UndefinedBehaviorError
+from ...schedule import handoffs, poll, run_cores, waiting_descriptions, wait_until
+from ..dma import Region
+from ..grid import KernelRun, maybe_current_run
+from ..memory import KernelRef, allocate_scratch
+from ..mesh import MeshKernel
 
 
 class AsyncAccessError(UndefinedBehaviorError):
@@ -643,7 +643,7 @@ class WarpMapPlan:
     NUM_WARPS = 4
 
     def __init__(self, eqn):
-        from ..evaluator import get_plan, split_jaxpr
+        from ...evaluator import get_plan, split_jaxpr
         p = eqn.params
         if len(p["meshes"]) != 1:
             raise eqn.unsupported("warp_map with several meshes")
@@ -697,7 +697,7 @@ class CoreMapWarpPlan(WarpMapPlan):
     lowering.py _core_map_lowering_rule lowers it with ``args=(), consts=args``)."""
 
     def __init__(self, eqn):
-        from ..evaluator import get_plan
+        from ...evaluator import get_plan
         jaxpr = eqn.params["jaxpr"]
         if jaxpr.invars:
             raise eqn.unsupported("core_map over a WarpMesh with scratch_shapes (0.10.2's Mosaic "
@@ -852,7 +852,7 @@ class Launch:
     same buffer of another device's launch)."""
 
     def __init__(self, plan, arrays, inits):
-        from .devices import DeviceTracker, join
+        from ..devices import DeviceTracker, join
         opts = plan.options
         self.arrays, self.inits = arrays, inits
         self.queue = collections.deque()   # clusters not started, in launch order (the front is
