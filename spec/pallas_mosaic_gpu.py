@@ -1,6 +1,6 @@
 """Semantics of the Mosaic GPU dialect of Pallas (``jax.experimental.pallas.mosaic_gpu``) as the
 reference implements it (``interp/rules/pallas_mosaic_gpu.py``; blocks, warpgroups, barriers
-and asynchronous operations in ``interp/pallas/mosaic_gpu/warpgroup.py``).
+and asynchronous operations in the engine ``interp/pallas/mosaic_gpu/``).
 
 Anchors: JAX's Mosaic GPU primitives and their lowering (``jax/_src/pallas/mosaic_gpu/
 primitives.py``, ``lowering.py``, ``core.py``), the Mosaic GPU library they lower to

@@ -39,7 +39,7 @@ one kernel on all the devices (and all their cores) form a :class:`DeviceKernels
   (``interp.schedule.wait_until``: the running core waits); when every device waits, the
   program would hang on hardware: the reference raises ``interp.spmd.DeadlockError`` naming each
   device (and core) and the semaphore it waits on.
-* Mosaic GPU launches (``interp/pallas/mosaic_gpu/warpgroup.py`` Launch) join as one run per device; their
+* Mosaic GPU launches (``interp/pallas/mosaic_gpu/launch.py`` Launch) join as one run per device; their
   warpgroups find a peer's buffer by what it is (``peer_buffer``: the same operand or launch
   semaphore), not by position. Under detect_races, accesses to device buffers from several
   devices are checked by :class:`DeviceAccesses` (release/acquire through semaphores).

@@ -288,9 +288,11 @@ class BlockPlan:
 
 
 class CallPlan:
-    """Everything about one pallas_call equation that does not change between calls."""
+    """Everything about one pallas_call equation that does not change between calls.
+    ``allocate_scratch(aval, name, run, options)`` makes the scratch buffers (a dialect's own
+    kinds first: the rule passes it; default: the core's)."""
 
-    def __init__(self, eqn):
+    def __init__(self, eqn, allocate_scratch=allocate_scratch):
         p = eqn.params
         gm = p["grid_mapping"]
         self.options = eqn.options

@@ -391,19 +391,10 @@ def check_outputs_written(run, refs, inits) -> None:
                 "(uninitialized='raise')")
 
 
-# Allocators of dialect-specific scratch (Mosaic GPU barriers, accumulators): each
-# ``fn(aval, name, run, opts)`` returns a KernelRef, or None for an aval it does not own.
-SCRATCH_ALLOCATORS: list = []
-
-
 def allocate_scratch(aval, name, run, opts) -> KernelRef:
-    """A kernel's scratch buffer (or semaphore, MXU accumulator, dialect buffer through
-    SCRATCH_ALLOCATORS) for ``aval``, belonging to ``run`` (None: a prototype that ``fresh``
-    copies per run)."""
-    for allocate in SCRATCH_ALLOCATORS:
-        ref = allocate(aval, name, run, opts)
-        if ref is not None:
-            return ref
+    """A kernel's scratch buffer (or semaphore, TPU MXU accumulator) for ``aval``, belonging to
+    ``run`` (None: a prototype that ``fresh`` copies per run). A dialect with scratch kinds of
+    its own allocates those first (Mosaic GPU: interp.pallas.mosaic_gpu.launch.allocate_scratch)."""
     space = memory_space(aval)
     if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended) and (
             "sem" in str(aval.dtype) or "sem" in space):

@@ -15,10 +15,9 @@ import numpy as np
 
 from ..pallas import indexing
 from ..pallas.grid import CallPlan, current_run, maybe_current_run
-from ..pallas.memory import allocate_scratch
 from ..pallas.tpu.mesh import MeshPlan
-from ..pallas.mosaic_gpu.warpgroup import (CoreMapWarpPlan, GpuMeshPlan, WarpMapPlan, is_gpu_mesh,
-                                 is_warp_mesh)
+from ..pallas.mosaic_gpu.launch import GpuMeshPlan, allocate_scratch, is_gpu_mesh, is_warp_mesh
+from ..pallas.mosaic_gpu.warps import CoreMapWarpPlan, WarpMapPlan
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
 
@@ -39,7 +38,14 @@ def pallas_call(eqn, *args, jaxpr, grid_mapping, out_avals, input_output_aliases
     # VMEM limits, approximate math that a compliance mode measures), and interpret, debug,
     # cost_estimate, name and metadata tracing, lowering and profiling: the reference runs a
     # kernel whatever they say.
-    return _plan(eqn, CallPlan).run(args)
+    return call_plan(eqn).run(args)
+
+
+def call_plan(eqn) -> CallPlan:
+    """The plan of a pallas_call equation (built once), its scratch allocated as the kernel's
+    dialect allocates it (Mosaic GPU's barriers and accumulators by its engine, other kinds by
+    the core's)."""
+    return _plan(eqn, lambda eqn: CallPlan(eqn, allocate_scratch))
 
 
 def _plan(eqn, cls):
@@ -234,6 +240,7 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
     """The body's allocations, allocated once (copied per entry, as pallas_call's scratch)."""
     inner = plan.jaxpr
     n_alloc = len(inner.invars) - (0 if len(inner.constvars) == n_consts else n_consts)
+    # (any dialect's kinds: run_scoped allocates Mosaic GPU barriers and accumulators too)
     return [allocate_scratch(v.aval, f"run_scoped allocation {i}", None, options)
             for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
 

@@ -1,7 +1,7 @@
 """Rules: the Mosaic GPU dialect of Pallas (``jax.experimental.pallas.mosaic_gpu``, plgpu).
 
 The engine (blocks, warpgroups, mbarriers, asynchronous copies and what they make undefined) is
-``interp/pallas/mosaic_gpu/warpgroup.py``; these rules read their operands, move the data and tell the
+``interp/pallas/mosaic_gpu/``; these rules read their operands, move the data and tell the
 engine what is in flight. Semantics and sources: ``spec/pallas_mosaic_gpu.py``.
 
 Primitive names and parameters differ between JAX versions, each handled here explicitly:
@@ -21,9 +21,12 @@ import numpy as np
 from .. import dtypes
 from ..pallas import indexing
 from ..pallas.grid import current_run, maybe_current_run
-from ..pallas.memory import SCRATCH_ALLOCATORS, KernelRef, indexed_shape
-from ..pallas.mosaic_gpu.warpgroup import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
-                                 commit_tensor_core)
+from ..pallas.memory import KernelRef, indexed_shape
+from ..pallas.mosaic_gpu import tcgen05, tma, wgmma as wgmma_engine
+from ..pallas.mosaic_gpu.barriers import Barrier
+from ..pallas.mosaic_gpu.races import Footprint
+from ..pallas.mosaic_gpu.tcgen05 import TensorCoreOp
+from ..pallas.mosaic_gpu.warpgroup import WarpgroupRun
 from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
 from ..registry import RULES, register
@@ -61,57 +64,6 @@ POSITION_TRANSFORMS.update({
     "UnswizzleRef": lambda pos, t: pos,
     "ExpandLeadingBatchDimensionsTransform": _expand_leading_batch,
 })
-
-
-# --- scratch: barriers and accumulators ----------------------------------------------------------
-
-def _allocate(aval, name, run, opts):
-    dtype = getattr(aval, "dtype", None)
-    kind = type(dtype).__name__
-    if kind in ("BarrierType", "ClusterBarrierType"):
-        collective = None
-        if kind == "ClusterBarrierType":
-            collective = (tuple(dtype.collective_axes), bool(getattr(dtype, "leader_tracked",
-                                                                     False)))
-        shape = tuple(aval.shape)
-        array = np.empty(shape, object)
-        for i in np.ndindex(shape):
-            array[i] = Barrier(f"{name}{list(i) if shape else ''}", dtype.num_arrivals)
-        refs = _BarrierRefs(array, name, run, collective)
-        # run_scoped prototypes are made with no run; their fresh copies count per cluster.
-        return refs if run is None else refs.fresh(run)
-    if type(aval).__name__ == "WGMMAAbstractAccumulatorRef":
-        # Mosaic GPU allocates accumulators as zeros (lowering.py _run_scoped_lowering_rule:
-        # mgpu.WGMMAAccumulator.zero).
-        return KernelRef(np.zeros(aval.shape, aval.dtype), name, run, kind="accumulator (regs)",
-                         check_bounds=opts.check_bounds)
-    return None
-
-
-class _BarrierRefs(KernelRef):
-    """A ref of barriers: its elements are :class:`Barrier` objects. ``collective``: (cluster
-    axes, leader_tracked) of a plgpu.ClusterBarrier, None for a block's own barrier."""
-    __slots__ = ("collective",)
-
-    def __init__(self, array, name, run, collective=None):
-        super().__init__(array, name, run, kind="barrier")
-        self.collective = collective
-
-    def fresh(self, run):
-        # A cluster barrier is one barrier per block; an arrival lands in every block of its
-        # collective group (or in the group's leader, leader_tracked), so each expects
-        # num_arrivals from each block of the group (mosaic/gpu/utils.py
-        # CollectiveBarrierRef.initialize: arrival_count * cluster_arrival_count).
-        scale = 1
-        if self.collective and isinstance(run, WarpgroupRun):
-            scale = len(run.cluster.group(run.block, self.collective[0]))
-        # (ravel and a list: np.ndindex costs more than the barriers, made per block and call)
-        array = np.empty(self.array.size, object)
-        array[:] = [Barrier(b.name, b.num_arrivals * scale) for b in self.array.ravel()]
-        return _BarrierRefs(array.reshape(self.array.shape), self.name, run, self.collective)
-
-
-SCRATCH_ALLOCATORS.append(_allocate)
 
 
 # --- operands ---------------------------------------------------------------------------------------
@@ -282,7 +234,7 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
     bar.expect_tx(value.nbytes)
-    run.cluster.add_tma(Footprint(dst_ref, dst_index), bar)
+    tma.track_copy(run.cluster, Footprint(dst_ref, dst_index), bar)
     run.arrive(bar)
     bar.complete_tx(value.nbytes)
     return []
@@ -345,7 +297,7 @@ def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, lea
             view[start:start + piece.shape[0]] = piece
             ref.array[dst_index] = view   # written by the TMA unit, not a thread
             bar = _barrier(eqn, barrier, bar_t, block)
-            cluster.add_tma(Footprint(ref, dst_index), bar)
+            tma.track_copy(cluster, Footprint(ref, dst_index), bar)
             bar.complete_tx(piece.nbytes, known=run.release())
         return
     axis = getattr(leader_tracked, "axis", None)
@@ -357,7 +309,7 @@ def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, lea
     if me == 0:
         leader.expect_tx(value.nbytes)
     dst_ref.write(dst_index, piece.reshape(shape))
-    cluster.add_tma(Footprint(dst_ref, dst_index), leader)
+    tma.track_copy(cluster, Footprint(dst_ref, dst_index), leader)
     if me == 0:
         run.arrive(leader)
     leader.complete_tx(piece.nbytes, known=run.release())
@@ -426,7 +378,7 @@ def async_store_smem(eqn, src, ref, barrier, cluster_idx, *leaves, ref_transform
     bar = _barrier(eqn, barrier, bar_t, block)
     bar.expect_tx(value.nbytes)
     peer.write(dst_index, value)
-    run.cluster.add_tma(Footprint(peer, dst_index), bar)
+    tma.track_copy(run.cluster, Footprint(peer, dst_index), bar)
     run.arrive(bar)
     bar.complete_tx(value.nbytes)
     return []
@@ -454,26 +406,20 @@ def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
     run.uncommitted_stores.append(Footprint(src_ref, src_index))
     if commit_group:
-        _commit(run)
+        tma.commit_stores(run)
     return []
-
-
-def _commit(run):
-    if run.uncommitted_stores:
-        run.stores.append(run.uncommitted_stores)
-        run.uncommitted_stores = []
 
 
 @register("wait_gmem_to_smem")
 def wait_gmem_to_smem(eqn, *, n):
     # cp.async.wait_group n then a warpgroup barrier (launch_context.py await_cp_async_copy).
-    _warpgroup(eqn).wait_cp_async(int(n))
+    tma.wait_cp_async(_warpgroup(eqn), int(n))
     return []
 
 
 @register("commit_group")
 def commit_group(eqn):
-    _commit(_warpgroup(eqn))
+    tma.commit_stores(_warpgroup(eqn))
     return []
 
 
@@ -482,7 +428,7 @@ def wait_smem_to_gmem(eqn, *operands, wait_read_only, n=None):
     # n: a parameter from JAX 0.11, the operand on 0.10.2.
     # Whether the wait covers the GMEM writes too (wait_read_only=False) changes nothing here:
     # the writes are done at issue. The SMEM reads are done either way.
-    _warpgroup(eqn).wait_stores(_n(n, operands))
+    tma.wait_stores(_warpgroup(eqn), _n(n, operands))
     return []
 
 
@@ -698,7 +644,7 @@ def _await_accumulators() -> None:
     # accumulators and extract their final values").
     run = maybe_current_run()
     if isinstance(run, WarpgroupRun):
-        run.wait_wgmma(0)
+        wgmma_engine.wait(run, 0)
 
 
 RUN_STATE_EXIT.append(_await_accumulators)
@@ -707,7 +653,7 @@ RUN_STATE_EXIT.append(_await_accumulators)
 @register("wgmma_wait")
 def wgmma_wait(eqn, *operands, n=None):
     # n: a parameter from JAX 0.11, the operand on 0.10.2.
-    _warpgroup(eqn).wait_wgmma(_n(n, operands))
+    wgmma_engine.wait(_warpgroup(eqn), _n(n, operands))
     return []
 
 
@@ -715,7 +661,7 @@ def wgmma_wait(eqn, *operands, n=None):
 def wgmma_accumulator_deref(eqn, acc, *, wait_n):
     run = _warpgroup(eqn)
     if wait_n is not None:
-        run.wait_wgmma(int(wait_n))
+        wgmma_engine.wait(run, int(wait_n))
     return acc.read(tuple(slice(0, n, 1) for n in acc.shape))
 
 
@@ -783,14 +729,14 @@ def tcgen05_mma(eqn, acc, a, b, accumulate, *rest, acc_transforms_tree, a_transf
                                   "operands only: tf32 and integer kinds are not modelled)")
         writes.append(Footprint(*_peer_view(eqn, run, acc_ref, acc_index, blk)))
         reads += [a_region, b_region]
-    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05_mma", run, writes, reads))
+    tcgen05.track(run.cluster, TensorCoreOp("tcgen05_mma", run, writes, reads))
     for region, ((av, _), _) in zip(writes, operands):
         # The tensor core's own accumulator access bypasses the in-flight check (ordered in
         # its pipe).
         old = region.ref.array[acc_index] if bool(np.asarray(accumulate)) else 0.0
         region.ref.array[acc_index] = _mma(old, av, bv, acc_ref.dtype)
     if barrier is not None:
-        commit_tensor_core(run, [_barrier(eqn, barrier, bar_t, blk) for blk in blocks])
+        tcgen05.commit(run, [_barrier(eqn, barrier, bar_t, blk) for blk in blocks])
     return []
 
 
@@ -818,7 +764,7 @@ def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collecti
         # (mosaic/gpu/tcgen05.py commit_arrive: tcgen05.commit multicast, mask 0b11).
         blocks = _mma_blocks(eqn, run, collective_axis)
         if blocks:
-            commit_tensor_core(run, [_barrier(eqn, barrier, transforms, b) for b in blocks])
+            tcgen05.commit(run, [_barrier(eqn, barrier, transforms, b) for b in blocks])
     return []
 
 
@@ -837,7 +783,7 @@ def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, coll
     value, src = _tc_operand(eqn, run, *_view(eqn, smem, smem_t))
     dst_ref, dst_index = _view(eqn, tmem, tmem_t)
     dst = Footprint(dst_ref, dst_index)
-    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
+    tcgen05.track(run.cluster, TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
                                                 [dst], [src]))
     dst_ref.array[dst_index] = value.reshape(np.shape(dst_ref.array[dst_index]))
     return []
@@ -891,7 +837,7 @@ def async_store_tmem(eqn, ref, value, *leaves, tree):
     transforms, _ = _take(leaves, tree)
     target, index = _view(eqn, ref, transforms)
     footprint = Footprint(target, index)
-    run.cluster.check_tmem_write(run, [footprint])
+    tcgen05.check_tmem_write(run.cluster, run, [footprint])
     target.write(index, np.asarray(value).reshape(indexed_shape(target.array, index)))
     run.tmem_stores.append(footprint)
     return []
@@ -961,7 +907,7 @@ def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
         ref, _ = _peer_view(eqn, run, target, index, block)
         ref.array[index] = words.view(ref.dtype).reshape(np.shape(ref.array[index]))
         bar = _barrier(eqn, barrier, bar_t, block)
-        cluster.add_tma(Footprint(ref, index), bar)
+        tma.track_copy(cluster, Footprint(ref, index), bar)
         bar.complete_tx(16, known=run.release())
     return []
 
@@ -986,7 +932,7 @@ def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
 # operands (args_tree: semaphore, transforms, value, device_id, core_index / decrement) mean the
 # same; Mosaic GPU adds memory_scope, the scope of the atomic, with no value effect on one
 # device (spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES). Its semaphores live in GMEM:
-# one per kernel launch (interp/pallas/mosaic_gpu/warpgroup.py allocate_scoped).
+# one per kernel launch (interp/pallas/mosaic_gpu/warpgroup.py WarpgroupRun.allocate_scoped).
 
 @register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
                                                "outside a shard_map body unsupported")
