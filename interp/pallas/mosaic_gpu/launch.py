@@ -230,6 +230,47 @@ class Launch:
             self.devices.leave(self.run)
 
 
+# -- cluster launch control (dynamic scheduling) -------------------------------------------------
+# try_cluster_cancel asks the hardware to cancel the launch of a cluster that has not started and
+# hand its work to the caller. Which request succeeds is the scheduler's choice: the reference
+# cancels the next cluster of its launch order when one is left, and under grid_order="shuffled"
+# fails a seeded random half of the requests, so a kernel is run under both outcomes. The 16-byte
+# response holds int32 words (success, grid coordinates...): what query_cluster_cancel decodes,
+# opaque to the kernel as on the hardware.
+
+def try_cluster_cancel(run, barrier, expects: bool, responses) -> None:
+    """try_cluster_cancel (PTX clusterlaunchcontrol.try_cancel): ``run`` arrives on its
+    ``barrier``, with expect-tx of the 16-byte response when ``expects``; when it issues the
+    request (``responses``: the (ref, index, barrier) the response lands in, per block of the
+    cluster; empty for a thread that does not issue it), the response is multicast to them."""
+    if expects:
+        barrier.expect_tx(16)
+    run.arrive(barrier)
+    if not responses:
+        return
+    decision = _cancel(run)
+    words = np.full(4, -1, np.int32)
+    words[0] = decision is not None
+    if decision is not None:
+        words[1:1 + len(decision)] = decision
+    tma.deliver(run, words, responses)
+
+
+def _cancel(run):
+    """The outcome of one cancellation request: the grid point of the cluster it cancels (the
+    next one of the launch order), or None."""
+    cluster = run.cluster
+    queue = cluster.launch.queue
+    if not queue:
+        return None
+    opts = run.options
+    run.cancel_calls += 1
+    if opts.grid_order == "shuffled" and np.random.default_rng(
+            (opts.seed or 0, *cluster.point, *run.block, run.cancel_calls)).random() < 0.5:
+        return None
+    return queue.popleft()
+
+
 def is_gpu_mesh(mesh) -> bool:
     """A Mosaic GPU mesh (grid, cluster, threads) rather than a TPU core mesh."""
     return all(hasattr(mesh, a) for a in ("grid_names", "cluster_names", "num_threads"))

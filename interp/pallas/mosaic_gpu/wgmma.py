@@ -1,11 +1,15 @@
-"""Hopper's asynchronous warpgroup matrix multiply (``wgmma``): it reads its SMEM operands and
-writes its accumulator until ``wgmma_wait`` (or a waiting accumulator read) retires it."""
+"""Hopper's asynchronous warpgroup matrix multiply (``wgmma``) as whole operations: it reads its
+SMEM operands and writes its accumulator until ``wgmma_wait`` (or a waiting accumulator read)
+retires it. The arithmetic (acc + a @ b rounded as the instruction rounds) is the rule's
+(``interp/rules/pallas_mosaic_gpu.py``), passed in as ``product``; who may touch what while a
+wgmma is in flight is decided here."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..memory import KernelRef
 from .errors import AsyncAccessError
+from .races import Footprint
 
 
 def allocate_accumulator(aval, name, run, opts):
@@ -16,6 +20,27 @@ def allocate_accumulator(aval, name, run, opts):
         return KernelRef(np.zeros(aval.shape, aval.dtype), name, run, kind="accumulator (regs)",
                          check_bounds=opts.check_bounds)
     return None
+
+
+def issue(run, acc, a, b, product) -> None:
+    """wgmma (wgmma_ref): ``acc`` ((ref, index): the accumulator) becomes ``product(acc value, a
+    value, b value)``, in flight from now on. ``a``, ``b``: an SMEM operand as (ref, index), or a
+    register operand as its array."""
+    acc_ref, acc_index = acc
+    av, a_region = _operand(a)
+    bv, b_region = _operand(b)
+    # The wgmma's own accumulator access is ordered with earlier wgmmas (the async proxy runs
+    # them in order), so it bypasses the in-flight check a warpgroup's access gets.
+    acc_ref.array[acc_index] = product(acc_ref.array[acc_index], av, bv)
+    run.wgmma.append((acc_ref, [r for r in (a_region, b_region) if r is not None]))
+
+
+def _operand(x):
+    """(value, Footprint or None) of a wgmma operand: SMEM (ref, index) read, or registers."""
+    if isinstance(x, tuple):
+        ref, index = x
+        return ref.read(index), Footprint(ref, index)
+    return x, None
 
 
 def wait(run, n: int) -> None:
