@@ -700,49 +700,6 @@ def test_points_agreeing_on_the_axes_the_body_reads_share_their_specialisation()
     assert body.axes == (1,) and len(body.points) == 4
 
 
-def _interp_import_graph() -> dict:
-    """{module: modules of interp it imports (at any depth of its body)} from the sources."""
-    import ast
-    import pathlib
-    root = pathlib.Path(interp.__file__).parent
-    files = {}
-    for path in root.rglob("*.py"):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {}
-    for mod, path in files.items():
-        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        graph[mod] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-                name = ".".join(base + ([node.module] if node.module else []))
-                targets = [f"{name}.{a.name}" if f"{name}.{a.name}" in files else name
-                           for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            graph[mod] |= {t for t in targets if t in files and t != mod}
-    return graph
-
-
-def test_engine_layers_are_one_directional():
-    """The Pallas engine core (interp/pallas) imports no rule module, and no interp modules import
-    each other in a loop: a dialect's rules sit on the engine, never under it."""
-    graph = _interp_import_graph()
-    for mod, deps in graph.items():
-        if mod.startswith("interp.pallas"):
-            assert not {d for d in deps if d.startswith("interp.rules")}, mod
-
-    def reaches(start, goal, seen):
-        for d in graph[start]:
-            if d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)):
-                return True
-        return False
-    assert [m for m in graph if reaches(m, m, set())] == []
-
-
 # -- the core scheduler (interp/schedule.py): nesting and lazy starts -------------------------
 def test_cores_started_inside_a_core_join_its_schedule():
     """A kernel's cores started by a running core (a device, an enclosing kernel's core) are forked
