@@ -1,5 +1,7 @@
-"""Pallas TPU kernels across the interpreted devices of a ``shard_map``: remote DMAs, semaphores
-signalled on another device and the barrier semaphore (semantics: spec/spmd.py, "remote DMA").
+"""Pallas kernels across the interpreted devices of a ``shard_map`` (TPU kernels and core meshes,
+Mosaic GPU launches): remote DMAs, semaphores signalled on another device and the barrier
+semaphore (semantics: spec/spmd.py, "remote DMA"). Dialect-free: what differs by dialect is a
+method of the kernel's run (``KernelRun.peer_buffer``).
 
 A ``pallas_call`` inside a shard_map body runs once per interpreted device (``interp/spmd.py``:
 one thread per device, one device at a time, the baton passing when a device waits). The runs of
