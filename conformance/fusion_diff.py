@@ -149,9 +149,8 @@ class _Recorder:
         plan (every equation of the kernel, not the residual program of a specialised grid point:
         the same values, interp/pallas/specialize.py) with the step and the operands' windows
         noted, and its equations are recorded."""
-        from interp.pallas.grid import CallPlan
-        from interp.rules.pallas import _plan
-        plan = _plan(ctx, CallPlan)   # the plan the rule runs (one per equation)
+        from interp.rules.pallas import call_plan
+        plan = call_plan(ctx)   # the plan the rule runs (one per equation)
         specialised = plan.body
         plan.body = _KernelSteps(self, plan, specialised)
         self._kernel_sites = {}

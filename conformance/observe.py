@@ -13,14 +13,13 @@ evaluation loop, interp/evaluator.py ``Plan.run``.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Hashable
 
 import jax.extend.core as jcore
 
 from interp.evaluator import eval_jaxpr
-from interp.pallas.cores import INHERITED
 from interp.options import Options
+from interp.schedule import context
 
 # Calls: their value is their body's, on their operands (a watcher may treat them as transparent).
 CALLS = ("jit", "pjit", "closed_call", "core_call")
@@ -43,24 +42,20 @@ def holds_jaxprs(eqn) -> bool:
     return False
 
 
-# The watcher of the evaluation running on this thread. The observer itself is part of the
-# hashable Options, so the plans built under one key are reused by every later evaluation with
-# that key; its wrapped steps find the current watcher here.
-_ACTIVE = threading.local()
-# Cores and interpreted devices run on threads of their own (interp/pallas/cores.py): they watch
-# with the watcher of the thread that started them.
-INHERITED.append((lambda: getattr(_ACTIVE, "watcher", None),
-                  lambda watcher: setattr(_ACTIVE, "watcher", watcher)))
-
-
 @dataclasses.dataclass(frozen=True)
 class _Observer:
-    """interp Options.observer: every step goes through the active watcher's ``step``."""
+    """interp Options.observer: every step goes through the active watcher's ``step``.
+
+    The observer itself is part of the hashable Options, so the plans built under one key are
+    reused by every later evaluation with that key; its wrapped steps find the watcher of the
+    evaluation running on their thread in ``interp.schedule.context.watcher`` (cores and
+    interpreted devices, which may run on threads of their own, start with the watcher of the
+    thread that started their schedule)."""
     key: Hashable
 
     def wrap(self, ctx, rule):
         def observed(ctx, *invals, **params):
-            return _ACTIVE.watcher.step(ctx, rule, invals, params)
+            return context.watcher.step(ctx, rule, invals, params)
         return observed
 
 
@@ -69,12 +64,12 @@ def observe(closed_jaxpr, args, watcher, key: Hashable, options: Options | None 
     evaluates (nested ones included) handed to ``watcher.step``. Evaluations with equal ``key``
     and options share their plans (the key tells watchers' plans apart)."""
     opts = dataclasses.replace(options or Options(), observer=_Observer(key))
-    previous = getattr(_ACTIVE, "watcher", None)
-    _ACTIVE.watcher = watcher
+    previous = context.watcher
+    context.watcher = watcher
     try:
         return eval_jaxpr(closed_jaxpr, *args, options=opts)
     finally:
-        _ACTIVE.watcher = previous
+        context.watcher = previous
 
 
 def as_outputs(ctx, result) -> list:

@@ -4,9 +4,9 @@ shards are evaluated for all devices at once instead, with the same results:
 ``interp/spmd_lockstep.py``.)
 
 The reference never needs N real devices: a ``shard_map`` over a mesh with manual axes of sizes
-(2, 4) runs its body once per mesh coordinate, each a core of a ``CoreScheduler`` (with a thread
+(2, 4) runs its body once per mesh coordinate, each a core of a ``Scheduler`` (with a thread
 of its own only while it waits). Only the device holding
-the baton executes (as in ``interp/pallas/cores.py``): it runs until it finishes or reaches a
+the baton executes (``interp/schedule.py``): it runs until it finishes or reaches a
 collective whose other participants have not arrived, then the baton passes to the next device
 that can make progress, in device order. Runs are therefore deterministic, and every construct
 the body may contain (``while``/``cond``/``scan`` around collectives, nested ``shard_map``) works
@@ -31,11 +31,10 @@ manual axes) into the same world, so inner bodies may use collectives over outer
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any, Callable, Sequence
 
 from .errors import UndefinedBehaviorError
-from .pallas.cores import CoreScheduler, wait_until
+from .schedule import Scheduler, current_device, wait_until
 
 
 class DeadlockError(UndefinedBehaviorError):
@@ -61,26 +60,6 @@ class Device:
         return "device(" + ", ".join(f"{n}={c}" for n, c in self.coords.items()) + ")"
 
 
-_local = threading.local()
-
-
-def current_device() -> "Device | None":
-    """The interpreted device this thread runs, or None outside every shard_map/pmap body."""
-    return getattr(_local, "device", None)
-
-
-def _on_device(device: "Device | None", body: Callable[[], Any]) -> Callable[[], None]:
-    """``body`` run as (a core of) ``device``: ``current_device()`` answers it meanwhile."""
-    def run() -> None:
-        outer = getattr(_local, "device", None)
-        _local.device = device
-        try:
-            body()
-        finally:
-            _local.device = outer
-    return run
-
-
 class _Slot:
     """One rendezvous in progress: the operands of its participants, then their results."""
     __slots__ = ("name", "nranks", "operands", "devices", "results", "unread", "combine")
@@ -95,10 +74,11 @@ class _Slot:
         self.unread = nranks
 
 
-class World(CoreScheduler):
-    """The devices of one outermost shard_map/pmap evaluation: a core scheduler (one device runs
-    at a time, the baton passing in device order) whose devices come and go with nested
-    shard_maps, plus the rendezvous in progress."""
+class World(Scheduler):
+    """The devices of one outermost shard_map/pmap evaluation: a scheduler whose cores are the
+    devices (one runs at a time, the baton passing in device order; ``schedule.current_device()``
+    answers the device a core runs as), coming and going with nested shard_maps, plus the
+    rendezvous in progress."""
 
     def __init__(self):
         super().__init__([], "shard_map")
@@ -119,35 +99,19 @@ class World(CoreScheduler):
         def on_device(i: int, device: Device):
             def run() -> None:
                 results[i] = body(device)
-            return _on_device(device, run)
+            return run
 
         bodies = {d.key: on_device(i, d) for i, d in enumerate(devices)}
+        as_devices = {d.key: d for d in devices}
         if parent is None:
             self.order = list(bodies)
-            self.run(bodies)
+            self.run(bodies, as_devices)
             return results
         # A nested shard_map: the new devices join this world after their parent, which parks
         # until they finish (they run on the baton it passes).
-        done = set(bodies)
-        with self.cv:
-            at = self.order.index(parent.key) + 1
-            self.order[at:at] = list(bodies)
-            self.add(bodies)
-        try:
-            self.wait_until(parent.key, lambda: done <= self.finished,
-                            f"{parent.describe()} waits for its nested shard_map")
-        finally:
-            with self.cv:
-                self.order = [k for k in self.order if k not in done]
-                self.finished -= done
+        self.fork(parent.key, bodies, devices=as_devices,
+                  waits=f"{parent.describe()} waits for its nested shard_map")
         return results
-
-    def fork(self, parent, bodies: dict, lazy: bool = False, unit=None,
-             who: str | None = None) -> None:
-        """Cores forked by a device (the cores of a kernel it launches) run on that device."""
-        device = current_device()
-        super().fork(parent, {k: _on_device(device, b) for k, b in bodies.items()}, lazy=lazy,
-                     unit=unit, who=who or (device.describe() if device is not None else None))
 
     # -- collectives -----------------------------------------------------------------------------
     def rendezvous(self, device: Device, group: tuple, rank: int, nranks: int, name: str,

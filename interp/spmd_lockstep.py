@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from .evaluator import get_plan, split_jaxpr
+from .schedule import current_device
 from .spmd import Device, run_spmd
 
 # Primitives whose result slice along a new leading axis depends only on the operands' slices,
@@ -281,7 +282,6 @@ _lock = threading.Lock()
 def program(jaxpr, options, axes) -> "Program | None":
     """The lockstep program of a shard_map body (an open jaxpr), or None where the body must run
     per device (see the module docstring)."""
-    from .spmd import current_device
     if current_device() is not None or getattr(options, "observer", None) is not None:
         return None
     n = math.prod(s for _, s in axes)

@@ -1,6 +1,6 @@
 """Semantics of the Mosaic GPU dialect of Pallas (``jax.experimental.pallas.mosaic_gpu``) as the
 reference implements it (``interp/rules/pallas_mosaic_gpu.py``; blocks, warpgroups, barriers
-and asynchronous operations in ``interp/pallas/warpgroups.py``).
+and asynchronous operations in the engine ``interp/pallas/mosaic_gpu/``).
 
 Anchors: JAX's Mosaic GPU primitives and their lowering (``jax/_src/pallas/mosaic_gpu/
 primitives.py``, ``lowering.py``, ``core.py``), the Mosaic GPU library they lower to
@@ -146,7 +146,7 @@ BARRIER_TEST = (
 
 CLUSTERS = (
     "Clusters (points of the grid) are concurrent, as on the hardware: every warpgroup of every "
-    "cluster is a core of one schedule (interp/pallas/cores.py: one thread at a time, switching "
+    "cluster is a core of one schedule (interp/schedule.py: one thread at a time, switching "
     "at waits that cannot proceed). A cluster starts, all its warpgroups at once, when no "
     "started warpgroup can go on, in row-major order or a seeded random one "
     "(grid_order='shuffled'): most clusters therefore run one after another, and a cluster that "
@@ -166,8 +166,8 @@ _PTX_MULTIMEM = ("PTX ISA 9.7.9.x multimem.ld_reduce, multimem.st, multimem.red 
                  "multicast memory: one access reaches every device's buffer the multicast "
                  "address maps; the reduction's operand order is not stated)")
 
-MULTI_DEVICE = """Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/
-warpgroups.py Launch).
+MULTI_DEVICE = """Mosaic GPU kernels across devices (interp/pallas/devices.py,
+interp/pallas/mosaic_gpu/launch.py Launch).
 
 A plgpu.kernel in a shard_map body launches once per device; the launches meet after allocating
 and before returning (the rendezvous of Pallas TPU kernels, spec/spmd.py remote-dma), so a peer's

@@ -1,5 +1,5 @@
 """Semantics of the Pallas TPU primitives in ``interp/rules/pallas_tpu.py``: DMAs, the barrier
-semaphore, roll / bitcast / einshape_lo / pack and unpack_elementwise, the hardware PRNG and
+semaphore, emit_pipeline as a primitive (emit_pipeline, pipeline_body), roll / bitcast / einshape_lo / pack and unpack_elementwise, the hardware PRNG and
 Pallas TPU keys, has_memory_space; explicit MXU programming, pltpu.conv, pltpu.stochastic_round,
 remove_memory_space; and why the TPU Pallas primitives the reference leaves unsupported are
 unsupported (``UNSUPPORTED``). Primitives every Pallas target shares: spec/pallas.py.
@@ -50,6 +50,46 @@ HARDWARE_PRNG = {
 }
 
 SEMANTICS = table(
+    Semantics(
+        "emit_pipeline",
+        "pltpu.emit_pipeline traced with jax_use_emit_pipeline_primitive=True: "
+        "its meaning is its expansion, pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr (JAX 0.11 "
+        "on; JAX 0.10.2: see the last edge case) (what "
+        "the Mosaic lowering and the TPU interpret mode run): the same DMA pipeline the default "
+        "path inlines, evaluated by the reference's DMA / semaphore model (race detection, "
+        "never-written tracking), the body called through pipeline_body per step.",
+        edge_cases={"emit_pipeline/c1": "the expansion is traced for the caller's abstract TPU mesh, "
+                                        "else a TPU v5e core: the generation only chooses buffer "
+                                        "tiling, no value",
+                    "emit_pipeline/c2": "core_axis (a grid axis of the enclosing kernel) and "
+                                        "core_axis_name: the expansion partitions the pipeline grid "
+                                        "over the cores (pipeline.py _partition_grid: the first "
+                                        "dimension divisible by the core count, else the first parallel "
+                                        "one with the remainder spread over the first cores), the core "
+                                        "index an operand traced in the enclosing kernel (program_id / "
+                                        "axis_index of the core axis); agrees with JAX's TPU interpret "
+                                        "mode (tests/test_pallas_tpu.py)",
+                    "emit_pipeline/c3": "JAX 0.10.2 (no emit_pipeline_to_jaxpr): its only definition is "
+                                        "the Mosaic lowering rule, which traces the pipeline function "
+                                        "(wrapped_pipeline_fun) in the kernel's grid environment and "
+                                        "lowers it; the reference traces the same function and "
+                                        "evaluates it (both of 0.10.2's interpret modes fail on the "
+                                        "primitive)"},
+        sources=("jax/_src/pallas/mosaic/pipeline.py emit_pipeline_to_jaxpr, "
+                 "_emit_pipeline_lowering_rule",),
+    ),
+    Semantics(
+        "pipeline_body",
+        "One step of an emit_pipeline body: the body jaxpr on the step's buffer views (refs or "
+        "TransformedRefs such as buffer.at[slot], resolved to views of the buffer), with "
+        "program_id / num_programs of axes 0..P-1 the pipeline step and grid (the enclosing "
+        "kernel's axes after them, as the lowering concatenates user_grid_indices / grid_sizes; "
+        "JAX refuses at trace time a body that names them).",
+        edge_cases={"pipeline_body/c1": "body operands whose transforms are not basic indexing "
+                                        "(bitcasts, integer arrays): unsupported"},
+        sources=("jax/_src/pallas/mosaic/pipeline.py _pipeline_body_lowering_rule, "
+                 "pipeline_body_discharge_rule",),
+    ),
     Semantics(
         "dma_start",
         "Copies src[idx] to dst[idx]; on completion adds the byte count to the destination "

@@ -700,57 +700,14 @@ def test_points_agreeing_on_the_axes_the_body_reads_share_their_specialisation()
     assert body.axes == (1,) and len(body.points) == 4
 
 
-def _interp_import_graph() -> dict:
-    """{module: modules of interp it imports (at any depth of its body)} from the sources."""
-    import ast
-    import pathlib
-    root = pathlib.Path(interp.__file__).parent
-    files = {}
-    for path in root.rglob("*.py"):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {}
-    for mod, path in files.items():
-        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        graph[mod] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-                name = ".".join(base + ([node.module] if node.module else []))
-                targets = [f"{name}.{a.name}" if f"{name}.{a.name}" in files else name
-                           for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            graph[mod] |= {t for t in targets if t in files and t != mod}
-    return graph
-
-
-def test_engine_layers_are_one_directional():
-    """The Pallas engine core (interp/pallas) imports no rule module, and no interp modules import
-    each other in a loop: a dialect's rules sit on the engine, never under it."""
-    graph = _interp_import_graph()
-    for mod, deps in graph.items():
-        if mod.startswith("interp.pallas"):
-            assert not {d for d in deps if d.startswith("interp.rules")}, mod
-
-    def reaches(start, goal, seen):
-        for d in graph[start]:
-            if d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)):
-                return True
-        return False
-    assert [m for m in graph if reaches(m, m, set())] == []
-
-
-# -- the core scheduler (interp/pallas/cores.py): nesting and lazy starts -------------------------
+# -- the core scheduler (interp/schedule.py): nesting and lazy starts -------------------------
 def test_cores_started_inside_a_core_join_its_schedule():
     """A kernel's cores started by a running core (a device, an enclosing kernel's core) are forked
     into that core's scheduler: a sibling of the parent can satisfy an inner core's wait (with a
     scheduler of their own they would deadlock), and a wait nobody can satisfy is one deadlock of
     the outer schedule."""
     from interp.errors import RaceError
-    from interp.pallas.cores import run_cores, wait_until
+    from interp.schedule import run_cores, wait_until
     flag, events = [], []
 
     def inner():
@@ -783,7 +740,7 @@ def test_lazy_cores_start_only_when_no_started_core_can_go_on():
     """Lazy cores (the clusters of a Mosaic GPU grid) start in order, but a started core that can
     go on runs before a new one starts; eager cores start as the baton reaches them."""
     from interp.errors import RaceError
-    from interp.pallas.cores import run_cores, wait_until
+    from interp.schedule import run_cores, wait_until
 
     def schedule(lazy):
         state, events = {"ready": False}, []
@@ -807,6 +764,51 @@ def test_lazy_cores_start_only_when_no_started_core_can_go_on():
 
     assert schedule(lazy=True) == ["0 starts", "1 starts", "0 resumes", "1 resumes", "2 starts"]
     assert schedule(lazy=False) == ["0 starts", "1 starts", "2 starts", "0 resumes", "1 resumes"]
+
+
+def test_cores_run_with_the_thread_context_of_their_schedule():
+    """Per-thread state is one object (interp.schedule.context): a core runs with its own core
+    key and kernel stack, as the device of the core that forked it, with the watcher of the thread
+    that started its schedule, on whichever thread runs it (here the caller's and a worker's);
+    the caller's own values are back when the schedule returns."""
+    import threading
+    from interp.errors import RaceError
+    from interp.schedule import Scheduler, context, run_cores, wait_until
+
+    class Device:
+        def describe(self):
+            return "device(x=1)"
+
+    device, seen, flag = Device(), {}, []
+
+    def record(name, wait=False):
+        def body():
+            if wait:   # parks this core: the next one starts on a worker thread
+                wait_until(lambda: flag, f"{name} waits", RaceError)
+            else:
+                flag.append(name)
+            seen[name] = (context.core[1], context.device, list(context.runs), context.watcher,
+                          threading.get_ident())
+        return body
+
+    def parent():
+        context.runs.append("the parent's kernel")
+        run_cores({"child": record("child")}, "inner kernel")
+        context.runs.pop()
+        record("parent")()
+
+    context.watcher, context.runs[:] = "watcher", ["caller's kernel"]
+    try:
+        Scheduler(["p", "q"], "outer").run({"p": record("p", wait=True), "q": parent},
+                                          devices={"p": None, "q": device})
+        assert (context.core, context.device, context.runs, context.watcher) == \
+            (None, None, ["caller's kernel"], "watcher")
+    finally:
+        context.watcher, context.runs[:] = None, []
+    assert seen["p"][:4] == ("p", None, [], "watcher")
+    assert seen["parent"][:4] == ("q", device, [], "watcher")
+    assert seen["child"][:4] == (("q", "child"), device, [], "watcher")
+    assert seen["p"][4] == threading.get_ident() != seen["parent"][4]
 
 
 def test_tiled_view_accesses_take_the_flat_path_with_the_same_elements():

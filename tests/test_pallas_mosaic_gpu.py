@@ -49,7 +49,7 @@ def _smem_kernel(body, shape=(64, 128), **kw):
 
 def _undefined(body, match):
     """``body`` (on one SMEM buffer and its barrier) raises AsyncAccessError matching ``match``."""
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     with pytest.raises(AsyncAccessError, match=match):
         interp.interpret(_smem_kernel(body))(np.zeros((64, 128), np.float32))
 
@@ -121,7 +121,7 @@ def test_a_barrier_that_cannot_complete_is_a_deadlock_not_a_hang():
         plgpu.barrier_wait(barrier)
     f = _kernel(body, jax.ShapeDtypeStruct((64, 128), F32),
                 [plgpu.SMEM((64, 128), F32), plgpu.Barrier(num_arrivals=2)])
-    from interp.pallas.warpgroups import DeadlockError
+    from interp.pallas.mosaic_gpu import DeadlockError
     with pytest.raises(DeadlockError, match=r"warpgroup 0 waits for phase 0 of barrier.*"
                                             r"1 of 2 arrivals"):
         interp.interpret(f)(np.zeros((64, 128), np.float32))
@@ -163,7 +163,7 @@ def test_warpgroups_synchronised_by_a_barrier(grid_order):
 
 @needs_plgpu
 def test_a_warpgroup_reading_another_ones_copy_without_waiting_is_undefined():
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     with pytest.raises(AsyncAccessError, match="warpgroup 1: read"):
         interp.interpret(_producer_consumer(False))(np.zeros((64, 128), np.float32))
 
@@ -193,7 +193,7 @@ def test_warpgroups_sharing_smem_without_a_barrier_race(with_barrier):
     if with_barrier:
         np.testing.assert_array_equal(run(x), np.full((64, 128), 3, np.float32))
     else:
-        from interp.pallas.warpgroups import WarpgroupRaceError
+        from interp.pallas.mosaic_gpu import WarpgroupRaceError
         with pytest.raises(WarpgroupRaceError, match=r"warpgroup 1: read of .*smem.* which "
                                                      r"warpgroup 0 of block \(\) wrote"):
             run(x)
@@ -224,7 +224,7 @@ def test_reading_the_accumulator_before_wgmma_wait_is_undefined():
     if not hasattr(plgpu, "wgmma_accumulator_load"):
         pytest.skip("this JAX has no wgmma_accumulator_load(wait_n=None): every accumulator "
                     "read waits")
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     a = np.zeros((64, 128), np.float16)
     b = np.zeros((128, 128), np.float16)
     with pytest.raises(AsyncAccessError, match="accumulator .* while a wgmma still writes it"):
@@ -384,7 +384,7 @@ def test_shipped_ragged_dot_refills_a_slot_its_unwaited_wgmma_reads():
     # the body never waits for its wgmmas (docs/mosaic-gpu-findings.md, finding 1). With
     # K = 2 blocks (the test above) no slot is refilled, so that run is defined.
     from conformance.cases.pallas_mosaic_gpu import shipped_module
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     rd = shipped_module("ragged_dot_mgpu")
     lhs = RNG.standard_normal((128, 256)).astype(np.float16)
     rhs = RNG.standard_normal((2, 256, 64)).astype(np.float16)
@@ -403,7 +403,7 @@ def test_a_later_wgmma_does_not_retire_an_earlier_one(wait):
     # overwritten. PTX ISA 9.7.15: only wgmma.wait_group retires a wgmma (a later one accumulating
     # into the same registers is ordered after it, not waited for); wgmma_wait(1) retires a0's.
     from jax.experimental import pallas as pl
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
 
     def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
         plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
@@ -484,7 +484,7 @@ def test_tcgen05_mma_accumulates_in_tmem_exactly_rounded(commit):
 def test_reading_tmem_before_the_mma_commit_barrier_is_undefined():
     # spec/pallas_mosaic_gpu.py UNDEFINED["tmem-read-before-commit"]
     from conformance.cases.pallas_mosaic_gpu import build_tcgen05
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     z = np.zeros((128, 128), np.float16)
     with pytest.raises(AsyncAccessError, match=r"read of .*tmem.* while a tcgen05_mma still "
                                                r"writes it: no tcgen05_commit_arrive"):
@@ -513,7 +513,7 @@ def test_overwriting_tmem_an_async_load_still_reads_is_undefined(waits):
     if waits:
         np.testing.assert_array_equal(run(x), x * np.float32(2))
     else:
-        from interp.pallas.warpgroups import AsyncAccessError
+        from interp.pallas.mosaic_gpu import AsyncAccessError
         with pytest.raises(AsyncAccessError, match="async_load_tmem .* may still read it "
                                                    r"\(no wait_load_tmem\)"):
             run(x)
@@ -526,7 +526,7 @@ def test_reading_tmem_stored_without_commit_tmem_is_undefined():
         plgpu.async_store_tmem(tmem, x_gmem[...])
         o_gmem[...] = plgpu.async_load_tmem(tmem)
         plgpu.wait_load_tmem()
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     with pytest.raises(AsyncAccessError, match="async_store_tmem wrote with no commit_tmem"):
         interp.interpret(_tmem_kernel(body))(np.zeros((128, 128), np.float32))
 
@@ -608,7 +608,7 @@ def test_a_block_missing_from_a_multicast_copy_deadlocks_the_others():
     # behavior is undefined otherwise"): block 0's barrier waits for block 1's share of the
     # bytes, which never comes.
     from conformance.cases.pallas_mosaic_gpu import build_cluster_multicast
-    from interp.pallas.warpgroups import DeadlockError
+    from interp.pallas.mosaic_gpu import DeadlockError
     with pytest.raises(DeadlockError, match=r"block \(0,\), warpgroup 0 waits for phase 0 .* "
                                             r"16384 transaction bytes pending"):
         interp.interpret(build_cluster_multicast((64, 128), every_block_issues=False)(None))(
@@ -643,7 +643,7 @@ def test_a_cluster_barrier_waits_for_every_block():
                             cluster_names=("c",),
                             scratch_types=[plgpu.ClusterBarrier(collective_axes=("c",))])
     np.testing.assert_array_equal(interp.interpret(kernel(True))(), [1, 2])
-    from interp.pallas.warpgroups import DeadlockError
+    from interp.pallas.mosaic_gpu import DeadlockError
     with pytest.raises(DeadlockError, match="0 of 2 arrivals|1 of 2 arrivals"):
         interp.interpret(kernel(False))()
 
@@ -684,7 +684,7 @@ def test_shipped_blackwell_ragged_dot_is_the_grouped_product():
 ])
 def test_shipped_blackwell_matmul_is_reported_undefined(collective, shape, match):
     # No B200 output is recorded; the reference stops at the first undefined access.
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     m, k, n = shape
     a = RNG.standard_normal((m, k)).astype(np.float16)
     b = RNG.standard_normal((k, n)).astype(np.float16)
@@ -779,7 +779,7 @@ def test_shipped_transposed_ragged_dot_writes_smem_a_wgmma_still_reads():
     # has such a wait (docs/mosaic-gpu-findings.md, finding 1):
     # spec/pallas_mosaic_gpu.py UNDEFINED["smem-write-under-wgmma"].
     from conformance.cases.pallas_mosaic_gpu import shipped_module
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     tr = shipped_module("transposed_ragged_dot_mgpu")
     lhs = RNG.standard_normal((512, 128)).astype(np.float16)
     rhs = RNG.standard_normal((512, 128)).astype(np.float16)
@@ -1062,7 +1062,7 @@ def test_cp_async_copies_land_when_wait_gmem_to_smem_retires_them(wait, read):
     # read and the second may not: UNDEFINED["smem-access-under-cp-async"].
     if not hasattr(plgpu, "wait_gmem_to_smem"):
         pytest.skip("this JAX's Mosaic GPU has no wait_gmem_to_smem (cp.async copies)")
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
 
     def body(x_gmem, o_gmem, smem):
         plgpu.copy_gmem_to_smem(x_gmem.at[0], smem.at[0])
@@ -1152,7 +1152,7 @@ def test_async_store_smem_lands_in_the_peer_block_behind_its_barrier(wait):
     if not hasattr(plgpu, "async_store_smem"):
         pytest.skip("this JAX's Mosaic GPU has no async_store_smem")
     from conformance.cases.pallas_mosaic_gpu import build_cluster_store
-    from interp.pallas.warpgroups import AsyncAccessError
+    from interp.pallas.mosaic_gpu import AsyncAccessError
     f = build_cluster_store((64, 128), wait=wait)(None)
     x = RNG.standard_normal((64, 128)).astype(np.float32)
     if wait:
@@ -1237,7 +1237,7 @@ def test_a_poll_loop_nothing_can_complete_is_a_deadlock(num_threads):
     # UNDEFINED["barrier-poll-deadlock"]: nobody arrives; with 2 warpgroups both poll.
     def body(o_ref, barrier):
         o_ref[...] = jnp.full(o_ref.shape, _poll_until_complete(barrier), jnp.int32)
-    from interp.pallas.warpgroups import DeadlockError
+    from interp.pallas.mosaic_gpu import DeadlockError
     for order in ("sequential", "shuffled"):
         with pytest.raises(DeadlockError, match=r"warpgroup 0: deadlock: polls \(barrier_test\) "
                                                 r"phase 0 of barrier .*0 of 1 arrivals"):
@@ -1263,7 +1263,7 @@ def test_a_true_barrier_test_counts_as_the_wait():
         ok = plgpu.barrier_test(barrier)
         o_ref[...] = jnp.full(o_ref.shape, ok.astype(jnp.int32), jnp.int32)
         plgpu.barrier_wait(barrier)
-    from interp.pallas.warpgroups import DeadlockError
+    from interp.pallas.mosaic_gpu import DeadlockError
     with pytest.raises(DeadlockError, match="waits for phase 1 of barrier"):
         interp.interpret(_poll(body))()
 
@@ -1309,7 +1309,7 @@ def test_clusters_waiting_on_each_other_forever_deadlock_naming_them():
         o_gmem[...] = jnp.zeros(o_gmem.shape, F32)
     f = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((128,), F32), grid=(2,),
                      grid_names=("i",))
-    from interp.pallas.warpgroups import DeadlockError
+    from interp.pallas.mosaic_gpu import DeadlockError
     with pytest.raises(DeadlockError, match=r"kernel 'body': deadlock.*cluster \(0,\).*"
                                             r"cluster \(1,\)"):
         interp.interpret(f)()
@@ -1321,7 +1321,7 @@ def test_clusters_that_never_wait_run_on_the_callers_thread(monkeypatch):
     # cluster starts when the one before finished (no other cluster alive), all on the caller's
     # thread, and gives 2 (x[i] + 1).
     import threading
-    from interp.pallas.warpgroups import GpuMeshPlan
+    from interp.pallas.mosaic_gpu.launch import GpuMeshPlan
     threads, started = set(), []
 
     def start(self, launch, point):
@@ -1365,7 +1365,7 @@ def test_footprint_relations_are_remembered_only_for_immutable_views():
     # changing the positions changes the answer (rows by hand: {0, 1} against {2, 3}, then
     # {2, 3} against {2, 3}).
     import types
-    from interp.pallas.warpgroups import Footprint
+    from interp.pallas.mosaic_gpu.races import Footprint
     ref = types.SimpleNamespace(array=np.zeros((4, 4), np.float32))
     rows = np.array([0, 1])
     rows.flags.writeable = False

@@ -114,7 +114,7 @@ def test_triton_atomic_add_with_duplicates_and_mask():
 
 
 def _abstract_tpu():
-    from interp.rules.pallas import abstract_tpu_mesh
+    from interp.pallas.tpu.pipeline import abstract_tpu_mesh
     try:
         return abstract_tpu_mesh()
     except TypeError:   # this JAX's AbstractDevice cannot describe one

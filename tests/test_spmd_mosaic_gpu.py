@@ -1,5 +1,5 @@
 """Mosaic GPU kernels across the devices of a shard_map (interp/pallas/devices.py,
-interp/pallas/warpgroups.py Launch, the multi-device rules of interp/rules/pallas_mosaic_gpu.py;
+interp/pallas/mosaic_gpu/launch.py Launch, the multi-device rules of interp/rules/pallas_mosaic_gpu.py;
 semantics spec/pallas_mosaic_gpu.py "multi-device").
 
 JAX's shipped collective kernels (all_gather_mgpu, reduce_scatter_mgpu) are traced under the

@@ -761,7 +761,7 @@ def unreduced_cases():
                        modes=exact, primitives=("shard_map", f"unreduced_p{kind}", f"reduce_{kind}"),
                        needs=_needs(shape), tags=("spmd",), not_applicable=kinds)
 
-# --- Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/warpgroups.py) ------
+# --- Mosaic GPU kernels across devices (interp/pallas/devices.py, interp/pallas/mosaic_gpu/launch.py) ------
 # JAX's shipped collective kernels (jax.experimental.pallas.ops.gpu all_gather_mgpu,
 # reduce_scatter_mgpu: multimem stores / load-reductions through NVLink multicast memory and a
 # multicast semaphore signal), traced under the emulated H100 where there is no GPU, on meshes of

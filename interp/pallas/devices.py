@@ -1,5 +1,7 @@
-"""Pallas TPU kernels across the interpreted devices of a ``shard_map``: remote DMAs, semaphores
-signalled on another device and the barrier semaphore (semantics: spec/spmd.py, "remote DMA").
+"""Pallas kernels across the interpreted devices of a ``shard_map`` (TPU kernels and core meshes,
+Mosaic GPU launches): remote DMAs, semaphores signalled on another device and the barrier
+semaphore (semantics: spec/spmd.py, "remote DMA"). Dialect-free: what differs by dialect is a
+method of the kernel's run (``KernelRun.peer_buffer``).
 
 A ``pallas_call`` inside a shard_map body runs once per interpreted device (``interp/spmd.py``:
 one thread per device, one device at a time, the baton passing when a device waits). The runs of
@@ -32,14 +34,14 @@ one kernel on all the devices (and all their cores) form a :class:`DeviceKernels
 * A ``pl.kernel`` / ``core_map`` over a TPU core mesh joins like a pallas_call
   (:func:`join_core_mesh`), every core of every device a *member* (device, core): the devices
   meet once before a device's cores start and once after all of them ended; the cores run forked
-  into the devices' schedule (``interp.pallas.cores.run_cores``). A remote DMA or signal names the
+  into the devices' schedule (``interp.schedule.run_cores``). A remote DMA or signal names the
   device by device_id's mesh axes and the core by a core axis of a MESH dict or core_index
   (:meth:`DeviceKernels.address`; spec/spmd.py remote-dma/core-target).
 * A wait on a semaphore only another device (or core) can signal lets the others run
-  (``interp.pallas.cores.wait_until``: the running core waits); when every device waits, the
+  (``interp.schedule.wait_until``: the running core waits); when every device waits, the
   program would hang on hardware: the reference raises ``interp.spmd.DeadlockError`` naming each
   device (and core) and the semaphore it waits on.
-* Mosaic GPU launches (``interp/pallas/warpgroups.py`` Launch) join as one run per device; their
+* Mosaic GPU launches (``interp/pallas/mosaic_gpu/launch.py`` Launch) join as one run per device; their
   warpgroups find a peer's buffer by what it is (``peer_buffer``: the same operand or launch
   semaphore), not by position. Under detect_races, accesses to device buffers from several
   devices are checked by :class:`DeviceAccesses` (release/acquire through semaphores).
@@ -51,7 +53,7 @@ import math
 import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
-from .cores import wait_until
+from ..schedule import current_device, wait_until
 from .memory import KernelRef, _show
 
 
@@ -83,7 +85,7 @@ class DeviceKernels:
                       for core, (_, refs) in members.items()}
         self.buffers = {(rank, core): list(refs) for rank, (_, members) in enumerate(entries)
                         for core, (_, refs) in members.items()}
-        self.base_name = next(iter(self.members.values())).base_name
+        self.name = next(iter(self.members.values())).name   # the kernel's
         self.inflight: list = []   # DMAs in flight on all the devices (detect_races)
         self.unsettled: list = []  # ambiguous waits (interp.pallas.dma.AmbiguousWait), all devices
         self.ended: set = set()    # members whose kernel body has ended
@@ -248,9 +250,8 @@ class DeviceKernels:
                 "device barrier precedes it, and its kernel may not have started (signal and "
                 "wait on the barrier semaphore first)")
         # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
-        # operands and semaphores reserved at launch, interp/pallas/warpgroups.py Launch).
-        peer_buffer = getattr(run, "peer_buffer", None)
-        other = peer_buffer(ref, self.members[key]) if peer_buffer is not None else None
+        # operands and semaphores reserved at launch, KernelRun.peer_buffer).
+        other = run.peer_buffer(ref, self.members[key])
         if other is not None:
             if other.kind == "semaphore":
                 self.signallers.setdefault(id(other), set()).add(here)
@@ -312,7 +313,7 @@ class DeviceKernels:
             return int(ref.array[index]) >= amount or engine.signalling(sem, send)
 
         while int(ref.array[index]) < amount:
-            wait_until(ready, f"{who} in kernel '{self.base_name}': {kind} "
+            wait_until(ready, f"{who} in kernel '{self.name}': {kind} "
                               f"on {ref.short()}{_show(index)} for {amount} (holds "
                               f"{int(ref.array[index])})", RaceError)
             engine.complete_signalling(sem, amount, send)
@@ -350,7 +351,7 @@ def _meet(device, what, run, operand, custom_barrier=False):
     combine = (lambda entries: [DeviceKernels(world, entries, custom_barrier)] * n) \
         if operand is not None else (lambda entries: [None] * n)
     return world.rendezvous(device, (f"pallas_call {what}", names), rank, n,
-                            f"{what} pallas_call '{run.base_name}'", operand, combine)
+                            f"{what} pallas_call '{run.name}'", operand, combine)
 
 
 def _rank(device) -> int:
@@ -373,20 +374,17 @@ def join_core_mesh(runs: dict, refs: dict, compiler_params=None) -> "DeviceKerne
     its cores start, as JAX's interpret mode runs ``_barrier`` before its cores' threads) and
     return what they share; None outside every shard_map. Every core of every device may then
     address every other (:meth:`DeviceKernels.address`)."""
-    from ..spmd import current_device
     device = current_device()
     if device is None:
         return None
     first = next(iter(runs.values()))
     for run in runs.values():
-        run.base_name = run.name
         run.device_rank = _rank(device)
     custom_barrier = getattr(compiler_params, "collective_id", None) is not None
     members = {core: (run, list(refs[core])) for core, run in runs.items()}
     group = _meet(device, "start of", first, (device, members), custom_barrier)
     for run in runs.values():
-        run.devices = group
-        run.name = f"{run.name}' on '{device.describe()}"   # every message names the device
+        run.devices = group   # (every message names the device: KernelRun.label)
         run.dma.inflight = group.inflight
         run.dma.unsettled = group.unsettled
     return group
@@ -485,5 +483,7 @@ class DeviceTracker:
         if self.inner is not None:
             self.inner.check_access(ref, index, kind)
         if self.tracked(ref):
-            accessor = getattr(self.running(), "device_rank", ref.run.device_rank)
+            running = self.running()   # (a run of no device: the buffer's device accesses it)
+            accessor = ref.run.device_rank if running is None or running.device_rank is None \
+                else running.device_rank
             self.group.accesses.access(self.group, accessor, ref, index, kind)

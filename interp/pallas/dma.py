@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ..errors import RaceError
-from .cores import running, wait_until
+from ..schedule import running, wait_until
 from .memory import _selected_coords, _show
 
 
@@ -244,7 +244,7 @@ class DmaEngine:
             self._signal_completion(dst_sem, src_sem, nbytes)
             return
         dma = Dma(Region(src, src_index), Region(dst, dst_index), dst_sem, src_sem, add, nbytes,
-                  self.run.point, self.run.name)
+                  self.run.point, self.run.label)
         if self.unsettled:
             self._check_unsettled(dma.src, "DMA from", write=False)
             self._check_unsettled(dma.dst, "DMA into", write=True)
@@ -416,8 +416,8 @@ class DmaEngine:
         if self.detect and self.inflight:
             self.complete_signalling(sem, amount, send)
         have = int(ref.array[index])
-        mesh = getattr(self.run, "mesh", None)
-        devices = getattr(self.run, "devices", None)
+        mesh = self.run.mesh
+        devices = self.run.devices
         if have < amount and devices is not None:
             # Kernels on other devices may signal it (interp.pallas.devices).
             have = devices.wait(self, sem, amount, kind, send)

@@ -22,71 +22,101 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
 """
 from __future__ import annotations
 
-import functools
 import itertools
-import threading
 
 import numpy as np
-import jax
 
-from ..errors import OutOfBoundsError, UninitializedReadError, UnsupportedPrimitiveError
+from ..errors import UninitializedReadError, UnsupportedPrimitiveError, OutOfBoundsError
 from ..evaluator import Literal, get_plan, split_jaxpr
-from ..refs import Ref
-from .devices import join as join_devices, join_core_mesh
+from ..schedule import context
+from .devices import join as join_devices
 from .dma import DmaEngine
-from .memory import (KernelRef, fill_uninitialized, logical_value, physical_operand,
-                     physical_value, poison_value)
+from .memory import (KernelRef, allocate_scratch, check_outputs_written, fill_uninitialized,
+                     logical_value, memory_space, physical_operand, physical_value,
+                     poison_value)
 from .specialize import KernelBody
 
-_local = threading.local()
-
-
 def maybe_current_run() -> "KernelRun | None":
-    """The innermost running kernel of this thread, or None."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
+    """The innermost running kernel of this thread (``schedule.context.runs``), or None."""
+    runs = context.runs
+    return runs[-1] if runs else None
 
 
 def current_run() -> "KernelRun":
-    stack = getattr(_local, "stack", None)   # (maybe_current_run inlined: called per DMA)
-    if not stack:
+    runs = context.runs   # (maybe_current_run inlined: called per DMA)
+    if not runs:
         raise RuntimeError("Pallas kernel primitive evaluated outside a pallas_call")
-    return stack[-1]
+    return runs[-1]
 
 
 class KernelRun:
-    """The state of one pallas_call evaluation that kernel primitives consult."""
+    """The state of one kernel evaluation (a pallas_call, one core of a core-mesh kernel, one
+    warpgroup of a Mosaic GPU kernel: dialects subclass it) that kernel primitives consult. Every
+    field is declared here (``__slots__``); the engine sets them, rules read them."""
+    __slots__ = ("name", "grid", "kernel_grid", "program_ids", "point", "options", "dma",
+                 "tracker", "prng", "pending", "barrier", "mesh", "core", "globals",
+                 "pipeline_grids", "exit_checks", "devices", "device_rank", "__weakref__")
 
     def __init__(self, name, grid, options):
-        self.name = name
+        self.name = name                  # the kernel's name (messages: ``label``)
         self.grid = grid                  # full grid (dynamic bounds resolved)
         self.kernel_grid = grid           # grid the kernel sees (vmapped dims removed)
-        self.program_ids = ()
-        self.point = ()
+        self.program_ids = ()             # program_id of each kernel grid axis
+        self.point = ()                   # the grid point (core-mesh kernels: {axis: index})
         self.options = options
-        self.dma = DmaEngine(self, options.detect_races)
-        self.tracker = self.dma if options.detect_races else None
-        self.prng = None                  # TPU hardware PRNG state (prng_seed)
+        self.dma = DmaEngine(self, options.detect_races)   # DMAs and semaphores
+        self.tracker = self.dma if options.detect_races else None   # the access hook of its refs
+        #                                   (KernelRef._before_access), or None
+        self.prng = None                  # TPU hardware PRNG state (interp.pallas.tpu.hardware_prng)
         self.pending = None               # (ref, index, message): see KernelRef.read
         self.barrier = None               # the barrier semaphore (get_barrier_semaphore)
-        self.mesh = None                  # MeshState of a core-mesh kernel
+        self.mesh = None                  # the mesh of a mesh kernel (axes and sizes axis_index
+        #                                   reads, what its cores share), or None
         self.core = None                  # this core's point in the mesh
         self.globals = {}                 # get_global buffers by equation
         self.pipeline_grids = []          # grids of the running emit_pipelines, innermost last
         self.exit_checks = []             # called when the kernel ends (state it must not leave)
+        self.devices = None               # in a shard_map body: the kernel's runs on every
+        #                                   device (interp.pallas.devices.DeviceKernels)
+        self.device_rank = None           # ... and this run's device among them (logical id)
+
+    @property
+    def label(self) -> str:
+        """The kernel's name as messages give it: with its device in a shard_map body."""
+        if self.devices is None:
+            return self.name
+        return f"{self.name}' on '{self.devices.devices[self.device_rank].describe()}"
 
     def check_exit(self):
         for check in self.exit_checks:
             check()
 
     def allocate_scoped(self, prototypes, collective_axes) -> list:
-        """run_scoped's buffers (fresh copies of the prototypes). Collective allocations belong
-        to kernels of several threads (interp.pallas.warpgroups.WarpgroupRun)."""
+        """run_scoped's buffers (fresh copies of the prototypes); in a shard_map body, other
+        devices' kernels may address them by position until :meth:`leave_scope`. Collective
+        allocations belong to kernels of several threads (Mosaic GPU's WarpgroupRun)."""
         if collective_axes:
             raise UnsupportedPrimitiveError("run_scoped", {"collective_axes": collective_axes},
                                             f"{self.where()}: collective allocations outside a "
                                             "Mosaic GPU kernel")
-        return [p.fresh(self) for p in prototypes]
+        refs = [p.fresh(self) for p in prototypes]
+        if self.devices is not None:
+            self.devices.enter_scope(self, refs)
+        return refs
+
+    def leave_scope(self, refs) -> None:
+        """The end of the run_scoped that allocated ``refs`` (also when its body raised)."""
+        if self.devices is not None:
+            self.devices.exit_scope(self, refs)
+
+    def check_scope_exit(self, refs) -> None:
+        """After a run_scoped's body: its semaphores must be back at zero, its DMAs waited."""
+        self.dma.check_exit([r for r in refs if r.kind == "semaphore"], "run_scoped")
+
+    def peer_buffer(self, ref, other):
+        """The buffer of ``other`` (this kernel's run on another device) that ``ref`` is, when the
+        kernel finds it by what it is rather than by position (Mosaic GPU), else None."""
+        return None
 
     def raise_pending(self):
         _, _, message = self.pending
@@ -94,28 +124,18 @@ class KernelRun:
         raise UninitializedReadError(message)
 
     def where(self) -> str:
-        return f"kernel '{self.name}' at grid point {self.point}"
+        return f"kernel '{self.label}' at grid point {self.point}"
 
     def __enter__(self):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(self)
+        context.runs.append(self)
         return self
 
     def __exit__(self, *exc):
-        _local.stack.pop()
+        context.runs.pop()
 
 
 # ------------------------------------------------------------------------------------------
 # Block specs
-
-
-def _memory_space_name(aval) -> str:
-    ms = getattr(aval, "memory_space", None)
-    if ms is None:
-        return "default"
-    return str(getattr(ms, "value", ms)).lower()
 
 
 WHOLE_ARRAY_SPACES = ("any", "hbm")
@@ -130,7 +150,7 @@ class BlockPlan:
         # Typed PRNG keys are blocked as their key data: trailing key dims whole, at index 0.
         self.array_shape, self.dtype, self.key_impl = physical_operand(bm.array_aval, name)
         key_dims = self.array_shape[len(bm.array_aval.shape):]
-        self.space = _memory_space_name(bm.transformed_block_aval)
+        self.space = memory_space(bm.transformed_block_aval)
         self.whole = self.space in WHOLE_ARRAY_SPACES
         if getattr(bm, "transforms", ()):
             raise UnsupportedPrimitiveError("pallas_call", {}, f"block transforms {bm.transforms} "
@@ -268,9 +288,11 @@ class BlockPlan:
 
 
 class CallPlan:
-    """Everything about one pallas_call equation that does not change between calls."""
+    """Everything about one pallas_call equation that does not change between calls.
+    ``allocate_scratch(aval, name, run, options)`` makes the scratch buffers (a dialect's own
+    kinds first: the rule passes it; default: the core's)."""
 
-    def __init__(self, eqn):
+    def __init__(self, eqn, allocate_scratch=allocate_scratch):
         p = eqn.params
         gm = p["grid_mapping"]
         self.options = eqn.options
@@ -279,7 +301,7 @@ class CallPlan:
         # The body runs specialised per grid point (interp.pallas.specialize): its grid-only
         # scalar work is evaluated once per point, not once per step.
         self.body = KernelBody(kernel_jaxpr, self.kernel_consts, eqn.options)
-        self.name = (p.get("name") or _kernel_name(kernel_jaxpr) or "kernel")
+        self.name = (p.get("name") or kernel_name(kernel_jaxpr) or "kernel")
         self.grid_spec = tuple(gm.grid)
         self.num_dynamic = sum(1 for g in self.grid_spec if not isinstance(g, (int, np.integer)))
         self.vmapped = tuple(getattr(gm, "vmapped_dims", ()))
@@ -293,7 +315,7 @@ class CallPlan:
             raise eqn.unsupported(f"pallas_call over a mesh {p['mesh']!r}")
         invars = kernel_jaxpr.invars
         nb = len(gm.block_mappings)
-        names = _operand_names(kernel_jaxpr)
+        names = operand_names(kernel_jaxpr)
         self.scalar_names = names[:self.num_scalars]
         self.blocks = [BlockPlan(bm, names[self.num_scalars + i], len(self.grid_spec),
                                  eqn.options)
@@ -302,7 +324,7 @@ class CallPlan:
                         for i, v in enumerate(invars[self.num_scalars + nb:])]
         # Scratch buffers start as fresh copies of prototypes allocated here (their memory is
         # never-written, or zero semaphores: the same every call).
-        self.scratch_protos = [_alloc_scratch(aval, name, None, eqn.options)
+        self.scratch_protos = [allocate_scratch(aval, name, None, eqn.options)
                                for aval, name in self.scratch]
         self.ref_kinds = [("input" if k < self.num_inputs else "output") +
                           (f" ({bp.space})" if bp.space != "default" else "")
@@ -418,7 +440,7 @@ class CallPlan:
                 devices.leave(run)
             run.dma.check_exit(sems, "pallas_call")
             run.check_exit()
-        _check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
+        check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
         return [logical_value(self.blocks[self.num_inputs + o].key_impl,
                               arrays[self.num_inputs + o]) for o in range(self.num_outputs)]
 
@@ -464,47 +486,7 @@ class CallPlan:
             init[sl] = False
 
 
-def _check_outputs_written(run, refs, inits) -> None:
-    """uninitialized='raise': the call's results are read by its caller, so an output element the
-    kernel never wrote is a read of never-written memory."""
-    for ref, init in zip(refs, inits):
-        if init is not None and not init.all():
-            bad = tuple(int(i) for i in np.argwhere(~init)[0])
-            raise UninitializedReadError(
-                f"kernel '{run.name}': output '{ref.name}' {ref.dtype}{list(init.shape)} element "
-                f"{bad} ({int((~init).sum())} elements in all) was never written by the kernel "
-                "(uninitialized='raise')")
-
-
-# Allocators of dialect-specific scratch (Mosaic GPU barriers, accumulators): each
-# ``fn(aval, name, run, opts)`` returns a KernelRef, or None for an aval it does not own.
-SCRATCH_ALLOCATORS: list = []
-
-
-def _alloc_scratch(aval, name, run, opts) -> KernelRef:
-    for allocate in SCRATCH_ALLOCATORS:
-        ref = allocate(aval, name, run, opts)
-        if ref is not None:
-            return ref
-    space = _memory_space_name(aval)
-    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended) and (
-            "sem" in str(aval.dtype) or "sem" in space):
-        return KernelRef(np.zeros(aval.shape, np.int64), name, run, kind="semaphore",
-                         check_bounds=opts.check_bounds)
-    shape, dtype, _ = physical_operand(aval, name)   # typed keys: their key data
-    mode = opts.uninitialized
-    arr = fill_uninitialized(shape, dtype, mode)
-    if space.startswith("acc("):
-        # An MXU accumulator (pltpu.ACC) holds its sums in the MXU (interp/rules/pallas_tpu.py);
-        # only matmul_pop reads them, so any other read is of never-written memory, in any mode.
-        return KernelRef(arr, name, run, init=np.zeros(shape, bool), check_bounds=opts.check_bounds,
-                         kind=f"MXU accumulator {space} (only matmul_pop reads it)")
-    init = np.zeros(shape, bool) if mode == "raise" else None
-    return KernelRef(arr, name, run, init=init, kind=f"scratch ({space})",
-                     check_bounds=opts.check_bounds)
-
-
-def _kernel_name(jaxpr) -> str | None:
+def kernel_name(jaxpr) -> str | None:
     info = getattr(jaxpr, "debug_info", None)
     src = getattr(info, "func_src_info", None) or getattr(info, "func_name", None)
     if not src:
@@ -512,7 +494,7 @@ def _kernel_name(jaxpr) -> str | None:
     return str(src).split(" ")[0]
 
 
-def _operand_names(jaxpr) -> list[str]:
+def operand_names(jaxpr) -> list[str]:
     """Readable names of the kernel operands: the kernel's argument names when JAX kept them."""
     info = getattr(jaxpr, "debug_info", None)
     names = list(getattr(info, "arg_names", None) or ())
@@ -544,170 +526,3 @@ def _tpu_pipeline(params) -> bool:
     if isinstance(cp, dict) and any("triton" in k or "gpu" in k for k in cp):
         return False
     return True
-
-
-def operand_buffers(args, out_physical, aliases, opts) -> tuple[list, list]:
-    """(buffers, written-masks) of a mesh kernel's whole operands: copies of the inputs (the
-    kernel may write them; typed keys are held as their key data, as in pallas_call: Mosaic
-    physicalizes them the same way), then the outputs (never-written memory, or the aliased
-    input's buffer)."""
-    # A Ref operand (JAX >= 0.11's pl.kernel / pl.core_map over refs the body closes over or
-    # takes: "treated as if it is read-from and written-to", helpers.py kernel): the kernel
-    # works on that memory itself.
-    arrays = [a.array if isinstance(a, Ref) else np.array(physical_value(a), copy=True)
-              for a in args]
-    inits = [None] * len(arrays)
-    for o, (shape, dtype, _) in enumerate(out_physical):
-        if o in aliases:
-            arrays.append(arrays[aliases[o]])
-            inits.append(None)
-        else:
-            arrays.append(fill_uninitialized(shape, dtype, opts.uninitialized))
-            inits.append(np.zeros(shape, bool) if opts.uninitialized == "raise" else None)
-    return arrays, inits
-
-
-class MeshPlan:
-    """``mpmd_map`` (``pl.kernel`` / ``core_map`` over a TPU core mesh): the body runs once per
-    core of the mesh on whole (HBM) operands; scratch and the barrier semaphore are core-local
-    except shared memory spaces.
-
-    Cores run one at a time (``interp.pallas.cores``): in core order, or a seeded random order
-    with ``grid_order="shuffled"`` since they are concurrent on hardware; a core that waits on a
-    semaphore lets the others run, so barriers and cross-core signals work, and a wait no core
-    can satisfy is a deadlock (RaceError). Inside a shard_map body the cores are forked into the
-    devices' schedule: a device meets the other devices once before its cores start and once
-    after all of them ended (interp.pallas.devices), and any core may address any core of any
-    device.
-    """
-
-    def __init__(self, eqn):
-        self._read_kernel(eqn)
-        shape = dict(getattr(self.mesh, "shape", {}))
-        if not shape:
-            raise eqn.unsupported(f"mesh {self.mesh!r} without named axes")
-        self.axes = tuple(shape)
-        self.sizes = tuple(int(shape[a]) for a in self.axes)
-
-    def _read_kernel(self, eqn) -> None:
-        """The mesh, the kernel's plan, its operands' names and the outputs (every mesh kind)."""
-        p = eqn.params
-        self.options = eqn.options
-        meshes, jaxprs = p["meshes"], p["jaxprs"]
-        if len(meshes) != 1 or p.get("external_meshes"):
-            raise eqn.unsupported("mpmd_map with several meshes (MPMD) or external meshes")
-        self.mesh = meshes[0]
-        kernel_jaxpr, self.kernel_consts = split_jaxpr(jaxprs[0])
-        self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
-        self.name = p.get("name") or _kernel_name(kernel_jaxpr) or "kernel"
-        self.out_avals = p["out_avals"]
-        self.names = _operand_names(kernel_jaxpr)
-        self.num_outputs = len(self.out_avals)
-        self.out_physical = [physical_operand(a, self.names[len(eqn.in_avals) + o])
-                             for o, a in enumerate(self.out_avals)]
-        self.aliases = {o: i for i, o in dict(p.get("input_output_aliases") or {}).items()}
-        self.invars = kernel_jaxpr.invars
-        self.compiler_params = p.get("compiler_params")
-
-    def run(self, args):
-        opts = self.options
-        n_in = len(args)
-        main = KernelRun(self.name, self.sizes, opts)
-        arrays, inits = operand_buffers(args, self.out_physical, self.aliases, opts)
-        def operand_refs(run):
-            return [KernelRef(a, self.names[k], run, init=inits[k],
-                              kind="input (hbm)" if k < n_in else "output (hbm)",
-                              check_bounds=opts.check_bounds) for k, a in enumerate(arrays)]
-
-        refs = operand_refs(main)
-        scratch_vars = self.invars[len(refs):]
-        shared = [_alloc_scratch(v.aval, self.names[len(refs) + i], main, opts)
-                  if "shared" in _memory_space_name(v.aval) else None
-                  for i, v in enumerate(scratch_vars)]
-        points = list(itertools.product(*[range(s) for s in self.sizes]))
-        if opts.grid_order == "shuffled":
-            points = [points[i] for i in np.random.default_rng(opts.seed).permutation(len(points))]
-        mesh = MeshState(self.axes, self.sizes)
-        runs, locals_ = {}, {}
-        for point in points:
-            run = KernelRun(self.name, self.sizes, opts)
-            run.kernel_grid = ()
-            run.point = dict(zip(self.axes, point))
-            run.mesh = mesh
-            run.core = point
-            run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
-                                    kind="semaphore", check_bounds=opts.check_bounds)
-            mesh.barriers[point] = run.barrier
-            runs[point] = run
-            locals_[point] = [s if s is not None else
-                              _alloc_scratch(v.aval, self.names[len(refs) + i], run, opts)
-                              for i, (s, v) in enumerate(zip(shared, scratch_vars))]
-        mesh.register(locals_)
-        # Each core's operand refs (same memory) name that core in messages.
-        kernel_refs = {point: operand_refs(runs[point]) + locals_[point] for point in points}
-        # in a shard_map: the other devices' runs of this kernel
-        devices = join_core_mesh(runs, kernel_refs, self.compiler_params)
-
-        def body(point):
-            run = runs[point]
-            with run:
-                self.kernel_plan.run(self.kernel_consts, kernel_refs[point])
-                if run.pending is not None:
-                    run.raise_pending()
-                if devices is not None:
-                    devices.leave(run)
-
-        if len(points) == 1:
-            body(points[0])
-        else:
-            from .cores import run_cores
-            run_cores({p: functools.partial(body, p) for p in points}, self.name)
-            if devices is not None:   # the device's end: once, after all its cores ended
-                devices.leave_device([runs[p] for p in points])
-        for point in points:
-            run = runs[point]
-            sems = [r for r in locals_[point] if r.kind == "semaphore"]
-            run.dma.check_exit(sems + [run.barrier], "kernel")
-            run.check_exit()
-        main.dma.check_exit([r for r in shared if r is not None and r.kind == "semaphore"],
-                            "kernel")
-        _check_outputs_written(main, refs[n_in:], inits[n_in:])
-        return [logical_value(impl, a) for (_, _, impl), a in zip(self.out_physical, arrays[n_in:])]
-
-
-class MeshState:
-    """What the cores of one mesh kernel share: each core's buffers (for signals addressed to
-    another core)."""
-
-    def __init__(self, axes, sizes):
-        self.axes, self.sizes = axes, sizes
-        self.slots = {}    # id(core-local ref) -> slot index
-        self.locals = {}   # core point -> [refs]
-        self.barriers = {}
-        self.globals = {}   # get_global buffers by equation, shared by the cores
-
-    def register(self, locals_):
-        self.locals = locals_
-        for refs in locals_.values():
-            for i, r in enumerate(refs):
-                self.slots[id(r)] = i
-
-    def core_of(self, axes: dict, here):
-        """The core a dict {core axis: index} names, relative to core ``here`` (unnamed axes
-        keep its coordinate), or None."""
-        point = dict(zip(self.axes, here))
-        for k, v in axes.items():
-            names = k if isinstance(k, tuple) else (k,)
-            if len(names) != 1 or names[0] not in point:
-                return None
-            point[names[0]] = int(v)
-        target = tuple(point[a] for a in self.axes)
-        return target if target in self.locals else None
-
-    def counterpart(self, ref, core):
-        """The buffer on ``core`` that corresponds to this core's ``ref`` (itself if shared)."""
-        for here, barrier in self.barriers.items():
-            if ref is barrier:
-                return self.barriers[core]
-        slot = self.slots.get(id(ref))
-        return ref if slot is None else self.locals[core][slot]

@@ -13,9 +13,9 @@ addupdate) serve kernels unchanged; this subclass adds:
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 
-from .. import dtypes
 from ..errors import UninitializedReadError
 from ..refs import Ref
 from ..uninitialized import fill_uninitialized, poison_value  # noqa: F401  (re-exported)
@@ -82,7 +82,7 @@ class KernelRef(Ref):
 
     def describe(self) -> str:
         run = self.run
-        where = f"kernel '{run.name}' at grid point {run.point}" if run is not None else "kernel"
+        where = f"kernel '{run.label}' at grid point {run.point}" if run is not None else "kernel"
         return f"{where}: {self.short()}"
 
     def short(self) -> str:
@@ -205,7 +205,6 @@ class KernelRef(Ref):
 
 def physical_operand(aval, name: str) -> tuple:
     """(physical shape, physical dtype, key impl or None) of a pallas_call operand."""
-    import jax
     dtype = aval.dtype
     if not jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
         return tuple(aval.shape), np.dtype(dtype), None
@@ -368,3 +367,47 @@ def _selected_coords(shape, index, mask) -> tuple:
             tuple(-1 if a == d else 1 for a in range(len(ext))))
         coords.append(np.broadcast_to(grid, ext)[shifted][mask])
     return tuple(coords)
+
+
+# -- scratch and outputs of a kernel ------------------------------------------------------------
+
+def memory_space(aval) -> str:
+    """The memory space of a buffer's aval in lower case ('default' when it names none)."""
+    ms = getattr(aval, "memory_space", None)
+    if ms is None:
+        return "default"
+    return str(getattr(ms, "value", ms)).lower()
+
+
+def check_outputs_written(run, refs, inits) -> None:
+    """uninitialized='raise': the call's results are read by its caller, so an output element the
+    kernel never wrote is a read of never-written memory."""
+    for ref, init in zip(refs, inits):
+        if init is not None and not init.all():
+            bad = tuple(int(i) for i in np.argwhere(~init)[0])
+            raise UninitializedReadError(
+                f"kernel '{run.label}': output '{ref.name}' {ref.dtype}{list(init.shape)} element "
+                f"{bad} ({int((~init).sum())} elements in all) was never written by the kernel "
+                "(uninitialized='raise')")
+
+
+def allocate_scratch(aval, name, run, opts) -> KernelRef:
+    """A kernel's scratch buffer (or semaphore, TPU MXU accumulator) for ``aval``, belonging to
+    ``run`` (None: a prototype that ``fresh`` copies per run). A dialect with scratch kinds of
+    its own allocates those first (Mosaic GPU: interp.pallas.mosaic_gpu.launch.allocate_scratch)."""
+    space = memory_space(aval)
+    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended) and (
+            "sem" in str(aval.dtype) or "sem" in space):
+        return KernelRef(np.zeros(aval.shape, np.int64), name, run, kind="semaphore",
+                         check_bounds=opts.check_bounds)
+    shape, dtype, _ = physical_operand(aval, name)   # typed keys: their key data
+    mode = opts.uninitialized
+    arr = fill_uninitialized(shape, dtype, mode)
+    if space.startswith("acc("):
+        # An MXU accumulator (pltpu.ACC) holds its sums in the MXU (interp/rules/pallas_tpu.py);
+        # only matmul_pop reads them, so any other read is of never-written memory, in any mode.
+        return KernelRef(arr, name, run, init=np.zeros(shape, bool), check_bounds=opts.check_bounds,
+                         kind=f"MXU accumulator {space} (only matmul_pop reads it)")
+    init = np.zeros(shape, bool) if mode == "raise" else None
+    return KernelRef(arr, name, run, init=init, kind=f"scratch ({space})",
+                     check_bounds=opts.check_bounds)

@@ -1,6 +1,8 @@
-"""Rules: Pallas (pallas_call and the primitives of kernel bodies; TPU DMAs and semaphores).
+"""Rules: Pallas (pallas_call, kernels over a mesh, and the kernel-body primitives every dialect
+shares: grid queries, semaphores, run_scoped, get_global, masked accesses, hints).
 
-The engine lives in ``interp.pallas``; these rules are thin. Ref accesses go through the shared
+The engine lives in ``interp.pallas`` (its dialects' engines in ``interp.pallas.tpu`` and
+``interp.pallas.mosaic_gpu``); these rules are thin. Ref accesses go through the shared
 Ref contract (``interp.refs``): the indexer/transform normalisation is the state family's
 (``interp.pallas.indexing.resolve`` delegates to it), never a second copy here.
 """
@@ -12,9 +14,10 @@ import weakref
 import numpy as np
 
 from ..pallas import indexing
-from ..pallas.grid import CallPlan, _alloc_scratch, current_run, maybe_current_run
-from ..pallas.warpgroups import CoreMapWarpPlan, is_warp_mesh, mesh_plan_class
-from ..pallas.memory import KernelRef
+from ..pallas.grid import CallPlan, current_run, maybe_current_run
+from ..pallas.tpu.mesh import MeshPlan
+from ..pallas.mosaic_gpu.launch import GpuMeshPlan, allocate_scratch, is_gpu_mesh, is_warp_mesh
+from ..pallas.mosaic_gpu.warps import CoreMapWarpPlan, WarpMapPlan
 from ..errors import UndefinedBehaviorError
 from ..registry import RULES, register
 
@@ -35,7 +38,14 @@ def pallas_call(eqn, *args, jaxpr, grid_mapping, out_avals, input_output_aliases
     # VMEM limits, approximate math that a compliance mode measures), and interpret, debug,
     # cost_estimate, name and metadata tracing, lowering and profiling: the reference runs a
     # kernel whatever they say.
-    return _plan(eqn, CallPlan).run(args)
+    return call_plan(eqn).run(args)
+
+
+def call_plan(eqn) -> CallPlan:
+    """The plan of a pallas_call equation (built once), its scratch allocated as the kernel's
+    dialect allocates it (Mosaic GPU's barriers and accumulators by its engine, other kinds by
+    the core's)."""
+    return _plan(eqn, lambda eqn: CallPlan(eqn, allocate_scratch))
 
 
 def _plan(eqn, cls):
@@ -52,9 +62,18 @@ def _plan(eqn, cls):
 def mpmd_map(eqn, *args, jaxprs, meshes, external_meshes, out_avals, input_output_aliases,
              compiler_params, interpret, debug, cost_estimate, name, metadata):
     # pl.kernel / core_map over a core mesh; plgpu.kernel over a Mosaic GPU mesh. The mesh plan
-    # reads its parameters from eqn.params (interp/pallas/warpgroups.py); interpret, debug,
+    # reads its parameters from eqn.params (interp/pallas/mesh.py MeshKernel); interpret, debug,
     # cost_estimate, name and metadata only steer tracing, lowering and profiling.
-    return _plan(eqn, mesh_plan_class(meshes)).run(args)
+    return _plan(eqn, _mesh_plan_class(meshes)).run(args)
+
+
+def _mesh_plan_class(meshes):
+    """The dialect's plan of an ``mpmd_map``: Mosaic GPU's ``warp_map`` (a WarpMesh inside a
+    kernel) or ``plgpu.kernel`` (grid, cluster, warpgroups), else a TPU core mesh."""
+    mesh = meshes[0] if meshes else None
+    if is_warp_mesh(mesh):
+        return WarpMapPlan
+    return GpuMeshPlan if mesh is not None and is_gpu_mesh(mesh) else MeshPlan
 
 
 @register("core_map", partial="over a WarpMesh with scratch_shapes refused (JAX 0.10.2's Mosaic "
@@ -130,204 +149,6 @@ def _axis_index(eqn, *, axis_name):
 if "axis_index" not in RULES:  # collective axis_index outside kernels belongs to no family yet
     register("axis_index", partial="only inside Pallas core-mesh kernels (pl.kernel / core_map)")(
         _axis_index)
-
-
-# -- emit_pipeline as a primitive (jax_use_emit_pipeline_primitive=True) -------------------------
-# pltpu.emit_pipeline binds emit_pipeline (and, in its expansion, pipeline_body for the body)
-# when jax_use_emit_pipeline_primitive is set. Its meaning is its expansion: JAX 0.12's
-# pipeline.emit_pipeline_to_jaxpr (what the Mosaic lowering and the TPU interpret mode run) traces
-# the same DMA pipeline the default path inlines, calling pipeline_body per step. The body sees
-# the pipeline step as program_id(0..P-1) and the pipeline grid as num_programs(0..P-1), the
-# enclosing kernel's axes after them (lowering.py: user_grid_indices / grid_sizes concatenated).
-
-_pipeline_jaxprs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _pipeline_expansion():
-    from jax._src.pallas.mosaic import pipeline as mosaic_pipeline
-    return getattr(mosaic_pipeline, "emit_pipeline_to_jaxpr", None)
-
-
-def emit_pipeline(eqn, *args, grid_mapping, args_tree, body_jaxpr, dimension_semantics, core_axis,
-                  core_axis_name, tiling, no_pipelining, trace_scopes, refs_tree=None, num_cores=None,
-                  _explicit_indices=None, output_wait_read_only=None):
-    # core_axis / core_axis_name: the core index is an operand (core_id, traced in the enclosing
-    # kernel as program_id / axis_index of the core axis) and the expansion partitions the
-    # pipeline grid over num_cores with it (pipeline.py _partition_grid). Every parameter is the
-    # expansion's (refs_tree, num_cores and _explicit_indices from JAX 0.11,
-    # output_wait_read_only from 0.12): passed on as the equation has them.
-    expand = _pipeline_expansion()
-    params = {k: v for k, v in eqn.params.items() if k not in ("grid_mapping", "args_tree", "core_axis")}
-    if expand is None or refs_tree is None:
-        raise eqn.unsupported("this JAX expands emit_pipeline only inside its Mosaic lowering "
-                              "rule (no pipeline.emit_pipeline_to_jaxpr): nothing defines it "
-                              "outside TPU compilation")
-    return _run_expansion(
-        eqn, args, grid_mapping, args_tree.unflatten(args).dynamic_grid_spec,
-        lambda outer: expand(list(eqn.in_avals), grid_mapping=grid_mapping, grid_names=None,
-                             grid_sizes=outer, args_tree=args_tree, core_axis=core_axis, **params))
-
-
-def _run_expansion(eqn, args, grid_mapping, dynamic_bounds, expand):
-    """Evaluate the pipeline's expansion (``expand(kernel grid)``: traced once per enclosing grid
-    and cached) with the pipeline grid (dynamic dimensions from ``dynamic_bounds``) pushed for
-    the body's program_id / num_programs."""
-    run = current_run()
-    outer = tuple(int(g) for g in run.kernel_grid)
-    per_eqn = _pipeline_jaxprs.setdefault(eqn, {})
-    closed = per_eqn.get(outer)
-    if closed is None:
-        with _tpu_target():
-            closed = per_eqn[outer] = expand(outer)
-    dynamic = iter(dynamic_bounds)
-    grid = tuple(int(d) if isinstance(d, (int, np.integer)) else int(next(dynamic))
-                 for d in grid_mapping.grid)
-    vmapped = set(getattr(grid_mapping, "vmapped_dims", ()))
-    grids = run.pipeline_grids
-    grids.append(tuple(d for i, d in enumerate(grid) if i not in vmapped))
-    try:
-        eqn.eval_jaxpr(closed, *args)
-    finally:
-        grids.pop()
-    return []
-
-
-def abstract_tpu_mesh():
-    """A one-core abstract mesh of a TPU v5e: what tracing a TPU kernel asks for off a TPU."""
-    import jax
-    from jax._src.mesh import AbstractDevice
-    dev = AbstractDevice(device_kind="TPU v5 lite", num_cores=1, platform="tpu")
-    return jax.sharding.AbstractMesh((1,), ("x",), abstract_device=dev)
-
-
-def _tpu_target():
-    """The TPU the expansion is traced for: the caller's abstract mesh if it names one, else a
-    TPU v5e core. The expansion asks the TPU generation only for buffer tiling (how scratch is
-    laid out), which moves no value: results do not depend on the choice."""
-    import contextlib
-    import jax
-    try:
-        from jax._src import tpu_info   # (JAX 0.11 on; JAX 0.10 asks the abstract mesh)
-        tpu_info.get_tpu_info()
-        return contextlib.nullcontext()
-    except (ImportError, ValueError):
-        return jax.sharding.use_abstract_mesh(abstract_tpu_mesh())
-
-
-def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices=False):
-    # (num_inputs: the abstract evaluation's split of the operands, which in_tree gives here)
-    import jax
-    run = current_run()
-    ps, consts, refs = in_tree.unflatten(args)
-    # a PipelineStep (JAX 0.11 on: its .index) or the tuple of indices (JAX 0.10)
-    index = tuple(int(i) for i in (ps if isinstance(ps, tuple) else ps.index))
-    refs = [_body_ref(eqn, run, r) for r in refs]
-    lead = jax.tree_util.tree_leaves(ps) if _explicit_indices else []
-    grids = run.pipeline_grids
-    grid = grids[-1] if grids else ()
-    saved = run.program_ids, run.kernel_grid
-    run.program_ids = index + tuple(saved[0])
-    run.kernel_grid = tuple(grid) + tuple(saved[1])
-    try:
-        eqn.eval_jaxpr(jaxpr, *lead, *refs, consts=list(consts))
-    finally:
-        run.program_ids, run.kernel_grid = saved
-    return []
-
-
-# JAX 0.10.2 has no emit_pipeline_to_jaxpr: its only definition of the primitive is the Mosaic
-# lowering rule (pipeline.py _emit_pipeline_lowering_rule), which traces wrapped_pipeline_fun in
-# the kernel's grid environment and lowers that jaxpr. The reference traces the same function
-# (_expansion_0_10, the lowering rule's tracing part) and evaluates it. Probed (JAX 0.11.2 has
-# emit_pipeline_to_jaxpr).
-
-def _expansion_0_10(avals_in, *, grid_sizes, grid_mapping, args_tree, body_jaxpr,
-                    body_consts_len, _num_extra_dynamic, _static_grid_offsets, **params):
-    import dataclasses
-    from jax._src import api_util, core
-    from jax._src import linear_util as lu
-    from jax._src import util as jax_util
-    from jax._src.interpreters import partial_eval as pe
-    from jax._src.pallas import core as pallas_core
-    from jax._src.pallas.mosaic import pipeline as mp
-    counts = tuple(len(bm.index_map_jaxpr.consts) for bm in grid_mapping.block_mappings)
-
-    def wrapped_pipeline_fun(*all_args):
-        num_dynamic = grid_mapping.num_dynamic_grid_bounds + _num_extra_dynamic
-        map_consts, dynamic, body_consts, flat_refs = jax_util.split_list(
-            all_args, [sum(counts), num_dynamic, body_consts_len])
-        per_map = jax_util.split_list(map_consts, counts)
-        gm = dataclasses.replace(grid_mapping, block_mappings=[
-            bm.replace(index_map_jaxpr=core.ClosedJaxpr(bm.index_map_jaxpr.jaxpr, per_map[i]))
-            for i, bm in enumerate(grid_mapping.block_mappings)])
-        flat_refs, _ = mp.tracing_registry.flatten(args_tree.unflatten(flat_refs),
-                                                   mp.is_transformed_ref)
-        dyn = iter(dynamic)
-        grid = tuple(next(dyn) if pallas_core.is_dynamic_dim(d) else d for d in gm.grid)
-        offsets = tuple(next(dyn) if pallas_core.is_dynamic_dim(d) else d
-                        for d in _static_grid_offsets)
-        specs = [bm.to_block_spec() for bm in gm.block_mappings]
-
-        def new_body(indices, *refs):
-            kept = tuple(x for i, x in enumerate(indices) if i not in gm.vmapped_dims)
-            flat, tree = mp.tracing_registry.flatten((kept, body_consts, refs))
-            return mp.pipeline_body_p.bind(*flat, jaxpr=body_jaxpr, in_tree=tree,
-                                           num_inputs=gm.num_inputs)
-        pipeline_fun = mp._emit_pipeline(
-            new_body, grid=grid, in_specs=specs[:gm.num_inputs], out_specs=specs[gm.num_inputs:],
-            _grid_offsets=offsets, _explicit_indices=True, **params)
-        pipeline_grid = tuple(d for i, d in enumerate(gm.grid) if i not in gm.vmapped_dims)
-        with pallas_core.tracing_grid_env(pipeline_grid, ()):
-            pipeline_fun(*flat_refs)
-        return ()
-
-    del grid_sizes   # (the kernel's grid names are None here: no axis environment to extend)
-    dbg = api_util.debug_info("emit_pipeline_lowering", wrapped_pipeline_fun, avals_in, {})
-    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(lu.wrap_init(wrapped_pipeline_fun, debug_info=dbg),
-                                                 list(avals_in))
-    return core.ClosedJaxpr(jaxpr, consts)
-
-
-def emit_pipeline_0_10(eqn, *args, grid_mapping, args_tree, body_jaxpr, body_consts_len,
-                       dimension_semantics, core_axis, core_axis_name, tiling, no_pipelining,
-                       trace_scopes, _static_grid_offsets, _num_extra_dynamic):
-    # Every parameter is the expansion's, passed on as the equation has them. The operands: the
-    # index maps' consts, then the dynamic grid bounds (pipeline.py emit_pipeline's bind).
-    if core_axis_name is not None:
-        raise eqn.unsupported(_NAMED_CORE_AXIS_0_10)
-    num_maps = sum(len(bm.index_map_jaxpr.consts) for bm in grid_mapping.block_mappings)
-    return _run_expansion(eqn, args, grid_mapping, args[num_maps:],
-                          lambda outer: _expansion_0_10(list(eqn.in_avals), grid_sizes=outer,
-                                                        **eqn.params))
-
-
-# The lowering rule traces the core index as lax.axis_index(core_axis_name) in the kernel's axis
-# environment (pipeline.py _partition_grid), which the reference does not rebuild on 0.10.2.
-_NAMED_CORE_AXIS_0_10 = ("JAX 0.10.2: a pipeline split over the cores of a named mesh axis is "
-                         "unsupported (split over a grid axis of the kernel, it is supported)")
-_PIPELINE_BODY_PARTIAL = ("body refs whose transforms are not basic indexing (a view of the "
-                          "buffer) are unsupported")
-if _pipeline_expansion() is not None:
-    register("emit_pipeline")(emit_pipeline)
-else:
-    register("emit_pipeline", partial=_NAMED_CORE_AXIS_0_10)(emit_pipeline_0_10)
-register("pipeline_body", partial=_PIPELINE_BODY_PARTIAL)(pipeline_body)
-
-
-def _body_ref(eqn, run, x):
-    """A body operand (a ref or a TransformedRef such as ``buffer.at[slot]``) as a kernel ref:
-    a view of the buffer, so accesses, race checks and never-written tracking stay exact."""
-    ref, transforms = indexing.split_transformed(x)
-    if not transforms:
-        return ref
-    target, index, dtype = indexing.resolve(eqn, ref, transforms)
-    if dtype != target.dtype or any(isinstance(i, np.ndarray) for i in index):
-        raise eqn.unsupported(f"pipeline body operand {target!r} through transforms "
-                              f"{transforms} (not a view of the buffer)")
-    target.check_index(index)
-    init = None if target.init is None else target.init[index]
-    return KernelRef(target.array[index], target.name, run, init=init, kind=target.kind,
-                     check_bounds=target.check_bounds)
 
 
 # -- grid ----------------------------------------------------------------------------------------
@@ -419,32 +240,22 @@ def _scoped_prototypes(plan, n_consts: int, options) -> list:
     """The body's allocations, allocated once (copied per entry, as pallas_call's scratch)."""
     inner = plan.jaxpr
     n_alloc = len(inner.invars) - (0 if len(inner.constvars) == n_consts else n_consts)
-    return [_alloc_scratch(v.aval, f"run_scoped allocation {i}", None, options)
+    # (any dialect's kinds: run_scoped allocates Mosaic GPU barriers and accumulators too)
+    return [allocate_scratch(v.aval, f"run_scoped allocation {i}", None, options)
             for i, v in enumerate(inner.invars[len(inner.invars) - n_alloc:])]
 
 
 def _run_scoped(plan, consts, prototypes, collective_axes=()) -> list:
     run = current_run()
     refs = run.allocate_scoped(prototypes, collective_axes)
-    # Other devices' kernels may address them by position; Mosaic GPU finds a peer's buffers by
-    # what they are (GMEM only: WarpgroupRun.peer_buffer), its threads entering scopes unordered.
-    devices = getattr(run, "devices", None) if not hasattr(run, "peer_buffer") else None
-    if devices is not None:
-        devices.enter_scope(run, refs)
     try:
         if len(plan.jaxpr.constvars) == len(consts):   # the operands are the body's constvars
             outs = plan.run(list(consts), refs)
         else:                                          # the body takes them as leading invars
             outs = plan.run([], list(consts) + refs)
     finally:
-        if devices is not None:
-            devices.exit_scope(run, refs)
-    # Mosaic GPU's semaphores belong to the launch (interp/pallas/warpgroups.py Launch), zeroed
-    # at every launch (mosaic_gpu/pallas_call_registration.py zero_init_gmem_scratch): a count
-    # left at the end is not observable, and JAX's collective kernels leave one (wait with
-    # decrement=False).
-    run.dma.check_exit([r for r in refs if r.kind == "semaphore"
-                        and getattr(r.run, "launch", None) is None], "run_scoped")
+        run.leave_scope(refs)
+    run.check_scope_exit(refs)
     return outs
 
 
@@ -569,7 +380,7 @@ def semaphore_signal(eqn, *flat, args_tree, device_id_type=None, memory_scope=No
     # "semaphore-names"): the scope of the atomic, no value effect.
     run = current_run()
     (target, index), (inc, device_id, core_index) = _sem_operand(eqn, flat, args_tree, _operands)
-    devices = getattr(run, "devices", None)
+    devices = run.devices
     if devices is not None and devices.of_core_mesh(run) and (device_id is not None
                                                                or core_index is not None):
         # A TPU core-mesh kernel in a shard_map body: a signal to a core of this or another
@@ -671,5 +482,5 @@ def get_global(eqn, *, what):
     owner = run.mesh if run.mesh is not None else run
     ref = owner.globals.get(eqn)
     if ref is None:
-        ref = owner.globals[eqn] = _alloc_scratch(what, "global", run, run.options)
+        ref = owner.globals[eqn] = allocate_scratch(what, "global", run, run.options)
     return ref

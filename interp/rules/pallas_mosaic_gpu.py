@@ -1,8 +1,11 @@
 """Rules: the Mosaic GPU dialect of Pallas (``jax.experimental.pallas.mosaic_gpu``, plgpu).
 
-The engine (blocks, warpgroups, mbarriers, asynchronous copies and what they make undefined) is
-``interp/pallas/warpgroups.py``; these rules read their operands, move the data and tell the
-engine what is in flight. Semantics and sources: ``spec/pallas_mosaic_gpu.py``.
+The engine (blocks, warpgroups, mbarriers, asynchronous operations and what they make
+undefined) is ``interp/pallas/mosaic_gpu/``: a rule parses its equation's operands (views,
+barriers, the blocks of a collective) and calls one engine operation (``tma.copy``,
+``wgmma.issue``, ``tcgen05.mma``...), which moves the data and keeps the ordering and race rules;
+the instructions' arithmetic (``_mma``, ``_matrix_product``, the TMA reductions) stays here.
+Semantics and sources: ``spec/pallas_mosaic_gpu.py``.
 
 Primitive names and parameters differ between JAX versions, each handled here explicitly:
 * 0.10.2 passes ``n`` of ``wait_smem_to_gmem`` / ``wgmma_wait`` / ``set_max_registers_p`` as an
@@ -20,10 +23,11 @@ import numpy as np
 
 from .. import dtypes
 from ..pallas import indexing
-from ..pallas.grid import SCRATCH_ALLOCATORS, current_run, maybe_current_run
+from ..pallas.grid import current_run, maybe_current_run
 from ..pallas.memory import KernelRef, indexed_shape
-from ..pallas.warpgroups import (Barrier, Footprint, TensorCoreOp, WarpgroupRun,
-                                 commit_tensor_core)
+from ..pallas.mosaic_gpu import launch, tcgen05, tma, wgmma as wgmma_engine
+from ..pallas.mosaic_gpu.barriers import Barrier
+from ..pallas.mosaic_gpu.warpgroup import WarpgroupRun
 from ..errors import OutOfBoundsError
 from ..ref_indexing import POSITION_TRANSFORMS, NDIndexer, Slice
 from ..registry import RULES, register
@@ -64,57 +68,6 @@ POSITION_TRANSFORMS.update({
 })
 
 
-# --- scratch: barriers and accumulators ----------------------------------------------------------
-
-def _allocate(aval, name, run, opts):
-    dtype = getattr(aval, "dtype", None)
-    kind = type(dtype).__name__
-    if kind in ("BarrierType", "ClusterBarrierType"):
-        collective = None
-        if kind == "ClusterBarrierType":
-            collective = (tuple(dtype.collective_axes), bool(getattr(dtype, "leader_tracked",
-                                                                     False)))
-        shape = tuple(aval.shape)
-        array = np.empty(shape, object)
-        for i in np.ndindex(shape):
-            array[i] = Barrier(f"{name}{list(i) if shape else ''}", dtype.num_arrivals)
-        refs = _BarrierRefs(array, name, run, collective)
-        # run_scoped prototypes are made with no run; their fresh copies count per cluster.
-        return refs if run is None else refs.fresh(run)
-    if type(aval).__name__ == "WGMMAAbstractAccumulatorRef":
-        # Mosaic GPU allocates accumulators as zeros (lowering.py _run_scoped_lowering_rule:
-        # mgpu.WGMMAAccumulator.zero).
-        return KernelRef(np.zeros(aval.shape, aval.dtype), name, run, kind="accumulator (regs)",
-                         check_bounds=opts.check_bounds)
-    return None
-
-
-class _BarrierRefs(KernelRef):
-    """A ref of barriers: its elements are :class:`Barrier` objects. ``collective``: (cluster
-    axes, leader_tracked) of a plgpu.ClusterBarrier, None for a block's own barrier."""
-    __slots__ = ("collective",)
-
-    def __init__(self, array, name, run, collective=None):
-        super().__init__(array, name, run, kind="barrier")
-        self.collective = collective
-
-    def fresh(self, run):
-        # A cluster barrier is one barrier per block; an arrival lands in every block of its
-        # collective group (or in the group's leader, leader_tracked), so each expects
-        # num_arrivals from each block of the group (mosaic/gpu/utils.py
-        # CollectiveBarrierRef.initialize: arrival_count * cluster_arrival_count).
-        scale = 1
-        if self.collective and isinstance(run, WarpgroupRun):
-            scale = len(run.cluster.group(run.block, self.collective[0]))
-        # (ravel and a list: np.ndindex costs more than the barriers, made per block and call)
-        array = np.empty(self.array.size, object)
-        array[:] = [Barrier(b.name, b.num_arrivals * scale) for b in self.array.ravel()]
-        return _BarrierRefs(array.reshape(self.array.shape), self.name, run, self.collective)
-
-
-SCRATCH_ALLOCATORS.append(_allocate)
-
-
 # --- operands ---------------------------------------------------------------------------------------
 
 def _warpgroup(eqn) -> WarpgroupRun:
@@ -135,7 +88,8 @@ def _take(flat, treedef):
 
 def _view(eqn, ref, transforms):
     """(ref, normalized index) of a ref under its transforms (bitcast views refused)."""
-    if getattr(maybe_current_run(), "devices", None) is not None:   # in a shard_map body
+    run = maybe_current_run()
+    if run is not None and run.devices is not None:   # in a shard_map body
         ref, transforms = _peer_view_of(eqn, ref, transforms)
     if type(transforms) is indexing.FlatTransforms:
         cached = indexing.cached_view(ref, transforms)
@@ -268,35 +222,36 @@ def copy_gmem_to_smem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
     bar_t, rest = _take(rest, barrier_transforms_treedef)
     if not _predicate(has_user_predicate, rest):
         return []   # neither the copy nor the arrival (primitives.py copy_gmem_to_smem docstring)
-    src_ref, src_index = _view(eqn, src, src_t)
+    src_view = _view(eqn, src, src_t)
     dst_ref, dst_index = _view(eqn, dst, dst_t)
-    value = src_ref.read(src_index)
     if collective_axes:
         axes = collective_axes if isinstance(collective_axes, tuple) else (collective_axes,)
-        _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked)
+        blocks = run.cluster.group(run.block, axes)
+        if leader_tracked is None:   # multicast: every block of the group receives all of src
+            group = [(block, _peer_view(eqn, run, dst_ref, dst_index, block)[0],
+                      _barrier(eqn, barrier, bar_t, block)) for block in blocks]
+            tma.copy_multicast(run, src_view, dst_index, _barrier(eqn, barrier, bar_t), group)
+            return []
+        axis = getattr(leader_tracked, "axis", None)
+        if axis is None:
+            raise eqn.unsupported(f"copy_gmem_to_smem(leader_tracked={leader_tracked!r}): only "
+                                  "multicast and PARTITIONED copies are modelled")
+        tma.copy_partitioned(run, src_view, (dst_ref, dst_index), axis,
+                             _barrier(eqn, barrier, bar_t, blocks[0]), blocks)
         return []
-    bar = _barrier(eqn, barrier, bar_t)
-    # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM an
-    # un-waited wgmma or TMA store still reads) rather than a plain write.
-    run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    # arrive.expect_tx(bytes) by the issuing warpgroup, complete_tx(bytes) by the TMA unit.
-    bar.expect_tx(value.nbytes)
-    run.cluster.add_tma(Footprint(dst_ref, dst_index), bar)
-    run.arrive(bar)
-    bar.complete_tx(value.nbytes)
+    tma.copy(run, src_view, (dst_ref, dst_index), _barrier(eqn, barrier, bar_t))
     return []
 
 
 def _copy_operands(eqn, flat, src_treedef, dst_treedef, has_user_predicate):
-    """(src ref, src index, dst ref, dst index) of a copy without a barrier operand (src, dst,
-    their transforms, the predicate last), or None when its predicate is false."""
+    """((src ref, index), (dst ref, index)) of a copy without a barrier operand (src, dst, their
+    transforms, the predicate last), or None when its predicate is false."""
     src, dst, rest = flat[0], flat[1], flat[2:]
     src_t, rest = _take(rest, src_treedef)
     dst_t, rest = _take(rest, dst_treedef)
     if not _predicate(has_user_predicate, rest):
         return None
-    return (*_view(eqn, src, src_t), *_view(eqn, dst, dst_t))
+    return _view(eqn, src, src_t), _view(eqn, dst, dst_t)
 
 
 def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
@@ -308,59 +263,9 @@ def _cp_async_copy(eqn, run, flat, src_treedef, dst_treedef, has_user_predicate,
         raise eqn.unsupported("a cp.async copy with collective_axes / leader_tracked (JAX: "
                               "TMA only)")
     operands = _copy_operands(eqn, flat, src_treedef, dst_treedef, has_user_predicate)
-    if operands is None:
-        return []
-    src_ref, src_index, dst_ref, dst_index = operands
-    value = src_ref.read(src_index)
-    run.cluster.check_access(dst_ref, dst_index, "cp.async copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    run.cp_async.append(Footprint(dst_ref, dst_index))
+    if operands is not None:
+        tma.cp_async(run, *operands)
     return []
-
-
-def _cluster_copy(eqn, run, value, dst_ref, dst_index, barrier, bar_t, axes, leader_tracked):
-    """A TMA copy over the blocks of a cluster (primitives.py copy_gmem_to_smem docstring;
-    PTX cp.async.bulk.tensor .multicast::cluster):
-    * multicast (leader_tracked None): the blocks of the collective group each load a slice of
-      ``src`` and multicast it: every block's dst receives all of ``src``; each block arrives
-      once on its own barrier expecting all the bytes, and every slice completes its bytes on
-      the barrier of every block it lands in;
-    * PARTITIONED(axis): block i of the group receives the i-th of equal slices of ``src``
-      along dst's ``axis``; only the group's leader arrives (expecting every slice's bytes) and
-      every slice completes its bytes on the leader's barrier."""
-    cluster = run.cluster
-    blocks = cluster.group(run.block, axes)
-    me = blocks.index(run.block)
-    shape = np.shape(dst_ref.array[dst_index])
-    if leader_tracked is None:
-        slices = np.array_split(value.reshape(shape), len(blocks), axis=0)
-        own = _barrier(eqn, barrier, bar_t)
-        own.expect_tx(value.nbytes)
-        run.arrive(own)
-        piece = slices[me]
-        start = sum(p.shape[0] for p in slices[:me])
-        for block in blocks:
-            ref, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
-            view = np.array(ref.array[dst_index])   # (a copy: the index may be an array)
-            view[start:start + piece.shape[0]] = piece
-            ref.array[dst_index] = view   # written by the TMA unit, not a thread
-            bar = _barrier(eqn, barrier, bar_t, block)
-            cluster.add_tma(Footprint(ref, dst_index), bar)
-            bar.complete_tx(piece.nbytes, known=run.release())
-        return
-    axis = getattr(leader_tracked, "axis", None)
-    if axis is None:
-        raise eqn.unsupported(f"copy_gmem_to_smem(leader_tracked={leader_tracked!r}): only "
-                              "multicast and PARTITIONED copies are modelled")
-    piece = np.split(value, len(blocks), axis=axis)[me]
-    leader = _barrier(eqn, barrier, bar_t, blocks[0])
-    if me == 0:
-        leader.expect_tx(value.nbytes)
-    dst_ref.write(dst_index, piece.reshape(shape))
-    cluster.add_tma(Footprint(dst_ref, dst_index), leader)
-    if me == 0:
-        run.arrive(leader)
-    leader.complete_tx(piece.nbytes, known=run.release())
 
 
 def _as_unsigned(x):
@@ -415,20 +320,13 @@ def async_store_smem(eqn, src, ref, barrier, cluster_idx, *leaves, ref_transform
     block = tuple(idx if d == axis else b for d, b in enumerate(run.block))
     dst_ref, dst_index = _view(eqn, ref, ref_t)
     peer, _ = _peer_view(eqn, run, dst_ref, dst_index, block)
-    value = np.asarray(src).reshape(np.shape(peer.array[dst_index]))
+    combine = None
     if atomic is not None:
-        op = _REDUCTIONS.get(str(getattr(atomic, "value", atomic)).lower())
-        if op is None or not dtypes.is_int(value.dtype):
-            raise eqn.unsupported(f"async_store_smem(atomic={atomic!r}) on {value.dtype}")
-        old = np.asarray(peer.array[dst_index])
-        with np.errstate(over="ignore"):
-            value = np.asarray(op(old, value)).astype(old.dtype)
-    bar = _barrier(eqn, barrier, bar_t, block)
-    bar.expect_tx(value.nbytes)
-    peer.write(dst_index, value)
-    run.cluster.add_tma(Footprint(peer, dst_index), bar)
-    run.arrive(bar)
-    bar.complete_tx(value.nbytes)
+        combine = _REDUCTIONS.get(str(getattr(atomic, "value", atomic)).lower())
+        if combine is None or not dtypes.is_int(np.asarray(src).dtype):
+            raise eqn.unsupported(f"async_store_smem(atomic={atomic!r}) on "
+                                  f"{np.asarray(src).dtype}")
+    tma.store_async(run, src, (peer, dst_index), _barrier(eqn, barrier, bar_t, block), combine)
     return []
 
 
@@ -440,40 +338,29 @@ def copy_smem_to_gmem(eqn, *flat, src_transforms_treedef, dst_transforms_treedef
                               has_user_predicate)
     if operands is None:
         return []
-    src_ref, src_index, dst_ref, dst_index = operands
-    value = src_ref.read(src_index)
+    (src_ref, src_index), dst = operands
+    combine = None
     if reduction_op is not None:
         name = str(getattr(reduction_op, "value", reduction_op)).lower()
-        op = _REDUCTIONS.get(name)
-        if op is None or not (dtypes.is_int(value.dtype) or (dtypes.is_float(value.dtype) and
-                                                            name not in _INTEGER_REDUCTIONS)):
-            raise eqn.unsupported(f"reduction_op {reduction_op!r} on {value.dtype}")
-        old = np.asarray(dst_ref.read(dst_index))
-        with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
-            value = np.asarray(op(old, np.asarray(value).reshape(old.shape))).astype(old.dtype)
-    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    run.uncommitted_stores.append(Footprint(src_ref, src_index))
-    if commit_group:
-        _commit(run)
+        combine = _REDUCTIONS.get(name)
+        dtype = src_ref.dtype   # (the read's: bitcast views are refused)
+        if combine is None or not (dtypes.is_int(dtype) or (dtypes.is_float(dtype) and
+                                                           name not in _INTEGER_REDUCTIONS)):
+            raise eqn.unsupported(f"reduction_op {reduction_op!r} on {dtype}")
+    tma.store(run, (src_ref, src_index), dst, combine, commit=bool(commit_group))
     return []
-
-
-def _commit(run):
-    if run.uncommitted_stores:
-        run.stores.append(run.uncommitted_stores)
-        run.uncommitted_stores = []
 
 
 @register("wait_gmem_to_smem")
 def wait_gmem_to_smem(eqn, *, n):
     # cp.async.wait_group n then a warpgroup barrier (launch_context.py await_cp_async_copy).
-    _warpgroup(eqn).wait_cp_async(int(n))
+    tma.wait_cp_async(_warpgroup(eqn), int(n))
     return []
 
 
 @register("commit_group")
 def commit_group(eqn):
-    _commit(_warpgroup(eqn))
+    tma.commit_stores(_warpgroup(eqn))
     return []
 
 
@@ -482,15 +369,13 @@ def wait_smem_to_gmem(eqn, *operands, wait_read_only, n=None):
     # n: a parameter from JAX 0.11, the operand on 0.10.2.
     # Whether the wait covers the GMEM writes too (wait_read_only=False) changes nothing here:
     # the writes are done at issue. The SMEM reads are done either way.
-    _warpgroup(eqn).wait_stores(_n(n, operands))
+    tma.wait_stores(_warpgroup(eqn), _n(n, operands))
     return []
 
 
 @register("commit_smem")
 def commit_smem(eqn):
-    # fence.proxy.async.shared::cta: orders this warpgroup's SMEM writes before later TMA reads
-    # of them. The reference's TMA reads see every earlier write: no value effect.
-    _warpgroup(eqn)
+    tma.fence_smem(_warpgroup(eqn))
     return []
 
 
@@ -645,12 +530,11 @@ def _matrix_product(eqn, acc, a, b, out_dtype, instruction, *, unsigned_ints):
 
 
 def _operand(eqn, x, transforms):
-    """(value, Footprint or None) of a wgmma operand: a ref (SMEM) read through its transforms, or
-    a value (registers)."""
+    """A wgmma operand as the engine takes it: a ref (SMEM) as (ref, index) through its
+    transforms, or a value (registers) as its array."""
     if isinstance(x, KernelRef) or hasattr(x, "transforms"):
-        ref, index = _view(eqn, x, transforms)
-        return ref.read(index), Footprint(ref, index)
-    return np.asarray(x), None
+        return _view(eqn, x, transforms)
+    return np.asarray(x)
 
 
 @register("wgmma_ref", partial="unsigned 8-bit integer operands unsupported (Mosaic GPU reads "
@@ -662,13 +546,12 @@ def wgmma_ref(eqn, acc, a, b, *leaves, acc_transforms_tree, a_transforms_tree,
     a_t, leaves = _take(leaves, a_transforms_tree)
     b_t, leaves = _take(leaves, b_transforms_tree)
     acc_ref, acc_index = _view(eqn, acc, acc_t)
-    av, a_region = _operand(eqn, a, a_t)
-    bv, b_region = _operand(eqn, b, b_t)
-    # The wgmma's own accumulator access is ordered with earlier wgmmas (the async proxy runs
-    # them in order), so it bypasses the in-flight check a warpgroup's access gets.
-    acc_ref.array[acc_index] = _matrix_product(eqn, acc_ref.array[acc_index], av, bv,
-                                               acc_ref.dtype, "wgmma", unsigned_ints=False)
-    run.wgmma.append((acc_ref, [r for r in (a_region, b_region) if r is not None]))
+
+    def product(acc_value, av, bv):
+        return _matrix_product(eqn, acc_value, av, bv, acc_ref.dtype, "wgmma",
+                               unsigned_ints=False)
+    wgmma_engine.issue(run, (acc_ref, acc_index), _operand(eqn, a, a_t), _operand(eqn, b, b_t),
+                       product)
     return []
 
 
@@ -698,7 +581,7 @@ def _await_accumulators() -> None:
     # accumulators and extract their final values").
     run = maybe_current_run()
     if isinstance(run, WarpgroupRun):
-        run.wait_wgmma(0)
+        wgmma_engine.wait(run, 0)
 
 
 RUN_STATE_EXIT.append(_await_accumulators)
@@ -707,7 +590,7 @@ RUN_STATE_EXIT.append(_await_accumulators)
 @register("wgmma_wait")
 def wgmma_wait(eqn, *operands, n=None):
     # n: a parameter from JAX 0.11, the operand on 0.10.2.
-    _warpgroup(eqn).wait_wgmma(_n(n, operands))
+    wgmma_engine.wait(_warpgroup(eqn), _n(n, operands))
     return []
 
 
@@ -715,7 +598,7 @@ def wgmma_wait(eqn, *operands, n=None):
 def wgmma_accumulator_deref(eqn, acc, *, wait_n):
     run = _warpgroup(eqn)
     if wait_n is not None:
-        run.wait_wgmma(int(wait_n))
+        wgmma_engine.wait(run, int(wait_n))
     return acc.read(tuple(slice(0, n, 1) for n in acc.shape))
 
 
@@ -727,23 +610,9 @@ def wgmma_accumulator_store(eqn, acc, value):
 
 
 # --- Blackwell: tcgen05 and TMEM ---------------------------------------------------------------------
-# The tensor core's operations (tcgen05.mma, tcgen05.cp) are asynchronous: the reference does them
-# at issue and records them in flight (TensorCoreOp) until a barrier phase that a commit of the
-# issuing thread arrives on (tcgen05_commit_arrive, or the barrier operand of tcgen05_mma, which
-# Mosaic GPU lowers to the mma followed by tcgen05.commit) is observed by the accessing thread.
+# The tensor core's operations and what they leave in flight: interp/pallas/mosaic_gpu/tcgen05.py.
 
 _TCGEN05_FLOATS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
-def _tc_operand(eqn, run, target, index):
-    """(value, Footprint) of a tcgen05 operand (SMEM or TMEM, ``target[index]``) read by the
-    tensor core that ``run`` drives: ordered after the thread's earlier tcgen05 operations (the
-    tensor pipe runs them in order), checked against everything else in flight."""
-    run.in_tensor_pipe = True
-    try:
-        return target.read(index), Footprint(target, index)
-    finally:
-        run.in_tensor_pipe = False
 
 
 @register("tcgen05_mma", partial="block-scaled (a_scale/b_scale) and sparse MMA unsupported; "
@@ -770,27 +639,16 @@ def tcgen05_mma(eqn, acc, a, b, accumulate, *rest, acc_transforms_tree, a_transf
     acc_ref, acc_index = _view(eqn, acc, acc_t)
     a_ref, a_index = _view(eqn, a, a_t)
     b_ref, b_index = _view(eqn, b, b_t)
-    # Collective (2-CTA) MMA: block i of the pair holds rows i of acc and a and columns i of b;
-    # each block's acc += its a @ [b of block 0 | b of block 1] (primitives.py tcgen05_mma).
-    operands = [(_tc_operand(eqn, run, *_peer_view(eqn, run, a_ref, a_index, blk)),
-                 _tc_operand(eqn, run, *_peer_view(eqn, run, b_ref, b_index, blk)))
-                for blk in blocks]
-    bv = np.concatenate([b for _, (b, _) in operands], axis=1)
-    writes, reads = [], []
-    for blk, ((av, a_region), (_, b_region)) in zip(blocks, operands):
-        if not all(np.dtype(v.dtype).name in _TCGEN05_FLOATS for v in (av, bv)):
-            raise eqn.unsupported(f"tcgen05_mma of {av.dtype} x {bv.dtype} (f16, bf16 and fp8 "
-                                  "operands only: tf32 and integer kinds are not modelled)")
-        writes.append(Footprint(*_peer_view(eqn, run, acc_ref, acc_index, blk)))
-        reads += [a_region, b_region]
-    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05_mma", run, writes, reads))
-    for region, ((av, _), _) in zip(writes, operands):
-        # The tensor core's own accumulator access bypasses the in-flight check (ordered in
-        # its pipe).
-        old = region.ref.array[acc_index] if bool(np.asarray(accumulate)) else 0.0
-        region.ref.array[acc_index] = _mma(old, av, bv, acc_ref.dtype)
-    if barrier is not None:
-        commit_tensor_core(run, [_barrier(eqn, barrier, bar_t, blk) for blk in blocks])
+    if not all(np.dtype(r.dtype).name in _TCGEN05_FLOATS for r in (a_ref, b_ref)):
+        raise eqn.unsupported(f"tcgen05_mma of {np.dtype(a_ref.dtype)} x {np.dtype(b_ref.dtype)} "
+                              "(f16, bf16 and fp8 operands only: tf32 and integer kinds are not "
+                              "modelled)")
+    # Collective (2-CTA) MMA: the operands of each block of the pair (tcgen05.mma).
+    tcgen05.mma(run, [_peer_view(eqn, run, acc_ref, acc_index, blk) for blk in blocks],
+                [_peer_view(eqn, run, a_ref, a_index, blk) for blk in blocks],
+                [_peer_view(eqn, run, b_ref, b_index, blk) for blk in blocks],
+                bool(np.asarray(accumulate)), lambda old, av, bv: _mma(old, av, bv, acc_ref.dtype),
+                None if barrier is None else [_barrier(eqn, barrier, bar_t, blk) for blk in blocks])
     return []
 
 
@@ -818,7 +676,7 @@ def tcgen05_commit_arrive(eqn, barrier, *rest, barrier_transforms_tree, collecti
         # (mosaic/gpu/tcgen05.py commit_arrive: tcgen05.commit multicast, mask 0b11).
         blocks = _mma_blocks(eqn, run, collective_axis)
         if blocks:
-            commit_tensor_core(run, [_barrier(eqn, barrier, transforms, b) for b in blocks])
+            tcgen05.commit(run, [_barrier(eqn, barrier, transforms, b) for b in blocks])
     return []
 
 
@@ -834,12 +692,7 @@ def async_copy_smem_to_tmem(eqn, smem, tmem, *leaves, smem_tree, tmem_tree, coll
         raise eqn.unsupported(f"collective async_copy_smem_to_tmem over {collective_axis!r}")
     smem_t, leaves = _take(leaves, smem_tree)
     tmem_t, leaves = _take(leaves, tmem_tree)
-    value, src = _tc_operand(eqn, run, *_view(eqn, smem, smem_t))
-    dst_ref, dst_index = _view(eqn, tmem, tmem_t)
-    dst = Footprint(dst_ref, dst_index)
-    run.cluster.add_tensor_core_op(TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
-                                                [dst], [src]))
-    dst_ref.array[dst_index] = value.reshape(np.shape(dst_ref.array[dst_index]))
+    tcgen05.cp(run, _view(eqn, smem, smem_t), _view(eqn, tmem, tmem_t))
     return []
 
 
@@ -853,11 +706,8 @@ def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
     # Named async_load in JAX (primitives.py async_load_tmem_p).
     run = _warpgroup(eqn)
     transforms, _ = _take(leaves, tree)
-    target, index = _view(eqn, src, transforms)
-    value = np.asarray(target.read(index)).reshape(eqn.out_avals[0].shape)
-    record = [Footprint(target, index), run, None]
-    run.cluster.tmem_loads.append(record)
-    run.tmem_loads.append(record)
+    value = np.asarray(tcgen05.tmem_load(run, _view(eqn, src, transforms)))
+    value = value.reshape(eqn.out_avals[0].shape)
     if reduce is None:
         # JAX 0.10.2 binds async_load as a one-result primitive (primitives.py: no
         # multiple_results); from 0.11 it has multiple results (the value, and with reduce= the
@@ -878,10 +728,7 @@ def async_load_tmem(eqn, src, *leaves, tree, reduce=None):
 
 @register("wait_load_tmem")
 def wait_load_tmem(eqn):
-    run = _warpgroup(eqn)
-    for record in run.tmem_loads:
-        record[2] = run.epoch   # the next arrival of this thread carries the retirement
-    run.tmem_loads = []
+    tcgen05.wait_tmem_loads(_warpgroup(eqn))
     return []
 
 
@@ -889,44 +736,17 @@ def wait_load_tmem(eqn):
 def async_store_tmem(eqn, ref, value, *leaves, tree):
     run = _warpgroup(eqn)
     transforms, _ = _take(leaves, tree)
-    target, index = _view(eqn, ref, transforms)
-    footprint = Footprint(target, index)
-    run.cluster.check_tmem_write(run, [footprint])
-    target.write(index, np.asarray(value).reshape(indexed_shape(target.array, index)))
-    run.tmem_stores.append(footprint)
+    tcgen05.tmem_store(run, _view(eqn, ref, transforms), value)
     return []
 
 
 @register("commit_tmem")
 def commit_tmem(eqn):
-    # tcgen05.wait::st: this thread's TMEM stores become visible (to its loads and MMAs, and
-    # through barriers to others).
-    _warpgroup(eqn).tmem_stores = []
+    tcgen05.commit_tmem(_warpgroup(eqn))
     return []
 
 
-# --- cluster launch control (dynamic scheduling) ------------------------------------------------
-# try_cluster_cancel asks the hardware to cancel the launch of a cluster that has not started
-# and hand its work to the caller. Which request succeeds is the scheduler's choice: the
-# reference cancels the next cluster of its launch order when one is left, and under
-# grid_order="shuffled" fails a seeded random half of the requests, so a kernel is run under
-# both outcomes. The 16-byte response holds int32 words (success, grid coordinates...): what
-# query_cluster_cancel decodes, opaque to the kernel as on the hardware.
-
-def _cancel(run):
-    """The outcome of one cancellation request: the grid point of the cluster it cancels (the
-    next one of the launch order), or None."""
-    cluster = run.cluster
-    queue = cluster.launch.queue
-    if not queue:
-        return None
-    opts = run.options
-    run.cancel_calls += 1
-    if opts.grid_order == "shuffled" and np.random.default_rng(
-            (opts.seed or 0, *cluster.point, *run.block, run.cancel_calls)).random() < 0.5:
-        return None
-    return queue.popleft()
-
+# --- cluster launch control (dynamic scheduling: interp/pallas/mosaic_gpu/launch.py) -------------
 
 @register("try_cluster_cancel")
 def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
@@ -935,8 +755,8 @@ def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
     # The lowering (primitives.py try_cluster_cancel_lowering): the first thread along the
     # thread axis (when collective over it) arrives with expect-tx(16), the others arrive; the
     # first thread of the first block along the collective cluster axes issues the request,
-    # whose response is multicast to every block of the cluster (mosaic/gpu/utils.py
-    # try_cluster_cancel: .multicast::cluster::all), completing 16 bytes on each one's barrier.
+    # whose response is multicast to every block of the cluster, completing 16 bytes on each
+    # one's barrier.
     run = _warpgroup(eqn)
     res_t, leaves = _take(leaves, result_transforms_tree)
     bar_t, leaves = _take(leaves, barrier_transforms_tree)
@@ -946,23 +766,11 @@ def try_cluster_cancel(eqn, result, barrier, *leaves, result_transforms_tree,
     thread = cluster.thread_name
     first_thread = thread is None or thread not in axes or run.point.get(thread) == 0
     first_block = all(run.point[a] == 0 for a in axes if a in cluster.plan.cluster_names)
-    own = _barrier(eqn, barrier, bar_t)
-    if first_thread:
-        own.expect_tx(16)
-    run.arrive(own)
-    if not (first_thread and first_block):
-        return []
-    decision = _cancel(run)
-    words = np.full(4, -1, np.int32)
-    words[0] = decision is not None
-    if decision is not None:
-        words[1:1 + len(decision)] = decision
-    for block in cluster.plan.blocks:
-        ref, _ = _peer_view(eqn, run, target, index, block)
-        ref.array[index] = words.view(ref.dtype).reshape(np.shape(ref.array[index]))
-        bar = _barrier(eqn, barrier, bar_t, block)
-        cluster.add_tma(Footprint(ref, index), bar)
-        bar.complete_tx(16, known=run.release())
+    responses = []
+    if first_thread and first_block:   # this thread issues the request
+        responses = [(*_peer_view(eqn, run, target, index, block),
+                      _barrier(eqn, barrier, bar_t, block)) for block in cluster.plan.blocks]
+    launch.try_cluster_cancel(run, _barrier(eqn, barrier, bar_t), first_thread, responses)
     return []
 
 
@@ -986,7 +794,7 @@ def query_cluster_cancel(eqn, result, *leaves, grid_names, transforms_tree):
 # operands (args_tree: semaphore, transforms, value, device_id, core_index / decrement) mean the
 # same; Mosaic GPU adds memory_scope, the scope of the atomic, with no value effect on one
 # device (spec/pallas_mosaic_gpu.py SEMAPHORE_NAMES). Its semaphores live in GMEM:
-# one per kernel launch (interp/pallas/warpgroups.py allocate_scoped).
+# one per kernel launch (interp/pallas/mosaic_gpu/warpgroup.py WarpgroupRun.allocate_scoped).
 
 @register("semaphore_signal_parallel", partial="signals to other devices (device_id) "
                                                "outside a shard_map body unsupported")
@@ -998,7 +806,7 @@ def semaphore_signal_parallel(eqn, *flat, args_tree):
     for ref, t, inc, device_id in zip(refs, transforms, incs, device_ids):
         target, index = _view(eqn, ref, t)
         if device_id is not None:
-            if getattr(run, "devices", None) is None:
+            if run.devices is None:
                 raise eqn.unsupported(f"semaphore_signal_parallel to device {device_id!r} "
                                       "outside a shard_map body")
             # (device ids are mesh coordinates: the lowering's DeviceIdType.MESH)
@@ -1124,7 +932,7 @@ def _peer_view_of(eqn, ref, transforms):
 def _devices_along(eqn, run, collective_axes) -> list:
     """The logical ids of the devices a multicast along ``collective_axes`` reaches."""
     from ..pallas.devices import members
-    if getattr(run, "devices", None) is None:
+    if run.devices is None:
         raise eqn.unsupported(f"{eqn.name} outside a shard_map body (it reaches the devices "
                               f"along {collective_axes!r} of the enclosing mesh)")
     return members(run, collective_axes)

@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import UndefinedBehaviorError
-from ..pallas import hardware_prng, indexing
+from ..pallas import indexing
+from ..pallas.tpu import hardware_prng, pipeline
 from ..pallas.devices import barrier_semaphore
 from ..pallas.dma import view_bytes
 from ..pallas.grid import current_run
@@ -88,7 +89,7 @@ def _dma_resolved(eqn, flat, tree, operands, run, start: bool, send: bool = Fals
 def _remote(eqn, run, device_id, device_id_type):
     """The (device, core) a remote DMA targets (interp.pallas.devices DeviceKernels.address: the
     device by device_id's mesh axes, the core by a core axis in a MESH dict, else the sender's)."""
-    devices = getattr(run, "devices", None)
+    devices = run.devices
     if devices is None:
         raise eqn.unsupported(f"remote {eqn.name} to device {device_id!r} outside a shard_map "
                               "(or pmap) body: no other devices are interpreted")
@@ -170,7 +171,7 @@ def _bits(dtype):
     return bit_width(dtype)
 
 
-# -- TPU hardware PRNG (the core's generator state: interp/pallas/hardware_prng.py) -----------
+# -- TPU hardware PRNG (the core's generator state: interp/pallas/tpu/hardware_prng.py) -----------
 
 @register("prng_seed", partial="hardware PRNG emulated (interp.prng.pallas_tpu_bits): bits are "
                                "deterministic and well mixed but not the TPU's own")
@@ -635,3 +636,63 @@ def matmul_pop_fifo(eqn, *, shape, dtype, mxu_index):
         raise mxu_error(run, unit, f"pops a {tuple(shape)} {np.dtype(dtype)} result; the oldest "
                                    f"FIFO entry is a {value.shape} {value.dtype} result")
     return value
+
+
+# -- emit_pipeline as a primitive (jax_use_emit_pipeline_primitive=True) -------------------------
+# Its meaning is its expansion (interp/pallas/tpu/pipeline.py): the rules read the parameters and
+# the body step's operands.
+
+def emit_pipeline(eqn, *args, grid_mapping, args_tree, body_jaxpr, dimension_semantics, core_axis,
+                  core_axis_name, tiling, no_pipelining, trace_scopes, refs_tree=None, num_cores=None,
+                  _explicit_indices=None, output_wait_read_only=None):
+    # core_axis / core_axis_name: the core index is an operand (core_id, traced in the enclosing
+    # kernel as program_id / axis_index of the core axis) and the expansion partitions the
+    # pipeline grid over num_cores with it (pipeline.py _partition_grid). Every parameter is the
+    # expansion's (refs_tree, num_cores and _explicit_indices from JAX 0.11,
+    # output_wait_read_only from 0.12): passed on as the equation has them.
+    expand = pipeline.expansion()
+    params = {k: v for k, v in eqn.params.items() if k not in ("grid_mapping", "args_tree", "core_axis")}
+    if expand is None or refs_tree is None:
+        raise eqn.unsupported("this JAX expands emit_pipeline only inside its Mosaic lowering "
+                              "rule (no pipeline.emit_pipeline_to_jaxpr): nothing defines it "
+                              "outside TPU compilation")
+    return pipeline.run_expansion(
+        eqn, args, grid_mapping, args_tree.unflatten(args).dynamic_grid_spec,
+        lambda outer: expand(list(eqn.in_avals), grid_mapping=grid_mapping, grid_names=None,
+                             grid_sizes=outer, args_tree=args_tree, core_axis=core_axis, **params))
+
+
+def emit_pipeline_0_10(eqn, *args, grid_mapping, args_tree, body_jaxpr, body_consts_len,
+                       dimension_semantics, core_axis, core_axis_name, tiling, no_pipelining,
+                       trace_scopes, _static_grid_offsets, _num_extra_dynamic):
+    # Every parameter is the expansion's, passed on as the equation has them. The operands: the
+    # index maps' consts, then the dynamic grid bounds (pipeline.py emit_pipeline's bind).
+    if core_axis_name is not None:
+        raise eqn.unsupported(_NAMED_CORE_AXIS_0_10)
+    num_maps = sum(len(bm.index_map_jaxpr.consts) for bm in grid_mapping.block_mappings)
+    return pipeline.run_expansion(
+        eqn, args, grid_mapping, args[num_maps:],
+        lambda outer: pipeline.expansion_0_10(list(eqn.in_avals), grid_sizes=outer, **eqn.params))
+
+
+def pipeline_body(eqn, *args, jaxpr, in_tree, num_inputs=None, _explicit_indices=False):
+    # (num_inputs: the abstract evaluation's split of the operands, which in_tree gives here)
+    import jax
+    ps, consts, refs = in_tree.unflatten(args)
+    # a PipelineStep (JAX 0.11 on: its .index) or the tuple of indices (JAX 0.10)
+    index = tuple(int(i) for i in (ps if isinstance(ps, tuple) else ps.index))
+    lead = jax.tree_util.tree_leaves(ps) if _explicit_indices else []
+    return pipeline.run_body(eqn, index, refs, lead, jaxpr, consts)
+
+
+# The lowering rule traces the core index as lax.axis_index(core_axis_name) in the kernel's axis
+# environment (pipeline.py _partition_grid), which the reference does not rebuild on 0.10.2.
+_NAMED_CORE_AXIS_0_10 = ("JAX 0.10.2: a pipeline split over the cores of a named mesh axis is "
+                         "unsupported (split over a grid axis of the kernel, it is supported)")
+_PIPELINE_BODY_PARTIAL = ("body refs whose transforms are not basic indexing (a view of the "
+                          "buffer) are unsupported")
+if pipeline.expansion() is not None:
+    register("emit_pipeline")(emit_pipeline)
+else:
+    register("emit_pipeline", partial=_NAMED_CORE_AXIS_0_10)(emit_pipeline_0_10)
+register("pipeline_body", partial=_PIPELINE_BODY_PARTIAL)(pipeline_body)

@@ -23,7 +23,7 @@ from jax._src.random import prng as jax_prng
 
 from .. import prng
 from ..keys import KeyArray, as_key  # noqa: F401  (re-exported: the family's value type)
-from ..pallas import hardware_prng
+from ..pallas.tpu import hardware_prng
 from ..pallas.grid import maybe_current_run
 from ..evaluator import VALUE_CONVERTERS, EqnContext
 from ..registry import EXTENDED_RULES, RULES, register

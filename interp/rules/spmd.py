@@ -16,7 +16,8 @@ from ..errors import UndefinedBehaviorError, UnsupportedPrimitiveError
 from ..evaluator import STEP_HOOKS, VALUE_CONVERTERS
 from ..registry import register
 from .. import spmd_lockstep
-from ..spmd import current_device, run_spmd
+from ..schedule import current_device
+from ..spmd import run_spmd
 from .. import dtypes
 from ..numerics import F64, UNIT, certified_round, round_float, sum_error_bound
 # psum/pmax/pmin are reduce_sum/reduce_max/reduce_min over the participants (the rules' own semantics)

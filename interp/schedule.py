@@ -1,11 +1,17 @@
-"""Several cores of a core mesh (``pl.kernel`` / ``core_map``), run one at a time.
+"""One scheduler for everything the reference runs concurrently, and what each thread of it knows.
 
-Only the core holding the baton executes: it runs until it finishes or waits on a semaphore that
-is not ready, then the baton passes to the next core (in core order, or the seeded shuffled
-order) that can make progress. Runs are therefore deterministic, and cross-core handshakes
-(``core_barrier``, signal/wait between cores) work. When every unfinished core waits and no one
-can signal, the program deadlocks on hardware: the reference raises :class:`RaceError` naming
-the waits.
+The interpreted devices of a ``shard_map`` / ``pmap`` (``interp/spmd.py``), the kernels they
+launch, the cores of a Pallas core mesh (``pl.kernel`` / ``core_map``), the clusters and
+warpgroups of a Mosaic GPU kernel and the warps of a ``warp_map`` are all *cores* of one
+:class:`Scheduler`, run one at a time.
+
+Only the core holding the baton executes: it runs until it finishes or waits on something that
+is not ready (a semaphore, a barrier, a collective), then the baton passes to the next core (in
+core order, or the seeded shuffled order) that can make progress. Runs are therefore
+deterministic, and cross-core handshakes (``core_barrier``, signal/wait between cores,
+collectives between devices) work. When every unfinished core waits and no one can signal, the
+program deadlocks on hardware: the reference raises the scheduler's deadlock error (RaceError
+for kernels, ``interp.spmd.DeadlockError`` for devices) naming the waits.
 
 A core only needs a thread of its own while it waits (its Python stack must stay alive): a core
 starts on the thread that hands it the baton when that thread is free (the caller's thread, or
@@ -13,7 +19,7 @@ the thread of a core that just finished), and on a pooled worker thread when the
 parks in a wait. A mesh whose cores never wait therefore runs entirely on the caller's thread,
 and the baton passes to exactly the thread that takes it (a lock per parked core, not a
 condition every thread wakes on). Which OS thread runs a core is invisible to the program: the
-order in which cores run is the baton's, as before.
+order in which cores run is the baton's.
 
 Cores nest: a kernel's cores started inside a running core (a device of a ``shard_map``, a core of
 an enclosing kernel) are forked into that core's scheduler (:func:`run_cores`), so one schedule
@@ -26,12 +32,15 @@ rotation, and a unit of another group (another device's kernel) starts before th
 running core's own. A poll (:func:`poll`: Mosaic GPU ``barrier_test``) lets every other core that
 can go on run first and answers "not ready" only when none can.
 
-Other per-thread state a core needs is registered in :data:`INHERITED` by the module that owns
-it; each core runs with the values the thread that started the schedule had.
+Per-thread state lives in one object, :data:`context` (a :class:`ThreadContext`): the core the
+thread runs, the interpreted device it runs as, the Pallas kernels it is inside, the watcher of
+an observed evaluation and the rules' scratch buffers. A core starts with its own core and
+kernel stack, the device of the core that forked it and the watcher of the thread that started
+its schedule; the scratch buffers stay the thread's.
 
 JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
 ``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
-each core runs under the caller's values.
+each core runs under the values of the thread that started its schedule.
 """
 from __future__ import annotations
 
@@ -39,20 +48,43 @@ import collections
 import contextlib
 import threading
 
-from ..errors import RaceError
+from .errors import RaceError
 
 
-_here = threading.local()   # .core: (scheduler, key) of the core this thread runs
+class ThreadContext(threading.local):
+    """What the code running on one thread knows (one instance, :data:`context`; its fields are
+    per thread). The scheduler sets ``core``, ``device``, ``runs`` and ``watcher`` for each core
+    it starts on a thread and puts the thread's own back when it is done there."""
+    core: "tuple | None"      # (scheduler, key) of the core this thread runs; None outside every
+    #                           scheduler
+    device: object            # the interpreted device (interp.spmd.Device) it runs as, or None
+    #                           outside every shard_map / pmap body
+    runs: list                # the Pallas kernel runs it is inside, innermost last
+    #                           (interp.pallas.grid.KernelRun: entered with ``with run:``)
+    watcher: object           # the watcher of an observed evaluation (conformance/observe.py:
+    #                           Options.observer's steps call it), or None
+    scratch: dict             # slot -> buffer: the rules' scratch temporaries
+    #                           (interp/rules/_scratch.py), kept per thread across cores
 
-# Per-thread state that cores inherit, beside JAX's configuration: (read, write) pairs registered
-# by the modules owning the state (conformance/observe.py: the watcher of an observed evaluation).
-# A core's thread is written the values read on the thread that started its schedule.
-INHERITED: list = []
+    def __init__(self):
+        self.core = None
+        self.device = None
+        self.runs = []
+        self.watcher = None
+        self.scratch = {}
+
+
+context = ThreadContext()
+
+
+def current_device():
+    """The interpreted device this thread runs, or None outside every shard_map/pmap body."""
+    return context.device
 
 
 def running():
     """(scheduler, key) of the core the calling thread runs, or None outside every scheduler."""
-    return getattr(_here, "core", None)
+    return context.core
 
 
 def wait_until(ready, description: str, alone) -> None:
@@ -111,9 +143,9 @@ def run_cores(bodies: dict, kernel_name: str, deadlock=RaceError, lazy: bool = F
     the next one of the running core's own, so the devices' kernels progress side by side.
     ``unit(core)``: lazy cores of one unit (the warpgroups of a cluster) start together: once one
     started, the others are started as the baton reaches them."""
-    here = running()
+    here = context.core
     if here is None:
-        scheduler = CoreScheduler(list(bodies), kernel_name, deadlock)
+        scheduler = Scheduler(list(bodies), kernel_name, deadlock)
         if lazy:
             scheduler.make_lazy(bodies, None, unit)
         scheduler.run(bodies)
@@ -123,7 +155,10 @@ def run_cores(bodies: dict, kernel_name: str, deadlock=RaceError, lazy: bool = F
                    unit=None if unit is None else lambda key: unit(key[1]))
 
 
-class CoreScheduler:
+class Scheduler:
+    """The cores of one schedule (see the module docstring): the rotation, who waits for what,
+    the lazy groups, and the baton."""
+
     def __init__(self, order, kernel_name: str, deadlock=RaceError):
         self.order = list(order)
         self.deadlock = deadlock      # the error a deadlock raises
@@ -133,12 +168,12 @@ class CoreScheduler:
         self.waiting: dict = {}       # core -> (ready predicate, description)
         self.finished: set = set()
         self.error: BaseException | None = None
-        self.pending: dict = {}       # core -> its body, not started yet
+        self.pending: dict = {}       # core -> (its body, the device it runs as), not started
         self._parked: dict = {}       # waiting core -> the lock its thread is parked on
         self._running = 0             # cores started and not finished
         self._done = threading.Event()
-        self._config: list = []
-        self._inherited: list = []
+        self._config: list = []       # JAX configuration of the thread that started the run
+        self._watcher = None          # context.watcher of that thread
         # Lazy cores start only when no started core can go on. Until then they are not in
         # ``order``: group (the forking core, None at the top) -> the units (lists of cores that
         # start together) not started, in order; the groups in the order they came.
@@ -149,11 +184,12 @@ class CoreScheduler:
         self.handoffs = 0             # times the baton passed to a core that could go on (not
         # to a polling core because no other could)
 
-    def run(self, bodies: dict) -> None:
-        """Run ``bodies[core]()`` for every core; re-raises the first error of any core."""
+    def run(self, bodies: dict, devices: "dict | None" = None) -> None:
+        """Run ``bodies[core]()`` for every core (as ``devices[core]``, when given); re-raises the
+        first error of any core."""
         self._config = _local_config()
-        self._inherited = [(write, read()) for read, write in INHERITED]
-        self.pending.update(bodies)
+        self._watcher = context.watcher
+        self.add(bodies, devices)
         self._done.clear()
         with self.cv:
             first = self.current = self.order[0] if self.order else self._start_lazy(None, 0)
@@ -163,21 +199,23 @@ class CoreScheduler:
         if self.error is not None:
             raise self.error
 
-    def add(self, bodies: dict) -> None:
-        """Cores that join a running scheduler (their keys already in ``order``)."""
-        self.pending.update(bodies)
+    def add(self, bodies: dict, devices: "dict | None" = None) -> None:
+        """Cores that join the scheduler (their keys already in ``order``), running as
+        ``devices[core]`` (default: as no device)."""
+        pending = self.pending
+        for core, body in bodies.items():
+            pending[core] = (body, None if devices is None else devices[core])
 
     # -- the baton --------------------------------------------------------------------------------
     def _serve(self, core) -> None:
         """Run ``core`` (holding the baton) on this free thread, then every core the baton reaches
         that has not started while this thread stays free."""
         config = self._config
-        outer = running()
+        here = context
+        outer = here.core, here.device, here.runs, here.watcher
         while core is not None:
-            body = self.pending.pop(core)
-            _here.core = (self, core)
-            for write, value in self._inherited:
-                write(value)
+            body, device = self.pending.pop(core)
+            here.core, here.device, here.runs, here.watcher = (self, core), device, [], self._watcher
             try:
                 if config:
                     with contextlib.ExitStack() as stack:
@@ -195,7 +233,7 @@ class CoreScheduler:
                 self._running -= 1
                 core, wake = self._dispatch(self._next(core), free=True)
             _wake(wake)
-        _here.core = outer
+        here.core, here.device, here.runs, here.watcher = outer
 
     def _dispatch(self, nxt, free: bool):
         """Give the baton to ``nxt`` (called with the lock held by the thread giving it up):
@@ -291,25 +329,32 @@ class CoreScheduler:
         return None
 
     def fork(self, parent, bodies: dict, lazy: bool = False, unit=None,
-             who: str | None = None) -> None:
+             devices: "dict | None" = None, waits: "str | None" = None) -> None:
         """Run ``bodies[core]()`` as new cores beside the running ones (a kernel's cores inside a
-        device, the warps of a Mosaic GPU ``warp_map``), ``parent`` (the caller, holding the
-        baton) waiting until all of them finished: a fork/join. The new cores join the schedule
-        right after ``parent`` and leave it when they are done (their keys may be forked
-        again). ``who`` names the parent in a deadlock's message."""
+        device, the devices of a nested shard_map, the warps of a Mosaic GPU ``warp_map``),
+        ``parent`` (the caller, holding the baton) waiting until all of them finished: a
+        fork/join. The new cores join the schedule right after ``parent`` and leave it when they
+        are done (their keys may be forked again). They run as ``devices[core]``, by default as
+        the device the parent runs as; ``waits`` says what the parent waits for in a deadlock's
+        message."""
         children = list(bodies)
         done = set(children)
+        if devices is None:
+            device = context.device
+            devices = dict.fromkeys(children, device)
+        if waits is None:
+            device = context.device
+            who = device.describe() if device is not None else f"core {parent}"
+            waits = f"{who} waits for {len(children)} forked cores to finish"
         with self.cv:
             i = self.order.index(parent)
-            self.add(bodies)
+            self.add(bodies, devices)
             if lazy:
                 self.make_lazy(children, parent, unit)
             else:
                 self.order[i + 1:i + 1] = children
         try:
-            self.wait_until(parent, lambda: done <= self.finished,
-                            f"{who or f'core {parent}'} waits for {len(children)} forked cores to "
-                            "finish")
+            self.wait_until(parent, lambda: done <= self.finished, waits)
         finally:
             with self.cv:
                 self.order = [c for c in self.order if c not in done]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import prng
-from ..errors import UndefinedBehaviorError
+from ... import prng
+from ...errors import UndefinedBehaviorError
 
 
 def seed(run, seeds) -> None:

@@ -1,0 +1,105 @@
+"""One cluster of a Mosaic GPU kernel as it runs: the blocks' allocations (and their
+counterparts in the other blocks), what is in flight, and the check every access of its
+warpgroups goes through."""
+from __future__ import annotations
+
+from ..grid import maybe_current_run
+from . import tcgen05, tma, wgmma
+from .races import Footprint, check_shared
+from .warpgroup import WarpgroupRun
+
+
+class ClusterState:
+    """What the warpgroups of one cluster share: collective allocations, the asynchronous
+    operations in flight, the warpgroups' SMEM writes, and the mesh geometry axis_index reads
+    (``KernelRun.mesh`` of its warpgroups)."""
+    __slots__ = ("point", "axes", "sizes", "thread_name", "tma", "writes", "concurrent",
+                 "tensor_core", "tmem_loads", "launch", "runs", "unfinished", "plan",
+                 "allocations", "allocation_of", "prototypes")
+
+    def __init__(self, plan, point):
+        self.point = point
+        self.axes, self.sizes = plan.axes, plan.sizes
+        self.thread_name = plan.thread_name
+        self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
+        self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
+        self.concurrent = plan.num_threads * len(plan.blocks) > 1   # several threads access SMEM
+        self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
+        self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
+        self.launch = None          # the Launch this cluster belongs to
+        self.runs = {}              # (block, warpgroup) -> (run, refs), until it starts
+        self.unfinished = 0         # warpgroups not finished
+        self.plan = plan
+        self.allocations = {}   # allocation key -> {block: [refs]} (scratch, collective scoped)
+        self.allocation_of = {}   # id(ref) -> (allocation key, position)
+        self.prototypes = {}      # allocation key -> what its refs are made from
+
+    @property
+    def globals(self) -> dict:
+        """get_global buffers (interp/rules/pallas.py get_global): Mosaic GPU reserves them over
+        every axis of the kernel (lowering.py _get_global_lowering_rule: collective_axes = all
+        axis names), one per launch shared by its clusters."""
+        return self.launch.globals
+
+    # -- clusters: the same allocation in another block of the cluster ---------------------------
+    def block_allocation(self, key, block, prototypes, run) -> list:
+        """The refs of allocation ``key`` in ``block`` (made from ``prototypes`` the first time,
+        by whichever block of the cluster asks first)."""
+        per_block = self.allocations.setdefault(key, {})
+        self.prototypes[key] = prototypes
+        refs = per_block.get(block)
+        if refs is None:
+            refs = per_block[block] = [p.fresh(run) for p in prototypes]
+            for i, r in enumerate(refs):
+                self.allocation_of[id(r)] = (key, i)
+        return refs
+
+    def register_block_allocation(self, key, block, refs) -> None:
+        self.allocations.setdefault(key, {})[block] = refs
+        for i, r in enumerate(refs):
+            self.allocation_of[id(r)] = (key, i)
+
+    def peer(self, ref, block):
+        """``ref`` (a kernel scratch buffer or a block-wide run_scoped allocation) as allocated
+        in ``block`` of this cluster, or None for memory with no counterpart there."""
+        found = self.allocation_of.get(id(ref))
+        if found is None:
+            return None
+        key, i = found
+        refs = self.allocations[key].get(block)
+        if refs is None:   # the block has not reached the run_scoped yet: allocate it now
+            refs = self.block_allocation(key, block, self.prototypes[key], maybe_current_run())
+        return refs[i]
+
+    def group(self, block, axes) -> list:
+        """The blocks of this cluster that differ from ``block`` only along the cluster axes
+        ``axes`` (composite axes flattened), in row-major order: a collective's participants."""
+        names = list(self.plan.cluster_names)
+        flat = set()
+        for a in axes:
+            flat |= set(a) if isinstance(a, tuple) else {a}
+        free = [names.index(a) for a in flat if a in names]
+        return [b for b in self.plan.blocks
+                if all(b[d] == block[d] for d in range(len(block)) if d not in free)]
+
+    def check_access(self, ref, index, kind: str) -> None:
+        """The access hook of kernel refs (KernelRef._before_access): a warpgroup's access
+        checked against the asynchronous operations in flight (each kind's rule is in its
+        module: ``tma``, ``tcgen05``, ``wgmma``) and other warpgroups' SMEM writes (``races``)."""
+        run = maybe_current_run()
+        if not isinstance(run, WarpgroupRun):
+            return
+        shared = self.concurrent and "smem" in ref.kind
+        if not self.tma and not run.wgmma and not tma.stores_in_flight(run) and not shared and \
+                not self.tensor_core and not run.tmem_stores and not run.cp_async:
+            return
+        region = Footprint(ref, index)
+        tma.check_cp_async(run, region, kind)
+        if self.tensor_core or run.tmem_stores:
+            tcgen05.check_access(self, run, region, kind)
+        tma.check_copies(self, run, region, kind)
+        if shared:
+            check_shared(self, run, region, kind)
+        if kind != "read":
+            tma.check_stores(run, region, kind)
+        wgmma.check_access(run, ref, region, kind)

@@ -1,0 +1,22 @@
+"""The undefined behaviour a Mosaic GPU kernel can show, as the reference raises it."""
+from __future__ import annotations
+
+from ...errors import RaceError, UndefinedBehaviorError
+
+
+class AsyncAccessError(UndefinedBehaviorError):
+    """An access to memory an asynchronous operation (TMA, wgmma, tcgen05) may still be reading
+    or writing: before the barrier, wait or fence that orders it."""
+
+
+class BarrierError(UndefinedBehaviorError):
+    """Misuse of an mbarrier: a wait that skips a phase, more arrivals than a phase expects."""
+
+
+class WarpgroupRaceError(RaceError):
+    """Warpgroups accessing the same SMEM with no barrier ordering a write before the other
+    access: the result depends on the schedule."""
+
+
+class DeadlockError(UndefinedBehaviorError):
+    """Every unfinished warpgroup waits and nothing can complete any of the waits."""

@@ -1,0 +1,141 @@
+"""Pallas TPU kernels over a core mesh (``pl.kernel`` / ``core_map`` over a ``TensorCoreMesh``
+or another core mesh: ``mpmd_map``): the body runs once per core, the cores taking turns in the
+schedule (``interp.schedule``)."""
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+
+from ...schedule import run_cores
+from ..devices import join_core_mesh
+from ..grid import KernelRun
+from ..memory import KernelRef, memory_space
+from ..mesh import MeshKernel
+
+
+class MeshPlan(MeshKernel):
+    """``mpmd_map`` (``pl.kernel`` / ``core_map`` over a TPU core mesh): the body runs once per
+    core of the mesh on whole (HBM) operands; scratch and the barrier semaphore are core-local
+    except shared memory spaces.
+
+    Cores run one at a time (``interp.schedule``): in core order, or a seeded random order
+    with ``grid_order="shuffled"`` since they are concurrent on hardware; a core that waits on a
+    semaphore lets the others run, so barriers and cross-core signals work, and a wait no core
+    can satisfy is a deadlock (RaceError). Inside a shard_map body the cores are forked into the
+    devices' schedule: a device meets the other devices once before its cores start and once
+    after all of them ended (interp.pallas.devices), and any core may address any core of any
+    device.
+    """
+
+    def __init__(self, eqn):
+        super().__init__(eqn)
+        shape = dict(getattr(self.mesh, "shape", {}))
+        if not shape:
+            raise eqn.unsupported(f"mesh {self.mesh!r} without named axes")
+        self.axes = tuple(shape)
+        self.sizes = tuple(int(shape[a]) for a in self.axes)
+
+    def run(self, args):
+        opts = self.options
+        n_in = self.num_inputs
+        main = KernelRun(self.name, self.sizes, opts)
+        arrays, inits = self.operand_buffers(args)
+
+        def operand_refs(run):
+            return [KernelRef(a, self.names[k], run, init=inits[k],
+                              kind="input (hbm)" if k < n_in else "output (hbm)",
+                              check_bounds=opts.check_bounds) for k, a in enumerate(arrays)]
+
+        refs = operand_refs(main)
+        scratch_vars = self.invars[len(refs):]
+        shared = [self.allocate_scratch(v.aval, self.names[len(refs) + i], main)
+                  if "shared" in memory_space(v.aval) else None
+                  for i, v in enumerate(scratch_vars)]
+        points = list(itertools.product(*[range(s) for s in self.sizes]))
+        if opts.grid_order == "shuffled":
+            points = [points[i] for i in np.random.default_rng(opts.seed).permutation(len(points))]
+        mesh = MeshState(self.axes, self.sizes)
+        runs, locals_ = {}, {}
+        for point in points:
+            run = KernelRun(self.name, self.sizes, opts)
+            run.kernel_grid = ()
+            run.point = dict(zip(self.axes, point))
+            run.mesh = mesh
+            run.core = point
+            run.barrier = KernelRef(np.zeros((), np.int64), "barrier semaphore", run,
+                                    kind="semaphore", check_bounds=opts.check_bounds)
+            mesh.barriers[point] = run.barrier
+            runs[point] = run
+            locals_[point] = [s if s is not None else
+                              self.allocate_scratch(v.aval, self.names[len(refs) + i], run)
+                              for i, (s, v) in enumerate(zip(shared, scratch_vars))]
+        mesh.register(locals_)
+        # Each core's operand refs (same memory) name that core in messages.
+        kernel_refs = {point: operand_refs(runs[point]) + locals_[point] for point in points}
+        # in a shard_map: the other devices' runs of this kernel
+        devices = join_core_mesh(runs, kernel_refs, self.compiler_params)
+
+        def body(point):
+            run = runs[point]
+            with run:
+                self.kernel_plan.run(self.kernel_consts, kernel_refs[point])
+                if run.pending is not None:
+                    run.raise_pending()
+                if devices is not None:
+                    devices.leave(run)
+
+        if len(points) == 1:
+            body(points[0])
+        else:
+            run_cores({p: functools.partial(body, p) for p in points}, self.name)
+            if devices is not None:   # the device's end: once, after all its cores ended
+                devices.leave_device([runs[p] for p in points])
+        for point in points:
+            run = runs[point]
+            sems = [r for r in locals_[point] if r.kind == "semaphore"]
+            run.dma.check_exit(sems + [run.barrier], "kernel")
+            run.check_exit()
+        main.dma.check_exit([r for r in shared if r is not None and r.kind == "semaphore"],
+                            "kernel")
+        self.check_outputs_written(main, refs[n_in:], inits[n_in:])
+        return self.outputs(arrays)
+
+
+class MeshState:
+    """What the cores of one mesh kernel share: each core's buffers (for signals addressed to
+    another core)."""
+
+    def __init__(self, axes, sizes):
+        self.axes, self.sizes = axes, sizes
+        self.slots = {}    # id(core-local ref) -> slot index
+        self.locals = {}   # core point -> [refs]
+        self.barriers = {}
+        self.globals = {}   # get_global buffers by equation, shared by the cores
+
+    def register(self, locals_):
+        self.locals = locals_
+        for refs in locals_.values():
+            for i, r in enumerate(refs):
+                self.slots[id(r)] = i
+
+    def core_of(self, axes: dict, here):
+        """The core a dict {core axis: index} names, relative to core ``here`` (unnamed axes
+        keep its coordinate), or None."""
+        point = dict(zip(self.axes, here))
+        for k, v in axes.items():
+            names = k if isinstance(k, tuple) else (k,)
+            if len(names) != 1 or names[0] not in point:
+                return None
+            point[names[0]] = int(v)
+        target = tuple(point[a] for a in self.axes)
+        return target if target in self.locals else None
+
+    def counterpart(self, ref, core):
+        """The buffer on ``core`` that corresponds to this core's ``ref`` (itself if shared)."""
+        for here, barrier in self.barriers.items():
+            if ref is barrier:
+                return self.barriers[core]
+        slot = self.slots.get(id(ref))
+        return ref if slot is None else self.locals[core][slot]
