@@ -112,7 +112,7 @@ def run_file(checkout: str, name: str, side: str, out: str, timeout: float, devi
            *(_plugin_args()), *extra]
     if side == "reference":
         cmd.append("--pallas-reference")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     timed_out = False
     with open(os.path.join(out, side, name + ".log"), "w") as log:
         try:
@@ -121,7 +121,15 @@ def run_file(checkout: str, name: str, side: str, out: str, timeout: float, devi
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             rc, timed_out = None, True
-    return {"wall_s": round(time.perf_counter() - start, 2), "rc": rc, "timed_out": timed_out}
+    # CPU seconds too: on a shared machine the wall time of the two sides depends on the load
+    return {"wall_s": round(time.perf_counter() - start, 2),
+            "cpu_s": round(_children_cpu() - cpu, 2), "rc": rc, "timed_out": timed_out}
+
+
+def _children_cpu() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _plugin_args() -> list[str]:
@@ -143,6 +151,8 @@ def read_side(out: str, side: str, name: str) -> dict:
     with open(path) as f:
         for line in f:
             rec = json.loads(line)
+            if rec["outcome"] == "fail":      # (recorded without its kind)
+                rec["outcome"] = f"fail({failure_kind(rec['text'])})"
             prev = tests.get(rec["id"])
             if prev is None or rec["outcome"].startswith("fail") or prev["outcome"] == "skip":
                 tests[rec["id"]] = rec
@@ -183,7 +193,7 @@ def report(per_file: dict, timing: dict, jax_version: str, show_all: bool = Fals
                              + (f": {row['reason']}" if row.get("reason") else ""))
     lines.append("")
     head = (f"{'file':52s} {'tests':>6s} {'same':>6s} {'run':>6s} {'diff':>5s}  "
-            f"{'jax s':>8s} {'ref s':>8s}  differences by class")
+            f"{'jax s':>8s} {'ref s':>8s} {'jax cpu':>8s} {'ref cpu':>8s}  differences by class")
     lines.append(head)
     for name, rows in per_file.items():
         same = sum(1 for r in rows if "class" not in r)
@@ -192,25 +202,40 @@ def report(per_file: dict, timing: dict, jax_version: str, show_all: bool = Fals
         classes_total.update(by_class)
         t = timing.get(name, {})
         totals.update(tests=len(rows), same=same, ran=ran, diff=len(rows) - same)
-        totals["jax_s"] += t.get("jax", {}).get("wall_s", 0.0)
-        totals["ref_s"] += t.get("reference", {}).get("wall_s", 0.0)
+        for side, key in (("jax", "jax"), ("reference", "ref")):
+            totals[f"{key}_s"] += t.get(side, {}).get("wall_s", 0.0)
+            totals[f"{key}_cpu"] += t.get(side, {}).get("cpu_s", 0.0)
         lines.append(f"{name:52s} {len(rows):6d} {same:6d} {ran:6d} {len(rows) - same:5d}  "
-                     f"{_secs(t, 'jax'):>8s} {_secs(t, 'reference'):>8s}  "
+                     f"{_secs(t, 'jax'):>8s} {_secs(t, 'reference'):>8s} "
+                     f"{_secs(t, 'jax', 'cpu_s'):>8s} {_secs(t, 'reference', 'cpu_s'):>8s}  "
                      + ", ".join(f"{k} {v}" for k, v in by_class.most_common()))
     lines.append(f"{'total':52s} {totals['tests']:6d} {totals['same']:6d} {totals['ran']:6d} "
-                 f"{totals['diff']:5d}  {totals['jax_s']:8.1f} {totals['ref_s']:8.1f}  "
+                 f"{totals['diff']:5d}  {totals['jax_s']:8.1f} {totals['ref_s']:8.1f} "
+                 f"{totals['jax_cpu']:8.1f} {totals['ref_cpu']:8.1f}  "
                  + ", ".join(f"{k} {v}" for k, v in classes_total.most_common()))
     if totals["jax_s"]:
-        lines.append(f"wall time reference / JAX's interpret modes: "
-                     f"{totals['ref_s'] / totals['jax_s']:.2f}")
+        lines.append(f"reference / JAX's interpret modes: wall time "
+                     f"{totals['ref_s'] / totals['jax_s']:.2f}"
+                     + (f", CPU time {totals['ref_cpu'] / totals['jax_cpu']:.2f}"
+                        if totals["jax_cpu"] else ""))
     return "\n".join(lines)
 
 
-def _secs(t: dict, side: str) -> str:
+def _record_timing(path: str, name: str, side: str, t: dict) -> dict:
+    """Add one run's timing to the saved ones (read again: the two sides may run at once)."""
+    timing = json.load(open(path)) if os.path.exists(path) else {}
+    timing.setdefault(name, {})[side] = t
+    with open(path + ".tmp", "w") as f:
+        json.dump(timing, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return timing
+
+
+def _secs(t: dict, side: str, key: str = "wall_s") -> str:
     s = t.get(side)
-    if not s:
+    if not s or key not in s:
         return "-"
-    return f"{s['wall_s']:.1f}" + ("T" if s.get("timed_out") else "")
+    return f"{s[key]:.1f}" + ("T" if s.get("timed_out") else "")
 
 
 def main(argv=None) -> int:
@@ -225,6 +250,8 @@ def main(argv=None) -> int:
     ap.add_argument("--side", choices=("both",) + SIDES, default="both")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per file and side")
     ap.add_argument("--report", action="store_true", help="only compare the runs saved in --out")
+    ap.add_argument("--resume", action="store_true", help="skip the files and sides --out holds "
+                                                         "a finished run of")
     ap.add_argument("--all", action="store_true", help="print every test, not only differences")
     ap.add_argument("--pytest-args", default="", help="more arguments for each pytest run "
                                                        "(e.g. '-k interpret -x')")
@@ -233,9 +260,14 @@ def main(argv=None) -> int:
     checkout = os.path.abspath(args.checkout)
     if not os.path.isdir(os.path.join(checkout, "tests", "pallas")):
         ap.error(f"{checkout} has no tests/pallas: give a JAX source tree (docs/peer-suite.md)")
-    files = args.files or list(FILES)
-    files = [os.path.basename(f) for f in files]
     out = os.path.abspath(args.out or f"peer-suite-{jax.__version__}")
+    if args.files:
+        files = [os.path.basename(f) for f in args.files]
+    elif args.report:      # the files with saved results
+        files = sorted({n[:-len(".jsonl")] for s in SIDES if os.path.isdir(os.path.join(out, s))
+                        for n in os.listdir(os.path.join(out, s)) if n.endswith(".jsonl")})
+    else:
+        files = list(FILES)
     os.makedirs(out, exist_ok=True)
     timing_path = os.path.join(out, "timing.json")
     timing = json.load(open(timing_path)) if os.path.exists(timing_path) else {}
@@ -246,11 +278,12 @@ def main(argv=None) -> int:
                 print(f"{name}: not in this checkout", flush=True)
                 continue
             for side in sides:
+                done = timing.get(name, {}).get(side, {})
+                if args.resume and "cpu_s" in done and not done.get("timed_out"):
+                    continue
                 t = run_file(checkout, name, side, out, args.timeout, FILES.get(name, 1),
                              args.pytest_args.split())
-                timing.setdefault(name, {})[side] = t
-                with open(timing_path, "w") as f:
-                    json.dump(timing, f, indent=1)
+                timing = _record_timing(timing_path, name, side, t)
                 print(f"{name} [{side}]: {t['wall_s']:.1f} s"
                       + (" (timed out)" if t["timed_out"] else ""), flush=True)
     per_file = compare(out, files, jax.__version__)

@@ -30,43 +30,36 @@ CLASSES = {
     "not-run": "the test did not run on one side (a crash or timeout of its file)",
 }
 
-# The test files that run tests on CPU in an interpret mode, and the CPU devices each needs
-# (XLA's --xla_force_host_platform_device_count; JAX's BUILD runs them with their own counts:
-# the Mosaic GPU race-detection files skip unless there is exactly one device, the distributed
-# ones unless there are at least four).
+# The test files that run kernels in an interpret mode on CPU (the files of JAX's tests/pallas that
+# mention it; the others are TPU / GPU only or have no kernels), and the CPU devices each needs
+# (XLA's --xla_force_host_platform_device_count; the Mosaic GPU interpret files skip unless
+# there is exactly one device, the distributed ones unless there are several).
 FILES = {
     "pallas_test.py": 1,
     "pallas_vmap_test.py": 1,
     "pallas_shape_poly_test.py": 1,
-    "pallas_error_handling_test.py": 1,
-    "pallas_cost_estimate_test.py": 1,
     "indexing_test.py": 1,
     "ops_test.py": 1,
-    "fusion_test.py": 1,
+    "triton_pallas_test.py": 1,
+    "gpu_ops_test.py": 1,
+    "gpu_attention_test.py": 1,
+    "gpu_paged_attention_test.py": 1,
     "tpu_pallas_test.py": 1,
+    "tpu_ops_test.py": 1,
+    "tpu_gmm_test.py": 1,
+    "tpu_splash_attention_kernel_test.py": 1,
+    "tpu_fusible_matmul_test.py": 1,
+    "tpu_fusible_matmul_with_stateful_fusions_test.py": 1,
+    "tpu_sparsecore_pallas_test.py": 1,
     "tpu_pallas_interpret_test.py": 1,
     "tpu_pallas_interpret_thread_map_test.py": 1,
     "tpu_pallas_interpret_distributed_test.py": 8,
-    "tpu_pallas_state_test.py": 1,
-    "tpu_pallas_async_test.py": 1,
-    "tpu_pallas_random_test.py": 1,
-    "tpu_pallas_pipeline_test.py": 1,
-    "tpu_pallas_memory_space_test.py": 1,
-    "tpu_ops_test.py": 1,
-    "tpu_all_gather_test.py": 8,
-    "tpu_gmm_test.py": 1,
-    "tpu_paged_attention_kernel_test.py": 1,
-    "tpu_ragged_paged_attention_test.py": 1,
-    "tpu_splash_attention_kernel_test.py": 1,
-    "tpu_fusible_matmul_test.py": 1,
+    "tpu_pallas_distributed_test.py": 8,
     "gpu_pallas_interpret_test.py": 1,
     "gpu_pallas_interpret_race_detection_test.py": 1,
     "gpu_pallas_interpret_tcgen05_race_detection_test.py": 1,
     "gpu_pallas_interpret_cluster_barrier_test.py": 1,
     "gpu_pallas_interpret_distributed_test.py": 8,
-    "gpu_attention_test.py": 1,
-    "gpu_ops_test.py": 1,
-    "gpu_paged_attention_test.py": 1,
 }
 
 # Modules JAX's tests import that JAX's wheels do not ship (they live in its source tree): the
