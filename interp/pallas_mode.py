@@ -176,6 +176,12 @@ def _routing_rule(original, route, state):
         mode = state.value
         if mode is None:
             return original(ctx, *in_nodes, **params)
+        if getattr(ctx.module_context.lowering_parameters, "for_export", False):
+            # jax.export serializes the program to run elsewhere: a host callback into this
+            # process cannot be serialized (nor run on the platform it is exported for)
+            _warn_once("for_export", None, "a kernel lowered for jax.export keeps JAX's own "
+                                           "lowering: the reference runs only kernels that run here")
+            return original(ctx, *in_nodes, **params)
         return route(ctx, in_nodes, params, mode, original)
     rule.__wrapped__ = original
     return rule

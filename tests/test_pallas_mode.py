@@ -81,6 +81,14 @@ def test_a_compiled_program_is_not_reused_across_the_mode():
         f(X)                                # compiled outside, not reused inside
 
 
+def test_exported_kernels_keep_jax_lowering():
+    # jax.export serializes the program to run elsewhere: no host callback into this process
+    with interp.pallas_mode(), pytest.warns(UserWarning, match="jax.export"):
+        exported = jax.export.export(jax.jit(_program))(X)
+    assert "callback" not in exported.mlir_module()
+    np.testing.assert_array_equal(exported.call(X), jax.jit(_program)(X))
+
+
 def test_eager_kernel_call_runs_in_the_reference():
     with pytest.raises(interp.UninitializedReadError):
         with interp.pallas_mode(uninitialized="raise"):
