@@ -84,7 +84,64 @@ class Known:
             fnmatch.fnmatchcase(test_id, p) for p in self.tests)
 
 
-KNOWN: tuple[Known, ...] = ()
+_TPU_INTERPRET = "tpu_pallas_interpret_test.py::InterpretTest::"
+
+KNOWN: tuple[Known, ...] = (
+    # -- tests of JAX's TPU interpreter itself (tpu_pallas_interpret_test.py) --------------------
+    Known((_TPU_INTERPRET + "test_out_of_bounds_*", _TPU_INTERPRET + "test_masked_store*",
+           _TPU_INTERPRET + "test_smem_scratch_is_never_padded*"), "reference-reports-ub",
+          "out-of-bounds block indices, reads and writes made on purpose to test JAX's "
+          "interpreter: its messages ('Out-of-bounds block index .* for input', 'Out-of-bounds "
+          "masked swap') and its out_of_bounds_reads='uninitialized' / buffer_bounds='padded' "
+          "modes (values for out-of-bounds reads); the reference raises OutOfBoundsError at each"),
+    Known((_TPU_INTERPRET + "test_revisiting_is_an_error*",), "reference-reports-ub",
+          "a non-consecutive revisit of an output block, undefined on TPU: JAX's interpreter "
+          "raises 'Revisited block'; the reference resets the block to never-written memory "
+          "(NaN in the result, UninitializedReadError under uninitialized='raise')"),
+    Known((_TPU_INTERPRET + "test_uninitialized_memory0",), "interpreter-artifact",
+          "JAX's poison pattern: int16 scratch filled with 32767; the reference's never-written "
+          "integers are its own poison value"),
+    Known((_TPU_INTERPRET + "test_correct_number_of_stores",), "interpreter-artifact",
+          "counts the store callbacks of JAX's interpreter (CountStoreCallbacksContext)"),
+    Known((_TPU_INTERPRET + "test_dynamic_parallel_dimension_raises",), "interpreter-artifact",
+          "JAX's interpreter needs a static size to shuffle a 'parallel' grid axis "
+          "(ConcretizationTypeError); the reference runs a dynamic parallel axis"),
+    Known((_TPU_INTERPRET + "test_parallel_dimension_and_multiple_cores",
+           _TPU_INTERPRET + "test_randomization_of_parallel_dimensions"), "interpreter-artifact",
+          "InterpretParams(grid_point_recorder=...): a callback into JAX's simulated grid "
+          "traversal and core assignment; the drop-in mode refuses it"),
+    Known((_TPU_INTERPRET + "test_skip_floating_point_ops",), "interpreter-artifact",
+          "InterpretParams(skip_floating_point_ops=True): JAX's interpreter replaces float "
+          "results with inf; the drop-in mode refuses it"),
+    Known((_TPU_INTERPRET + "test_hbm_allocation_in_run_scoped_raises*",
+           _TPU_INTERPRET + "test_referencing_hbm_raises*"), "mosaic-refuses",
+          "Mosaic TPU refuses an HBM allocation in run_scoped and a vector load/store of an "
+          "HBM/ANY ref (only DMAs reach them: mosaic/lowering.py 'Loads and stores are only "
+          "allowed on VMEM and SMEM references'); JAX's interpreter raises as Mosaic would, the "
+          "reference runs the program"),
+    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map[0-9]",), "reference-false-alarm",
+          "semaphore_signal(sem, core_index=other) into a semaphore run_scoped allocates inside "
+          "a core-mesh kernel: MeshState.counterpart knows only the kernel's own scratch "
+          "(MeshState.register), so the signal lands in the signalling core's own copy, which "
+          "then holds 1 at the end of its run_scoped (RaceError)"),
+    # -- kernels indexing refs outside their bounds (indexing_test.py) ---------------------------
+    Known(("indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer5",
+           "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer10",
+           "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer11",
+           "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer16"),
+          "reference-reports-ub",
+          "index arrays with -1 (c = [1, 0, 2, 2, -1, 1]) or 2 on a dimension of size 2 "
+          "(b = [1, 2, 2, 2, 2], case arr[::4, a, 1::2, b]) into a kernel ref: the expected "
+          "value is jnp's (negative indices wrap, out-of-range ones clamp), which JAX's discharge "
+          "rule also applies; Triton's lowering adds index * stride to the pointer with no "
+          "bounds mask (triton/lowering.py _compute_offsets_from_indices); the reference raises "
+          "OutOfBoundsError"),
+    Known(("indexing_test.py::IndexerOpsInterpretTest::test_multi_indexing_interpreter_only",),
+          "reference-reports-ub",
+          "right[:, -1] on a kernel ref (the test says 'Interpret only test! YMMV actually "
+          "compiling this'): JAX's discharge wraps the static -1, a compiled kernel addresses "
+          "before the block; the reference raises OutOfBoundsError"),
+)
 
 # A difference no entry names: (pattern of the routed run's failure text, class), first match.
 AUTO = (
