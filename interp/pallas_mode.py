@@ -154,6 +154,9 @@ def _install():
                 if entry is not None:
                     mlir._lowerings[prim] = dataclasses.replace(
                         entry, rule=_routing_rule(entry.rule, route, state))
+            from jax._src import core as jax_core
+            jax_core.EvalTrace.process_shard_map = _staged_eager_shard_map(
+                jax_core.EvalTrace.process_shard_map, state)
             _STATE = state
     return _STATE
 
@@ -185,6 +188,29 @@ def _routing_rule(original, route, state):
         return route(ctx, in_nodes, params, mode, original)
     rule.__wrapped__ = original
     return rule
+
+
+def _staged_eager_shard_map(original, state):
+    """An eager shard_map runs its body primitive by primitive on the devices' shards, so its
+    kernels would reach lowering one device at a time. Inside the mode it runs as
+    ``jax.jit(shard_map)`` instead (the same values), so a shard_map holding a kernel is lowered,
+    and routed, whole."""
+    def process_shard_map(trace, prim, fun, args, **params):
+        if state.value is None:
+            return original(trace, prim, fun, args, **params)
+        import jax
+        from jax._src import core as jax_core
+        staged_out = []
+
+        def staged(*xs):
+            xs = args.update(xs) if hasattr(args, "update") else xs   # (a FlatTree, JAX >= 0.10)
+            out = jax_core.trace_ctx.trace.process_shard_map(prim, fun, xs, **params)
+            staged_out.append(out)
+            return list(out)
+        vals = jax.jit(staged)(*list(args))
+        out = staged_out[0]
+        return out.update(vals) if hasattr(out, "update") else vals
+    return process_shard_map
 
 
 def _lower_kernel(ctx, in_nodes, params, mode, original):
