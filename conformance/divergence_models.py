@@ -13,6 +13,7 @@ import numpy as np
 from interp import dtypes as D
 from spec import compliance as C
 from spec import lax_special as spec_special
+from spec.versions import version_in, version_tuple
 from spec.divergences import (DIVERGENCES, Divergence, XLA_CPU_CASE_ULP, XLA_CPU_DAZ_INCONSISTENT,
                               XLA_CPU_CASE_ABS, BETAINC_ITERATIONS, BETAINC_MODEL_K,
                               XLA_GPU_CASE_ULP, XLA_GPU_CASE_ABS, LOWERING_MODEL_ULP,
@@ -39,19 +40,6 @@ class Failure:
     # passes, or no replay was possible). An elementwise matcher counts them as explained: one output
     # can mix a flushed subnormal argument (the flush-to-zero allowance) with an accuracy difference.
     allowed: Sequence[np.ndarray | None] = ()
-
-
-def version_tuple(v: str) -> tuple:
-    out = []
-    for part in v.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
-def _version_in(v: str, rng) -> bool:
-    lo, hi = rng
-    return version_tuple(v) >= version_tuple(lo) and (hi is None or version_tuple(v) < version_tuple(hi))
 
 
 def _failing_all_zero(f: Failure) -> bool:
@@ -539,7 +527,7 @@ def matches(d: Divergence, f: Failure) -> bool:
         return False
     if d.dtypes and not any(np.asarray(f.backend[i]).dtype.name in d.dtypes for i in f.failing_outputs):
         return False
-    if not _version_in(f.jax_version, d.jax_versions):
+    if not version_in(f.jax_version, d.jax_versions):
         return False
     return d.matcher is None or bool(MATCHERS[d.matcher](f))
 

@@ -17,6 +17,10 @@ and maps its outcome to pytest's: pass and pass-with-allowance pass, known-diver
 xfail naming the upstream issue, backend-/reference-unsupported are skips with the reason, fail /
 crash / timeout fail with the reproducer command.
 
+``--pallas-reference`` (with ``--pallas-reference-option NAME=VALUE``, repeatable) is the other
+use of the plugin: any test suite, run with it, has every Pallas kernel it lowers evaluated by
+the reference (``interp.pallas_mode``, docs/pallas-mode.md), the rest of each program on XLA.
+
 Errors of the harness itself (a collection error, a setup or teardown error, an item that raised
 instead of recording, a case worker or pytest-xdist worker that did not start, an internal error)
 are not results: the main pytest process lists them at the end of the run, writes them to
@@ -117,6 +121,47 @@ def pytest_addoption(parser):
                 help="run cases in an isolated worker process (crash/hang safe) or in pytest's own")
     g.addoption("--no-first-divergence", action="store_true",
                 help="do not localise failures to the first divergent equation")
+    g.addoption("--pallas-reference", action="store_true",
+                help="run every Pallas kernel the tests lower in the reference (interp.pallas_mode)")
+    g.addoption("--pallas-reference-option", action="append", default=[], metavar="NAME=VALUE",
+                help="a reference option for --pallas-reference (uninitialized=raise, "
+                     "detect_races=true, grid_order=shuffled, seed=3, ...); repeatable")
+
+
+def pallas_reference_options(pairs) -> dict:
+    """``--pallas-reference-option`` values as interp.Options keywords, typed by the field."""
+    import dataclasses
+    from interp.options import Options
+    types = {f.name: type(f.default) for f in dataclasses.fields(Options)
+             if type(f.default) in (bool, int, str)}
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or name not in types:
+            raise pytest.UsageError(f"--pallas-reference-option {pair!r}: expected NAME=VALUE with "
+                                    f"NAME one of {sorted(types)}")
+        kind = types[name]
+        if kind is bool:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise pytest.UsageError(f"--pallas-reference-option {pair!r}: true or false")
+            out[name] = text.lower() in ("true", "1")
+        else:
+            out[name] = kind(text)
+    return out
+
+
+def pytest_configure(config):
+    if config.getoption("--pallas-reference", False):
+        import interp
+        config._pallas_reference = interp.pallas_mode(
+            **pallas_reference_options(config.getoption("--pallas-reference-option"))).enable()
+    elif config.getoption("--pallas-reference-option", None):
+        raise pytest.UsageError("--pallas-reference-option needs --pallas-reference")
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_pallas_reference", None) is not None:
+        config._pallas_reference.disable()
 
 
 def selected_runners(config) -> list[str]:

@@ -3,6 +3,7 @@
     f_ref = interp.interpret(fn, **options)   # like jax.jit(fn), evaluated in NumPy
     outs = interp.eval_jaxpr(closed_jaxpr, *flat_args, **options)
     interp.coverage()                          # {primitive: supported | partial: ... | unsupported}
+    with interp.pallas_mode(): ...             # the Pallas kernels of a JAX program run here
 """
 from .errors import (OutOfBoundsError, RaceError, UndefinedBehaviorError,
                      UninitializedReadError, UnsupportedPrimitiveError)
@@ -10,9 +11,10 @@ from .options import Options
 from .evaluator import eval_jaxpr
 from .api import interpret
 from .coverage import coverage
+from .pallas_mode import pallas_mode
 from . import rules  # noqa: F401  (registers every rule)
 
-__all__ = ["interpret", "eval_jaxpr", "coverage", "Options", "UnsupportedPrimitiveError",
+__all__ = ["interpret", "eval_jaxpr", "coverage", "pallas_mode", "Options", "UnsupportedPrimitiveError",
            "UndefinedBehaviorError", "OutOfBoundsError", "UninitializedReadError", "RaceError"]
 
 

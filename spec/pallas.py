@@ -179,7 +179,15 @@ SEMANTICS = table(
         sources=(_PRIMS,),
     ),
     Semantics("masked_swap", "pltpu.store / plgpu.store: writes val where mask holds; returns the "
-              "old values (poison at masked-out lanes).", sources=(_PRIMS,)),
+              "old values where mask holds and val at masked-out lanes.",
+              edge_cases={"masked_swap/c1": "masked-out lanes return val: JAX's discharge rule "
+                                            "(_swap_discharge_rule: where(mask, old, val)), its TPU "
+                                            "interpret mode and Triton's lowering (a load with "
+                                            "other=val) define them so; Mosaic TPU's lowering returns "
+                                            "the memory's contents there (an unmasked vector.load "
+                                            "before the masked store)"},
+              sources=(_PRIMS, "jax/_src/pallas/triton/lowering.py _masked_swap_lowering_rule",
+                       "jax/_src/pallas/mosaic/lowering.py _masked_swap_lowering_rule")),
     Semantics("run_scoped", "Allocates never-written scratch / zeroed semaphores for the body; at "
               "its end (detect_races) its semaphores must be zero and no DMA into them in flight.",
               edge_cases=shared(IN_KERNELS, "mosaic_gpu/run-scoped"), sources=(_PRIMS,)),

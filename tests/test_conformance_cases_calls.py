@@ -60,7 +60,7 @@ def _new_cases():
 
 
 def _newer_jax():
-    from conformance.divergence_models import version_tuple
+    from spec.versions import version_tuple
     return version_tuple(jax.__version__) >= (0, 12)
 
 

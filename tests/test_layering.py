@@ -28,7 +28,7 @@ FLOORS = (
     ("pallas tpu", 4, ("interp.pallas.tpu.*",)),
     ("pallas mosaic gpu", 4, ("interp.pallas.mosaic_gpu.*",)),
     ("rules", 5, ("interp.rules.*",)),
-    ("api", 6, ("interp", "interp.api", "interp.coverage", "interp.coverage_table")),
+    ("api", 6, ("interp", "interp.api", "interp.coverage", "interp.coverage_table", "interp.pallas_mode")),
 )
 
 

@@ -13,7 +13,8 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
    as is each window's slicing geometry) and hands the kernel *views* of in-bounds blocks; a block
    that sticks out of its array (partial edge block, Element padding) is a copy whose out-of-array
    part is never-written memory, and for outputs only its in-array part is written back; an input
-   block the kernel writes is a copy fetched when its block index changes (a VMEM buffer),
+   block the kernel writes, or on TPU one aliased to an output, is a copy fetched when its block
+   index changes (a VMEM buffer),
 4. runs the kernel body through ``KernelBody`` (``interp.pallas.specialize``): from a grid point's
    second visit on, a program specialised to that point (grid-only scalar work folded),
 5. revisits: a block index that changes back to one visited earlier (non-consecutive revisit) is
@@ -55,7 +56,7 @@ class KernelRun:
     field is declared here (``__slots__``); the engine sets them, rules read them."""
     __slots__ = ("name", "grid", "kernel_grid", "program_ids", "point", "options", "dma",
                  "tracker", "prng", "pending", "barrier", "mesh", "core", "globals",
-                 "pipeline_grids", "exit_checks", "devices", "device_rank", "__weakref__")
+                 "pipeline_grids", "exit_checks", "devices", "device_rank", "grid_names", "__weakref__")
 
     def __init__(self, name, grid, options):
         self.name = name                  # the kernel's name (messages: ``label``)
@@ -63,6 +64,7 @@ class KernelRun:
         self.kernel_grid = grid           # grid the kernel sees (vmapped dims removed)
         self.program_ids = ()             # program_id of each kernel grid axis
         self.point = ()                   # the grid point (core-mesh kernels: {axis: index})
+        self.grid_names = None            # names of the grid's axes (lax.axis_index), or None
         self.options = options
         self.dma = DmaEngine(self, options.detect_races)   # DMAs and semaphores
         self.tracker = self.dma if options.detect_races else None   # the access hook of its refs
@@ -303,6 +305,7 @@ class CallPlan:
         self.body = KernelBody(kernel_jaxpr, self.kernel_consts, eqn.options)
         self.name = (p.get("name") or kernel_name(kernel_jaxpr) or "kernel")
         self.grid_spec = tuple(gm.grid)
+        self.grid_names = getattr(gm, "grid_names", None)   # (vmapped dims included)
         self.num_dynamic = sum(1 for g in self.grid_spec if not isinstance(g, (int, np.integer)))
         self.vmapped = tuple(getattr(gm, "vmapped_dims", ()))
         self.num_scalars = gm.num_index_operands
@@ -355,6 +358,12 @@ class CallPlan:
             set(self.vmapped) |
             {own[i] for i, s in enumerate(sem) if "parallel" in str(s).lower() and i < len(own)}))
         self.revisit_undefined = _tpu_pipeline(p)
+        if self.revisit_undefined:
+            # On TPU an input block is a VMEM copy fetched when its block index changes, an
+            # output block a VMEM buffer written back when its index changes: an input aliased to
+            # an output does not see the output's writes while its block stays (JAX's TPU
+            # interpret mode: interpret_pallas_call.py _store_slice_to_kernel_input).
+            self.private_inputs |= {i for i in aliased_inputs if not self.blocks[i].whole}
         if not self.revisit_undefined:
             # GPU programs (Triton / Mosaic GPU) run concurrently in no defined order: every
             # grid axis is parallel.
@@ -372,6 +381,7 @@ class CallPlan:
                      for g in self.grid_spec)
         run = KernelRun(self.name, grid, opts)
         run.kernel_grid = tuple(g for i, g in enumerate(grid) if i not in self.vmapped)
+        run.grid_names = self.grid_names
 
         scalar_refs = [KernelRef(np.array(s, copy=True), n, run, kind="smem (scalar prefetch)",
                                  check_bounds=opts.check_bounds)

@@ -31,13 +31,16 @@ _call_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
                                  "operands other than typed PRNG keys, pallas_call "
                                  "over a mesh and custom grid environments are unsupported")
 def pallas_call(eqn, *args, jaxpr, grid_mapping, out_avals, input_output_aliases, mesh, interpret,
-                debug, compiler_params, cost_estimate, name, metadata):
+                debug, compiler_params, cost_estimate, name, metadata, kernel_arg_transforms=None):
     # CallPlan reads the parameters that define the kernel's meaning from eqn.params (jaxpr,
     # grid_mapping, out_avals, input_output_aliases, mesh, and compiler_params' dimension
     # semantics: interp/pallas/grid.py). The other compiler parameters steer a compiler (warps,
     # VMEM limits, approximate math that a compliance mode measures), and interpret, debug,
     # cost_estimate, name and metadata tracing, lowering and profiling: the reference runs a
-    # kernel whatever they say.
+    # kernel whatever they say. kernel_arg_transforms (JAX 0.12, under InterpretGPUParams only)
+    # tells JAX's GPU interpreter how the operand buffers are laid out: the kernel was traced with
+    # those transforms applied to its refs (pallas_call.py _trace_kernel_to_jaxpr:
+    # wrap_with_transforms), so the jaxpr already holds them.
     return call_plan(eqn).run(args)
 
 
@@ -133,16 +136,32 @@ class _DischargedCoreMap:
 
 
 def _axis_index(eqn, *, axis_name):
-    run = maybe_current_run()
-    mesh = run.mesh if run is not None else None
+    idx = kernel_axis_index(maybe_current_run(), axis_name)
+    if idx is None:
+        raise eqn.unsupported(f"axis_index of {axis_name!r} outside a Pallas core mesh or a "
+                              "pallas_call grid that names it")
+    return idx
+
+
+def kernel_axis_index(run, axis_name) -> "np.int32 | None":
+    """lax.axis_index of axes of the running kernel: its core mesh's, or its grid's named axes
+    (``grid=(("foo", 2), ...)``: the grid index along that axis, vmapped axes counted as Mosaic's
+    lowering counts them, mosaic/lowering.py _axis_index_rule); None when they are not the
+    kernel's. Several names: the row-major linear index over them (jax.lax.axis_index)."""
+    if run is None:
+        return None
     names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
-    if mesh is None or not all(n in mesh.axes for n in names):
-        raise eqn.unsupported(f"axis_index of {axis_name!r} outside a Pallas core mesh")
-    # Several names: the row-major linear index over them (jax.lax.axis_index semantics).
-    sizes = dict(zip(mesh.axes, mesh.sizes))
+    mesh = run.mesh
+    if mesh is not None and all(n in mesh.axes for n in names):
+        sizes, point = dict(zip(mesh.axes, mesh.sizes)), run.point
+    elif run.grid_names and all(n in run.grid_names for n in names):
+        sizes = dict(zip(run.grid_names, run.grid))
+        point = dict(zip(run.grid_names, run.point))
+    else:
+        return None
     idx = 0
     for n in names:
-        idx = idx * sizes[n] + run.point[n]
+        idx = idx * sizes[n] + point[n]
     return np.int32(idx)
 
 
@@ -212,6 +231,11 @@ def masked_swap(eqn, *flat, args_tree, eviction_policy):
         target.write(index, val)
     else:
         old = target.masked_write(index, val, mask)
+        # Masked-off lanes return val: JAX's discharge rule (primitives.py _swap_discharge_rule:
+        # where(mask, old, val)), its TPU interpret mode and Triton's lowering (a load with
+        # other=val: triton/lowering.py _masked_swap_lowering_rule) all define them so.
+        lanes = np.broadcast_to(np.asarray(mask, bool), old.shape)
+        old = np.where(lanes, old, np.broadcast_to(np.asarray(val, old.dtype), old.shape))
     return np.asarray(old).reshape(eqn.out_aval.shape)
 
 

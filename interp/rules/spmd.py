@@ -647,10 +647,11 @@ _maybe_current_run = None
 def axis_index(eqn, *, axis_name):
     run = _pallas_run()
     names = _names(axis_name)
-    mesh = run.mesh if run is not None else None
-    if mesh is not None and all(n in mesh.axes for n in names):
-        from .pallas import _axis_index
-        return _axis_index(eqn, axis_name=axis_name)
+    if run is not None:     # the running kernel's own axes (core mesh, named grid) come first
+        from .pallas import kernel_axis_index
+        idx = kernel_axis_index(run, axis_name)
+        if idx is not None:
+            return idx
     return np.int32(_linear(eqn, _device(eqn), names)[0])
 
 

@@ -1,0 +1,404 @@
+"""The drop-in mode: the Pallas kernels of an unchanged JAX program run in the reference.
+
+    with interp.pallas_mode():            # this thread; interp.pallas_mode().enable(): every thread
+        y = jax.jit(model)(x)             # each kernel: the reference; the rest: XLA as usual
+
+    pytest --pallas-reference             # a whole test suite (conformance/plugin.py)
+
+Where it intercepts: at lowering. JAX applies its own transformations first (``vmap`` batches a
+kernel into a larger grid, ``grad`` differentiates it by its JVP rule or custom_vjp, ``checkify``
+adds error outputs, ``scan`` puts it in a loop body, ``core_map`` is discharged into an
+``mpmd_map``), so the equation that reaches lowering is the kernel that runs. Inside the mode, the
+lowering rules of ``pallas_call`` and ``mpmd_map`` (``pl.kernel``, ``pl.core_map``,
+``plgpu.kernel``) become one host callback each, which evaluates that one equation with
+:func:`interp.eval_jaxpr`; a ``shard_map`` whose body holds a kernel becomes one callback for the
+whole ``shard_map`` (remote DMAs and semaphores need every device's kernel), which the reference
+runs on its interpreted devices. Everything else lowers as JAX lowers it.
+
+Lowering rules are wrapped once, for the process, and route only while a mode is active (a thread
+that is not in the mode lowers exactly as JAX does). The mode is a JAX configuration value that
+is part of the jit cache key and of the trace context, so a function compiled outside the mode is
+compiled again inside it, and vice versa (jax_conformance_pallas_reference).
+
+Options: the reference's own (:class:`interp.Options`), given to ``pallas_mode`` (they win), and
+the kernel's ``interpret=`` value mapped onto them where a field has a meaning there
+(:data:`INTERPRET_FIELDS`: ``detect_races``, ``uninitialized_memory``, ``random_seed``,
+``on_race``); a field that has none is refused (UnsupportedPrimitiveError) when it would change
+what a test observes, or named in a warning (once per field and value) when it only steers JAX's
+simulation (docs/pallas-mode.md lists them).
+
+Undefined behaviour raises the reference's error in the callback; JAX hands it to the caller as
+a ``JaxRuntimeError`` whose message holds the reference's (leaving a ``pallas_mode`` block, the
+reference's own exception is raised again, chained). Where JAX's interpret modes report races in
+their own form, the mode reports them in that form too: a kernel run with
+``InterpretParams(detect_races=True)`` sets ``races.races_found`` of JAX's TPU or GPU interpret
+state, and under ``on_race="warn"`` (JAX 0.12) or on a JAX whose detector only records (0.10,
+0.11) a race is logged and flagged, and the kernel's values are those of the reference's run
+without race detection (a racy program has no defined values: these are the sequential ones).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import warnings
+
+import numpy as np
+
+from .errors import RaceError, UnsupportedPrimitiveError
+from .options import Options, make_options
+
+logger = logging.getLogger(__name__)
+
+CONFIG_NAME = "jax_conformance_pallas_reference"
+KERNEL_PRIMITIVES = ("pallas_call", "mpmd_map", "core_map")
+
+# JAX's interpret parameters (InterpretParams / InterpretGPUParams fields on any JAX in range):
+# what each means here. "option": mapped onto a reference option; "refuse": what the test
+# observes would depend on JAX's simulation, the reference does not run it; "ignore": a knob of
+# JAX's simulator that moves no value the reference computes (warned once if set).
+INTERPRET_FIELDS = {
+    "detect_races": "option: detect_races",
+    "uninitialized_memory": "option: uninitialized ('nan' or 'zero')",
+    "random_seed": "option: seed (the order of shuffled parallel grid axes, with grid_order)",
+    "on_race": "reported: 'raise' raises the reference's RaceError, 'warn' logs and flags",
+    "out_of_bounds_reads": "ignore: the reference raises OutOfBoundsError at any out-of-bounds "
+                           "access ('uninitialized' reads are not given values)",
+    "buffer_bounds": "ignore: bounds are the logical shape ('padded' is Mosaic's tiling)",
+    "dma_execution_mode": "ignore: under detect_races every DMA stays in flight until its wait, "
+                          "which covers both 'eager' and 'on_wait'",
+    "num_cores_or_threads": "ignore: cores and threads are the kernel's own (its mesh, its "
+                            "dimension semantics)",
+    "num_cores_per_device": "ignore: as num_cores_or_threads",
+    "vector_clock_size": "ignore: JAX's race detector's internals",
+    "num_tma_threads_per_device": "ignore: JAX's simulation of the TMA unit",
+    "logging_mode": "ignore: JAX's simulator's logging",
+    "inline_mgpu": "ignore: whether JAX's GPU simulator skips plgpu.inline_mgpu blocks it cannot "
+                   "run; the reference runs them or refuses them itself",
+    "allow_hbm_allocation_in_run_scoped": "ignore: the reference allocates any memory space "
+                                          "run_scoped names",
+    "skip_floating_point_ops": "refuse: float results would be JAX's inf placeholders",
+    "grid_point_recorder": "refuse: a callback into JAX's simulated grid traversal",
+}
+
+
+# -- the mode ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Mode:
+    """What the active mode says (hashable: it is part of JAX's jit and trace keys)."""
+    options: tuple          # the explicit reference options, sorted (name, value) pairs
+
+    def options_for(self, interpret) -> "tuple[Options, _Interpret]":
+        how = _Interpret.of(interpret)
+        return make_options(**{**how.options, **dict(self.options)}), how
+
+
+class pallas_mode:
+    """Run every Pallas kernel lowered inside the block (this thread) in the reference.
+
+    ``options`` are the reference's (``uninitialized``, ``detect_races``, ``check_bounds``,
+    ``grid_order``, ``seed``, ``platform``) and win over what a kernel's ``interpret=`` says.
+    ``enable()`` / ``disable()``: the same for every thread, until disabled (the pytest
+    option ``--pallas-reference``)."""
+
+    def __init__(self, **options):
+        make_options(**options)        # an unknown option or value fails here
+        self.mode = _Mode(tuple(sorted(options.items())))
+        self._prev = []
+
+    def __enter__(self):
+        state = _install()
+        self._prev.append(state.swap_local(self.mode))
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        _install().set_local(self._prev.pop())
+        if exc is not None:
+            original = _reference_error(exc)
+            if original is not None:
+                raise original from exc
+        return False
+
+    def enable(self):
+        _install().set_global(self.mode)
+        return self
+
+    @staticmethod
+    def disable():
+        _install().set_global(None)
+
+
+def active() -> bool:
+    """Whether kernels lowered now (in this thread) go to the reference."""
+    return _STATE is not None and _STATE.value is not None
+
+
+# -- interception -----------------------------------------------------------------------------
+
+_STATE = None
+_install_lock = threading.Lock()
+
+
+def _install():
+    """The mode's configuration value, and the wrapped lowering rules (once per process)."""
+    global _STATE
+    with _install_lock:
+        if _STATE is None:
+            from jax._src import config
+            from jax._src.interpreters import mlir
+            state = config.config_ext.Config(CONFIG_NAME, None, include_in_jit_key=True,
+                                             include_in_trace_context=True)
+            for prim, route in _routed_primitives():
+                entry = mlir._lowerings.get(prim)
+                if entry is not None:
+                    mlir._lowerings[prim] = dataclasses.replace(
+                        entry, rule=_routing_rule(entry.rule, route, state))
+            from jax._src import core as jax_core
+            jax_core.EvalTrace.process_shard_map = _staged_eager_shard_map(
+                jax_core.EvalTrace.process_shard_map, state)
+            _STATE = state
+    return _STATE
+
+
+def _routed_primitives():
+    from jax._src import shard_map
+    from jax._src.pallas import pallas_call
+    prims = [(pallas_call.pallas_call_p, _lower_kernel)]
+    try:
+        from jax._src.pallas import mpmd
+        prims.append((mpmd.mpmd_map_p, _lower_kernel))
+    except ImportError:       # (every JAX in range has it: 0.10.2 discharges core_map into it)
+        pass
+    prims.append((shard_map.shard_map_p, _lower_shard_map))
+    return prims
+
+
+def _routing_rule(original, route, state):
+    def rule(ctx, *in_nodes, **params):
+        mode = state.value
+        if mode is None:
+            return original(ctx, *in_nodes, **params)
+        if getattr(ctx.module_context.lowering_parameters, "for_export", False):
+            # jax.export serializes the program to run elsewhere: a host callback into this
+            # process cannot be serialized (nor run on the platform it is exported for)
+            _warn_once("for_export", None, "a kernel lowered for jax.export keeps JAX's own "
+                                           "lowering: the reference runs only kernels that run here")
+            return original(ctx, *in_nodes, **params)
+        return route(ctx, in_nodes, params, mode, original)
+    rule.__wrapped__ = original
+    return rule
+
+
+def _staged_eager_shard_map(original, state):
+    """An eager shard_map runs its body primitive by primitive on the devices' shards, so its
+    kernels would reach lowering one device at a time. Inside the mode it runs as
+    ``jax.jit(shard_map)`` instead (the same values), so a shard_map holding a kernel is lowered,
+    and routed, whole."""
+    def process_shard_map(trace, prim, fun, args, **params):
+        if state.value is None:
+            return original(trace, prim, fun, args, **params)
+        import jax
+        from jax._src import core as jax_core
+        staged_out = []
+
+        def staged(*xs):
+            xs = args.update(xs) if hasattr(args, "update") else xs   # (a FlatTree, JAX >= 0.10)
+            out = jax_core.trace_ctx.trace.process_shard_map(prim, fun, xs, **params)
+            staged_out.append(out)
+            return list(out)
+        vals = jax.jit(staged)(*list(args))
+        out = staged_out[0]
+        return out.update(vals) if hasattr(out, "update") else vals
+    return process_shard_map
+
+
+def _lower_kernel(ctx, in_nodes, params, mode, original):
+    options, how = mode.options_for(params.get("interpret"))
+    return _lower_to_callback(ctx, in_nodes, params, _KernelCall(
+        _one_equation(ctx, params), options, how))
+
+
+def _lower_shard_map(ctx, in_nodes, params, mode, original):
+    if not _holds_kernel(params["jaxpr"]):
+        return original(ctx, *in_nodes, **params)
+    interprets = list(_kernel_interprets(params["jaxpr"]))
+    options, how = mode.options_for(interprets[0] if interprets else None)
+    return _lower_to_callback(ctx, in_nodes, params, _KernelCall(
+        _one_equation(ctx, params), options, how))
+
+
+def _lower_to_callback(ctx, in_nodes, params, host):
+    import jax
+    from jax._src import callback
+    from jax._src.interpreters import mlir
+    out_types = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_out]
+    # JAX's TPU/GPU interpret params give a kernel ordered IO effects: the callback then takes
+    # the token, so kernels keep their program order; otherwise an unordered (never elided)
+    # callback.
+    ordered = callback._OrderedIOEffect in ctx.tokens_in.effects()
+
+    def impl(*args):
+        return callback.io_callback(host, out_types, *args, ordered=ordered)
+    return mlir.lower_fun(impl, multiple_results=True)(ctx, *in_nodes)
+
+
+def _one_equation(ctx, params):
+    """A jaxpr of the one equation being lowered (the reference evaluates jaxprs)."""
+    from jax._src import api_util, core as jax_core
+    invars = [jax_core.Var(a) for a in ctx.avals_in]
+    outvars = [jax_core.Var(a) for a in ctx.avals_out]
+    eqn = jax_core.new_jaxpr_eqn(invars, outvars, ctx.primitive, params, jax_core.no_effects)
+    info = api_util.debug_info("interp.pallas_mode", lambda *operands: None, tuple(ctx.avals_in),
+                               {}, result_paths_thunk=lambda: tuple(f"[{i}]" for i in range(len(outvars))))
+    return jax_core.Jaxpr([], invars, outvars, [eqn], debug_info=info)
+
+
+def _holds_kernel(jaxpr) -> bool:
+    return any(True for _ in _kernel_eqns(jaxpr))
+
+
+def _kernel_interprets(jaxpr):
+    for eqn in _kernel_eqns(jaxpr):
+        yield eqn.params.get("interpret")
+
+
+def _kernel_eqns(jaxpr):
+    from jax._src import core as jax_core
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in KERNEL_PRIMITIVES:
+            yield eqn
+        else:
+            for sub in jax_core.jaxprs_in_params(eqn.params):
+                yield from _kernel_eqns(sub)
+
+
+# -- the host side ----------------------------------------------------------------------------
+
+class _KernelCall:
+    """The callback: one equation evaluated by the reference, with JAX's race reporting."""
+
+    def __init__(self, closed, options: Options, how: "_Interpret"):
+        self.closed, self.options, self.how = closed, options, how
+
+    def __call__(self, *args):
+        from .evaluator import eval_jaxpr
+        how = self.how
+        if how.reports_races:
+            how.race_state()        # JAX creates it at a kernel's start: tests read it after
+        try:
+            outs = eval_jaxpr(self.closed, *args, options=self.options)
+        except RaceError as e:
+            if not (how.reports_races and how.on_race == "warn"):
+                _remember(e)
+                raise
+            how.race_state().races_found = True
+            logger.warning("RACE DETECTED by the reference: %s", e)
+            outs = eval_jaxpr(self.closed, *args,
+                              options=dataclasses.replace(self.options, detect_races=False))
+        except Exception as e:
+            _remember(e)
+            raise
+        return [np.asarray(o) for o in outs]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Interpret:
+    """A kernel's ``interpret=`` value, read as far as it has a meaning in the reference."""
+    options: dict
+    kind: str | None = None        # "tpu" / "gpu": JAX's interpret mode whose race state applies
+    detect_races: bool = False
+    on_race: str = "raise"
+
+    @property
+    def reports_races(self) -> bool:
+        return self.kind is not None and self.detect_races
+
+    @classmethod
+    def of(cls, interpret) -> "_Interpret":
+        if interpret is None or isinstance(interpret, bool) or not dataclasses.is_dataclass(interpret):
+            return cls({})
+        kind = "gpu" if "mosaic_gpu" in type(interpret).__module__ else "tpu"
+        values = {f.name: getattr(interpret, f.name) for f in dataclasses.fields(interpret)}
+        defaults = {f.name: f.default for f in dataclasses.fields(interpret)}
+        options = {}
+        for name, value in values.items():
+            meaning = INTERPRET_FIELDS.get(name)
+            if meaning is None:
+                _warn_once(name, value, f"{type(interpret).__name__}.{name}={value!r} is not known "
+                                        f"to the reference's drop-in mode: ignored")
+                continue
+            if value == defaults.get(name):
+                continue
+            if meaning.startswith("refuse"):
+                raise UnsupportedPrimitiveError(
+                    "pallas_call", {"interpret": interpret},
+                    f"{type(interpret).__name__}.{name}={value!r} has no meaning in the reference "
+                    f"({meaning[len('refuse: '):]})")
+            if meaning.startswith("ignore"):
+                _warn_once(name, value, f"{type(interpret).__name__}.{name}={value!r} is ignored "
+                                        f"by the reference ({meaning[len('ignore: '):]})")
+        if values.get("detect_races"):
+            options["detect_races"] = True
+        if values.get("uninitialized_memory") in ("nan", "zero"):
+            options["uninitialized"] = values["uninitialized_memory"]
+        if values.get("random_seed") is not None:
+            options["seed"] = int(values["random_seed"])
+        # JAX 0.10 and 0.11 have no on_race: their detectors record and print, never raise.
+        on_race = values.get("on_race", "warn")
+        return cls(options, kind, bool(values.get("detect_races")), on_race)
+
+    def race_state(self):
+        """JAX's race detection state of this interpret mode (created as JAX creates it at a
+        kernel's start when a test has reset it)."""
+        if self.kind == "tpu":
+            from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mod
+            if mod.races is None:
+                mod.races = _new_race_state(mod.RaceDetectionState, self.on_race)
+            return mod.races
+        from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks as mod
+        if mod._races is None:
+            cls = getattr(mod, "GPURaceDetectionState", None) or mod.RaceDetectionState
+            mod._races = _new_race_state(cls, self.on_race)
+        return mod._races
+
+
+def _new_race_state(cls, on_race):
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    if "on_race" in names:
+        kwargs["on_race"] = on_race
+    if "num_cores" in names:        # (JAX 0.10: sized by the cores; the reference needs none)
+        kwargs["num_cores"] = 1
+    return cls(**kwargs)
+
+
+_warned: set = set()
+
+
+def _warn_once(name, value, text):
+    key = (name, repr(value))
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(text, stacklevel=2)
+
+
+# -- the reference's errors, raised again where the mode's block ends -------------------------
+
+# (callbacks run on XLA's threads, not the caller's: the last one, for the whole process)
+_last_error: list = [None]
+
+
+def _remember(e: Exception) -> None:
+    _last_error[0] = e
+
+
+def _reference_error(exc: BaseException) -> "Exception | None":
+    """The reference's exception that ``exc`` (JAX's wrapping of a failed callback) carries."""
+    e = _last_error[0]
+    if e is None or e is exc or type(exc).__name__ != "JaxRuntimeError":
+        return None
+    _last_error[0] = None
+    first = (str(e).splitlines() or [type(e).__name__])[0]
+    return e if first in str(exc) else None

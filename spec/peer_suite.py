@@ -1,0 +1,207 @@
+"""JAX's own Pallas tests as a peer suite (conformance/peer_suite.py): which files run on CPU,
+what each needs, and the classification of every known difference between JAX's interpret
+modes and the reference routed in (docs/peer-suite.md).
+
+A test id is ``file::Class::test`` (pytest's node id without the directory). ``Known`` entries
+match test ids by fnmatch pattern, on the JAX versions they name; the first match classifies a
+difference. A difference no entry names is classified from the routed run's failure message
+(``AUTO``), and the report marks it unconfirmed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+
+from .versions import version_in
+
+# What a difference can be. The first four are the issue's; the others split "the reference
+# reports undefined behaviour" by who is right.
+CLASSES = {
+    "reference-wrong": "the reference computes another value than the program means (a bug to fix)",
+    "reference-refuses": "the reference raises UnsupportedPrimitiveError (a gap to close)",
+    "reference-reports-ub": "the test's kernel has undefined behaviour on purpose; the reference "
+                            "reports it in its own form, not the one the test expects",
+    "interpreter-artifact": "the test checks something only JAX's interpreter has (its messages, "
+                            "poison patterns, instrumentation, XLA:CPU's float32-accumulated dot)",
+    "reference-misses-ub": "JAX's interpret mode reports undefined behaviour (a race) the reference "
+                           "does not: the reference is meant to be the strict one",
+    "reference-false-alarm": "the reference reports undefined behaviour the program does not have",
+    "mosaic-refuses": "the test expects the error a compiler gives for a program the reference runs",
+    "reference-passes": "the reference passes a test JAX's interpret mode fails on this JAX",
+    "not-run": "the test did not run on one side (a crash or timeout of its file)",
+}
+
+# The test files that run kernels in an interpret mode on CPU (the files of JAX's tests/pallas that
+# mention it; the others are TPU / GPU only or have no kernels), and the CPU devices each needs
+# (XLA's --xla_force_host_platform_device_count; the Mosaic GPU interpret files skip unless
+# there is exactly one device, the distributed ones unless there are several).
+FILES = {
+    "pallas_test.py": 1,
+    "pallas_vmap_test.py": 1,
+    "pallas_shape_poly_test.py": 1,
+    "indexing_test.py": 1,
+    "ops_test.py": 1,
+    "triton_pallas_test.py": 1,
+    "gpu_ops_test.py": 1,
+    "gpu_attention_test.py": 1,
+    "gpu_paged_attention_test.py": 1,
+    "tpu_pallas_test.py": 1,
+    "tpu_ops_test.py": 1,
+    "tpu_gmm_test.py": 1,
+    "tpu_splash_attention_kernel_test.py": 1,
+    "tpu_fusible_matmul_test.py": 1,
+    "tpu_fusible_matmul_with_stateful_fusions_test.py": 1,
+    "tpu_sparsecore_pallas_test.py": 1,
+    "tpu_pallas_interpret_test.py": 1,
+    "tpu_pallas_interpret_thread_map_test.py": 1,
+    "tpu_pallas_interpret_distributed_test.py": 8,
+    "tpu_pallas_distributed_test.py": 8,
+    "gpu_pallas_interpret_test.py": 1,
+    "gpu_pallas_interpret_race_detection_test.py": 1,
+    "gpu_pallas_interpret_tcgen05_race_detection_test.py": 1,
+    "gpu_pallas_interpret_cluster_barrier_test.py": 1,
+    "gpu_pallas_interpret_distributed_test.py": 8,
+}
+
+# Modules JAX's tests import that JAX's wheels do not ship (they live in its source tree): the
+# peer suite loads them from the checkout when the installed JAX lacks them.
+SOURCE_TREE_MODULES = ("jax._src.hypothesis_test_util", "jax._src.pallas.pallas_test_util")
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    tests: tuple[str, ...]        # fnmatch patterns of test ids (file::Class::test)
+    klass: str                    # a key of CLASSES
+    reason: str                   # which mechanism, specifically
+    jax: tuple[str, str | None] = ("0", None)   # [first JAX version, first version it no longer applies)
+
+    def __post_init__(self):
+        if self.klass not in CLASSES:
+            raise ValueError(f"unknown class {self.klass!r} for {self.tests}")
+
+    def matches(self, test_id: str, jax_version: str) -> bool:
+        return version_in(jax_version, self.jax) and any(
+            fnmatch.fnmatchcase(test_id, p) for p in self.tests)
+
+
+_TPU_INTERPRET = "tpu_pallas_interpret_test.py::InterpretTest::"
+
+KNOWN: tuple[Known, ...] = (
+    # -- tests of JAX's TPU interpreter itself (tpu_pallas_interpret_test.py) --------------------
+    Known((_TPU_INTERPRET + "test_out_of_bounds_*", _TPU_INTERPRET + "test_masked_store*",
+           _TPU_INTERPRET + "test_smem_scratch_is_never_padded*"), "reference-reports-ub",
+          "out-of-bounds block indices, reads and writes made on purpose to test JAX's "
+          "interpreter: its messages ('Out-of-bounds block index .* for input', 'Out-of-bounds "
+          "masked swap') and its out_of_bounds_reads='uninitialized' / buffer_bounds='padded' "
+          "modes (values for out-of-bounds reads); the reference raises OutOfBoundsError at each"),
+    Known((_TPU_INTERPRET + "test_revisiting_is_an_error*",), "reference-reports-ub",
+          "a non-consecutive revisit of an output block, undefined on TPU: JAX's interpreter "
+          "raises 'Revisited block'; the reference resets the block to never-written memory "
+          "(NaN in the result, UninitializedReadError under uninitialized='raise')"),
+    Known((_TPU_INTERPRET + "test_uninitialized_memory0",), "interpreter-artifact",
+          "JAX's poison pattern: int16 scratch filled with 32767; the reference's never-written "
+          "integers are its own poison value"),
+    Known((_TPU_INTERPRET + "test_correct_number_of_stores",), "interpreter-artifact",
+          "counts the store callbacks of JAX's interpreter (CountStoreCallbacksContext)"),
+    Known((_TPU_INTERPRET + "test_dynamic_parallel_dimension_raises",), "interpreter-artifact",
+          "JAX's interpreter needs a static size to shuffle a 'parallel' grid axis "
+          "(ConcretizationTypeError); the reference runs a dynamic parallel axis"),
+    Known((_TPU_INTERPRET + "test_parallel_dimension_and_multiple_cores",
+           _TPU_INTERPRET + "test_randomization_of_parallel_dimensions"), "interpreter-artifact",
+          "InterpretParams(grid_point_recorder=...): a callback into JAX's simulated grid "
+          "traversal and core assignment; the drop-in mode refuses it"),
+    Known((_TPU_INTERPRET + "test_skip_floating_point_ops",), "interpreter-artifact",
+          "InterpretParams(skip_floating_point_ops=True): JAX's interpreter replaces float "
+          "results with inf; the drop-in mode refuses it"),
+    Known((_TPU_INTERPRET + "test_hbm_allocation_in_run_scoped_raises*",
+           _TPU_INTERPRET + "test_referencing_hbm_raises*"), "mosaic-refuses",
+          "Mosaic TPU refuses an HBM allocation in run_scoped and a vector load/store of an "
+          "HBM/ANY ref (only DMAs reach them: mosaic/lowering.py 'Loads and stores are only "
+          "allowed on VMEM and SMEM references'); JAX's interpreter raises as Mosaic would, the "
+          "reference runs the program"),
+    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map[0-9]",), "reference-false-alarm",
+          "semaphore_signal(sem, core_index=other) into a semaphore run_scoped allocates inside "
+          "a core-mesh kernel: MeshState.counterpart knows only the kernel's own scratch "
+          "(MeshState.register), so the signal lands in the signalling core's own copy, which "
+          "then holds 1 at the end of its run_scoped (RaceError)"),
+    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map_with_race*",), "mosaic-refuses",
+          "run_scoped allocates an HBM buffer (allow_hbm_allocation_in_run_scoped=True, which "
+          "Mosaic TPU does not support): JAX's interpreter shares it between the core mesh's "
+          "cores and finds their sync_copy into it racing; the reference allocates it per core, "
+          "so there is no race to find (it should refuse the allocation, as Mosaic does)"),
+    Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",), "reference-misses-ub",
+          "num_cores_or_threads=2 splits the 'parallel' grid axis over two TensorCores, and both "
+          "grid points write the one output block (a write-write race on its write-back); the "
+          "reference runs a pallas_call grid on one core and has no cross-core accesses to check "
+          "(it could flag an output block shared along a 'parallel' axis under detect_races)"),
+    Known(("tpu_pallas_interpret_distributed_test.py::InterpretDistributedTest::test_reduce_scatter_sum_with_emit_pipeline_example*",),
+          "reference-false-alarm",
+          "JAX's double-barrier pattern: a device signals its neighbour's second barrier "
+          "semaphore, which run_scoped allocates, before the neighbour has entered that "
+          "run_scoped; the reference holds a scoped semaphore to exist only inside its scope "
+          "(devices.py: 'not inside the run_scoped that allocates it'), Mosaic lowers run_scoped "
+          "to a tpu.region holding tpu.sem_alloc (mosaic/lowering.py _run_scoped_lowering_rule) "
+          "and documents no lifetime: in dispute"),
+    Known(("tpu_pallas_interpret_distributed_test.py::InterpretDistributedTest::test_shard_map_of_core_map*",),
+          "reference-false-alarm",
+          "semaphore_signal(sem, core_index=i) into a semaphore run_scoped allocates inside a "
+          "core mesh, before core i has entered that run_scoped (a barrier across the cores): "
+          "the reference holds the scoped semaphore not to exist yet (as the double-barrier "
+          "entry above)"),
+    Known(("tpu_sparsecore_pallas_test.py::PallasTpuSparseCoreLoweringErrorTest::*",), "mosaic-refuses",
+          "the test expects JAX's refusal to lower a compiled (interpret=False) kernel on CPU "
+          "('Only interpret mode is supported on CPU'); the drop-in mode runs every kernel in the "
+          "reference"),
+    # -- kernels indexing refs outside their bounds (indexing_test.py) ---------------------------
+    Known(("indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer5",
+           "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer10",
+           "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer11",
+           "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer16"),
+          "reference-reports-ub",
+          "index arrays with -1 (c = [1, 0, 2, 2, -1, 1]) or 2 on a dimension of size 2 "
+          "(b = [1, 2, 2, 2, 2], case arr[::4, a, 1::2, b]) into a kernel ref: the expected "
+          "value is jnp's (negative indices wrap, out-of-range ones clamp), which JAX's discharge "
+          "rule also applies; Triton's lowering adds index * stride to the pointer with no "
+          "bounds mask (triton/lowering.py _compute_offsets_from_indices); the reference raises "
+          "OutOfBoundsError"),
+    Known(("indexing_test.py::IndexerOpsInterpretTest::test_multi_indexing_interpreter_only",),
+          "reference-reports-ub",
+          "right[:, -1] on a kernel ref (the test says 'Interpret only test! YMMV actually "
+          "compiling this'): JAX's discharge wraps the static -1, a compiled kernel addresses "
+          "before the block; the reference raises OutOfBoundsError"),
+)
+
+# A difference no entry names: (pattern of the routed run's failure text, class), first match.
+AUTO = (
+    (r"UnsupportedPrimitiveError|is not supported by the reference", "reference-refuses"),
+    (r"RaceError|DmaCompletionOrderError", "reference-reports-ub"),
+    (r"OutOfBoundsError|UninitializedReadError|UndefinedBehaviorError", "reference-reports-ub"),
+    (r"races_found|False is not true|True is not false", "reference-misses-ub"),
+    (r"Not equal to tolerance|Mismatched elements|Arrays are not|AssertionError", "reference-wrong"),
+)
+
+
+def classify(test_id: str, jax_version: str, jax_outcome: str, ref_outcome: str,
+             ref_text: str) -> tuple[str, str, bool]:
+    """(class, reason, confirmed) of one difference."""
+    for k in KNOWN:
+        if k.matches(test_id, jax_version):
+            return k.klass, k.reason, True
+    if "not-run" in (jax_outcome, ref_outcome):
+        return "not-run", "", False
+    if ref_outcome == "pass":
+        return "reference-passes", "", False
+    if ref_outcome == "skip":
+        return "reference-refuses", _line_of(ref_text or "", 0), False
+    for pattern, klass in AUTO:
+        m = re.search(pattern, ref_text or "")
+        if m:
+            return klass, _line_of(ref_text, m.start()), False
+    return "reference-wrong", _line_of(ref_text or "", 0), False
+
+
+def _line_of(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start:end if end >= 0 else None].strip()[:240]
