@@ -275,7 +275,8 @@ def _move_last(x: np.ndarray, axes) -> np.ndarray:
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
     keep = [a for a in range(x.ndim) if a not in axes]
     x = np.transpose(x, keep + list(axes))
-    return x.reshape(x.shape[:len(keep)] + (-1,))
+    # (the reduced size spelled out: -1 is ambiguous when a kept dimension is 0)
+    return x.reshape(x.shape[:len(keep)] + (math.prod(x.shape[len(keep):]),))
 
 
 def float_sum_last(x: np.ndarray, out_dtype) -> np.ndarray:
