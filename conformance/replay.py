@@ -164,7 +164,23 @@ def _wide_f32(op: str, *xs):
         }[op](*xs)
 
 
-SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt")
+SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt", "square", "integer_pow")
+
+
+def integer_pow_f32(x, y: int):
+    """x ** y in float32 as JAX lowers integer_pow (jax/_src/lax/lax.py _integer_pow: binary
+    powering, acc * x for each set bit, x * x per step; 1 / that for y < 0), each product rounded."""
+    x = np.asarray(x, np.float32)
+    acc, n = None, abs(y)
+    with np.errstate(all="ignore"):
+        while n:
+            if n & 1:
+                acc = x if acc is None else acc * x
+            n >>= 1
+            if n:
+                x = x * x
+        acc = np.ones_like(x) if acc is None else acc
+        return np.float32(1) / acc if y < 0 else acc
 
 
 def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None) -> list:
@@ -380,24 +396,31 @@ class _Replay:
             return None
         wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
                 for a, x in zip(eqn.invars, invals)]
-        s = _wide_f32(name, *wide)
+        if name == "integer_pow":
+            s = integer_pow_f32(wide[0], eqn.params["y"])
+        elif name == "square":
+            s = _wide_f32("mul", wide[0], wide[0])
+        else:
+            s = _wide_f32(name, *wide)
         self.shadow[eqn.outvars[0]] = s
         return [s.astype(dtype)]
 
 
 def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
-                     record: bool = False):
+                     record: bool = False, watcher=None):
     """(outputs, trace) of the reference evaluated under ``variant`` by the interpreter's own
     evaluator (interp/evaluator.py Plan.run with an observer on every equation, nested ones
     included). With ``record``, the trace holds the value of every equation that
-    ``walk_inlining_calls`` evaluates (the top level, calls entered), in evaluation order."""
-    outs, replay = _replay_with_state(closed_jaxpr, args, variant, options, record)
+    ``walk_inlining_calls`` evaluates (the top level, calls entered), in evaluation order.
+    ``watcher(variant, record_eqns)``: the watcher to replay with (default :class:`_Replay`; a
+    subclass may compute some equations another way, as the program fuzzer's oracle does)."""
+    outs, replay = _replay_with_state(closed_jaxpr, args, variant, options, record, watcher)
     return outs, replay.trace
 
 
-def _replay_with_state(closed_jaxpr, args, variant, options, record=False):
+def _replay_with_state(closed_jaxpr, args, variant, options, record=False, watcher=None):
     jaxpr, _ = split_jaxpr(closed_jaxpr)
-    replay = _Replay(variant, _top_level_eqns(jaxpr, set()) if record else None)
+    replay = (watcher or _Replay)(variant, _top_level_eqns(jaxpr, set()) if record else None)
     # (keyed by the variant: replays under one variant share their plans)
     outs = observe(closed_jaxpr, args, replay, key=variant, options=options)
     return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay
@@ -423,15 +446,16 @@ def program_ops(closed_jaxpr) -> list[tuple[str, str, dict]]:
 
 
 def scatter_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
-                       limit: int = 64) -> list[list]:
+                       limit: int = 64, watcher=None) -> list[list]:
     """The reference's outputs replayed once per duplicate rank (``scatter_winner`` = 0, 1, ...,
     up to the most updates any scatter wrote to one element, at most ``limit``): an element that a
     scatter set from duplicate indices equals, in one of them, each update targeting it."""
-    first, replay = _replay_with_state(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=0), options)
+    first, replay = _replay_with_state(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=0), options,
+                                       watcher=watcher)
     outs = [first]
     for k in range(1, min(replay.max_writers, limit)):
         outs.append(reference_replay(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=k),
-                                     options=options)[0])
+                                     options=options, watcher=watcher)[0])
     return outs
 
 

@@ -96,11 +96,16 @@ ALLOWANCES: tuple[Allowance, ...] = (
         variant={"fma": True}),
     Allowance(
         "excess-precision",
-        ("xla:cuda", "xla:rocm", "xla:tpu", "pallas:triton", "pallas:mosaic-*"),
+        ("xla:cpu", "xla:cuda", "xla:rocm", "xla:tpu", "pallas:triton", "pallas:mosaic-*"),
         "bf16/f16 elementwise chains are computed in f32 and the intermediate bf16 round trips are "
-        "removed (xla_allow_excess_precision, default true; SimplifyFPConversions).",
+        "removed (xla_allow_excess_precision, default true; SimplifyFPConversions). XLA:CPU does it "
+        "too where the algebraic simplifier folds a convert pair: a bf16 integer_pow feeding cosh keeps "
+        "its float32 square (and keeps the round trip in a chain of adds).",
         ("openxla/xla xla/service/simplify_fp_conversions.cc", "jax-ml/jax#23007",
-         "XLA flag --xla_allow_excess_precision (default true)"),
+         "XLA flag --xla_allow_excess_precision (default true)",
+         "XLA:CPU, JAX 0.10.2 and 0.12.0.1: the optimized HLO of jax.jit(lambda x: lax.cosh(lax.integer_pow(x, 2))) "
+         "on bfloat16 adds the float32 integer_pow result to -ln 2 with no bfloat16 convert between "
+         "(cosh(9.375**2) = 7.41045e+37 where the rounded square gives 8.27444e+37; found by the program fuzzer)"),
         variant={"excess": True}),
     Allowance(
         "algebraic-rewrite",

@@ -57,7 +57,7 @@ class Builder:
         if not self.can_add_inputs:
             return None
         if specials is None:
-            specials = self.c.choice((25, 0, 10, 50))
+            specials = self.c.choice((10, 0, 25, 50))
         self.inputs.append(Input(type_, kind, lo, hi, specials))
         h = self._new(type_)
         self.params.append(h)

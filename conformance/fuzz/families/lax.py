@@ -45,6 +45,9 @@ FLOAT_BINARY = ("add", "sub", "mul", "div", "max", "min", "pow", "atan2", "rem",
 INT_BINARY = ("add", "sub", "mul", "div", "rem", "max", "min", "bitwise_and", "bitwise_or", "bitwise_xor",
               "shift_left", "shift_right_logical", "shift_right_arithmetic")
 BOOL_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "max", "min")
+# The arithmetic most programs are made of: first and most often.
+FLOAT_BINARY_WEIGHTS = [(f, {"add": 4, "mul": 4, "sub": 3, "div": 2, "max": 2, "min": 2}.get(f, 1)) for f in FLOAT_BINARY]
+INT_BINARY_WEIGHTS = [(f, {"add": 3, "mul": 3, "sub": 2}.get(f, 1)) for f in INT_BINARY]
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 # Operations whose results move or select their operands' bits without computing new ones.
 MOVES = ("broadcast_in_dim", "reshape", "transpose", "rev", "slice", "concatenate", "dynamic_slice",
@@ -192,8 +195,12 @@ def op_binary(b: LaxBuilder) -> None:
     y = _second(b, x)
     if y is None:
         return
-    fns = FLOAT_BINARY if is_float(t.dtype) else INT_BINARY if is_int(t.dtype) else BOOL_BINARY
-    fn = b.c.choice(fns)
+    if is_float(t.dtype):
+        fn = b.c.weighted(FLOAT_BINARY_WEIGHTS)
+    elif is_int(t.dtype):
+        fn = b.c.weighted(INT_BINARY_WEIGHTS)
+    else:
+        fn = b.c.choice(BOOL_BINARY)
     args = [x, y] if b.c.below(2) == 0 else [y, x]
     b.emit1("binary", args, t, fn=fn)
 
@@ -708,7 +715,7 @@ def op_call(b: LaxBuilder) -> None:
 # (builder, weight): the first is the simplest, so shrinking moves toward it.
 SIMPLE_OPS = [(op_unary, 6), (op_binary, 6), (op_idiom, 3), (op_compare_select, 2), (op_convert, 2),
               (op_structure, 3)]
-LAX_OPS = [(op_unary, 10), (op_binary, 10), (op_idiom, 6), (op_compare_select, 4), (op_convert, 5),
+LAX_OPS = [(op_unary, 10), (op_binary, 14), (op_idiom, 6), (op_compare_select, 4), (op_convert, 5),
            (op_structure, 8), (op_reduce, 4), (op_indexing, 4), (op_window, 2), (op_cumulative, 2),
            (op_contraction, 3), (op_sort, 2), (op_call, 1)]
 

@@ -1,0 +1,686 @@
+"""The fuzzer's oracle: does a backend compute what a generated program means?
+
+The suite's own machinery judges (compliance modes, allowances, known divergences); what a
+random program adds is composition: an error an operation may make (exp within 6 ulp, a sum in any
+order) moves everything computed from it, so no per-output mode of the whole program is both sound
+and strict. The judgement therefore goes equation by equation, on the backend's own values:
+
+1. **Whole program, exactly.** The backend's outputs against the reference's, EXACT, with the
+   runner's allowances replayed over the whole program (flush-to-zero, FMA contraction, XLA's
+   algebraic rewrites, the order of duplicate scatter updates...). A program of operations that are
+   all defined bit for bit is judged here.
+2. **Inexact operations as the backend computes them.** The reference is replayed with every
+   operation whose mode is not EXACT (transcendentals: ULP budgets; sums, dots, convolutions:
+   DOT_PRODUCT bounds) evaluated by the backend instead, on the replay's own operands (that
+   operation alone, through the runner). Each such value is first judged against its operation's
+   mode, allowances and known divergences (one equation: the suite's ``compare``); the rest of the
+   program must then follow exactly, with the allowances replayed again. An operation that fails its
+   own judgement is the finding (its inputs are in hand: a one-equation reproducer).
+3. **Localisation.** A program still unexplained is compiled once more with every intermediate
+   value as an output (through the runner), and each equation is judged on the backend's own
+   operands. The first that fails is the divergent equation; if none does, the difference comes from
+   how the whole program was compiled (fusion, rewrites), and is a finding of its own kind.
+
+A backend's result is explained when one of these shows every output reachable from per-equation
+compliant steps; whatever stays unexplained is a finding. Findings are bucketed by (primitive,
+dtype, runner, symptom) so that one bug is one report.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import math
+import time
+
+import numpy as np
+
+from interp import dtypes as D
+from spec import allowances as A
+from spec import compliance as C
+
+from . import suite
+from .suite import CRASH, FAIL, GOOD, KNOWN_DIVERGENCE, PASS, PASS_ALLOWANCE, Case
+
+PER_OPERATION = "per-operation-budgets"
+# Float operations whose result depends on an evaluation order the program does not fix: judged
+# with the DOT_PRODUCT bound (K terms; sum |terms| from the reference on |operands| in float64).
+ORDER_FREE_SUMS = ("dot_general", "conv_general_dilated", "reduce_sum", "cumsum", "reduce_window_sum",
+                   "scatter-add", "scatter_add")
+# Primitives that are IEEE additions whatever their name (JAX's cotangent accumulation).
+IEEE_ADDS = ("add_any",)
+
+
+# --------------------------------------------------------------------------------------------
+# One equation: its modes, its function, its reference value.
+# --------------------------------------------------------------------------------------------
+def _float_like(dtype) -> bool:
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        return False
+    return D.is_float(dtype) or D.is_complex(dtype)
+
+
+def _avals(eqn):
+    return [v.aval for v in eqn.outvars]
+
+
+def sum_terms(eqn) -> int:
+    """K of an order-free sum: the most terms one output element adds."""
+    name, p = eqn.primitive.name, eqn.params
+    shapes = [tuple(getattr(v.aval, "shape", ())) for v in eqn.invars]
+    if name == "dot_general":
+        (lc, _), _ = p["dimension_numbers"]
+        return max(1, math.prod(shapes[0][d] for d in lc))
+    if name == "conv_general_dilated":
+        rhs = shapes[1]
+        out_feature = p["dimension_numbers"].rhs_spec[0]
+        return max(1, math.prod(rhs) // max(1, rhs[out_feature]))
+    if name == "reduce_sum":
+        return max(1, math.prod(shapes[0][a] for a in p["axes"]))
+    if name == "cumsum":
+        return max(1, shapes[0][p["axis"]])
+    if name == "reduce_window_sum":
+        return max(1, math.prod(p["window_dimensions"]))
+    if name in ("scatter-add", "scatter_add"):
+        idx = shapes[1]
+        return 1 + max(1, math.prod(idx[:-1]) if idx else 1)
+    raise ValueError(name)
+
+
+def eqn_modes(eqn) -> list[C.Mode]:
+    """The compliance mode of each output of one equation."""
+    name = eqn.primitive.name
+    out = []
+    for aval in _avals(eqn):
+        dtype = getattr(aval, "dtype", None)
+        if dtype is None or not _float_like(dtype) or name in IEEE_ADDS:
+            out.append(C.exact("definition" if dtype is None or not _float_like(dtype) else "ieee754"))
+        elif name in ORDER_FREE_SUMS:
+            narrow = name not in ("dot_general", "conv_general_dilated") and np.dtype(dtype).itemsize < 4
+            if narrow:      # summed in the operand type (spec/compliance.py "sum-in-operand-type")
+                bits = int(D.finfo(np.dtype(dtype)).nmant) + 1
+                out.append(C.dot_product(sum_terms(eqn), "sum-in-operand-type", acc_bits=bits))
+            else:
+                out.append(C.dot_product(sum_terms(eqn)))
+        else:
+            out.append(C.mode_for_primitive(name, dtype))
+    return out
+
+
+def is_inexact(eqn) -> bool:
+    """Whether a backend may compute the equation other than bit for bit (a budget, not EXACT)."""
+    return any(m.kind != C.EXACT for m in eqn_modes(eqn))
+
+
+def _abs64(v):
+    v = np.asarray(v)
+    if D.is_complex(v.dtype):
+        return np.abs(v.astype(np.complex128))
+    if D.is_float(v.dtype):
+        return np.abs(v.astype(np.float64))
+    return v
+
+
+def abs_bound(eqn, invals) -> list[np.ndarray]:
+    """sum over the terms of |term| per output element: the equation evaluated by the reference on
+    the operands' magnitudes in float64 (the DOT_PRODUCT bound)."""
+    import jax
+    from jax import lax
+
+    import interp
+    name, p = eqn.primitive.name, eqn.params
+    a = [_abs64(v) for v in invals]
+    f64 = np.float64
+    if name == "dot_general":
+        def f(x, y):
+            return lax.dot_general(x, y, p["dimension_numbers"], preferred_element_type=f64)
+    elif name == "conv_general_dilated":
+        def f(x, y):
+            return lax.conv_general_dilated(x, y, p["window_strides"], p["padding"], p["lhs_dilation"],
+                                            p["rhs_dilation"], p["dimension_numbers"], p["feature_group_count"],
+                                            p["batch_group_count"], preferred_element_type=f64)
+    elif name == "reduce_sum":
+        def f(x):
+            return lax.reduce_sum(x, p["axes"])
+    elif name == "cumsum":
+        def f(x):
+            return lax.cumsum(x, p["axis"], p["reverse"])
+    elif name == "reduce_window_sum":
+        def f(x):
+            return lax.reduce_window(x, f64(0), lax.add, p["window_dimensions"], p["window_strides"], p["padding"],
+                                     p["base_dilation"], p["window_dilation"])
+    elif name in ("scatter-add", "scatter_add"):
+        def f(o, i, u):
+            return lax.scatter_add(o, i, u, p["dimension_numbers"], indices_are_sorted=p["indices_are_sorted"],
+                                   unique_indices=p["unique_indices"], mode=p["mode"])
+    else:
+        raise ValueError(f"no magnitude bound for {name}")
+    with jax.enable_x64(True) if hasattr(jax, "enable_x64") else _x64():
+        return [np.asarray(o) for o in jax.tree_util.tree_leaves(interp.interpret(f)(*a))]
+
+
+class _x64:
+    """jax_enable_x64 on, restored afterwards (for JAX versions without ``jax.enable_x64``)."""
+
+    def __enter__(self):
+        import jax
+        self.old = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", True)
+
+    def __exit__(self, *exc):
+        import jax
+        jax.config.update("jax_enable_x64", self.old)
+
+
+def _signature(eqn) -> tuple:
+    import jax.extend.core as jcore
+    lits = tuple((i, repr(a.val)) for i, a in enumerate(eqn.invars) if isinstance(a, jcore.Literal))
+    return (eqn.primitive.name, repr(sorted(eqn.params.items(), key=lambda kv: kv[0])),
+            tuple(str(v.aval) for v in eqn.invars), lits)
+
+
+_EQN_FUNCTIONS: dict = {}
+
+
+def eqn_function(eqn):
+    """``f(*operands)`` binding the equation (its literals kept), one function per equation
+    signature so that jit caches compile each distinct equation once."""
+    import jax.extend.core as jcore
+    key = _signature(eqn)
+    fn = _EQN_FUNCTIONS.get(key)
+    if fn is None:
+        prim = eqn.primitive
+        params = prim.get_bind_params(eqn.params)
+        slots = [None if isinstance(a, jcore.Literal) else k for k, a in enumerate(eqn.invars)]
+        lits = [a.val if isinstance(a, jcore.Literal) else None for a in eqn.invars]
+
+        def fn(*vals):
+            it = iter(vals)
+            args = [next(it) if s is not None else lit for s, lit in zip(slots, lits)]
+            out = prim.bind(*args, **params)
+            return tuple(out) if prim.multiple_results else (out,)
+        fn.__name__ = f"eqn_{prim.name.replace('-', '_')}"
+        if len(_EQN_FUNCTIONS) > 4096:
+            _EQN_FUNCTIONS.clear()
+        _EQN_FUNCTIONS[key] = fn
+    return fn
+
+
+def eqn_operands(eqn, read) -> list:
+    """The equation's non-literal operands, ``read(var)`` each."""
+    import jax.extend.core as jcore
+    return [read(a) for a in eqn.invars if not isinstance(a, jcore.Literal)]
+
+
+def _config() -> tuple:
+    import jax
+    return (("jax_threefry_partitionable", jax.config.jax_threefry_partitionable),)
+
+
+def eqn_case(eqn) -> Case:
+    """The suite's Case of one equation (its modes, its bound, its primitive for the known
+    divergences): what the equation is judged as on its own."""
+    import jax
+    name = eqn.primitive.name
+    modes = eqn_modes(eqn)
+    needs_bound = any(m.needs_dot_bound for m in modes)
+    return Case(id=f"fuzz-eqn/{name}", fn=eqn_function(eqn), inputs=lambda rng: [], modes=modes,
+                dot_bound=(lambda *vals: abs_bound(eqn, vals)) if needs_bound else None,
+                x64=bool(jax.config.jax_enable_x64), jax_config=_config(), primitives=(name,))
+
+
+@functools.lru_cache(maxsize=2048)
+def _interpreted(fn, platform: str):
+    import interp
+    return interp.interpret(fn, platform=platform)
+
+
+def reference_eqn(eqn, invals, platform: str = "cpu") -> list[np.ndarray]:
+    return [np.asarray(o) for o in _interpreted(eqn_function(eqn), platform)(*invals)]
+
+
+def judged_as(runner) -> str:
+    """The runner name allowances and known divergences are looked up by (a runner that wraps
+    another backend, such as a mutant of XLA:CPU, is judged as that backend)."""
+    return getattr(runner, "judged_as", runner.name)
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts
+# --------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Culprit(Exception):
+    """An equation whose backend value, given its own operands, fails its judgement."""
+    eqn: object
+    invals: list
+    reference: list
+    backend: list
+    record: dict          # the one-equation compare record (modes, max ulp, first mismatch, detail)
+
+    def describe(self) -> dict:
+        from conformance.replay import eqn_text
+        eqn = self.eqn
+        failing = next((i for i, m in enumerate(eqn_modes(eqn)) if not _complies(m, self.reference[i],
+                                                                                     self.backend[i], eqn,
+                                                                                     self.invals, i)), 0)
+        return {"primitive": eqn.primitive.name, "eqn": eqn_text(eqn),
+                "dtype": str(getattr(eqn.outvars[failing].aval, "dtype", "")),
+                "mode": (self.record.get("modes") or [None])[min(failing, len(self.record.get("modes") or [0]) - 1)]
+                if self.record.get("modes") else None,
+                "max_ulp": self.record.get("max_ulp"), "first_mismatch": self.record.get("first_mismatch"),
+                "symptom": symptom(self.reference[failing], self.backend[failing]),
+                "operands": [_brief(v) for v in self.invals]}
+
+
+def _complies(mode, ref, out, eqn, invals, i) -> bool:
+    from conformance import checks
+    bound = abs_bound(eqn, invals)[i] if mode.needs_dot_bound else None
+    return checks.check(mode, ref, out, magnitude=suite.max_abs(invals), bound=bound).passed
+
+
+def _brief(v) -> str:
+    v = np.asarray(v)
+    with np.printoptions(threshold=8, edgeitems=2):
+        return f"{v.dtype}{list(v.shape)} {v!r}"[:300]
+
+
+def symptom(ref, out) -> str:
+    """What kind of difference: shape, nan (placement of NaN), inf, zero-sign, or value."""
+    ref, out = np.asarray(ref), np.asarray(out)
+    if ref.shape != out.shape or ref.dtype != out.dtype:
+        return "shape"
+    if not _float_like(ref.dtype):
+        return "value"
+    parts = [(ref.real, out.real), (ref.imag, out.imag)] if D.is_complex(ref.dtype) else [(ref, out)]
+    for r, o in parts:
+        r, o = r.astype(np.float64), o.astype(np.float64)
+        if (np.isnan(r) != np.isnan(o)).any():
+            return "nan"
+        if ((np.isinf(r) | np.isinf(o)) & ~np.isnan(r) & ~np.isnan(o) & (r != o)).any():
+            return "inf"
+    for r, o in parts:
+        r, o = r.astype(np.float64), o.astype(np.float64)
+        if ((r == 0) & (o == 0) & (np.signbit(r) != np.signbit(o))).any() and (r == o).all():
+            return "zero-sign"
+    return "value"
+
+
+def judge_eqn(eqn, invals, outs, runner, platform: str = "cpu", reference=None):
+    """(explained, one-equation record, reference outputs): one equation's backend outputs ``outs``
+    given its operands ``invals``. Control flow is judged as a program (its body equation by
+    equation); anything else with the suite's compare: the equation's modes, the runner's
+    allowances, the known divergences of its primitive."""
+    from conformance.observe import holds_jaxprs
+    if holds_jaxprs(eqn):
+        v = explain_program(_one_eqn_program(eqn), invals, outs, runner, platform)
+        return v.explained, v.record, v.reference
+    ref = reference if reference is not None else reference_eqn(eqn, invals, platform)
+    case = eqn_case(eqn)
+    rec = suite.new_record(case=case.id, runner=runner.name, seed=0)
+    with case.context(), np.errstate(all="ignore"):
+        suite.compare(case, judged_as(runner), list(invals), ref, list(outs), rec, first_divergence=False)
+    return rec["outcome"] in (PASS, PASS_ALLOWANCE, KNOWN_DIVERGENCE), rec, ref
+
+
+class _OneEqnProgram:
+    def __init__(self, eqn):
+        self.eqn = eqn
+        self.fn = eqn_function(eqn)
+
+
+def _one_eqn_program(eqn):
+    return _OneEqnProgram(eqn)
+
+
+# --------------------------------------------------------------------------------------------
+# Level 2: the reference with the backend's inexact operations
+# --------------------------------------------------------------------------------------------
+class _OpJudge:
+    """Evaluates and judges the inexact operations of a hybrid replay (see the module docstring)."""
+
+    def __init__(self, runner, platform: str):
+        self.runner, self.platform = runner, platform
+        self.explained: dict[str, int] = {}      # how substituted operations were explained
+        self._cache: dict = {}
+
+    def backend(self, eqn, invals) -> list[np.ndarray]:
+        h = hashlib.sha256()
+        for v in invals:
+            v = np.ascontiguousarray(v)
+            h.update(str((v.dtype, v.shape)).encode())
+            h.update(v.tobytes())
+        key = (_signature(eqn), h.hexdigest())
+        if key not in self._cache:
+            case = eqn_case(eqn)
+            self._cache[key] = [np.asarray(o) for o in self.runner.run(case, [np.asarray(v) for v in invals])]
+        return self._cache[key]
+
+    def __call__(self, eqn, invals, reference) -> list:
+        outs = self.backend(eqn, invals)
+        ok, rec, _ = judge_eqn(eqn, invals, outs, self.runner, self.platform, reference=reference)
+        if not ok:
+            raise Culprit(eqn, list(invals), list(reference), outs, rec)
+        why = rec.get("allowance") or (rec.get("known_divergence") or {}).get("id") or "budget"
+        key = f"{eqn.primitive.name}:{why}"
+        self.explained[key] = self.explained.get(key, 0) + 1
+        return outs
+
+
+def _widened(eqn):
+    """The equation on float32 operands (None where it has literal operands or is not elementwise
+    over one narrow float type): how a backend computes it in excess precision."""
+    import jax
+    import jax.extend.core as jcore
+    from conformance.replay import SHADOWED
+    if any(isinstance(a, jcore.Literal) for a in eqn.invars) or len(eqn.outvars) != 1:
+        return None
+    avals = [a.aval for a in eqn.invars]
+    if any(np.dtype(a.dtype) not in SHADOWED for a in avals):
+        return None
+    fn = eqn_function(eqn)
+    try:
+        closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(a.shape, np.float32) for a in avals])
+    except Exception:  # noqa: BLE001  (a primitive whose parameters fix the dtype: not widened)
+        return None
+    eqns = closed.jaxpr.eqns
+    return eqns[0] if len(eqns) == 1 and eqns[0].primitive is eqn.primitive else None
+
+
+def _hybrid_watcher(judge: _OpJudge):
+    from conformance.replay import _Replay
+
+    class Hybrid(_Replay):
+        def eval_eqn(self, ctx, rule, invals, params):
+            eqn = ctx.eqn
+            if not is_inexact(eqn):
+                return super().eval_eqn(ctx, rule, invals, params)
+            if self.v.excess and any(a in self.shadow for a in eqn.invars if not hasattr(a, "val")):
+                wide_eqn = _widened(eqn)
+                if wide_eqn is not None:
+                    # excess precision: the backend computes the operation in float32 on the
+                    # float32 values its narrow operands were not rounded from
+                    wide = [np.asarray(self.shadow.get(a, x), np.float32) for a, x in zip(eqn.invars, invals)]
+                    out = judge(wide_eqn, wide, reference_eqn(wide_eqn, wide, judge.platform))[0]
+                    self.shadow[eqn.outvars[0]] = out
+                    return [np.asarray(out).astype(eqn.outvars[0].aval.dtype)]
+            ref = super().eval_eqn(ctx, rule, invals, params)
+            return judge(eqn, invals, [np.asarray(r) for r in ref])
+    return Hybrid
+
+
+@dataclasses.dataclass
+class ProgramVerdict:
+    explained: bool
+    record: dict
+    reference: list
+    culprit: Culprit | None = None
+
+
+def explain_program(program, inputs, outs, runner, platform: str = "cpu", reference=None,
+                    case: Case | None = None) -> ProgramVerdict:
+    """Levels 1 and 2 of the module docstring for ``program`` (anything with ``fn``) on ``inputs``
+    with the backend's outputs ``outs``."""
+    import jax
+
+    from conformance import checks
+    from conformance.replay import Variant, program_ops, reference_replay, scatter_candidates
+    fn = program.fn
+    case = case or Case(id="fuzz-program", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"),
+                        x64=bool(jax.config.jax_enable_x64), jax_config=_config())
+    rec = suite.new_record(case=case.id, runner=runner.name, seed=0)
+    with np.errstate(all="ignore"):
+        closed = jax.make_jaxpr(fn)(*inputs)
+        if reference is None:
+            import interp
+            reference = [np.asarray(r) for r in interp.eval_jaxpr(closed, *inputs, platform=platform)]
+        # Level 1: the whole program exactly, with the runner's allowances (no known divergence is
+        # looked up for a whole program: the entries describe one primitive's results).
+        suite.compare(case, judged_as(runner), list(inputs), reference, list(outs), rec, first_divergence=False)
+        if rec["outcome"] in GOOD:
+            return ProgramVerdict(True, rec, reference)
+        if not _has_inexact(closed):
+            return ProgramVerdict(False, rec, reference)
+        # Level 2: the backend's inexact operations, judged one by one, and the rest exactly.
+        judge = _OpJudge(runner, platform)
+        watcher = _hybrid_watcher(judge)
+
+        def hybrid(variant: dict | None) -> list[list]:
+            fields = {k: v for k, v in (variant or {}).items() if k != "scatter_winner"}
+            if variant and "scatter_winner" in variant:
+                return scatter_candidates(closed, list(inputs), Variant(**fields), watcher=watcher)
+            return [reference_replay(closed, list(inputs), Variant(**fields), watcher=watcher)[0]]
+
+        try:
+            base = hybrid(None)[0]
+        except Culprit as c:
+            rec.update(outcome=FAIL, detail=f"{c.eqn.primitive.name}: its backend value fails its own "
+                                           f"judgement ({c.record.get('detail')})")
+            return ProgramVerdict(False, rec, reference, c)
+        exact = [C.exact("definition")] * len(outs)
+        replays: dict = {}
+
+        def attempt(variant, mode_change, name) -> bool:
+            modes = [mode_change(m) for m in exact] if mode_change else exact
+            refs = [base]
+            if variant:
+                if name not in replays:
+                    try:
+                        replays[name] = hybrid(variant)
+                    except Exception:  # noqa: BLE001  (Culprit included: that replay explains nothing)
+                        replays[name] = None
+                if replays[name] is None and mode_change is None:
+                    return False
+                refs += replays[name] or []
+            return all(checks.check_any(m, [r[i] for r in refs], outs[i]).passed for i, m in enumerate(modes))
+
+        name = PER_OPERATION if attempt(None, None, "") else None
+        if name is None:
+            found = A.explain(judged_as(runner), attempt, program_ops(closed))
+            name = f"{PER_OPERATION}+{found}" if found else None
+    if name is None:
+        rec["detail"] = ("the backend's inexact operations each comply on their own, but the program's "
+                         "outputs do not follow from them: " + str(rec.get("detail")))
+        return ProgramVerdict(False, rec, reference)
+    rec.update(outcome=PASS_ALLOWANCE, allowance=name, explained_operations=judge.explained)
+    return ProgramVerdict(True, rec, reference)
+
+
+def _has_inexact(closed) -> bool:
+    def walk(j) -> bool:
+        for eqn in j.eqns:
+            if is_inexact(eqn):
+                return True
+            for v in eqn.params.values():
+                for x in (v if isinstance(v, (tuple, list)) else (v,)):
+                    inner = getattr(x, "jaxpr", x)
+                    if hasattr(inner, "eqns") and walk(inner):
+                        return True
+        return False
+    return walk(closed.jaxpr)
+
+
+# --------------------------------------------------------------------------------------------
+# Level 3: localisation on the backend's own intermediate values
+# --------------------------------------------------------------------------------------------
+def _intermediates_fn(closed):
+    """f(*inputs) -> (every comparable value of every top-level equation (calls inlined))."""
+    from conformance.replay import comparable, walk_inlining_calls
+    from interp.evaluator import split_jaxpr
+    jaxpr, consts = split_jaxpr(closed)
+
+    def f(*args):
+        rec: list = []
+
+        def eval_eqn(eqn, invals):
+            outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            outs = list(outs) if eqn.primitive.multiple_results else [outs]
+            rec.extend(o for ov, o in zip(eqn.outvars, outs) if comparable(ov.aval))
+            return outs
+        walk_inlining_calls(jaxpr, consts, args, eval_eqn, lambda lit: lit.val)
+        return tuple(rec)
+    return f
+
+
+def localize(fn, inputs, outs, runner, platform: str = "cpu") -> dict:
+    """The first equation whose backend value (in a compile of the program that keeps every
+    intermediate value) fails its judgement on the backend's own operands; or, where none does, a
+    note that the difference comes from how the whole program is compiled."""
+    import jax
+
+    from conformance.replay import comparable, eqn_text, walk_inlining_calls
+    from interp.evaluator import split_jaxpr
+    closed = jax.make_jaxpr(fn)(*inputs)
+    case = Case(id="fuzz-intermediates", fn=_intermediates_fn(closed), inputs=lambda rng: [],
+                x64=bool(jax.config.jax_enable_x64), jax_config=_config())
+    got = iter(np.asarray(v) for v in runner.run(case, list(inputs)))
+    found: dict = {}
+    k = [0]
+
+    def eval_eqn(eqn, invals):
+        invals = [np.asarray(v) for v in invals]
+        ref = None
+        outs = []
+        for ov in eqn.outvars:
+            if comparable(ov.aval):
+                outs.append(next(got))
+            else:
+                outs.append(None)
+        if any(o is None for o in outs):        # keys and the like: the reference's (exact) values
+            ref = reference_eqn(eqn, invals, platform)
+            outs = [r if o is None else o for o, r in zip(outs, ref)]
+        if not found:
+            ok, rec, ref = judge_eqn(eqn, invals, outs, runner, platform, reference=ref)
+            if not ok:
+                failing = next((i for i, (r, o) in enumerate(zip(ref, outs))
+                                if np.asarray(r).tobytes() != np.asarray(o).tobytes()), 0)
+                found.update(index=k[0], primitive=eqn.primitive.name, eqn=eqn_text(eqn),
+                             dtype=str(getattr(eqn.outvars[failing].aval, "dtype", "")),
+                             mode=(rec.get("modes") or [None])[0], max_ulp=rec.get("max_ulp"),
+                             first_mismatch=rec.get("first_mismatch"),
+                             symptom=symptom(ref[failing], outs[failing]),
+                             operands=[_brief(v) for v in invals], detail=rec.get("detail"))
+        k[0] += 1
+        return outs
+
+    jaxpr, consts = split_jaxpr(closed)
+    with np.errstate(all="ignore"):
+        finals = walk_inlining_calls(jaxpr, consts, list(inputs), eval_eqn, lambda lit: np.asarray(lit.val))
+    if found:
+        return found
+    same = all(_same_bits(a, b) for a, b in zip(finals, outs))
+    return {"index": None, "symptom": "fused", "same_outputs": same,
+            "note": "every equation complies on the backend's own operands when the program keeps its "
+                    "intermediate values" + (", and that compile gives the program's outputs" if same else
+                                             ", but that compile's outputs differ from the program's: the "
+                                             "difference comes from how the whole program is compiled "
+                                             "(fusion, rewrites)")}
+
+
+def _same_bits(a, b) -> bool:
+    from conformance.values import bits, normalize_nans
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.all(bits(normalize_nans(a)) == bits(normalize_nans(b))))
+
+
+# --------------------------------------------------------------------------------------------
+# The whole judgement of one program on one runner
+# --------------------------------------------------------------------------------------------
+def bucket(kind: str, primitive: str, dtype: str, runner: str, symptom_: str) -> str:
+    return f"{kind}:{primitive}:{dtype}:{runner}:{symptom_}"
+
+
+def _output_primitive(closed, i: int) -> tuple[str, str]:
+    """(primitive, dtype) of the equation that computes output ``i`` (calls entered)."""
+    from conformance.observe import CALLS, call_body
+    from interp.evaluator import split_jaxpr
+    jaxpr = split_jaxpr(closed)[0]
+    var = jaxpr.outvars[i]
+    while True:
+        prod = next((e for e in jaxpr.eqns if var in e.outvars), None)
+        if prod is None:
+            return "input", str(getattr(var.aval, "dtype", ""))
+        if prod.primitive.name in CALLS and call_body(prod) is not None:
+            inner = split_jaxpr(call_body(prod))[0]
+            var = inner.outvars[prod.outvars.index(var)]
+            jaxpr = inner
+            continue
+        return prod.primitive.name, str(getattr(var.aval, "dtype", ""))
+
+
+def judge(fn, inputs, reference, runner, platform: str = "cpu", *, localise: bool = True,
+          case: Case | None = None) -> dict:
+    """A results record for the backend ``runner`` on a program ``fn`` (``reference`` its reference
+    outputs on ``inputs``, computed by the caller once for every runner): outcome, allowance,
+    first divergent equation, and for a finding its ``bucket``."""
+    import jax
+    t0 = time.perf_counter()
+    program = _Program(fn)
+    case = case or Case(id="fuzz-program", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"),
+                        x64=bool(jax.config.jax_enable_x64), jax_config=_config())
+    rec = suite.new_record(case=case.id, runner=runner.name, seed=0)
+    try:
+        outs = [np.asarray(o) for o in runner.run(case, list(inputs))]
+    except Exception as e:  # noqa: BLE001  (the backend's failure is the result)
+        outcome, facts = suite.classify_failure(e)
+        rec.update(outcome=outcome, failure=facts, detail=f"{facts['type']}: {facts['message'][:500]}")
+        if outcome == CRASH:
+            rec.update(output=suite.short_traceback(e), crashed="backend",
+                       bucket=bucket("crash", facts.get("stage") or "?", facts["type"], runner.name,
+                                     _message_head(facts["message"])))
+        rec["duration_s"] = round(time.perf_counter() - t0, 6)
+        return rec
+    rec["backend_s"] = round(time.perf_counter() - t0, 6)
+    verdict = explain_program(program, inputs, outs, runner, platform, reference=reference, case=case)
+    rec.update({k: v for k, v in verdict.record.items() if k not in ("case", "runner", "timestamp", "seed")})
+    if verdict.explained:
+        rec["duration_s"] = round(time.perf_counter() - t0, 6)
+        return rec
+    rec["outcome"] = FAIL
+    rec["backend_outputs"] = outs
+    if verdict.culprit is not None:
+        where = verdict.culprit.describe()
+        where["found_by"] = "hybrid replay"
+    elif localise:
+        try:
+            where = localize(fn, inputs, outs, runner, platform)
+        except Exception as e:  # noqa: BLE001  (localisation is best effort: say why it failed)
+            where = {"index": None, "symptom": "value", "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        if where.get("same_outputs"):
+            # Level 3 explains it: the outputs are those of a compile in which every equation
+            # complies on its own operands (an inexact operation fused differs from it alone).
+            rec.pop("backend_outputs")
+            rec.update(outcome=PASS_ALLOWANCE, allowance=PER_OPERATION + "(intermediates)",
+                       duration_s=round(time.perf_counter() - t0, 6))
+            return rec
+    else:
+        where = {"index": None}
+    if where.get("primitive") is None:
+        closed = jax.make_jaxpr(fn)(*inputs)
+        failing = (rec.get("first_mismatch") or {}).get("output", 0) or 0
+        prim, dtype = _output_primitive(closed, failing)
+        where.setdefault("symptom", "value")
+        where["output_primitive"], where["dtype"] = prim, dtype
+        sym = "fused-" + symptom(reference[failing], outs[failing])
+        rec["bucket"] = bucket("fail", prim, dtype, runner.name, sym)
+    else:
+        rec["bucket"] = bucket("fail", where["primitive"], where["dtype"], runner.name, where["symptom"])
+    rec["first_divergent_eqn"] = where
+    rec["duration_s"] = round(time.perf_counter() - t0, 6)
+    return rec
+
+
+class _Program:
+    def __init__(self, fn):
+        self.fn = fn
+
+
+def _message_head(message: str) -> str:
+    """The first line of an error message with numbers and names of values blurred: one bucket per
+    kind of crash, not per program."""
+    import re
+    head = (message or "").strip().splitlines()[0] if message else ""
+    head = re.sub(r"0x[0-9a-fA-F]+", "#", head)
+    head = re.sub(r"\d+", "#", head)
+    return head[:120]
