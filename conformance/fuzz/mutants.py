@@ -78,5 +78,28 @@ class MutantRunner(XlaRunner):
             return run_staged(jax.jit(buggy), place_on_default_device(inputs))
 
 
+class DyingRunner(XlaRunner):
+    """XLA:CPU that kills its process (abort: ``mutant:abort-on-<primitive>``) or never returns
+    (``mutant:hang-on-<primitive>``) on programs containing one primitive: what isolation is for."""
+    judged_as = "xla:cpu"
+
+    def __init__(self, how: str, primitive: str):
+        super().__init__("cpu")
+        self.name = f"mutant:{how}-on-{primitive}"
+        self.how, self.primitive = how, primitive
+
+    def run(self, case, inputs):
+        import os
+        import time
+
+        import jax
+        from conformance.case import jaxpr_primitives
+        if self.primitive in jaxpr_primitives(jax.make_jaxpr(case.program())(*inputs)):
+            if self.how == "abort":
+                os.abort()
+            time.sleep(10 ** 6)
+        return super().run(case, inputs)
+
+
 def runners() -> list:
-    return [MutantRunner(bug) for bug in BUGS]
+    return [MutantRunner(bug) for bug in BUGS] + [DyingRunner("abort", "transpose"), DyingRunner("hang", "transpose")]

@@ -300,11 +300,12 @@ def symptom(ref, out) -> str:
             return "nan"
         if ((np.isinf(r) | np.isinf(o)) & ~np.isnan(r) & ~np.isnan(o) & (r != o)).any():
             return "inf"
+    equal, signs = True, False
     for r, o in parts:
         r, o = r.astype(np.float64), o.astype(np.float64)
-        if ((r == 0) & (o == 0) & (np.signbit(r) != np.signbit(o))).any() and (r == o).all():
-            return "zero-sign"
-    return "value"
+        equal &= bool(((r == o) | (np.isnan(r) & np.isnan(o))).all())
+        signs |= bool(((r == 0) & (o == 0) & (np.signbit(r) != np.signbit(o))).any())
+    return "zero-sign" if equal and signs else "value"
 
 
 def judge_eqn(eqn, invals, outs, runner, platform: str = "cpu", reference=None):

@@ -47,6 +47,9 @@ INT_BINARY = ("add", "sub", "mul", "div", "rem", "max", "min", "bitwise_and", "b
 BOOL_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "max", "min")
 # The arithmetic most programs are made of: first and most often.
 FLOAT_BINARY_WEIGHTS = [(f, {"add": 4, "mul": 4, "sub": 3, "div": 2, "max": 2, "min": 2}.get(f, 1)) for f in FLOAT_BINARY]
+# The functions models are mostly made of, more often than the special functions.
+FLOAT_UNARY_WEIGHTS = [(f, {"exp": 4, "log": 3, "tanh": 3, "logistic": 2, "sqrt": 2, "rsqrt": 2, "neg": 2,
+                            "abs": 2}.get(f, 1)) for f in FLOAT_UNARY]
 INT_BINARY_WEIGHTS = [(f, {"add": 3, "mul": 3, "sub": 2}.get(f, 1)) for f in INT_BINARY]
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 # Operations whose results move or select their operands' bits without computing new ones.
@@ -153,7 +156,7 @@ def op_unary(b: LaxBuilder) -> None:
     if is_float(t.dtype):
         kind = b.c.weighted([("fn", 12), ("round", 1), ("integer_pow", 2), ("reduce_precision", 1)])
         if kind == "fn":
-            fn = b.c.choice(FLOAT_UNARY)
+            fn = b.c.weighted(FLOAT_UNARY_WEIGHTS)
             b.emit1("unary", [x], t.with_dtype("bool") if fn == "is_finite" else t, fn=fn)
         elif kind == "round":
             b.emit1("round", [x], t, method=b.c.choice(("AWAY_FROM_ZERO", "TO_NEAREST_EVEN")))
