@@ -167,6 +167,33 @@ def _wide_f32(op: str, *xs):
 SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt", "square", "integer_pow")
 
 
+def _value_key(x):
+    x = np.asarray(x)
+    if x.size == 0 or x.size > 1 << 14:
+        return None
+    return (x.dtype.str, x.shape, x.tobytes())
+
+
+def integer_pow_last_factors(x, y: int):
+    """The float32 operands of the last multiplication of x ** y as JAX lowers integer_pow (see
+    integer_pow_f32), or None (y < 2: no multiplication, or a division)."""
+    if y < 2:
+        return None
+    x = np.asarray(x, np.float32)
+    acc, acc_factors, x_factors, n = None, None, None, y
+    with np.errstate(all="ignore"):
+        while n:
+            if n & 1:
+                if acc is None:
+                    acc, acc_factors = x, x_factors
+                else:
+                    acc, acc_factors = acc * x, (acc, x)
+            n >>= 1
+            if n:
+                x, x_factors = x * x, (x, x)
+    return acc_factors
+
+
 def integer_pow_f32(x, y: int):
     """x ** y in float32 as JAX lowers integer_pow (jax/_src/lax/lax.py _integer_pow: binary
     powering, acc * x for each set bit, x * x per step; 1 / that for y < 0), each product rounded."""
@@ -235,6 +262,7 @@ class _Replay:
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
         self.max_writers = 1                  # most updates a scatter wrote to one element
+        self._products: dict = {}             # fma: a float32 product's bits -> its operands
 
     def step(self, ctx, rule, invals, params):
         eqn = ctx.eqn
@@ -296,6 +324,8 @@ class _Replay:
             out = as_outputs(ctx, rule(ctx, *invals, **params))
         if v.flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
+        if v.fma:
+            self._note_product(eqn, invals, out[0])
         return out
 
     def _moved_under_daz(self, ctx, rule, invals, params):
@@ -367,10 +397,10 @@ class _Replay:
             return None
         order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
         for i in order:
-            m = self._from(eqn.invars[i], "mul")
-            if m is None or np.dtype(m.outvars[0].aval.dtype) != np.float32:
+            factors = self._product_factors(eqn.invars[i], invals[i])
+            if factors is None:
                 continue
-            a, b = (np.asarray(x, np.float64) for x in self._operands[id(m)])
+            a, b = (np.asarray(x, np.float64) for x in factors)
             c = np.asarray(invals[1 - i], np.float64)
             with np.errstate(all="ignore"):
                 prod = a * b  # exact: 48 significant bits fit in a double
@@ -378,6 +408,34 @@ class _Replay:
                     prod, c = (prod, -c) if i == 0 else (-prod, c)
                 return [fma_round_f32(prod, c)]
         return None
+
+    def _product_factors(self, atom, value):
+        """The float32 operands (a, b) of the multiplication whose rounded product is ``atom``: a
+        ``mul``, a ``square``, the last multiplication of an ``integer_pow`` (y >= 2), or, where
+        the value reached the add another way (a loop carry XLA hoisted out of its loop), a product
+        computed earlier with exactly these bits. None if there is none."""
+        for name in ("mul", "square", "integer_pow"):
+            m = self._from(atom, name)
+            if m is None or np.dtype(m.outvars[0].aval.dtype) != np.float32:
+                continue
+            ops = self._operands[id(m)]
+            if name == "mul":
+                return ops
+            if name == "square":
+                return ops[0], ops[0]
+            return integer_pow_last_factors(ops[0], m.params["y"])
+        return self._products.get(_value_key(value))
+
+    def _note_product(self, eqn, invals, out) -> None:
+        """Remember a float32 product's operands by the product's bits (see _product_factors)."""
+        name = eqn.primitive.name
+        if name not in ("mul", "square", "integer_pow") or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
+            return
+        factors = (invals[0], invals[1]) if name == "mul" else (invals[0], invals[0]) if name == "square" else \
+            integer_pow_last_factors(invals[0], eqn.params["y"])
+        key = _value_key(out)
+        if factors is not None and key is not None:
+            self._products[key] = tuple(np.broadcast_to(np.asarray(f), np.shape(out)) for f in factors)
 
     def _excess(self, eqn, invals):
         name = eqn.primitive.name

@@ -208,10 +208,11 @@ def eqn_function(eqn):
     return fn
 
 
-def eqn_operands(eqn, read) -> list:
-    """The equation's non-literal operands, ``read(var)`` each."""
+def non_literal(eqn, invals) -> list:
+    """The operands of ``eqn`` that are not literals (what :func:`eqn_function` takes), from all
+    of them as an evaluator hands them to a rule."""
     import jax.extend.core as jcore
-    return [read(a) for a in eqn.invars if not isinstance(a, jcore.Literal)]
+    return [v for a, v in zip(eqn.invars, invals) if not isinstance(a, jcore.Literal)]
 
 
 def _config() -> tuple:
@@ -403,11 +404,12 @@ def _hybrid_watcher(judge: _OpJudge):
                     # excess precision: the backend computes the operation in float32 on the
                     # float32 values its narrow operands were not rounded from
                     wide = [np.asarray(self.shadow.get(a, x), np.float32) for a, x in zip(eqn.invars, invals)]
+                    wide = non_literal(eqn, wide)
                     out = judge(wide_eqn, wide, reference_eqn(wide_eqn, wide, judge.platform))[0]
                     self.shadow[eqn.outvars[0]] = out
                     return [np.asarray(out).astype(eqn.outvars[0].aval.dtype)]
             ref = super().eval_eqn(ctx, rule, invals, params)
-            return judge(eqn, invals, [np.asarray(r) for r in ref])
+            return judge(eqn, non_literal(eqn, invals), [np.asarray(r) for r in ref])
     return Hybrid
 
 
@@ -506,10 +508,28 @@ def _has_inexact(closed) -> bool:
 # Level 3: localisation on the backend's own intermediate values
 # --------------------------------------------------------------------------------------------
 def _intermediates_fn(closed):
-    """f(*inputs) -> (every comparable value of every top-level equation (calls inlined))."""
+    """(f, layout): f(*inputs) -> every comparable value of every top-level equation (calls
+    entered), and layout: id(equation) -> the positions of its outputs among them (None where an
+    output is not comparable: refs, keys)."""
+    from conformance.observe import CALLS, call_body
     from conformance.replay import comparable, walk_inlining_calls
     from interp.evaluator import split_jaxpr
     jaxpr, consts = split_jaxpr(closed)
+    layout: dict = {}
+    count = [0]
+
+    def plan(j):
+        for eqn in j.eqns:
+            sub = call_body(eqn) if eqn.primitive.name in CALLS else None
+            if sub is not None:
+                plan(split_jaxpr(sub)[0])
+                continue
+            pos = []
+            for ov in eqn.outvars:
+                pos.append(count[0] if comparable(ov.aval) else None)
+                count[0] += comparable(ov.aval)
+            layout[id(eqn)] = pos
+    plan(jaxpr)
 
     def f(*args):
         rec: list = []
@@ -521,53 +541,80 @@ def _intermediates_fn(closed):
             return outs
         walk_inlining_calls(jaxpr, consts, args, eval_eqn, lambda lit: lit.val)
         return tuple(rec)
-    return f
+    return f, layout
+
+
+def _arrays_only(vals) -> bool:
+    return all(isinstance(v, (np.ndarray, np.generic)) for v in vals)
+
+
+def _localizer(got: list, layout: dict, runner, platform: str, found: dict):
+    """A replay watcher (conformance/observe.py) that hands every top-level equation (calls entered)
+    the backend's recorded values in place of the reference's, after judging them on the operands
+    the backend itself had: the first that fails is stored in ``found``."""
+    from conformance.observe import as_outputs
+    from conformance.replay import _Replay, eqn_text
+
+    class Localizer(_Replay):
+        count = 0
+
+        def step(self, ctx, rule, invals, params):
+            eqn = ctx.eqn
+            top = self.record_eqns is not None and id(eqn) in self.record_eqns
+            result = super().step(ctx, rule, invals, params)
+            if not top:
+                return result
+            ref = as_outputs(ctx, result)
+            pos = layout.get(id(eqn)) or [None] * len(ref)
+            outs = [r if q is None else np.asarray(got[q]) for q, r in zip(pos, ref)]
+            k, Localizer.count = Localizer.count, Localizer.count + 1
+            if not found and any(q is not None for q in pos):
+                ref_arrays = [np.asarray(r) for r in ref]
+                operands = non_literal(eqn, invals)
+                if _arrays_only(operands):
+                    ok, rec, _ = judge_eqn(eqn, operands, outs, runner, platform,
+                                           reference=None if _has_jaxprs(eqn) else ref_arrays)
+                else:       # state: an access to a ref moves bits, judged exactly
+                    ok = all(_same_bits(r, o) for r, o in zip(ref_arrays, outs))
+                    rec = {"modes": ["EXACT"], "detail": "a ref access (exact)"}
+                if not ok:
+                    failing = next((i for i, (r, o) in enumerate(zip(ref_arrays, outs)) if not _same_bits(r, o)), 0)
+                    found.update(index=k, primitive=eqn.primitive.name, eqn=eqn_text(eqn),
+                                 dtype=str(getattr(eqn.outvars[failing].aval, "dtype", "")),
+                                 mode=(rec.get("modes") or [None])[0], max_ulp=rec.get("max_ulp"),
+                                 first_mismatch=rec.get("first_mismatch"),
+                                 symptom=symptom(ref_arrays[failing], outs[failing]),
+                                 operands=[_brief(v) for v in invals if isinstance(v, (np.ndarray, np.generic))],
+                                 detail=rec.get("detail"))
+            return outs if eqn.primitive.multiple_results else outs[0]
+    return Localizer
+
+
+def _has_jaxprs(eqn) -> bool:
+    from conformance.observe import holds_jaxprs
+    return holds_jaxprs(eqn)
 
 
 def localize(fn, inputs, outs, runner, platform: str = "cpu") -> dict:
     """The first equation whose backend value (in a compile of the program that keeps every
     intermediate value) fails its judgement on the backend's own operands; or, where none does, a
-    note that the difference comes from how the whole program is compiled."""
+    note saying whether that compile's outputs are the program's (then every equation complies:
+    the program is explained) or not (the difference comes from how the whole program is compiled).
+
+    The reference evaluates the program (refs and all) with each top-level equation's value
+    replaced by the backend's recorded one once it has been judged."""
     import jax
 
-    from conformance.replay import comparable, eqn_text, walk_inlining_calls
-    from interp.evaluator import split_jaxpr
+    from conformance.replay import reference_replay
     closed = jax.make_jaxpr(fn)(*inputs)
-    case = Case(id="fuzz-intermediates", fn=_intermediates_fn(closed), inputs=lambda rng: [],
+    fn_all, layout = _intermediates_fn(closed)
+    case = Case(id="fuzz-intermediates", fn=fn_all, inputs=lambda rng: [],
                 x64=bool(jax.config.jax_enable_x64), jax_config=_config())
-    got = iter(np.asarray(v) for v in runner.run(case, list(inputs)))
+    got = list(runner.run(case, list(inputs)))
     found: dict = {}
-    k = [0]
-
-    def eval_eqn(eqn, invals):
-        invals = [np.asarray(v) for v in invals]
-        ref = None
-        outs = []
-        for ov in eqn.outvars:
-            if comparable(ov.aval):
-                outs.append(next(got))
-            else:
-                outs.append(None)
-        if any(o is None for o in outs):        # keys and the like: the reference's (exact) values
-            ref = reference_eqn(eqn, invals, platform)
-            outs = [r if o is None else o for o, r in zip(outs, ref)]
-        if not found:
-            ok, rec, ref = judge_eqn(eqn, invals, outs, runner, platform, reference=ref)
-            if not ok:
-                failing = next((i for i, (r, o) in enumerate(zip(ref, outs))
-                                if np.asarray(r).tobytes() != np.asarray(o).tobytes()), 0)
-                found.update(index=k[0], primitive=eqn.primitive.name, eqn=eqn_text(eqn),
-                             dtype=str(getattr(eqn.outvars[failing].aval, "dtype", "")),
-                             mode=(rec.get("modes") or [None])[0], max_ulp=rec.get("max_ulp"),
-                             first_mismatch=rec.get("first_mismatch"),
-                             symptom=symptom(ref[failing], outs[failing]),
-                             operands=[_brief(v) for v in invals], detail=rec.get("detail"))
-        k[0] += 1
-        return outs
-
-    jaxpr, consts = split_jaxpr(closed)
     with np.errstate(all="ignore"):
-        finals = walk_inlining_calls(jaxpr, consts, list(inputs), eval_eqn, lambda lit: np.asarray(lit.val))
+        finals = reference_replay(closed, list(inputs), record=True,
+                                  watcher=_localizer(got, layout, runner, platform, found))[0]
     if found:
         return found
     same = all(_same_bits(a, b) for a, b in zip(finals, outs))

@@ -58,7 +58,7 @@ if __name__ == "__main__":
 
 
 def _array_source(x) -> str:
-    x = np.ascontiguousarray(np.asarray(x))
+    x = np.array(x, copy=True, order="C")      # (np.ascontiguousarray makes a 0-d array 1-d)
     raw = x.reshape(-1).view(D.storage_uint(x.dtype)).astype(D.storage_uint(x.dtype).newbyteorder("<")).tobytes()
     return f"_array({raw.hex()!r}, {dt(x.dtype.name)}, {tuple(x.shape)!r})"
 

@@ -1,5 +1,6 @@
 """The ``control_flow`` family: lax programs with ``fori_loop``, ``scan``, ``while_loop``, ``switch``
-and ``cond`` whose bodies are lax programs themselves (nested up to two levels).
+and ``cond`` whose bodies are lax programs themselves (nested up to two levels), made of
+operations defined bit for bit (see LaxBuilder.exact_only).
 
 Loops run a static number of times (a ``while`` counts to a bound it carries); a ``switch`` index
 is an input drawn past both ends (``lax.switch`` clamps it: defined); every branch of a
@@ -25,7 +26,7 @@ def _operands(b: LaxBuilder, most: int, ok=lambda t: True) -> list[int]:
 
 def _sub(b: LaxBuilder, types: list[Type], defined, depth: int) -> LaxBuilder:
     """A block over ``types`` with a few operations (control flow again below MAX_DEPTH)."""
-    sub = LaxBuilder(b.c, b.x64, types, can_add_inputs=False, defined=defined)
+    sub = LaxBuilder(b.c, b.x64, types, can_add_inputs=False, defined=defined, exact_only=True)
     ops = SIMPLE_OPS + ([(lambda s: control_op(s, depth + 1), 1)] if depth + 1 < MAX_DEPTH else [])
     body(sub, b.c.between(0, 4), ops)
     return sub
@@ -88,7 +89,7 @@ def op_while(b: LaxBuilder, depth: int) -> None:
     start = b.c.between(-1, 2)
     counter = b.emit1("constant", [], Type("int32", ()), value=start, dtype="int32", shape=())
     # cond: counter < limit
-    cond = LaxBuilder(b.c, b.x64, types, can_add_inputs=False)
+    cond = LaxBuilder(b.c, b.x64, types, can_add_inputs=False, exact_only=True)
     lim = cond.emit1("constant", [], Type("int32", ()), value=limit, dtype="int32", shape=())
     pred = cond.emit1("binary", [cond.params[0], lim], Type(BOOL, ()), fn="lt")
     sub = _sub(b, types, list(range(len(types))), depth)

@@ -47,6 +47,9 @@ INT_BINARY = ("add", "sub", "mul", "div", "rem", "max", "min", "bitwise_and", "b
 BOOL_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "max", "min")
 # The arithmetic most programs are made of: first and most often.
 FLOAT_BINARY_WEIGHTS = [(f, {"add": 4, "mul": 4, "sub": 3, "div": 2, "max": 2, "min": 2}.get(f, 1)) for f in FLOAT_BINARY]
+# Float operations defined bit for bit (IEEE-exact or data movement): loop bodies use only these.
+EXACT_FLOAT_UNARY = [(f, 1) for f in ("neg", "abs", "sign", "floor", "ceil", "sqrt", "square", "is_finite")]
+EXACT_FLOAT_BINARY = ("add", "sub", "mul", "div", "max", "min", "rem", "nextafter")
 # The functions models are mostly made of, more often than the special functions.
 FLOAT_UNARY_WEIGHTS = [(f, {"exp": 4, "log": 3, "tanh": 3, "logistic": 2, "sqrt": 2, "rsqrt": 2, "neg": 2,
                             "abs": 2}.get(f, 1)) for f in FLOAT_UNARY]
@@ -80,9 +83,14 @@ class LaxBuilder(Builder):
     """A builder that knows the program's dtypes (64-bit ones only under x64) and which values'
     bits are defined (see the module docstring)."""
 
-    def __init__(self, c: Choices, x64: bool, params_=None, can_add_inputs=True, defined=None):
+    def __init__(self, c: Choices, x64: bool, params_=None, can_add_inputs=True, defined=None,
+                 exact_only: bool = False):
         super().__init__(c, params_, can_add_inputs)
         self.x64 = x64
+        # Loop bodies use only operations defined bit for bit: the oracle judges a loop at its
+        # boundary, and XLA:CPU may compute an inexact operation (atan) inside a loop other than it
+        # does alone (1 ulp, within its budget), which nothing outside the loop can tell apart.
+        self.exact_only = exact_only
         self.defined: set[int] = set(self.params if defined is None else defined)
 
     def ok_dtype(self, d: str) -> bool:
@@ -156,7 +164,7 @@ def op_unary(b: LaxBuilder) -> None:
     if is_float(t.dtype):
         kind = b.c.weighted([("fn", 12), ("round", 1), ("integer_pow", 2), ("reduce_precision", 1)])
         if kind == "fn":
-            fn = b.c.weighted(FLOAT_UNARY_WEIGHTS)
+            fn = b.c.weighted(EXACT_FLOAT_UNARY if b.exact_only else FLOAT_UNARY_WEIGHTS)
             b.emit1("unary", [x], t.with_dtype("bool") if fn == "is_finite" else t, fn=fn)
         elif kind == "round":
             b.emit1("round", [x], t, method=b.c.choice(("AWAY_FROM_ZERO", "TO_NEAREST_EVEN")))
@@ -199,7 +207,7 @@ def op_binary(b: LaxBuilder) -> None:
     if y is None:
         return
     if is_float(t.dtype):
-        fn = b.c.weighted(FLOAT_BINARY_WEIGHTS)
+        fn = b.c.weighted([(f, w) for f, w in FLOAT_BINARY_WEIGHTS if not b.exact_only or f in EXACT_FLOAT_BINARY])
     elif is_int(t.dtype):
         fn = b.c.weighted(INT_BINARY_WEIGHTS)
     else:
@@ -259,7 +267,7 @@ def op_idiom(b: LaxBuilder) -> None:
              ("convert_back", 3), ("slice_of_concat", 1), ("pad_then_slice", 1), ("select_same", 1),
              ("self_binary", 2), ("broadcast_reduce", 2)]
     if fl:
-        kinds += [("log_exp", 2), ("sqrt_square", 2), ("mul_div", 1), ("mul_zero", 1)]
+        kinds += [("sqrt_square", 2), ("mul_div", 1), ("mul_zero", 1)] + ([] if b.exact_only else [("log_exp", 2)])
     kind = b.c.weighted(kinds)
     if kind == "mul_one" and t.dtype != BOOL:
         fn = b.c.choice(("mul", "div"))

@@ -83,7 +83,7 @@ def op_loop(b: LaxBuilder, refs: list[int]) -> None:
     captured = [r for r in refs if b.c.below(2) == 0] or [refs[0]]
     n = b.c.between(0, 4)
     sub = LaxBuilder(b.c, b.x64, [b.counter_type(), ct] + [b.types[r] for r in captured], can_add_inputs=False,
-                     defined=[0, 1])
+                     defined=[0, 1], exact_only=True)
     inner = [sub.params[2 + i] for i in range(len(captured))]
     for _ in range(b.c.between(1, 4)):
         if b.c.below(2) == 0:
