@@ -67,6 +67,9 @@ class Variant:
 
 
 DOTS = ("dot_general", "conv_general_dilated")
+# Primitives whose jaxpr parameter is a combiner their rule applies itself (no nested equation is
+# evaluated, hence observed): the replay transforms them as one equation.
+COMBINERS = ("scatter", "scatter-add", "scatter_add", "scatter-sub", "scatter-mul", "scatter-min", "scatter-max")
 TF32_BITS = 10                      # explicit mantissa bits of TF32 (11 significant bits)
 PACKED_EXPONENT_BITS, PACKED_MANTISSA_BITS = 11, 20
 
@@ -274,7 +277,7 @@ class _Replay:
                 self.alias[iv] = a
                 if not isinstance(a, jcore.Literal) and a in self.shadow:
                     self.shadow[iv] = self.shadow[a]
-        if holds_jaxprs(eqn):
+        if holds_jaxprs(eqn) and ctx.name not in COMBINERS:
             # Calls and control flow are transparent: the equations inside are observed one by
             # one (flushing at the boundary would flush values the program only moves).
             outs = as_outputs(ctx, rule(ctx, *invals, **params))

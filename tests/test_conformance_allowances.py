@@ -360,6 +360,20 @@ def test_flush_replay_moves_values_unflushed_through_calls():
         assert sorted(out.view(np.uint16).ravel().tolist()) == sorted(x.view(np.uint16).ravel().tolist())
 
 
+def test_flush_replay_reaches_scatter_combiners():
+    # A scatter's update_jaxpr is a combiner its rule applies itself (nothing nested is evaluated):
+    # the flush replay flushes the scatter as one equation. XLA:CPU (JAX 0.10.2, found by the program
+    # fuzzer) returns -0 for min(-2^-133, 0.0016) in a bfloat16 scatter-min.
+    import ml_dtypes
+    s = -(2.0 ** -133)
+    x = np.array([0.0, s, 0.0], ml_dtypes.bfloat16)
+    u = np.array([0.0015564], ml_dtypes.bfloat16)
+    closed = jax.make_jaxpr(lambda x, i, u: x.at[i].min(u))(x, np.array([1], np.int32), u)
+    assert any(e.primitive.name == "scatter-min" for e in closed.jaxpr.eqns)
+    out = reference_replay(closed, [x, np.array([1], np.int32), u], Variant(flush=True))[0][0]
+    assert out.view(np.uint16).tolist() == [0, 0x8000, 0]
+
+
 def test_matmul_precision_widens_abs_rel_only_where_the_case_gives_its_matmul_sensitivity():
     """TF32 widens an ABS_REL mode by (2u + u^2) x the case's matmul sensitivity (u = 2^-11), and only
     a mode that says the case gives one (dot_sensitivity); by hand at one element of sensitivity 1."""

@@ -242,7 +242,17 @@ def _ref_swap(op: Op, args, outs):
     return [f"{outs[0]} = jax.ref.swap({args[0]}, {_ref_index(op.p, args, 2, False)}, {args[1]})"]
 
 
+def _safe_divisor(p, a):
+    x, y = a
+    bad = f"lax.eq({y}, lax.full_like({y}, 0))"
+    if p["signed"]:
+        bad = (f"lax.bitwise_or({bad}, lax.bitwise_and(lax.eq({x}, lax.full_like({x}, jnp.iinfo({x}.dtype).min)), "
+               f"lax.eq({y}, lax.full_like({y}, -1))))")
+    return f"lax.select({bad}, lax.full_like({y}, 1), {y})"
+
+
 RENDER: dict[str, Callable] = {
+    "safe_divisor": _one(_safe_divisor),
     "unary": _one(_unary),
     "binary": _one(_binary),
     "round": _one(_round),

@@ -185,21 +185,17 @@ _EQN_FUNCTIONS: dict = {}
 
 
 def eqn_function(eqn):
-    """``f(*operands)`` binding the equation (its literals kept), one function per equation
-    signature so that jit caches compile each distinct equation once."""
-    import jax.extend.core as jcore
+    """``f(*operands)`` binding the equation, every operand (its literals too) an argument, so that
+    a one-equation judgement sees all of them (a divisor a known divergence models); one function
+    per equation signature, so that jit caches compile each distinct equation once."""
     key = _signature(eqn)
     fn = _EQN_FUNCTIONS.get(key)
     if fn is None:
         prim = eqn.primitive
         params = prim.get_bind_params(eqn.params)
-        slots = [None if isinstance(a, jcore.Literal) else k for k, a in enumerate(eqn.invars)]
-        lits = [a.val if isinstance(a, jcore.Literal) else None for a in eqn.invars]
 
         def fn(*vals):
-            it = iter(vals)
-            args = [next(it) if s is not None else lit for s, lit in zip(slots, lits)]
-            out = prim.bind(*args, **params)
+            out = prim.bind(*vals, **params)
             return tuple(out) if prim.multiple_results else (out,)
         fn.__name__ = f"eqn_{prim.name.replace('-', '_')}"
         if len(_EQN_FUNCTIONS) > 4096:
@@ -208,11 +204,11 @@ def eqn_function(eqn):
     return fn
 
 
-def non_literal(eqn, invals) -> list:
-    """The operands of ``eqn`` that are not literals (what :func:`eqn_function` takes), from all
-    of them as an evaluator hands them to a rule."""
+def operands(eqn, invals) -> list:
+    """The equation's operands as :func:`eqn_function` takes them: literals as arrays of their
+    avals' dtypes."""
     import jax.extend.core as jcore
-    return [v for a, v in zip(eqn.invars, invals) if not isinstance(a, jcore.Literal)]
+    return [np.asarray(v, a.aval.dtype) if isinstance(a, jcore.Literal) else v for a, v in zip(eqn.invars, invals)]
 
 
 def _config() -> tuple:
@@ -339,12 +335,37 @@ def _one_eqn_program(eqn):
 # --------------------------------------------------------------------------------------------
 # Level 2: the reference with the backend's inexact operations
 # --------------------------------------------------------------------------------------------
+class Explanations:
+    """How the equations judged on their own were explained: counts per (primitive, allowance or
+    known divergence or "budget"), and the known divergences themselves."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.divergences: dict[str, dict] = {}
+
+    def note(self, eqn, rec: dict) -> None:
+        div = rec.get("known_divergence")
+        if div:
+            self.divergences.setdefault(div["id"], div)
+        why = rec.get("allowance") or (div or {}).get("id") or "budget"
+        key = f"{eqn.primitive.name}:{why}"
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def apply(self, rec: dict) -> None:
+        """A record explained with these: a known divergence where one was needed."""
+        rec["explained_operations"] = self.counts
+        if self.divergences:
+            first = next(iter(self.divergences.values()))
+            rec.update(outcome=KNOWN_DIVERGENCE, known_divergence=first,
+                       known_divergences=sorted(self.divergences))
+
+
 class _OpJudge:
     """Evaluates and judges the inexact operations of a hybrid replay (see the module docstring)."""
 
     def __init__(self, runner, platform: str):
         self.runner, self.platform = runner, platform
-        self.explained: dict[str, int] = {}      # how substituted operations were explained
+        self.explained = Explanations()           # how substituted operations were explained
         self._cache: dict = {}
 
     def backend(self, eqn, invals) -> list[np.ndarray]:
@@ -364,9 +385,7 @@ class _OpJudge:
         ok, rec, _ = judge_eqn(eqn, invals, outs, self.runner, self.platform, reference=reference)
         if not ok:
             raise Culprit(eqn, list(invals), list(reference), outs, rec)
-        why = rec.get("allowance") or (rec.get("known_divergence") or {}).get("id") or "budget"
-        key = f"{eqn.primitive.name}:{why}"
-        self.explained[key] = self.explained.get(key, 0) + 1
+        self.explained.note(eqn, rec)
         return outs
 
 
@@ -404,12 +423,11 @@ def _hybrid_watcher(judge: _OpJudge):
                     # excess precision: the backend computes the operation in float32 on the
                     # float32 values its narrow operands were not rounded from
                     wide = [np.asarray(self.shadow.get(a, x), np.float32) for a, x in zip(eqn.invars, invals)]
-                    wide = non_literal(eqn, wide)
                     out = judge(wide_eqn, wide, reference_eqn(wide_eqn, wide, judge.platform))[0]
                     self.shadow[eqn.outvars[0]] = out
                     return [np.asarray(out).astype(eqn.outvars[0].aval.dtype)]
             ref = super().eval_eqn(ctx, rule, invals, params)
-            return judge(eqn, non_literal(eqn, invals), [np.asarray(r) for r in ref])
+            return judge(eqn, operands(eqn, invals), [np.asarray(r) for r in ref])
     return Hybrid
 
 
@@ -486,7 +504,8 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
         rec["detail"] = ("the backend's inexact operations each comply on their own, but the program's "
                          "outputs do not follow from them: " + str(rec.get("detail")))
         return ProgramVerdict(False, rec, reference)
-    rec.update(outcome=PASS_ALLOWANCE, allowance=name, explained_operations=judge.explained)
+    rec.update(outcome=PASS_ALLOWANCE, allowance=name)
+    judge.explained.apply(rec)
     return ProgramVerdict(True, rec, reference)
 
 
@@ -548,7 +567,7 @@ def _arrays_only(vals) -> bool:
     return all(isinstance(v, (np.ndarray, np.generic)) for v in vals)
 
 
-def _localizer(got: list, layout: dict, runner, platform: str, found: dict):
+def _localizer(got: list, layout: dict, runner, platform: str, found: dict, explained: Explanations):
     """A replay watcher (conformance/observe.py) that hands every top-level equation (calls entered)
     the backend's recorded values in place of the reference's, after judging them on the operands
     the backend itself had: the first that fails is stored in ``found``."""
@@ -570,13 +589,17 @@ def _localizer(got: list, layout: dict, runner, platform: str, found: dict):
             k, Localizer.count = Localizer.count, Localizer.count + 1
             if not found and any(q is not None for q in pos):
                 ref_arrays = [np.asarray(r) for r in ref]
-                operands = non_literal(eqn, invals)
-                if _arrays_only(operands):
-                    ok, rec, _ = judge_eqn(eqn, operands, outs, runner, platform,
+                ops = operands(eqn, invals)
+                if _arrays_only(ops):
+                    ok, rec, _ = judge_eqn(eqn, ops, outs, runner, platform,
                                            reference=None if _has_jaxprs(eqn) else ref_arrays)
                 else:       # state: an access to a ref moves bits, judged exactly
                     ok = all(_same_bits(r, o) for r, o in zip(ref_arrays, outs))
                     rec = {"modes": ["EXACT"], "detail": "a ref access (exact)"}
+                if ok:
+                    explained.note(eqn, rec)
+                else:
+                    ok = self._wider_allowance(eqn, invals, outs)
                 if not ok:
                     failing = next((i for i, (r, o) in enumerate(zip(ref_arrays, outs)) if not _same_bits(r, o)), 0)
                     found.update(index=k, primitive=eqn.primitive.name, eqn=eqn_text(eqn),
@@ -586,8 +609,49 @@ def _localizer(got: list, layout: dict, runner, platform: str, found: dict):
                                  symptom=symptom(ref_arrays[failing], outs[failing]),
                                  operands=[_brief(v) for v in invals if isinstance(v, (np.ndarray, np.generic))],
                                  detail=rec.get("detail"))
+            if eqn.primitive.name in ("mul", "square", "integer_pow"):
+                self._note_product(eqn, list(invals), np.asarray(outs[0]))
+            self._operands[id(eqn)] = list(invals)
             return outs if eqn.primitive.multiple_results else outs[0]
+
+        def _wider_allowance(self, eqn, invals, outs) -> bool:
+            """The runner's allowances that span two equations, on the backend's own operands:
+            every element of the equation is its own value, or (fma-contraction) the FMA of a
+            float32 product feeding an add/sub with the other operand, or (algebraic-rewrite)
+            log(exp(x)) = x, sqrt(x * x) = |x|."""
+            from conformance.replay import fma_round_f32
+            from spec import allowances as A
+            name = eqn.primitive.name
+            allowed = {a.name for a in A.for_runner(judged_as(runner))}
+            if len(outs) != 1 or name not in ("add", "sub", "log", "sqrt"):
+                return False
+            out = np.asarray(outs[0])
+            plain = np.asarray(reference_eqn(eqn, operands(eqn, invals), platform)[0])
+            ok = _same_elements(plain, out)
+            if name in ("log", "sqrt"):
+                rewritten = self._rewrite(eqn, list(invals)) if "algebraic-rewrite" in allowed else None
+                return rewritten is not None and bool((ok | _same_elements(rewritten[0], out)).all())
+            if np.dtype(eqn.outvars[0].aval.dtype) != np.float32 or "fma-contraction" not in allowed:
+                return False
+            for i in (0, 1):
+                factors = self._product_factors(eqn.invars[i], invals[i])
+                if factors is None:
+                    continue
+                a, b = (np.asarray(x, np.float64) for x in factors)
+                c = np.asarray(invals[1 - i], np.float64)
+                with np.errstate(all="ignore"):
+                    prod = a * b
+                    if name == "sub":
+                        prod, c = (prod, -c) if i == 0 else (-prod, c)
+                    ok = ok | _same_elements(np.broadcast_to(fma_round_f32(prod, c), out.shape), out)
+            return bool(ok.all())
     return Localizer
+
+
+def _same_elements(a, b) -> np.ndarray:
+    from conformance.values import bits, normalize_nans
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    return bits(normalize_nans(a)) == bits(normalize_nans(b))
 
 
 def _has_jaxprs(eqn) -> bool:
@@ -612,13 +676,14 @@ def localize(fn, inputs, outs, runner, platform: str = "cpu") -> dict:
                 x64=bool(jax.config.jax_enable_x64), jax_config=_config())
     got = list(runner.run(case, list(inputs)))
     found: dict = {}
+    explained = Explanations()
     with np.errstate(all="ignore"):
         finals = reference_replay(closed, list(inputs), record=True,
-                                  watcher=_localizer(got, layout, runner, platform, found))[0]
+                                  watcher=_localizer(got, layout, runner, platform, found, explained))[0]
     if found:
         return found
     same = all(_same_bits(a, b) for a, b in zip(finals, outs))
-    return {"index": None, "symptom": "fused", "same_outputs": same,
+    return {"index": None, "symptom": "fused", "same_outputs": same, "explained": explained,
             "note": "every equation complies on the backend's own operands when the program keeps its "
                     "intermediate values" + (", and that compile gives the program's outputs" if same else
                                              ", but that compile's outputs differ from the program's: the "
@@ -701,7 +766,9 @@ def judge(fn, inputs, reference, runner, platform: str = "cpu", *, localise: boo
             rec.pop("backend_outputs")
             rec.update(outcome=PASS_ALLOWANCE, allowance=PER_OPERATION + "(intermediates)",
                        duration_s=round(time.perf_counter() - t0, 6))
+            where["explained"].apply(rec)
             return rec
+        where.pop("explained", None)
     else:
         where = {"index": None}
     if where.get("primitive") is None:

@@ -25,7 +25,7 @@ def _same(a, b):
     """Elementwise: the same bits, or both NaN (NaN payloads are not compared)."""
     def parts(x):
         x = np.asarray(x)
-        raw = x.view(np.uint8).reshape(x.shape + (x.dtype.itemsize,))
+        raw = np.array(x).reshape(-1).view(np.uint8).reshape(x.shape + (x.dtype.itemsize,))
         try:
             wide = x.astype(np.complex128)
             nan = np.isnan(wide.real) | np.isnan(wide.imag)

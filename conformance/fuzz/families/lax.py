@@ -12,7 +12,9 @@ new inputs. Everything is well typed and defined by construction:
 - sorts of several operands are stable (the order of equal keys is otherwise unspecified);
 - float products of many terms (reduce_prod, cumprod, scatter_mul) are not generated: their
   overflow and underflow depend on the order, which XLA leaves unspecified;
-- select predicates are booleans (an out-of-range integer predicate is undefined).
+- select predicates are booleans (an out-of-range integer predicate is undefined);
+- an integer divisor that is 0, or -1 under INT_MIN, becomes 1 (the quotient and remainder are
+  implementation-defined there: lax.div and lax.rem).
 
 Transformations of the whole function: ``vmap`` (a leading batch dimension on every input) and
 ``grad`` (the vector-Jacobian product of the first output, for programs of differentiable
@@ -213,6 +215,10 @@ def op_binary(b: LaxBuilder) -> None:
     else:
         fn = b.c.choice(BOOL_BINARY)
     args = [x, y] if b.c.below(2) == 0 else [y, x]
+    if fn in ("div", "rem") and is_int(t.dtype):
+        # integer division by zero and INT_MIN / -1 give an implementation-defined value (lax.div,
+        # lax.rem docstrings): such divisors become 1
+        args[1] = b.emit1("safe_divisor", args, t, signed=t.dtype in SIGNED)
     b.emit1("binary", args, t, fn=fn)
 
 
