@@ -6,7 +6,7 @@ as ``jit`` are inlined, so jnp functions are seen equation by equation), optiona
 the way a backend is allowed to compute:
 
 - ``flush``: subnormal inputs and results of f32/bf16/f64 equations become signed zeros
-  (XLA:CPU runs with FTZ/DAZ set);
+  (XLA:CPU runs with FTZ/DAZ set), except where an equation only moves bits (MOVES_BITS);
 - ``fma``: ``add``/``sub`` of a float32 ``mul`` is computed as one fused multiply-add
   (LLVM contracts fmul+fadd on XLA:CPU/GPU); ``fma_operand`` picks which mul operand is fused;
 - ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
@@ -51,6 +51,12 @@ SHADOWED = (np.dtype(np.float16), D.bfloat16)
 # Primitives that compare values but only move them: under DAZ the comparison sees zeros, the
 # outputs keep the original bits.
 MOVES_VALUES = ("sort",)
+# Primitives that move bits or flip a sign bit without arithmetic: FTZ/DAZ does not touch them
+# (XLA:CPU, JAX 0.12.0.1: neg, abs, copysign, select, reshape of 2**-149 keep it; max, min, sign,
+# round and floor flush it).
+MOVES_BITS = ("neg", "abs", "copysign", "select_n", "reshape", "broadcast_in_dim", "transpose", "slice",
+              "concatenate", "pad", "gather", "dynamic_slice", "dynamic_update_slice", "rev", "squeeze",
+              "expand_dims", "copy", "copy_p", "get", "swap", "bitcast_convert_type", "scatter")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +141,43 @@ def flush_subnormals(x):
     return out
 
 
+def fma_f64(a, b, c) -> np.ndarray:
+    """a * b + c for float64 operands, rounded once (an FMA): the product split exactly into
+    p + e (Dekker's TwoProduct, Veltkamp splitting), then the three terms added exactly and
+    rounded once (math.fsum). Where the product or the sum is not finite, a * b + c."""
+    import math
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
+    with np.errstate(all="ignore"):
+        p = a * b
+        split = 134217729.0                      # 2**27 + 1
+        ah = a * split - (a * split - a)
+        bh = b * split - (b * split - b)
+        al, bl = a - ah, b - bh
+        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        plain = p + c
+    out = plain.copy()
+    for i in np.flatnonzero(np.isfinite(p) & np.isfinite(e) & np.isfinite(c) & np.isfinite(plain)):
+        j = np.unravel_index(i, out.shape) if out.shape else ()
+        try:
+            out[j] = math.fsum((float(p[j]), float(e[j]), float(c[j])))
+        except OverflowError:
+            pass
+    return out
+
+
+def nextafter_under_daz(x, y) -> np.ndarray:
+    """XLA:CPU's nextafter with subnormal operands read as zero where it compares them: when the
+    flushed operands are equal it returns y's own bits (nextafter(2**-149, -2**-149) = -2**-149);
+    otherwise the step from x's own bits, which is bit arithmetic and not flushed
+    (nextafter(2**-149, 1) = 2**-148). Measured on XLA:CPU, JAX 0.12.0.1."""
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    fx, fy = flush_subnormals(x), flush_subnormals(y)
+    with np.errstate(invalid="ignore"):
+        equal = fx.astype(np.float64) == fy.astype(np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(equal, y, np.nextafter(x, y)).astype(x.dtype)
+
+
 def fma_round_f32(p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """p + c correctly rounded to float32, for float64 ``p`` and ``c`` (one rounding: an FMA).
 
@@ -178,11 +221,11 @@ def _value_key(x):
 
 
 def integer_pow_last_factors(x, y: int):
-    """The float32 operands of the last multiplication of x ** y as JAX lowers integer_pow (see
-    integer_pow_f32), or None (y < 2: no multiplication, or a division)."""
+    """The operands (float32 or float64, as x) of the last multiplication of x ** y as JAX lowers
+    integer_pow (see integer_pow_f32), or None (y < 2: no multiplication, or a division)."""
     if y < 2:
         return None
-    x = np.asarray(x, np.float32)
+    x = np.asarray(x)
     acc, acc_factors, x_factors, n = None, None, None, y
     with np.errstate(all="ignore"):
         while n:
@@ -305,9 +348,12 @@ class _Replay:
         name = ctx.name
         if v.flush and name in MOVES_VALUES:
             return self._moved_under_daz(ctx, rule, invals, params)
+        if v.flush and name == "nextafter" and np.dtype(ctx.out_dtype) in FLUSHED:
+            return [nextafter_under_daz(*invals)]
         if v.minmax_daz and name in ("max", "min") and np.dtype(ctx.out_dtype) == D.bfloat16:
             return [minmax_compared_under_daz(name, *invals)]
-        if v.flush:
+        flush = v.flush and name not in MOVES_BITS
+        if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
         if v.tf32 and name in DOTS and _default_precision(params) and all(
                 np.dtype(getattr(a.aval, "dtype", None) or np.int8) == np.float32 for a in eqn.invars[:2]):
@@ -325,7 +371,7 @@ class _Replay:
             out = self._excess(eqn, invals)
         if out is None:
             out = as_outputs(ctx, rule(ctx, *invals, **params))
-        if v.flush:
+        if flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
         if v.fma:
             self._note_product(eqn, invals, out[0])
@@ -396,21 +442,36 @@ class _Replay:
                 for c in reversed(coeffs[:-1]):
                     acc = fma_round_f32(acc * x, c).astype(np.float64)   # f32 * f32 is exact in f64
             return [np.asarray(acc, np.float32).reshape(shape)]
-        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
+        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64):
             return None
         order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
         for i in order:
-            factors = self._product_factors(eqn.invars[i], invals[i])
-            if factors is None:
-                continue
-            a, b = (np.asarray(x, np.float64) for x in factors)
-            c = np.asarray(invals[1 - i], np.float64)
-            with np.errstate(all="ignore"):
-                prod = a * b  # exact: 48 significant bits fit in a double
-                if name == "sub":
-                    prod, c = (prod, -c) if i == 0 else (-prod, c)
-                return [fma_round_f32(prod, c)]
+            fused = self.fma_candidate(eqn, invals, i)
+            if fused is not None:
+                return [fused]
         return None
+
+    def fma_candidate(self, eqn, invals, i: int):
+        """A float32 add/sub with its operand ``i`` computed as one FMA of the product that
+        produced that operand (see _product_factors) and the other operand; None if operand ``i``
+        is no product."""
+        factors = self._product_factors(eqn.invars[i], invals[i])
+        if factors is None:
+            return None
+        if np.dtype(eqn.outvars[0].aval.dtype) == np.float64:
+            sign = -1.0 if eqn.primitive.name == "sub" else 1.0
+            a, b = factors
+            c = np.asarray(invals[1 - i], np.float64)
+            if eqn.primitive.name == "sub" and i == 1:       # c - a * b
+                return fma_f64(-np.asarray(a, np.float64), b, c)
+            return fma_f64(a, b, sign * c)
+        a, b = (np.asarray(x, np.float64) for x in factors)
+        c = np.asarray(invals[1 - i], np.float64)
+        with np.errstate(all="ignore"):
+            prod = a * b  # exact: 48 significant bits fit in a double
+            if eqn.primitive.name == "sub":
+                prod, c = (prod, -c) if i == 0 else (-prod, c)
+            return fma_round_f32(prod, c)
 
     def _product_factors(self, atom, value):
         """The float32 operands (a, b) of the multiplication whose rounded product is ``atom``: a
@@ -419,7 +480,7 @@ class _Replay:
         computed earlier with exactly these bits. None if there is none."""
         for name in ("mul", "square", "integer_pow"):
             m = self._from(atom, name)
-            if m is None or np.dtype(m.outvars[0].aval.dtype) != np.float32:
+            if m is None or np.dtype(m.outvars[0].aval.dtype) not in (np.float32, np.float64):
                 continue
             ops = self._operands[id(m)]
             if name == "mul":
@@ -432,7 +493,8 @@ class _Replay:
     def _note_product(self, eqn, invals, out) -> None:
         """Remember a float32 product's operands by the product's bits (see _product_factors)."""
         name = eqn.primitive.name
-        if name not in ("mul", "square", "integer_pow") or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
+        if name not in ("mul", "square", "integer_pow") or np.dtype(eqn.outvars[0].aval.dtype) not in (
+                np.float32, np.float64):
             return
         factors = (invals[0], invals[1]) if name == "mul" else (invals[0], invals[0]) if name == "square" else \
             integer_pow_last_factors(invals[0], eqn.params["y"])

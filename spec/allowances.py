@@ -90,9 +90,12 @@ ALLOWANCES: tuple[Allowance, ...] = (
     Allowance(
         "fma-contraction",
         CPU_RUNNERS + ("xla:cuda", "xla:rocm", "pallas:triton", "pallas:mosaic-gpu"),
-        "A float32 multiply feeding an add/sub is fused into one FMA (one rounding instead of two): "
-        "LLVM contracts fmul+fadd because XLA emits them with the 'contract' fast-math flag.",
-        ("openxla/xla#41579", "xla/service/cpu/cpu_options (xla_cpu_enable_fast_math, contraction)"),
+        "A float32 or float64 multiply (a mul, a square, the last product of an integer_pow) feeding an "
+        "add/sub is fused into one FMA (one rounding instead of two): LLVM contracts fmul+fadd because XLA "
+        "emits them with the 'contract' fast-math flag.",
+        ("openxla/xla#41579", "xla/service/cpu/cpu_options (xla_cpu_enable_fast_math, contraction)",
+         "XLA:CPU, JAX 0.12.0.1: jax.jit(lambda a, b, c: a * b + c) on 2000 float64 triples in [-3, 3]: 473 "
+         "differ from the twice-rounded value, none from the FMA (found by the program fuzzer)"),
         variant={"fma": True}),
     Allowance(
         "excess-precision",

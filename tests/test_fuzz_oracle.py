@@ -87,3 +87,19 @@ def test_backend_crash_is_a_bucketed_record():
     rec = _judge(lambda x: (lax.neg(x),), [_floats(8)], Crashing())
     assert rec["outcome"] == "crash"
     assert rec["bucket"] == "crash:?:RuntimeError:crashing:INTERNAL: something # broke"
+
+
+def test_intermediates_layout_counts_every_evaluation_of_a_shared_call():
+    # jax.jit(g) called twice shares one inner jaxpr: its equations are evaluated twice, and the
+    # localiser must take each evaluation's values in turn (the positions are per evaluation)
+    g = jax.jit(lambda a: (lax.mul(a, np.float32(3)), lax.neg(a)))
+    fn = lambda x, y: (lax.add(g(x)[0], g(y)[1]),)   # noqa: E731
+    x, y = _floats(8, seed=4), _floats(8, seed=5)
+    closed = jax.make_jaxpr(fn)(x, y)
+    f, layout = oracle._intermediates_fn(closed)
+    values = f(x, y)
+    positions = [q for evaluations in layout.values() for pos in evaluations for q in pos if q is not None]
+    assert sorted(positions) == list(range(len(values)))
+    mul = next(e for e in closed.jaxpr.eqns[0].params["jaxpr"].jaxpr.eqns if e.primitive.name == "mul")
+    first, second = layout[id(mul)]
+    assert np.array_equal(values[first[0]], x * np.float32(3)) and np.array_equal(values[second[0]], y * np.float32(3))

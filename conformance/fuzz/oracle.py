@@ -157,21 +157,8 @@ def abs_bound(eqn, invals) -> list[np.ndarray]:
                                    unique_indices=p["unique_indices"], mode=p["mode"])
     else:
         raise ValueError(f"no magnitude bound for {name}")
-    with jax.enable_x64(True) if hasattr(jax, "enable_x64") else _x64():
+    with jax.enable_x64(True):
         return [np.asarray(o) for o in jax.tree_util.tree_leaves(interp.interpret(f)(*a))]
-
-
-class _x64:
-    """jax_enable_x64 on, restored afterwards (for JAX versions without ``jax.enable_x64``)."""
-
-    def __enter__(self):
-        import jax
-        self.old = jax.config.jax_enable_x64
-        jax.config.update("jax_enable_x64", True)
-
-    def __exit__(self, *exc):
-        import jax
-        jax.config.update("jax_enable_x64", self.old)
 
 
 def _signature(eqn) -> tuple:
@@ -259,13 +246,11 @@ class Culprit(Exception):
     def describe(self) -> dict:
         from conformance.replay import eqn_text
         eqn = self.eqn
-        failing = next((i for i, m in enumerate(eqn_modes(eqn)) if not _complies(m, self.reference[i],
-                                                                                     self.backend[i], eqn,
-                                                                                     self.invals, i)), 0)
+        modes = eqn_modes(eqn)
+        failing = next((i for i, m in enumerate(modes) if not _complies(m, self.reference[i], self.backend[i], eqn,
+                                                                          self.invals, i)), 0)
         return {"primitive": eqn.primitive.name, "eqn": eqn_text(eqn),
-                "dtype": str(getattr(eqn.outvars[failing].aval, "dtype", "")),
-                "mode": (self.record.get("modes") or [None])[min(failing, len(self.record.get("modes") or [0]) - 1)]
-                if self.record.get("modes") else None,
+                "dtype": str(getattr(eqn.outvars[failing].aval, "dtype", "")), "mode": modes[failing].describe(),
                 "max_ulp": self.record.get("max_ulp"), "first_mismatch": self.record.get("first_mismatch"),
                 "symptom": symptom(self.reference[failing], self.backend[failing]),
                 "operands": [_brief(v) for v in self.invals]}
@@ -322,14 +307,14 @@ def judge_eqn(eqn, invals, outs, runner, platform: str = "cpu", reference=None):
     return rec["outcome"] in (PASS, PASS_ALLOWANCE, KNOWN_DIVERGENCE), rec, ref
 
 
-class _OneEqnProgram:
-    def __init__(self, eqn):
-        self.eqn = eqn
-        self.fn = eqn_function(eqn)
+@dataclasses.dataclass(frozen=True)
+class _Program:
+    """What explain_program judges: a function of the inputs."""
+    fn: object
 
 
-def _one_eqn_program(eqn):
-    return _OneEqnProgram(eqn)
+def _one_eqn_program(eqn) -> _Program:
+    return _Program(eqn_function(eqn))
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,7 +513,8 @@ def _has_inexact(closed) -> bool:
 # --------------------------------------------------------------------------------------------
 def _intermediates_fn(closed):
     """(f, layout): f(*inputs) -> every comparable value of every top-level equation (calls
-    entered), and layout: id(equation) -> the positions of its outputs among them (None where an
+    entered), and layout: id(equation) -> per evaluation of it (a function called twice has its
+    equations evaluated twice), in order, the positions of its outputs among them (None where an
     output is not comparable: refs, keys)."""
     from conformance.observe import CALLS, call_body
     from conformance.replay import comparable, walk_inlining_calls
@@ -547,7 +533,7 @@ def _intermediates_fn(closed):
             for ov in eqn.outvars:
                 pos.append(count[0] if comparable(ov.aval) else None)
                 count[0] += comparable(ov.aval)
-            layout[id(eqn)] = pos
+            layout.setdefault(id(eqn), []).append(pos)
     plan(jaxpr)
 
     def f(*args):
@@ -584,7 +570,8 @@ def _localizer(got: list, layout: dict, runner, platform: str, found: dict, expl
             if not top:
                 return result
             ref = as_outputs(ctx, result)
-            pos = layout.get(id(eqn)) or [None] * len(ref)
+            pending = layout.get(id(eqn))
+            pos = pending.pop(0) if pending else [None] * len(ref)
             outs = [r if q is None else np.asarray(got[q]) for q, r in zip(pos, ref)]
             k, Localizer.count = Localizer.count, Localizer.count + 1
             if not found and any(q is not None for q in pos):
@@ -617,9 +604,8 @@ def _localizer(got: list, layout: dict, runner, platform: str, found: dict, expl
         def _wider_allowance(self, eqn, invals, outs) -> bool:
             """The runner's allowances that span two equations, on the backend's own operands:
             every element of the equation is its own value, or (fma-contraction) the FMA of a
-            float32 product feeding an add/sub with the other operand, or (algebraic-rewrite)
+            float32/float64 product feeding an add/sub with the other operand, or (algebraic-rewrite)
             log(exp(x)) = x, sqrt(x * x) = |x|."""
-            from conformance.replay import fma_round_f32
             from spec import allowances as A
             name = eqn.primitive.name
             allowed = {a.name for a in A.for_runner(judged_as(runner))}
@@ -631,19 +617,12 @@ def _localizer(got: list, layout: dict, runner, platform: str, found: dict, expl
             if name in ("log", "sqrt"):
                 rewritten = self._rewrite(eqn, list(invals)) if "algebraic-rewrite" in allowed else None
                 return rewritten is not None and bool((ok | _same_elements(rewritten[0], out)).all())
-            if np.dtype(eqn.outvars[0].aval.dtype) != np.float32 or "fma-contraction" not in allowed:
+            if np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64) or "fma-contraction" not in allowed:
                 return False
             for i in (0, 1):
-                factors = self._product_factors(eqn.invars[i], invals[i])
-                if factors is None:
-                    continue
-                a, b = (np.asarray(x, np.float64) for x in factors)
-                c = np.asarray(invals[1 - i], np.float64)
-                with np.errstate(all="ignore"):
-                    prod = a * b
-                    if name == "sub":
-                        prod, c = (prod, -c) if i == 0 else (-prod, c)
-                    ok = ok | _same_elements(np.broadcast_to(fma_round_f32(prod, c), out.shape), out)
+                fused = self.fma_candidate(eqn, list(invals), i)
+                if fused is not None:
+                    ok = ok | _same_elements(np.broadcast_to(fused, out.shape), out)
             return bool(ok.all())
     return Localizer
 
@@ -784,11 +763,6 @@ def judge(fn, inputs, reference, runner, platform: str = "cpu", *, localise: boo
     rec["first_divergent_eqn"] = where
     rec["duration_s"] = round(time.perf_counter() - t0, 6)
     return rec
-
-
-class _Program:
-    def __init__(self, fn):
-        self.fn = fn
 
 
 def _message_head(message: str) -> str:

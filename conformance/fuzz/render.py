@@ -102,13 +102,11 @@ def function_source(program: Program, name: str = "program") -> str:
         # every float input (the others are closed over).
         from .values import is_float_name
         wrt = [i for i, inp in enumerate(program.inputs) if is_float_name(inp.type.dtype)]
-        fixed = [i for i in range(n) if i not in wrt]
         lines += [f"def {name}({', '.join(xs)}):",
                   f"    def first({', '.join(xs[i] for i in wrt)}):",
                   f"        return _body({', '.join(xs)})[0]",
                   f"    out, pullback = jax.vjp(first, {', '.join(xs[i] for i in wrt)})",
                   "    return (out,) + tuple(pullback(jnp.ones_like(out)))"]
-        del fixed
     else:
         lines += [f"def {name}({', '.join(xs)}):", f"    return _body({', '.join(xs)})"]
     return "\n".join(lines) + "\n"

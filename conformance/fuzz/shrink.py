@@ -258,7 +258,7 @@ class Shrinker:
         changed = None
         for i, x in enumerate(tc.inputs):
             x = np.asarray(x)
-            if x.size <= 1 or not x.dtype.kind and False:
+            if x.size <= 1:
                 continue
             keep = np.zeros(x.shape, bool)
             if where is not None and where[1] is not None and len(where[1]) == x.ndim and x.shape == np.shape(
