@@ -12,15 +12,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from hardware_runners.program import LAX, PALLAS, Program
 from interp import dtypes as D
 from spec import compliance as C
 
 from .values import special_values
-
-# Kinds of program (a runner declares which kinds it can execute).
-LAX = "lax"          # plain JAX program: runs under jit on an XLA platform
-PALLAS = "pallas"    # a Pallas kernel: ``build(interpret)`` gives the program for one Pallas mode
-KINDS = (LAX, PALLAS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +65,11 @@ class Case:
             return self.reference_fn
         # The reference runs a Pallas kernel whatever it was traced for; trace it the cheap way.
         return self.build(True) if self.kind == PALLAS else self.fn
+
+    def as_program(self) -> Program:
+        """What a runner is given to run this case (runners know programs, not cases)."""
+        return Program(build=self.program, reference=self.reference_program, kind=self.kind,
+                       pallas_targets=self.pallas_targets, needs=self.needs, not_applicable=self.not_applicable)
 
     @contextlib.contextmanager
     def context(self):

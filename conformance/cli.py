@@ -128,7 +128,7 @@ def _print_summary(results, out, history=None) -> None:
     """The console summary: runs, counts per column, what known divergences turned from timeouts or
     crashes, the largest divergences, allowances and the changes since the previous run."""
     from reports.render import error_measure, fmt_duration, fmt_time, history_lines
-    from reports.schema import OUTCOMES
+    from reports.schema import KNOWN_DIVERGENCE, OUTCOMES, PASS_ALLOWANCE
     print(f"\n{len(results.records)} results from {len(results.machines)} machine(s); "
           f"report in {os.path.join(out, 'index.html')}")
     for run in results.runs():
@@ -141,25 +141,24 @@ def _print_summary(results, out, history=None) -> None:
     for col in columns:
         c = counts[col]
         print(f"  {col:<{width}}  " + ", ".join(f"{o} {c[o]}" for o in OUTCOMES if c.get(o)))
-    explained = [r for r in results.records if r["outcome"] == "known-divergence" and r.get("raw_outcome")]
+    explained = [r for r in results.records if r.outcome == KNOWN_DIVERGENCE and r.raw_outcome]
     if explained:
         print("timeouts and crashes explained by known divergences:")
         for r in explained:
-            print(f"    {r['case']} on {r['column']}: {r['raw_outcome']} "
-                  f"({(r.get('known_divergence') or {}).get('id')})")
+            print(f"    {r.case} on {r.column}: {r.raw_outcome} ({(r.known_divergence or {}).get('id')})")
     for col in columns:
-        big = [r for r in results.largest_divergences(len(results.records)) if r["column"] == col][:3]
+        big = [r for r in results.largest_divergences(len(results.records)) if r.column == col][:3]
         if big:
             print(f"largest divergences on {col}:")
         for r in big:
-            extra = f" ({(r.get('known_divergence') or {}).get('id')})" if r["outcome"] == "known-divergence" else ""
-            div = (r.get("first_divergent_eqn") or {}).get("primitive")
-            print(f"    {r['case']}: {r['outcome']}{extra}, {error_measure(r)}"
+            extra = f" ({(r.known_divergence or {}).get('id')})" if r.outcome == KNOWN_DIVERGENCE else ""
+            div = (r.first_divergent_eqn or {}).get("primitive")
+            print(f"    {r.case}: {r.outcome}{extra}, {error_measure(r)}"
                   + (f", first divergent eqn: {div}" if div else ""))
     allowed: dict = {}
     for r in results.records:
-        if r["outcome"] == "pass-with-allowance":
-            allowed[(r["column"], r.get("allowance"))] = allowed.get((r["column"], r.get("allowance")), 0) + 1
+        if r.outcome == PASS_ALLOWANCE:
+            allowed[(r.column, r.allowance)] = allowed.get((r.column, r.allowance), 0) + 1
     if allowed:
         print("allowances: " + "; ".join(f"{col} {a} x{n}" for (col, a), n in sorted(allowed.items())))
     if history is not None:
@@ -177,7 +176,8 @@ def cmd_recheck(args) -> int:
     import collections
     from conformance import outputs as saved
     from conformance.cases import all_cases
-    from conformance.execute import BAD, PASS, recheck
+    from conformance.execute import recheck
+    from reports.schema import BAD, PASS
     files = saved.find(args.paths)
     if not files:
         print(f"no outputs-*.npz under {', '.join(args.paths)}", file=sys.stderr)
@@ -211,13 +211,13 @@ def cmd_recheck(args) -> int:
                       f"{revisions.get(case_id, 0)}, the case is at revision {case.revision}: not judged")
                 continue
             rec = recheck(case, runner, seed, outs)
-            counts[runner][rec["outcome"]] += 1
+            counts[runner][rec.outcome] += 1
             if writer:
                 writer.write(rec)
-            if rec["outcome"] != PASS:
-                why = rec.get("allowance") or (rec.get("known_divergence") or {}).get("id") or ""
-                print(f"{rec['outcome']:22s} {runner} {case_id} seed={seed} {why} "
-                      f"{str(rec.get('detail') or '').splitlines()[0][:160] if rec.get('detail') else ''}")
+            if rec.outcome != PASS:
+                why = rec.allowance or (rec.known_divergence or {}).get("id") or ""
+                print(f"{rec.outcome:22s} {runner} {case_id} seed={seed} {why} "
+                      f"{str(rec.detail).splitlines()[0][:160] if rec.detail else ''}")
     if writer:
         writer.close()
     unexplained = 0
@@ -256,10 +256,10 @@ def _inputs_at(inputs, out_shape, index) -> list[str]:
     return lines
 
 
-def _print_first_mismatch(case, seed: int, rec: dict) -> None:
+def _print_first_mismatch(case, seed: int, rec) -> None:
     """The first mismatching element: both outputs and the inputs at the same index."""
     import jax
-    fm = rec.get("first_mismatch")
+    fm = rec.first_mismatch
     if not fm or fm.get("index") is None:
         return
     inputs = case.make_inputs(seed)
@@ -281,12 +281,12 @@ def cmd_repro(args) -> int:
     from conformance.execute import run_case
     case = get(args.case)
     if args.isolated:
-        from conformance.isolation import Worker, run_isolated
-        w = Worker()
+        from conformance.isolation import Executor
+        executor = Executor(timeout=args.timeout)
         try:
-            rec = run_isolated(w, args.case, args.runner, args.seed, args.timeout)
+            rec = executor.run(args.case, args.runner, args.seed)
         finally:
-            w.close()
+            executor.close()
     else:
         inputs = case.make_inputs(args.seed)
         print(f"case {case.id} (seed {args.seed}); inputs:")
@@ -298,10 +298,10 @@ def cmd_repro(args) -> int:
             with case.context():
                 print(jax.make_jaxpr(case.program())(*inputs))
         rec = run_case(case, args.runner, args.seed)
-    from reports.schema import dumps
+    from reports.schema import BAD, dumps
     print(dumps(rec, indent=1))
     _print_first_mismatch(case, args.seed, rec)
-    return 0 if rec["outcome"] not in ("fail", "crash", "timeout") else 1
+    return 0 if rec.outcome not in BAD else 1
 
 
 def _duration(text: str) -> float:
@@ -362,7 +362,7 @@ def cmd_list(args) -> int:
     for cid, case in all_cases(args.profile).items():
         if args.family and case.family != args.family:
             continue
-        if runner is not None and not runner.supports(case)[0]:   # (whether or not available here)
+        if runner is not None and not runner.supports(case.as_program())[0]:   # (whether or not available here)
             continue
         print(f"{cid}\t{case.kind}\t{','.join(case.primitives)}" + (f"\t{case.not_applicable}" if case.not_applicable else ""))
     return 0

@@ -4,6 +4,10 @@ worker's output, the worker is replaced, and the run goes on.
 
 The worker imports JAX once and then serves requests over a pipe, so isolation costs one pipe
 round trip per case (well under a millisecond) plus one worker start per crash.
+
+:class:`Executor` runs one (case, runner, seed) the way a run asks (isolated or in this process,
+keeping the backend's outputs or not): the seed search (conformance/search.py) runs each seed
+through it.
 """
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from reports.schema import Record
 
 STARTUP_TIMEOUT_S = 300.0
 
@@ -108,7 +114,8 @@ class Worker:
             return 0
 
     def request(self, req: dict, timeout: float) -> dict | tuple[str, str]:
-        """The worker's record for ``req``, or ("crash"|"timeout", output) if it died or hung."""
+        """The worker's answer to ``req`` ({"record", "outputs"}), or ("crash"|"timeout", output)
+        if it died or hung."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         offset = self._log_size()
@@ -154,25 +161,56 @@ class Worker:
 
 
 def run_isolated(worker: Worker, case_id: str, runner: str, seed: int, timeout: float,
-                 first_divergence: bool = True, keep_outputs: list | None = None) -> dict:
+                 first_divergence: bool = True, keep_outputs: list | None = None) -> Record:
     """One results record for (case, runner, seed), whatever happens to the worker. A hang or a
     dead worker that a known divergence explains (spec/divergences.py ``outcomes``) is recorded as
-    that divergence (conformance.execute.explain_outcome). ``keep_outputs``: a list the backend's
+    that divergence (conformance/judge.py: explain_outcome). ``keep_outputs``: a list the backend's
     outputs are appended to."""
-    from conformance.cases import all_cases
-    from conformance.execute import base_record, explain_outcome
+    from .cases import all_cases
+    from .execute import base_record
+    from .judge import explain_outcome
     t0 = time.perf_counter()
     reply = worker.request({"case": case_id, "runner": runner, "seed": seed, "first_divergence": first_divergence,
                             "keep_outputs": keep_outputs is not None}, timeout)
     if isinstance(reply, dict):
-        outputs = reply.pop("backend_outputs", None)
-        if keep_outputs is not None and outputs:
-            keep_outputs.extend(outputs)
-        return reply
+        if keep_outputs is not None and reply["outputs"]:
+            keep_outputs.extend(reply["outputs"])
+        return reply["record"]
     outcome, output = reply
     rec = base_record(case_id, runner, seed)
-    rec.update(outcome=outcome, output=output, duration_s=round(time.perf_counter() - t0, 6),
-               family=case_id.split("/", 1)[0],
-               detail=output.splitlines()[0] if output else outcome)
+    rec.outcome, rec.output, rec.duration_s = outcome, output, round(time.perf_counter() - t0, 6)
+    rec.detail = output.splitlines()[0] if output else outcome
     case = all_cases("nightly").get(case_id)
     return explain_outcome(rec, tuple(case.primitives) if case is not None else ())
+
+
+class Executor:
+    """Runs one (case, runner, seed) and returns its record: in an isolated worker process (started
+    on first use, replaced after a crash or hang; ``timeout`` seconds per case), or in this process
+    with ``isolated=False``. ``first_divergence``: locate a fail at its first divergent equation.
+    ``outputs``: an outputs.Writer that keeps every backend output (``run --save-outputs``)."""
+
+    def __init__(self, *, timeout: float, isolated: bool = True, first_divergence: bool = True,
+                 outputs=None, env: dict | None = None):
+        self.isolated, self.timeout, self.first_divergence = isolated, timeout, first_divergence
+        self.outputs, self.env = outputs, env
+        self.worker: Worker | None = None
+
+    def run(self, case_id: str, runner: str, seed: int) -> Record:
+        from .cases import get
+        kept = [] if self.outputs is not None and runner != "reference" else None
+        if not self.isolated:
+            from .execute import run_case
+            rec = run_case(get(case_id), runner, seed, first_divergence=self.first_divergence, keep_outputs=kept)
+        else:
+            if self.worker is None:
+                self.worker = Worker(env=self.env)
+            rec = run_isolated(self.worker, case_id, runner, seed, self.timeout,
+                               first_divergence=self.first_divergence, keep_outputs=kept)
+        if kept:
+            self.outputs.add(case_id, runner, seed, kept, revision=get(case_id).revision)
+        return rec
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()

@@ -9,7 +9,7 @@ an installed pytest11 plugin shares pytest's option namespace with every other p
 
 Inputs: an item runs its case with the base seed (``--case-seed``); in the nightly profile (or with
 ``--case-examples N``) hypothesis then draws further seeds, deterministically per case id and base
-seed, and shrinks a failure to the smallest failing seed it finds (conformance/execute.py: search).
+seed, and shrinks a failure to the smallest failing seed it finds (conformance/search.py).
 The item's record is that of the reported seed, so its reproducer re-creates the failing inputs.
 
 Every item writes one results record (reports/schema.py) to ``<results-dir>/results-<worker>.jsonl``
@@ -173,55 +173,37 @@ def pytest_generate_tests(metafunc):
 
 class _Session:
     def __init__(self, config):
-        from reports.schema import JsonlWriter
+        from conformance.isolation import Executor
+        from reports.schema import JsonlWriter, environment_line
         self.config = config
-        self.worker = None
         self.writer = None
         self.outputs = None
         odir = config.getoption("--case-save-outputs")
         if odir:
             from conformance.outputs import Writer
             self.outputs = Writer(odir, f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}")
+        self.executor = Executor(isolated=config.getoption("--case-isolation") != "none",
+                                 timeout=config.getoption("--case-timeout"),
+                                 first_divergence=not config.getoption("--no-first-divergence"), outputs=self.outputs)
         rdir = config.getoption("--results-dir")
         if rdir:
             wid = os.environ.get("PYTEST_XDIST_WORKER", "main")
             self.writer = JsonlWriter(os.path.join(rdir, f"results-{wid}-{os.getpid()}.jsonl"))
             from hardware_runners.environment import environment
-            from reports.schema import SCHEMA_VERSION
             from conformance import process_env
             env = dict(environment(), process_env={"set": dict(process_env.APPLIED),
                                                    "too_late": dict(process_env.LATE)})
-            self.writer.write({"schema": SCHEMA_VERSION, "type": "environment", "worker": wid,
-                               "profile": config.getoption("--profile"), "run_id": os.environ.get(
-                                   "JAX_CONFORMANCE_RUN_ID"), "environment": env})
+            self.writer.write(environment_line(worker=wid, profile=config.getoption("--profile"),
+                                               run_id=os.environ.get("JAX_CONFORMANCE_RUN_ID"), environment=env))
 
-    def run(self, case_id: str, runner: str, seed: int) -> dict:
-        """One (case, runner, seed), in the isolated worker unless --case-isolation none."""
-        first_div = not self.config.getoption("--no-first-divergence")
-        kept = [] if self.outputs is not None and runner != "reference" else None
-        if self.config.getoption("--case-isolation") == "none":
-            from conformance.cases import get
-            from conformance.execute import run_case
-            rec = run_case(get(case_id), runner, seed, first_divergence=first_div, keep_outputs=kept)
-        else:
-            from conformance.isolation import Worker, run_isolated
-            if self.worker is None:
-                self.worker = Worker()
-            rec = run_isolated(self.worker, case_id, runner, seed, self.config.getoption("--case-timeout"),
-                               first_divergence=first_div, keep_outputs=kept)
-        if kept:
-            from conformance.cases import get
-            self.outputs.add(case_id, runner, seed, kept, revision=get(case_id).revision)
-        return rec
-
-    def search(self, case_id: str, runner: str, seed: int, examples: int) -> dict:
-        """The item's record (see conformance.execute.search), written to the results file."""
-        from conformance.execute import search
+    def search(self, case_id: str, runner: str, seed: int, examples: int):
+        """The item's record (conformance/search.py), written to the results file."""
+        from conformance.search import search
         budget = self.config.getoption("--case-search-budget")
-        rec = search(lambda s: self.run(case_id, runner, s), case_id, seed, examples,
-                     self.config.getoption("--case-shrinks"), budget_s=budget if budget > 0 else None)
-        rec["run_id"] = os.environ.get("JAX_CONFORMANCE_RUN_ID")
-        rec["profile"] = self.config.getoption("--profile")
+        rec = search(self.executor, case_id, runner, seed, examples, self.config.getoption("--case-shrinks"),
+                     budget_s=budget if budget > 0 else None)
+        rec.run_id = os.environ.get("JAX_CONFORMANCE_RUN_ID")
+        rec.profile = self.config.getoption("--profile")
         if self.writer:
             self.writer.write(rec)
         return rec
@@ -229,8 +211,7 @@ class _Session:
     def close(self):
         if self.outputs is not None:
             self.outputs.close()
-        if self.worker:
-            self.worker.close()
+        self.executor.close()
         if self.writer:
             self.writer.close()
 
@@ -246,18 +227,19 @@ OUTCOME_PROPERTY = "conformance_outcome"   # an item's user property: it recorde
 
 
 def check_item(session: _Session, item, record_property=None) -> None:
+    from reports.schema import GOOD, KNOWN_DIVERGENCE, UNSUPPORTED
     case_id, runner, seed, examples = item
     rec = session.search(case_id, runner, seed, examples)
-    outcome = rec["outcome"]
+    outcome = rec.outcome
     if record_property is not None:
         record_property(OUTCOME_PROPERTY, outcome)
-    if outcome in ("pass", "pass-with-allowance"):
+    if outcome in GOOD:
         return
-    if outcome == "known-divergence":
-        kd = rec.get("known_divergence") or {}
+    if outcome == KNOWN_DIVERGENCE:
+        kd = rec.known_divergence or {}
         pytest.xfail(f"known divergence {kd.get('id')}: {kd.get('link')}")
-    if outcome in ("backend-unsupported", "reference-unsupported"):
-        pytest.skip(f"{outcome}: {(rec.get('detail') or '')[:300]}")
+    if outcome in UNSUPPORTED:
+        pytest.skip(f"{outcome}: {(rec.detail or '')[:300]}")
     from reports.render import failure_text
     pytest.fail(f"{outcome}: {case_id} on {runner}\n" + failure_text(rec, output_chars=3000), pytrace=False)
 

@@ -1,10 +1,10 @@
-"""Runners: execute a conformance case's program on one backend and return NumPy outputs.
+"""Runners: execute a program (hardware_runners/program.py) on one backend and return NumPy outputs.
 
 Names: ``reference`` (the NumPy interpreter), ``xla:<platform>`` for each platform
 ``jax.devices()`` reports, and the Pallas modes ``pallas:interpret`` (HLO interpret),
 ``pallas:tpu-interpret``, ``pallas:gpu-interpret``, ``pallas:triton``, ``pallas:mosaic-gpu``,
 ``pallas:mosaic-tpu``. A runner says whether this machine can run it (``available``) and which
-cases it can run (``supports``), each time with the reason when not.
+programs it can run (``supports``), each time with the reason when not.
 """
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from conformance.case import LAX, PALLAS, Case
-
 from . import pallas_lowering
+from .program import LAX, PALLAS, Program
 
 
 class BackendUnsupported(Exception):
-    """The runner cannot run this case (a missing feature of the backend or of the runner)."""
+    """The runner cannot run this program (a missing feature of the backend or of the runner)."""
 
 
 STAGES = ("trace", "lower", "compile", "execute")
@@ -27,7 +26,7 @@ STAGES = ("trace", "lower", "compile", "execute")
 
 class BackendFailure(Exception):
     """What the backend raised, and at which stage of running the program (one of STAGES): the
-    harness judges from these (conformance/execute.py: classify_failure), not from the message."""
+    harness judges from these (conformance/classify.py), not from the message."""
 
     def __init__(self, stage: str, error: BaseException):
         super().__init__(f"{stage}: {type(error).__name__}: {error}")
@@ -110,14 +109,14 @@ class Runner:
     def available(self) -> tuple[bool, str]:
         return True, ""
 
-    def supports(self, case: Case) -> tuple[bool, str]:
-        if case.not_applicable:
-            return False, case.not_applicable
-        if case.kind not in self.kinds:
-            return False, f"{self.name} runs {'/'.join(self.kinds)} cases, not {case.kind}"
-        return _enough_devices(self, case)
+    def supports(self, program: Program) -> tuple[bool, str]:
+        if program.not_applicable:
+            return False, program.not_applicable
+        if program.kind not in self.kinds:
+            return False, f"{self.name} runs {'/'.join(self.kinds)} cases, not {program.kind}"
+        return _enough_devices(self, program)
 
-    def run(self, case: Case, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def run(self, program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
 
     def device(self):
@@ -125,13 +124,9 @@ class Runner:
         return None
 
 
-def wanted_devices(case: Case) -> int:
-    return max([int(n.split(":", 1)[1]) for n in case.needs if n.startswith("devices:")] or [1])
-
-
-def _enough_devices(runner: Runner, case: Case) -> tuple[bool, str]:
-    """SPMD cases need "devices:N" real devices on a backend (the reference interprets them)."""
-    wanted = wanted_devices(case)
+def _enough_devices(runner: Runner, program: Program) -> tuple[bool, str]:
+    """SPMD programs need "devices:N" real devices on a backend (the reference interprets them)."""
+    wanted = program.devices
     platform = getattr(runner, "platform", None) or "cpu"
     if wanted > 1 and runner.name != "reference" and len(_devices(platform)) < wanted:
         return False, (f"needs {wanted} devices; jax.devices({platform!r}) has {len(_devices(platform))} "
@@ -148,9 +143,9 @@ class ReferenceRunner(Runner):
     def __init__(self, platform: str = "cpu"):
         self.platform = platform
 
-    def run(self, case, inputs):
+    def run(self, program, inputs):
         import interp
-        return _leaves(interp.interpret(case.reference_program(), platform=self.platform)(*inputs))
+        return _leaves(interp.interpret(program.reference(), platform=self.platform)(*inputs))
 
 
 class XlaRunner(Runner):
@@ -166,17 +161,17 @@ class XlaRunner(Runner):
     def device(self):
         return _devices(self.platform)[0]
 
-    def run(self, case, inputs):
+    def run(self, program, inputs):
         import jax
         dev = self.device()
-        # (an SPMD case's program places its inputs on its own mesh)
-        with jax.default_device(dev):    # what a case places data on (control_flow placement cases)
-            args = list(inputs) if wanted_devices(case) > 1 else place_on_default_device(inputs)
-            return run_staged(jax.jit(case.program()), args)
+        # (an SPMD program places its inputs on its own mesh)
+        with jax.default_device(dev):    # what a program places data on (control_flow placement cases)
+            args = list(inputs) if program.devices > 1 else place_on_default_device(inputs)
+            return run_staged(jax.jit(program.build(None)), args)
 
 
 class PallasRunner(Runner):
-    """A Pallas mode: the case's kernel is built with this runner's ``interpret`` argument."""
+    """A Pallas mode: the program's kernel is built with this runner's ``interpret`` argument."""
     kinds = (PALLAS,)
     no_remote_dma = ""   # why the mode cannot run kernels with remote DMAs (empty: it can)
 
@@ -207,16 +202,16 @@ class PallasRunner(Runner):
             return False, f"cannot set up {self.name}: {type(e).__name__}: {e}"
         return True, ""
 
-    def supports(self, case):
-        ok, why = super().supports(case)
+    def supports(self, program):
+        ok, why = super().supports(program)
         if not ok:
             return ok, why
-        if not set(case.pallas_targets) & set(self.targets):
-            return False, (f"kernel written for {'/'.join(case.pallas_targets)}; "
+        if not set(program.pallas_targets) & set(self.targets):
+            return False, (f"kernel written for {'/'.join(program.pallas_targets)}; "
                            f"{self.name} runs {'/'.join(self.targets)} kernels")
-        if "hardware-prng" in case.needs and "tpu" not in self.targets:
+        if "hardware-prng" in program.needs and "tpu" not in self.targets:
             return False, "uses the TPU hardware PRNG"
-        if "remote-dma" in case.needs and self.no_remote_dma:
+        if "remote-dma" in program.needs and self.no_remote_dma:
             return False, self.no_remote_dma
         return True, ""
 
@@ -230,13 +225,13 @@ class PallasRunner(Runner):
     def check_program(self, jitted, args) -> None:
         """Raise BackendUnsupported if this runner cannot run the traced program as its name says."""
 
-    def run(self, case, inputs):
+    def run(self, program, inputs):
         import jax
         dev = self.device()
-        # (an SPMD case's program places its inputs on its own mesh)
+        # (an SPMD program places its inputs on its own mesh)
         with jax.default_device(dev), self.context():
-            args = list(inputs) if wanted_devices(case) > 1 else place_on_default_device(inputs)
-            jitted = jax.jit(case.program(self.interpret_param()))
+            args = list(inputs) if program.devices > 1 else place_on_default_device(inputs)
+            jitted = jax.jit(program.build(self.interpret_param()))
             self.check_program(jitted, args)
             return run_staged(jitted, args)
 
@@ -257,9 +252,9 @@ class GpuCompilerRunner(PallasRunner):
             ok, why = pallas_lowering.compute_capability_ok(self.device())
         return ok, why
 
-    def supports(self, case):
-        ok, why = super().supports(case)
-        if ok and self.compiler not in case.pallas_targets:
+    def supports(self, program):
+        ok, why = super().supports(program)
+        if ok and self.compiler not in program.pallas_targets:
             # a kernel not written for this compiler reaches it only through JAX's default switch
             ok, why = pallas_lowering.default_switchable(self.compiler)
         return ok, why

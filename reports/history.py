@@ -11,9 +11,8 @@ import json
 import sqlite3
 import time
 
-from .schema import BAD, SERIES
+from .schema import BAD, GOOD, KNOWN_DIVERGENCE, SERIES, Record
 
-GOOD = ("pass", "pass-with-allowance")
 VERSION = 2     # PRAGMA user_version; 0: the first layout (a `results` table keyed by runner)
 
 _SCHEMA = """
@@ -41,14 +40,14 @@ def _open(db_path: str) -> sqlite3.Connection:
     return con
 
 
-def _key(r: dict) -> tuple:
-    seed = r.get("base_seed") if r.get("base_seed") is not None else r.get("seed")
-    return r["case"], r["column"], int(seed or 0)
+def _key(r: Record) -> tuple:
+    seed = r.base_seed if r.base_seed is not None else r.seed
+    return r.case, r.column, int(seed or 0)
 
 
 def run_label(results) -> str:
     """The run id of a merged result set: its records' run ids joined (one per machine or shard)."""
-    ids = sorted({r.get("run_id") for r in results.records if r.get("run_id")})
+    ids = sorted({r.run_id for r in results.records if r.run_id})
     return "+".join(ids) if ids else time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
@@ -58,7 +57,7 @@ def record_run(db_path: str, results, run_id: str | None = None, timestamp: floa
     "removed", "trend"}. ``timestamp`` defaults to the time of the run's last record."""
     run_id = run_id or run_label(results)
     if timestamp is None:
-        stamps = [r["timestamp"] for r in results.records if r.get("timestamp")]
+        stamps = [r.timestamp for r in results.records if r.timestamp]
         timestamp = max(stamps) if stamps else time.time()
     con = _open(db_path)
     try:
@@ -72,15 +71,15 @@ def record_run(db_path: str, results, run_id: str | None = None, timestamp: floa
         after = {_key(r): r for r in results.records}
         con.executemany(
             "INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(run, case, col, r["runner"], seed, r["outcome"], _finite(r.get("max_ulp")), r.get("allowance"),
-              (r.get("known_divergence") or {}).get("id")) for (case, col, seed), r in after.items()])
+            [(run, case, col, r.runner, seed, r.outcome, _finite(r.max_ulp), r.allowance,
+              (r.known_divergence or {}).get("id")) for (case, col, seed), r in after.items()])
         con.commit()
         before = {}
         if prev is not None:
             before = {(c, col, s): (o, u, a) for c, col, s, o, u, a in con.execute(
                 "SELECT case_id, column_id, base_seed, outcome, max_ulp, allowance FROM outcomes WHERE run = ?",
                 (prev[0],))}
-        changes = diff(before, {k: (r["outcome"], _finite(r.get("max_ulp")), r.get("allowance"))
+        changes = diff(before, {k: (r.outcome, _finite(r.max_ulp), r.allowance)
                                 for k, r in after.items()}, prev[1] if prev else None, prev is not None, run_id)
         changes["trend"] = trend(con)
         return changes
@@ -128,7 +127,7 @@ def diff(before: dict, after: dict, previous_run, had_previous: bool, run_id) ->
         item["before"] = bo
         if o in BAD and bo not in BAD:
             out["new_failures"].append(item)
-        elif (bo in BAD or bo == "known-divergence") and o in GOOD:
+        elif (bo in BAD or bo == KNOWN_DIVERGENCE) and o in GOOD:
             out["fixed"].append(item)
         elif o != bo or a != ba or (u != bu and not (u is None and bu is None)):
             out["changed"].append(dict(item, max_ulp_before=bu, allowance_before=ba))

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Iterable
 
-from .schema import BAD, expand_paths, read_jsonl
+from .schema import BAD, KNOWN_DIVERGENCE, FAIL, Record, expand_paths, read_jsonl
 
 # Environment fields that identify a machine (and the software on it). Fields that differ between
 # the workers or runs of one machine (run id, worker, device counts) are left out.
@@ -110,7 +110,7 @@ class Machine:
 
 
 class Results:
-    def __init__(self, records: list[dict], environments: list[dict], sources: list[str],
+    def __init__(self, records: list[Record], environments: list[dict], sources: list[str],
                  machines: dict[str, Machine] | None = None, columns: dict[str, Column] | None = None):
         self.records = records
         self.environments = environments
@@ -120,12 +120,12 @@ class Results:
 
     @property
     def runners(self) -> list[str]:
-        return sorted({r["runner"] for r in self.records}, key=_runner_rank)
+        return sorted({r.runner for r in self.records}, key=_runner_rank)
 
     @property
     def column_ids(self) -> list[str]:
         """Columns in display order: by runner, then device and JAX version."""
-        ids = {r["column"] for r in self.records}
+        ids = {r.column for r in self.records}
         return sorted(ids, key=lambda c: (_runner_rank(self.columns[c].runner), self.columns[c].device,
                                           self.columns[c].jax, c) if c in self.columns else ((9, c), "", "", c))
 
@@ -133,43 +133,42 @@ class Results:
     def families(self) -> list[str]:
         return sorted({family(r) for r in self.records})
 
-    def counts(self, key=lambda r: r["column"]) -> dict:
+    def counts(self, key=lambda r: r.column) -> dict:
         out: dict = collections.defaultdict(collections.Counter)
         for r in self.records:
-            out[key(r)][r["outcome"]] += 1
+            out[key(r)][r.outcome] += 1
         return out
 
     def matrix(self) -> dict:
         """{(family, column): Counter(outcome)}."""
-        return self.counts(key=lambda r: (family(r), r["column"]))
+        return self.counts(key=lambda r: (family(r), r.column))
 
-    def bad(self) -> list[dict]:
-        return [r for r in self.records if r["outcome"] in BAD]
+    def bad(self) -> list[Record]:
+        return [r for r in self.records if r.outcome in BAD]
 
-    def largest_divergences(self, n: int = 10) -> list[dict]:
-        fails = [r for r in self.records if r["outcome"] in ("fail", "known-divergence")]
-        return sorted(fails, key=lambda r: -(r.get("max_ulp") or r.get("mismatches") or 0))[:n]
+    def largest_divergences(self, n: int = 10) -> list[Record]:
+        fails = [r for r in self.records if r.outcome in (FAIL, KNOWN_DIVERGENCE)]
+        return sorted(fails, key=lambda r: -(r.max_ulp or r.mismatches or 0))[:n]
 
     def runs(self) -> list[dict]:
         """Per machine: its run ids, when the run started and ended (from the records' timestamps and
         durations), how long it took and how many records it has."""
         out = []
         for mid, m in self.machines.items():
-            recs = [r for r in self.records if r["machine"] == mid]
+            recs = [r for r in self.records if r.machine == mid]
             if not recs:
                 continue
-            ends = [r["timestamp"] for r in recs if r.get("timestamp")]
-            starts = [r["timestamp"] - (r.get("total_s") or r.get("duration_s") or 0)
-                      for r in recs if r.get("timestamp")]
-            out.append({"machine": mid, "run_ids": sorted({r.get("run_id") for r in recs if r.get("run_id")}),
+            ends = [r.timestamp for r in recs if r.timestamp]
+            starts = [r.timestamp - (r.total_s or r.duration_s or 0) for r in recs if r.timestamp]
+            out.append({"machine": mid, "run_ids": sorted({r.run_id for r in recs if r.run_id}),
                         "start": min(starts) if starts else None, "end": max(ends) if ends else None,
                         "duration_s": (max(ends) - min(starts)) if ends else None, "records": len(recs),
-                        "profile": sorted({r.get("profile") for r in recs if r.get("profile")})})
+                        "profile": sorted({r.profile for r in recs if r.profile})})
         return sorted(out, key=lambda r: (r["start"] or 0, r["machine"]))
 
 
-def family(r: dict) -> str:
-    return r.get("family") or r["case"].split("/", 1)[0]
+def family(r: Record) -> str:
+    return r.family or r.case.split("/", 1)[0]
 
 
 def _runner_rank(name: str):
@@ -184,48 +183,48 @@ def merge(paths: Iterable[str]) -> Results:
     files = expand_paths(paths)
     envs: list[dict] = []
     by_worker: dict[tuple, dict] = {}
-    pending: list[tuple[dict, dict]] = []       # (record, its file's environments by (run id, worker))
+    pending: list[tuple[Record, dict]] = []     # (record, its file's environments by (run id, worker))
     for path in files:
         file_envs: dict = {}
         file_records = []
-        for rec in read_jsonl(path):
-            if rec.get("type") == "environment":
-                envs.append(rec)
-                by_worker[(rec.get("run_id"), rec.get("worker"))] = rec
-                file_envs.setdefault((rec.get("run_id"), rec.get("worker")), rec)
-            elif rec.get("type") == "result":
-                file_records.append(rec)
+        for line in read_jsonl(path):
+            if isinstance(line, Record):
+                file_records.append(line)
+            elif line.get("type") == "environment":
+                envs.append(line)
+                by_worker[(line.get("run_id"), line.get("worker"))] = line
+                file_envs.setdefault((line.get("run_id"), line.get("worker")), line)
         pending += [(rec, file_envs) for rec in file_records]
 
     machines: dict[str, Machine] = {}
-    latest: dict[tuple, dict] = {}
+    latest: dict[tuple, Record] = {}
     for rec, file_envs in pending:
         # Its worker's environment in the same file (runs without a run id can share worker names),
         # else in any file (a shard split from its environment), else the file's first environment.
-        worker = (rec.get("run_id"), rec.get("worker"))
+        worker = (rec.run_id, rec.worker)
         env_rec = (file_envs.get(worker) or by_worker.get(worker) or next(iter(file_envs.values()), None) or {})
         env = env_rec.get("environment") or {}
-        if not env and rec.get("jax_version"):
-            env = {"jax": rec["jax_version"]}
+        if not env and rec.jax_version:
+            env = {"jax": rec.jax_version}
         mid = machine_id(env)
         m = machines.setdefault(mid, Machine(mid, env, [], []))
-        for lst, v in ((m.run_ids, rec.get("run_id")), (m.workers, rec.get("worker"))):
+        for lst, v in ((m.run_ids, rec.run_id), (m.workers, rec.worker)):
             if v and v not in lst:
                 lst.append(v)
-        rec["machine"] = mid
-        key = (mid, rec["case"], rec["runner"], rec.get("seed"))
+        rec.machine = mid
+        key = (mid, rec.case, rec.runner, rec.seed)
         old = latest.get(key)
-        if old is None or (rec.get("timestamp") or 0) >= (old.get("timestamp") or 0):
+        if old is None or (rec.timestamp or 0) >= (old.timestamp or 0):
             latest[key] = rec
-    records = sorted(latest.values(), key=lambda r: (r["case"], r["runner"], r["machine"], r.get("seed") or 0))
+    records = sorted(latest.values(), key=lambda r: (r.case, r.runner, r.machine, r.seed or 0))
     columns = _columns(records, machines)
     return Results(records, envs, files, machines, columns)
 
 
-def _columns(records: list[dict], machines: dict[str, Machine]) -> dict[str, Column]:
+def _columns(records: list[Record], machines: dict[str, Machine]) -> dict[str, Column]:
     """Name each (runner, machine) and set every record's ``column``. Two machines whose columns
     would share a name (same device and JAX version) are told apart by host, else by machine id."""
-    pairs = sorted({(r["runner"], r["machine"]) for r in records})
+    pairs = sorted({(r.runner, r.machine) for r in records})
     base = {}
     for runner, mid in pairs:
         env = machines[mid].environment
@@ -244,5 +243,5 @@ def _columns(records: list[dict], machines: dict[str, Machine]) -> dict[str, Col
         columns[name] = Column(name, runner, short, full, jax, mid)
         by_pair[(runner, mid)] = name
     for r in records:
-        r["column"] = by_pair[(r["runner"], r["machine"])]
+        r.column = by_pair[(r.runner, r.machine)]
     return columns

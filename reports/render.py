@@ -17,7 +17,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from .merge import Results, family
-from .schema import BAD, OUTCOMES, SCHEMA_VERSION, dumps
+from .schema import BAD, OUTCOMES, SCHEMA_VERSION, Record, dumps
 
 COLORS = {"pass": "#2e7d32", "pass-with-allowance": "#7cb342", "fail": "#c62828", "crash": "#6a1b9a",
           "timeout": "#ad1457", "backend-unsupported": "#9e9e9e", "reference-unsupported": "#bdbdbd",
@@ -64,41 +64,41 @@ def fmt_duration(s) -> str:
                                                                        else f"{s} s")
 
 
-def error_measure(r: dict) -> str:
+def error_measure(r: Record) -> str:
     """"N elements differ (max 12 ulp, max abs err 3e-07)"; ulp only where the outputs are floats."""
     parts = []
-    ulp = r.get("max_ulp")
+    ulp = r.max_ulp
     if ulp is not None:
         parts.append(f"max {fmt_number(ulp)} ulp" if math.isfinite(ulp) else "NaN against a number")
-    if r.get("max_abs_err") is not None:
-        parts.append(f"max abs err {fmt_number(r['max_abs_err'])}")
-    n = r.get("mismatches") or 0
+    if r.max_abs_err is not None:
+        parts.append(f"max abs err {fmt_number(r.max_abs_err)}")
+    n = r.mismatches or 0
     head = f"{n} element{'s differ' if n != 1 else ' differs'}" if n else "no element differs"
     return head + (f" ({', '.join(parts)})" if parts else "")
 
 
-def mode_of(r: dict) -> str:
-    modes = r.get("modes") or []
+def mode_of(r: Record) -> str:
+    modes = r.modes or []
     return ", ".join(dict.fromkeys(str(m) for m in modes)) if modes else ""
 
 
-def describe(r: dict) -> str:
+def describe(r: Record) -> str:
     """What happened, in one sentence, from the record's fields (its ``detail`` alone is often the
     compliance mode, e.g. "ULP(8)", for allowance and divergence records)."""
-    o, detail, mode = r["outcome"], (r.get("detail") or "").strip(), mode_of(r)
-    kd = r.get("known_divergence") or {}
-    raw = r.get("raw_outcome")
-    extra = f"; {detail}" if detail and detail not in (mode, *(r.get("modes") or [])) else ""
+    o, detail, mode = r.outcome, (r.detail or "").strip(), mode_of(r)
+    kd = r.known_divergence or {}
+    raw = r.raw_outcome
+    extra = f"; {detail}" if detail and detail not in (mode, *(r.modes or [])) else ""
     if o == "pass-with-allowance":
         return (f"{mode or 'the compliance mode'} not met as computed: {error_measure(r)}; every such element "
-                f"agrees with the reference recomputed under allowance {r.get('allowance')}{extra}")
+                f"agrees with the reference recomputed under allowance {r.allowance}{extra}")
     if o == "known-divergence" and raw in ("timeout", "crash"):
         return f"the backend's {raw} is explained by known divergence {kd.get('id')}{extra}"
     if o == "known-divergence":
-        also = (f"; allowance {r['allowance']} explains the elements it can" if r.get("allowance") else "")
+        also = (f"; allowance {r.allowance} explains the elements it can" if r.allowance else "")
         return f"{mode or 'the compliance mode'} not met: {error_measure(r)}; matches known divergence " \
                f"{kd.get('id')}{also}{extra}"
-    if o == "fail" and (r.get("mismatches") or r.get("max_ulp") is not None):
+    if o == "fail" and (r.mismatches or r.max_ulp is not None):
         return f"{mode or 'the compliance mode'} not met: {error_measure(r)}{extra}"
     return detail or o
 
@@ -122,15 +122,15 @@ def divergent_eqn_text(d) -> str:
     return str(d.get("note") or d.get("error") or d)
 
 
-def search_summary(r: dict) -> str:
-    """How the record's seed was found when a hypothesis seed search ran (conformance/execute.py:
-    search), else ''."""
-    if (r.get("examples") or 1) <= 1:
+def search_summary(r: Record) -> str:
+    """How the record's seed was found when a hypothesis seed search ran (conformance/search.py),
+    else ''."""
+    if (r.examples or 1) <= 1:
         return ""
-    how = f"hypothesis searched {r['examples']} seeds from base seed {r.get('base_seed')}"
-    ffs = r.get("first_failing_seed")
+    how = f"hypothesis searched {r.examples} seeds from base seed {r.base_seed}"
+    ffs = r.first_failing_seed
     if ffs is not None:
-        how += f"; first failing seed {ffs}" + (f", shrunk to {r.get('seed')}" if ffs != r.get("seed") else "")
+        how += f"; first failing seed {ffs}" + (f", shrunk to {r.seed}" if ffs != r.seed else "")
     return how
 
 
@@ -138,24 +138,24 @@ def failure_text(r: dict, output_chars: int = 2000) -> str:
     """What a failing record says: what happened, error measures, the tail of the backend's output,
     the seed search and the reproducer (JUnit reports and the pytest plugin's failure message)."""
     lines = [f"detail: {describe(r)}"]
-    if r.get("first_mismatch"):
-        lines.append(f"first mismatch: {first_mismatch_text(r['first_mismatch'])}")
-    if r.get("first_divergent_eqn"):
-        lines.append(f"first divergent eqn: {divergent_eqn_text(r['first_divergent_eqn'])}")
-    if r.get("output"):
-        lines.append("output:\n" + str(r["output"])[-output_chars:])
+    if r.first_mismatch:
+        lines.append(f"first mismatch: {first_mismatch_text(r.first_mismatch)}")
+    if r.first_divergent_eqn:
+        lines.append(f"first divergent eqn: {divergent_eqn_text(r.first_divergent_eqn)}")
+    if r.output:
+        lines.append("output:\n" + str(r.output)[-output_chars:])
     search = search_summary(r)
     if search:
         lines.append(search)
-    lines.append(f"reproduce: {r.get('reproducer')}")
+    lines.append(f"reproduce: {r.reproducer}")
     return "\n".join(lines)
 
 
-def primitive_row(r: dict) -> str:
+def primitive_row(r: Record) -> str:
     """The primitive view's row of a record: its case id without a trailing shape or input-set part
     (``lax_special/lgamma/float32/3x5`` -> ``lax_special/lgamma/float32``): one primitive, kernel or
     program at one dtype."""
-    parts = r["case"].split("/")
+    parts = r.case.split("/")
     if len(parts) >= 4 and not all(_DTYPE.match(p) for p in parts[-1].split("-")):
         parts = parts[:-1]
     return "/".join(parts)
@@ -172,19 +172,19 @@ def anchor(prefix: str, *parts) -> str:
     return f"{prefix}-{slug}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
 
 
-def record_anchor(r: dict) -> str:
-    return anchor("r", r["column"], r["case"], r.get("seed"))
+def record_anchor(r: Record) -> str:
+    return anchor("r", r.column, r.case, r.seed)
 
 
 def known_divergences(results: Results) -> dict:
     """{id: {"summary", "link", "columns": Counter}} of the known divergences the records name."""
     out: dict = {}
     for r in results.records:
-        kd = r.get("known_divergence")
-        if r["outcome"] == "known-divergence" and kd:
+        kd = r.known_divergence
+        if r.outcome == "known-divergence" and kd:
             entry = out.setdefault(kd.get("id"), {"summary": kd.get("summary"), "link": kd.get("link"),
                                                   "columns": collections.Counter()})
-            entry["columns"][r["column"]] += 1
+            entry["columns"][r.column] += 1
     return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
 
 
@@ -192,8 +192,8 @@ def allowances_used(results: Results) -> dict:
     """{allowance: Counter(column)} over pass-with-allowance records."""
     out: dict = collections.defaultdict(collections.Counter)
     for r in results.records:
-        if r["outcome"] == "pass-with-allowance":
-            out[r.get("allowance")][r["column"]] += 1
+        if r.outcome == "pass-with-allowance":
+            out[r.allowance][r.column] += 1
     return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
 
 
@@ -201,7 +201,7 @@ def primitive_view(results: Results) -> dict:
     """{row: {column: [records]}} (rows as primitive_row names them)."""
     view: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in results.records:
-        view[primitive_row(r)][r["column"]].append(r)
+        view[primitive_row(r)][r.column].append(r)
     return dict(sorted(view.items()))
 
 
@@ -226,18 +226,18 @@ def write_junit(results: Results, path: str) -> str:
     root = ET.Element("testsuites", name="jax-conformance")
     by_column = collections.defaultdict(list)
     for r in results.records:
-        by_column[r["column"]].append(r)
+        by_column[r.column].append(r)
     for col in results.column_ids:
         recs = by_column[col]
-        c = collections.Counter(r["outcome"] for r in recs)
+        c = collections.Counter(r.outcome for r in recs)
         suite = ET.SubElement(root, "testsuite", name=col, tests=str(len(recs)),
                               failures=str(c["fail"]), errors=str(c["crash"] + c["timeout"]),
                               skipped=str(c["backend-unsupported"] + c["reference-unsupported"] + c["known-divergence"]),
-                              time=f"{sum((r.get('duration_s') or 0) for r in recs):.3f}")
+                              time=f"{sum((r.duration_s or 0) for r in recs):.3f}")
         for r in recs:
-            tc = ET.SubElement(suite, "testcase", classname=f"{col}.{r.get('family')}", name=r["case"],
-                               time=f"{(r.get('duration_s') or 0):.4f}")
-            o = r["outcome"]
+            tc = ET.SubElement(suite, "testcase", classname=f"{col}.{r.family}", name=r.case,
+                               time=f"{(r.duration_s or 0):.4f}")
+            o = r.outcome
             msg = f"{o}: {describe(r)}"[:500]
             if o == "fail":
                 el = ET.SubElement(tc, "failure", message=msg, type=o)
@@ -248,11 +248,11 @@ def write_junit(results: Results, path: str) -> str:
             elif o in ("backend-unsupported", "reference-unsupported"):
                 ET.SubElement(tc, "skipped", message=msg)
             elif o == "known-divergence":
-                kd = r.get("known_divergence") or {}
+                kd = r.known_divergence or {}
                 ET.SubElement(tc, "skipped", message=f"known divergence {kd.get('id')}: {kd.get('link')}")
             elif o == "pass-with-allowance":
                 props = ET.SubElement(tc, "properties")
-                ET.SubElement(props, "property", name="allowance", value=str(r.get("allowance")))
+                ET.SubElement(props, "property", name="allowance", value=str(r.allowance))
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     return path
 
@@ -322,17 +322,17 @@ def write_markdown(results: Results, path: str, history: dict | None = None) -> 
         out += ["", "## Largest divergences", "", "| case | column | outcome | max ulp | max abs err | first mismatch |",
                 "|---|---|---|---:|---:|---|"]
         for r in big:
-            out.append(f"| {r['case']} | {r['column']} | {r['outcome']} | {fmt_number(r.get('max_ulp'))} | "
-                       f"{fmt_number(r.get('max_abs_err'))} | {first_mismatch_text(r.get('first_mismatch'))} |")
+            out.append(f"| {r.case} | {r.column} | {r.outcome} | {fmt_number(r.max_ulp)} | "
+                       f"{fmt_number(r.max_abs_err)} | {first_mismatch_text(r.first_mismatch)} |")
     bad = results.bad()
     if bad:
         out += ["", f"## Failures ({len(bad)})", ""]
         for r in bad[:200]:
-            div = r.get("first_divergent_eqn") or {}
+            div = r.first_divergent_eqn or {}
             where = f"; first divergent eqn: `{div.get('eqn')}`" if div.get("eqn") else ""
             how = f" ({search_summary(r)})" if search_summary(r) else ""
-            out.append(f"- **{r['outcome']}** `{r['case']}` on `{r['column']}`: {describe(r)[:200]}"
-                       f"{where}{how} — `{r.get('reproducer')}`")
+            out.append(f"- **{r.outcome}** `{r.case}` on `{r.column}`: {describe(r)[:200]}"
+                       f"{where}{how} — `{r.reproducer}`")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
     return path
@@ -447,29 +447,29 @@ def _link(target: str) -> str:
     return f"<code>{e(str(target))}</code>"
 
 
-def _record_html(r: dict) -> str:
+def _record_html(r: Record) -> str:
     e = html.escape
-    kd = r.get("known_divergence") or {}
+    kd = r.known_divergence or {}
     rows = [("what happened", e(describe(r))), ("mode", e(mode_of(r))),
-            ("allowance", f'<a href="#{anchor("al", r["allowance"])}">{e(str(r["allowance"]))}</a>'
-             if r.get("allowance") else None),
+            ("allowance", f'<a href="#{anchor("al", r.allowance)}">{e(str(r.allowance))}</a>'
+             if r.allowance else None),
             ("known divergence", f'<a href="#{anchor("kd", kd.get("id"))}">{e(str(kd.get("id")))}</a>'
              if kd else None),
-            ("max ulp", e(fmt_number(r.get("max_ulp")))), ("max abs err", e(fmt_number(r.get("max_abs_err")))),
-            ("mismatches", r.get("mismatches") or None),
-            ("first mismatch", e(first_mismatch_text(r.get("first_mismatch")))),
-            ("first divergent eqn", e(divergent_eqn_text(r.get("first_divergent_eqn")))),
-            ("backend outcome", e(r.get("raw_outcome") or "")),
-            ("seed", r.get("seed")), ("base seed", r.get("base_seed")), ("examples", r.get("examples")),
-            ("first failing seed", r.get("first_failing_seed")), ("search", e(search_summary(r))),
-            ("duration s", r.get("duration_s")), ("run", e(str(r.get("run_id") or ""))),
-            ("reproducer", e(r.get("reproducer") or ""))]
+            ("max ulp", e(fmt_number(r.max_ulp))), ("max abs err", e(fmt_number(r.max_abs_err))),
+            ("mismatches", r.mismatches or None),
+            ("first mismatch", e(first_mismatch_text(r.first_mismatch))),
+            ("first divergent eqn", e(divergent_eqn_text(r.first_divergent_eqn))),
+            ("backend outcome", e(r.raw_outcome or "")),
+            ("seed", r.seed), ("base seed", r.base_seed), ("examples", r.examples),
+            ("first failing seed", r.first_failing_seed), ("search", e(search_summary(r))),
+            ("duration s", r.duration_s), ("run", e(str(r.run_id or ""))),
+            ("reproducer", e(r.reproducer or ""))]
     body = "".join(f'<tr class="{k.replace(" ", "-")}"><th class="l">{k}</th><td class="l"><code>{v}</code></td></tr>'
                    for k, v in rows if v is not None and v != "")
-    if r.get("output"):
-        body += f'<tr><th class="l">output</th><td class="l"><pre>{e(str(r["output"])[-4000:])}</pre></td></tr>'
-    return (f'<details class="rec" id="{record_anchor(r)}" data-outcome="{r["outcome"]}"><summary><b>'
-            f'{e(r["outcome"])}</b> <code>{e(r["case"])}</code> on <code>{e(r["column"])}</code></summary>'
+    if r.output:
+        body += f'<tr><th class="l">output</th><td class="l"><pre>{e(str(r.output)[-4000:])}</pre></td></tr>'
+    return (f'<details class="rec" id="{record_anchor(r)}" data-outcome="{r.outcome}"><summary><b>'
+            f'{e(r.outcome)}</b> <code>{e(r.case)}</code> on <code>{e(r.column)}</code></summary>'
             f"<table>{body}</table></details>")
 
 
@@ -482,20 +482,20 @@ def _column_header(results: Results, col: str) -> str:
             f"<br><small>JAX {e(c.jax)}</small></th>")
 
 
-def _primitive_cell(recs: list[dict]) -> str:
+def _primitive_cell(recs: list[Record]) -> str:
     e = html.escape
     if not recs:
         return "<td></td>"
-    outcomes = collections.Counter(r["outcome"] for r in recs)
+    outcomes = collections.Counter(r.outcome for r in recs)
     w = worst(outcomes)
-    first = next(r for r in sorted(recs, key=lambda r: r["case"]) if r["outcome"] == w)
-    title = "; ".join(f"{o} {n}" for o, n in outcomes.items()) + " (" + ", ".join(sorted(r["case"] for r in recs))[:300] + ")"
+    first = next(r for r in sorted(recs, key=lambda r: r.case) if r.outcome == w)
+    title = "; ".join(f"{o} {n}" for o, n in outcomes.items()) + " (" + ", ".join(sorted(r.case for r in recs))[:300] + ")"
     of = f" {outcomes[w]}/{len(recs)}" if len(recs) > 1 and outcomes[w] != len(recs) else ""
     if w == "pass-with-allowance":
-        names = sorted({str(r.get("allowance")) for r in recs if r["outcome"] == w})
+        names = sorted({str(r.allowance) for r in recs if r.outcome == w})
         text = "allowance: " + ", ".join(f'<a href="#{anchor("al", a)}">{e(a)}</a>' for a in names)
     elif w == "known-divergence":
-        ids = sorted({str((r.get("known_divergence") or {}).get("id")) for r in recs if r["outcome"] == w})
+        ids = sorted({str((r.known_divergence or {}).get("id")) for r in recs if r.outcome == w})
         text = "known: " + ", ".join(f'<a href="#{anchor("kd", i)}">{e(i)}</a>' for i in ids)
     elif w in BAD:
         text = f'<a href="#{record_anchor(first)}">{e(w)}{of}</a>'
@@ -588,7 +588,7 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
     # Primitive x column.
     view = primitive_view(results)
     differing = {row: cols for row, cols in view.items()
-                 if any(r["outcome"] not in ("pass", "backend-unsupported", "reference-unsupported")
+                 if any(r.outcome not in ("pass", "backend-unsupported", "reference-unsupported")
                         for recs in cols.values() for r in recs)}
     parts.append('<section id="primitives"><h2>Primitive &times; column</h2><p>One row per primitive (or kernel, '
                  'program) and dtype, its cases of every shape together; a cell shows the most severe outcome '
@@ -634,8 +634,8 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
     # Error distributions.
     parts.append('<section id="errors"><h2>Error distributions (max ULP per case, compared float outcomes)</h2>')
     for col in columns:
-        vals = [r.get("max_ulp") for r in results.records if r["column"] == col and r["outcome"] in
-                ("pass", "pass-with-allowance", "fail", "known-divergence") and r.get("max_ulp") is not None]
+        vals = [r.max_ulp for r in results.records if r.column == col and r.outcome in
+                ("pass", "pass-with-allowance", "fail", "known-divergence") and r.max_ulp is not None]
         if vals:
             parts.append(_histogram_svg(vals, f"{col}: {len(vals)} float cases"))
     parts.append("</section>")
@@ -656,10 +656,10 @@ def write_html(results: Results, path: str, history: dict | None = None) -> str:
     parts.append('<section id="details"><h2>Details</h2>')
     groups = collections.defaultdict(list)
     for r in results.records:
-        groups[(family(r), r["column"])].append(r)
+        groups[(family(r), r.column)].append(r)
     for (fam, col), recs in sorted(groups.items()):
-        shown = sorted((r for r in recs if r["outcome"] != "pass"),
-                       key=lambda r: (SEVERITY.index(r["outcome"]), r["case"]))
+        shown = sorted((r for r in recs if r.outcome != "pass"),
+                       key=lambda r: (SEVERITY.index(r.outcome), r.case))
         passed = len(recs) - len(shown)
         parts.append(f'<details id="{anchor("d", fam, col)}" class="group"><summary>{e(fam)} on {e(col)}: '
                      f"{passed} of {len(recs)} pass; {len(shown)} not plain pass</summary>"

@@ -7,7 +7,10 @@ import pytest
 from jax import lax
 
 from conformance.case import PALLAS, Case
-from conformance.execute import compare, first_divergent_eqn, run_case
+from conformance.execute import run_case
+from conformance.first_divergence import first_divergent_eqn
+from conformance.judge import compare
+from reports.schema import Record
 from conformance.replay import Variant, flush_subnormals, reference_replay
 from spec import allowances as A
 from spec import compliance as C
@@ -34,8 +37,8 @@ def test_flush_to_zero_explains_xla_cpu():
     case = _case(lambda x: x * np.float32(0.25), [np.array([TINY, 3 * TINY, 1.0], np.float32)],
                  primitives=("mul",))
     rec = run_case(case, "xla:cpu")
-    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "flush-to-zero"
-    assert rec["mismatches"] == 2 and rec["first_mismatch"]["index"] == [0]
+    assert rec.outcome == "pass-with-allowance" and rec.allowance == "flush-to-zero"
+    assert rec.mismatches == 2 and rec.first_mismatch["index"] == [0]
 
 
 def test_fma_contraction_explains_xla_cpu():
@@ -48,7 +51,7 @@ def test_fma_contraction_explains_xla_cpu():
     plain, _ = reference_replay(jaxpr, case.make_inputs(0))
     assert plain[0][0] == 0
     rec = run_case(case, "xla:cpu")
-    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "fma-contraction"
+    assert rec.outcome == "pass-with-allowance" and rec.allowance == "fma-contraction"
 
 
 def test_unexplained_difference_is_a_fail_with_values():
@@ -56,10 +59,10 @@ def test_unexplained_difference_is_a_fail_with_values():
     ref = [np.arange(4, dtype=np.float32) + 1]
     out = [ref[0].copy()]
     out[0][2] = np.nextafter(out[0][2], np.float32(9))
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cpu")
     compare(case, "xla:cpu", case.make_inputs(0), ref, out, rec, first_divergence=False)
-    assert rec["outcome"] == "fail" and rec["max_ulp"] == 1 and rec["mismatches"] == 1
-    assert rec["first_mismatch"]["index"] == [2] and rec["first_mismatch"]["output"] == 0
+    assert rec.outcome == "fail" and rec.max_ulp == 1 and rec.mismatches == 1
+    assert rec.first_mismatch["index"] == [2] and rec.first_mismatch["output"] == 0
 
 
 def test_mode_arguments_computed_once_per_comparison():
@@ -78,9 +81,9 @@ def test_mode_arguments_computed_once_per_comparison():
                  magnitude=count("magnitude", 4.0), dot_bound=count("dot_bound", [None, np.float64(14)]))
     ref = [x + 1, np.float32(14)]
     out = [ref[0] + 8, ref[1]]                 # 8 ulps of 4 away in output 0: no allowance explains it
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cpu")
     compare(case, "xla:cpu", [x], ref, out, rec, first_divergence=False)
-    assert rec["outcome"] == "fail" and len(A.for_runner("xla:cpu")) > 1
+    assert rec.outcome == "fail" and len(A.for_runner("xla:cpu")) > 1
     assert calls == {"magnitude": 1, "dot_bound": 1}
 
 
@@ -94,13 +97,13 @@ def test_matmul_precision_allowance_on_tpu_runner_only():
     one_pass = [(bf(a) @ bf(b)).astype(np.float32)]
     exact = [(a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)]
     for runner, outcome in (("xla:tpu", "pass-with-allowance"), ("xla:cpu", "fail")):
-        rec = {}
+        rec = Record(case=case.id, runner=runner)
         compare(case, runner, [a, b], exact, one_pass, rec, first_divergence=False)
-        assert rec["outcome"] == outcome
-    assert rec["max_abs_err"] > 0
-    rec = {}
+        assert rec.outcome == outcome
+    assert rec.max_abs_err > 0
+    rec = Record(case=case.id, runner="xla:tpu")
     compare(case, "xla:tpu", [a, b], exact, one_pass, rec)
-    assert rec["allowance"] == "matmul-precision-bf16"
+    assert rec.allowance == "matmul-precision-bf16"
 
 
 def test_known_divergence_tpu_interpret_prng_zeros():
@@ -108,17 +111,17 @@ def test_known_divergence_tpu_interpret_prng_zeros():
                 modes=C.statistical(), primitives=("pallas_call", "prng_random_bits"))
     ref = [np.random.default_rng(0).integers(-2 ** 31, 2 ** 31, (16, 128)).astype(np.int32)]
     zeros = [np.zeros((16, 128), np.int32)]
-    rec = {}
+    rec = Record(case=case.id, runner="pallas:tpu-interpret")
     compare(case, "pallas:tpu-interpret", [], ref, zeros, rec)
-    assert rec["outcome"] == "known-divergence"
-    assert rec["known_divergence"]["id"] == "tpu-interpret-prng-zeros"
+    assert rec.outcome == "known-divergence"
+    assert rec.known_divergence["id"] == "tpu-interpret-prng-zeros"
     # Other runners returning zeros are plain failures; random bits pass.
-    rec = {}
+    rec = Record(case=case.id, runner="pallas:mosaic-tpu")
     compare(case, "pallas:mosaic-tpu", [], ref, zeros, rec)
-    assert rec["outcome"] == "fail"
-    rec = {}
+    assert rec.outcome == "fail"
+    rec = Record(case=case.id, runner="pallas:tpu-interpret")
     compare(case, "pallas:tpu-interpret", [], ref, ref, rec)
-    assert rec["outcome"] == "pass"
+    assert rec.outcome == "pass"
 
 
 def test_divergence_version_ranges():
@@ -162,11 +165,11 @@ def test_reference_unsupported_and_backend_unsupported_records():
     prim.def_impl(lambda x: x)
     case = _case(lambda x: prim.bind(x), [np.zeros(2, np.float32)])
     rec = run_case(case, "xla:cpu")
-    assert rec["outcome"] == "reference-unsupported" and "conformance_test_unknown" in rec["detail"]
+    assert rec.outcome == "reference-unsupported" and "conformance_test_unknown" in rec.detail
     rec = run_case(case, "pallas:interpret")
-    assert rec["outcome"] == "backend-unsupported" and "pallas" in rec["detail"]
+    assert rec.outcome == "backend-unsupported" and "pallas" in rec.detail
     rec = run_case(case, "xla:tpu")
-    assert rec["outcome"] == "backend-unsupported" and "tpu" in rec["detail"]
+    assert rec.outcome == "backend-unsupported" and "tpu" in rec.detail
 
 
 def test_excess_precision_replay_keeps_bf16_chains_in_f32():
@@ -236,18 +239,18 @@ def test_tf32_allowance_explains_a_tf32_program_and_not_a_bf16_one():
     case = _case(prog, [x, w1, w2], primitives=("dot_general",), modes=C.abs_rel(8, 8, "measured"))
     import interp
     ref = [np.asarray(interp.interpret(prog)(x, w1, w2))]
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cuda")
     compare(case, "xla:cuda", case.make_inputs(0), ref, backend(_tf32_nearest), rec, first_divergence=False)
-    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "matmul-precision-tf32"
+    assert rec.outcome == "pass-with-allowance" and rec.allowance == "matmul-precision-tf32"
 
     def bf16(a):
         return np.asarray(a, np.float32).astype(jnp.bfloat16).astype(np.float32)
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cuda")
     compare(case, "xla:cuda", case.make_inputs(0), ref, backend(bf16), rec, first_divergence=False)
-    assert rec["outcome"] == "fail"
-    rec = {}
+    assert rec.outcome == "fail"
+    rec = Record(case=case.id, runner="xla:cpu")
     compare(case, "xla:cpu", case.make_inputs(0), ref, backend(_tf32_nearest), rec, first_divergence=False)
-    assert rec["outcome"] == "fail"           # TF32 is no allowance of XLA:CPU
+    assert rec.outcome == "fail"           # TF32 is no allowance of XLA:CPU
 
 
 def _ulps_away(x, n):
@@ -262,20 +265,20 @@ def test_gpu_div_allowance_is_two_ulp(n, outcome):
     a, b = np.float32([1, 2, 3]), np.float32([3, 7, 11])
     case = _case(lambda a, b: a / b, [a, b], primitives=("div",))
     ref = [a / b]
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cuda")
     compare(case, "xla:cuda", case.make_inputs(0), ref, [_ulps_away(ref[0], n)], rec, first_divergence=False)
-    assert rec["outcome"] == outcome
+    assert rec.outcome == outcome
     if outcome != "fail":
-        assert rec["allowance"] == "gpu-f32-div-sqrt"
+        assert rec.allowance == "gpu-f32-div-sqrt"
 
 
 def test_gpu_div_allowance_needs_a_division_in_the_program():
     a, b = np.float32([1, 2, 3]), np.float32([3, 7, 11])
     case = _case(lambda a, b: a + b, [a, b], primitives=("add",))
     ref = [a + b]
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cuda")
     compare(case, "xla:cuda", case.make_inputs(0), ref, [_ulps_away(ref[0], 1)], rec, first_divergence=False)
-    assert rec["outcome"] == "fail"
+    assert rec.outcome == "fail"
 
 
 def test_scatter_duplicates_any_update_but_nothing_else():
@@ -287,11 +290,11 @@ def test_scatter_duplicates_any_update_but_nothing_else():
     for got, outcome in [([0, 10, 0, 20, 50], "pass-with-allowance"), ([0, 30, 0, 20, 50], "pass-with-allowance"),
                          ([0, 15, 0, 20, 50], "fail"),        # no update is 15
                          ([0, 10, 10, 20, 50], "fail")]:      # element 2 is hit by nothing: stays 0
-        rec = {}
+        rec = Record(case=case.id, runner="xla:cuda")
         compare(case, "xla:cuda", case.make_inputs(0), ref, [np.float32(got)], rec, first_divergence=False)
-        assert rec["outcome"] == outcome, got
+        assert rec.outcome == outcome, got
         if outcome != "fail":
-            assert rec["allowance"] == "scatter-duplicate-order"
+            assert rec.allowance == "scatter-duplicate-order"
 
 
 def test_replay_runs_inside_loops_and_remat():
@@ -333,15 +336,15 @@ def test_bf16_minmax_daz_compare_explains_exactly_the_avx512_bf16_selection():
         case = _case(fn, [x, y], primitives=(name,), name=f"bf16-{name}")
         ref = [np.asarray(getattr(np, f"{name}imum")(x.astype(np.float32), y.astype(np.float32)).astype(bf))]
         host = np.where(np.array([True, True, name == "max", name == "min"]), x, y).astype(bf)
-        rec = {}
+        rec = Record(case=case.id, runner="xla:cpu")
         compare(case, "xla:cpu", [x, y], ref, [host], rec, first_divergence=False)
-        assert rec["outcome"] == "pass-with-allowance" and rec["allowance"] == "bf16-minmax-daz-compare", rec
+        assert rec.outcome == "pass-with-allowance" and rec.allowance == "bf16-minmax-daz-compare", rec
         # not anything: the other operand on the tie is no allowed answer
         other = np.where(np.array([False, False, name == "max", name == "min"]), x, y).astype(bf)
         if not np.array_equal(other.view(np.uint16), ref[0].view(np.uint16)):
-            rec = {}
+            rec = Record(case=case.id, runner="xla:cpu")
             compare(case, "xla:cpu", [x, y], ref, [other], rec, first_divergence=False)
-            assert rec["outcome"] == "fail", rec
+            assert rec.outcome == "fail", rec
 
 
 def test_flush_replay_moves_values_unflushed_through_calls():

@@ -117,16 +117,16 @@ def _runners(case):
 def test_call_and_state_cases_agree_with_xla_cpu(case_id):
     case = _new_cases()[case_id]
     if case.not_applicable:   # every runner records it backend-unsupported with the reason
-        assert run_case(case, "reference")["detail"] == case.not_applicable
+        assert run_case(case, "reference").detail == case.not_applicable
         pytest.skip(case.not_applicable)
     for runner in _runners(case):
         rec = run_case(case, runner, first_divergence=False)
         if runner in XLA_CPU_UNSUPPORTED.get(case_id, {}):
             # the backend's own message, as backend-unsupported (not a crash)
-            assert rec["outcome"] == "backend-unsupported", (runner, rec["outcome"], rec.get("detail"))
-            assert XLA_CPU_UNSUPPORTED[case_id][runner] in rec["detail"], rec["detail"]
+            assert rec.outcome == "backend-unsupported", (runner, rec.outcome, rec.detail)
+            assert XLA_CPU_UNSUPPORTED[case_id][runner] in rec.detail, rec.detail
             continue
-        assert rec["outcome"] in ("pass", "pass-with-allowance"), (runner, rec["outcome"], rec.get("detail"))
+        assert rec.outcome in ("pass", "pass-with-allowance"), (runner, rec.outcome, rec.detail)
 
 
 # Cases a CPU runner cannot run, with the message it says so in.
@@ -149,10 +149,10 @@ PALLAS_EXPECTED = {
 @pytest.mark.parametrize("case_id", sorted(PALLAS_EXPECTED))
 def test_pallas_case_outcomes(case_id):
     case = _new_cases()[case_id]
-    assert run_case(case, "reference")["outcome"] == "pass"
+    assert run_case(case, "reference").outcome == "pass"
     for runner, want in PALLAS_EXPECTED[case_id].items():
         rec = run_case(case, runner, first_divergence=False)
-        assert rec["outcome"] == want, (runner, rec["outcome"], rec.get("detail"))
+        assert rec.outcome == want, (runner, rec.outcome, rec.detail)
 
 
 def _gates():

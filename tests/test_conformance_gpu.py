@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from conformance import execute as E
+from conformance.classify import classify_failure
 from conformance import outputs as saved
 from conformance import process_env
 from hardware_runners import base as B
+from reports.schema import BACKEND_UNSUPPORTED, CRASH
 from hardware_runners import environment as ENV
 from hardware_runners import pallas_lowering as PL
 
@@ -252,9 +254,9 @@ def test_a_plain_pallas_call_lowers_through_the_runners_own_compiler():
     from conformance.case import PALLAS, Case
     generic = Case(id="t/generic", fn=None, build=lambda i: None, inputs=None, kind=PALLAS,
                    pallas_targets=("generic",))
-    ok, why = B.get_runner("pallas:mosaic-gpu").supports(generic)
+    ok, why = B.get_runner("pallas:mosaic-gpu").supports(generic.as_program())
     assert ok == has_switch and (has_switch or "through Triton only" in why)
-    assert B.get_runner("pallas:triton").supports(generic) == (True, "")
+    assert B.get_runner("pallas:triton").supports(generic.as_program()) == (True, "")
     with PL.forced_default(PL.TRITON):
         assert not has_switch or jax.config.values[PL.USE_MOSAIC_GPU] is False
     assert not has_switch or jax.config.values[PL.USE_MOSAIC_GPU] is True   # restored
@@ -334,15 +336,15 @@ def test_runners_report_their_platform_and_the_reference_follows_it():
     assert B.get_runner("pallas:triton").platform == "cuda"     # no GPU here: the platform it targets
     from conformance.cases import all_cases
     case = all_cases("quick")["control_flow/platform_dependent/int32"]
-    inputs, cpu_out, _, _ = E._reference(case, 0, "cpu")
-    _, cuda_out, _, _ = E._reference(case, 0, "cuda")
+    inputs, cpu_out, _, _ = E.reference_run(case, 0, "cpu")
+    _, cuda_out, _, _ = E.reference_run(case, 0, "cuda")
     np.testing.assert_array_equal(cpu_out[0], inputs[0] * 3)
     np.testing.assert_array_equal(cuda_out[0], inputs[0] - 1)
     rec = E.run_case(case, "xla:cpu", first_divergence=False)
-    assert rec["outcome"] == "pass" and rec["platform"] == "cpu"
+    assert rec.outcome == "pass" and rec.platform == "cpu"
     rec = E.run_case(all_cases("quick")["control_flow/placement/sharding_constraint_device_put/int32"], "xla:cpu",
                      first_divergence=False)
-    assert rec["outcome"] == "pass", rec["detail"]
+    assert rec.outcome == "pass", rec.detail
 
 
 # --- backend failures judged by what raised them --------------------------------------------------
@@ -355,10 +357,10 @@ def _raised(exc):
 
 def test_backend_failures_are_classified_by_what_raised_them():
     from jax.errors import JaxRuntimeError
-    unsupported, crash = E.BACKEND_UNSUPPORTED, E.CRASH
+    unsupported, crash = BACKEND_UNSUPPORTED, CRASH
     # A message that says "unsupported" no longer makes a crash look like a refusal, nor the reverse.
-    assert E.classify_failure(B.BackendFailure("execute", _raised(RuntimeError("unsupported value 7"))))[0] == crash
-    outcome, facts = E.classify_failure(B.BackendFailure("lower", _raised(NotImplementedError("no rule for foo"))))
+    assert classify_failure(B.BackendFailure("execute", _raised(RuntimeError("unsupported value 7"))))[0] == crash
+    outcome, facts = classify_failure(B.BackendFailure("lower", _raised(NotImplementedError("no rule for foo"))))
     assert outcome == unsupported and facts["stage"] == "lower" and facts["message"] == "no rule for foo"
     assert facts["raised_in"] == __name__ and facts["refused_by"] == "NotImplementedError"
 
@@ -371,11 +373,11 @@ def test_backend_failures_are_classified_by_what_raised_them():
             raise LoweringError("Exception while lowering eqn: gather") from inner
     except LoweringError as e:
         wrapped = e
-    assert E.classify_failure(B.BackendFailure("lower", wrapped))[0] == unsupported
-    assert E.classify_failure(B.BackendFailure("lower", _raised(AssertionError())))[0] == crash   # the H100 assert
-    assert E.classify_failure(B.BackendFailure("compile", JaxRuntimeError("UNIMPLEMENTED: x")))[0] == unsupported
-    assert E.classify_failure(B.BackendFailure("execute", JaxRuntimeError("NOT_FOUND: buffer")))[0] == crash
-    assert E.classify_failure(B.BackendUnsupported("no such mode"))[0] == unsupported
+    assert classify_failure(B.BackendFailure("lower", wrapped))[0] == unsupported
+    assert classify_failure(B.BackendFailure("lower", _raised(AssertionError())))[0] == crash   # the H100 assert
+    assert classify_failure(B.BackendFailure("compile", JaxRuntimeError("UNIMPLEMENTED: x")))[0] == unsupported
+    assert classify_failure(B.BackendFailure("execute", JaxRuntimeError("NOT_FOUND: buffer")))[0] == crash
+    assert classify_failure(B.BackendUnsupported("no such mode"))[0] == unsupported
     # A lowering rule that refuses with a ValueError, named by the function that raised it: JAX's
     # dot_general lowering refuses the algorithm presets XLA:CPU does not implement.
     import jax
@@ -384,9 +386,9 @@ def test_backend_failures_are_classified_by_what_raised_them():
     dot = jax.jit(lambda a, b: jnp.dot(a, b, precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32_X9))
     with pytest.raises(B.BackendFailure) as info:
         B.run_staged(dot, [x, x])
-    outcome, facts = E.classify_failure(info.value)
+    outcome, facts = classify_failure(info.value)
     assert outcome == unsupported and facts["refused_by"].endswith("_handle_dot_precision"), facts
-    assert E.classify_failure(B.BackendFailure("lower", _raised(ValueError("not supported"))))[0] == crash
+    assert classify_failure(B.BackendFailure("lower", _raised(ValueError("not supported"))))[0] == crash
 
 
 def test_runners_report_the_failing_stage():
@@ -397,8 +399,8 @@ def test_runners_report_the_failing_stage():
     np.testing.assert_array_equal(B.run_staged(jax.jit(lambda x: x * 2), [np.arange(3)])[0], [0, 2, 4])
     from conformance.cases import all_cases
     rec = E.run_case(all_cases("quick")["state/pin_unpin/int32"], "xla:cpu", first_divergence=False)
-    assert rec["outcome"] == "backend-unsupported" and rec["failure"]["stage"] == "compile"
-    assert rec["failure"]["refused_by"] == "XLA status NOT_FOUND"
+    assert rec.outcome == "backend-unsupported" and rec.failure["stage"] == "compile"
+    assert rec.failure["refused_by"] == "XLA status NOT_FOUND"
 
 
 # --- saved outputs and recheck -------------------------------------------------------------------
@@ -448,8 +450,8 @@ def test_run_save_outputs_then_recheck_judges_them_again(tmp_path, capsys):
     for cid in ids:
         kept = []
         rec = E.run_case(cases[cid], "xla:cpu", first_divergence=False, keep_outputs=kept)
-        outcomes[cid] = rec["outcome"]
-        assert kept and rec["outcome"] in ("pass", "pass-with-allowance")
+        outcomes[cid] = rec.outcome
+        assert kept and rec.outcome in ("pass", "pass-with-allowance")
         w.add(cid, "xla:cpu", 0, kept)
     w.close()
     capsys.readouterr()
@@ -496,7 +498,7 @@ def test_recheck_does_not_judge_outputs_of_an_older_program(tmp_path, capsys):
     assert case.revision == 1
     kept = []
     rec = E.run_case(case, "xla:cpu", first_divergence=False, keep_outputs=kept)
-    assert rec["outcome"] == "pass"
+    assert rec.outcome == "pass"
     old = saved.Writer(str(tmp_path / "old"), "h100")
     old.add(case.id, "xla:cuda", 0, kept)                    # no revision written: revision 0
     new = saved.Writer(str(tmp_path / "new"), "cpu")

@@ -10,8 +10,9 @@ import pytest
 
 from conformance.cases import all_cases
 from conformance.checks import ulp_distance
-from conformance.execute import compare
+from conformance.judge import compare
 from hardware_runners.base import ReferenceRunner
+from reports.schema import Record
 
 DATA = pathlib.Path(__file__).parent / "data" / "h100" / "outputs-xla_cuda-subset.npz"
 
@@ -66,8 +67,8 @@ def _judge(case_id, seed, outs):
     case = CASES[case_id]
     inputs = case.make_inputs(seed)
     with case.context():
-        ref = ReferenceRunner().run(case, inputs)
-        rec = {}
+        ref = ReferenceRunner().run(case.as_program(), inputs)
+        rec = Record(case=case.id, runner="xla:cuda")
         compare(case, "xla:cuda", inputs, ref, outs, rec, first_divergence=False)
     return rec, inputs, ref
 
@@ -80,10 +81,10 @@ def test_the_subset_is_the_expected_one():
 def test_recorded_h100_output_is_explained(key):
     outcome, name = EXPECTED[key]
     rec, _, _ = _judge(*key, RECORDED[key])
-    assert rec["outcome"] == outcome, rec.get("detail")
+    assert rec.outcome == outcome, rec.detail
     if outcome == "pass":
         return
-    got = rec.get("allowance") if outcome == "pass-with-allowance" else rec["known_divergence"]["id"]
+    got = rec.allowance if outcome == "pass-with-allowance" else rec.known_divergence["id"]
     assert got == name
 
 
@@ -124,7 +125,7 @@ def test_a_wrong_element_in_the_recorded_output_still_fails(key):
     spoiled = list(outs)
     spoiled[i] = _spoil(ref[i], outs[i])
     rec, _, _ = _judge(*key, spoiled)
-    assert rec["outcome"] == "fail", (rec["outcome"], rec.get("allowance"), rec.get("known_divergence"))
+    assert rec.outcome == "fail", (rec.outcome, rec.allowance, rec.known_divergence)
 
 
 def test_rng_uniform_divergence_needs_only_the_range_output():
@@ -132,4 +133,4 @@ def test_rng_uniform_divergence_needs_only_the_range_output():
     outs = list(RECORDED[key])
     outs[0] = np.zeros_like(outs[0])               # the statistical output broken: not this divergence
     rec, _, _ = _judge(*key, outs)
-    assert rec["outcome"] == "fail"
+    assert rec.outcome == "fail"

@@ -9,6 +9,7 @@ import numpy as np
 
 from conformance.cases import all_cases
 from conformance.case import Case, rng_for
+from reports.schema import Record, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,7 +105,7 @@ def test_a_broken_family_module_is_a_loud_case_not_a_dead_suite(monkeypatch, tmp
     cases = cases_pkg.all_cases("quick")
     assert "lax_elementwise/add/int32/3x5" in cases
     rec = run_case(cases["broken_family_for_test/module-error"], "xla:cpu")
-    assert rec["outcome"] == "crash" and "no such thing" in rec["output"]
+    assert rec.outcome == "crash" and "no such thing" in rec.output
 
 
 # --- hypothesis seed search -------------------------------------------------------------------
@@ -133,31 +134,32 @@ def cases():
 
 
 def _fake_search(outcome_of, examples, shrinks=8, base=0, budget_s=None, cpu_s=0.0):
-    from conformance.execute import search
+    from conformance.search import search
     calls = []
 
-    def run_one(seed):
-        calls.append(seed)
-        return {"case": "t/x", "runner": "r", "seed": seed, "outcome": outcome_of(seed),
-                "reproducer": f"repro t/x --seed {seed}", "reference_cpu_s": cpu_s / 2, "cpu_s": cpu_s / 2}
-    return search(run_one, "t/x", base, examples, shrinks, budget_s=budget_s), calls
+    class Executor:
+        def run(self, case_id, runner, seed):
+            calls.append(seed)
+            return Record(case=case_id, runner=runner, seed=seed, outcome=outcome_of(seed),
+                          reproducer=f"repro t/x --seed {seed}", reference_cpu_s=cpu_s / 2, cpu_s=cpu_s / 2)
+    return search(Executor(), "t/x", "r", base, examples, shrinks, budget_s=budget_s), calls
 
 
 def test_search_base_seed_only_in_quick_and_deterministic_draws_in_nightly():
     rec, calls = _fake_search(lambda s: "pass", 1, base=5)
-    assert calls == [5] and rec["seed"] == 5 and rec["examples"] == 1 and rec["seeds_tried"] == [5]
+    assert calls == [5] and rec.seed == 5 and rec.examples == 1 and rec.seeds_tried == [5]
     rec, calls = _fake_search(lambda s: "pass", 6, base=5)
-    assert calls[0] == 5 and len(calls) == len(set(calls)) == 6 == rec["examples"]
+    assert calls[0] == 5 and len(calls) == len(set(calls)) == 6 == rec.examples
     assert all(5 < s < 5 + 2 ** 32 for s in calls[1:])     # drawn seeds: never the base again
-    assert rec["seed"] == 5 and "first_failing_seed" not in rec
+    assert rec.seed == 5 and rec.first_failing_seed is None
     draws = calls
     assert _fake_search(lambda s: "pass", 6, base=5)[1] == draws           # same draws every time
     assert _fake_search(lambda s: "pass", 6, base=6)[1][1:] != calls[1:]   # per base seed
     # A later seed's known divergence says more than the base's pass; unsupported stops the search.
     rec, _ = _fake_search(lambda s: "pass" if s == 0 else "known-divergence", 4)
-    assert rec["outcome"] == "known-divergence" and rec["seed"] != 0
+    assert rec.outcome == "known-divergence" and rec.seed != 0
     rec, calls = _fake_search(lambda s: "backend-unsupported", 4)
-    assert calls == [0] and rec["outcome"] == "backend-unsupported"
+    assert calls == [0] and rec.outcome == "backend-unsupported"
     # The search budget: a base seed costing 0.8 CPU s leaves room for 2 more seeds in 2 s (a
     # prefix of the same draws); a cheap one runs them all; 5 s of base cost runs only the base.
     assert _fake_search(lambda s: "pass", 6, base=5, budget_s=2.0, cpu_s=0.8)[1] == draws[:3]
@@ -170,23 +172,23 @@ def test_search_finds_and_shrinks_a_failure_within_the_budget():
     def outcome(s):
         return "fail" if s >= 1000 and s % 2 == 0 else "pass"
     rec, calls = _fake_search(outcome, 20, shrinks=8)
-    assert rec["outcome"] == "fail" and outcome(rec["seed"]) == "fail"
-    first = rec["first_failing_seed"]
+    assert rec.outcome == "fail" and outcome(rec.seed) == "fail"
+    first = rec.first_failing_seed
     assert first == next(s for s in calls if outcome(s) == "fail")
-    assert rec["seed"] < first                          # hypothesis shrank it
-    assert rec["reproducer"].endswith(f"--seed {rec['seed']}")
+    assert rec.seed < first                          # hypothesis shrank it
+    assert rec.reproducer.endswith(f"--seed {rec.seed}")
     # The search stopped at the first failure, then ran at most `shrinks` more seeds.
-    assert len(calls) <= calls.index(first) + 1 + 8 and rec["examples"] == len(calls)
-    assert rec["seeds_tried"] == calls
+    assert len(calls) <= calls.index(first) + 1 + 8 and rec.examples == len(calls)
+    assert rec.seeds_tried == calls
     # No shrinking budget: the first failing seed is the one reported.
     rec0, calls0 = _fake_search(outcome, 20, shrinks=0)
-    assert rec0["seed"] == rec0["first_failing_seed"] == calls0[-1]
+    assert rec0.seed == rec0.first_failing_seed == calls0[-1]
     # A crash or a timeout is never shrunk (each try costs a worker restart or the timeout).
     rec, calls = _fake_search(lambda s: "crash" if outcome(s) == "fail" else "pass", 20)
-    assert rec["outcome"] == "crash" and calls[-1] == rec["seed"] == rec["first_failing_seed"]
+    assert rec.outcome == "crash" and calls[-1] == rec.seed == rec.first_failing_seed
     # A failing base seed is reported as is: nothing more is run.
     rec, calls = _fake_search(lambda s: "fail", 20, base=3)
-    assert calls == [3] and rec["seed"] == 3 and "first_failing_seed" not in rec
+    assert calls == [3] and rec.seed == 3 and rec.first_failing_seed is None
 
 
 def _plugin_run(tmp_path, name, *extra, env=None):
@@ -196,8 +198,8 @@ def _plugin_run(tmp_path, name, *extra, env=None):
          "-o", "addopts=", "--runners", "xla:cpu", "--case-filter", "testing/", "--case-isolation", "none",
          "--results-dir", str(res), *extra],
         capture_output=True, text=True, env=env or TOY_ENV, cwd=str(tmp_path), timeout=300)
-    recs = [json.loads(l) for f in res.glob("*.jsonl") for l in open(f)]
-    return proc, {r["case"]: r for r in recs if r["type"] == "result"}
+    recs = [r for f in res.glob("*.jsonl") for r in read_jsonl(str(f))]
+    return proc, {r.case: r for r in recs if isinstance(r, Record)}
 
 
 def test_nightly_search_through_the_plugin_reproducer_and_determinism(tmp_path, monkeypatch, capsys):
@@ -206,16 +208,16 @@ def test_nightly_search_through_the_plugin_reproducer_and_determinism(tmp_path, 
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     rec = recs["testing/threshold"]
-    seed = rec["seed"]
-    assert rec["outcome"] == "fail" and rec["base_seed"] == 0 and seed != 0
+    seed = rec.seed
+    assert rec.outcome == "fail" and rec.base_seed == 0 and seed != 0
     # The JSONL seed is the failing seed: its inputs exceed the threshold, those before the first
     # failure do not, and the reported seed is no larger than the first failing one (shrinking).
-    assert _fails(seed) and seed <= rec["first_failing_seed"]
-    tried = rec["seeds_tried"]
-    assert not any(_fails(s) for s in tried[:tried.index(rec["first_failing_seed"])])
-    assert rec["reproducer"] == f"jax-conformance repro testing/threshold --runner xla:cpu --seed {seed}"
-    assert f"reproduce: {rec['reproducer']}" in out and "hypothesis searched" in out
-    assert recs["testing/ok"]["outcome"] == "pass" and recs["testing/ok"]["examples"] == 12
+    assert _fails(seed) and seed <= rec.first_failing_seed
+    tried = rec.seeds_tried
+    assert not any(_fails(s) for s in tried[:tried.index(rec.first_failing_seed)])
+    assert rec.reproducer == f"jax-conformance repro testing/threshold --runner xla:cpu --seed {seed}"
+    assert f"reproduce: {rec.reproducer}" in out and "hypothesis searched" in out
+    assert recs["testing/ok"].outcome == "pass" and recs["testing/ok"].examples == 12
     # The printed reproducer re-creates exactly the failing inputs: the same mismatch, same values.
     import conformance.cases as cases_pkg
     from conformance.cli import main
@@ -223,19 +225,19 @@ def test_nightly_search_through_the_plugin_reproducer_and_determinism(tmp_path, 
     monkeypatch.setenv("JAX_CONFORMANCE_CASES", "test_conformance_plugin")
     monkeypatch.setattr(cases_pkg, "_cache", {})
     capsys.readouterr()
-    assert main(rec["reproducer"].split()[1:]) == 1
+    assert main(rec.reproducer.split()[1:]) == 1
     text = capsys.readouterr().out
     start = text.index('\n{\n "schema"') + 1
     again = json.loads(text[start: text.index("\n}\n", start) + 2])   # the record; then the first mismatch
     assert again["outcome"] == "fail" and again["seed"] == seed
-    assert again["first_mismatch"] == rec["first_mismatch"] and again["mismatches"] == rec["mismatches"]
+    assert again["first_mismatch"] == rec.first_mismatch and again["mismatches"] == rec.mismatches
     # Same records from two xdist workers and another hash seed; then the nightly profile's defaults.
     proc2, recs2 = _plugin_run(tmp_path, "n2", "--profile", "nightly", "--case-examples", "12", "-n", "2",
                                env=dict(TOY_ENV, PYTHONHASHSEED="12345"))
     for cid in recs:
         for key in ("outcome", "seed", "seeds_tried", "first_mismatch"):
-            assert recs2[cid][key] == recs[cid][key], (cid, key)
+            assert getattr(recs2[cid], key) == getattr(recs[cid], key), (cid, key)
     proc3, recs3 = _plugin_run(tmp_path, "q", "--profile", "nightly", "-p", "no:xdist")
     from conformance.plugin import PROFILE_EXAMPLES
-    assert recs3["testing/ok"]["examples"] == PROFILE_EXAMPLES["nightly"] > 1
-    assert recs3["testing/ok_heavy"]["examples"] == 2          # the case caps the profile default
+    assert recs3["testing/ok"].examples == PROFILE_EXAMPLES["nightly"] > 1
+    assert recs3["testing/ok_heavy"].examples == 2          # the case caps the profile default

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from conformance import execute as E
+from conformance.classify import classify_failure
+from conformance.judge import explain_outcome
 from spec import divergences as DV
 
 HANG = "random/split_fold_in/threefry4x32-partitionable"
@@ -16,25 +18,26 @@ HANG = "random/split_fold_in/threefry4x32-partitionable"
 
 def _timeout(case_id=HANG, version="0.10.2", outcome="timeout", runner="xla:cpu"):
     rec = E.base_record(case_id, runner, 0)
-    rec.update(outcome=outcome, jax_version=version, output="no result after 60 s; worker output:\n",
-               detail="no result after 60 s; worker output:")
+    rec.outcome, rec.jax_version = outcome, version
+    rec.output = "no result after 60 s; worker output:\n"
+    rec.detail = "no result after 60 s; worker output:"
     return rec
 
 
 def test_a_timeout_a_divergence_declares_becomes_known_divergence():
-    rec = E.explain_outcome(_timeout())
-    assert rec["outcome"] == "known-divergence" and rec["raw_outcome"] == "timeout"
-    assert rec["known_divergence"]["id"] == "xla-cpu-threefry4x32-fold-in-split-hang"
-    assert rec["output"].startswith("no result after 60 s")      # the backend's own output is kept
+    rec = explain_outcome(_timeout())
+    assert rec.outcome == "known-divergence" and rec.raw_outcome == "timeout"
+    assert rec.known_divergence["id"] == "xla-cpu-threefry4x32-fold-in-split-hang"
+    assert rec.output.startswith("no result after 60 s")      # the backend's own output is kept
     # Only where the entry says: another JAX version, case, runner or outcome stays as it was.
-    assert E.explain_outcome(_timeout(version="0.12.0.1"))["outcome"] == "timeout"
-    assert E.explain_outcome(_timeout(case_id="random/split_fold_in/philox4x32-partitionable"))["outcome"] == "timeout"
-    assert E.explain_outcome(_timeout(runner="pallas:interpret"))["outcome"] == "timeout"
-    assert E.explain_outcome(_timeout(outcome="crash"))["outcome"] == "crash"
+    assert explain_outcome(_timeout(version="0.12.0.1")).outcome == "timeout"
+    assert explain_outcome(_timeout(case_id="random/split_fold_in/philox4x32-partitionable")).outcome == "timeout"
+    assert explain_outcome(_timeout(runner="pallas:interpret")).outcome == "timeout"
+    assert explain_outcome(_timeout(outcome="crash")).outcome == "crash"
     # the nightly's other timeout: XLA:CPU's igamma series at a = x = DBL_MAX (every version)
-    rec = E.explain_outcome(_timeout("lax_special/igamma/float64/specials", version="0.12.0.1"))
-    assert rec["known_divergence"]["id"] == "xla-cpu-igamma-huge-argument-hang"
-    assert E.explain_outcome(_timeout("lax_special/igamma/float32/specials"))["outcome"] == "timeout"
+    rec = explain_outcome(_timeout("lax_special/igamma/float64/specials", version="0.12.0.1"))
+    assert rec.known_divergence["id"] == "xla-cpu-igamma-huge-argument-hang"
+    assert explain_outcome(_timeout("lax_special/igamma/float32/specials")).outcome == "timeout"
     # A fail is never matched as a timeout, and the hang entry explains no value difference.
     hang = DV.BY_ID["xla-cpu-threefry4x32-fold-in-split-hang"]
     f = DV.Failure(HANG, "xla:cpu", "0.10.2", ("random_bits",), [np.zeros(3, np.uint32)],
@@ -52,8 +55,14 @@ def test_isolated_timeouts_are_explained_where_they_are_recorded(monkeypatch):
     from conformance.plugin import _Session
 
     class HangingWorker:          # what Worker.request answers when the case does not return
+        def __init__(self, env=None):
+            pass
+
         def request(self, req, timeout):
             return "timeout", f"no result after {timeout} s; worker output:\n"
+
+        def close(self):
+            pass
 
     class Config:
         def getoption(self, name):
@@ -62,12 +71,12 @@ def test_isolated_timeouts_are_explained_where_they_are_recorded(monkeypatch):
 
     igamma = "lax_special/igamma/float64/specials"      # explained on every JAX version
     rec = iso.run_isolated(HangingWorker(), igamma, "xla:cpu", 0, 1.0)
-    assert rec["outcome"] == "known-divergence" and rec["raw_outcome"] == "timeout"
-    assert rec["known_divergence"]["id"] == "xla-cpu-igamma-huge-argument-hang"
+    assert rec.outcome == "known-divergence" and rec.raw_outcome == "timeout"
+    assert rec.known_divergence["id"] == "xla-cpu-igamma-huge-argument-hang"
     monkeypatch.setattr(iso, "Worker", HangingWorker)
     session = _Session(Config())
-    assert session.run(igamma, "xla:cpu", 0)["outcome"] == "known-divergence"
-    assert session.run("lax_elementwise/add/int32/3x5", "xla:cpu", 0)["outcome"] == "timeout"
+    assert session.executor.run(igamma, "xla:cpu", 0).outcome == "known-divergence"
+    assert session.executor.run("lax_elementwise/add/int32/3x5", "xla:cpu", 0).outcome == "timeout"
 
 
 def test_no_registered_implementation_is_backend_unsupported_not_a_crash():
@@ -77,8 +86,8 @@ def test_no_registered_implementation_is_backend_unsupported_not_a_crash():
     from hardware_runners.base import BackendFailure
     from jax.errors import JaxRuntimeError
     err = JaxRuntimeError("NOT_FOUND: No registered implementation for untyped custom call to Pin for Host")
-    assert E.classify_failure(BackendFailure("compile", err))[0] == "backend-unsupported"
-    assert E.classify_failure(BackendFailure("execute", JaxRuntimeError(
+    assert classify_failure(BackendFailure("compile", err))[0] == "backend-unsupported"
+    assert classify_failure(BackendFailure("execute", JaxRuntimeError(
         "INTERNAL: Failed to execute XLA Runtime executable")))[0] == "crash"
 
 
@@ -158,8 +167,8 @@ def test_flush_to_zero_and_a_measured_budget_in_one_output_end_to_end():
     # -133) and 2-ulp elements in the same output
     from conformance.cases import get
     rec = E.run_case(get("lax_special/log2/bfloat16/33x65"), "xla:cpu", 0, first_divergence=False)
-    assert rec["outcome"] == "known-divergence" and rec["allowance"] == "flush-to-zero"
-    assert rec["known_divergence"]["id"] == "xla-cpu-special-functions"
+    assert rec.outcome == "known-divergence" and rec.allowance == "flush-to-zero"
+    assert rec.known_divergence["id"] == "xla-cpu-special-functions"
 
 
 def test_digamma_and_lgamma_errors_are_absolute_near_their_zeros():
@@ -217,7 +226,7 @@ def test_normal_f32_budget_derives_from_erf_inv_and_holds_on_xla_cpu():
     mode = case.modes_for([np.zeros((5, 17), np.float32)])[0]
     assert mode.ulp == int(np.ceil(np.sqrt(2) * DV.XLA_ERF_INV_F32_WORST_ULP)) + 1 == 93
     rec = E.run_case(case, "xla:cpu", 0, first_divergence=False)
-    assert rec["outcome"] == "pass" and 60 < rec["max_ulp"] <= 91    # 82 at seed 0 (nightly finding)
+    assert rec.outcome == "pass" and 60 < rec.max_ulp <= 91    # 82 at seed 0 (nightly finding)
 
 
 # --- betainc: XLA's prefactor rounding and its iteration cap (spec/divergences.py _betainc_model) ------
@@ -311,8 +320,8 @@ def test_betainc_nightly_failures_become_known_divergences():
     for case_id, seed in (("lax_special/regularized_incomplete_beta/float32/33x65", 1),
                           ("lax_special/regularized_incomplete_beta/float64/large-parameters", 0)):
         rec = E.run_case(get(case_id), "xla:cpu", seed, first_divergence=False)
-        assert rec["outcome"] == "known-divergence", (case_id, rec["outcome"])
-        assert rec["known_divergence"]["id"] == BETA
+        assert rec.outcome == "known-divergence", (case_id, rec.outcome)
+        assert rec.known_divergence["id"] == BETA
     assert get("lax_special/regularized_incomplete_beta/float32/large-parameters").profile == "nightly"
 
 

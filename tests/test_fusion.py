@@ -204,16 +204,16 @@ def test_reference_runner_compares_fused_with_unfused():
     case = next(c for c in F.cases() if c.id == "fusion/fuser/elementwise")
     assert case.unfused_fn is not None
     rec = run_case(case, "reference")
-    assert rec["outcome"] == "pass" and "fused == unfused" in rec["detail"], rec
+    assert rec.outcome == "pass" and "fused == unfused" in rec.detail, rec
 
     third, k = _wrong_third(), F.fusible_double()
     prog = lambda x, y: k(third(x) + y) - y
     wrong = dataclasses.replace(case, id="fusion/fuser/wrong_third", build=lambda interpret: fuser.fuse(prog),
                                 unfused_fn=prog)
     rec = run_case(wrong, "reference")
-    assert rec["outcome"] == "fail" and rec["mismatches"] > 0, rec
-    assert rec["first_divergent_eqn"]["primitive"] == "div", rec["first_divergent_eqn"]
-    assert rec["first_mismatch"]["reference"] != rec["first_mismatch"]["backend"]
+    assert rec.outcome == "fail" and rec.mismatches > 0, rec
+    assert rec.first_divergent_eqn["primitive"] == "div", rec.first_divergent_eqn
+    assert rec.first_mismatch["reference"] != rec.first_mismatch["backend"]
 
 
 def test_fusion_diff_names_the_first_inconsistent_block():

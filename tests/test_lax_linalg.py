@@ -346,7 +346,7 @@ def test_hessenberg_nightly_seed_287():
     eps = np.finfo(np.float32).eps
     scale = np.abs(a).max()
     assert np.abs(reference(case.fn, a) - exact).max() <= eps * scale
-    assert run_case(case, "xla:cpu", seed=287)["outcome"] == "pass"
+    assert run_case(case, "xla:cpu", seed=287).outcome == "pass"
 
 
 def test_tridiagonal(dtype):

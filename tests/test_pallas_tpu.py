@@ -1264,7 +1264,7 @@ def test_pallas_tpu_cases_name_their_primitives_and_run_on_the_reference():
         seen = case_primitives(case)
         assert set(case.primitives) <= seen, (case.id, set(case.primitives) - seen)
         if case.id.endswith(("/8x128", "/f32", "16x256x256", "32x256x256", "16x128")):
-            assert run_case(case, "reference")["outcome"] == "pass", case.id
+            assert run_case(case, "reference").outcome == "pass", case.id
 
 
 def test_interpret_modes_record_the_new_primitives_as_backend_unsupported():
@@ -1278,8 +1278,8 @@ def test_interpret_modes_record_the_new_primitives_as_backend_unsupported():
     for case in picked[:3]:
         for runner in ("pallas:interpret", "pallas:tpu-interpret"):
             rec = run_case(case, runner, first_divergence=False)
-            assert rec["outcome"] == "backend-unsupported", (case.id, runner, rec["outcome"],
-                                                             rec.get("detail"))
+            assert rec.outcome == "backend-unsupported", (case.id, runner, rec.outcome,
+                                                             rec.detail)
         for mode, gate in getattr(case.build, "gates", {}).items():
             with pytest.raises(Exception) as err:
                 with case.context():
@@ -1307,9 +1307,9 @@ def test_emit_pipeline_over_a_core_axis_matches_tpu_interpret_mode():
     rec = run_case(case, "pallas:tpu-interpret", first_divergence=False)
     from conformance.cases.pallas import PIPELINE_PRIMITIVE_TPU_INTERPRET as gate
     if gate.applies():   # JAX 0.10.2: its TPU interpret mode cannot run the primitive
-        assert rec["outcome"] == "backend-unsupported", (rec["outcome"], rec.get("detail"))
+        assert rec.outcome == "backend-unsupported", (rec.outcome, rec.detail)
         return
-    assert rec["outcome"] == "pass", (rec["outcome"], rec.get("detail"))
+    assert rec.outcome == "pass", (rec.outcome, rec.detail)
 
 
 def _mosaic_text(kernel, out, *args) -> list[str]:

@@ -5,6 +5,7 @@ H100 (no GPU needed to know whether pallas:triton can compile a case)."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 import os
 
 import jax
@@ -15,6 +16,8 @@ from jax.experimental import pallas as pl
 
 import interp
 from conformance import execute as X
+from conformance.judge import explain_outcome
+from reports.schema import BACKEND_UNSUPPORTED, CRASH, KNOWN_DIVERGENCE, PASS, REFERENCE_UNSUPPORTED, Record
 from conformance.cases import all_cases
 from conformance.cases import pallas_triton as cases_mod
 from hardware_runners.base import get_runner
@@ -41,9 +44,9 @@ def _cheap(case) -> bool:
 # ------------------------------------------------------------------------------------- counts
 def test_at_least_40_cases_run_on_triton_and_each_on_hlo_interpret():
     triton, hlo = get_runner("pallas:triton"), get_runner("pallas:interpret")
-    on_triton = [c for c in all_cases("quick").values() if triton.supports(c)[0]]
+    on_triton = [c for c in all_cases("quick").values() if triton.supports(c.as_program())[0]]
     assert len(on_triton) >= 40, len(on_triton)
-    assert not [c.id for c in on_triton if not hlo.supports(c)[0]]
+    assert not [c.id for c in on_triton if not hlo.supports(c.as_program())[0]]
     # ... and at least 40 of them lower through JAX's Triton lowering (checked below per case)
     mine = [c for c in _quick_cases().values() if c.id not in cases_mod.TRITON_LOWERING]
     assert len(mine) >= 40, len(mine)
@@ -108,14 +111,14 @@ def test_case_agrees_with_hlo_interpret_or_is_explained(case_id):
     case = _quick_cases()[case_id]
     rec = X.run_case(case, "pallas:interpret", 0, first_divergence=False)
     if case_id == "pallas_triton/elementwise_inline_asm/int32/shl":
-        assert rec["outcome"] == X.REFERENCE_UNSUPPORTED and "elementwise_inline_asm" in rec["detail"]
+        assert rec.outcome == REFERENCE_UNSUPPORTED and "elementwise_inline_asm" in rec.detail
         return
-    if rec["outcome"] == X.BACKEND_UNSUPPORTED:   # only where the case declares why
-        assert hasattr(case.build, "gates") or "dot_general on CPU" in rec["detail"], rec["detail"]
+    if rec.outcome == BACKEND_UNSUPPORTED:   # only where the case declares why
+        assert hasattr(case.build, "gates") or "dot_general on CPU" in rec.detail, rec.detail
         return
-    assert rec["outcome"] in (X.PASS, X.KNOWN_DIVERGENCE), (rec["outcome"], rec.get("detail"))
-    if rec["outcome"] == X.KNOWN_DIVERGENCE:
-        assert rec["known_divergence"]["id"].startswith(("pallas-interpret-", "xla-cpu-dot-algorithm")), rec
+    assert rec.outcome in (PASS, KNOWN_DIVERGENCE), (rec.outcome, rec.detail)
+    if rec.outcome == KNOWN_DIVERGENCE:
+        assert rec.known_divergence["id"].startswith(("pallas-interpret-", "xla-cpu-dot-algorithm")), rec
 
 
 @pytest.mark.parametrize("case_id", sorted(c for c, case in _quick_cases().items() if hasattr(case.build, "gates")))
@@ -133,12 +136,12 @@ def test_hlo_interpret_gates_still_hold(case_id):
 def test_crash_of_the_pre_012_lowering_is_a_known_divergence():
     # What the H100 recorded for JAX 0.11.2 (an AssertionError from the lowering) becomes a
     # known divergence for exactly those cases and JAX versions.
-    rec = {"case": "pallas_triton/atomic_max/int32/distinct", "runner": "pallas:triton", "outcome": X.CRASH,
-           "jax_version": "0.11.2"}
-    assert X.explain_outcome(dict(rec), ("atomic_rmw",))["outcome"] == X.KNOWN_DIVERGENCE
-    assert X.explain_outcome(dict(rec, jax_version="0.12.0.1"), ("atomic_rmw",))["outcome"] == X.CRASH
-    assert X.explain_outcome(dict(rec, case="pallas_triton/atomic_max/float32/distinct"),
-                             ("atomic_rmw",))["outcome"] == X.CRASH
+    rec = Record(case="pallas_triton/atomic_max/int32/distinct", runner="pallas:triton", outcome=CRASH,
+                 jax_version="0.11.2")
+    assert explain_outcome(replace(rec), ("atomic_rmw",)).outcome == KNOWN_DIVERGENCE
+    assert explain_outcome(replace(rec, jax_version="0.12.0.1"), ("atomic_rmw",)).outcome == CRASH
+    assert explain_outcome(replace(rec, case="pallas_triton/atomic_max/float32/distinct"),
+                           ("atomic_rmw",)).outcome == CRASH
 
 
 # --------------------------------------------------------------------------- rules by hand

@@ -315,7 +315,8 @@ def test_rng_uniform_statistical_cases(case_id):
     """The rng_uniform conformance cases: the reference's draws pass the STATISTICAL checks and
     stay inside [a, b); XLA:CPU's draws pass the same checks, and its float draws in a range of
     four ulps reach b (about one in eight), which the suite reports as the recorded divergence."""
-    from conformance.execute import compare
+    from conformance.judge import compare
+    from reports.schema import Record
     from spec import divergences
     case = _rng_uniform_cases()[case_id]
     inputs = case.make_inputs(0)
@@ -331,14 +332,14 @@ def test_rng_uniform_statistical_cases(case_id):
         assert int(xla[1]) > 0
     else:
         assert int(xla[1]) == 0
-    rec = {}
+    rec = Record(case=case.id, runner="xla:cpu")
     with case.context():
         compare(case, "xla:cpu", inputs, ref, xla, rec, first_divergence=False)
     if is_float:
-        assert rec["outcome"] == "known-divergence", rec
-        assert divergences.BY_ID["xla-rng-uniform-reaches-b"].link in str(rec["known_divergence"])
+        assert rec.outcome == "known-divergence", rec
+        assert divergences.BY_ID["xla-rng-uniform-reaches-b"].link in str(rec.known_divergence)
     else:
-        assert rec["outcome"] == "pass", rec
+        assert rec.outcome == "pass", rec
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])

@@ -1,5 +1,6 @@
 """Results schema, shard merging, nightly history (new / fixed / changed) and the report files,
 including the HTML page loaded in a real headless browser where Debian's chromium is installed."""
+import dataclasses
 import gzip
 import html
 import json
@@ -9,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
+import typing
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -16,49 +18,89 @@ import pytest
 from reports.history import record_run
 from reports.merge import merge
 from reports.render import primitive_view, write_report
-from reports.schema import SCHEMA_VERSION, JsonlWriter, new_record, read_jsonl, validate
+from reports.schema import (RESULT_FIELDS, SCHEMA_VERSION, JsonlWriter, Record, dumps, environment_line,
+                            read_jsonl, validate)
 
 
 def rec(case, runner, outcome, ts=1.0, **kw):
     # Worker gw0 and no run id, as `pytest -n 1 --pyargs conformance` writes them: every file's
     # worker has the same name, so a record's environment is its own file's.
-    r = new_record(case=case, runner=runner, outcome=outcome, seed=0, family=case.split("/")[0], worker="gw0",
-                   reproducer=f"jax-conformance repro {case} --runner {runner} --seed 0", timestamp=ts)
-    r.update(kw)
-    return r
+    return Record(**dict(dict(case=case, runner=runner, outcome=outcome, seed=0, family=case.split("/")[0],
+                              worker="gw0", reproducer=f"jax-conformance repro {case} --runner {runner} --seed 0",
+                              timestamp=ts), **kw))
 
 
 def write(path, records, env=None):
     w = JsonlWriter(str(path))
     if env is not None:
-        w.write({"schema": SCHEMA_VERSION, "type": "environment", "worker": "gw0", "profile": "quick",
-                 "environment": env})
+        w.write(environment_line(worker="gw0", profile="quick", run_id=None, environment=env))
     for r in records:
         w.write(r)
     w.close()
 
 
 def test_schema_records_and_validation(tmp_path):
-    r = new_record(case="a/b", runner="xla:cpu", outcome="pass")
+    r = Record(case="a/b", runner="xla:cpu", outcome="pass")
+    line = r.to_json()
     for field in ("case", "runner", "outcome", "allowance", "known_divergence", "max_ulp", "max_abs_err",
                   "mismatches", "first_mismatch", "first_divergent_eqn", "duration_s", "reproducer", "seed"):
-        assert field in r
-    assert r["schema"] == SCHEMA_VERSION and r["type"] == "result"
+        assert field in line
+    assert line["schema"] == SCHEMA_VERSION and line["type"] == "result"
     with pytest.raises(ValueError):
-        validate(dict(r, outcome="sort-of-pass"))
+        validate(dict(line, outcome="sort-of-pass"))
     with pytest.raises(ValueError):
-        validate(dict(r, schema=SCHEMA_VERSION + 1))
+        validate(dict(line, schema=SCHEMA_VERSION + 1))
     # A worker killed mid-write leaves a truncated line: the complete records survive.
     p = tmp_path / "r.jsonl"
-    write(p, [r, dict(r, case="a/inf", max_ulp=float("inf"), max_abs_err=float("nan"))])
+    write(p, [r, dataclasses.replace(r, case="a/inf", max_ulp=float("inf"), max_abs_err=float("nan"))])
     with open(p, "a") as f:
         f.write('{"schema": 1, "type": "result", "case": "x')
     # Strict JSON on disk (no Infinity/NaN tokens); the reader turns the strings back into floats.
     text = open(p).read()
     assert "Infinity" not in text and "NaN" not in text and '"max_ulp": "inf"' in text
     back = list(read_jsonl(str(p)))
-    assert [x["case"] for x in back] == ["a/b", "a/inf"]
-    assert back[1]["max_ulp"] == float("inf") and back[1]["max_abs_err"] != back[1]["max_abs_err"]
+    assert [x.case for x in back] == ["a/b", "a/inf"]
+    assert back[1].max_ulp == float("inf") and back[1].max_abs_err != back[1].max_abs_err
+
+
+def test_a_record_has_only_its_declared_fields():
+    """Writers cannot invent a field (build or assign one Record does not declare); readers refuse a
+    field they do not know; the contract fields are written in every record, the others when set."""
+    r = Record(case="a/b", runner="xla:cpu", outcome="pass")
+    with pytest.raises(TypeError, match="colour"):
+        Record(case="a/b", runner="xla:cpu", colour="red")
+    with pytest.raises(AttributeError, match="colour"):
+        r.colour = "red"
+    with pytest.raises(ValueError, match="does not know.*colour"):
+        validate(dict(r.to_json(), colour="red"))
+    assert list(r.to_json()) == ["schema", "type", *RESULT_FIELDS]
+    r.platform, r.base_seed = "cpu", 0
+    assert list(r.to_json())[-2:] == ["platform", "base_seed"]
+    assert validate(json.loads(dumps(r))) == r
+
+
+def _has_type(value, hint) -> bool:
+    """``value`` is of the declared type ``hint`` (``float | None``, ``str``...); never a bool for a number."""
+    types = tuple(t for t in typing.get_args(hint) if t is not type(None)) or (hint,)
+    if value is None:
+        return type(None) in typing.get_args(hint)
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def test_every_recorded_record_reads_and_writes_back_as_it_was():
+    """The records on disk (tests/data/reports: an H100 run of JAX 0.11.2 and a CPU run of 0.10.2,
+    the latter from before strict JSON) read into Records whose fields have their declared types,
+    and write back the same line, key for key and in the same order."""
+    hints = typing.get_type_hints(Record)
+    n = 0
+    for path in RECORDED:
+        for line in _result_lines(path):
+            r = validate(dict(line))
+            assert dumps(r) == dumps(line)
+            wrong = {name: getattr(r, name) for name, hint in hints.items() if not _has_type(getattr(r, name), hint)}
+            assert wrong == {}, (path, r.case)
+            n += 1
+    assert n > 200
 
 
 def _strict_load(path):
@@ -82,14 +124,14 @@ def test_merge_shards_of_one_machine_combine_other_machines_stay_apart(tmp_path)
     write(tmp_path / "gpu.jsonl", [rec("f/b", "xla:cpu", "fail", ts=9.0), rec("f/b", "xla:cuda", "pass")], gpu)
     res = merge([str(tmp_path / "s1"), str(tmp_path / "s2.jsonl"), str(tmp_path / "gpu.jsonl")])
     assert len(res.sources) == 4 and len(res.environments) == 4 and len(res.machines) == 2
-    by = {(r["case"], r["column"]): r for r in res.records}
+    by = {(r.case, r.column): r for r in res.records}
     assert len(res.records) == len(by) == 6      # 4 of the CPU machine (f/b once), 2 of the GPU machine
-    assert by[("f/b", "xla:cpu@EPYC 7B13 jax0.12.0.1")]["outcome"] == "pass-with-allowance"
-    assert by[("f/b", "xla:cpu@Xeon 8481C jax0.12.0.1")]["outcome"] == "fail"
-    assert by[("f/b", "xla:cuda@H100 jax0.12.0.1")]["outcome"] == "pass"
+    assert by[("f/b", "xla:cpu@EPYC 7B13 jax0.12.0.1")].outcome == "pass-with-allowance"
+    assert by[("f/b", "xla:cpu@Xeon 8481C jax0.12.0.1")].outcome == "fail"
+    assert by[("f/b", "xla:cuda@H100 jax0.12.0.1")].outcome == "pass"
     assert res.column_ids[0] == "reference@EPYC 7B13 jax0.12.0.1"
     assert res.matrix()[("f", "xla:cpu@EPYC 7B13 jax0.12.0.1")] == {"pass": 1, "pass-with-allowance": 1}
-    assert sorted((r["case"], r["column"]) for r in res.bad()) == [
+    assert sorted((r.case, r.column) for r in res.bad()) == [
         ("f/b", "xla:cpu@Xeon 8481C jax0.12.0.1"), ("g/d", "pallas:interpret@EPYC 7B13 jax0.12.0.1")]
     # Two machines whose columns would share a name (same device model, same JAX) are told apart by host.
     write(tmp_path / "twin.jsonl", [rec("f/b", "xla:cpu", "pass")], dict(cpu, host="h2"))
@@ -122,7 +164,7 @@ def test_merge_of_two_recorded_machines_keeps_every_record():
     assert env["nvidia_driver"].endswith("580.159.04") and cuda.device_full == "NVIDIA H100 80GB HBM3"
     # The primitive view: lgamma float32 fails only on the H100 (each raw record's outcome decides).
     view = primitive_view(res)
-    fails = {col for col, recs in view["lax_special/lgamma/float32"].items() if any(r["outcome"] == "fail" for r in recs)}
+    fails = {col for col, recs in view["lax_special/lgamma/float32"].items() if any(r.outcome == "fail" for r in recs)}
     assert fails == {c for c in res.column_ids if any(r["outcome"] == "fail" and r["case"].startswith(
         "lax_special/lgamma/float32") and r["runner"] == res.columns[c].runner
         and r["jax_version"] == res.columns[c].jax for r in raw)} == {"xla:cuda@H100 jax0.11.2"}
@@ -319,7 +361,7 @@ def test_html_report_in_headless_chromium(tmp_path):
     matrix = dom[root_start: dom.index("</table>", root_start)]
     assert matrix.count("<tr>") == 1 + len(res.families)          # header + one row per family
     assert "xla:cuda@H100" in matrix and "xla:cpu@vm" in matrix
-    assert dom.count('class="rec"') == sum(r["outcome"] != "pass" for r in res.records)
+    assert dom.count('class="rec"') == sum(r.outcome != "pass" for r in res.records)
     assert "new cases: " + str(sum(1 for p in RECORDED[1:] for _ in _result_lines(p))) in dom
     # Each machine's run: its id, start and duration (from the records' own timestamps).
     for p in RECORDED:
@@ -357,14 +399,14 @@ def test_report_shows_the_seed_search(tmp_path):
     def row(case, name):
         m = re.search(rf'<tr class="{name}"><th class="l">[^<]*</th><td class="l"><code>([^<]*)</code>', recs[case])
         return m and m.group(1)
-    assert row(shrunk["case"], "examples") == "12" and row(shrunk["case"], "first-failing-seed") == "187203"
-    assert row(shrunk["case"], "seed") == "67" and row(shrunk["case"], "base-seed") == "0"
-    assert row(shrunk["case"], "search") == ("hypothesis searched 12 seeds from base seed 0; first failing seed "
+    assert row(shrunk.case, "examples") == "12" and row(shrunk.case, "first-failing-seed") == "187203"
+    assert row(shrunk.case, "seed") == "67" and row(shrunk.case, "base-seed") == "0"
+    assert row(shrunk.case, "search") == ("hypothesis searched 12 seeds from base seed 0; first failing seed "
                                              "187203, shrunk to 67")
-    assert row(searched["case"], "examples") == "4" and row(searched["case"], "first-failing-seed") is None
-    assert row(searched["case"], "search") == "hypothesis searched 4 seeds from base seed 0"
-    assert row(quick["case"], "seed") == "0" and row(quick["case"], "search") is None   # one seed: no search
-    assert row(timeout["case"], "backend-outcome") == "timeout"
+    assert row(searched.case, "examples") == "4" and row(searched.case, "first-failing-seed") is None
+    assert row(searched.case, "search") == "hypothesis searched 4 seeds from base seed 0"
+    assert row(quick.case, "seed") == "0" and row(quick.case, "search") is None   # one seed: no search
+    assert row(timeout.case, "backend-outcome") == "timeout"
     md = open(out / "summary.md").read()
     assert "(hypothesis searched 12 seeds from base seed 0; first failing seed 187203, shrunk to 67)" in md
     failure = ET.parse(out / "junit.xml").getroot().find(".//testcase[@name='lax_special/erfc/float64/scalar']/failure")

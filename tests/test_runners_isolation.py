@@ -10,7 +10,7 @@ import pytest
 from conformance.case import LAX, PALLAS, Case
 from hardware_runners import detect, get_runner
 from hardware_runners.environment import environment
-from conformance.isolation import Worker, run_isolated
+from conformance.isolation import Executor, Worker, run_isolated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -71,12 +71,12 @@ def test_crash_and_timeout_isolation_keeps_other_results(worker):
     plan = ["testing/ok", "testing/abort", "testing/ok", "testing/segfault", "testing/ok", "testing/hang"]
     recs = [run_isolated(worker, cid, "xla:cpu", 0, timeout=5.0 if cid == "testing/hang" else 120.0)
             for cid in plan]
-    assert [r["outcome"] for r in recs] == ["pass", "crash", "pass", "crash", "pass", "timeout"]
-    assert "SIGABRT" in recs[1]["output"] and "about to abort" in recs[1]["output"]
-    assert "SIGSEGV" in recs[3]["output"] and "about to segfault" in recs[3]["output"]
-    assert "about to hang" in recs[5]["output"] and "no result after 5" in recs[5]["output"]
+    assert [r.outcome for r in recs] == ["pass", "crash", "pass", "crash", "pass", "timeout"]
+    assert "SIGABRT" in recs[1].output and "about to abort" in recs[1].output
+    assert "SIGSEGV" in recs[3].output and "about to segfault" in recs[3].output
+    assert "about to hang" in recs[5].output and "no result after 5" in recs[5].output
     for r in recs:
-        assert r["reproducer"] == f"jax-conformance repro {r['case']} --runner xla:cpu --seed 0"
+        assert r.reproducer == f"jax-conformance repro {r.case} --runner xla:cpu --seed 0"
     assert worker.starts == 3   # the first start and one restart after each crash
     assert worker.proc is None  # the hung worker was killed; the next request starts a fresh one
 
@@ -86,8 +86,8 @@ def test_isolation_overhead_is_small(worker):
     t0 = time.perf_counter()
     recs = [run_isolated(worker, "testing/ok", "xla:cpu", s, timeout=60) for s in range(5)]
     per_case = (time.perf_counter() - t0) / 5
-    inside = sum(r["total_s"] for r in recs) / 5
-    assert all(r["outcome"] == "pass" for r in recs)
+    inside = sum(r.total_s for r in recs) / 5
+    assert all(r.outcome == "pass" for r in recs)
     # The pipe round trip and pickling add well under 50 ms to a case.
     assert per_case - inside < 0.05, (per_case, inside)
 
@@ -106,6 +106,7 @@ def test_runners_declare_what_they_can_run():
     tpu_kernel = Case(id="t/k", fn=None, build=lambda i: None, inputs=_ints, kind=PALLAS, pallas_targets=("tpu",))
     prng_kernel = Case(id="t/p", fn=None, build=lambda i: None, inputs=_ints, kind=PALLAS,
                        pallas_targets=("tpu",), needs=frozenset({"hardware-prng"}))
+    lax_case, tpu_kernel, prng_kernel = (c.as_program() for c in (lax_case, tpu_kernel, prng_kernel))
     assert get_runner("xla:cpu").supports(lax_case)[0]
     ok, why = get_runner("xla:cpu").supports(tpu_kernel)
     assert not ok and "pallas" in why
@@ -131,15 +132,17 @@ def test_environment_capture():
 
 
 def test_seed_search_through_isolation_reports_the_crashing_seed_unshrunk(worker):
-    from conformance.execute import search
+    from conformance.search import search
     cid = "testing/abort_on_some_seeds"
-    rec = search(lambda s: run_isolated(worker, cid, "xla:cpu", s, 60.0), cid, 0, 12)
-    assert rec["outcome"] == "crash" and "SIGABRT" in rec["output"] and "inputs about to abort" in rec["output"]
+    executor = Executor(timeout=60.0)
+    executor.worker = worker
+    rec = search(executor, cid, "xla:cpu", 0, 12)
+    assert rec.outcome == "crash" and "SIGABRT" in rec.output and "inputs about to abort" in rec.output
     # The crashing seed is the one recorded and reproduced; the seeds before it passed; a crash
     # is not shrunk (nothing runs after it).
-    assert rec["seed"] == rec["first_failing_seed"] == rec["seeds_tried"][-1] != 0
-    assert _aborts(rec["seed"]) and not any(_aborts(s) for s in rec["seeds_tried"][:-1])
-    assert rec["reproducer"] == f"jax-conformance repro {cid} --runner xla:cpu --seed {rec['seed']}"
+    assert rec.seed == rec.first_failing_seed == rec.seeds_tried[-1] != 0
+    assert _aborts(rec.seed) and not any(_aborts(s) for s in rec.seeds_tried[:-1])
+    assert rec.reproducer == f"jax-conformance repro {cid} --runner xla:cpu --seed {rec.seed}"
 
 
 def test_xla_cpu_runs_sub_byte_arguments():
@@ -150,6 +153,6 @@ def test_xla_cpu_runs_sub_byte_arguments():
     values = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6] * 2, ml_dtypes.float4_e2m1fn)
     values[8:] = -values[8:]
     case = Case(id="t/abs-float4", fn=lambda x: abs(x), inputs=lambda seed: [values])
-    out, = get_runner("xla:cpu").run(case, [values])
+    out, = get_runner("xla:cpu").run(case.as_program(), [values])
     assert out.dtype == values.dtype
     np.testing.assert_array_equal(out.astype(np.float32), np.abs(values.astype(np.float32)))

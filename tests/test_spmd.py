@@ -203,10 +203,10 @@ def _compare_main() -> None:
     from conformance.execute import run_case
     for case_id in CASES_ON_XLA:
         rec = run_case(get(case_id), "xla:cpu", 0)
-        verdicts[case_id] = rec["outcome"] + " " + str((rec.get("known_divergence") or {}).get("id") or rec.get("detail", ""))[:300]
+        verdicts[case_id] = rec.outcome + " " + str((rec.known_divergence or {}).get("id") or rec.detail)[:300]
     for case_id in CASES_ON_TPU_INTERPRET:
         rec = run_case(get(case_id), "pallas:tpu-interpret", 0)
-        verdicts[case_id] = rec["outcome"] + " " + str((rec.get("known_divergence") or {}).get("id") or rec.get("detail", ""))[:300]
+        verdicts[case_id] = rec.outcome + " " + str((rec.known_divergence or {}).get("id") or rec.detail)[:300]
     verdicts["core_axis_dma_tpu_interpret"] = _core_axis_dma_on_tpu_interpret()
     print("VERDICTS " + json.dumps(verdicts))
 

@@ -103,7 +103,7 @@ def _compare_main() -> None:
     verdicts = {}
     for case_id in CASES_ON_XLA:
         rec = run_case(get(case_id), "xla:cpu", 0)
-        verdicts[case_id] = f"{rec['outcome']} {str(rec.get('detail', ''))[:300]}"
+        verdicts[case_id] = f"{rec.outcome} {str(rec.detail)[:300]}"
     x = _ints((8, 8))
     for name, fn in REFUSED.items():   # JAX runs them: the refusal is the reference's
         if not _applies(name):

@@ -59,7 +59,7 @@ def test_not_applicable_cases_are_recorded_with_their_reason():
     for case in cases[:5]:   # what the runners record (the same code path for every runner)
         for runner in ("reference", "xla:cpu"):
             rec = run_case(case, runner)
-            assert (rec["outcome"], rec["detail"]) == ("backend-unsupported", case.not_applicable)
+            assert (rec.outcome, rec.detail) == ("backend-unsupported", case.not_applicable)
 
 
 def _with_param(jaxpr, **extra):
