@@ -57,11 +57,11 @@ class MutantRunner(XlaRunner):
         self.name = f"mutant:{bug}"
         self.bug = BUGS[bug]
 
-    def run(self, case, inputs):
+    def run(self, program, inputs):
         import jax
         from conformance.replay import walk_inlining_calls
         from interp.evaluator import split_jaxpr
-        closed = jax.make_jaxpr(case.program())(*inputs)
+        closed = jax.make_jaxpr(program.build(None))(*inputs)
         jaxpr, consts = split_jaxpr(closed)
 
         def eval_eqn(eqn, invals):
@@ -88,17 +88,17 @@ class DyingRunner(XlaRunner):
         self.name = f"mutant:{how}-on-{primitive}"
         self.how, self.primitive = how, primitive
 
-    def run(self, case, inputs):
+    def run(self, program, inputs):
         import os
         import time
 
         import jax
         from conformance.case import jaxpr_primitives
-        if self.primitive in jaxpr_primitives(jax.make_jaxpr(case.program())(*inputs)):
+        if self.primitive in jaxpr_primitives(jax.make_jaxpr(program.build(None))(*inputs)):
             if self.how == "abort":
                 os.abort()
             time.sleep(10 ** 6)
-        return super().run(case, inputs)
+        return super().run(program, inputs)
 
 
 def runners() -> list:

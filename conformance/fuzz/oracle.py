@@ -362,7 +362,7 @@ class _OpJudge:
         key = (_signature(eqn), h.hexdigest())
         if key not in self._cache:
             case = eqn_case(eqn)
-            self._cache[key] = [np.asarray(o) for o in self.runner.run(case, [np.asarray(v) for v in invals])]
+            self._cache[key] = [np.asarray(o) for o in suite.run(self.runner, case, [np.asarray(v) for v in invals])]
         return self._cache[key]
 
     def __call__(self, eqn, invals, reference) -> list:
@@ -776,7 +776,7 @@ def localize(fn, inputs, outs, runner, platform: str = "cpu") -> dict:
     fn_all, layout = _intermediates_fn(closed)
     case = Case(id="fuzz-intermediates", fn=fn_all, inputs=lambda rng: [],
                 x64=bool(jax.config.jax_enable_x64), jax_config=_config())
-    got = list(runner.run(case, list(inputs)))
+    got = list(suite.run(runner, case, list(inputs)))
     found: dict = {}
     explained = Explanations()
     with np.errstate(all="ignore"):
@@ -836,7 +836,7 @@ def judge(fn, inputs, reference, runner, platform: str = "cpu", *, localise: boo
                         x64=bool(jax.config.jax_enable_x64), jax_config=_config())
     rec = suite.new_record(case=case.id, runner=runner.name, seed=0)
     try:
-        outs = [np.asarray(o) for o in runner.run(case, list(inputs))]
+        outs = [np.asarray(o) for o in suite.run(runner, case, list(inputs))]
     except Exception as e:  # noqa: BLE001  (the backend's failure is the result)
         outcome, facts = suite.classify_failure(e)
         rec.update(outcome=outcome, failure=facts, detail=f"{facts['type']}: {facts['message'][:500]}")

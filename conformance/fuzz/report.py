@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .store import Store
-from .suite import JsonlWriter, new_record
+from .suite import JsonlWriter, environment_line, results_record
 
 
 def _bucket_rows(store: Store, summary: dict) -> list[dict]:
@@ -74,19 +74,18 @@ def _report(store: Store, rows: list[dict], info: dict) -> dict:
         return {}
     w = JsonlWriter(path)
     env = info.get("environment", {})
-    w.write({"schema": 1, "type": "environment", "run_id": info["campaign_id"], "worker": "fuzz",
-             "environment": {"jax": env.get("jax"), "host": env.get("host"), "jaxlib": env.get("jaxlib")}})
+    w.write(environment_line(worker="fuzz", profile=None, run_id=info["campaign_id"],
+                             environment={"jax": env.get("jax"), "host": env.get("host"), "jaxlib": env.get("jaxlib")}))
     for r in rows:
         rec = r["record"]
-        out = new_record(case=f"fuzz/{r['bucket']}", family="fuzz", runner=r["runner"] or "?",
-                         outcome=rec.get("outcome") or "fail", seed=r["first"], run_id=info["campaign_id"],
-                         worker="fuzz", jax_version=env.get("jax"),
-                         reproducer=f"python {os.path.join(store.out, r['reproducer'])}" if r["reproducer"] else None)
-        for k in ("max_ulp", "max_abs_err", "mismatches", "first_mismatch", "first_divergent_eqn", "detail", "modes",
-                  "allowance", "output"):
-            if rec.get(k) is not None:
-                out[k] = rec[k]
-        w.write(out)
+        fields = {k: rec.get(k) for k in ("max_ulp", "max_abs_err", "mismatches", "first_mismatch",
+                                          "first_divergent_eqn", "detail", "modes", "allowance", "output")
+                  if rec.get(k) is not None}
+        w.write(results_record(case=f"fuzz/{r['bucket']}", family="fuzz", runner=r["runner"] or "?",
+                               outcome=rec.get("outcome") or "fail", seed=r["first"], run_id=info["campaign_id"],
+                               worker="fuzz", jax_version=env.get("jax"),
+                               reproducer=f"python {os.path.join(store.out, r['reproducer'])}" if r["reproducer"] else None,
+                               **fields))
     w.close()
     report_dir = os.path.join(store.out, "report")
     write_report(merge([path]), report_dir)
