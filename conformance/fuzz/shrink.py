@@ -122,7 +122,7 @@ def bypass(tc: TestCase, k: int) -> TestCase | None:
     ops, handle = _handles(tc.program)
     op = tc.program.body.ops[k]
     types = tc.program.body.types()
-    if len(op.outs) != 1 or op.blocks or _has_effect(op):
+    if len(op.outs) != 1 or _has_effect(op):
         return None
     same = next((a for a in op.args if types[a] == op.outs[0]), None)
     if same is None:
