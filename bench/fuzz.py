@@ -17,8 +17,10 @@ injected bug may be reported), and each bucket's reduced reproducer (equations, 
 of shrinking). Targets: median reproducer at most 3 equations and 16 elements, reduced in under
 60 s.
 
-Measured (2-core VM shared with other jobs, load average ~2; JAX 0.12.0.1): see docs/fuzzing.md,
-"Throughput and reduction", for the figures of the last run.
+Measured (2-core VM shared with other jobs; JAX 0.12.0.1): throughput 5.57 programs/s judged
+against 6.70 compiled and run, ratio 0.83 (40 programs; 0.68 under heavier load); every mutant's bug
+found (programs 4, 38, 98 of seed 0) and nothing else, reproducers of 1-3 equations and 1-16
+elements (median 1 and 1.5) shrunk in 2-4 s. docs/fuzzing.md, "Throughput and reduction".
 """
 from __future__ import annotations
 
