@@ -373,6 +373,11 @@ class _Replay:
             out = as_outputs(ctx, rule(ctx, *invals, **params))
         if flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
+            if name == "addupdate":
+                # an accumulation into a ref: its result is the ref's new content
+                ref = invals[0]
+                if hasattr(ref, "array") and isinstance(ref.array, np.ndarray):
+                    ref.array[...] = flush_subnormals(ref.array)
         if v.fma:
             self._note_product(eqn, invals, out[0])
         return out

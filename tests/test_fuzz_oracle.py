@@ -103,3 +103,23 @@ def test_intermediates_layout_counts_every_evaluation_of_a_shared_call():
     mul = next(e for e in closed.jaxpr.eqns[0].params["jaxpr"].jaxpr.eqns if e.primitive.name == "mul")
     first, second = layout[id(mul)]
     assert np.array_equal(values[first[0]], x * np.float32(3)) and np.array_equal(values[second[0]], y * np.float32(3))
+
+
+def test_terminal_operations_reach_outputs_only_through_bit_moves_and_calls():
+    # exp -> neg -> output (inside a jit call too) is terminal; tanh -> add is not; a sum that is an
+    # output is a terminal sum
+    inner = jax.jit(lambda a: lax.neg(lax.exp(a)))
+    fn = lambda x: (inner(x), lax.add(lax.tanh(x), x), lax.reduce_sum(x, (0,)))   # noqa: E731
+    closed = jax.make_jaxpr(fn)(_floats(8))
+    t = oracle.terminal_operations(closed)
+    names = {}
+    def walk(j):
+        for e in j.eqns:
+            names[id(e)] = e.primitive.name
+            for v in e.params.values():
+                if hasattr(v, "jaxpr"):
+                    walk(v.jaxpr)
+    walk(closed.jaxpr)
+    assert sorted(names[i] for i in t["eqns"]) == ["exp", "reduce_sum"]
+    assert t["outputs"] == {0: C.ulp_budget("exp", np.float32)}
+    assert list(t["sums"]) == [2]

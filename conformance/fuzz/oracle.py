@@ -15,11 +15,18 @@ and strict. The judgement therefore goes equation by equation, on the backend's 
    operation alone, through the runner). Each such value is first judged against its operation's
    mode, allowances and known divergences (one equation: the suite's ``compare``); the rest of the
    program must then follow exactly, with the allowances replayed again. An operation that fails its
-   own judgement is the finding (its inputs are in hand: a one-equation reproducer).
+   own judgement is the finding (its inputs are in hand: a one-equation reproducer). A
+   transcendental whose result reaches only outputs (through bit moves) may also be computed
+   differently in the compiled program than alone: those outputs may instead be within its
+   budget of the reference's value (:func:`terminal_operations`).
 3. **Localisation.** A program still unexplained is compiled once more with every intermediate
    value as an output (through the runner), and each equation is judged on the backend's own
-   operands. The first that fails is the divergent equation; if none does, the difference comes from
-   how the whole program was compiled (fusion, rewrites), and is a finding of its own kind.
+   operands (the reference replayed with each equation's value replaced by the backend's once it
+   has been judged; the runner's two-equation allowances, FMA contraction, algebraic rewrites and
+   excess precision, are checked on the producer's values). The first that fails is the divergent
+   equation; if none does and that compile gives the program's outputs, the program is explained;
+   otherwise the difference comes from how the whole program was compiled (fusion, rewrites), a
+   finding of its own kind.
 
 A backend's result is explained when one of these shows every output reachable from per-equation
 compliant steps; whatever stays unexplained is a finding. Findings are bucketed by (primitive,
@@ -395,66 +402,94 @@ def _widened(eqn):
 
 
 def terminal_operations(closed) -> dict:
-    """{id(equation): ULP budget} of the top-level elementwise inexact equations (ULP modes: the
-    transcendentals) whose results reach only the program's outputs, directly or through
-    equations that merely move bits (replay.MOVES_BITS); and {output index: the largest budget of
-    the terminal equations it comes from}, as ``{"eqns": ..., "outputs": ...}``.
+    """The inexact equations whose results reach only the program's outputs, directly or through
+    equations that merely move bits (replay.MOVES_BITS) and calls (entered):
+    ``{"eqns": {id(equation): ULP budget (0 for a sum)}, "outputs": {output index: the largest ULP
+    budget of the elementwise ones it comes from}, "sums": {output index: (id, mode)}}`` where a
+    sum, dot or convolution (DOT_PRODUCT) is itself the output.
 
     A backend may compute such an equation differently in the compiled program than alone (fused
-    code of a transcendental is not the code of the operation alone, within the same budget):
-    the outputs it reaches are judged against the reference's value with the equation's budget."""
+    code of a transcendental is not the code of the operation alone; a fused sum may add in
+    another order), within the same budget: the outputs it reaches are judged against the
+    reference's value with the equation's mode."""
     import jax.extend.core as jcore
 
+    from conformance.observe import CALLS, call_body
     from conformance.replay import MOVES_BITS
     from interp.evaluator import split_jaxpr
-    jaxpr = split_jaxpr(closed)[0]
-    outputs = {}
-    for k, v in enumerate(jaxpr.outvars):
+    top = split_jaxpr(closed)[0]
+    outputs: dict = {}
+    for k, v in enumerate(top.outvars):
         if not isinstance(v, jcore.Literal):
             outputs.setdefault(v, []).append(k)
-    uses: dict = {}
-    for eqn in jaxpr.eqns:
-        for a in eqn.invars:
-            if not isinstance(a, jcore.Literal):
-                uses.setdefault(a, []).append(eqn)
+    edges: dict = {}          # var -> vars its value moves to unchanged; absent key: no moves
+    stops: set = set()        # vars used by an equation that computes with them
+    eqns: list = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            body = call_body(eqn) if eqn.primitive.name in CALLS else None
+            if body is not None:
+                inner = split_jaxpr(body)[0]
+                for a, iv in zip(eqn.invars, inner.invars):
+                    if not isinstance(a, jcore.Literal):
+                        edges.setdefault(a, []).append(iv)
+                for iv, ov in zip(inner.outvars, eqn.outvars):
+                    if not isinstance(iv, jcore.Literal):
+                        edges.setdefault(iv, []).append(ov)
+                walk(inner)
+                continue
+            eqns.append(eqn)
+            for a in eqn.invars:
+                if isinstance(a, jcore.Literal):
+                    continue
+                if eqn.primitive.name in MOVES_BITS:
+                    edges.setdefault(a, []).extend(eqn.outvars)
+                else:
+                    stops.add(a)
+    walk(top)
     reach: dict = {}
 
-    def reached(var) -> set | None:
-        """The outputs ``var`` reaches through bit moves only, or None if it reaches anything else."""
+    def reached(var, depth=0) -> set | None:
+        """The outputs ``var`` reaches through moves only, or None if it reaches anything else."""
         if var in reach:
             return reach[var]
+        if var in stops or depth > 200:
+            reach[var] = None
+            return None
         out = set(outputs.get(var, ()))
-        for eqn in uses.get(var, ()):
-            if eqn.primitive.name not in MOVES_BITS:
+        for nxt in edges.get(var, ()):
+            r = reached(nxt, depth + 1)
+            if r is None:
                 out = None
                 break
-            for ov in eqn.outvars:
-                r = reached(ov)
-                if r is None:
-                    out = None
-                    break
-                out |= r
-            if out is None:
-                break
+            out |= r
         reach[var] = out
         return out
 
-    eqns, by_output = {}, {}
-    for eqn in jaxpr.eqns:
+    found, by_output, sums = {}, {}, {}
+    for eqn in eqns:
         modes = eqn_modes(eqn)
-        if len(modes) != 1 or modes[0].kind != C.ULP:
+        if len(modes) != 1:
             continue
         r = reached(eqn.outvars[0])
-        if r:
-            eqns[id(eqn)] = modes[0].ulp
+        if not r:
+            continue
+        if modes[0].kind == C.ULP:
+            found[id(eqn)] = modes[0].ulp
             for k in r:
                 by_output[k] = max(by_output.get(k, 0), modes[0].ulp)
-    return {"eqns": eqns, "outputs": by_output}
+        elif modes[0].kind == C.DOT_PRODUCT and eqn.outvars[0] in outputs:
+            found[id(eqn)] = 0
+            for k in outputs[eqn.outvars[0]]:
+                sums[k] = (id(eqn), modes[0])
+    return {"eqns": found, "outputs": by_output, "sums": sums}
 
 
-def _hybrid_watcher(judge: _OpJudge, keep_reference: frozenset = frozenset()):
+def _hybrid_watcher(judge: _OpJudge, keep_reference: frozenset = frozenset(), bounds: dict | None = None):
     """The hybrid replay's watcher: inexact operations from the backend (judged first), except
-    those in ``keep_reference`` (ids of terminal operations), which keep the reference's value."""
+    those in ``keep_reference`` (ids of terminal operations), which keep the reference's value
+    (and, for a sum, leave its DOT_PRODUCT bound on its operands in ``bounds``)."""
     from conformance.replay import _Replay
 
     class Hybrid(_Replay):
@@ -464,7 +499,10 @@ def _hybrid_watcher(judge: _OpJudge, keep_reference: frozenset = frozenset()):
                 return super().eval_eqn(ctx, rule, invals, params)
             if id(eqn) in keep_reference:
                 ref = super().eval_eqn(ctx, rule, invals, params)
-                judge(eqn, operands(eqn, invals), [np.asarray(r) for r in ref])    # judged all the same
+                ops = operands(eqn, invals)
+                judge(eqn, ops, [np.asarray(r) for r in ref])    # judged all the same
+                if bounds is not None and eqn_modes(eqn)[0].kind == C.DOT_PRODUCT:
+                    bounds[id(eqn)] = abs_bound(eqn, ops)[0]
                 return ref
             if self.v.excess:
                 wide_eqn = _widened(eqn)
@@ -516,8 +554,9 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
         judge = _OpJudge(runner, platform)
         terminal = terminal_operations(closed)
         watchers = [_hybrid_watcher(judge)]
+        sum_bounds: dict = {}
         if terminal["eqns"]:
-            watchers.append(_hybrid_watcher(judge, frozenset(terminal["eqns"])))
+            watchers.append(_hybrid_watcher(judge, frozenset(terminal["eqns"]), sum_bounds))
 
         def hybrid(variant: dict | None) -> list[tuple]:
             """[(replay with every inexact operation from the backend, the same with the terminal
@@ -548,6 +587,10 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
                     ok |= checks.complies(exact, sub[i], out)
                     if kept is not None and i in terminal["outputs"]:
                         ok |= checks.complies(C.ulp(terminal["outputs"][i], "spec-semantics"), kept[i], out)
+                    if kept is not None and i in terminal["sums"]:
+                        eqn_id, mode = terminal["sums"][i]
+                        if eqn_id in sum_bounds:
+                            ok |= checks.complies(mode, kept[i], out, bound=sum_bounds[eqn_id])
                 if not ok.all():
                     return False
             return True

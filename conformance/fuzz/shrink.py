@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from .ir import DATA, GRAD, PLAIN, VMAP, Block, Input, Op, Program, Type
+from .ir import DATA, PLAIN, VMAP, Block, Input, Op, Program, Type
 
 # IR operations that act elementwise on operands of one shape (scalarisation keeps them).
 ELEMENTWISE = ("unary", "binary", "round", "integer_pow", "scalar_binary", "select", "clamp", "convert",
