@@ -213,6 +213,15 @@ def _wide_f32(op: str, *xs):
 SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt", "square", "integer_pow")
 
 
+def _elementwise_dot(eqn) -> bool:
+    """A dot_general that contracts nothing and batches every dimension in order: an elementwise
+    product (XLA lowers it to a multiply, which LLVM contracts like one)."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    rank = len(eqn.outvars[0].aval.shape)
+    return not lc and not rc and tuple(lb) == tuple(rb) == tuple(range(rank)) and \
+        all(tuple(v.aval.shape) == tuple(eqn.outvars[0].aval.shape) for v in eqn.invars[:2])
+
+
 def _value_key(x):
     x = np.asarray(x)
     if x.size == 0 or x.size > 1 << 14:
@@ -483,11 +492,15 @@ class _Replay:
         ``mul``, a ``square``, the last multiplication of an ``integer_pow`` (y >= 2), or, where
         the value reached the add another way (a loop carry XLA hoisted out of its loop), a product
         computed earlier with exactly these bits. None if there is none."""
-        for name in ("mul", "square", "integer_pow"):
+        for name in ("mul", "square", "integer_pow", "dot_general"):
             m = self._from(atom, name)
             if m is None or np.dtype(m.outvars[0].aval.dtype) not in (np.float32, np.float64):
                 continue
             ops = self._operands[id(m)]
+            if name == "dot_general":
+                if not _elementwise_dot(m):
+                    continue
+                return ops[0], ops[1]
             if name == "mul":
                 return ops
             if name == "square":

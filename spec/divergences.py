@@ -117,6 +117,9 @@ XLA_CPU_CASE_ULP: dict[tuple[str, str], int] = {
     # prefactor x^a e^-x / Gamma(a) as exp(a log x - x - lgamma(a)), whose argument is a difference of
     # terms of size ~a log x (~200 here): their absolute rounding error becomes the relative error of Q
     ("igammac", "float64"): 1260,
+    # Found by the program fuzzer (JAX 0.12.0.1, inputs past the measured domain's 12): erfc(24.525142673650148)
+    # 244 ulp off (the result is ~1e-263); 2 x that, the rule above
+    ("erfc", "float64"): 488,
 }
 # Primitives whose XLA:CPU results at a subnormal argument are neither the value there nor the value
 # at zero (the flush-to-zero allowance): DAZ reads the argument as 0 in one part of the expansion and
