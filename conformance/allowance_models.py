@@ -7,7 +7,8 @@ import fnmatch
 from typing import Callable
 
 from spec import compliance as C
-from spec.allowances import ALLOWANCES, Allowance
+from spec import allowances as spec_allowances
+from spec.allowances import Allowance
 
 
 def _matmul_precision(bits: int):
@@ -51,6 +52,7 @@ REQUIRES: dict[str, Callable[[str, str, dict], bool]] = {
         and dtype in ("float32", "complex64")),
     "float32_div_sqrt": _float32_div_sqrt,
     "scatter": lambda prim, dtype, params: prim == "scatter",
+    "bfloat16_max_min_clamp": lambda prim, dtype, params: prim in ("max", "min", "clamp") and dtype == "bfloat16",
     "float64_select_and_gather_add": lambda prim, dtype, params: (
         prim == "select_and_gather_add" and dtype == "float64"),
 }
@@ -73,7 +75,7 @@ def applies_to_program(a: Allowance, ops) -> bool:
 
 
 def for_runner(runner: str) -> list[Allowance]:
-    return [a for a in ALLOWANCES if any(fnmatch.fnmatchcase(runner, p) for p in a.runners)]
+    return [a for a in spec_allowances.ALLOWANCES if any(fnmatch.fnmatchcase(runner, p) for p in a.runners)]
 
 
 def explain(runner: str, attempt: Callable[[dict | None, Callable | None, str], bool], ops=None) -> str | None:

@@ -173,18 +173,41 @@ def _bad(mode: C.Mode, ref, out, magnitude, bound):
         elif mode.kind == C.DOT_PRODUCT:
             if bound is None:
                 raise ValueError("DOT_PRODUCT needs sum |a||b|")
-            # Accumulation is at least float32 (XLA accumulates bf16/f16/fp8 dots and reductions
-            # in f32), output rounding at the output dtype, inputs at input_bits if a backend
-            # rounds them first (matmul-precision allowances).
+            # Accumulation is at least float32 (XLA accumulates bf16/f16/fp8 dots in f32) unless
+            # the mode says narrower (acc_bits), output rounding at the output dtype, inputs at
+            # input_bits if a backend rounds them first (matmul-precision allowances).
             u_out = eps / 2
-            u_acc = min(u_out, 2.0 ** -24)
+            u_acc = 2.0 ** -mode.acc_bits if mode.acc_bits else min(u_out, 2.0 ** -24)
             u_in = 2.0 ** -mode.input_bits if mode.input_bits else 0.0
             gamma = mode.k * u_acc / (1 - mode.k * u_acc) + 2 * u_in + u_in * u_in + u_out
-            tol = gamma * np.abs(np.asarray(bound, np.float64))
+            bound = np.abs(np.asarray(bound, np.float64))
+            tol = gamma * bound
             detail = f"{mode.describe()}; gamma={gamma:.3g}"
+            return _dot_product_bad(ref, out, bound, tol, mode), detail
         else:
             raise ValueError(f"unknown mode {mode.kind}")
         return (_abs_err(ref, out) > tol) | special, detail
+
+
+def _dot_product_bad(ref, out, bound, tol, mode: C.Mode) -> np.ndarray:
+    """DOT_PRODUCT's elements out of bound, where the order of the additions is the backend's:
+    - where the terms' (finite) magnitudes can add up past the accumulator's largest finite value, a
+      partial sum may overflow in some order (inf, and NaN when opposite infinities meet): any result;
+    - where the exact result is within the bound of the output type's overflow threshold, rounding
+      may give the largest finite value or the infinity of the same sign."""
+    real = ref.real.dtype if D.is_complex(ref.dtype) else ref.dtype
+    out_max = float(D.finfo(real).max)
+    acc_max = out_max if mode.acc_bits or np.dtype(real).itemsize >= 8 else float(np.finfo(np.float32).max)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # (an infinite bound is an infinite or NaN term: its result is no matter of order)
+        wild = np.isfinite(bound) & (bound * (1 + 4 * float(np.finfo(np.float32).eps)) >= acc_max)
+        bad = (_abs_err(ref, out) > tol) | _specials_differ(ref, out, zero_sign=False)
+        if not D.is_complex(ref.dtype):
+            r, o = ref.astype(np.float64), out.astype(np.float64)
+            rc, oc = np.clip(r, -out_max, out_max), np.clip(o, -out_max, out_max)
+            edge = ~np.isnan(r) & ~np.isnan(o) & (np.abs(rc) + tol >= out_max) & (np.abs(rc - oc) <= tol)
+            bad &= ~edge
+    return bad & ~wild
 
 
 def check_statistical(out) -> Check:

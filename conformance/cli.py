@@ -5,6 +5,8 @@
     jax-conformance recheck DIR|FILE... [--runner R] [--cases S,...] [--results FILE]
     jax-conformance report RESULTS... --out DIR [--history DB]
     jax-conformance repro CASE --runner R [--seed S]
+    jax-conformance fuzz [--runners R,...] [--families F,...] (--time 10m | --programs N) [--seed S]
+                         [--out DIR] [--history DB] [--resume DIR] [--workers N]
     jax-conformance devices
     jax-conformance list [--profile P] [--family F] [--runner R]
     jax-conformance coverage [--profile P]
@@ -302,6 +304,43 @@ def cmd_repro(args) -> int:
     return 0 if rec.outcome not in BAD else 1
 
 
+def _duration(text: str) -> float:
+    """Seconds from '90', '90s', '10m', '1.5h'."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    try:
+        return float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or a number with s, m or h)") from None
+
+
+def _names(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def cmd_fuzz(args) -> int:
+    from conformance.fuzz import CampaignError, run_campaign
+    try:
+        s = run_campaign(runners=_names(args.runners), families=_names(args.families), seed=args.seed,
+                         programs=args.programs, time_s=args.time, out=args.out, history=args.history,
+                         resume=args.resume, workers=args.workers, shrink=not args.no_shrink,
+                         shrink_budget_s=args.shrink_time, bisect_budget_s=args.bisect_time, timeout_s=args.timeout)
+    except CampaignError as e:
+        print(f"jax-conformance fuzz: {e}", file=sys.stderr)
+        return 2
+    print(f"campaign {s['campaign_id']} {s['status']}: {s['programs']} programs in {s['seconds']:.0f} s "
+          f"({s['programs_per_s'] or 0:.2f}/s); {len(s['buckets'])} buckets; summary in {s['files']['summary.md']}")
+    for runner, c in s["counts"].items():
+        print(f"  {runner}: {c['programs']} programs, {c['passes']} explained, {c['findings']} findings, "
+              f"{c.get('buckets', 0)} buckets")
+    new = (s.get("history") or {}).get("new_buckets")
+    if new is not None:
+        print(f"new buckets since the history's earlier campaigns: {len(new)}")
+        for b in new[:20]:
+            print(f"    {b}")
+    return 130 if s["status"] == "interrupted" else 0
+
+
 def cmd_devices(args) -> int:
     from hardware_runners import detect
     from hardware_runners.environment import environment
@@ -409,6 +448,24 @@ def main(argv=None) -> int:
     x.add_argument("--isolated", action="store_true", help="run in an isolated worker")
     x.add_argument("--timeout", type=float, default=120.0)
     x.set_defaults(func=cmd_repro)
+    fz = sub.add_parser("fuzz", help="generate random programs, judge them on runners, shrink what differs "
+                        "(docs/fuzzing.md)")
+    fz.add_argument("--runners", default="xla:cpu", help="comma-separated runners (default xla:cpu)")
+    fz.add_argument("--families", default="lax", help="comma-separated program families (default lax)")
+    limit = fz.add_mutually_exclusive_group()
+    limit.add_argument("--time", type=_duration, default=None, help="how long: seconds, or 10m, 1h")
+    limit.add_argument("--programs", type=int, default=None, help="how many programs")
+    fz.add_argument("--seed", type=int, default=0, help="program i of seed s is the same program everywhere")
+    fz.add_argument("--out", default=None, help="campaign directory (findings are written as they happen)")
+    fz.add_argument("--history", default=None, help="SQLite file keeping counts and buckets over campaigns")
+    fz.add_argument("--resume", default=None, metavar="DIR", help="continue the campaign in DIR")
+    fz.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    fz.add_argument("--no-shrink", action="store_true", help="record findings without shrinking them")
+    fz.add_argument("--shrink-time", type=_duration, default=60.0, help="per new bucket (default 60 s)")
+    fz.add_argument("--bisect-time", type=_duration, default=90.0,
+                    help="per new XLA bucket, looking for the responsible HLO pass (default 90 s; 0: off)")
+    fz.add_argument("--timeout", type=_duration, default=300.0, help="per program before it counts as a hang")
+    fz.set_defaults(func=cmd_fuzz)
     d = sub.add_parser("devices", help="which runners this machine can run, and why not")
     d.add_argument("--json", action="store_true", help="also print the environment")
     d.set_defaults(func=cmd_devices)

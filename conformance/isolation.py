@@ -74,7 +74,8 @@ def _signal_name(returncode: int | None) -> str:
 class Worker:
     """One isolated worker process; restarted transparently after a crash or timeout."""
 
-    def __init__(self, env: dict | None = None):
+    def __init__(self, env: dict | None = None, module: str = "conformance.worker"):
+        self.module = module       # the worker's main module (it answers the requests)
         self.env = dict(os.environ if env is None else env)
         self.env["XLA_FLAGS"] = (self.env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()  # SPMD cases (#14)
         self.proc = None
@@ -85,7 +86,7 @@ class Worker:
         self.resp_r, resp_w = os.pipe()
         self.log = tempfile.NamedTemporaryFile(prefix="conformance-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "conformance.worker", str(req_r), str(resp_w)],
+            [sys.executable, "-m", self.module, str(req_r), str(resp_w)],
             pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=self.env, start_new_session=True)
         os.close(req_r)

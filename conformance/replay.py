@@ -6,7 +6,7 @@ as ``jit`` are inlined, so jnp functions are seen equation by equation), optiona
 the way a backend is allowed to compute:
 
 - ``flush``: subnormal inputs and results of f32/bf16/f64 equations become signed zeros
-  (XLA:CPU runs with FTZ/DAZ set);
+  (XLA:CPU runs with FTZ/DAZ set), except where an equation only moves bits (MOVES_BITS);
 - ``fma``: ``add``/``sub`` of a float32 ``mul`` is computed as one fused multiply-add
   (LLVM contracts fmul+fadd on XLA:CPU/GPU); ``fma_operand`` picks which mul operand is fused;
 - ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
@@ -54,6 +54,12 @@ SHADOWED = (np.dtype(np.float16), D.bfloat16)
 # Primitives that compare values but only move them: under DAZ the comparison sees zeros, the
 # outputs keep the original bits.
 MOVES_VALUES = ("sort",)
+# Primitives that move bits or flip a sign bit without arithmetic: FTZ/DAZ does not touch them
+# (XLA:CPU, JAX 0.12.0.1: neg, abs, copysign, select, reshape of 2**-149 keep it; max, min, sign,
+# round and floor flush it).
+MOVES_BITS = ("neg", "abs", "copysign", "select_n", "reshape", "broadcast_in_dim", "transpose", "slice",
+              "concatenate", "pad", "gather", "dynamic_slice", "dynamic_update_slice", "rev", "squeeze",
+              "expand_dims", "copy", "copy_p", "get", "swap", "bitcast_convert_type", "scatter")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +76,9 @@ class Variant:
 
 
 DOTS = ("dot_general", "conv_general_dilated")
+# Primitives whose jaxpr parameter is a combiner their rule applies itself (no nested equation is
+# evaluated, hence observed): the replay transforms them as one equation.
+COMBINERS = ("scatter", "scatter-add", "scatter_add", "scatter-sub", "scatter-mul", "scatter-min", "scatter-max")
 TF32_BITS = 10                      # explicit mantissa bits of TF32 (11 significant bits)
 PACKED_EXPONENT_BITS, PACKED_MANTISSA_BITS = 11, 20
 
@@ -152,6 +161,43 @@ def flush_subnormals(x):
     return out
 
 
+def fma_f64(a, b, c) -> np.ndarray:
+    """a * b + c for float64 operands, rounded once (an FMA): the product split exactly into
+    p + e (Dekker's TwoProduct, Veltkamp splitting), then the three terms added exactly and
+    rounded once (math.fsum). Where the product or the sum is not finite, a * b + c."""
+    import math
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
+    with np.errstate(all="ignore"):
+        p = a * b
+        split = 134217729.0                      # 2**27 + 1
+        ah = a * split - (a * split - a)
+        bh = b * split - (b * split - b)
+        al, bl = a - ah, b - bh
+        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        plain = p + c
+    out = plain.copy()
+    for i in np.flatnonzero(np.isfinite(p) & np.isfinite(e) & np.isfinite(c) & np.isfinite(plain)):
+        j = np.unravel_index(i, out.shape) if out.shape else ()
+        try:
+            out[j] = math.fsum((float(p[j]), float(e[j]), float(c[j])))
+        except OverflowError:
+            pass
+    return out
+
+
+def nextafter_under_daz(x, y) -> np.ndarray:
+    """XLA:CPU's nextafter with subnormal operands read as zero where it compares them: when the
+    flushed operands are equal it returns y's own bits (nextafter(2**-149, -2**-149) = -2**-149);
+    otherwise the step from x's own bits, which is bit arithmetic and not flushed
+    (nextafter(2**-149, 1) = 2**-148). Measured on XLA:CPU, JAX 0.12.0.1."""
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    fx, fy = flush_subnormals(x), flush_subnormals(y)
+    with np.errstate(invalid="ignore"):
+        equal = fx.astype(np.float64) == fy.astype(np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(equal, y, np.nextafter(x, y)).astype(x.dtype)
+
+
 def fma_round_f32(p: np.ndarray, c: np.ndarray) -> np.ndarray:
     """p + c correctly rounded to float32, for float64 ``p`` and ``c`` (one rounding: an FMA).
 
@@ -184,7 +230,59 @@ def _wide_f32(op: str, *xs):
         }[op](*xs)
 
 
-SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt")
+SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt", "square", "integer_pow")
+
+
+def _elementwise_dot(eqn) -> bool:
+    """A dot_general that contracts nothing and batches every dimension in order: an elementwise
+    product (XLA lowers it to a multiply, which LLVM contracts like one)."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    rank = len(eqn.outvars[0].aval.shape)
+    return not lc and not rc and tuple(lb) == tuple(rb) == tuple(range(rank)) and \
+        all(tuple(v.aval.shape) == tuple(eqn.outvars[0].aval.shape) for v in eqn.invars[:2])
+
+
+def _value_key(x):
+    x = np.asarray(x)
+    if x.size == 0 or x.size > 1 << 14:
+        return None
+    return (x.dtype.str, x.shape, x.tobytes())
+
+
+def integer_pow_last_factors(x, y: int):
+    """The operands (float32 or float64, as x) of the last multiplication of x ** y as JAX lowers
+    integer_pow (see integer_pow_f32), or None (y < 2: no multiplication, or a division)."""
+    if y < 2:
+        return None
+    x = np.asarray(x)
+    acc, acc_factors, x_factors, n = None, None, None, y
+    with np.errstate(all="ignore"):
+        while n:
+            if n & 1:
+                if acc is None:
+                    acc, acc_factors = x, x_factors
+                else:
+                    acc, acc_factors = acc * x, (acc, x)
+            n >>= 1
+            if n:
+                x, x_factors = x * x, (x, x)
+    return acc_factors
+
+
+def integer_pow_f32(x, y: int):
+    """x ** y in float32 as JAX lowers integer_pow (jax/_src/lax/lax.py _integer_pow: binary
+    powering, acc * x for each set bit, x * x per step; 1 / that for y < 0), each product rounded."""
+    x = np.asarray(x, np.float32)
+    acc, n = None, abs(y)
+    with np.errstate(all="ignore"):
+        while n:
+            if n & 1:
+                acc = x if acc is None else acc * x
+            n >>= 1
+            if n:
+                x = x * x
+        acc = np.ones_like(x) if acc is None else acc
+        return np.float32(1) / acc if y < 0 else acc
 
 
 def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None) -> list:
@@ -239,6 +337,7 @@ class _Replay:
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
         self.max_writers = 1                  # most updates a scatter wrote to one element
+        self._products: dict = {}             # fma: a float32 product's bits -> its operands
 
     def step(self, ctx, rule, invals, params):
         eqn = ctx.eqn
@@ -250,7 +349,7 @@ class _Replay:
                 self.alias[iv] = a
                 if not isinstance(a, jcore.Literal) and a in self.shadow:
                     self.shadow[iv] = self.shadow[a]
-        if holds_jaxprs(eqn):
+        if holds_jaxprs(eqn) and ctx.name not in COMBINERS:
             # Calls and control flow are transparent: the equations inside are observed one by
             # one (flushing at the boundary would flush values the program only moves).
             outs = as_outputs(ctx, rule(ctx, *invals, **params))
@@ -278,9 +377,12 @@ class _Replay:
         name = ctx.name
         if v.flush and name in MOVES_VALUES:
             return self._moved_under_daz(ctx, rule, invals, params)
+        if v.flush and name == "nextafter" and np.dtype(ctx.out_dtype) in FLUSHED:
+            return [nextafter_under_daz(*invals)]
         if v.minmax_daz >= 0 and name in ("max", "min", "clamp") and np.dtype(ctx.out_dtype) == D.bfloat16:
             return [minmax_compared_under_daz(name, invals, v.minmax_daz).reshape(ctx.out_aval.shape)]
-        if v.flush:
+        flush = v.flush and name not in MOVES_BITS
+        if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
         if v.tf32 and name in DOTS and _default_precision(params) and all(
                 np.dtype(getattr(a.aval, "dtype", None) or np.int8) == np.float32 for a in eqn.invars[:2]):
@@ -298,8 +400,15 @@ class _Replay:
             out = self._excess(eqn, invals)
         if out is None:
             out = as_outputs(ctx, rule(ctx, *invals, **params))
-        if v.flush:
+        if flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
+            if name == "addupdate":
+                # an accumulation into a ref: its result is the ref's new content
+                ref = invals[0]
+                if hasattr(ref, "array") and isinstance(ref.array, np.ndarray):
+                    ref.array[...] = flush_subnormals(ref.array)
+        if v.fma:
+            self._note_product(eqn, invals, out[0])
         return out
 
     def _moved_under_daz(self, ctx, rule, invals, params):
@@ -367,21 +476,69 @@ class _Replay:
                 for c in reversed(coeffs[:-1]):
                     acc = fma_round_f32(acc * x, c).astype(np.float64)   # f32 * f32 is exact in f64
             return [np.asarray(acc, np.float32).reshape(shape)]
-        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
+        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64):
             return None
         order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
         for i in order:
-            m = self._from(eqn.invars[i], "mul")
-            if m is None or np.dtype(m.outvars[0].aval.dtype) != np.float32:
-                continue
-            a, b = (np.asarray(x, np.float64) for x in self._operands[id(m)])
-            c = np.asarray(invals[1 - i], np.float64)
-            with np.errstate(all="ignore"):
-                prod = a * b  # exact: 48 significant bits fit in a double
-                if name == "sub":
-                    prod, c = (prod, -c) if i == 0 else (-prod, c)
-                return [fma_round_f32(prod, c)]
+            fused = self.fma_candidate(eqn, invals, i)
+            if fused is not None:
+                return [fused]
         return None
+
+    def fma_candidate(self, eqn, invals, i: int):
+        """A float32 add/sub with its operand ``i`` computed as one FMA of the product that
+        produced that operand (see _product_factors) and the other operand; None if operand ``i``
+        is no product."""
+        factors = self._product_factors(eqn.invars[i], invals[i])
+        if factors is None:
+            return None
+        if np.dtype(eqn.outvars[0].aval.dtype) == np.float64:
+            sign = -1.0 if eqn.primitive.name == "sub" else 1.0
+            a, b = factors
+            c = np.asarray(invals[1 - i], np.float64)
+            if eqn.primitive.name == "sub" and i == 1:       # c - a * b
+                return fma_f64(-np.asarray(a, np.float64), b, c)
+            return fma_f64(a, b, sign * c)
+        a, b = (np.asarray(x, np.float64) for x in factors)
+        c = np.asarray(invals[1 - i], np.float64)
+        with np.errstate(all="ignore"):
+            prod = a * b  # exact: 48 significant bits fit in a double
+            if eqn.primitive.name == "sub":
+                prod, c = (prod, -c) if i == 0 else (-prod, c)
+            return fma_round_f32(prod, c)
+
+    def _product_factors(self, atom, value):
+        """The float32 operands (a, b) of the multiplication whose rounded product is ``atom``: a
+        ``mul``, a ``square``, the last multiplication of an ``integer_pow`` (y >= 2), or, where
+        the value reached the add another way (a loop carry XLA hoisted out of its loop), a product
+        computed earlier with exactly these bits. None if there is none."""
+        for name in ("mul", "square", "integer_pow", "dot_general"):
+            m = self._from(atom, name)
+            if m is None or np.dtype(m.outvars[0].aval.dtype) not in (np.float32, np.float64):
+                continue
+            ops = self._operands[id(m)]
+            if name == "dot_general":
+                if not _elementwise_dot(m):
+                    continue
+                return ops[0], ops[1]
+            if name == "mul":
+                return ops
+            if name == "square":
+                return ops[0], ops[0]
+            return integer_pow_last_factors(ops[0], m.params["y"])
+        return self._products.get(_value_key(value))
+
+    def _note_product(self, eqn, invals, out) -> None:
+        """Remember a float32 product's operands by the product's bits (see _product_factors)."""
+        name = eqn.primitive.name
+        if name not in ("mul", "square", "integer_pow") or np.dtype(eqn.outvars[0].aval.dtype) not in (
+                np.float32, np.float64):
+            return
+        factors = (invals[0], invals[1]) if name == "mul" else (invals[0], invals[0]) if name == "square" else \
+            integer_pow_last_factors(invals[0], eqn.params["y"])
+        key = _value_key(out)
+        if factors is not None and key is not None:
+            self._products[key] = tuple(np.broadcast_to(np.asarray(f), np.shape(out)) for f in factors)
 
     def _excess(self, eqn, invals):
         name = eqn.primitive.name
@@ -400,24 +557,31 @@ class _Replay:
             return None
         wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
                 for a, x in zip(eqn.invars, invals)]
-        s = _wide_f32(name, *wide)
+        if name == "integer_pow":
+            s = integer_pow_f32(wide[0], eqn.params["y"])
+        elif name == "square":
+            s = _wide_f32("mul", wide[0], wide[0])
+        else:
+            s = _wide_f32(name, *wide)
         self.shadow[eqn.outvars[0]] = s
         return [s.astype(dtype)]
 
 
 def reference_replay(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
-                     record: bool = False):
+                     record: bool = False, watcher=None):
     """(outputs, trace) of the reference evaluated under ``variant`` by the interpreter's own
     evaluator (interp/evaluator.py Plan.run with an observer on every equation, nested ones
     included). With ``record``, the trace holds the value of every equation that
-    ``walk_inlining_calls`` evaluates (the top level, calls entered), in evaluation order."""
-    outs, replay = _replay_with_state(closed_jaxpr, args, variant, options, record)
+    ``walk_inlining_calls`` evaluates (the top level, calls entered), in evaluation order.
+    ``watcher(variant, record_eqns)``: the watcher to replay with (default :class:`_Replay`; a
+    subclass may compute some equations another way, as the program fuzzer's oracle does)."""
+    outs, replay = _replay_with_state(closed_jaxpr, args, variant, options, record, watcher)
     return outs, replay.trace
 
 
-def _replay_with_state(closed_jaxpr, args, variant, options, record=False):
+def _replay_with_state(closed_jaxpr, args, variant, options, record=False, watcher=None):
     jaxpr, _ = split_jaxpr(closed_jaxpr)
-    replay = _Replay(variant, _top_level_eqns(jaxpr, set()) if record else None)
+    replay = (watcher or _Replay)(variant, _top_level_eqns(jaxpr, set()) if record else None)
     # (keyed by the variant: replays under one variant share their plans)
     outs = observe(closed_jaxpr, args, replay, key=variant, options=options)
     return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs], replay
@@ -454,15 +618,16 @@ def minmax_tie_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, o
 
 
 def scatter_candidates(closed_jaxpr, args, variant: Variant = Variant(), *, options: Options | None = None,
-                       limit: int = 64) -> list[list]:
+                       limit: int = 64, watcher=None) -> list[list]:
     """The reference's outputs replayed once per duplicate rank (``scatter_winner`` = 0, 1, ...,
     up to the most updates any scatter wrote to one element, at most ``limit``): an element that a
     scatter set from duplicate indices equals, in one of them, each update targeting it."""
-    first, replay = _replay_with_state(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=0), options)
+    first, replay = _replay_with_state(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=0), options,
+                                       watcher=watcher)
     outs = [first]
     for k in range(1, min(replay.max_writers, limit)):
         outs.append(reference_replay(closed_jaxpr, args, dataclasses.replace(variant, scatter_winner=k),
-                                     options=options)[0])
+                                     options=options, watcher=watcher)[0])
     return outs
 
 

@@ -20,6 +20,8 @@ Modes:
                (the classic forward error bound of a length-K dot product with inputs rounded to
                u_in, accumulation at u_acc and one output rounding at u_out; TOSA's DOT_PRODUCT
                mode is the same idea). The bound array comes from the program evaluated on |inputs|.
+               u_acc is float32's unit unless the mode says the sum is accumulated narrower
+               (``acc_bits``: a float16/bfloat16 reduction XLA computes in its own type).
   FP_SPECIAL   only the placement of NaN, +-inf and the sign of zero must match.
   STATISTICAL  outputs random by design and not reproducible (a hardware PRNG): bit balance,
                uniqueness and a chi-square goodness of fit on bytes.
@@ -93,6 +95,11 @@ SOURCES = {
     "faithful": "a correctly rounded result is defined but not required of backends: one ulp (a faithful "
                 "result) is allowed for primitives without a stated budget",
     "spec-semantics": "the primitive's exactness class in its family's spec/<family>.py SEMANTICS table",
+    "sum-in-operand-type": "XLA:CPU adds a float16/bfloat16 reduce_sum, cumsum, reduce_window_sum and scatter-add "
+                           "in the operand type (measured, JAX 0.10.2 and 0.12.0.1: lax.reduce_sum of float16 "
+                           "[2048, 1 x 63] gives 2080, bfloat16 [256, 1 x 63] gives 288; a float32 accumulation "
+                           "would give 2112 and 320); the HLO reduce computes in its operands' type, so the "
+                           "accumulation unit is that type's (jnp.sum upcasts such inputs itself)",
     "first-order": "derived in the case from its operations' budgets: each inexact operation's error bound "
                    "carried to the output by the size of its first-order contribution (the case states "
                    "the derivation; cancellation in a sum makes a per-operation ULP budget meaningless)",
@@ -113,6 +120,7 @@ class Mode:
     #                                 matmul inputs are rounded to (0: exact)
     dot_sensitivity: bool = False   # ABS_REL: the case's dot_bound gives the program's first-order
     #                                 sensitivity to its matmuls (see the module docstring)
+    acc_bits: int = 0               # DOT_PRODUCT: significand bits of the accumulation (0: float32 or wider)
     source: str = ""
 
     def __post_init__(self):
@@ -131,7 +139,8 @@ class Mode:
             return (f"ABS_REL(atol={self.atol_eps:g} eps*max|in|, rtol={self.rtol_eps:g} eps"
                     + (f", matmul inputs {self.input_bits}-bit to first order)" if self.input_bits else ")"))
         if self.kind == DOT_PRODUCT:
-            return f"DOT_PRODUCT(K={self.k}" + (f", inputs {self.input_bits}-bit)" if self.input_bits else ")")
+            return (f"DOT_PRODUCT(K={self.k}" + (f", inputs {self.input_bits}-bit" if self.input_bits else "")
+                    + (f", accumulated {self.acc_bits}-bit" if self.acc_bits else "") + ")")
         return self.kind.upper().replace("-", "_")
 
 
@@ -148,8 +157,8 @@ def abs_rel(atol_eps: float, rtol_eps: float, source: str, dot_sensitivity: bool
                 dot_sensitivity=dot_sensitivity)
 
 
-def dot_product(k: int, source: str = "higham", input_bits: int = 0) -> Mode:
-    return Mode(DOT_PRODUCT, k=int(k), input_bits=int(input_bits), source=source)
+def dot_product(k: int, source: str = "higham", input_bits: int = 0, acc_bits: int = 0) -> Mode:
+    return Mode(DOT_PRODUCT, k=int(k), input_bits=int(input_bits), acc_bits=int(acc_bits), source=source)
 
 
 def fp_special(source: str = "tosa") -> Mode:

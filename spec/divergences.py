@@ -58,6 +58,9 @@ XLA_CPU_CASE_ULP: dict[tuple[str, str], int] = {
     # prefactor x^a e^-x / Gamma(a) as exp(a log x - x - lgamma(a)), whose argument is a difference of
     # terms of size ~a log x (~200 here): their absolute rounding error becomes the relative error of Q
     ("igammac", "float64"): 1260,
+    # Found by the program fuzzer (JAX 0.12.0.1, inputs past the measured domain's 12): erfc(24.525142673650148)
+    # 244 ulp off (the result is ~1e-263); 2 x that, the rule above
+    ("erfc", "float64"): 488,
 }
 
 # Primitives whose XLA:CPU results at a subnormal argument are neither the value there nor the value
@@ -599,6 +602,45 @@ DIVERGENCES: tuple[Divergence, ...] = (
         runners=("pallas:interpret",), primitives=("dot_general",), outcomes=("fail",),
         cases=tuple(f"pallas_triton/dot/float32/algorithm_BF16_BF16_F32{x}/*" for x in ("", "_X3", "_X6")),
         matcher="dot_unrounded"),
+    # -- XLA:CPU rewrites found by the program fuzzer (docs/findings.md, "XLA:CPU: found by the
+    # program fuzzer"); each matcher recomputes the rewritten expression per element ----------------
+    Divergence(
+        "xla-cpu-add-zero-keeps-negative-zero",
+        "docs/findings.md#xla-cpu-x--00-keeps-the-sign-of-a-negative-zero; reproducer (XLA:CPU, JAX 0.10.2 "
+        "and 0.12.0.1, every float type): jax.jit(lambda x: x + np.float32(0))(np.float32(-0.0)) = -0.0",
+        "XLA:CPU compiles x + 0.0 as x: for x = -0.0 it returns -0.0 where IEEE 754 addition gives +0.0 "
+        "(disabling no HLO pass changes it: the code generator folds the addition). Per element: the "
+        "reference is +0.0, the backend -0.0, the operand -0.0 and the other operand a zero.",
+        runners=("xla:cpu",), primitives=("add", "sub"), outcomes=("fail",), matcher="adds_zero_as_identity"),
+    Divergence(
+        "xla-cpu-divide-by-constant-as-reciprocal",
+        "docs/findings.md#xla-cpu-x--c-is-x--1c; reproducer (XLA:CPU, JAX 0.10.2 and 0.12.0.1): "
+        "jax.jit(lambda x: x / np.float32(5))(np.float32(-1.1046107e-03)) = -2.2092216e-04, the correctly "
+        "rounded quotient is -2.2092214e-04; --xla_disable_hlo_passes=algsimp gives the quotient",
+        "XLA's algebraic simplifier (algsimp) rewrites a float division by a constant or by a broadcast "
+        "value as a multiplication by its reciprocal, rounded twice: up to 1 ulp from the correctly rounded "
+        "quotient (float32; float16 computed in float32). Per element: the backend's value is x * fl(1 / y), "
+        "each product rounded in float32 (float16/bfloat16: then rounded to the type).",
+        runners=("xla:cpu",), primitives=("div",), outcomes=("fail",), matcher="division_as_reciprocal"),
+    Divergence(
+        "xla-cpu-multiply-by-converted-bool-as-select",
+        "docs/findings.md#xla-cpu-x--convertp-is-selectp-x-0; reproducer (XLA:CPU, JAX 0.10.2 and 0.12.0.1): "
+        "jax.jit(lambda x, p: x * p.astype(np.float32))(np.float32(np.nan), False) = 0.0 (IEEE: NaN); "
+        "--xla_disable_hlo_passes=algsimp gives NaN",
+        "XLA's algebraic simplifier rewrites x * convert(p) for a boolean p as select(p, x, 0): where p is "
+        "false the product is +0.0, never NaN (NaN or inf times 0) or -0.0 (a negative x times 0). Per "
+        "element: one operand is 0 or 1 and the backend's value is the other operand where it is 1, +0.0 "
+        "where it is 0.",
+        runners=("xla:cpu",), primitives=("mul",), outcomes=("fail",), matcher="product_with_bool_as_select"),
+    Divergence(
+        "xla-cpu-constant-folded-clz-of-negative",
+        "docs/findings.md#xla-cpu-jax-0102-constant-folded-clz-of-a-negative-value; reproducer (XLA:CPU, JAX "
+        "0.10.2): jax.jit(lambda: lax.clz(np.int32(-1)))() = -32, at run time 0; JAX 0.11.2 folds it to 0",
+        "JAX 0.10.2's XLA constant-folds clz of a negative integer as width - 64 (int32 -32, int16 -48, int8 "
+        "-56) instead of 0: the count of a sign-extended 64-bit value, less 64 - width. Per element: a "
+        "negative operand and the backend's value width - 64.",
+        runners=("xla:cpu",), primitives=("clz",), jax_versions=("0", "0.11.2"), outcomes=("fail",),
+        matcher="clz_folded_negative"),
 )
 
 BY_ID = {d.id: d for d in DIVERGENCES}

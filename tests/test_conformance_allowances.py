@@ -461,6 +461,20 @@ def test_flush_replay_moves_values_unflushed_through_calls():
         assert sorted(out.view(np.uint16).ravel().tolist()) == sorted(x.view(np.uint16).ravel().tolist())
 
 
+def test_flush_replay_reaches_scatter_combiners():
+    # A scatter's update_jaxpr is a combiner its rule applies itself (nothing nested is evaluated):
+    # the flush replay flushes the scatter as one equation. XLA:CPU (JAX 0.10.2, found by the program
+    # fuzzer) returns -0 for min(-2^-133, 0.0016) in a bfloat16 scatter-min.
+    import ml_dtypes
+    s = -(2.0 ** -133)
+    x = np.array([0.0, s, 0.0], ml_dtypes.bfloat16)
+    u = np.array([0.0015564], ml_dtypes.bfloat16)
+    closed = jax.make_jaxpr(lambda x, i, u: x.at[i].min(u))(x, np.array([1], np.int32), u)
+    assert any(e.primitive.name == "scatter-min" for e in closed.jaxpr.eqns)
+    out = reference_replay(closed, [x, np.array([1], np.int32), u], Variant(flush=True))[0][0]
+    assert out.view(np.uint16).tolist() == [0, 0x8000, 0]
+
+
 def test_matmul_precision_widens_abs_rel_only_where_the_case_gives_its_matmul_sensitivity():
     """TF32 widens an ABS_REL mode by (2u + u^2) x the case's matmul sensitivity (u = 2^-11), and only
     a mode that says the case gives one (dot_sensitivity); by hand at one element of sensitivity 1."""
@@ -479,3 +493,35 @@ def test_matmul_precision_widens_abs_rel_only_where_the_case_gives_its_matmul_se
     assert complies(wide, ref, inside, magnitude=1.0, bound=np.array([1.0])).all()
     assert not complies(wide, ref, outside, magnitude=1.0, bound=np.array([1.0])).any()
     assert not complies(tapped, ref, inside, magnitude=1.0).any()          # without the allowance: f32 only
+
+
+def test_fma_replay_covers_float64_and_integer_pow():
+    """XLA:CPU contracts float64 a * b + c, c - a * b and integer_pow(a, 3) + c into one FMA: the
+    fma replay gives its bits (the exact value of a * b + c rounded once: Fraction arithmetic)."""
+    from fractions import Fraction
+    from conformance.replay import fma_f64
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.uniform(-3, 3, 500) for _ in range(3))
+    exact = np.array([float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in zip(a, b, c)])
+    assert (fma_f64(a, b, c) == exact).all()
+    from tests.support import x64
+    with x64():
+        for f in (lambda a, b, c: a * b + c, lambda a, b, c: c - a * b, lambda a, b, c: lax.integer_pow(a, 3) + c):
+            closed = jax.make_jaxpr(f)(a, b, c)
+            got = np.asarray(jax.jit(f)(a, b, c))
+            fused = reference_replay(closed, [a, b, c], Variant(fma=True))[0][0]
+            assert fused.dtype == np.float64
+            assert (got == fused).all() or (got == reference_replay(closed, [a, b, c])[0][0]).all()
+
+
+def test_nextafter_under_daz_is_what_xla_cpu_computes():
+    # every pair of float32 special values (subnormals, zeros, infinities, NaN...): XLA:CPU compares
+    # the flushed operands and steps from x's own bits
+    from conformance.replay import nextafter_under_daz
+    from conformance.values import special_values
+    v = special_values(np.float32)
+    x, y = (g.ravel() for g in np.meshgrid(v, v))
+    got = np.asarray(jax.jit(lax.nextafter)(x, y))
+    model = nextafter_under_daz(x, y)
+    same = (got.view(np.uint32) == model.view(np.uint32)) | (np.isnan(got) & np.isnan(model))
+    assert same.all(), list(zip(x[~same][:4], y[~same][:4], got[~same][:4], model[~same][:4]))

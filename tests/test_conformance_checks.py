@@ -115,6 +115,44 @@ def test_dot_product_bound_hand_computed():
     assert checks.check(C.dot_product(500), bref, b_ok, bound=np.array([2.0])).passed
 
 
+def test_dot_product_sum_accumulated_in_the_operand_type():
+    # float16 [2048, 1 x 63] added in float16 in order: every 2048 + 1 ties back to 2048.
+    x = np.array([2048.0] + [1.0] * 63, np.float16)
+    in_order = np.float16(0)
+    for v in x:
+        in_order = np.float16(in_order + v)
+    exact = np.array([2111.0]).astype(np.float16)          # 2112: the correctly rounded sum
+    S = np.array([2111.0])
+    assert float(in_order) == 2048.0
+    assert not checks.check(C.dot_product(64), exact, np.array([in_order]), bound=S).passed
+    assert checks.check(C.dot_product(64, acc_bits=11), exact, np.array([in_order]), bound=S).passed
+
+
+def test_dot_product_partial_sums_that_can_overflow_allow_any_result():
+    # [3e38, 3e38, -3e38] . [1, 1, 1] = 3e38 exactly, but added left to right in float32 the first
+    # partial sum overflows: inf (and NaN where opposite infinities meet) is a float32 result too.
+    a = np.array([3e38, 3e38, -3e38], np.float32)
+    with np.errstate(over="ignore"):
+        in_order = (a[0] + a[1]) + a[2]
+    ref = np.array([3e38], np.float32)
+    S = np.array([9e38])
+    assert np.isinf(in_order)
+    for got in (in_order, np.float32(np.nan), np.float32(3e38)):
+        assert checks.check(C.dot_product(3), ref, np.array([got]), bound=S).passed
+    # Where no partial sum can overflow, NaN is wrong.
+    assert not checks.check(C.dot_product(3), ref, np.array([np.nan], np.float32), bound=np.array([3e38])).passed
+
+
+def test_dot_product_at_the_output_overflow_threshold():
+    # An exact sum just past float16's largest value rounds to inf; one within the bound of it may
+    # come out as 65504 from another order (the bound straddles the threshold), never as -inf.
+    ref = np.array([np.inf], np.float16)
+    S = np.array([65520.0 * 2])
+    assert checks.check(C.dot_product(2), ref, np.array([65504.0], np.float16), bound=S).passed
+    assert not checks.check(C.dot_product(2), ref, np.array([-np.inf], np.float16), bound=S).passed
+    assert not checks.check(C.dot_product(2), ref, np.array([1.0], np.float16), bound=S).passed
+
+
 def test_abs_rel_bound():
     eps = float(np.finfo(np.float32).eps)
     mode = C.abs_rel(2, 0, "test")

@@ -58,6 +58,8 @@ PROGRAMS = {
     "reduce_max": (lambda x: lax.reduce_max(x, (1,)), (_f(3, 0),)),
     "reduce_min_int": (lambda x: lax.reduce_min(x, (0,)), (_i(0, 2),)),
     "reduce_prod": (lambda x: lax.reduce_prod(x, (0,)), (_f(0, 2),)),
+    # an empty kept axis (found by the program fuzzer: the rule reshaped with -1, ambiguous at size 0)
+    "reduce_max_empty_kept_axis": (lambda x: lax.reduce_max(x, (0,)), (_f(2, 17, 0),)),
     "reduce_and": (lambda x: lax.reduce_and(x, (0,)), (np.zeros((0, 2), bool),)),
     "cumsum": (lambda x: lax.cumsum(x, 0), (_f(0, 2),)),
     "cummax": (lambda x: lax.cummax(x, 1), (_f(2, 0),)),

@@ -8,6 +8,8 @@ Integer results wrap around in the output type. max/min propagate NaN and order 
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.extend.core as jcore
 import numpy as np
@@ -25,7 +27,8 @@ def move_last(x: np.ndarray, axes) -> np.ndarray:
     axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
     keep = [a for a in range(x.ndim) if a not in axes]
     x = np.transpose(x, keep + list(axes))
-    return x.reshape(x.shape[:len(keep)] + (-1,))
+    # (the reduced size spelled out: -1 is ambiguous when a kept dimension is 0)
+    return x.reshape(x.shape[:len(keep)] + (math.prod(x.shape[len(keep):]),))
 
 
 def _int_wide(dtype):

@@ -1,0 +1,100 @@
+"""One test case (a program and its inputs) through the reference and each runner: the records.
+
+The reference runs once per test case; its failures are the reference's findings (a program the
+generator made that the reference rejects: an unsupported primitive, undefined behaviour it
+detects, or its own crash), never a backend's. Each runner's outputs are then judged by the oracle.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from spec import compliance as C
+
+from . import ir, oracle, render
+from .shrink import TestCase
+from .suite import CRASH, REFERENCE_UNSUPPORTED, Case, new_record, short_traceback
+
+
+def case_for(program: ir.Program, case_id: str) -> Case:
+    return Case(id=case_id, fn=render.function(program), inputs=lambda rng: [], modes=C.exact("definition"),
+                x64=program.x64, jax_config=tuple(program.config))
+
+
+def reference(case: Case, inputs, platform: str = "cpu"):
+    """(reference outputs, None) or (None, a reference finding: {outcome, detail, bucket, ...})."""
+    import jax
+
+    import interp
+    try:
+        with case.context(), np.errstate(all="ignore"):
+            closed = jax.make_jaxpr(case.fn)(*inputs)
+            return [np.asarray(o) for o in interp.eval_jaxpr(closed, *inputs, platform=platform)], None
+    except interp.UnsupportedPrimitiveError as e:
+        return None, {"outcome": REFERENCE_UNSUPPORTED, "detail": str(e)[:1000],
+                      "bucket": oracle.bucket("reference", e.primitive, "", "reference", "unsupported")}
+    except Exception as e:  # noqa: BLE001  (the reference's own failure: a reference finding)
+        kind = "undefined-behaviour" if isinstance(e, interp.UndefinedBehaviorError) else "crash"
+        where = _raising_rule(e)
+        return None, {"outcome": CRASH, "crashed": "reference", "output": short_traceback(e),
+                      "detail": f"the reference raised {type(e).__name__}: {str(e)[:500]}",
+                      "bucket": oracle.bucket("reference", where, type(e).__name__, "reference", kind)}
+
+
+def _raising_rule(e: BaseException) -> str:
+    """The interp rule module/function that raised (the primitive is usually in its name)."""
+    tb = e.__traceback__
+    name = "?"
+    while tb is not None:
+        mod = tb.tb_frame.f_globals.get("__name__", "")
+        if mod.startswith("interp.rules."):
+            name = f"{mod.rsplit('.', 1)[-1]}.{tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return name
+
+
+def evaluate(tc: TestCase, runners, case_id: str, platform: str = "cpu", localise: bool = True) -> list[dict]:
+    """One record per runner (the reference's finding, where it has one, for every runner)."""
+    why = render.why_not_renderable(tc.program)
+    if why:
+        return [dict(new_record(case=case_id, runner=r.name, seed=0), outcome="backend-unsupported", detail=why,
+                     not_applicable=True) for r in runners]
+    case = case_for(tc.program, case_id)
+    t0 = time.perf_counter()
+    ref, problem = reference(case, tc.inputs, platform)
+    ref_s = round(time.perf_counter() - t0, 6)
+    records = []
+    for runner in runners:
+        if problem is not None:
+            rec = dict(new_record(case=case_id, runner=runner.name, seed=0), **problem)
+        else:
+            with case.context(), np.errstate(all="ignore"):
+                rec = oracle.judge(case.fn, tc.inputs, ref, runner, platform, localise=localise, case=case)
+            rec["case"] = case_id
+            if rec.get("bucket"):
+                rec["reference_outputs"] = ref
+        rec["reference_duration_s"] = ref_s
+        records.append(rec)
+    return records
+
+
+def all_values(tc: TestCase, platform: str = "cpu") -> dict:
+    """{(op index, result index): the reference's value} for every top-level array value."""
+    p = tc.program
+    body = p.body
+    ids, keys = [], []
+    for k, op in enumerate(body.ops):
+        for j, (vid, t) in enumerate(zip(body.ids_of(k), op.outs)):
+            if not t.ref and not t.is_key:
+                ids.append(vid)
+                keys.append((k, j))
+    if not ids:
+        return {}
+    probe = dataclasses.replace(p, body=ir.Block(body.params, body.ops, tuple(ids)),
+                                transform=p.transform if p.transform != ir.GRAD else ir.PLAIN)
+    ref, problem = reference(case_for(probe, "values"), tc.inputs, platform)
+    if problem is not None:
+        return {}
+    return dict(zip(keys, ref))

@@ -1,0 +1,77 @@
+"""Program families: one generator per family, looked up by name.
+
+A family is a name, the kind of program it makes (``lax``: plain JAX programs, run under ``jit`` on
+an XLA platform; ``pallas``: kernels, for the Pallas runners) and ``generate(choices) -> Program``.
+Adding a family is adding an entry to :data:`FAMILIES` (a generator module beside this one).
+Families named in :data:`PLANNED` are not implemented yet: asking for one is an error that says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from ..choices import Choices
+from ..ir import Program
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str                                   # conformance.case kind: "lax" or "pallas"
+    generate: Callable[[Choices], Program]
+    summary: str
+
+
+def _lax(c: Choices) -> Program:
+    from . import lax
+    return lax.generate(c)
+
+
+def _control_flow(c: Choices) -> Program:
+    from . import control_flow
+    return control_flow.generate(c)
+
+
+def _random(c: Choices) -> Program:
+    from . import random
+    return random.generate(c)
+
+
+def _state(c: Choices) -> Program:
+    from . import state
+    return state.generate(c)
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("lax", "lax", _lax, "straight-line lax programs: elementwise and special functions, conversions "
+           "through every dtype, structure, gather/scatter, reductions, windows, contractions, sort; "
+           "compiler-rewrite idioms; jit boundaries; vmap and grad of the whole function"),
+    Family("control_flow", "lax", _control_flow, "cond/switch, while, fori and scan around lax bodies"),
+    Family("random", "lax", _random, "PRNG keys (threefry, both partitionable modes; rbg), split/fold_in, "
+           "bits and samplers, rng_bit_generator with explicit algorithms"),
+    Family("state", "lax", _state, "refs: new_ref, get/set/addupdate/swap with static and dynamic indices, "
+           "refs written inside loops"),
+)}
+
+# Families the issue asks for that have no generator yet (an error names them, never a silent skip).
+PLANNED: dict[str, str] = {
+    "pallas": "Pallas kernels (grids, BlockSpecs, masked loads/stores, scratch, loops)",
+    "pallas-tpu": "Pallas TPU kernels (DMAs, semaphores)",
+    "pallas-triton": "Pallas Triton kernels",
+    "pallas-mosaic-gpu": "Pallas Mosaic GPU kernels",
+    "spmd": "shard_map programs with collectives",
+}
+
+
+class UnknownFamily(ValueError):
+    pass
+
+
+def get(name: str) -> Family:
+    if name in FAMILIES:
+        return FAMILIES[name]
+    if name in PLANNED:
+        raise UnknownFamily(f"family {name!r} ({PLANNED[name]}) has no generator yet; "
+                            f"implemented: {', '.join(FAMILIES)}")
+    raise UnknownFamily(f"unknown family {name!r}; implemented: {', '.join(FAMILIES)}; "
+                        f"planned: {', '.join(PLANNED)}")

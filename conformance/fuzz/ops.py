@@ -1,0 +1,339 @@
+"""The operations of the IR and how each renders to Python (``jax.lax`` / ``jax.numpy`` calls).
+
+One entry per IR operation name: ``RENDER[name](op, args, outs) -> lines``, where ``args`` are the
+Python names of its operands and ``outs`` the names its results get. Operations that need an API
+some JAX in range lacks name it in ``NEEDS`` (probed by :func:`missing_api`), so that a program
+that cannot be rendered on the installed JAX says why instead of failing somewhere else.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from .ir import Op
+
+NUMPY_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                "float16", "float32", "float64", "complex64", "complex128")
+
+
+def dt(name: str) -> str:
+    """Python source of a dtype."""
+    if name == "bool":
+        return "np.bool_"
+    if name in NUMPY_DTYPES:
+        return f"np.{name}"
+    return f"ml_dtypes.{name}"
+
+
+def lit(v) -> str:
+    """Python source of a literal parameter value (floats exactly, non-finite ones included)."""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "float('nan')"
+        if math.isinf(v):
+            return "float('inf')" if v > 0 else "-float('inf')"
+        return repr(v)
+    if isinstance(v, tuple):
+        return "(" + "".join(lit(x) + ", " for x in v) + ")"
+    return repr(v)
+
+
+def scalar(value, dtype: str) -> str:
+    return f"np.array({lit(value)}, {dt(dtype)})"
+
+
+def _tuple_out(outs, expr) -> list[str]:
+    return [f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {expr}"]
+
+
+def _one(fn: Callable[[dict, list[str]], str]):
+    def render(op: Op, args, outs):
+        return [f"{outs[0]} = {fn(op.p, args)}"]
+    return render
+
+
+def _unary(p, a):
+    return f"lax.{p['fn']}({a[0]})"
+
+
+def _binary(p, a):
+    return f"lax.{p['fn']}({a[0]}, {a[1]})"
+
+
+def _round(p, a):
+    return f"lax.round({a[0]}, lax.RoundingMethod.{p['method']})"
+
+
+def _const(p, a):
+    return f"jnp.full({lit(tuple(p['shape']))}, {scalar(p['value'], p['dtype'])})"
+
+
+def _scalar_binary(p, a):
+    # an operation with a constant operand (x * 1, x + 0, ...): the literal on the side given
+    c = scalar(p["value"], p["dtype"])
+    return f"lax.{p['fn']}({a[0]}, {c})" if p["side"] == 0 else f"lax.{p['fn']}({c}, {a[0]})"
+
+
+def _index_expr(axis: int, idx: str) -> str:
+    return "".join(":, " for _ in range(axis)) + idx
+
+
+def _gather(p, a):
+    fill = f", fill_value={scalar(p['fill'], p['dtype'])}" if p["mode"] == "fill" and p.get("fill") is not None else ""
+    return f"{a[0]}.at[{_index_expr(p['axis'], a[1])}].get(mode={p['mode']!r}{fill})"
+
+
+def _scatter(p, a):
+    return f"{a[0]}.at[{_index_expr(p['axis'], a[1])}].{p['fn']}({a[2]}, mode={p['mode']!r})"
+
+
+def _reduce_window(p, a):
+    init = scalar(p["init"], p["dtype"])
+    return (f"lax.reduce_window({a[0]}, {init}, lax.{p['fn']}, {lit(p['window'])}, {lit(p['strides'])}, "
+            f"{lit(p['padding'])}, {lit(p['base_dilation'])}, {lit(p['window_dilation'])})")
+
+
+def _precision(p) -> str:
+    prec = p.get("precision")
+    return "None" if prec is None else f"lax.Precision.{prec}"
+
+
+def _preferred(p) -> str:
+    pref = p.get("preferred")
+    return "None" if pref is None else dt(pref)
+
+
+def _dot_general(p, a):
+    return (f"lax.dot_general({a[0]}, {a[1]}, ({lit(p['contract'])}, {lit(p['batch'])}), "
+            f"precision={_precision(p)}, preferred_element_type={_preferred(p)})")
+
+
+def _conv(p, a):
+    return (f"lax.conv_general_dilated({a[0]}, {a[1]}, {lit(p['strides'])}, {lit(p['padding'])}, "
+            f"lhs_dilation={lit(p['lhs_dilation'])}, rhs_dilation={lit(p['rhs_dilation'])}, "
+            f"dimension_numbers={lit(p['dimension_numbers'])}, feature_group_count={p['groups']}, "
+            f"precision={_precision(p)}, preferred_element_type={_preferred(p)})")
+
+
+def _sort(op: Op, args, outs):
+    p = op.p
+    return _tuple_out(outs, f"lax.sort(({', '.join(args)},), dimension={p['dimension']}, is_stable=True, "
+                            f"num_keys={p['num_keys']})")
+
+
+def _top_k(op: Op, args, outs):
+    return _tuple_out(outs, f"lax.top_k({args[0]}, {op.p['k']})")
+
+
+def _pad(p, a):
+    return f"lax.pad({a[0]}, {scalar(p['value'], p['dtype'])}, {lit(p['config'])})"
+
+
+def _concat(p, a):
+    return f"lax.concatenate([{', '.join(a)}], {p['dim']})"
+
+
+def _dynamic_slice(p, a):
+    return f"lax.dynamic_slice({a[0]}, [{', '.join(a[1:])}], {lit(p['sizes'])})"
+
+
+def _dynamic_update_slice(p, a):
+    return f"lax.dynamic_update_slice({a[0]}, {a[1]}, [{', '.join(a[2:])}])"
+
+
+def _rng_bit_generator(op: Op, args, outs):
+    p = op.p
+    return _tuple_out(outs, f"lax.rng_bit_generator({args[0]}, {lit(tuple(p['shape']))}, dtype={dt(p['dtype'])}, "
+                            f"algorithm=lax.RandomAlgorithm.{p['algorithm']})")
+
+
+def _random(p, a):
+    fn, shape = p["fn"], lit(tuple(p["shape"]))
+    if fn == "bits":
+        return f"jax.random.bits({a[0]}, {shape}, {dt(p['dtype'])})"
+    if fn in ("uniform", "normal", "gumbel", "exponential", "logistic", "truncated_normal"):
+        extra = f", {lit(p['lo'])}, {lit(p['hi'])}" if fn in ("uniform", "truncated_normal") else ""
+        if fn == "uniform":
+            return f"jax.random.uniform({a[0]}, {shape}, {dt(p['dtype'])}{extra})"
+        if fn == "truncated_normal":
+            return f"jax.random.truncated_normal({a[0]}{extra}, {shape}, {dt(p['dtype'])})"
+        return f"jax.random.{fn}({a[0]}, {shape}, {dt(p['dtype'])})"
+    if fn == "randint":
+        return f"jax.random.randint({a[0]}, {shape}, {p['lo']}, {p['hi']}, {dt(p['dtype'])})"
+    if fn == "bernoulli":
+        return f"jax.random.bernoulli({a[0]}, {lit(p['p'])}, {shape})"
+    if fn == "permutation":
+        return f"jax.random.permutation({a[0]}, {a[1]}, axis={p['axis']}, independent={p['independent']})"
+    if fn == "choice":
+        return f"jax.random.choice({a[0]}, {a[1]}, {shape}, replace={p['replace']}, axis={p['axis']})"
+    if fn == "categorical":
+        return f"jax.random.categorical({a[0]}, {a[1]}, axis={p['axis']})"
+    raise ValueError(f"unknown random function {fn}")
+
+
+# --- Control flow: the op's blocks are rendered as nested functions by render.py; these lines call them.
+def _switch(op: Op, args, outs, fns):
+    return _tuple_out(outs, f"lax.switch({args[0]}, [{', '.join(fns)}], {', '.join(args[1:])})")
+
+
+def _while(op: Op, args, outs, fns):
+    # blocks: (cond, body); the counter is operand 0, the trip count a parameter
+    return _tuple_out(outs, f"lax.while_loop({fns[0]}, {fns[1]}, ({', '.join(args)},))")
+
+
+def _fori(op: Op, args, outs, fns):
+    p = op.p
+    return _tuple_out(outs, f"lax.fori_loop({p['lo']}, {p['hi']}, {fns[0]}, ({', '.join(args)},)"
+                            + (f", unroll={p['unroll']})" if p.get("unroll") else ")"))
+
+
+def _scan(op: Op, args, outs, fns):
+    p = op.p
+    n = p["n_carry"]
+    carry, xs = args[:n], args[n:]
+    return [f"({', '.join(outs[:n])}{',' if n == 1 else ''}), ({', '.join(outs[n:])}{',' if len(outs) - n == 1 else ''}) = "
+            f"lax.scan({fns[0]}, ({', '.join(carry)}{',' if n == 1 else ''}), ({', '.join(xs)}{',' if len(xs) == 1 else ''}), "
+            f"reverse={p['reverse']}, unroll={p['unroll']})"]
+
+
+def _call(op: Op, args, outs, fns):
+    return _tuple_out(outs, f"jax.jit({fns[0]})({', '.join(args)})")
+
+
+def _cond(op: Op, args, outs, fns):
+    return _tuple_out(outs, f"lax.cond({args[0]}, {fns[0]}, {fns[1]}, {', '.join(args[1:])})")
+
+
+# --- State
+def _ref_index(p, a, first: int, subscript: bool = True) -> str:
+    """The indexer of a ref access: static slices/ints (p['index']) with dynamic scalars a[first:];
+    ``subscript``: as written inside ``ref[...]``, else as a tuple expression."""
+    parts, k = [], first
+    for item in p["index"]:
+        if item == "dyn":
+            parts.append(a[k])
+            k += 1
+        elif isinstance(item, (tuple, list)):
+            parts.append(f"{item[0]}:{item[1]}" if subscript else f"slice({item[0]}, {item[1]})")
+        elif item is None:
+            parts.append(":" if subscript else "slice(None)")
+        else:
+            parts.append(str(item))
+    if not parts:
+        return "..."
+    return ", ".join(parts) if subscript else "(" + "".join(x + ", " for x in parts) + ")"
+
+
+def _ref_get(op: Op, args, outs):
+    return [f"{outs[0]} = {args[0]}[{_ref_index(op.p, args, 1)}]"]
+
+
+def _ref_set(op: Op, args, outs):
+    return [f"{args[0]}[{_ref_index(op.p, args, 2)}] = {args[1]}"]
+
+
+def _ref_addupdate(op: Op, args, outs):
+    return [f"jax.ref.addupdate({args[0]}, {_ref_index(op.p, args, 2, False)}, {args[1]})"]
+
+
+def _ref_swap(op: Op, args, outs):
+    return [f"{outs[0]} = jax.ref.swap({args[0]}, {_ref_index(op.p, args, 2, False)}, {args[1]})"]
+
+
+def _safe_divisor(p, a):
+    x, y = a
+    bad = f"lax.eq({y}, lax.full_like({y}, 0))"
+    if p["signed"]:
+        bad = (f"lax.bitwise_or({bad}, lax.bitwise_and(lax.eq({x}, lax.full_like({x}, jnp.iinfo({x}.dtype).min)), "
+               f"lax.eq({y}, lax.full_like({y}, -1))))")
+    return f"lax.select({bad}, lax.full_like({y}, 1), {y})"
+
+
+RENDER: dict[str, Callable] = {
+    "safe_divisor": _one(_safe_divisor),
+    "unary": _one(_unary),
+    "binary": _one(_binary),
+    "round": _one(_round),
+    "integer_pow": _one(lambda p, a: f"lax.integer_pow({a[0]}, {p['y']})"),
+    "scalar_binary": _one(_scalar_binary),
+    "constant": _one(_const),
+    "select": _one(lambda p, a: f"lax.select({a[0]}, {a[1]}, {a[2]})"),
+    "clamp": _one(lambda p, a: f"lax.clamp({a[0]}, {a[1]}, {a[2]})"),
+    "convert": _one(lambda p, a: f"lax.convert_element_type({a[0]}, {dt(p['dtype'])})"),
+    "bitcast": _one(lambda p, a: f"lax.bitcast_convert_type({a[0]}, {dt(p['dtype'])})"),
+    "reduce_precision": _one(lambda p, a: f"lax.reduce_precision({a[0]}, exponent_bits={p['exponent_bits']}, "
+                                          f"mantissa_bits={p['mantissa_bits']})"),
+    "broadcast_in_dim": _one(lambda p, a: f"lax.broadcast_in_dim({a[0]}, {lit(p['shape'])}, {lit(p['dims'])})"),
+    "reshape": _one(lambda p, a: f"lax.reshape({a[0]}, {lit(p['shape'])})"),
+    "transpose": _one(lambda p, a: f"lax.transpose({a[0]}, {lit(p['perm'])})"),
+    "rev": _one(lambda p, a: f"lax.rev({a[0]}, {lit(p['dims'])})"),
+    "pad": _one(_pad),
+    "concatenate": _one(_concat),
+    "slice": _one(lambda p, a: f"lax.slice({a[0]}, {lit(p['start'])}, {lit(p['limit'])}, {lit(p['strides'])})"),
+    "dynamic_slice": _one(_dynamic_slice),
+    "dynamic_update_slice": _one(_dynamic_update_slice),
+    "iota": _one(lambda p, a: f"lax.broadcasted_iota({dt(p['dtype'])}, {lit(p['shape'])}, {p['dim']})"),
+    "gather": _one(_gather),
+    "scatter": _one(_scatter),
+    "reduce": _one(lambda p, a: f"lax.reduce_{p['fn']}({a[0]}, {lit(p['axes'])})"),
+    "argminmax": _one(lambda p, a: f"lax.{p['fn']}({a[0]}, {p['axis']}, {dt(p['index_dtype'])})"),
+    "reduce_window": _one(_reduce_window),
+    "cumulative": _one(lambda p, a: f"lax.{p['fn']}({a[0]}, axis={p['axis']}, reverse={p['reverse']})"),
+    "dot_general": _one(_dot_general),
+    "conv": _one(_conv),
+    "sort": _sort,
+    "top_k": _top_k,
+    "rng_bit_generator": _rng_bit_generator,
+    "wrap_key": _one(lambda p, a: f"jax.random.wrap_key_data({a[0]}, impl={p['impl']!r})"),
+    "key_data": _one(lambda p, a: f"jax.random.key_data({a[0]})"),
+    "split": _one(lambda p, a: f"jax.random.split({a[0]}, {p['n']})"),
+    "fold_in": _one(lambda p, a: f"jax.random.fold_in({a[0]}, {a[1]})"),
+    "random": _one(_random),
+    "new_ref": _one(lambda p, a: f"jax.new_ref({a[0]})"),
+    "ref_get": _ref_get,
+    "ref_set": _ref_set,
+    "ref_addupdate": _ref_addupdate,
+    "ref_swap": _ref_swap,
+    "freeze": _one(lambda p, a: f"jax.ref.freeze({a[0]})"),
+}
+
+# Operations with blocks: render(op, args, outs, block function names) -> lines.
+RENDER_BLOCKS: dict[str, Callable] = {
+    "switch": _switch, "cond": _cond, "while": _while, "fori": _fori, "scan": _scan, "call": _call,
+}
+
+# APIs an operation needs that some JAX in range may lack: (module path, attribute).
+NEEDS: dict[str, tuple[str, str]] = {
+    "new_ref": ("jax", "new_ref"),
+    "freeze": ("jax.ref", "freeze"),
+    "ref_addupdate": ("jax.ref", "addupdate"),
+    "ref_swap": ("jax.ref", "swap"),
+}
+
+
+def missing_api(names) -> str:
+    """Why the installed JAX cannot run operations ``names`` (empty if it can)."""
+    import importlib
+    for name in sorted(set(names)):
+        need = NEEDS.get(name)
+        if need is None:
+            continue
+        try:
+            mod = importlib.import_module(need[0])
+        except ImportError:
+            mod = None
+        if mod is None or not hasattr(mod, need[1]):
+            import jax
+            return f"JAX {jax.__version__} has no {need[0]}.{need[1]} (needed by the IR operation {name!r})"
+    return ""
+
+
+def special_float_values() -> tuple[float, ...]:
+    return (0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 0.5, 2.0)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, name)) if name not in NUMPY_DTYPES else np.dtype(name)

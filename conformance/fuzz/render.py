@@ -1,0 +1,143 @@
+"""Programs as Python source: the function a campaign runs and the standalone reproducer are one text.
+
+``source(program)`` is a module defining ``program(*inputs)`` from ``jax.lax`` calls (blocks become
+nested functions); ``function(program)`` executes that text and returns the function. Nothing but
+the text is executed, so what a reproducer shows is exactly what ran.
+"""
+from __future__ import annotations
+
+import functools
+
+from .ir import GRAD, VMAP, Block, Program
+from .ops import RENDER, RENDER_BLOCKS, missing_api
+
+HEADER = ("import ml_dtypes\nimport numpy as np\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n")
+
+# How each operation with blocks calls them (see _block_def).
+_CONVENTIONS = {"switch": "positional", "cond": "positional", "call": "positional", "while": "carry",
+                "fori": "fori", "scan": "scan"}
+
+
+def _names(prefix: str, block: Block, param_names: list[str]) -> list[str]:
+    names = list(param_names)
+    k = len(param_names)
+    for op in block.ops:
+        for _ in op.outs:
+            names.append(f"{prefix}{k}")
+            k += 1
+    return names
+
+
+def _block_lines(block: Block, names: list[str], prefix: str, indent: str) -> list[str]:
+    """The statements computing ``block``'s operations (nested functions first where an op has blocks)."""
+    lines: list[str] = []
+    for k, op in enumerate(block.ops):
+        args = [names[a] for a in op.args]
+        outs = [names[i] for i in block.ids_of(k)]
+        if op.blocks:
+            fns = []
+            captures = op.p.get("captures", 0)
+            captured = args[len(args) - captures:] if captures else []
+            for j, sub in enumerate(op.blocks):
+                fn = f"{prefix}f{k}_{j}"
+                lines += _block_def(op.name, j, sub, fn, f"{prefix}b{k}_{j}_", captured, op.p, indent)
+                fns.append(fn)
+            own_args = args[:len(args) - captures] if captures else args
+            lines += [indent + s for s in RENDER_BLOCKS[op.name](op, own_args, outs, fns)]
+        else:
+            lines += [indent + s for s in RENDER[op.name](op, args, outs)]
+    return lines
+
+
+def _tuple(names: list[str]) -> str:
+    return "(" + "".join(n + ", " for n in names) + ")"
+
+
+def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured: list[str], p: dict,
+               indent: str) -> list[str]:
+    """A nested function for block ``j`` of an operation, in the calling convention of ``opname``.
+    Captured values (refs a body writes) are the block's last parameters, referred to by their outer
+    names."""
+    n_own = len(block.params) - len(captured)
+    own = [f"{prefix}p{i}" for i in range(n_own)]
+    names = _names(prefix + "v", block, own + captured)
+    conv = _CONVENTIONS[opname]
+    inner = indent + "    "
+    if conv == "positional":
+        head = [f"{indent}def {fn}({', '.join(own)}):"]
+    elif conv == "carry":
+        head = [f"{indent}def {fn}(carry):", f"{inner}{_tuple(own)} = carry"]
+    elif conv == "fori":
+        head = [f"{indent}def {fn}({own[0]}, carry):", f"{inner}{_tuple(own[1:])} = carry"]
+    elif conv == "scan":
+        n = p["n_carry"]
+        head = [f"{indent}def {fn}(carry, xs):", f"{inner}{_tuple(own[:n])} = carry",
+                f"{inner}{_tuple(own[n:])} = xs"]
+    else:
+        raise ValueError(conv)
+    body = _block_lines(block, names, prefix + "v", inner)
+    outs = [names[o] for o in block.outputs]
+    if opname == "while" and j == 0:
+        ret = outs[0]                        # the loop condition: one bool
+    elif conv == "scan":
+        n = p["n_carry"]
+        ret = f"({_tuple(outs[:n])}, {_tuple(outs[n:])})"
+    else:
+        ret = _tuple(outs)
+    return head + body + [f"{inner}return {ret}"]
+
+
+def function_source(program: Program, name: str = "program") -> str:
+    """``def program(x0, ...)``: the program's function (with its transformation applied)."""
+    n = len(program.inputs)
+    xs = [f"x{i}" for i in range(n)]
+    names = _names("v", program.body, xs)
+    body = _block_lines(program.body, names, "", "    ")
+    outs = [names[o] for o in program.body.outputs]
+    lines = [f"def _body({', '.join(xs)}):"] + body + [f"    return {_tuple(outs)}", ""]
+    if program.transform == VMAP:
+        lines += [f"def {name}({', '.join(xs)}):", f"    return jax.vmap(_body)({', '.join(xs)})"]
+    elif program.transform == GRAD:
+        # The vector-Jacobian product of the first output with a cotangent of ones, with respect to
+        # every float input (the others are closed over).
+        from .values import is_float_name
+        wrt = [i for i, inp in enumerate(program.inputs) if is_float_name(inp.type.dtype)]
+        lines += [f"def {name}({', '.join(xs)}):",
+                  f"    def first({', '.join(xs[i] for i in wrt)}):",
+                  f"        return _body({', '.join(xs)})[0]",
+                  f"    out, pullback = jax.vjp(first, {', '.join(xs[i] for i in wrt)})",
+                  "    return (out,) + tuple(pullback(jnp.ones_like(out)))"]
+    else:
+        lines += [f"def {name}({', '.join(xs)}):", f"    return _body({', '.join(xs)})"]
+    return "\n".join(lines) + "\n"
+
+
+def source(program: Program) -> str:
+    """A module: the imports and ``program``."""
+    return HEADER + "\n\n" + function_source(program)
+
+
+def why_not_renderable(program: Program) -> str:
+    """Why the installed JAX cannot run the program (empty if it can)."""
+    return missing_api(_op_names(program.body))
+
+
+def _op_names(block: Block) -> set:
+    out = set()
+    for op in block.ops:
+        out.add(op.name)
+        for b in op.blocks:
+            out |= _op_names(b)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str):
+    env: dict = {}
+    exec(compile(text, "<fuzz program>", "exec"), env)   # noqa: S102  (our own generated source)
+    return env["program"]
+
+
+def function(program: Program):
+    """The program as a Python function of its inputs (returns a tuple of arrays)."""
+    return _compiled(source(program))

@@ -1,0 +1,125 @@
+"""The fuzzer's oracle (conformance/fuzz/oracle.py) on XLA:CPU and on mutant runners (XLA:CPU with
+one injected bug each): exact programs pass exactly, programs with inexact operations pass on the
+operations' own budgets, and each injected bug is found at its equation and nothing else is."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import jax
+from jax import lax
+
+import interp
+from conformance.fuzz import mutants, oracle
+from conformance.fuzz.runners import get_runner
+from conformance.fuzz.suite import Case
+from spec import compliance as C
+
+
+def _judge(fn, inputs, runner):
+    case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+    with case.context(), np.errstate(all="ignore"):
+        ref = [np.asarray(r) for r in interp.interpret(fn)(*inputs)]
+        return oracle.judge(fn, inputs, ref, runner, case=case)
+
+
+def _floats(n=4096, seed=0, lo=-3.0, hi=3.0):
+    return np.random.default_rng(seed).uniform(lo, hi, n).astype(np.float32)
+
+
+def test_exact_program_passes_bit_for_bit():
+    x, y = _floats(), _floats(seed=1)
+    rec = _judge(lambda x, y: (lax.max(lax.mul(x, y), lax.neg(x)), lax.convert_element_type(x, np.int32)),
+                 [x, y], get_runner("xla:cpu"))
+    assert rec["outcome"] == "pass", rec
+
+
+def test_inexact_operations_are_judged_on_their_own_budgets():
+    # XLA:CPU's exp is not correctly rounded everywhere on 4096 arguments; what follows an exp must
+    # then follow from the backend's own exp values exactly (level 2 of the oracle).
+    x = _floats()
+    fn = lambda x: (lax.sub(lax.mul(lax.exp(x), np.float32(3)), x),)   # noqa: E731
+    with np.errstate(all="ignore"):
+        ref = interp.interpret(lambda x: lax.exp(x))(x)
+    assert (np.asarray(jax.jit(lax.exp)(x)) != ref).any(), "XLA:CPU's exp is correctly rounded here: no test"
+    rec = _judge(fn, [x], get_runner("xla:cpu"))
+    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"].startswith(oracle.PER_OPERATION), rec
+
+
+@pytest.fixture()
+def mutant_runners(monkeypatch):
+    monkeypatch.setenv("JAX_CONFORMANCE_RUNNERS", "conformance.fuzz.mutants")
+    return {r.name: r for r in mutants.runners()}
+
+
+@pytest.mark.parametrize("bug, fn, primitive, symptom", [
+    ("add-ulp", lambda x, y: (lax.mul(lax.add(x, y), np.float32(2)),), "add", "value"),
+    ("exp-far", lambda x, y: (lax.add(lax.exp(x), y),), "exp", "value"),
+    ("max-drops-nan", lambda x, y: (lax.max(x, lax.log(y)),), "max", "nan"),
+])
+def test_each_injected_bug_is_found_at_its_equation(mutant_runners, bug, fn, primitive, symptom):
+    x, y = _floats(seed=2), _floats(seed=3)
+    runner = mutant_runners[f"mutant:{bug}"]
+    rec = _judge(fn, [x, y], runner)
+    assert rec["outcome"] == "fail", rec
+    assert rec["bucket"] == f"fail:{primitive}:float32:mutant:{bug}:{symptom}", rec["bucket"]
+    assert rec["first_divergent_eqn"]["primitive"] == primitive
+    # the same program on XLA:CPU itself is explained
+    assert _judge(fn, [x, y], get_runner("xla:cpu"))["outcome"] in ("pass", "pass-with-allowance")
+
+
+def test_narrow_sums_are_bounded_at_their_own_precision():
+    x = np.ones((64,), np.float16)
+    closed = jax.make_jaxpr(lambda v: lax.reduce_sum(v, (0,)))(x)
+    mode, = oracle.eqn_modes(closed.jaxpr.eqns[0])
+    assert (mode.kind, mode.k, mode.acc_bits) == (C.DOT_PRODUCT, 64, 11)
+    closed = jax.make_jaxpr(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))))(
+        np.ones((2, 5), np.float32), np.ones((5, 3), np.float32))
+    mode, = oracle.eqn_modes(closed.jaxpr.eqns[0])
+    assert (mode.kind, mode.k, mode.acc_bits) == (C.DOT_PRODUCT, 5, 0)
+
+
+def test_backend_crash_is_a_bucketed_record():
+    class Crashing:
+        name = "crashing"
+
+        def run(self, case, inputs):
+            raise RuntimeError("INTERNAL: something 1234 broke")
+    rec = _judge(lambda x: (lax.neg(x),), [_floats(8)], Crashing())
+    assert rec["outcome"] == "crash"
+    assert rec["bucket"] == "crash:?:RuntimeError:crashing:INTERNAL: something # broke"
+
+
+def test_intermediates_layout_counts_every_evaluation_of_a_shared_call():
+    # jax.jit(g) called twice shares one inner jaxpr: its equations are evaluated twice, and the
+    # localiser must take each evaluation's values in turn (the positions are per evaluation)
+    g = jax.jit(lambda a: (lax.mul(a, np.float32(3)), lax.neg(a)))
+    fn = lambda x, y: (lax.add(g(x)[0], g(y)[1]),)   # noqa: E731
+    x, y = _floats(8, seed=4), _floats(8, seed=5)
+    closed = jax.make_jaxpr(fn)(x, y)
+    f, layout = oracle._intermediates_fn(closed)
+    values = f(x, y)
+    positions = [q for evaluations in layout.values() for pos in evaluations for q in pos if q is not None]
+    assert sorted(positions) == list(range(len(values)))
+    mul = next(e for e in closed.jaxpr.eqns[0].params["jaxpr"].jaxpr.eqns if e.primitive.name == "mul")
+    first, second = layout[id(mul)]
+    assert np.array_equal(values[first[0]], x * np.float32(3)) and np.array_equal(values[second[0]], y * np.float32(3))
+
+
+def test_terminal_operations_reach_outputs_only_through_bit_moves_and_calls():
+    # exp -> neg -> output (inside a jit call too) is terminal; tanh -> add is not; a sum that is an
+    # output is a terminal sum
+    inner = jax.jit(lambda a: lax.neg(lax.exp(a)))
+    fn = lambda x: (inner(x), lax.add(lax.tanh(x), x), lax.reduce_sum(x, (0,)))   # noqa: E731
+    closed = jax.make_jaxpr(fn)(_floats(8))
+    t = oracle.terminal_operations(closed)
+    names = {}
+    def walk(j):
+        for e in j.eqns:
+            names[id(e)] = e.primitive.name
+            for v in e.params.values():
+                if hasattr(v, "jaxpr"):
+                    walk(v.jaxpr)
+    walk(closed.jaxpr)
+    assert sorted(names[i] for i in t["eqns"]) == ["exp", "reduce_sum"]
+    assert t["outputs"] == {0: C.ulp_budget("exp", np.float32)}
+    assert list(t["sums"]) == [2]
