@@ -47,6 +47,13 @@ def _xdist_available() -> bool:
 
 
 def cmd_run(args) -> int:
+    if args.cluster:
+        from conformance.cluster import ray_missing
+        why = ray_missing() or ("--save-outputs keeps outputs on the machine that ran them: not with --cluster"
+                                if args.save_outputs else None)
+        if why:
+            print(f"jax-conformance run: {why}", file=sys.stderr)
+            return 2
     runners = _runners_arg(args.runners)
     if args.timeout is None:
         args.timeout = 60.0 if args.profile == "quick" else 300.0
@@ -75,7 +82,7 @@ def cmd_run(args) -> int:
     env = dict(os.environ, JAX_CONFORMANCE_RUN_ID=run_id)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(pkg), env.get("PYTHONPATH")) if p)
     t0, cpu0 = time.time(), _children_cpu_s()
-    rc = subprocess.call(cmd, env=env)
+    rc = _run_on_cluster(args, results_dir, run_id) if args.cluster else subprocess.call(cmd, env=env)
     wall, cpu = time.time() - t0, _children_cpu_s() - cpu0
     # CPU time of pytest, its xdist workers and their case workers: the machine-independent
     # half of the run's cost (wall time depends on what else the machine is doing).
@@ -92,6 +99,25 @@ def cmd_run(args) -> int:
     if not harness_ok:     # whatever --fail-on-bad says (that switch is about the backends)
         return 2
     return 1 if (args.fail_on_bad and bad) or rc not in (0, 1) else 0
+
+
+def _run_on_cluster(args, results_dir: str, run_id: str) -> int:
+    """The suite's items as Ray tasks (conformance/cluster.py) instead of pytest's; the results files
+    and the report are the same. Returns pytest's exit status for what happened (0, or 1 when the
+    cluster gave up on some items: harness errors, written where _check_harness reads them)."""
+    from conformance import cluster
+    from conformance.plugin import HARNESS_ERRORS_FILE, suite_items
+    items = [item for _, item in suite_items(args.profile, args.cases, args.runners.split(","), args.seed,
+                                             args.seeds, args.examples)]
+    options = {"timeout": args.timeout, "first_divergence": True,
+               "shrinks": args.shrinks,
+               "budget_s": args.search_budget if args.search_budget and args.search_budget > 0 else None}
+    print(f"{len(items)} items on the Ray cluster at {args.cluster}", flush=True)
+    errors = cluster.run_suite(args.cluster, items, options, results_dir, run_id, args.profile)
+    if errors:
+        with open(os.path.join(results_dir, HARNESS_ERRORS_FILE), "w") as f:
+            json.dump({"errors": errors, "results": len(items) - len(errors)}, f, indent=1)
+    return 1 if errors else 0
 
 
 def _check_harness(results_dir: str, n_results: int) -> bool:
@@ -314,6 +340,10 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or a number with s, m or h)") from None
 
 
+CLUSTER_HELP = ("run the work units on a Ray cluster: 'auto' (the cluster this machine belongs to) or "
+                "ray://HOST:PORT; needs the [cluster] extra (docs/fuzzing.md)")
+
+
 def _names(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
@@ -324,7 +354,8 @@ def cmd_fuzz(args) -> int:
         s = run_campaign(runners=_names(args.runners), families=_names(args.families), seed=args.seed,
                          programs=args.programs, time_s=args.time, out=args.out, history=args.history,
                          resume=args.resume, workers=args.workers, shrink=not args.no_shrink,
-                         shrink_budget_s=args.shrink_time, bisect_budget_s=args.bisect_time, timeout_s=args.timeout)
+                         shrink_budget_s=args.shrink_time, bisect_budget_s=args.bisect_time, timeout_s=args.timeout,
+                         cluster=args.cluster)
     except CampaignError as e:
         print(f"jax-conformance fuzz: {e}", file=sys.stderr)
         return 2
@@ -421,6 +452,7 @@ def main(argv=None) -> int:
     r.add_argument("--history", default=None, help="SQLite nightly history database")
     add_run_options(r)     # the options the pytest plugin takes too (conformance/plugin.py OPTIONS)
     r.add_argument("-n", "--workers", default="auto", help="pytest-xdist workers ('0': no xdist)")
+    r.add_argument("--cluster", default=None, metavar="ADDRESS", help=CLUSTER_HELP)
     r.add_argument("--fail-on-bad", action="store_true", help="exit 1 if any backend fail/crash/timeout "
                    "(a run with harness errors or no results exits 2 regardless)")
     r.add_argument("--save-outputs", action="store_true",
@@ -460,6 +492,7 @@ def main(argv=None) -> int:
     fz.add_argument("--history", default=None, help="SQLite file keeping counts and buckets over campaigns")
     fz.add_argument("--resume", default=None, metavar="DIR", help="continue the campaign in DIR")
     fz.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    fz.add_argument("--cluster", default=None, metavar="ADDRESS", help=CLUSTER_HELP)
     fz.add_argument("--no-shrink", action="store_true", help="record findings without shrinking them")
     fz.add_argument("--shrink-time", type=_duration, default=60.0, help="per new bucket (default 60 s)")
     fz.add_argument("--bisect-time", type=_duration, default=90.0,

@@ -180,25 +180,22 @@ def examples_for(case, explicit: int | None, default: int) -> int:
     return max(1, min(default, case.examples)) if case.examples is not None else default
 
 
-def pytest_generate_tests(metafunc):
-    if "conformance_item" not in metafunc.fixturenames:
-        return
-    from conformance import process_env
-    process_env.apply()        # before the runner detection below starts JAX in this process
+def suite_items(profile: str, case_filter: str | None, runners: list[str], first_seed: int, nseeds: int,
+                explicit_examples: int | None) -> list[tuple[str, tuple]]:
+    """The suite's items, ``(item id, (case id, runner, seed, examples))``, case-major (the runners
+    of one case share its reference result in one worker): pytest's items, and the units of
+    ``jax-conformance run --cluster``."""
     from conformance.cases import all_cases
     from hardware_runners import get_runner
-    config = metafunc.config
-    cases = all_cases(config.getoption("--profile"))
-    filt = config.getoption("--case-filter")
-    if filt:
-        keys = [k.strip() for k in filt.split(",") if k.strip()]
+    cases = all_cases(profile)
+    if case_filter:
+        keys = [k.strip() for k in case_filter.split(",") if k.strip()]
         cases = {cid: c for cid, c in cases.items() if any(k in cid for k in keys)}
-    params = []
-    first, nseeds = config.getoption("--case-seed"), max(1, config.getoption("--case-seeds"))
-    seeds = list(range(first, first + nseeds))
-    explicit = config.getoption("--case-examples")
-    default = PROFILE_EXAMPLES[config.getoption("--profile")]
-    for runner in selected_runners(config):
+    items = []
+    nseeds = max(1, nseeds)
+    seeds = list(range(first_seed, first_seed + nseeds))
+    default = PROFILE_EXAMPLES[profile]
+    for runner in runners:
         try:
             kinds = get_runner(runner).kinds
         except KeyError:
@@ -206,14 +203,25 @@ def pytest_generate_tests(metafunc):
         for cid, case in cases.items():
             if kinds and case.kind not in kinds:
                 continue
-            examples = examples_for(case, explicit, default)
+            examples = examples_for(case, explicit_examples, default)
             for seed in seeds:
                 pid = f"{cid}@{runner}" if nseeds == 1 else f"{cid}@{runner}#seed{seed}"
-                params.append(pytest.param((cid, runner, seed, examples), id=pid,
-                                           marks=pytest.mark.xdist_group(cid)))
-    # Case-major order: the runners of one case share its reference result in one worker.
-    params.sort(key=lambda p: (p.values[0][0], p.values[0][2], p.values[0][1] != "reference"))
-    metafunc.parametrize("conformance_item", params)
+                items.append((pid, (cid, runner, seed, examples)))
+    items.sort(key=lambda p: (p[1][0], p[1][2], p[1][1] != "reference"))
+    return items
+
+
+def pytest_generate_tests(metafunc):
+    if "conformance_item" not in metafunc.fixturenames:
+        return
+    from conformance import process_env
+    process_env.apply()        # before the runner detection below starts JAX in this process
+    config = metafunc.config
+    items = suite_items(config.getoption("--profile"), config.getoption("--case-filter"), selected_runners(config),
+                        config.getoption("--case-seed"), config.getoption("--case-seeds"),
+                        config.getoption("--case-examples"))
+    metafunc.parametrize("conformance_item", [pytest.param(item, id=pid, marks=pytest.mark.xdist_group(item[0]))
+                                              for pid, item in items])
 
 
 class _Session:

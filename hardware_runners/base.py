@@ -9,6 +9,7 @@ programs it can run (``supports``), each time with the reason when not.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -332,8 +333,8 @@ class GpuInterpret(PallasRunner):
 _PRIVATE_GPU_INTERPRET_PARAMS = "jax._src.pallas.mosaic_gpu.interpret.params"
 
 
-def all_runners() -> list[Runner]:
-    """Every runner this JAX knows of, available here or not."""
+def builtin_runners() -> list[Runner]:
+    """The runners the project ships, for every platform this JAX knows of."""
     import jax
     platforms = ["cpu", "cuda", "rocm", "tpu"]
     try:
@@ -351,11 +352,68 @@ def all_runners() -> list[Runner]:
     return out
 
 
+# Runner plugins: a backend the project does not ship (a vendor's own Pallas lowering, a simulator,
+# a test's mutant of XLA:CPU) registers runners through this entry point group. Each entry point
+# names a callable that returns a list of Runner instances, e.g. in the plugin's pyproject.toml:
+#     [project.entry-points."jax_conformance.runners"]
+#     mysim = "mysim_conformance:runners"
+# Without installing anything, modules named in the environment variable (comma-separated, each
+# with a ``runners()`` function) add theirs; both are read in every process, so isolated workers
+# and cluster workers see the same runners as the command that started them.
+PLUGIN_GROUP = "jax_conformance.runners"
+PLUGIN_ENV = "JAX_CONFORMANCE_RUNNERS"
+
+
+class PluginError(RuntimeError):
+    """A runner plugin that cannot be loaded or that returns something other than runners."""
+
+
+def _plugin_sources() -> list[tuple[str, Any]]:
+    """(where, loader) for each registered source of plugin runners."""
+    import importlib
+    from importlib.metadata import entry_points
+    out = [(f"entry point {ep.name} = {ep.value} (group {PLUGIN_GROUP})", ep.load)
+           for ep in entry_points(group=PLUGIN_GROUP)]
+    for name in (m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(",")):
+        if name:
+            out.append((f"module {name} ({PLUGIN_ENV})", lambda name=name: importlib.import_module(name).runners))
+    return out
+
+
+def plugin_runners() -> list[Runner]:
+    """The runners plugins register (``PLUGIN_GROUP``, ``PLUGIN_ENV``); a plugin that fails to load,
+    or returns anything but runners, is an error naming it."""
+    out: list[Runner] = []
+    for where, load in _plugin_sources():
+        try:
+            found = list(load()())
+        except Exception as e:  # noqa: BLE001  (any failure of a plugin is reported with its name)
+            raise PluginError(f"runner plugin {where} failed: {type(e).__name__}: {e}") from e
+        wrong = [r for r in found if not isinstance(r, Runner)]
+        if wrong:
+            raise PluginError(f"runner plugin {where} returned {wrong[0]!r}, not a hardware_runners.Runner")
+        out += found
+    return out
+
+
+def all_runners() -> list[Runner]:
+    """Every runner this JAX knows of, available here or not: the project's, then the plugins'."""
+    out = builtin_runners()
+    seen = {r.name for r in out}
+    for r in plugin_runners():
+        if r.name in seen:
+            raise PluginError(f"runner plugin registers {r.name!r}, a name already taken")
+        seen.add(r.name)
+        out.append(r)
+    return out
+
+
 def get_runner(name: str) -> Runner:
-    for r in all_runners():
+    runners = all_runners()
+    for r in runners:
         if r.name == name:
             return r
-    raise KeyError(f"unknown runner {name!r}; known: {[r.name for r in all_runners()]}")
+    raise KeyError(f"unknown runner {name!r}; known: {', '.join(r.name for r in runners)}")
 
 
 def detect() -> list[dict]:

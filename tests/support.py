@@ -77,3 +77,31 @@ def core_map_over_refs(mesh, body):
             pl.core_map(mesh)(lambda: body(*refs))
         return pl.run_state(stateful)((x, jnp.full_like(x, -1)))
     return f
+
+
+class InProcess:
+    """A fuzz executor (conformance/fuzz/executor.py) that runs units in this process, one per
+    ``results`` call; after ``stop_after`` results it raises KeyboardInterrupt as a Ctrl-C would."""
+    slots = 1
+
+    def __init__(self, stop_after: int | None = None):
+        self.todo, self.stop_after, self.given = [], stop_after, 0
+
+    def submit(self, unit, priority=False):
+        self.todo.insert(0, unit) if priority else self.todo.append(unit)
+
+    def results(self, timeout=None):
+        from conformance.fuzz.work import run_unit
+        if self.stop_after is not None and self.given >= self.stop_after:
+            raise KeyboardInterrupt
+        if not self.todo:
+            return []
+        unit = self.todo.pop(0)
+        self.given += 1
+        return [(unit, run_unit(unit))]
+
+    def pending(self):
+        return len(self.todo)
+
+    def close(self):
+        self.todo.clear()

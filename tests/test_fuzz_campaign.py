@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from conformance.fuzz import CampaignError, run_campaign
-from conformance.fuzz.executor import Executor
-from conformance.fuzz.work import run_unit
+from tests.support import InProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MUTANTS = "conformance.fuzz.mutants"
@@ -45,32 +44,6 @@ def test_bad_input_exits_2_naming_the_choices(args, words):
     assert out.returncode == 2, out
     for w in words:
         assert w in out.stderr, out.stderr
-
-
-class InProcess(Executor):
-    """Runs units in this process (the executor seam); ``stop_after`` results, it raises
-    KeyboardInterrupt as a Ctrl-C would."""
-
-    def __init__(self, stop_after: int | None = None):
-        self.todo, self.stop_after, self.given = [], stop_after, 0
-
-    def submit(self, unit, priority=False):
-        self.todo.insert(0, unit) if priority else self.todo.append(unit)
-
-    def results(self, timeout=None):
-        if self.stop_after is not None and self.given >= self.stop_after:
-            raise KeyboardInterrupt
-        if not self.todo:
-            return []
-        unit = self.todo.pop(0)
-        self.given += 1
-        return [(unit, run_unit(unit))]
-
-    def pending(self):
-        return len(self.todo)
-
-    def close(self):
-        self.todo.clear()
 
 
 def test_interrupted_campaign_resumes_without_losing_or_repeating_programs(tmp_path):

@@ -11,7 +11,7 @@ from jax import lax
 import interp
 from conformance.values import bits, normalize_nans
 from conformance.fuzz import oracle, suite
-from conformance.fuzz.runners import get_runner
+from hardware_runners import get_runner
 from conformance.fuzz.suite import Case
 from spec import compliance as C
 from conformance import divergence_models as DM

@@ -10,7 +10,7 @@ from jax import lax
 
 import interp
 from conformance.fuzz import mutants, oracle
-from conformance.fuzz.runners import get_runner
+from hardware_runners import get_runner
 from conformance.fuzz.suite import Case
 from spec import compliance as C
 

@@ -84,7 +84,7 @@ def responsible_passes(tc: TestCase, runner: str, bucket: str, budget_s: float =
 
 def _probe_main(where: str) -> None:
     from .evaluate import evaluate
-    from .runners import get_runner
+    from hardware_runners import get_runner
     with open(os.path.join(where, "case.json")) as f:
         d = json.load(f)
     tc = TestCase(ir.from_json(d["program"]), arrays.load(os.path.join(where, "inputs.npz")))

@@ -38,12 +38,13 @@ class Plan:
     bisect_budget_s: float = 90.0
     timeout_s: float = 300.0
     platform: str = "cpu"
+    cluster: str | None = None      # a Ray cluster's address (conformance/cluster.py); None: local processes
 
 
 def check_plan(plan: Plan) -> None:
     """Every runner known, available here and able to run every family's kind of program; every
     family implemented; a limit given."""
-    from .runners import all_runners
+    from hardware_runners import all_runners
     known = {r.name: r for r in all_runners()}
     if not plan.runners:
         raise CampaignError(f"no runners given; known: {', '.join(known)}")
@@ -54,7 +55,7 @@ def check_plan(plan: Plan) -> None:
         if name not in known:
             raise CampaignError(f"unknown runner {name!r}; known: {', '.join(known)}")
         ok, why = known[name].available()
-        if not ok:
+        if not ok and not plan.cluster:     # on a cluster, the nodes with the device run it
             raise CampaignError(f"runner {name} is not available here: {why}")
     if not plan.families:
         raise CampaignError(f"no families given; implemented: {', '.join(F.FAMILIES)}")
@@ -73,6 +74,10 @@ def check_plan(plan: Plan) -> None:
         raise CampaignError("give --programs N or --time SECONDS")
     if plan.workers < 1:
         raise CampaignError("--workers must be at least 1")
+    if plan.cluster:
+        from conformance.cluster import ray_missing
+        if ray_missing():
+            raise CampaignError(ray_missing())
 
 
 def _environment() -> dict:
@@ -134,6 +139,7 @@ class Campaign:
                 "runners": list(p.runners), "families": list(p.families), "seed": p.seed, "programs": p.programs,
                 "time_s": p.time_s, "workers": p.workers, "shrink": p.shrink, "shrink_budget_s": p.shrink_budget_s,
                 "bisect_budget_s": p.bisect_budget_s, "timeout_s": p.timeout_s, "platform": p.platform,
+                "cluster": p.cluster,
                 "environment": _environment()}
 
     def _units(self):
@@ -151,17 +157,19 @@ class Campaign:
         return p.time_s is not None and self.elapsed_before + time.time() - self.started >= p.time_s
 
     def run(self) -> dict:
-        from .executor import LocalProcesses
+        from .executor import LocalProcesses, RayCluster
         p = self.plan
         self.store.write_campaign(self._info("running"))
-        self.executor = self.executor or LocalProcesses(p.workers, p.timeout_s)
+        if self.executor is None:
+            self.executor = RayCluster(p.cluster, p.timeout_s) if p.cluster else LocalProcesses(p.workers, p.timeout_s)
+        window = 2 * self.executor.slots
         units = self._units()
         in_flight = 0
         status = "finished"
         t_last = time.time()
         try:
             while True:
-                while in_flight < 2 * p.workers and not self._enough(in_flight):
+                while in_flight < window and not self._enough(in_flight):
                     self.executor.submit(next(units))
                     in_flight += 1
                 if in_flight == 0 and self.executor.pending() == 0:
@@ -271,20 +279,24 @@ def _regenerate(unit: Unit) -> dict:
 def run_campaign(runners=("xla:cpu",), families=("lax",), *, seed: int = 0, programs: int | None = None,
                  time_s: float | None = None, out: str | None = None, history: str | None = None,
                  resume: str | None = None, workers: int = 1, shrink: bool = True, shrink_budget_s: float = 60.0,
-                 bisect_budget_s: float = 90.0, timeout_s: float = 300.0, executor=None, log=print) -> dict:
+                 bisect_budget_s: float = 90.0, timeout_s: float = 300.0, cluster: str | None = None, executor=None,
+                 log=print) -> dict:
     """Run a campaign (or continue one: ``resume`` is its directory, whose campaign.json gives the
     runners, families, seed and limits) and return its summary. Findings are written under ``out``
     as they happen; ``history`` is an SQLite file that keeps per-runner counts and buckets over
-    campaigns (the summary then lists the buckets no earlier campaign had)."""
+    campaigns (the summary then lists the buckets no earlier campaign had). ``cluster``: run the
+    units on the Ray cluster at that address (``auto``, ``ray://HOST:PORT``) instead of ``workers``
+    local processes; the findings are the same."""
     if resume:
         info = Store.read_campaign(resume)
         plan = Plan(tuple(info["runners"]), tuple(info["families"]), info["seed"], info["programs"], info["time_s"],
                     workers, info.get("shrink", True), info.get("shrink_budget_s", 60.0),
-                    info.get("bisect_budget_s", 90.0), info.get("timeout_s", 300.0), info.get("platform", "cpu"))
+                    info.get("bisect_budget_s", 90.0), info.get("timeout_s", 300.0), info.get("platform", "cpu"),
+                    cluster)
         out = resume
     else:
         plan = Plan(tuple(runners), tuple(families), seed, programs, time_s, workers, shrink, shrink_budget_s,
-                    bisect_budget_s, timeout_s)
+                    bisect_budget_s, timeout_s, cluster=cluster)
         out = out or f"fuzz-{time.strftime('%Y%m%dT%H%M%S')}"
     check_plan(plan)
     if not resume and os.path.exists(os.path.join(out, "campaign.json")):

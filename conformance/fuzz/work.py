@@ -70,7 +70,7 @@ def unpack(data: bytes) -> list[np.ndarray]:
 
 
 def _runners(names):
-    from .runners import get_runner
+    from hardware_runners import get_runner
     return [get_runner(n) for n in names]
 
 
