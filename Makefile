@@ -7,6 +7,9 @@ OUT ?= conformance-report
 # CONSTRAINTS=<file>: pip constraints for the install (CI's lowest-dependency environment uses
 # .ci/lowest-deps.txt); empty installs the newest versions pip resolves.
 CONSTRAINTS ?=
+# EXTRAS: the project's extras `make test` installs (CI adds `cluster` in one environment, so that
+# the Ray cluster tests run there instead of skipping).
+EXTRAS ?= test,mosaic-gpu
 
 .PHONY: venv test conformance bench coverage-docs clean
 
@@ -15,7 +18,7 @@ CONSTRAINTS ?=
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,mosaic-gpu]' $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS))
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]' $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS))
 	touch $@
 
 venv: $(VENV)/.installed

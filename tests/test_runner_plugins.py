@@ -70,23 +70,27 @@ def test_a_plugin_returning_other_things_or_taken_names_is_an_error(plugin_path,
 
 
 def test_fuzz_finds_each_injected_bug_and_reports_nothing_else(mutants, tmp_path):
-    """Each mutant registered through the entry point group, fuzzed on the same programs: every
-    injected bug is found, at its primitive, and no runner has a finding that is not its bug
-    (XLA:CPU's own behaviour is explained on all of them)."""
-    s = run_campaign_quiet(list(MUTANT_BUGS), out=str(tmp_path / "c"), programs=PROGRAMS, seed=SEED)
-    found = {r: sorted(b for b, v in s["buckets"].items() if v["runner"] == r) for r in MUTANT_BUGS}
+    """The mutants registered through the entry point group, fuzzed together on the same programs:
+    every injected bug is found, at its primitive, and no runner has a finding that is not its
+    bug (XLA:CPU's own behaviour is explained on all of them)."""
+    found: dict = {r: set() for r in MUTANT_BUGS}
+    programs = 0
+    for seed, n in CAMPAIGNS:
+        s = run_campaign_quiet(list(MUTANT_BUGS), out=str(tmp_path / f"seed{seed}"), programs=n, seed=seed)
+        programs += s["programs"]
+        for bucket, b in s["buckets"].items():
+            found[b["runner"]].add(bucket)
+    assert programs == sum(n for _, n in CAMPAIGNS)
     for runner, primitive in MUTANT_BUGS.items():
-        assert found[runner], f"{runner}'s bug not found in {PROGRAMS} programs of seed {SEED}"
+        assert found[runner], f"{runner}'s bug not found in the campaigns {CAMPAIGNS}"
         for bucket in found[runner]:
-            assert bucket.startswith(f"fail:{primitive}:float32:{runner}:"), bucket
-    lines = [json.loads(x) for x in open(tmp_path / "c" / "programs.jsonl")]
-    assert len(lines) == PROGRAMS
-    assert all(o in ("pass", "pass-with-allowance", "fail", "not-applicable")
-               for x in lines for o in x["outcomes"].values()), lines
+            assert bucket.startswith(f"fail:{primitive}:") and f":{runner}:" in bucket, bucket
 
 
-# The lax programs of this seed hit all three bugs within this many programs (seed 0 needs 99).
-SEED, PROGRAMS = 0, 99
+# (seed, programs): lax programs that hit all three bugs (add-ulp: program 4 of seed 0; exp-far
+# and max-drops-nan: programs 9 and 21 of seed 3), measured when the test was written; a generator
+# change that moves them makes this test say which bug it no longer reaches.
+CAMPAIGNS = ((0, 5), (3, 22))
 
 
 def run_campaign_quiet(runners, **kw):
