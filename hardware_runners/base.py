@@ -9,6 +9,7 @@ programs it can run (``supports``), each time with the reason when not.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any, Sequence
 
@@ -368,12 +369,20 @@ class PluginError(RuntimeError):
     """A runner plugin that cannot be loaded or that returns something other than runners."""
 
 
+@functools.lru_cache(maxsize=4)
+def _entry_points(path: tuple) -> tuple:
+    """The group's entry points on this import path (scanning the installed distributions takes
+    milliseconds, and runners are looked up per case)."""
+    from importlib.metadata import entry_points
+    return tuple(entry_points(group=PLUGIN_GROUP))
+
+
 def _plugin_sources() -> list[tuple[str, Any]]:
     """(where, loader) for each registered source of plugin runners."""
     import importlib
-    from importlib.metadata import entry_points
+    import sys
     out = [(f"entry point {ep.name} = {ep.value} (group {PLUGIN_GROUP})", ep.load)
-           for ep in entry_points(group=PLUGIN_GROUP)]
+           for ep in _entry_points(tuple(sys.path))]
     for name in (m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(",")):
         if name:
             out.append((f"module {name} ({PLUGIN_ENV})", lambda name=name: importlib.import_module(name).runners))

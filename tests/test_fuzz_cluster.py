@@ -9,14 +9,17 @@ import os
 import subprocess
 import sys
 
+import importlib.util
+
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'jax-conformance[cluster]' "
-                          "(CI installs it in the newest-JAX environment)")
+from hardware_runners import PLUGIN_ENV
+from conformance.fuzz import run_campaign
+from conformance.fuzz.executor import LocalProcesses, RayCluster
 
-from hardware_runners import PLUGIN_ENV  # noqa: E402
-from conformance.fuzz import run_campaign  # noqa: E402
-from conformance.fuzz.executor import LocalProcesses, RayCluster  # noqa: E402
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="Ray is not installed: pip install 'jax-conformance[cluster]' "
+                                      "(CI installs it in the newest-JAX environment)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MUTANTS = "conformance.fuzz.mutants"
@@ -24,10 +27,22 @@ RUNNERS = ["xla:cpu", "mutant:add-ulp"]
 SEED, PROGRAMS = 0, 8          # mutant:add-ulp's bug is hit by program 4 of seed 0
 
 
+def test_nothing_imports_ray_without_cluster():
+    """Ray is optional: the command line, the executors and the runner lookup import it only when
+    --cluster is given."""
+    code = ("import sys; import conformance.cli, conformance.cluster, conformance.fuzz.executor, "
+            "conformance.fuzz.campaign, conformance.plugin; from hardware_runners import all_runners; "
+            "all_runners(); assert 'ray' not in sys.modules, 'ray imported'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """Two nodes of one CPU each. The nodes' processes inherit this environment: the project on
     PYTHONPATH and the mutant runners (as a plugin would be installed on every node)."""
+    import ray
     from ray.cluster_utils import Cluster
     mp = pytest.MonkeyPatch()
     mp.setenv(PLUGIN_ENV, MUTANTS)
@@ -63,6 +78,7 @@ def local(cluster, tmp_path_factory):
     return _records(out)
 
 
+@needs_ray
 def test_a_campaign_on_the_cluster_finds_what_the_local_one_finds(cluster, local, tmp_path):
     executor = RayCluster(cluster.address, timeout_s=300)
     assert executor.slots == 2
@@ -88,12 +104,13 @@ class LosesANode(RayCluster):
 
     def results(self, timeout=None):
         out = super().results(timeout)
-        if self.in_flight_at_removal is None and self.node.unique_id in self.nodes.values():
+        if self.in_flight_at_removal is None and self.node.node_id in self.nodes.values():
             self.in_flight_at_removal = self.pending()
             self.cluster.remove_node(self.node, allow_graceful=False)
         return out
 
 
+@needs_ray
 def test_a_node_lost_mid_campaign_has_its_units_rescheduled(cluster, local, tmp_path):
     # the node to lose is one whose Ray workers are warm (a fresh node takes its first units only
     # after seconds of starting JAX); a fresh one replaces it for the tests after this one
@@ -108,10 +125,11 @@ def test_a_node_lost_mid_campaign_has_its_units_rescheduled(cluster, local, tmp_
     programs, findings = _records(tmp_path / "c")
     assert [x["index"] for x in programs] == list(range(PROGRAMS))     # every unit once
     assert (programs, findings) == local
-    late = [k for k, n in executor.nodes.items() if n == node.unique_id]
+    late = [k for k, n in executor.nodes.items() if n == node.node_id]
     assert len(late) < PROGRAMS    # the others were answered by the nodes left
 
 
+@needs_ray
 def test_the_suite_on_the_cluster_records_what_the_local_run_records(cluster, tmp_path):
     """`jax-conformance run --cluster ADDRESS`: the same records (outcomes, allowances) as pytest's
     local run, in results files the report reads."""

@@ -21,51 +21,56 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MUTANT_BUGS = {"mutant:add-ulp": "add", "mutant:exp-far": "exp", "mutant:max-drops-nan": "max"}
 
 
-def install_plugin(where, entry: str, name: str = "mutants") -> None:
-    """A distribution ``where/<name>-plugin`` registering ``entry`` in the group, the files pip
-    writes (METADATA, entry_points.txt)."""
-    dist = where / f"jax_conformance_{name}_plugin-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax-conformance-{name}-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {entry}\n")
-
-
 @pytest.fixture()
-def plugin_path(tmp_path, monkeypatch):
-    """A directory on this process's path and on its children's (PYTHONPATH) for plugins."""
+def install(tmp_path, monkeypatch):
+    """``install(entry, name)``: a distribution registering ``entry`` in the group (the files pip
+    writes: METADATA, entry_points.txt), in a new directory put first on this process's path and on
+    its children's (PYTHONPATH), as an installed plugin is seen by every process."""
     monkeypatch.delenv(PLUGIN_ENV, raising=False)
-    where = tmp_path / "site"
-    where.mkdir()
-    monkeypatch.syspath_prepend(str(where))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(where), ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    return where
+    path = [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+
+    def install(entry: str, name: str = "mutants"):
+        site = tmp_path / f"site-{name}"
+        dist = site / f"jax_conformance_{name}_plugin-0.1.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax-conformance-{name}-plugin\nVersion: 0.1\n")
+        (dist / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {entry}\n")
+        monkeypatch.syspath_prepend(str(site))
+        path.insert(0, str(site))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
+    return install
 
 
 @pytest.fixture()
-def mutants(plugin_path):
-    install_plugin(plugin_path, "conformance.fuzz.mutants:runners")
-    return plugin_path
+def mutants(install):
+    install("conformance.fuzz.mutants:runners")
 
 
-def test_an_installed_plugin_registers_its_runners(plugin_path):
+def test_an_installed_plugin_registers_its_runners(install):
     with pytest.raises(KeyError, match="unknown runner 'mutant:add-ulp'"):
         get_runner("mutant:add-ulp")
-    install_plugin(plugin_path, "conformance.fuzz.mutants:runners")
+    install("conformance.fuzz.mutants:runners")
     names = [r.name for r in all_runners()]
     assert set(MUTANT_BUGS) <= set(names)
     assert names.index("reference") < names.index("mutant:add-ulp")        # the project's first
     assert get_runner("mutant:exp-far").judged_as == "xla:cpu"
 
 
-def test_a_broken_plugin_is_an_error_naming_it(plugin_path):
-    install_plugin(plugin_path, "no_such_module_anywhere:runners", name="broken")
+def test_a_broken_plugin_is_an_error_naming_it(install):
+    install("no_such_module_anywhere:runners", name="broken")
     with pytest.raises(PluginError, match="entry point broken = no_such_module_anywhere:runners.*ModuleNotFoundError"):
         all_runners()
 
 
-def test_a_plugin_returning_other_things_or_taken_names_is_an_error(plugin_path, monkeypatch):
-    install_plugin(plugin_path, "os:getcwd", name="notrunners")      # returns a str: not runners
+def test_a_plugin_returning_other_things_is_an_error(install):
+    install("os:getcwd", name="notrunners")      # returns a str: not runners
     with pytest.raises(PluginError, match="entry point notrunners = os:getcwd"):
+        all_runners()
+
+
+def test_a_plugin_may_not_take_a_name_already_used(install):
+    install("hardware_runners.base:builtin_runners", name="again")      # xla:cpu a second time
+    with pytest.raises(PluginError, match="'reference', a name already taken"):
         all_runners()
 
 
