@@ -105,3 +105,7 @@ def test_the_import_scan_sees_lazy_and_relative_imports():
     assert "hardware_runners.base" in graph["conformance.execute"]           # at the top
     assert "conformance.cases" in graph["conformance.isolation"]             # inside a function
     assert "conformance.checks" in graph["conformance.judge"]                # `from . import checks`
+    # --cluster: the executors hand work to conformance/cluster.py, which knows nothing of the
+    # fuzzer (its tasks run the suite's own isolation); imported only inside functions
+    assert "conformance.cluster" in graph["conformance.fuzz.executor"]
+    assert not any(d.startswith("conformance.fuzz") for d in graph["conformance.cluster"])
