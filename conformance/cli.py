@@ -1,12 +1,12 @@
 """``jax-conformance``: run the suite, build reports, reproduce one case, list devices and cases.
 
     jax-conformance run [--runners R,...] [--profile quick|nightly] [--out DIR] [--history DB]
-                        [--seed S] [--examples N] [--seeds K] [--save-outputs]
+                        [--seed S] [--examples N] [--seeds K] [--save-outputs] [--cluster ADDRESS]
     jax-conformance recheck DIR|FILE... [--runner R] [--cases S,...] [--results FILE]
     jax-conformance report RESULTS... --out DIR [--history DB]
     jax-conformance repro CASE --runner R [--seed S]
     jax-conformance fuzz [--runners R,...] [--families F,...] (--time 10m | --programs N) [--seed S]
-                         [--out DIR] [--history DB] [--resume DIR] [--workers N]
+                         [--out DIR] [--history DB] [--resume DIR] [--workers N | --cluster ADDRESS]
     jax-conformance devices
     jax-conformance list [--profile P] [--family F] [--runner R]
     jax-conformance coverage [--profile P]
