@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import interp
 
@@ -132,3 +133,29 @@ def test_the_floors_catch_an_upward_import():
     assert refused("interp.pallas.devices", "interp.spmd")
     assert not refused("interp.rules.pallas", "interp.pallas.mosaic_gpu.launch")
     assert not refused("interp.pallas.mosaic_gpu.launch", "interp.pallas.devices")
+
+
+def _picture_floors() -> list:
+    """(level, floor, text) of each floor line of the picture of the house in docs/ARCHITECTURE.md."""
+    doc = pathlib.Path(interp.__file__).parent.parent / "docs" / "ARCHITECTURE.md"
+    picture = doc.read_text().split("## The house", 1)[1].split("```")[1]
+    names = "|".join(re.escape(name) for name, _, _ in FLOORS)
+    return [(int(m[1]), m[2], m[3]) for m in re.finditer(rf"^ +(\d) +({names})  +(.*)$", picture, re.M)]
+
+
+def test_the_picture_names_every_floor():
+    """The picture of the house shows FLOORS as they are: every floor once, on its level, with
+    every module it holds (a package's path, interp/ left out)."""
+    lines = _picture_floors()
+    assert sorted((level, name) for level, name, _ in lines) == sorted((level, name) for name, level, _ in FLOORS)
+    members = {name: mods for name, _, mods in FLOORS}
+    missing = []
+    for _, name, text in lines:
+        for mod in members[name]:
+            if mod.endswith(".*"):
+                shown = "/".join(mod[:-2].split(".")[1:]) + "/" in text
+            else:
+                shown = re.search(rf"\b{mod.rpartition('.')[2]}\b", text) is not None
+            if not shown:
+                missing.append(f"{mod} ({name})")
+    assert missing == []

@@ -4,6 +4,7 @@ import each other in a loop. Read from the sources (every import statement at an
 module's body), so an import hidden inside a function counts as much as one at the top."""
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROJECT = ("interp", "spec", "reports", "hardware_runners", "conformance")
@@ -109,3 +110,13 @@ def test_the_import_scan_sees_lazy_and_relative_imports():
     # fuzzer (its tasks run the suite's own isolation); imported only inside functions
     assert "conformance.cluster" in graph["conformance.fuzz.executor"]
     assert not any(d.startswith("conformance.fuzz") for d in graph["conformance.cluster"])
+
+
+def test_the_picture_shows_what_each_package_may_import():
+    """docs/ARCHITECTURE.md's picture of the house: the flow, and per package of the suite the
+    packages it may import, as MAY_IMPORT says."""
+    picture = (ROOT / "docs" / "ARCHITECTURE.md").read_text().split("## The house", 1)[1].split("```")[1]
+    assert "case -> runner -> compliance -> record -> report" in picture
+    shown = {m[1]: set(m[2].split()) - {"(nothing)"}
+             for m in re.finditer(r"^ +(\w+)/ +-> (.*?)(?:  |$)", picture, re.M)}
+    assert shown == MAY_IMPORT
