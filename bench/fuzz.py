@@ -108,7 +108,8 @@ def throughput(n: int) -> dict:
 def reduction(programs: int, workers: int = 2) -> list[dict]:
     from conformance.fuzz import run_campaign
     from conformance.fuzz.mutants import BUGS
-    os.environ["JAX_CONFORMANCE_RUNNERS"] = "conformance.fuzz.mutants"
+    from hardware_runners import PLUGIN_ENV
+    os.environ[PLUGIN_ENV] = "conformance.fuzz.mutants"
     rows = []
     for bug in BUGS:
         with tempfile.TemporaryDirectory() as out:

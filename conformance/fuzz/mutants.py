@@ -1,6 +1,7 @@
 """Mutant runners: XLA:CPU with one injected bug each, to measure the fuzzer (does it find the bug,
-reduce it, and report nothing else?). Test and benchmark use only: name this module in
-``JAX_CONFORMANCE_RUNNERS`` to register them (conformance/fuzz/runners.py).
+reduce it, and report nothing else?). Test and benchmark use only: ``runners`` is a runner plugin
+(hardware_runners/base.py): registered through the entry point group ``jax_conformance.runners``
+(tests/test_runner_plugins.py), or by naming this module in ``JAX_CONFORMANCE_RUNNERS``.
 
 A mutant runs the program's jaxpr equation by equation inside one ``jax.jit`` (calls inlined),
 with its bug applied to the results of the equations it targets; everything else is XLA:CPU's.
