@@ -15,7 +15,7 @@ class ClusterState:
     (``KernelRun.mesh`` of its warpgroups)."""
     __slots__ = ("point", "axes", "sizes", "thread_name", "tma", "writes", "concurrent",
                  "tensor_core", "tmem_loads", "launch", "runs", "unfinished", "plan",
-                 "allocations", "allocation_of", "prototypes")
+                 "allocations", "allocation_of", "prototypes", "generic")
 
     def __init__(self, plan, point):
         self.point = point
@@ -23,6 +23,8 @@ class ClusterState:
         self.thread_name = plan.thread_name
         self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
         self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
+        self.generic = []   # plain SMEM writes: (Footprint, writer, epoch, {fencing thread id:
+        #                     (thread, its epoch at the fence)}) (tma.generic_write)
         self.concurrent = plan.num_threads * len(plan.blocks) > 1   # several threads access SMEM
         self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
         self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
@@ -89,17 +91,25 @@ class ClusterState:
         run = maybe_current_run()
         if not isinstance(run, WarpgroupRun):
             return
-        shared = self.concurrent and "smem" in ref.kind
-        if not self.tma and not run.wgmma and not tma.stores_in_flight(run) and not shared and \
-                not self.tensor_core and not run.tmem_stores and not run.cp_async:
+        smem = "smem" in ref.kind
+        shared = self.concurrent and smem
+        proxy = run.async_proxy
+        if not self.tma and not run.wgmma and not self.launch.storing and not shared and \
+                not self.tensor_core and not run.tmem_stores and not run.cp_async and \
+                not (smem and (kind != "read" or (proxy and self.generic))):
             return
         region = Footprint(ref, index)
+        if smem:   # the async proxy's view (tma.generic_write, tma.check_proxy)
+            if proxy:
+                tma.check_proxy(self, run, region)
+            elif kind != "read":
+                tma.generic_write(self, run, region)
         tma.check_cp_async(run, region, kind)
         if self.tensor_core or run.tmem_stores:
             tcgen05.check_access(self, run, region, kind)
         tma.check_copies(self, run, region, kind)
         if shared:
             check_shared(self, run, region, kind)
-        if kind != "read":
+        if self.launch.storing:
             tma.check_stores(run, region, kind)
         wgmma.check_access(run, ref, region, kind)

@@ -18,5 +18,11 @@ class WarpgroupRaceError(RaceError):
     access: the result depends on the schedule."""
 
 
+class TmaRaceError(RaceError):
+    """An access racing with the TMA unit (the async proxy): a TMA copy or store touching SMEM a
+    thread wrote through the generic proxy with no commit_smem (fence.proxy.async) ordering the
+    write before it, or an access to GMEM a TMA store may still be writing."""
+
+
 class DeadlockError(UndefinedBehaviorError):
     """Every unfinished warpgroup waits and nothing can complete any of the waits."""

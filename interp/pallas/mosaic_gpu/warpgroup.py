@@ -21,7 +21,7 @@ class WarpgroupRun(KernelRun):
     __slots__ = ("cluster", "block", "warpgroup", "warp", "known", "waits", "stores",
                  "uncommitted_stores", "wgmma", "scoped_counts", "epoch", "tensor_core_ops",
                  "in_tensor_pipe", "tmem_stores", "tmem_loads", "warps", "cancel_calls", "tests",
-                 "fruitless", "cp_async")
+                 "fruitless", "cp_async", "store_writes", "async_proxy")
 
     def __init__(self, name, grid, options, cluster, block, warpgroup):
         super().__init__(name, grid, options)
@@ -32,8 +32,11 @@ class WarpgroupRun(KernelRun):
         #                                   warpgroup
         self.known = {}                   # barrier id -> completed phases this warpgroup observed
         self.waits = {}                   # barrier id -> phases this warpgroup waited for
-        self.stores = []                  # TMA store groups: [[Footprint of SMEM read, ...], ...]
+        self.stores = []                  # TMA store groups still reading SMEM: [[(SMEM
+        #                                   Footprint, GMEM Footprint, reduction?), ...], ...]
+        self.store_writes = []            # TMA store groups still writing GMEM (same entries)
         self.uncommitted_stores = []      # TMA stores not yet committed to a group
+        self.async_proxy = None           # the TMA operation whose accesses are being made
         self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Footprints)
         self.scoped_counts = {}
         self.epoch = 1                    # this warpgroup's releases so far (barrier arrivals) + 1

@@ -63,11 +63,14 @@ class WarpMapPlan:
         mesh = _WarpMeshState(tuple(cluster.axes) + (self.axis_name,),
                               tuple(cluster.sizes) + (self.NUM_WARPS,))
         warps = {}
+        # The fork and the join order the warpgroup's accesses before and after the warps' (a
+        # warpgroup barrier): each is a release, so what was written before it is known after.
+        forked = parent.release()
         for w in range(self.NUM_WARPS):
             warp = parent.warps.get(w)
             if warp is None:
                 warp = parent.warps[w] = WarpRun(parent, w)
-            join(warp.known, parent.known)
+            join(warp.known, forked)
             join(warp.waits, parent.waits)
             warp.mesh = mesh
             warp.point = {**parent.point, self.axis_name: w}
@@ -83,7 +86,7 @@ class WarpMapPlan:
         cluster.concurrent = True   # the warps' SMEM accesses are checked as concurrent ones
         run_cores(bodies, parent.label, deadlock=DeadlockError)
         for warp in warps.values():   # the join: a warpgroup barrier after the warps
-            join(parent.known, warp.known)
+            join(parent.known, warp.release())
             tma.hand_over_stores(warp, parent)
         return []
 

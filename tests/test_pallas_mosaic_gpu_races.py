@@ -1,0 +1,269 @@
+"""Races between a Mosaic GPU kernel's threads and its TMA unit that JAX's own Mosaic GPU
+interpret mode detects (``InterpretGPUParams(detect_races=True)``; the kernels follow JAX's
+tests/pallas/gpu_pallas_interpret_race_detection_test.py): each kernel is run by JAX's detector,
+which must flag it, and by the reference, which must raise a RaceError naming both accesses; the
+race-free variant passes both.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import interp
+
+try:
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call as mosaic_interpret
+    from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams
+    from interp.pallas.mosaic_gpu import TmaRaceError
+except ImportError as e:   # JAX 0.10.2's Mosaic GPU imports absl-py (mosaic/gpu/layout_inference)
+    plgpu = None
+    _WHY = f"jax.experimental.pallas.mosaic_gpu does not import here: {e}"
+
+pytestmark = pytest.mark.skipif(plgpu is None, reason=_WHY if plgpu is None else "")
+
+I32 = jnp.int32
+
+
+def _jax_flags_race(make, *args) -> bool:
+    """Whether JAX's Mosaic GPU interpret mode (its race detector) flags the kernel ``make``
+    builds with its ``interpret=`` parameters: a raised race (on_race="raise", JAX 0.12) or
+    ``races_found`` (JAX 0.10, 0.11 record only)."""
+    mosaic_interpret.reset_gpu_interpret_mode_state()
+    fields = {f.name for f in __import__("dataclasses").fields(InterpretGPUParams)}
+    params = InterpretGPUParams(detect_races=True, **(
+        {"on_race": "warn"} if "on_race" in fields else {}))
+    jax.block_until_ready(make(params)(*args))
+    return bool(mosaic_interpret.get_races().races_found)
+
+
+def _reference(make, *args):
+    return interp.interpret(make(None))(*args)
+
+
+def _interpret_kw(params):
+    return {} if params is None else {"interpret": params}
+
+
+# -- (a) the async proxy: a plain SMEM write reaches a TMA operation only through commit_smem --
+
+def _store_of_smem_written_plainly(fence: bool):
+    """A plain write of SMEM, then a TMA store of it (test_finds_races_in_single_thread_smem_to_
+    gmem_copy)."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=dict(gmem=plgpu.GMEM((), I32), smem=plgpu.SMEM((), I32)),
+                           **_interpret_kw(params))
+        def kernel(out_ref, gmem, smem):
+            smem[...] = 42
+            if fence:
+                plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(smem, gmem)
+            plgpu.wait_smem_to_gmem(0)
+            out_ref[...] = gmem[...]
+        return kernel
+    return make
+
+
+def _copy_over_smem_written_plainly(fence: bool):
+    """A plain write of SMEM, then a TMA copy into it (test_finds_races_in_single_thread_later_
+    gmem_to_smem_copy): the two writes race unless the fence orders the plain one first."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((), I32),
+                                              barrier=plgpu.Barrier(num_arrivals=1)),
+                           **_interpret_kw(params))
+        def kernel(in_ref, out_ref, smem, barrier):
+            smem[...] = 100
+            if fence:
+                plgpu.commit_smem()
+            plgpu.copy_gmem_to_smem(in_ref, smem, barrier)
+            plgpu.barrier_wait(barrier)
+            out_ref[...] = smem[...]
+        return kernel
+    return make
+
+
+def _cross_thread_copy(fence_by_writer: bool, fence_by_copier: bool):
+    """Thread 0 writes SMEM plainly and arrives; thread 1 observes that and TMA-copies into it
+    (test_finds_races_in_cross_thread_gmem_to_smem_copy): a fence by either thread, between the
+    write and the copy, orders them."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((), I32),
+                                              thread_barrier=plgpu.Barrier(num_arrivals=1),
+                                              copy_barrier=plgpu.Barrier(num_arrivals=1)),
+                           num_threads=2, thread_name="t", **_interpret_kw(params))
+        def kernel(in_ref, out_ref, smem, thread_barrier, copy_barrier):
+            @pl.when(jax.lax.axis_index("t") == 0)
+            def _():
+                smem[...] = 100
+                if fence_by_writer:
+                    plgpu.commit_smem()
+                plgpu.barrier_arrive(thread_barrier)
+
+            @pl.when(jax.lax.axis_index("t") == 1)
+            def _():
+                plgpu.barrier_wait(thread_barrier)
+                if fence_by_copier:
+                    plgpu.commit_smem()
+                plgpu.copy_gmem_to_smem(in_ref, smem, copy_barrier)
+                plgpu.barrier_wait(copy_barrier)
+                out_ref[...] = smem[...]
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("fence", [False, True])
+def test_mosaic_gpu_tma_store_of_smem_written_with_no_commit_smem_races(fence):
+    make = _store_of_smem_written_plainly(fence)
+    assert _jax_flags_race(make) is not fence
+    if fence:
+        assert int(_reference(make)) == 42
+    else:
+        with pytest.raises(TmaRaceError, match=r"TMA store \(copy_smem_to_gmem\) accesses .*"
+                                               r"wrote with a plain store .*no commit_smem"):
+            _reference(make)
+
+
+@pytest.mark.parametrize("fence", [False, True])
+def test_mosaic_gpu_tma_copy_over_smem_written_with_no_commit_smem_races(fence):
+    make = _copy_over_smem_written_plainly(fence)
+    x = np.int32(42)
+    assert _jax_flags_race(make, x) is not fence
+    if fence:
+        assert int(_reference(make, x)) == 42
+    else:
+        with pytest.raises(TmaRaceError, match=r"TMA copy \(copy_gmem_to_smem\) accesses .*"
+                                               r"wrote with a plain store .*no commit_smem"):
+            _reference(make, x)
+
+
+@pytest.mark.parametrize("by_writer,by_copier", [(False, False), (True, False), (False, True)])
+def test_mosaic_gpu_commit_smem_of_either_thread_orders_a_plain_write_before_a_tma_copy(
+        by_writer, by_copier):
+    make = _cross_thread_copy(by_writer, by_copier)
+    x = np.int32(42)
+    racy = not (by_writer or by_copier)
+    assert _jax_flags_race(make, x) is racy
+    if racy:
+        # both accesses: the copy (thread 1) and the plain write (thread 0)
+        with pytest.raises(TmaRaceError, match=r"warpgroup 1: TMA copy .* which kernel .*"
+                                               r"warpgroup 0 wrote with a plain store"):
+            _reference(make, x)
+    else:
+        assert int(_reference(make, x)) == 42
+
+
+# -- (b) the GMEM side of TMA stores -----------------------------------------------------------
+
+def _gmem_under_store(wait_read_only: bool, location: str):
+    """Two TMA stores, a wait retiring the first (its SMEM read only, or all of it), then a write
+    to ``location`` (test_finds_races_when_smem_to_gmem_copy_waits_read_only): the second store
+    still reads smem[1] and writes out[1]; the first still writes out[0] after a read-only
+    wait."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((2,), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((2,), I32)),
+                           **_interpret_kw(params))
+        def kernel(in_ref, out_ref, smem):
+            smem[...] = in_ref[...]
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(smem.at[0], out_ref.at[0])
+            plgpu.copy_smem_to_gmem(smem.at[1], out_ref.at[1])
+            plgpu.wait_smem_to_gmem(1, wait_read_only=wait_read_only)
+            {"smem0": smem.at[0], "out0": out_ref.at[0], "out1": out_ref.at[1]}[location][...] = 3
+            plgpu.wait_smem_to_gmem(0)
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("location,racy", [("smem0", False), ("out0", False), ("out1", True)])
+def test_mosaic_gpu_gmem_a_tma_store_still_writes_races(location, racy):
+    make = _gmem_under_store(False, location)
+    x = np.array([1, 2], np.int32)
+    assert _jax_flags_race(make, x) is racy
+    if racy:
+        with pytest.raises(TmaRaceError, match=r"(read|write) of output \(gmem\) .* while a TMA "
+                                               r"store of this warpgroup may still write it"):
+            _reference(make, x)
+    else:
+        out = _reference(make, x)
+        np.testing.assert_array_equal(out, [3 if location == "out0" else 1, 2])
+
+
+def test_mosaic_gpu_a_read_only_wait_leaves_the_gmem_write_in_flight():
+    # JAX's detector does not check this one yet (its test skips it: "Not supported until
+    # gmem_commit clock is implemented"); cp.async.bulk.wait_group.read only waits for the
+    # source reads (PTX ISA 9.7.9.25.x), so the write of out[0] races with the store's.
+    make = _gmem_under_store(True, "out0")
+    with pytest.raises(TmaRaceError, match=r"while a TMA store of this warpgroup may still write"):
+        _reference(make, np.array([1, 2], np.int32))
+    # the SMEM source is retired by the read-only wait
+    out = _reference(_gmem_under_store(True, "smem0"), np.array([1, 2], np.int32))
+    np.testing.assert_array_equal(out, [1, 2])
+
+
+def _wait_of_another_thread(write_smem: bool):
+    """Thread 0 issues a TMA store; thread 1, after a barrier, waits for its own (none) and writes
+    the store's source or destination (test_wait_smem_to_gmem_isolated_per_thread)."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((), I32),
+                                              barrier=plgpu.Barrier(num_arrivals=1),
+                                              cleanup=plgpu.Barrier(num_arrivals=1)),
+                           num_threads=2, thread_name="t", **_interpret_kw(params))
+        def kernel(out_ref, smem, barrier, cleanup):
+            @pl.when(jax.lax.axis_index("t") == 0)
+            def _():
+                plgpu.copy_smem_to_gmem(smem, out_ref)
+                plgpu.barrier_arrive(barrier)
+                plgpu.barrier_wait(cleanup)
+                plgpu.wait_smem_to_gmem(0)
+
+            @pl.when(jax.lax.axis_index("t") == 1)
+            def _():
+                plgpu.barrier_wait(barrier)
+                plgpu.wait_smem_to_gmem(0)
+                if write_smem:
+                    smem[...] = 43
+                else:
+                    out_ref[...] = 43
+                plgpu.barrier_arrive(cleanup)
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("write_smem", [False, True])
+def test_mosaic_gpu_a_threads_wait_does_not_retire_another_threads_tma_store(write_smem):
+    make = _wait_of_another_thread(write_smem)
+    assert _jax_flags_race(make)
+    what = "still reads it" if write_smem else "may still write it"
+    with pytest.raises(TmaRaceError, match=r"warpgroup 1: (read|write) of .* while a TMA store of "
+                                           rf"kernel .*warpgroup 0 {what}"):
+        interp.interpret(make(None), uninitialized="zero")()
+
+
+def test_mosaic_gpu_two_tma_stores_in_flight_to_one_gmem_location_race():
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((2,), I32),
+                                              gmem=plgpu.GMEM((2,), I32)),
+                           **_interpret_kw(params))
+        def kernel(out_ref, smem, gmem):
+            smem[...] = jnp.zeros((2,), I32)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(smem, gmem)
+            plgpu.copy_smem_to_gmem(smem, gmem)
+            plgpu.wait_smem_to_gmem(0)
+            out_ref[...] = gmem[0]
+        return kernel
+    assert _jax_flags_race(make)
+    with pytest.raises(TmaRaceError, match=r"TMA store \(copy_smem_to_gmem\) of .* while a TMA "
+                                           r"store of this warpgroup may still write it"):
+        _reference(make)
