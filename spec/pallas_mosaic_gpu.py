@@ -325,10 +325,26 @@ SEMANTICS = table(
         "treats signed i32 as unsigned for them: launch_context.py "
         "_is_tma_reduction_op_supported). commit_group=True closes a bulk async-group with every uncommitted "
         "store; the SMEM source stays in flight until wait_smem_to_gmem retires the group.",
-        edge_cases={**shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
+        edge_cases={"copy_smem_to_gmem/c1": "the store writes its GMEM destination until a "
+                                            "wait_smem_to_gmem with wait_read_only=False of the "
+                                            "issuing thread retires its group "
+                                            "(cp.async.bulk.wait_group; wait_group.read waits for "
+                                            "the source reads only): an access to that GMEM by any "
+                                            "thread meanwhile, a second store to it included, is "
+                                            "a race (TmaRaceError, a RaceError); two reduction "
+                                            "stores (cp.reduce.async.bulk, atomic per element) do "
+                                            "not race with each other",
+                    "copy_smem_to_gmem/c2": "bulk async-groups are per thread: a thread's "
+                                            "wait_smem_to_gmem retires only its own stores, so "
+                                            "another thread's write of SMEM a store still reads "
+                                            "is a race (TmaRaceError) whatever that thread waited",
+                    **shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
                              "mosaic_gpu/async-store-at-exit"),
                     **REMOTE_REF},
-        sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA),
+        sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA,
+                 "PTX ISA 9.7.9.25.x cp.async.bulk.wait_group / wait_group.read",
+                 "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py (JAX's detector: "
+                 "per-thread store groups, read and write sides)"),
     ),
     Semantics("wait_gmem_to_smem", "cp.async.wait_group n then a warpgroup barrier "
               "(launch_context.py await_cp_async_copy): at most the n newest cp.async copies of "
@@ -351,15 +367,27 @@ SEMANTICS = table(
                        "PTX ISA st.async / red.async (mbarrier::complete_tx::bytes)")),
     Semantics("commit_group", "Closes a bulk async-group of this warpgroup's uncommitted TMA "
               "stores.", sources=(_PRIMS, _PTX_TMA)),
-    Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup stay in "
-              "flight (n: parameter, or operand on JAX 0.10.2); wait_read_only changes nothing in "
-              "the reference (stores write at issue).",
+    Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup still "
+              "read SMEM (n: parameter, or operand on JAX 0.10.2), and, unless wait_read_only, "
+              "still write GMEM (copy_smem_to_gmem/c1); other threads' stores stay in flight.",
               edge_cases=shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
                                 "mosaic_gpu/async-store-at-exit"),
               sources=(_PRIMS, _PTX_TMA)),
-    Semantics("commit_smem", "fence.proxy.async: orders the warpgroup's SMEM writes before later "
-              "TMA reads. No value effect in the reference (TMA reads see every earlier write).",
-              sources=(_PRIMS, _PTX_MODEL)),
+    Semantics("commit_smem", "fence.proxy.async.shared::cta: orders the plain SMEM writes the "
+              "warpgroup knows (its own, and others' ordered before it by barriers) before the "
+              "TMA operations ordered after the fence (issued later by the warpgroup, or by a "
+              "thread that observed a later release of it). No value effect in the reference.",
+              edge_cases={"commit_smem/c1": "the TMA unit reads and writes SMEM through the async "
+                                            "proxy: a TMA copy into SMEM or a TMA store from it "
+                                            "that a plain store wrote, with the write ordered "
+                                            "before the TMA operation but no commit_smem ordered "
+                                            "between them, is a race (TmaRaceError, a RaceError, "
+                                            "naming the TMA operation and the write); JAX's GPU "
+                                            "interpret mode flags the same"},
+              sources=(_PRIMS, _PTX_MODEL, "PTX ISA 9.7.13.x membar/fence: fence.proxy.async "
+                       "(a cross-proxy fence is required between generic-proxy and async-proxy "
+                       "accesses of the same memory)",
+                       "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py commit_smem")),
     Semantics("barrier_arrive", "One arrival on the barrier (a false predicate: none). A phase "
               "completes when its num_arrivals arrived and no transaction bytes are pending; "
               "the arrival carries what the arriving warpgroup observed. A plgpu.ClusterBarrier "

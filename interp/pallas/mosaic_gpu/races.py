@@ -45,7 +45,7 @@ class Footprint:
         return self.mask
 
     def overlaps(self, other: "Footprint") -> bool:
-        if self.array is other.array:
+        if self.array is other.array and self.array.size <= _MASK_LIMIT:
             return _mask_relation(self._mask(), other._mask(), _OVERLAPS, _masks_overlap)
         if not np.may_share_memory(self.array, other.array):
             return False
@@ -61,8 +61,19 @@ class Footprint:
 
     def covered_by(self, other: "Footprint") -> bool:
         """Whether every element here is also in ``other`` (same buffer only)."""
-        return self.array is other.array and _mask_relation(self._mask(), other._mask(), _COVERS,
-                                                            _mask_covered)
+        if self.array is not other.array:
+            return False
+        if self.array.size <= _MASK_LIMIT:
+            return _mask_relation(self._mask(), other._mask(), _COVERS, _mask_covered)
+        mine, theirs = self.region(), other.region()
+        return theirs.lo <= mine.lo and mine.hi <= theirs.hi and bool(
+            np.isin(mine.addr, theirs.addr, assume_unique=True).all())
+
+
+# Buffers up to this many elements (SMEM, small GMEM) compare footprints by masks over the whole
+# buffer; larger ones (GMEM operands a TMA store writes a tile of) by the elements' addresses, so
+# no buffer-sized mask is made per view.
+_MASK_LIMIT = 1 << 16
 
 
 # Masks of immutable indices (ints, slices, the read-only position arrays of tiled SMEM views,

@@ -225,7 +225,8 @@ def check_proxy(cluster, run, region) -> None:
                 and not any(t is run or known.get(id(t), 0) >= fe for t, fe in fences.values()):
             who = "this warpgroup" if writer is run else writer.where()
             raise TmaRaceError(
-                f"{run.where()}: {run.async_proxy} accesses {region.describe()}, which {who} "
+                f"commit_smem/c1: {run.where()}: {run.async_proxy} accesses "
+                f"{region.describe()}, which {who} "
                 f"wrote with a plain store ({footprint.describe()}) with no commit_smem "
                 "(fence.proxy.async) ordered between that write and this TMA operation: the TMA "
                 "unit (the async proxy) may not see the write")
@@ -327,8 +328,8 @@ def check_stores(run, region, kind: str) -> None:
                                 f"{run.where()}: {kind} of {region.describe()} while a TMA store "
                                 "still reads it (before wait_smem_to_gmem)")
                         raise TmaRaceError(
-                            f"{run.where()}: {kind} of {region.describe()} while a TMA store of "
-                            f"{other.where()} still reads it ({smem.describe()}; that thread's "
+                            f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
+                            f"while a TMA store of {other.where()} still reads it ({smem.describe()}; that thread's "
                             "wait_smem_to_gmem did not retire it before this access)")
         for group in other.store_writes + [other.uncommitted_stores]:
             for _, gmem, reducing in group:
@@ -336,7 +337,7 @@ def check_stores(run, region, kind: str) -> None:
                     who = "this warpgroup" if own else other.where()
                     what = run.async_proxy or kind
                     raise TmaRaceError(
-                        f"{run.where()}: {what} of {region.describe()} while a TMA store of "
-                        f"{who} may still write it ({gmem.describe()}): no "
+                        f"copy_smem_to_gmem/c1: {run.where()}: {what} of {region.describe()} "
+                        f"while a TMA store of {who} may still write it ({gmem.describe()}): no "
                         "wait_smem_to_gmem(wait_read_only=False) of that thread retired the "
                         "store before this access")
