@@ -398,9 +398,21 @@ SEMANTICS = table(
     Semantics("barrier_wait", "The warpgroup's k-th wait on a barrier waits for phase k to "
               "complete (Mosaic GPU tracks the phase parity per thread); the warpgroup then "
               "observes what that phase's arrivals observed.",
-              edge_cases=shared(UNDEFINED, "mosaic_gpu/barrier-deadlock",
-                                "mosaic_gpu/barrier-skipped-phase"),
-              sources=(_PRIMS, _PTX_MBAR)),
+              edge_cases={"barrier_wait/c1": "a warp_map's warps start at their warpgroup's "
+                                             "phase of each barrier and, at the join, the phases "
+                                             "they observed become the warpgroup's (its wait is "
+                                             "its warps' waits, each on its own parity); where "
+                                             "the warps observed different phases, the "
+                                             "warpgroup's next wait or test of that barrier is "
+                                             "undefined: BarrierError (JAX's GPU interpret mode "
+                                             "raises too: 'its constituent warps have previously "
+                                             "observed different phases')",
+                          **shared(UNDEFINED, "mosaic_gpu/barrier-deadlock",
+                                   "mosaic_gpu/barrier-skipped-phase")},
+              sources=(_PRIMS, _PTX_MBAR, _LOWER + " _mpmd_map_lowering_rule (warp_map: a "
+                       "fork/join over the warps of a warpgroup)",
+                       "jax/_src/pallas/mosaic_gpu/interpret/shared_memory.py (barrier phases "
+                       "per warp and warpgroup)")),
     Semantics("barrier_arrive_and_wait", "barrier_arrive then barrier_wait (JAX >= 0.12).",
               sources=(_PRIMS,)),
     Semantics("barrier_test", "Whether the thread's next phase of the barrier completed at the "

@@ -2,7 +2,8 @@
 interpret mode detects (``InterpretGPUParams(detect_races=True)``; the kernels follow JAX's
 tests/pallas/gpu_pallas_interpret_race_detection_test.py): each kernel is run by JAX's detector,
 which must flag it, and by the reference, which must raise a RaceError naming both accesses; the
-race-free variant passes both.
+race-free variant passes both. And the barrier phases of a warp_map's warps (JAX's
+gpu_pallas_interpret_test.py), which order those accesses.
 """
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ except ImportError as e:   # JAX 0.10.2's Mosaic GPU imports absl-py (mosaic/gpu
 
 pytestmark = pytest.mark.skipif(plgpu is None, reason=_WHY if plgpu is None else "")
 
-try:   # JAX 0.11+: the GPU detector JAX's race-detection tests (and these kernels) come from
+try:   # JAX 0.11+: the GPU interpret mode JAX's tests of these kernels come from (its race
+    # detector, barrier phases per warp)
     import jax._src.pallas.mosaic_gpu.interpret.race_detection_state  # noqa: F401
-    JAX_DETECTS = True
-except ImportError:   # JAX 0.10.2's GPU interpret mode flags none of these: only the reference's
-    JAX_DETECTS = False   # side is checked there
+    JAX_CHECKS = True
+except ImportError:   # JAX 0.10.2's GPU interpret mode checks none of these: only the reference's
+    JAX_CHECKS = False   # side is checked there
 
 I32 = jnp.int32
 
@@ -40,7 +42,7 @@ I32 = jnp.int32
 def _assert_jax_flags(racy: bool, make, *args) -> None:
     """JAX's Mosaic GPU interpret mode (its race detector, on_race="warn" where JAX has it)
     flags the kernel ``make`` builds with its ``interpret=`` parameters exactly when ``racy``."""
-    if JAX_DETECTS:
+    if JAX_CHECKS:
         assert _jax_flags_race(make, *args) is racy
 
 
@@ -277,4 +279,78 @@ def test_copy_smem_to_gmem_c1_two_tma_stores_in_flight_to_one_gmem_location_race
     _assert_jax_flags(True, make)
     with pytest.raises(TmaRaceError, match=r"TMA store \(copy_smem_to_gmem\) of .* while a TMA "
                                            r"store of this warpgroup may still write it"):
+        _reference(make)
+
+
+# -- barrier phases observed inside a warp_map -------------------------------------------------
+
+def _phases_kernel(body):
+    def make(params):
+        return functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                                 scratch_types=dict(barrier=plgpu.Barrier(num_arrivals=1)),
+                                 **_interpret_kw(params))(body)
+    return make
+
+
+def _warps_wait(barrier, skip_warp=None):
+    @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+    def _():
+        @pl.when(jax.lax.axis_index("warp") != (-1 if skip_warp is None else skip_warp))
+        def _():
+            plgpu.barrier_wait(barrier)
+
+
+def _jax_runs(make, *args):
+    """JAX's Mosaic GPU interpret mode's outputs, or the exception it raised."""
+    mosaic_interpret.reset_gpu_interpret_mode_state()
+    try:
+        return jax.block_until_ready(make(InterpretGPUParams())(*args))
+    except Exception as e:   # (JAX's callback error)
+        return e
+
+
+def test_barrier_wait_c1_the_warps_phases_become_the_warpgroups():
+    # JAX's test_warpgroup_gets_warps_barrier_phase: the warps wait phases 0 and 1, then the
+    # warpgroup waits phase 2.
+    def body(out_ref, barrier):
+        plgpu.barrier_arrive(barrier)
+        _warps_wait(barrier)
+        plgpu.barrier_arrive(barrier)
+        _warps_wait(barrier)
+        plgpu.barrier_arrive(barrier)
+        plgpu.barrier_wait(barrier)
+        out_ref[...] = 42
+    make = _phases_kernel(body)
+    if JAX_CHECKS:
+        assert int(_jax_runs(make)) == 42
+    assert int(_reference(make)) == 42
+
+
+def test_barrier_wait_c1_the_warpgroups_phase_is_the_warps_start():
+    # JAX's test_warps_get_parent_warpgroups_barrier_phase
+    def body(out_ref, barrier):
+        for _ in range(2):
+            plgpu.barrier_arrive(barrier)
+            plgpu.barrier_wait(barrier)
+        plgpu.barrier_arrive(barrier)
+        _warps_wait(barrier)
+        out_ref[...] = 42
+    make = _phases_kernel(body)
+    if JAX_CHECKS:
+        assert int(_jax_runs(make)) == 42
+    assert int(_reference(make)) == 42
+
+
+def test_barrier_wait_c1_a_wait_after_warps_that_observed_different_phases_is_undefined():
+    # JAX's test_all_warps_must_wait_on_barrier: warp 0 did not wait phase 0, the others did.
+    def body(out_ref, barrier):
+        plgpu.barrier_arrive(barrier)
+        _warps_wait(barrier, skip_warp=0)
+        plgpu.barrier_wait(barrier)
+    make = _phases_kernel(body)
+    if JAX_CHECKS:
+        assert "only 3 of its constituent warps" in str(_jax_runs(make))
+    from interp.pallas.mosaic_gpu import BarrierError
+    with pytest.raises(BarrierError, match=r"barrier_wait/c1: .* warps observed different "
+                                           r"phases of it \(\[0, 1, 1, 1\], per warp\)"):
         _reference(make)

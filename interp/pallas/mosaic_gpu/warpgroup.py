@@ -21,7 +21,7 @@ class WarpgroupRun(KernelRun):
     __slots__ = ("cluster", "block", "warpgroup", "warp", "known", "waits", "stores",
                  "uncommitted_stores", "wgmma", "scoped_counts", "epoch", "tensor_core_ops",
                  "in_tensor_pipe", "tmem_stores", "tmem_loads", "warps", "cancel_calls", "tests",
-                 "fruitless", "cp_async", "store_writes", "async_proxy")
+                 "fruitless", "cp_async", "store_writes", "async_proxy", "diverged")
 
     def __init__(self, name, grid, options, cluster, block, warpgroup):
         super().__init__(name, grid, options)
@@ -49,6 +49,8 @@ class WarpgroupRun(KernelRun):
         self.tests = 0                    # barrier_test calls so far
         self.fruitless = {}               # barrier id -> what a test answering False last saw
         self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
+        self.diverged = {}                # barrier id -> the phases its warps observed, where
+        #                                   they differ (warps._join_phases)
 
     def where(self) -> str:
         return (f"kernel '{self.label}' at cluster {self.cluster.point}, block {self.block}, "
@@ -125,10 +127,21 @@ class WarpgroupRun(KernelRun):
     def wait_barrier(self, barrier) -> None:
         """barrier_wait: the warpgroup's next phase of ``barrier`` (its k-th wait waits for
         phase k: Mosaic GPU tracks the phase parity per thread, PTX mbarrier.try_wait.parity)."""
+        self._check_phases_agree(barrier)
         phase = self.waits.get(id(barrier), 0)
         self.wait_until(lambda: barrier.completed > phase,
                         f"{self.where()} waits for phase {phase} of {barrier.describe()}")
         self._observe(barrier, phase)
+
+    def _check_phases_agree(self, barrier) -> None:
+        phases = self.diverged.get(id(barrier))
+        if phases is not None:
+            raise BarrierError(
+                f"barrier_wait/c1: {self.where()}: waits on barrier '{barrier.name}' after a "
+                "warp_map in which its "
+                f"warps observed different phases of it ({phases}, per warp): each warp waits on "
+                "its own phase parity (mbarrier.try_wait.parity), so the warpgroup's wait is "
+                "undefined")
 
     def _observe(self, barrier, phase: int) -> None:
         """The warpgroup observed the completion of its next phase ``phase`` of ``barrier``."""
@@ -147,6 +160,7 @@ class WarpgroupRun(KernelRun):
         for a seeded half of such tests. A second test answering False after nothing changed
         (no other core ran, the barrier and this warpgroup's releases as they were) is a poll
         loop that never ends: DeadlockError."""
+        self._check_phases_agree(barrier)
         phase = self.waits.get(id(barrier), 0)
         self.tests += 1
 
