@@ -309,6 +309,11 @@ SEMANTICS = table(
                                             "cp.async copies are refused (JAX: TMA only)",
                     "copy_gmem_to_smem/c4": "a source outside its array raises OutOfBoundsError "
                                             "(OOBFillMode is not modelled)",
+                    "copy_gmem_to_smem/c5": "the copy reads its GMEM source until the barrier "
+                                            "phase it completes on: a write of that GMEM (a plain "
+                                            "store, a TMA store) by a thread that has not observed "
+                                            "the phase races with the read (TmaRaceError, a "
+                                            "RaceError; JAX's GPU interpret mode flags it too)",
                     **shared(UNDEFINED, "mosaic_gpu/tma-read-before-barrier"),
                     **REMOTE_REF},
         sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",

@@ -173,6 +173,39 @@ def test_commit_smem_c1_a_fence_of_either_thread_orders_a_plain_write_before_a_c
         assert int(_reference(make, x)) == 42
 
 
+def _write_of_a_copys_source(wait: bool):
+    """A TMA copy from GMEM, then a plain write of that GMEM, with or without observing the
+    copy's barrier first (test_async_gmem_ops_not_visible_unless_synchronized)."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((), I32),
+                                              barrier=plgpu.Barrier(num_arrivals=1)),
+                           **_interpret_kw(params))
+        def kernel(out_ref, smem, barrier):
+            plgpu.copy_gmem_to_smem(out_ref, smem, barrier)
+            if wait:
+                plgpu.barrier_wait(barrier)
+            plgpu.commit_smem()
+            out_ref[...] = 42
+            if not wait:
+                plgpu.barrier_wait(barrier)
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_copy_gmem_to_smem_c5_a_write_of_gmem_a_tma_copy_still_reads_races(wait):
+    make = _write_of_a_copys_source(wait)
+    _assert_jax_flags(not wait, make)
+    if wait:
+        assert int(interp.interpret(make(None), uninitialized="zero")()) == 42
+    else:
+        with pytest.raises(TmaRaceError, match=r"copy_gmem_to_smem/c5: .*(read|write) of "
+                                               r"output \(gmem\) .* while a TMA copy "
+                                               r"\(copy_gmem_to_smem\) may still read it"):
+            interp.interpret(make(None), uninitialized="zero")()
+
+
 # -- (b) the GMEM side of TMA stores -----------------------------------------------------------
 
 def _gmem_under_store(wait_read_only: bool, location: str):

@@ -15,13 +15,14 @@ class ClusterState:
     (``KernelRun.mesh`` of its warpgroups)."""
     __slots__ = ("point", "axes", "sizes", "thread_name", "tma", "writes", "concurrent",
                  "tensor_core", "tmem_loads", "launch", "runs", "unfinished", "plan",
-                 "allocations", "allocation_of", "prototypes", "generic")
+                 "allocations", "allocation_of", "prototypes", "generic", "tma_sources")
 
     def __init__(self, plan, point):
         self.point = point
         self.axes, self.sizes = plan.axes, plan.sizes
         self.thread_name = plan.thread_name
         self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
+        self.tma_sources = []   # in-flight TMA reads of GMEM: (Footprint, barrier, phase)
         self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
         self.generic = []   # plain SMEM writes: (Footprint, writer, epoch, {fencing thread id:
         #                     (thread, its epoch at the fence)}) (tma.generic_write)
@@ -95,6 +96,7 @@ class ClusterState:
         shared = self.concurrent and smem
         proxy = run.async_proxy
         if not self.tma and not run.wgmma and not self.launch.storing and not shared and \
+                not (self.tma_sources and kind != "read") and \
                 not self.tensor_core and not run.tmem_stores and not run.cp_async and \
                 not (smem and (kind != "read" or (proxy and self.generic))):
             return
@@ -108,6 +110,8 @@ class ClusterState:
         if self.tensor_core or run.tmem_stores:
             tcgen05.check_access(self, run, region, kind)
         tma.check_copies(self, run, region, kind)
+        if self.tma_sources and kind != "read":
+            tma.check_sources(self, run, region, kind)
         if shared:
             check_shared(self, run, region, kind)
         if self.launch.storing:

@@ -46,8 +46,30 @@ def copy(run, src, dst, barrier) -> None:
         run.async_proxy = None
     barrier.expect_tx(value.nbytes)
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), barrier)
+    _reading(run.cluster, Footprint(src_ref, src_index), barrier)
     run.arrive(barrier)
     barrier.complete_tx(value.nbytes)
+
+
+def _reading(cluster, region, barrier) -> None:
+    """A TMA copy's read of ``region`` (GMEM) guarded by the current phase of ``barrier``: a
+    write of it before the writer observed that phase races with the read (copy_gmem_to_smem/c5).
+    Entries whose barrier completed a later phase too are dropped (a thread waiting on it in
+    order has observed them), so the list stays as short as the copies in flight."""
+    cluster.tma_sources = [t for t in cluster.tma_sources if t[1].completed <= t[2] + 1]
+    cluster.tma_sources.append((region, barrier, barrier.completed))
+
+
+def check_sources(cluster, run, region, kind: str) -> None:
+    """A write of GMEM a TMA copy still reads (the writer has not observed the barrier phase
+    that guards the copy)."""
+    for source, barrier, phase in cluster.tma_sources:
+        if run.known.get(id(barrier), 0) <= phase and region.overlaps(source):
+            raise TmaRaceError(
+                f"copy_gmem_to_smem/c5: {run.where()}: {run.async_proxy or kind} of "
+                f"{region.describe()} while a TMA copy (copy_gmem_to_smem) may still read it "
+                f"({source.describe()}): phase {phase} of barrier '{barrier.name}' that guards "
+                "the copy was not observed (barrier_wait) by this warpgroup")
 
 
 def copy_multicast(run, src, dst_index, barrier, group) -> None:
@@ -329,8 +351,9 @@ def check_stores(run, region, kind: str) -> None:
                                 "still reads it (before wait_smem_to_gmem)")
                         raise TmaRaceError(
                             f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
-                            f"while a TMA store of {other.where()} still reads it ({smem.describe()}; that thread's "
-                            "wait_smem_to_gmem did not retire it before this access)")
+                            f"while a TMA store of {other.where()} still reads it "
+                            f"({smem.describe()}; that thread's wait_smem_to_gmem did not "
+                            "retire it before this access)")
         for group in other.store_writes + [other.uncommitted_stores]:
             for _, gmem, reducing in group:
                 if not (reduction and reducing) and region.overlaps(gmem):
