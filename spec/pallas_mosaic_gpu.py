@@ -59,8 +59,14 @@ UNDEFINED = {
     "mosaic_gpu/smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no "
                                                "barrier phase ordering the write before it (the writer "
                                                "arrived after writing, the accessor observed that "
-                                               "phase, directly or through other barriers): "
-                                               "WarpgroupRaceError (a RaceError)",
+                                               "phase, directly or through other barriers), or to "
+                                               "GMEM another warpgroup of the same cluster (any of "
+                                               "its blocks) wrote, plainly or by a TMA store, with "
+                                               "no barrier phase or semaphore signal/wait (a "
+                                               "release/acquire pair) ordering them: "
+                                               "WarpgroupRaceError (a RaceError). GMEM written by "
+                                               "different clusters is not checked (they order "
+                                               "through GMEM semaphores only)",
     "mosaic_gpu/barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies "
                                    "that do not match): DeadlockError, reported instead of hanging",
     "mosaic_gpu/barrier-poll-deadlock": "a poll loop over barrier_test that can never end: a test "

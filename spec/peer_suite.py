@@ -153,6 +153,13 @@ KNOWN: tuple[Known, ...] = (
           "the test expects JAX's refusal to lower a compiled (interpret=False) kernel on CPU "
           "('Only interpret mode is supported on CPU'); the drop-in mode runs every kernel in the "
           "reference"),
+    # -- JAX's Mosaic GPU race-detection tests --------------------------------------------------
+    Known(("gpu_pallas_interpret_race_detection_test.py::InterpretTest::"
+           "test_finds_exception_in_unawaited_smem_to_gmem",), "reference-reports-ub",
+          "a kernel that ends with a TMA store still reading SMEM (no wait_smem_to_gmem): the "
+          "test expects JAX's message ('Not all copy_smem_to_gmem read-side operations "
+          "completed before'); the reference raises AsyncAccessError 'the warpgroup ends with "
+          "TMA stores still reading SMEM' (mosaic_gpu/async-store-at-exit)"),
     # -- kernels indexing refs outside their bounds (indexing_test.py) ---------------------------
     Known(("indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer5",
            "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer10",

@@ -315,6 +315,67 @@ def test_copy_smem_to_gmem_c1_two_tma_stores_in_flight_to_one_gmem_location_race
         _reference(make)
 
 
+# -- (c) GMEM shared by the blocks of a cluster ----------------------------------------------------
+
+def _cluster_gmem(how: str):
+    """Both blocks of a cluster of 2 write the one output element (test_race_in_sync_copy_smem_
+    to_gmem_in_cluster, test_race_in_async_copy_smem_to_gmem_in_cluster), or only read it, or
+    write it in turn, ordered by a cluster barrier."""
+    def make(params):
+        scratch = dict(smem=plgpu.SMEM((), I32))
+        if how == "ordered":
+            scratch["barrier"] = plgpu.ClusterBarrier(collective_axes=("c0",), num_arrivals=1)
+
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((), I32),
+                           scratch_types=scratch, cluster=(2,), cluster_names=("c0",),
+                           **_interpret_kw(params))
+        def kernel(in_ref, out_ref, smem, barrier=None):
+            block = jax.lax.axis_index("c0")
+            if how == "plain":
+                out_ref[...] = in_ref[...] + block
+            elif how == "tma":
+                smem[...] = in_ref[...] + block
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(smem, out_ref)
+                plgpu.wait_smem_to_gmem(0)
+            elif how == "read":
+                smem[...] = in_ref[...]
+            else:   # ordered: block 0 writes, both arrive and wait, then block 1 writes
+                @pl.when(block == 0)
+                def _():
+                    out_ref[...] = in_ref[...]
+                plgpu.barrier_arrive(barrier)
+                plgpu.barrier_wait(barrier)
+
+                @pl.when(block == 1)
+                def _():
+                    out_ref[...] = in_ref[...] + 1
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("how", ["plain", "tma"])
+def test_mosaic_gpu_blocks_of_a_cluster_writing_one_gmem_element_race(how):
+    from interp.pallas.mosaic_gpu import WarpgroupRaceError
+    make = _cluster_gmem(how)
+    x = np.int32(42)
+    _assert_jax_flags(True, make, x)
+    with pytest.raises(WarpgroupRaceError, match=r"block \(1,\), warpgroup 0: (read|write) of "
+                                                 r"output \(gmem\) .* which warpgroup 0 of block "
+                                                 r"\(0,\) wrote with no barrier ordering"):
+        _reference(make, x)
+
+
+@pytest.mark.parametrize("how", ["read", "ordered"])
+def test_mosaic_gpu_blocks_of_a_cluster_reading_or_ordered_do_not_race(how):
+    make = _cluster_gmem(how)
+    x = np.int32(42)
+    _assert_jax_flags(False, make, x)
+    out = interp.interpret(make(None), uninitialized="zero")(x)
+    if how == "ordered":
+        assert int(out) == 43
+
+
 # -- barrier phases observed inside a warp_map -------------------------------------------------
 
 def _phases_kernel(body):

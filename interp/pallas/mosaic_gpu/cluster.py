@@ -93,7 +93,8 @@ class ClusterState:
         if not isinstance(run, WarpgroupRun):
             return
         smem = "smem" in ref.kind
-        shared = self.concurrent and smem
+        # SMEM, and GMEM the blocks and threads of the cluster share (check_shared)
+        shared = self.concurrent and (smem or "gmem" in ref.kind)
         proxy = run.async_proxy
         if not self.tma and not run.wgmma and not self.launch.storing and not shared and \
                 not (self.tma_sources and kind != "read") and \

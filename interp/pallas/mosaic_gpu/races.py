@@ -11,10 +11,33 @@ the accessor knows the writer's epoch of that write.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..dma import Region
 from .errors import WarpgroupRaceError
+
+
+# What the signals into a semaphore carried, by its buffer (every element together: a waiter
+# learns at least what the signal it consumed carried). Mosaic GPU's semaphore_signal is a
+# release and semaphore_wait an acquire (primitives.py: memory_scope; red.release / ld.acquire),
+# the same buffer on every device of a shard_map (peer buffers), so they are kept by buffer:
+# id -> (weak reference to the buffer, clock).
+_SEMAPHORE_CLOCKS: dict = {}
+
+
+def semaphore_clock(array, create: bool = False) -> "dict | None":
+    hit = _SEMAPHORE_CLOCKS.get(id(array))
+    if hit is not None and hit[0]() is array:
+        return hit[1]
+    if not create:
+        return None
+    if len(_SEMAPHORE_CLOCKS) >= 4096:
+        _SEMAPHORE_CLOCKS.clear()
+    clock = {}
+    _SEMAPHORE_CLOCKS[id(array)] = (weakref.ref(array), clock)
+    return clock
 
 
 def join(into: dict, other: dict) -> None:

@@ -13,7 +13,7 @@ from ...errors import UndefinedBehaviorError
 from ...schedule import handoffs, poll, waiting_descriptions, wait_until
 from ..grid import KernelRun
 from .errors import BarrierError, DeadlockError
-from .races import join
+from .races import join, semaphore_clock
 
 
 class WarpgroupRun(KernelRun):
@@ -118,6 +118,14 @@ class WarpgroupRun(KernelRun):
         self.known[id(self)] = self.epoch
         self.epoch += 1
         return self.known
+
+    def signalled(self, ref) -> None:
+        join(semaphore_clock(ref.array, create=True), self.release())
+
+    def waited(self, ref) -> None:
+        clock = semaphore_clock(ref.array)
+        if clock:
+            join(self.known, clock)
 
     # -- waits ----------------------------------------------------------------------------------
     def wait_until(self, ready, description: str) -> None:
