@@ -22,7 +22,7 @@ try:
     from jax.experimental.pallas import mosaic_gpu as plgpu
     from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call as mosaic_interpret
     from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams
-    from interp.pallas.mosaic_gpu import TmaRaceError
+    from interp.pallas.mosaic_gpu import AsyncAccessError, TmaRaceError
 except ImportError as e:   # JAX 0.10.2's Mosaic GPU imports absl-py (mosaic/gpu/layout_inference)
     plgpu = None
     _WHY = f"jax.experimental.pallas.mosaic_gpu does not import here: {e}"
@@ -374,6 +374,94 @@ def test_mosaic_gpu_blocks_of_a_cluster_reading_or_ordered_do_not_race(how):
     out = interp.interpret(make(None), uninitialized="zero")(x)
     if how == "ordered":
         assert int(out) == 43
+
+
+# -- (d) the tensor core's pipe: tcgen05 operations of one or two threads ----------------------
+
+_ACC, _OPND = (128, 128), (128, 128)
+
+
+def _tc_scratch(**extra):
+    return dict(acc=plgpu.TMEM(_ACC, jnp.float32), a=plgpu.SMEM(_OPND, jnp.float16),
+                b=plgpu.SMEM(_OPND, jnp.float16), **extra)
+
+
+def _cross_thread_mmas(second_mma_before_the_arrive: bool):
+    """Thread 0 issues an mma and arrives on a barrier that orders the tensor core; thread 1
+    waits for it and issues an mma into the same accumulator, committed to its own barrier
+    (test_cross_thread_mmas_pipelined: race-free, the pipe orders them). With a second mma of
+    thread 0 after its arrival (test_cross_thread_mma_pipeline_multiparent_has_race), that one
+    and thread 1's are unordered."""
+    def make(params):
+        @functools.partial(
+            plgpu.kernel, out_type=jax.ShapeDtypeStruct(_ACC, jnp.float32),
+            scratch_types=_tc_scratch(mine=plgpu.Barrier(orders_tensor_core=True),
+                                      theirs=plgpu.Barrier(orders_tensor_core=True),
+                                      handoff=plgpu.Barrier(orders_tensor_core=True)),
+            num_threads=2, thread_name="t", **_interpret_kw(params))
+        def kernel(out_ref, acc, a, b, mine, theirs, handoff):
+            @pl.when(jax.lax.axis_index("t") == 0)
+            def _():
+                plgpu.tcgen05_mma(acc, a, b, accumulate=False)
+                plgpu.barrier_arrive(handoff)
+                if second_mma_before_the_arrive:
+                    plgpu.tcgen05_mma(acc, a, b, theirs)
+                    plgpu.barrier_wait(theirs)
+
+            @pl.when(jax.lax.axis_index("t") == 1)
+            def _():
+                plgpu.barrier_wait(handoff)
+                plgpu.tcgen05_mma(acc, a, b, mine)
+                plgpu.barrier_wait(mine)
+                if not second_mma_before_the_arrive:
+                    out_ref[...] = plgpu.async_load_tmem(acc)
+        return kernel
+    return make
+
+
+def test_mosaic_gpu_tcgen05_mmas_handed_over_through_a_tensor_core_barrier_are_pipelined():
+    make = _cross_thread_mmas(False)
+    _assert_jax_flags(False, make)
+    out = interp.interpret(make(None), uninitialized="zero")()
+    np.testing.assert_array_equal(out, np.zeros(_ACC, np.float32))
+
+
+def test_mosaic_gpu_tcgen05_mmas_of_two_threads_not_pipelined_race():
+    make = _cross_thread_mmas(True)
+    _assert_jax_flags(True, make)
+    with pytest.raises(AsyncAccessError, match=r"tcgen05_mma writes .* while a tcgen05_mma of "
+                                               r"kernel .*warpgroup (0|1) still (writes|reads) "
+                                               r"it .* not pipelined"):
+        interp.interpret(make(None), uninitialized="zero")()
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_mosaic_gpu_tcgen05_cp_into_the_accumulator_of_an_unawaited_mma_races(wait):
+    # mma -> cp is not a pipelined pair (test_copy_into_accumulator_while_mma_in_flight)
+    def make(params):
+        @functools.partial(
+            plgpu.kernel, out_type=jax.ShapeDtypeStruct(_ACC, jnp.float32),
+            scratch_types=_tc_scratch(src=plgpu.SMEM(_ACC, jnp.float32),
+                                      first=plgpu.Barrier(orders_tensor_core=True),
+                                      second=plgpu.Barrier(orders_tensor_core=True)),
+            **_interpret_kw(params))
+        def kernel(out_ref, acc, a, b, src, first, second):
+            plgpu.tcgen05_mma(acc, a, b, accumulate=False)
+            if wait:
+                plgpu.tcgen05_commit_arrive(first)
+                plgpu.barrier_wait(first)
+            plgpu.async_copy_smem_to_tmem(src, acc)
+            plgpu.tcgen05_commit_arrive(second)
+            plgpu.barrier_wait(second)
+        return kernel
+    _assert_jax_flags(not wait, make)
+    if wait:
+        interp.interpret(make(None), uninitialized="zero")()
+    else:
+        with pytest.raises(AsyncAccessError, match=r"tcgen05.cp \(async_copy_smem_to_tmem\) "
+                                                   r"writes .* while a tcgen05_mma of this "
+                                                   r"thread still writes it"):
+            interp.interpret(make(None), uninitialized="zero")()
 
 
 # -- barrier phases observed inside a warp_map -------------------------------------------------

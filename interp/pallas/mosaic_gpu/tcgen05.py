@@ -9,6 +9,16 @@ of the issuing thread arrives on (tcgen05_commit_arrive, or the barrier operand 
 which Mosaic GPU lowers to the mma followed by tcgen05.commit) is observed by the accessing
 thread. TMEM loads (``async_load_tmem``) read until ``wait_load_tmem``; TMEM stores
 (``async_store_tmem``) are not visible before ``commit_tmem``.
+
+Pipelined pairs (PTX ISA 9.7.16.6 tcgen05 memory consistency, "pipelined tcgen05 instructions"):
+a tcgen05.mma after a tcgen05.mma or tcgen05.cp is ordered after it in the tensor pipe when the
+same thread issues both, or when the earlier one's thread arrived on a barrier that orders the
+tensor core (tcgen05.fence::before_thread_sync) after issuing it and the later one's thread
+observed that through a wait on such a barrier (fence::after_thread_sync) before issuing it; a
+commit of the later one's thread then tracks both. Any other pair of tensor-core operations
+touching the same memory, one of them writing, is unordered until a commit tracking the earlier
+one is observed (an mma then a cp into its accumulator, two cps into one TMEM, two threads'
+mmas into one accumulator without the fenced barrier).
 """
 from __future__ import annotations
 
@@ -32,7 +42,7 @@ def mma(run, accs, a, b, accumulate: bool, product, barriers=None) -> None:
     for acc, ((_, a_region), (_, b_region)) in zip(accs, operands):
         writes.append(Footprint(*acc))
         reads += [a_region, b_region]
-    _issue(run, TensorCoreOp("tcgen05_mma", run, writes, reads))
+    _issue(run, TensorCoreOp("tcgen05_mma", run, writes, reads, "mma"))
     for (ref, index), ((av, _), _) in zip(accs, operands):
         # The tensor core's own accumulator access bypasses the in-flight check (ordered in its
         # pipe).
@@ -48,7 +58,7 @@ def cp(run, src, dst) -> None:
     value, src_region = _pipe_read(run, src)
     dst_ref, dst_index = dst
     _issue(run, TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
-                             [Footprint(dst_ref, dst_index)], [src_region]))
+                             [Footprint(dst_ref, dst_index)], [src_region], "cp"))
     dst_ref.array[dst_index] = value.reshape(np.shape(dst_ref.array[dst_index]))
 
 
@@ -65,11 +75,44 @@ def _pipe_read(run, operand):
 
 
 def _issue(run, op: "TensorCoreOp") -> None:
-    """A tcgen05 operation issued (in flight from now on)."""
+    """A tcgen05 operation issued (in flight from now on): its writes checked against the
+    tensor core's other operations in flight that are not ordered before it."""
     cluster = run.cluster
     check_tmem_write(cluster, op.issuer, op.writes)
+    for other in cluster.tensor_core:
+        if other.observed_by(run):
+            continue
+        if _pipelined(other, op):
+            if other.issuer is not run:
+                op.after.append(other)
+            continue
+        for w in op.writes:
+            touched = next((x for x in other.writes + other.reads if w.overlaps(x)), None)
+            if touched is not None:
+                how = "writes" if any(w.overlaps(x) for x in other.writes) else "reads"
+                raise AsyncAccessError(
+                    f"{run.where()}: {op.what} writes {w.describe()} while a {other.what} of "
+                    f"{'this thread' if other.issuer is run else other.issuer.where()} still "
+                    f"{how} it ({touched.describe()}): the two are not pipelined (PTX ISA "
+                    f"tcgen05 pipelined pairs) and {other.guard_text()}")
     cluster.tensor_core.append(op)
     op.issuer.tensor_core_ops.append(op)
+
+
+# (earlier kind, later kind) the tensor pipe keeps in order (PTX ISA 9.7.16.6.x).
+_PIPELINED = {("mma", "mma"), ("cp", "mma")}
+
+
+def _pipelined(earlier, later) -> bool:
+    return (earlier.kind, later.kind) in _PIPELINED and (
+        earlier.issuer is later.issuer or pipelined_into(earlier, later.issuer))
+
+
+def pipelined_into(op, run) -> bool:
+    """Whether ``op`` (another thread's) is ordered before ``run``'s later tensor-core
+    operations: its thread arrived on a tensor-core-ordering barrier after issuing it, and
+    ``run`` has waited on such a barrier since knowing that arrival."""
+    return op.fenced is not None and run.tensor_known.get(id(op.issuer), 0) >= op.fenced
 
 
 # -- TMEM loads and stores of a thread ---------------------------------------------------------------
@@ -131,7 +174,8 @@ def check_access(cluster, run, region, kind: str) -> None:
     tcgen05_commit_arrive (or the mma's own barrier) completes after the operation. TMEM a
     thread stored to (async_store_tmem) is not visible to its own reads before commit_tmem."""
     for op in cluster.tensor_core:
-        if (run.in_tensor_pipe and op.issuer is run) or op.observed_by(run):
+        if (run.in_tensor_pipe and (op.issuer is run or pipelined_into(op, run))) or \
+                op.observed_by(run):
             continue
         if any(region.overlaps(w) for w in op.writes):
             raise AsyncAccessError(
@@ -154,11 +198,15 @@ class TensorCoreOp:
     reads, and the barrier phases whose completion shows it done (``guards``: every
     tcgen05_commit_arrive, or mma barrier, its thread issued after it; PTX ISA tcgen05.commit
     tracks all prior asynchronous tcgen05 operations of the thread)."""
-    __slots__ = ("what", "issuer", "writes", "reads", "guards")
+    __slots__ = ("what", "issuer", "writes", "reads", "guards", "kind", "fenced", "after")
 
-    def __init__(self, what, issuer, writes, reads):
+    def __init__(self, what, issuer, writes, reads, kind):
         self.what, self.issuer, self.writes, self.reads = what, issuer, writes, reads
+        self.kind = kind          # "mma" / "cp" (pipelined pairs)
         self.guards = []
+        self.fenced = None        # the issuer's epoch at its first arrival on a barrier that
+        #                           orders the tensor core after issuing it
+        self.after = []           # other threads' operations pipelined before this one
 
     def observed_by(self, run) -> bool:
         return any(run.known.get(id(b), 0) > phase for b, phase in self.guards)
@@ -176,7 +224,10 @@ def commit(run, barriers) -> None:
     operations are done at issue, so it arrives now."""
     live = set(map(id, run.cluster.tensor_core))
     run.tensor_core_ops = [op for op in run.tensor_core_ops if id(op) in live]
+    tracked = list(run.tensor_core_ops)
+    for op in run.tensor_core_ops:   # pipelined before this thread's: done before them
+        tracked += [a for a in op.after if id(a) in live]
     for barrier in barriers:
-        for op in run.tensor_core_ops:
+        for op in tracked:
             op.guards.append((barrier, barrier.completed))
         run.arrive(barrier)

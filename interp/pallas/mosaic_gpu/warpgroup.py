@@ -21,7 +21,8 @@ class WarpgroupRun(KernelRun):
     __slots__ = ("cluster", "block", "warpgroup", "warp", "known", "waits", "stores",
                  "uncommitted_stores", "wgmma", "scoped_counts", "epoch", "tensor_core_ops",
                  "in_tensor_pipe", "tmem_stores", "tmem_loads", "warps", "cancel_calls", "tests",
-                 "fruitless", "cp_async", "store_writes", "async_proxy", "diverged")
+                 "fruitless", "cp_async", "store_writes", "async_proxy", "diverged",
+                 "tensor_known")
 
     def __init__(self, name, grid, options, cluster, block, warpgroup):
         super().__init__(name, grid, options)
@@ -49,6 +50,8 @@ class WarpgroupRun(KernelRun):
         self.tests = 0                    # barrier_test calls so far
         self.fruitless = {}               # barrier id -> what a test answering False last saw
         self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
+        self.tensor_known = {}            # what it knew at its last wait on a barrier that
+        #                                   orders the tensor core (tcgen05.pipelined_into)
         self.diverged = {}                # barrier id -> the phases its warps observed, where
         #                                   they differ (warps._join_phases)
 
@@ -159,6 +162,8 @@ class WarpgroupRun(KernelRun):
                                "completed (a parity wait cannot tell the two apart)")
         self.waits[id(barrier)] = phase + 1
         join(self.known, barrier.knowledge[phase])
+        if barrier.orders_tensor_core:   # tcgen05.fence::after_thread_sync
+            join(self.tensor_known, self.known)
 
     def test_barrier(self, barrier) -> bool:
         """barrier_test (spec/pallas_mosaic_gpu.py BARRIER_TEST): whether the warpgroup's next
@@ -202,4 +207,8 @@ class WarpgroupRun(KernelRun):
     def arrive(self, barrier) -> None:
         # A release: what this warpgroup wrote before it is visible to whoever observes the
         # phase this arrival completes.
+        if barrier.orders_tensor_core:   # tcgen05.fence::before_thread_sync
+            for op in self.tensor_core_ops:
+                if op.fenced is None:
+                    op.fenced = self.epoch
         barrier.arrive(self.release())

@@ -71,6 +71,7 @@ class WarpMapPlan:
             if warp is None:
                 warp = parent.warps[w] = WarpRun(parent, w)
             join(warp.known, forked)
+            join(warp.tensor_known, parent.tensor_known)
             # the warpgroup's phase of each barrier, except where its warps diverged (then each
             # warp keeps the phase it observed)
             for b, phase in parent.waits.items():
@@ -91,6 +92,7 @@ class WarpMapPlan:
         run_cores(bodies, parent.label, deadlock=DeadlockError)
         for warp in warps.values():   # the join: a warpgroup barrier after the warps
             join(parent.known, warp.release())
+            join(parent.tensor_known, warp.tensor_known)
             tma.hand_over_stores(warp, parent)
         _join_phases(parent, list(warps.values()))
         return []
