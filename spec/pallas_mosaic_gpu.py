@@ -393,8 +393,10 @@ SEMANTICS = table(
                                             "that a plain store wrote, with the write ordered "
                                             "before the TMA operation but no commit_smem ordered "
                                             "between them, is a race (TmaRaceError, a RaceError, "
-                                            "naming the TMA operation and the write); JAX's GPU "
-                                            "interpret mode flags the same"},
+                                            "naming the TMA operation and the write); the same "
+                                            "for the tensor core's SMEM operands (tcgen05_mma, "
+                                            "async_copy_smem_to_tmem); JAX's GPU interpret mode "
+                                            "flags the same"},
               sources=(_PRIMS, _PTX_MODEL, "PTX ISA 9.7.13.x membar/fence: fence.proxy.async "
                        "(a cross-proxy fence is required between generic-proxy and async-proxy "
                        "accesses of the same memory)",
@@ -492,8 +494,23 @@ SEMANTICS = table(
                                       "committed to both blocks' barriers",
                     "tcgen05_mma/c2": "a_scale/b_scale (block-scaled) and a_sparse_metadata (sparse) "
                                       "are refused: their TMEM layouts are not modelled; tf32 and "
-                                      "integer kinds are refused"},
-        sources=(_PRIMS + " tcgen05_mma", _LOWER, _PTX_TCGEN05), exactness=CORRECTLY_ROUNDED,
+                                      "integer kinds are refused",
+                    "tcgen05_mma/c3": "pipelined pairs (PTX ISA 9.7.16.6 tcgen05 memory consistency: "
+                                      "mma -> mma, cp -> mma): an mma is ordered after an earlier "
+                                      "mma or cp of the same thread, or of another thread that "
+                                      "arrived on a barrier with orders_tensor_core=True after "
+                                      "issuing it (tcgen05.fence::before_thread_sync) when this "
+                                      "thread waited on such a barrier since (fence::after_thread_"
+                                      "sync); a commit of this thread then tracks both. Any other "
+                                      "pair of tensor-core operations touching the same memory, one "
+                                      "writing, before a commit tracking the earlier one is "
+                                      "observed (mma then cp into its accumulator, two cps into one "
+                                      "TMEM, two threads' mmas not so ordered) is undefined: "
+                                      "AsyncAccessError naming both"},
+        sources=(_PRIMS + " tcgen05_mma", _LOWER, _PTX_TCGEN05,
+                 _PRIMS + " barrier_arrive / barrier_wait (orders_tensor_core: "
+                 "tcgen05.fence::before_thread_sync / after_thread_sync)"),
+        exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("tcgen05_commit_arrive", "tcgen05.commit: one arrival on the barrier, after every "
               "tcgen05 operation the thread issued so far (a false predicate: none; JAX >= 0.12 "
@@ -559,8 +576,14 @@ SEMANTICS = table(
               "barrier arrival carries that to other threads.", sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_store_tmem", "tcgen05.st: writes the value into TMEM; visible to the "
               "thread's loads and MMAs after commit_tmem.",
-              edge_cases=shared(UNDEFINED, "mosaic_gpu/tmem-store-before-commit",
-                                "mosaic_gpu/tmem-write-under-load"),
+              edge_cases={"async_store_tmem/c1": "two stores of one thread to the same TMEM with "
+                                                 "no commit_tmem between (st -> st is not a "
+                                                 "pipelined pair), or an access by another thread "
+                                                 "not ordered after the storer's commit_tmem by a "
+                                                 "barrier (an arrival carries no pending store): "
+                                                 "AsyncAccessError",
+                          **shared(UNDEFINED, "mosaic_gpu/tmem-store-before-commit",
+                                   "mosaic_gpu/tmem-write-under-load")},
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("commit_tmem", "tcgen05.wait::st: the thread's TMEM stores become visible.",
               sources=(_PRIMS, _PTX_TCGEN05)),

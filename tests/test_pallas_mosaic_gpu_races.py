@@ -419,14 +419,14 @@ def _cross_thread_mmas(second_mma_before_the_arrive: bool):
     return make
 
 
-def test_mosaic_gpu_tcgen05_mmas_handed_over_through_a_tensor_core_barrier_are_pipelined():
+def test_tcgen05_mma_c3_mmas_handed_over_through_a_tensor_core_barrier_are_pipelined():
     make = _cross_thread_mmas(False)
     _assert_jax_flags(False, make)
     out = interp.interpret(make(None), uninitialized="zero")()
     np.testing.assert_array_equal(out, np.zeros(_ACC, np.float32))
 
 
-def test_mosaic_gpu_tcgen05_mmas_of_two_threads_not_pipelined_race():
+def test_tcgen05_mma_c3_mmas_of_two_threads_not_pipelined_race():
     make = _cross_thread_mmas(True)
     _assert_jax_flags(True, make)
     with pytest.raises(AsyncAccessError, match=r"tcgen05_mma writes .* while a tcgen05_mma of "
@@ -436,7 +436,7 @@ def test_mosaic_gpu_tcgen05_mmas_of_two_threads_not_pipelined_race():
 
 
 @pytest.mark.parametrize("wait", [False, True])
-def test_mosaic_gpu_tcgen05_cp_into_the_accumulator_of_an_unawaited_mma_races(wait):
+def test_tcgen05_mma_c3_cp_into_the_accumulator_of_an_unawaited_mma_races(wait):
     # mma -> cp is not a pipelined pair (test_copy_into_accumulator_while_mma_in_flight)
     def make(params):
         @functools.partial(
@@ -462,6 +462,91 @@ def test_mosaic_gpu_tcgen05_cp_into_the_accumulator_of_an_unawaited_mma_races(wa
                                                    r"writes .* while a tcgen05_mma of this "
                                                    r"thread still writes it"):
             interp.interpret(make(None), uninitialized="zero")()
+
+
+@pytest.mark.parametrize("commit", [False, True])
+def test_async_store_tmem_c1_two_stores_with_no_commit_tmem_between_race(commit):
+    # test_overlapping_stores_require_commit_tmem: st -> st is not a pipelined pair
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct(_ACC, jnp.float32),
+                           scratch_types=dict(tmem=plgpu.TMEM(_ACC, jnp.float32)),
+                           **_interpret_kw(params))
+        def kernel(out_ref, tmem):
+            plgpu.async_store_tmem(tmem, jnp.full(_ACC, 1.0, jnp.float32))
+            if commit:
+                plgpu.commit_tmem()
+            plgpu.async_store_tmem(tmem, jnp.full(_ACC, 2.0, jnp.float32))
+            plgpu.commit_tmem()
+            out_ref[...] = plgpu.async_load_tmem(tmem)
+        return kernel
+    _assert_jax_flags(not commit, make)
+    if commit:
+        np.testing.assert_array_equal(_reference(make), np.full(_ACC, 2.0, np.float32))
+    else:
+        with pytest.raises(AsyncAccessError, match=r"async_store_tmem writes .* earlier "
+                                                   r"async_store_tmem of this thread .* not "
+                                                   r"committed"):
+            _reference(make)
+
+
+@pytest.mark.parametrize("producer_commits", [False, True])
+def test_async_store_tmem_c1_tmem_handed_over_before_the_producers_commit_races(producer_commits):
+    # test_cross_thread_handoff_requires_producer_wait: an arrival carries no pending store
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct(_ACC, jnp.float32),
+                           scratch_types=dict(tmem=plgpu.TMEM(_ACC, jnp.float32),
+                                              handoff=plgpu.Barrier(orders_tensor_core=True)),
+                           num_threads=2, thread_name="t", **_interpret_kw(params))
+        def kernel(out_ref, tmem, handoff):
+            @pl.when(jax.lax.axis_index("t") == 0)
+            def _():
+                plgpu.async_store_tmem(tmem, jnp.full(_ACC, 1.0, jnp.float32))
+                if producer_commits:
+                    plgpu.commit_tmem()
+                plgpu.barrier_arrive(handoff)
+
+            @pl.when(jax.lax.axis_index("t") == 1)
+            def _():
+                plgpu.barrier_wait(handoff)
+                plgpu.commit_tmem()   # (the consumer's own: covers nothing of the producer's)
+                out_ref[...] = plgpu.async_load_tmem(tmem)
+        return kernel
+    _assert_jax_flags(not producer_commits, make)
+    if producer_commits:
+        np.testing.assert_array_equal(_reference(make), np.full(_ACC, 1.0, np.float32))
+    else:
+        with pytest.raises(AsyncAccessError, match=r"warpgroup 1: read of .* which an "
+                                                   r"async_store_tmem of kernel .*warpgroup 0 "
+                                                   r"wrote .* with no commit_tmem"):
+            _reference(make)
+
+
+@pytest.mark.parametrize("fence", [False, True])
+def test_commit_smem_c1_a_tcgen05_mma_reading_smem_written_plainly(fence):
+    # test_smem_write_then_mma_requires_commit_smem: the tensor core reads SMEM through the
+    # async proxy
+    def make(params):
+        @functools.partial(
+            plgpu.kernel, out_type=jax.ShapeDtypeStruct(_ACC, jnp.float32),
+            scratch_types=_tc_scratch(done=plgpu.Barrier(orders_tensor_core=True)),
+            **_interpret_kw(params))
+        def kernel(a_in, b_in, out_ref, acc, a, b, done):
+            a[...] = a_in[...]
+            b[...] = b_in[...]
+            if fence:
+                plgpu.commit_smem()
+            plgpu.tcgen05_mma(acc, a, b, done, accumulate=False)
+            plgpu.barrier_wait(done)
+            out_ref[...] = plgpu.async_load_tmem(acc)
+        return kernel
+    x = np.ones(_OPND, np.float16)
+    _assert_jax_flags(not fence, make, x, x)
+    if fence:
+        np.testing.assert_array_equal(_reference(make, x, x), np.full(_ACC, 128.0, np.float32))
+    else:
+        with pytest.raises(TmaRaceError, match=r"commit_smem/c1: .* tcgen05_mma accesses .* "
+                                               r"wrote with a plain store"):
+            _reference(make, x, x)
 
 
 # -- barrier phases observed inside a warp_map -------------------------------------------------

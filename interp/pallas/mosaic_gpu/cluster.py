@@ -15,7 +15,8 @@ class ClusterState:
     (``KernelRun.mesh`` of its warpgroups)."""
     __slots__ = ("point", "axes", "sizes", "thread_name", "tma", "writes", "concurrent",
                  "tensor_core", "tmem_loads", "launch", "runs", "unfinished", "plan",
-                 "allocations", "allocation_of", "prototypes", "generic", "tma_sources")
+                 "allocations", "allocation_of", "prototypes", "generic", "tma_sources",
+                 "tmem_stores")
 
     def __init__(self, plan, point):
         self.point = point
@@ -29,6 +30,7 @@ class ClusterState:
         self.concurrent = plan.num_threads * len(plan.blocks) > 1   # several threads access SMEM
         self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
         self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
+        self.tmem_stores = []   # async_store_tmem records: [Footprint, storer, commit epoch]
         self.launch = None          # the Launch this cluster belongs to
         self.runs = {}              # (block, warpgroup) -> (run, refs), until it starts
         self.unfinished = 0         # warpgroups not finished
@@ -98,7 +100,7 @@ class ClusterState:
         proxy = run.async_proxy
         if not self.tma and not run.wgmma and not self.launch.storing and not shared and \
                 not (self.tma_sources and kind != "read") and \
-                not self.tensor_core and not run.tmem_stores and not run.cp_async and \
+                not self.tensor_core and not self.tmem_stores and not run.cp_async and \
                 not (smem and (kind != "read" or (proxy and self.generic))):
             return
         region = Footprint(ref, index)
@@ -108,7 +110,7 @@ class ClusterState:
             elif kind != "read":
                 tma.generic_write(self, run, region)
         tma.check_cp_async(run, region, kind)
-        if self.tensor_core or run.tmem_stores:
+        if self.tensor_core or self.tmem_stores:
             tcgen05.check_access(self, run, region, kind)
         tma.check_copies(self, run, region, kind)
         if self.tma_sources and kind != "read":

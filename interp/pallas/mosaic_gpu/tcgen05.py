@@ -36,7 +36,8 @@ def mma(run, accs, a, b, accumulate: bool, product, barriers=None) -> None:
     acc_i = product(acc_i or 0.0 when not ``accumulate``, a_i, [b_0 | b_1 ...]). In flight
     until a commit tracking it is observed; ``barriers`` (the mma's own barrier operand, one per
     block) commit it at once (Mosaic GPU lowers it to the mma then tcgen05.commit)."""
-    operands = [(_pipe_read(run, a_i), _pipe_read(run, b_i)) for a_i, b_i in zip(a, b)]
+    operands = [(_pipe_read(run, a_i, "tcgen05_mma"), _pipe_read(run, b_i, "tcgen05_mma"))
+                for a_i, b_i in zip(a, b)]
     bv = np.concatenate([b_i for _, (b_i, _) in operands], axis=1)
     writes, reads = [], []
     for acc, ((_, a_region), (_, b_region)) in zip(accs, operands):
@@ -55,23 +56,27 @@ def mma(run, accs, a, b, accumulate: bool, product, barriers=None) -> None:
 def cp(run, src, dst) -> None:
     """tcgen05.cp (async_copy_smem_to_tmem): ``src`` ((ref, index), SMEM) into ``dst`` (TMEM), in
     flight until a commit tracking it is observed."""
-    value, src_region = _pipe_read(run, src)
+    value, src_region = _pipe_read(run, src, "tcgen05.cp (async_copy_smem_to_tmem)")
     dst_ref, dst_index = dst
     _issue(run, TensorCoreOp("tcgen05.cp (async_copy_smem_to_tmem)", run,
                              [Footprint(dst_ref, dst_index)], [src_region], "cp"))
     dst_ref.array[dst_index] = value.reshape(np.shape(dst_ref.array[dst_index]))
 
 
-def _pipe_read(run, operand):
+def _pipe_read(run, operand, what):
     """(value, Footprint) of a tcgen05 operand ((ref, index), SMEM or TMEM) read by the tensor
     core that ``run`` drives: ordered after the thread's earlier tcgen05 operations (the tensor
-    pipe runs them in order), checked against everything else in flight."""
+    pipe runs them in order), checked against everything else in flight. The tensor core reads
+    SMEM through the async proxy (PTX ISA tcgen05.mma / tcgen05.cp: shared memory descriptors;
+    a plain write needs commit_smem first: commit_smem/c1)."""
     ref, index = operand
     run.in_tensor_pipe = True
+    run.async_proxy = what
     try:
         return ref.read(index), Footprint(ref, index)
     finally:
         run.in_tensor_pipe = False
+        run.async_proxy = None
 
 
 def _issue(run, op: "TensorCoreOp") -> None:
@@ -91,7 +96,8 @@ def _issue(run, op: "TensorCoreOp") -> None:
             if touched is not None:
                 how = "writes" if any(w.overlaps(x) for x in other.writes) else "reads"
                 raise AsyncAccessError(
-                    f"{run.where()}: {op.what} writes {w.describe()} while a {other.what} of "
+                    f"tcgen05_mma/c3: {run.where()}: {op.what} writes {w.describe()} while a "
+                    f"{other.what} of "
                     f"{'this thread' if other.issuer is run else other.issuer.where()} still "
                     f"{how} it ({touched.describe()}): the two are not pipelined (PTX ISA "
                     f"tcgen05 pipelined pairs) and {other.guard_text()}")
@@ -138,17 +144,33 @@ def wait_tmem_loads(run) -> None:
 
 def tmem_store(run, dst, value) -> None:
     """async_store_tmem (tcgen05.st): ``value`` into ``dst`` ((ref, index), TMEM), not visible to
-    the thread's own reads before commit_tmem."""
+    the thread's own reads before commit_tmem, nor to other threads before a barrier arrival of
+    the storer made after its commit_tmem (the arrival carries no pending store). Two stores to
+    the same TMEM with no commit_tmem between race (st -> st is not a pipelined pair)."""
     ref, index = dst
     footprint = Footprint(ref, index)
-    check_tmem_write(run.cluster, run, [footprint])
+    cluster = run.cluster
+    check_tmem_write(cluster, run, [footprint])
+    for earlier in run.tmem_stores:
+        if footprint.overlaps(earlier[0]):
+            raise AsyncAccessError(
+                f"async_store_tmem/c1: {run.where()}: async_store_tmem writes "
+                f"{footprint.describe()} while an "
+                f"earlier async_store_tmem of this thread ({earlier[0].describe()}) is not "
+                "committed (commit_tmem): two tcgen05.st are not pipelined")
     ref.write(index, np.asarray(value).reshape(indexed_shape(ref.array, index)))
-    run.tmem_stores.append(footprint)
+    record = [footprint, run, None]
+    cluster.tmem_stores = [r for r in cluster.tmem_stores
+                           if not (r[1] is run and r[0].covered_by(footprint))]
+    cluster.tmem_stores.append(record)
+    run.tmem_stores.append(record)
 
 
 def commit_tmem(run) -> None:
     """commit_tmem (tcgen05.wait::st): the thread's TMEM stores become visible (to its loads and
-    MMAs, and through barriers to others)."""
+    MMAs, and through its next barrier arrival to others)."""
+    for record in run.tmem_stores:
+        record[2] = run.epoch
     run.tmem_stores = []
 
 
@@ -185,12 +207,20 @@ def check_access(cluster, run, region, kind: str) -> None:
             raise AsyncAccessError(
                 f"{run.where()}: {kind} of {region.describe()} while a {op.what} still reads "
                 f"it: {op.guard_text()}")
-    if kind == "read":
-        for f in run.tmem_stores:
-            if region.overlaps(f):
+    for f, storer, committed in cluster.tmem_stores:
+        if storer is run:
+            if kind == "read" and committed is None and region.overlaps(f):
                 raise AsyncAccessError(
                     f"{run.where()}: read of {region.describe()}, which async_store_tmem "
                     "wrote with no commit_tmem since: the store is not visible yet")
+        elif (committed is None or run.known.get(id(storer), 0) < committed) and \
+                region.overlaps(f):
+            raise AsyncAccessError(
+                f"async_store_tmem/c1: {run.where()}: {kind} of {region.describe()}, which an "
+                "async_store_tmem of "
+                f"{storer.where()} wrote ({f.describe()}) with no commit_tmem of that thread "
+                "ordered before this access by a barrier (an arrival carries no pending "
+                "store)")
 
 
 class TensorCoreOp:

@@ -43,7 +43,7 @@ class WarpgroupRun(KernelRun):
         self.epoch = 1                    # this warpgroup's releases so far (barrier arrivals) + 1
         self.tensor_core_ops = []         # tcgen05 operations this thread issued (TensorCoreOp)
         self.in_tensor_pipe = False       # reading an operand for a tcgen05 op it issues
-        self.tmem_stores = []             # async_store_tmem footprints before commit_tmem
+        self.tmem_stores = []             # its async_store_tmem records before commit_tmem
         self.tmem_loads = []              # async_load_tmem records before wait_load_tmem
         self.warps = {}                   # warp id -> WarpRun of this warpgroup's warp_maps
         self.cancel_calls = 0             # try_cluster_cancel calls so far
