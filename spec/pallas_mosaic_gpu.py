@@ -40,7 +40,8 @@ UNDEFINED = {
                                           "barriers whose arrivals observed it): AsyncAccessError",
     "mosaic_gpu/smem-write-under-tma-store": "a write to SMEM a TMA store (copy_smem_to_gmem) of the "
                                              "same warpgroup still reads, before wait_smem_to_gmem "
-                                             "retired its group: AsyncAccessError",
+                                             "retired its group: AsyncAccessError (by another "
+                                             "warpgroup: copy_smem_to_gmem/c2)",
     "mosaic_gpu/accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, "
                                                 "before wgmma_wait (or a waiting accumulator read): "
                                                 "AsyncAccessError",
