@@ -408,7 +408,18 @@ SEMANTICS = table(
               "is one barrier per block expecting num_arrivals from every block of its "
               "collective group; an arrival lands on the barrier of every block of the group "
               "(of the group's leader only, leader_tracked).",
-              sources=(_PRIMS, _PTX_MBAR, _PTX_MODEL)),
+              edge_cases={"barrier_arrive/c1": "the collective group of a plgpu.ClusterBarrier "
+                                               "over several collective axes is the blocks that "
+                                               "differ from the arriving one along one of them "
+                                               "only (a tuple of axes counts as one): Mosaic GPU "
+                                               "ORs one multicast mask per axis and expects "
+                                               "sum(sizes) - len(axes) + 1 arrivals "
+                                               "(mosaic/gpu/utils.py CollectiveBarrierRef); "
+                                               "blocks differing along two axes are not ordered "
+                                               "by it"},
+              sources=(_PRIMS, _PTX_MBAR, _PTX_MODEL,
+                       "jax/experimental/mosaic/gpu/utils.py CollectiveBarrierRef.initialize, "
+                       "arrive (cluster_collective_mask per dimension)")),
     Semantics("barrier_wait", "The warpgroup's k-th wait on a barrier waits for phase k to "
               "complete (Mosaic GPU tracks the phase parity per thread); the warpgroup then "
               "observes what that phase's arrivals observed.",

@@ -376,6 +376,53 @@ def test_mosaic_gpu_blocks_of_a_cluster_reading_or_ordered_do_not_race(how):
         assert int(out) == 43
 
 
+def _cluster_barrier_over_two_axes(reader):
+    """Each block of a 2x2 cluster writes its row of a GMEM scratch, all arrive and wait on a
+    ClusterBarrier over both axes, then block (1, 1) reads the row of block ``reader``
+    (test_cluster_barrier_differ_at_most_one_collective_axis)."""
+    def make(params):
+        def kernel(in_gmem, scratch, out_gmem, barrier):
+            c0, c1 = jax.lax.axis_index("c0"), jax.lax.axis_index("c1")
+            scratch[c0, c1, :] = in_gmem[c0, c1, :]
+            plgpu.barrier_arrive(barrier)
+            plgpu.barrier_wait(barrier)
+            mine = (c0 == 1) & (c1 == 1)
+
+            @pl.when(mine)
+            def _():
+                out_gmem[c0, c1, :] = scratch[reader[0], reader[1], :]
+
+            @pl.when(~mine)
+            def _():
+                out_gmem[c0, c1, :] = scratch[c0, c1, :]
+        return plgpu.kernel(
+            kernel, out_type=jax.ShapeDtypeStruct((2, 2, 16), I32),
+            scratch_types=dict(barrier=plgpu.ClusterBarrier(collective_axes=("c0", "c1"),
+                                                            num_arrivals=1)),
+            cluster=(2, 2), cluster_names=("c0", "c1"), **_interpret_kw(params))
+    return make
+
+
+@pytest.mark.parametrize("reader,racy", [((0, 0), True), ((0, 1), False), ((1, 0), False)])
+def test_barrier_arrive_c1_a_cluster_barrier_orders_blocks_differing_along_one_axis(reader,
+                                                                                     racy):
+    from interp.pallas.mosaic_gpu import WarpgroupRaceError
+    make = _cluster_barrier_over_two_axes(reader)
+    x = np.arange(64, dtype=np.int32).reshape(2, 2, 16)
+    s = np.zeros_like(x)
+    _assert_jax_flags(racy, make, x, s)
+    if racy:
+        with pytest.raises(WarpgroupRaceError, match=r"block \(1, 1\), warpgroup 0: read of "
+                                                     r".* which warpgroup 0 of block \(0, 0\) "
+                                                     r"wrote"):
+            _reference(make, x, s)
+    else:
+        out = _reference(make, x, s)
+        want = x.copy()
+        want[1, 1] = x[reader]
+        np.testing.assert_array_equal(out, want)
+
+
 # -- (d) the tensor core's pipe: tcgen05 operations of one or two threads ----------------------
 
 _ACC, _OPND = (128, 128), (128, 128)

@@ -177,7 +177,7 @@ def _arrivals(eqn, run, ref, transforms) -> list:
     if not collective:
         return [_barrier(eqn, ref, transforms)]
     axes, leader_tracked = collective
-    blocks = run.cluster.group(run.block, axes)
+    blocks = run.cluster.barrier_group(run.block, axes)   # (barrier_arrive/c1)
     return [_barrier(eqn, ref, transforms, b) for b in (blocks[:1] if leader_tracked else blocks)]
 
 

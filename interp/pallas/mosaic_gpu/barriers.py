@@ -100,12 +100,13 @@ class BarrierRefs(KernelRef):
 
     def fresh(self, run):
         # A cluster barrier is one barrier per block; an arrival lands in every block of its
-        # collective group (or in the group's leader, leader_tracked), so each expects
-        # num_arrivals from each block of the group (mosaic/gpu/utils.py
-        # CollectiveBarrierRef.initialize: arrival_count * cluster_arrival_count).
+        # collective group (ClusterState.barrier_group; or in the group's leader,
+        # leader_tracked), so each expects num_arrivals from each block of the group
+        # (mosaic/gpu/utils.py CollectiveBarrierRef.initialize: arrival_count *
+        # cluster_arrival_count).
         scale = 1
         if self.collective and isinstance(run, WarpgroupRun):
-            scale = len(run.cluster.group(run.block, self.collective[0]))
+            scale = len(run.cluster.barrier_group(run.block, self.collective[0]))
         # (ravel and a list: np.ndindex costs more than the barriers, made per block and call)
         array = np.empty(self.array.size, object)
         array[:] = [Barrier(b.name, b.num_arrivals * scale, b.orders_tensor_core)

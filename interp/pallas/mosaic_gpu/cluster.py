@@ -87,6 +87,18 @@ class ClusterState:
         return [b for b in self.plan.blocks
                 if all(b[d] == block[d] for d in range(len(block)) if d not in free)]
 
+    def barrier_group(self, block, axes) -> list:
+        """The blocks an arrival on a plgpu.ClusterBarrier over ``axes`` reaches, ``block``
+        included: those differing from it along one entry of ``axes`` only (an axis, or a tuple
+        of axes taken together), in row-major order. Mosaic GPU ORs one collective mask per
+        entry and expects sum(sizes) - len(entries) + 1 arrivals per arriving thread
+        (mosaic/gpu/utils.py CollectiveBarrierRef.initialize): blocks differing along two
+        entries are not synchronized by it (barrier_arrive/c1)."""
+        members = set()
+        for entry in axes:
+            members.update(self.group(block, (entry,)))
+        return [b for b in self.plan.blocks if b in members]
+
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access): a warpgroup's access
         checked against the asynchronous operations in flight (each kind's rule is in its
