@@ -403,6 +403,21 @@ def _cluster_barrier_over_two_axes(reader):
     return make
 
 
+def test_barrier_arrive_c1_a_cluster_barrier_over_no_axis_is_the_blocks_own():
+    def make(params):
+        def kernel(out_ref, barrier):
+            plgpu.barrier_arrive(barrier)
+            plgpu.barrier_wait(barrier)
+            out_ref[jax.lax.axis_index("c0")] = jax.lax.axis_index("c0")
+        return plgpu.kernel(
+            kernel, out_type=jax.ShapeDtypeStruct((2,), I32),
+            scratch_types=dict(barrier=plgpu.ClusterBarrier(collective_axes=(),
+                                                            num_arrivals=1)),
+            cluster=(2,), cluster_names=("c0",), **_interpret_kw(params))
+    _assert_jax_flags(False, make)
+    np.testing.assert_array_equal(_reference(make), [0, 1])
+
+
 @pytest.mark.parametrize("reader,racy", [((0, 0), True), ((0, 1), False), ((1, 0), False)])
 def test_barrier_arrive_c1_a_cluster_barrier_orders_blocks_differing_along_one_axis(reader,
                                                                                      racy):

@@ -94,7 +94,7 @@ class ClusterState:
         entry and expects sum(sizes) - len(entries) + 1 arrivals per arriving thread
         (mosaic/gpu/utils.py CollectiveBarrierRef.initialize): blocks differing along two
         entries are not synchronized by it (barrier_arrive/c1)."""
-        members = set()
+        members = {tuple(block)}
         for entry in axes:
             members.update(self.group(block, (entry,)))
         return [b for b in self.plan.blocks if b in members]
