@@ -75,12 +75,16 @@ class Known:
     klass: str                    # a key of CLASSES
     reason: str                   # which mechanism, specifically
     jax: tuple[str, str | None] = ("0", None)   # [first JAX version, first version it no longer applies)
+    outcome: str | None = None    # the routed run's outcome it explains ("fail(AssertionError)"),
+    #                               None: any (another outcome is another difference)
 
     def __post_init__(self):
         if self.klass not in CLASSES:
             raise ValueError(f"unknown class {self.klass!r} for {self.tests}")
 
-    def matches(self, test_id: str, jax_version: str) -> bool:
+    def matches(self, test_id: str, jax_version: str, ref_outcome: str | None = None) -> bool:
+        if self.outcome is not None and ref_outcome != self.outcome:
+            return False
         return version_in(jax_version, self.jax) and any(
             fnmatch.fnmatchcase(test_id, p) for p in self.tests)
 
@@ -164,7 +168,7 @@ KNOWN: tuple[Known, ...] = (
           "the expected value is jnp.dot on XLA:CPU (float32 accumulation), compared at rtol 1e-7 "
           "or exactly; JAX's interpreter computes tcgen05_mma with the same dot, the reference "
           "rounds the exact sum once (spec/pallas_mosaic_gpu.py tcgen05_mma): last-bit "
-          "differences (relative 5e-7)"),
+          "differences (relative 5e-7)", outcome="fail(AssertionError)"),
     Known((_GPU_INTERPRET + "test_completing_barrier_twice_in_*_raises",), "interpreter-artifact",
           "a barrier phase completing with no thread having waited for the previous one: legal "
           "on the hardware (an mbarrier needs no waiter, PTX ISA 9.7.13.15), an error of JAX's "
@@ -248,7 +252,7 @@ def classify(test_id: str, jax_version: str, jax_outcome: str, ref_outcome: str,
              ref_text: str) -> tuple[str, str, bool]:
     """(class, reason, confirmed) of one difference."""
     for k in KNOWN:
-        if k.matches(test_id, jax_version):
+        if k.matches(test_id, jax_version, ref_outcome):
             return k.klass, k.reason, True
     if "not-run" in (jax_outcome, ref_outcome):
         return "not-run", "", False
