@@ -59,6 +59,17 @@ def _reference(make, *args):
     return interp.interpret(make(None))(*args)
 
 
+def _check(racy: bool, make, *args, error, match, want=None) -> None:
+    """JAX's detector flags the kernel exactly when ``racy``; the reference then raises
+    ``error`` matching ``match`` (naming both accesses), else returns ``want``."""
+    _assert_jax_flags(racy, make, *args)
+    if racy:
+        with pytest.raises(error, match=match):
+            _reference(make, *args)
+    else:
+        np.testing.assert_array_equal(_reference(make, *args), want)
+
+
 def _interpret_kw(params):
     return {} if params is None else {"interpret": params}
 
@@ -134,43 +145,26 @@ def _cross_thread_copy(fence_by_writer: bool, fence_by_copier: bool):
 
 @pytest.mark.parametrize("fence", [False, True])
 def test_commit_smem_c1_tma_store_of_smem_written_with_no_commit_smem_races(fence):
-    make = _store_of_smem_written_plainly(fence)
-    _assert_jax_flags(not fence, make)
-    if fence:
-        assert int(_reference(make)) == 42
-    else:
-        with pytest.raises(TmaRaceError, match=r"TMA store \(copy_smem_to_gmem\) accesses .*"
-                                               r"wrote with a plain store .*no commit_smem"):
-            _reference(make)
+    _check(not fence, _store_of_smem_written_plainly(fence), error=TmaRaceError,
+           match=r"TMA store \(copy_smem_to_gmem\) accesses .*wrote with a plain store .*no "
+                 r"commit_smem", want=42)
 
 
 @pytest.mark.parametrize("fence", [False, True])
 def test_commit_smem_c1_tma_copy_over_smem_written_with_no_commit_smem_races(fence):
-    make = _copy_over_smem_written_plainly(fence)
-    x = np.int32(42)
-    _assert_jax_flags(not fence, make, x)
-    if fence:
-        assert int(_reference(make, x)) == 42
-    else:
-        with pytest.raises(TmaRaceError, match=r"TMA copy \(copy_gmem_to_smem\) accesses .*"
-                                               r"wrote with a plain store .*no commit_smem"):
-            _reference(make, x)
+    _check(not fence, _copy_over_smem_written_plainly(fence), np.int32(42), error=TmaRaceError,
+           match=r"TMA copy \(copy_gmem_to_smem\) accesses .*wrote with a plain store .*no "
+                 r"commit_smem", want=42)
 
 
 @pytest.mark.parametrize("by_writer,by_copier", [(False, False), (True, False), (False, True)])
 def test_commit_smem_c1_a_fence_of_either_thread_orders_a_plain_write_before_a_copy(
         by_writer, by_copier):
-    make = _cross_thread_copy(by_writer, by_copier)
-    x = np.int32(42)
-    racy = not (by_writer or by_copier)
-    _assert_jax_flags(racy, make, x)
-    if racy:
-        # both accesses: the copy (thread 1) and the plain write (thread 0)
-        with pytest.raises(TmaRaceError, match=r"warpgroup 1: TMA copy .* which kernel .*"
-                                               r"warpgroup 0 wrote with a plain store"):
-            _reference(make, x)
-    else:
-        assert int(_reference(make, x)) == 42
+    # both accesses named: the copy (thread 1) and the plain write (thread 0)
+    _check(not (by_writer or by_copier), _cross_thread_copy(by_writer, by_copier), np.int32(42),
+           error=TmaRaceError,
+           match=r"warpgroup 1: TMA copy .* which kernel .*warpgroup 0 wrote with a plain store",
+           want=42)
 
 
 def _write_of_a_copys_source(wait: bool):
@@ -231,16 +225,10 @@ def _gmem_under_store(wait_read_only: bool, location: str):
 
 @pytest.mark.parametrize("location,racy", [("smem0", False), ("out0", False), ("out1", True)])
 def test_copy_smem_to_gmem_c1_gmem_a_tma_store_still_writes_races(location, racy):
-    make = _gmem_under_store(False, location)
-    x = np.array([1, 2], np.int32)
-    _assert_jax_flags(racy, make, x)
-    if racy:
-        with pytest.raises(TmaRaceError, match=r"(read|write) of output \(gmem\) .* while a TMA "
-                                               r"store of this warpgroup may still write it"):
-            _reference(make, x)
-    else:
-        out = _reference(make, x)
-        np.testing.assert_array_equal(out, [3 if location == "out0" else 1, 2])
+    _check(racy, _gmem_under_store(False, location), np.array([1, 2], np.int32),
+           error=TmaRaceError, match=r"(read|write) of output \(gmem\) .* while a TMA store of "
+                                     r"this warpgroup may still write it",
+           want=[3 if location == "out0" else 1, 2])
 
 
 def test_copy_smem_to_gmem_c1_a_read_only_wait_leaves_the_gmem_write_in_flight():
@@ -541,14 +529,9 @@ def test_async_store_tmem_c1_two_stores_with_no_commit_tmem_between_race(commit)
             plgpu.commit_tmem()
             out_ref[...] = plgpu.async_load_tmem(tmem)
         return kernel
-    _assert_jax_flags(not commit, make)
-    if commit:
-        np.testing.assert_array_equal(_reference(make), np.full(_ACC, 2.0, np.float32))
-    else:
-        with pytest.raises(AsyncAccessError, match=r"async_store_tmem writes .* earlier "
-                                                   r"async_store_tmem of this thread .* not "
-                                                   r"committed"):
-            _reference(make)
+    _check(not commit, make, error=AsyncAccessError,
+           match=r"async_store_tmem writes .* earlier async_store_tmem of this thread .* not "
+                 r"committed", want=np.full(_ACC, 2.0, np.float32))
 
 
 @pytest.mark.parametrize("producer_commits", [False, True])
@@ -573,14 +556,9 @@ def test_async_store_tmem_c1_tmem_handed_over_before_the_producers_commit_races(
                 plgpu.commit_tmem()   # (the consumer's own: covers nothing of the producer's)
                 out_ref[...] = plgpu.async_load_tmem(tmem)
         return kernel
-    _assert_jax_flags(not producer_commits, make)
-    if producer_commits:
-        np.testing.assert_array_equal(_reference(make), np.full(_ACC, 1.0, np.float32))
-    else:
-        with pytest.raises(AsyncAccessError, match=r"warpgroup 1: read of .* which an "
-                                                   r"async_store_tmem of kernel .*warpgroup 0 "
-                                                   r"wrote .* with no commit_tmem"):
-            _reference(make)
+    _check(not producer_commits, make, error=AsyncAccessError,
+           match=r"warpgroup 1: read of .* which an async_store_tmem of kernel .*warpgroup 0 "
+                 r"wrote .* with no commit_tmem", want=np.full(_ACC, 1.0, np.float32))
 
 
 @pytest.mark.parametrize("fence", [False, True])
@@ -602,13 +580,9 @@ def test_commit_smem_c1_a_tcgen05_mma_reading_smem_written_plainly(fence):
             out_ref[...] = plgpu.async_load_tmem(acc)
         return kernel
     x = np.ones(_OPND, np.float16)
-    _assert_jax_flags(not fence, make, x, x)
-    if fence:
-        np.testing.assert_array_equal(_reference(make, x, x), np.full(_ACC, 128.0, np.float32))
-    else:
-        with pytest.raises(TmaRaceError, match=r"commit_smem/c1: .* tcgen05_mma accesses .* "
-                                               r"wrote with a plain store"):
-            _reference(make, x, x)
+    _check(not fence, make, x, x, error=TmaRaceError,
+           match=r"commit_smem/c1: .* tcgen05_mma accesses .* wrote with a plain store",
+           want=np.full(_ACC, 128.0, np.float32))
 
 
 # -- barrier phases observed inside a warp_map -------------------------------------------------
