@@ -364,6 +364,32 @@ def test_mosaic_gpu_blocks_of_a_cluster_reading_or_ordered_do_not_race(how):
         assert int(out) == 43
 
 
+@pytest.mark.parametrize("rows_of_block_1,racy", [(slice(128, 256), False),
+                                                    (slice(120, 248), True)])
+def test_mosaic_gpu_blocks_writing_tiles_of_a_large_gmem_buffer(rows_of_block_1, racy):
+    # A buffer past the footprints' mask limit (512 x 256 elements): tiles compared as boxes.
+    from interp.pallas.mosaic_gpu import WarpgroupRaceError
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((512, 256), I32),
+                           cluster=(2,), cluster_names=("c0",), **_interpret_kw(params))
+        def kernel(out_ref):
+            @pl.when(jax.lax.axis_index("c0") == 0)
+            def _():
+                out_ref[0:128, 0:64] = jnp.zeros((128, 64), I32)
+
+            @pl.when(jax.lax.axis_index("c0") == 1)
+            def _():
+                out_ref[rows_of_block_1, 0:64] = jnp.ones((128, 64), I32)
+        return kernel
+    if racy:
+        with pytest.raises(WarpgroupRaceError, match=r"block \(1,\), warpgroup 0: (read|write) "
+                                                     r"of output \(gmem\)"):
+            interp.interpret(make(None), uninitialized="zero")()
+    else:
+        out = interp.interpret(make(None), uninitialized="zero")()
+        assert int(np.asarray(out)[128:256, 0:64].min()) == 1
+
+
 def _cluster_barrier_over_two_axes(reader):
     """Each block of a 2x2 cluster writes its row of a GMEM scratch, all arrive and wait on a
     ClusterBarrier over both axes, then block (1, 1) reads the row of block ``reader``

@@ -68,8 +68,12 @@ class Footprint:
         return self.mask
 
     def overlaps(self, other: "Footprint") -> bool:
-        if self.array is other.array and self.array.size <= _MASK_LIMIT:
-            return _mask_relation(self._mask(), other._mask(), _OVERLAPS, _masks_overlap)
+        if self.array is other.array:
+            if self.array.size <= _MASK_LIMIT:
+                return _mask_relation(self._mask(), other._mask(), _OVERLAPS, _masks_overlap)
+            boxes = _boxes(self.index, other.index, self.array.shape)
+            if boxes is not None:
+                return all(lo < ohi and olo < hi for (lo, hi), (olo, ohi) in zip(*boxes))
         if not np.may_share_memory(self.array, other.array):
             return False
         return self.region().overlaps(other.region())
@@ -88,9 +92,37 @@ class Footprint:
             return False
         if self.array.size <= _MASK_LIMIT:
             return _mask_relation(self._mask(), other._mask(), _COVERS, _mask_covered)
+        boxes = _boxes(self.index, other.index, self.array.shape)
+        if boxes is not None:
+            return all(olo <= lo and hi <= ohi for (lo, hi), (olo, ohi) in zip(*boxes)
+                       if lo < hi) or any(lo >= hi for lo, hi in boxes[0])
         mine, theirs = self.region(), other.region()
         return theirs.lo <= mine.lo and mine.hi <= theirs.hi and bool(
             np.isin(mine.addr, theirs.addr, assume_unique=True).all())
+
+
+def _box(index, shape):
+    """[(start, stop)] per dimension of an index of ints and unit-step slices (a box of the
+    buffer), or None for any other index."""
+    if type(index) is not tuple:
+        return None
+    out = []
+    for d, size in enumerate(shape):
+        ix = index[d] if d < len(index) else slice(0, size, 1)
+        if type(ix) is slice:
+            if ix.step not in (None, 1):
+                return None
+            out.append((ix.start, ix.stop))
+        elif type(ix) is int or isinstance(ix, np.integer):
+            out.append((int(ix), int(ix) + 1))
+        else:
+            return None
+    return out
+
+
+def _boxes(a, b, shape):
+    box_a, box_b = _box(a, shape), _box(b, shape)
+    return None if box_a is None or box_b is None else (box_a, box_b)
 
 
 # Buffers up to this many elements (SMEM, small GMEM) compare footprints by masks over the whole
