@@ -215,6 +215,14 @@ SEMANTICS = table(
                           "semaphore_signal/c2": "a signal to another device's run_scoped semaphore "
                                                  "while that device is outside the run_scoped: "
                                                  "RaceError (the semaphore does not exist there)",
+                          "semaphore_signal/c3": "a signal with core_index into a semaphore that "
+                                                 "run_scoped allocates inside a core-mesh kernel "
+                                                 "lands in the named core's allocation of the same "
+                                                 "run_scoped (the same occurrence), also before "
+                                                 "that core entered it: Mosaic TPU allocates a "
+                                                 "run_scoped's semaphores in the kernel's frame "
+                                                 "(mosaic/lowering.py _run_scoped_lowering_rule: "
+                                                 "tpu.sem_alloc in a tpu.region)",
                           **shared(REMOTE_DMA, "remote-dma/device-id", "remote-dma/target",
                                    "remote-dma/custom-barrier", "remote-dma/core-target",
                                    "remote-dma/deadlock")},

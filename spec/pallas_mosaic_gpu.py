@@ -40,7 +40,8 @@ UNDEFINED = {
                                           "barriers whose arrivals observed it): AsyncAccessError",
     "mosaic_gpu/smem-write-under-tma-store": "a write to SMEM a TMA store (copy_smem_to_gmem) of the "
                                              "same warpgroup still reads, before wait_smem_to_gmem "
-                                             "retired its group: AsyncAccessError",
+                                             "retired its group: AsyncAccessError (by another "
+                                             "warpgroup: copy_smem_to_gmem/c2)",
     "mosaic_gpu/accumulator-before-wgmma-wait": "an access to an accumulator a wgmma still writes, "
                                                 "before wgmma_wait (or a waiting accumulator read): "
                                                 "AsyncAccessError",
@@ -59,8 +60,14 @@ UNDEFINED = {
     "mosaic_gpu/smem-race-between-warpgroups": "an access to SMEM another warpgroup wrote, with no "
                                                "barrier phase ordering the write before it (the writer "
                                                "arrived after writing, the accessor observed that "
-                                               "phase, directly or through other barriers): "
-                                               "WarpgroupRaceError (a RaceError)",
+                                               "phase, directly or through other barriers), or to "
+                                               "GMEM another warpgroup of the same cluster (any of "
+                                               "its blocks) wrote, plainly or by a TMA store, with "
+                                               "no barrier phase or semaphore signal/wait (a "
+                                               "release/acquire pair) ordering them: "
+                                               "WarpgroupRaceError (a RaceError). GMEM written by "
+                                               "different clusters is not checked (they order "
+                                               "through GMEM semaphores only)",
     "mosaic_gpu/barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies "
                                    "that do not match): DeadlockError, reported instead of hanging",
     "mosaic_gpu/barrier-poll-deadlock": "a poll loop over barrier_test that can never end: a test "
@@ -309,6 +316,11 @@ SEMANTICS = table(
                                             "cp.async copies are refused (JAX: TMA only)",
                     "copy_gmem_to_smem/c4": "a source outside its array raises OutOfBoundsError "
                                             "(OOBFillMode is not modelled)",
+                    "copy_gmem_to_smem/c5": "the copy reads its GMEM source until the barrier "
+                                            "phase it completes on: a write of that GMEM (a plain "
+                                            "store, a TMA store) by a thread that has not observed "
+                                            "the phase races with the read (TmaRaceError, a "
+                                            "RaceError; JAX's GPU interpret mode flags it too)",
                     **shared(UNDEFINED, "mosaic_gpu/tma-read-before-barrier"),
                     **REMOTE_REF},
         sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",
@@ -325,10 +337,26 @@ SEMANTICS = table(
         "treats signed i32 as unsigned for them: launch_context.py "
         "_is_tma_reduction_op_supported). commit_group=True closes a bulk async-group with every uncommitted "
         "store; the SMEM source stays in flight until wait_smem_to_gmem retires the group.",
-        edge_cases={**shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
+        edge_cases={"copy_smem_to_gmem/c1": "the store writes its GMEM destination until a "
+                                            "wait_smem_to_gmem with wait_read_only=False of the "
+                                            "issuing thread retires its group "
+                                            "(cp.async.bulk.wait_group; wait_group.read waits for "
+                                            "the source reads only): an access to that GMEM by any "
+                                            "thread meanwhile, a second store to it included, is "
+                                            "a race (TmaRaceError, a RaceError); two reduction "
+                                            "stores (cp.reduce.async.bulk, atomic per element) do "
+                                            "not race with each other",
+                    "copy_smem_to_gmem/c2": "bulk async-groups are per thread: a thread's "
+                                            "wait_smem_to_gmem retires only its own stores, so "
+                                            "another thread's write of SMEM a store still reads "
+                                            "is a race (TmaRaceError) whatever that thread waited",
+                    **shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
                              "mosaic_gpu/async-store-at-exit"),
                     **REMOTE_REF},
-        sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA),
+        sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA,
+                 "PTX ISA 9.7.9.25.x cp.async.bulk.wait_group / wait_group.read",
+                 "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py (JAX's detector: "
+                 "per-thread store groups, read and write sides)"),
     ),
     Semantics("wait_gmem_to_smem", "cp.async.wait_group n then a warpgroup barrier "
               "(launch_context.py await_cp_async_copy): at most the n newest cp.async copies of "
@@ -351,28 +379,65 @@ SEMANTICS = table(
                        "PTX ISA st.async / red.async (mbarrier::complete_tx::bytes)")),
     Semantics("commit_group", "Closes a bulk async-group of this warpgroup's uncommitted TMA "
               "stores.", sources=(_PRIMS, _PTX_TMA)),
-    Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup stay in "
-              "flight (n: parameter, or operand on JAX 0.10.2); wait_read_only changes nothing in "
-              "the reference (stores write at issue).",
+    Semantics("wait_smem_to_gmem", "At most n committed store groups of this warpgroup still "
+              "read SMEM (n: parameter, or operand on JAX 0.10.2), and, unless wait_read_only, "
+              "still write GMEM (copy_smem_to_gmem/c1); other threads' stores stay in flight.",
               edge_cases=shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
                                 "mosaic_gpu/async-store-at-exit"),
               sources=(_PRIMS, _PTX_TMA)),
-    Semantics("commit_smem", "fence.proxy.async: orders the warpgroup's SMEM writes before later "
-              "TMA reads. No value effect in the reference (TMA reads see every earlier write).",
-              sources=(_PRIMS, _PTX_MODEL)),
+    Semantics("commit_smem", "fence.proxy.async.shared::cta: orders the plain SMEM writes the "
+              "warpgroup knows (its own, and others' ordered before it by barriers) before the "
+              "TMA operations ordered after the fence (issued later by the warpgroup, or by a "
+              "thread that observed a later release of it). No value effect in the reference.",
+              edge_cases={"commit_smem/c1": "the TMA unit reads and writes SMEM through the async "
+                                            "proxy: a TMA copy into SMEM or a TMA store from it "
+                                            "that a plain store wrote, with the write ordered "
+                                            "before the TMA operation but no commit_smem ordered "
+                                            "between them, is a race (TmaRaceError, a RaceError, "
+                                            "naming the TMA operation and the write); the same "
+                                            "for the tensor core's SMEM operands (tcgen05_mma, "
+                                            "async_copy_smem_to_tmem); JAX's GPU interpret mode "
+                                            "flags the same"},
+              sources=(_PRIMS, _PTX_MODEL, "PTX ISA 9.7.13.x membar/fence: fence.proxy.async "
+                       "(a cross-proxy fence is required between generic-proxy and async-proxy "
+                       "accesses of the same memory)",
+                       "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py commit_smem")),
     Semantics("barrier_arrive", "One arrival on the barrier (a false predicate: none). A phase "
               "completes when its num_arrivals arrived and no transaction bytes are pending; "
               "the arrival carries what the arriving warpgroup observed. A plgpu.ClusterBarrier "
               "is one barrier per block expecting num_arrivals from every block of its "
               "collective group; an arrival lands on the barrier of every block of the group "
               "(of the group's leader only, leader_tracked).",
-              sources=(_PRIMS, _PTX_MBAR, _PTX_MODEL)),
+              edge_cases={"barrier_arrive/c1": "the collective group of a plgpu.ClusterBarrier "
+                                               "over several collective axes is the blocks that "
+                                               "differ from the arriving one along one of them "
+                                               "only (a tuple of axes counts as one): Mosaic GPU "
+                                               "ORs one multicast mask per axis and expects "
+                                               "sum(sizes) - len(axes) + 1 arrivals "
+                                               "(mosaic/gpu/utils.py CollectiveBarrierRef); "
+                                               "blocks differing along two axes are not ordered "
+                                               "by it"},
+              sources=(_PRIMS, _PTX_MBAR, _PTX_MODEL,
+                       "jax/experimental/mosaic/gpu/utils.py CollectiveBarrierRef.initialize, "
+                       "arrive (cluster_collective_mask per dimension)")),
     Semantics("barrier_wait", "The warpgroup's k-th wait on a barrier waits for phase k to "
               "complete (Mosaic GPU tracks the phase parity per thread); the warpgroup then "
               "observes what that phase's arrivals observed.",
-              edge_cases=shared(UNDEFINED, "mosaic_gpu/barrier-deadlock",
-                                "mosaic_gpu/barrier-skipped-phase"),
-              sources=(_PRIMS, _PTX_MBAR)),
+              edge_cases={"barrier_wait/c1": "a warp_map's warps start at their warpgroup's "
+                                             "phase of each barrier and, at the join, the phases "
+                                             "they observed become the warpgroup's (its wait is "
+                                             "its warps' waits, each on its own parity); where "
+                                             "the warps observed different phases, the "
+                                             "warpgroup's next wait or test of that barrier is "
+                                             "undefined: BarrierError (JAX's GPU interpret mode "
+                                             "raises too: 'its constituent warps have previously "
+                                             "observed different phases')",
+                          **shared(UNDEFINED, "mosaic_gpu/barrier-deadlock",
+                                   "mosaic_gpu/barrier-skipped-phase")},
+              sources=(_PRIMS, _PTX_MBAR, _LOWER + " _mpmd_map_lowering_rule (warp_map: a "
+                       "fork/join over the warps of a warpgroup)",
+                       "jax/_src/pallas/mosaic_gpu/interpret/shared_memory.py (barrier phases "
+                       "per warp and warpgroup)")),
     Semantics("barrier_arrive_and_wait", "barrier_arrive then barrier_wait (JAX >= 0.12).",
               sources=(_PRIMS,)),
     Semantics("barrier_test", "Whether the thread's next phase of the barrier completed at the "
@@ -441,8 +506,23 @@ SEMANTICS = table(
                                       "committed to both blocks' barriers",
                     "tcgen05_mma/c2": "a_scale/b_scale (block-scaled) and a_sparse_metadata (sparse) "
                                       "are refused: their TMEM layouts are not modelled; tf32 and "
-                                      "integer kinds are refused"},
-        sources=(_PRIMS + " tcgen05_mma", _LOWER, _PTX_TCGEN05), exactness=CORRECTLY_ROUNDED,
+                                      "integer kinds are refused",
+                    "tcgen05_mma/c3": "pipelined pairs (PTX ISA 9.7.16.6 tcgen05 memory consistency: "
+                                      "mma -> mma, cp -> mma): an mma is ordered after an earlier "
+                                      "mma or cp of the same thread, or of another thread that "
+                                      "arrived on a barrier with orders_tensor_core=True after "
+                                      "issuing it (tcgen05.fence::before_thread_sync) when this "
+                                      "thread waited on such a barrier since (fence::after_thread_"
+                                      "sync); a commit of this thread then tracks both. Any other "
+                                      "pair of tensor-core operations touching the same memory, one "
+                                      "writing, before a commit tracking the earlier one is "
+                                      "observed (mma then cp into its accumulator, two cps into one "
+                                      "TMEM, two threads' mmas not so ordered) is undefined: "
+                                      "AsyncAccessError naming both"},
+        sources=(_PRIMS + " tcgen05_mma", _LOWER, _PTX_TCGEN05,
+                 _PRIMS + " barrier_arrive / barrier_wait (orders_tensor_core: "
+                 "tcgen05.fence::before_thread_sync / after_thread_sync)"),
+        exactness=CORRECTLY_ROUNDED,
     ),
     Semantics("tcgen05_commit_arrive", "tcgen05.commit: one arrival on the barrier, after every "
               "tcgen05 operation the thread issued so far (a false predicate: none; JAX >= 0.12 "
@@ -508,8 +588,14 @@ SEMANTICS = table(
               "barrier arrival carries that to other threads.", sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("async_store_tmem", "tcgen05.st: writes the value into TMEM; visible to the "
               "thread's loads and MMAs after commit_tmem.",
-              edge_cases=shared(UNDEFINED, "mosaic_gpu/tmem-store-before-commit",
-                                "mosaic_gpu/tmem-write-under-load"),
+              edge_cases={"async_store_tmem/c1": "two stores of one thread to the same TMEM with "
+                                                 "no commit_tmem between (st -> st is not a "
+                                                 "pipelined pair), or an access by another thread "
+                                                 "not ordered after the storer's commit_tmem by a "
+                                                 "barrier (an arrival carries no pending store): "
+                                                 "AsyncAccessError",
+                          **shared(UNDEFINED, "mosaic_gpu/tmem-store-before-commit",
+                                   "mosaic_gpu/tmem-write-under-load")},
               sources=(_PRIMS, _PTX_TCGEN05)),
     Semantics("commit_tmem", "tcgen05.wait::st: the thread's TMEM stores become visible.",
               sources=(_PRIMS, _PTX_TCGEN05)),

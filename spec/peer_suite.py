@@ -75,17 +75,23 @@ class Known:
     klass: str                    # a key of CLASSES
     reason: str                   # which mechanism, specifically
     jax: tuple[str, str | None] = ("0", None)   # [first JAX version, first version it no longer applies)
+    outcome: str | None = None    # the routed run's outcome it explains ("fail(AssertionError)"),
+    #                               None: any (another outcome is another difference)
 
     def __post_init__(self):
         if self.klass not in CLASSES:
             raise ValueError(f"unknown class {self.klass!r} for {self.tests}")
 
-    def matches(self, test_id: str, jax_version: str) -> bool:
+    def matches(self, test_id: str, jax_version: str, ref_outcome: str | None = None) -> bool:
+        if self.outcome is not None and ref_outcome != self.outcome:
+            return False
         return version_in(jax_version, self.jax) and any(
             fnmatch.fnmatchcase(test_id, p) for p in self.tests)
 
 
 _TPU_INTERPRET = "tpu_pallas_interpret_test.py::InterpretTest::"
+_GPU_INTERPRET = "gpu_pallas_interpret_test.py::InterpretTest::"
+_TCGEN05 = "gpu_pallas_interpret_tcgen05_race_detection_test.py::TCGen05RaceDetectionTest::"
 
 KNOWN: tuple[Known, ...] = (
     # -- tests of JAX's TPU interpreter itself (tpu_pallas_interpret_test.py) --------------------
@@ -120,11 +126,6 @@ KNOWN: tuple[Known, ...] = (
           "HBM/ANY ref (only DMAs reach them: mosaic/lowering.py 'Loads and stores are only "
           "allowed on VMEM and SMEM references'); JAX's interpreter raises as Mosaic would, the "
           "reference runs the program"),
-    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map[0-9]",), "reference-false-alarm",
-          "semaphore_signal(sem, core_index=other) into a semaphore run_scoped allocates inside "
-          "a core-mesh kernel: MeshState.counterpart knows only the kernel's own scratch "
-          "(MeshState.register), so the signal lands in the signalling core's own copy, which "
-          "then holds 1 at the end of its run_scoped (RaceError)"),
     Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map_with_race*",), "mosaic-refuses",
           "run_scoped allocates an HBM buffer (allow_hbm_allocation_in_run_scoped=True, which "
           "Mosaic TPU does not support): JAX's interpreter shares it between the core mesh's "
@@ -153,6 +154,71 @@ KNOWN: tuple[Known, ...] = (
           "the test expects JAX's refusal to lower a compiled (interpret=False) kernel on CPU "
           "('Only interpret mode is supported on CPU'); the drop-in mode runs every kernel in the "
           "reference"),
+    # -- JAX's Mosaic GPU interpret-mode tests (gpu_pallas_interpret*_test.py) -----------------
+    Known((_GPU_INTERPRET + "test_barrier_for_buffering*",
+           _GPU_INTERPRET + "test_skip_floating_point_ops"),
+          "interpreter-artifact",
+          "InterpretGPUParams(skip_floating_point_ops=True): JAX's interpreter replaces float "
+          "results with placeholders; the drop-in mode refuses it (docs/pallas-mode.md)"),
+    Known((_GPU_INTERPRET + "test_async_copy_tmem_with_mma",
+           _TCGEN05 + "test_can_commit_mma_to_multiple_barriers*",
+           _TCGEN05 + "test_can_deallocate_tmem_while_mma_active_on_different_tmem",
+           _TCGEN05 + "test_can_pipeline_with_multiple_children",
+           _TCGEN05 + "test_can_pipeline_with_multiple_parents*"), "interpreter-artifact",
+          "the expected value is jnp.dot on XLA:CPU (float32 accumulation), compared at rtol 1e-7 "
+          "or exactly; JAX's interpreter computes tcgen05_mma with the same dot, the reference "
+          "rounds the exact sum once (spec/pallas_mosaic_gpu.py tcgen05_mma): last-bit "
+          "differences (relative 5e-7)", outcome="fail(AssertionError)"),
+    Known((_GPU_INTERPRET + "test_completing_barrier_twice_in_*_raises",), "interpreter-artifact",
+          "a barrier phase completing with no thread having waited for the previous one: legal "
+          "on the hardware (an mbarrier needs no waiter, PTX ISA 9.7.13.15), an error of JAX's "
+          "interpreter, whose phase tracking needs every phase observed ('Barrier completed "
+          "phase 1, but no threads observed phase 0')"),
+    Known((_GPU_INTERPRET + "test_all_warps_must_wait_on_barrier",
+           _GPU_INTERPRET + "test_warps_must_wait_on_barrier_evenly",
+           _GPU_INTERPRET + "test_warps_of_warpgroup_must_wait_on_barrier_evenly",
+           _GPU_INTERPRET + "test_mpmd_all_warps_must_wait_on_barrier",
+           _GPU_INTERPRET + "test_mpmd_warps_must_wait_on_barrier_evenly",
+           _GPU_INTERPRET + "test_mpmd_warps_of_warpgroup_must_wait_on_barrier_evenly",
+           _GPU_INTERPRET + "test_not_waiting_for_all_barrier_completions_in_thread_raises"),
+          "reference-reports-ub",
+          "warps or threads waiting on barrier phases unevenly (a wait for a phase after which "
+          "another completed, or a warpgroup wait after its warps observed different phases): "
+          "the reference raises BarrierError (barrier_wait/c1, mosaic_gpu/barrier-skipped-phase), "
+          "the test expects JAX's messages ('only 3 of its constituent warps', 'is waiting at "
+          "barrier ... for the first time, but barrier is already at phase 2')"),
+    Known((_GPU_INTERPRET + "test_cant_mpmd_map_twice",
+           _GPU_INTERPRET + "test_not_indexing_multiple_barriers_raises"), "reference-reports-ub",
+          "a program both refuse, in other words: a warp_map nested in a warp_map "
+          "(UndefinedBehaviorError: Mosaic GPU refuses to lower it), a barrier operand selecting "
+          "two barriers (UnsupportedPrimitiveError); the test expects JAX's messages"),
+    Known((_GPU_INTERPRET + "test_run_scoped_barrier_with_incorrect_collective_axes*",
+           _GPU_INTERPRET + "test_run_scoped_with_cluster[2-7]",
+           _GPU_INTERPRET + "test_run_scoped_with_unknown_collective_axis"), "reference-reports-ub",
+          "run_scoped collective over cluster axes or unknown ones: the reference refuses "
+          "(UndefinedBehaviorError: only the thread axis is supported) or, for variant 2, reports "
+          "the kernel's race first (every thread and block writes o_ref with no ordering: "
+          "WarpgroupRaceError); the test expects the messages of JAX's interpreter "
+          "(interpret/jaxpr_interpret.py)"),
+    Known((_GPU_INTERPRET + "test_run_scoped_with_cluster0",), "interpreter-artifact",
+          "a scoped GMEM buffer not collective over the thread axis (one per thread): JAX's "
+          "interpreter refuses it ('Scoped allocation must have the thread axis in its "
+          "collective axes', interpret/jaxpr_interpret.py); Mosaic GPU's lowering "
+          "(lowering.py _run_scoped_lowering_rule) has no such check, and the reference "
+          "allocates one buffer per thread"),
+    Known(("gpu_pallas_interpret_distributed_test.py::InterpretDistributedTest::*",),
+          "reference-reports-ub",
+          "a shard_map with out_specs P() (replicated) whose devices compute different values "
+          "(check_vma=False), the test then reading each device's copy through "
+          "addressable_shards: the reference raises UndefinedBehaviorError (shard_map/c2: which "
+          "copy XLA returns is unspecified)"),
+    # -- JAX's Mosaic GPU race-detection tests --------------------------------------------------
+    Known(("gpu_pallas_interpret_race_detection_test.py::InterpretTest::"
+           "test_finds_exception_in_unawaited_smem_to_gmem",), "reference-reports-ub",
+          "a kernel that ends with a TMA store still reading SMEM (no wait_smem_to_gmem): the "
+          "test expects JAX's message ('Not all copy_smem_to_gmem read-side operations "
+          "completed before'); the reference raises AsyncAccessError 'the warpgroup ends with "
+          "TMA stores still reading SMEM' (mosaic_gpu/async-store-at-exit)"),
     # -- kernels indexing refs outside their bounds (indexing_test.py) ---------------------------
     Known(("indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer5",
            "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer10",
@@ -186,7 +252,7 @@ def classify(test_id: str, jax_version: str, jax_outcome: str, ref_outcome: str,
              ref_text: str) -> tuple[str, str, bool]:
     """(class, reason, confirmed) of one difference."""
     for k in KNOWN:
-        if k.matches(test_id, jax_version):
+        if k.matches(test_id, jax_version, ref_outcome):
             return k.klass, k.reason, True
     if "not-run" in (jax_outcome, ref_outcome):
         return "not-run", "", False

@@ -1391,3 +1391,50 @@ def test_reading_an_accumulator_other_than_by_matmul_pop_raises():
         jaxpr = jax.make_jaxpr(f)(x)
     with pytest.raises(UninitializedReadError, match=r"MXU accumulator acc\(mxu_id=0\)"):
         interp.eval_jaxpr(jaxpr, x)
+
+
+def _signal_into_a_scoped_semaphore(first, interpret=None):
+    """Core ``first`` of two signals (core_index) the other core's copy of a run_scoped semaphore,
+    which the other core waits on before copying (JAX's test_allocate_shared_buffer_in_core_map,
+    with the buffer in VMEM)."""
+    second = 1 - first
+    mesh = _tensorcore_mesh(2)
+
+    def f(x):
+        def inner(refs):
+            x_ref, y_ref = refs
+
+            @pl.core_map(mesh, **({} if interpret is None else {"interpret": interpret}))
+            def _():
+                def body(sem):
+                    @pl.when(jax.lax.axis_index("core") == second)
+                    def _():
+                        pl.semaphore_wait(sem, 1)
+
+                    def copy(x_vmem):
+                        pltpu.sync_copy(x_ref, x_vmem)
+                        pltpu.sync_copy(x_vmem, y_ref)
+                    pl.run_scoped(copy, pltpu.VMEM(x_ref.shape, x_ref.dtype))
+
+                    @pl.when(jax.lax.axis_index("core") == first)
+                    def _():
+                        pl.semaphore_signal(sem, 1, core_index=second)
+                pl.run_scoped(body, pltpu.SemaphoreType.REGULAR)
+        _, y = pl.run_state(inner)((x, jnp.zeros_like(x)))
+        return y
+    return f
+
+
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize("order", ["sequential", "shuffled"])
+def test_semaphore_signal_c3_into_another_cores_run_scoped_semaphore(first, order):
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as tpu_interpret
+    x = jnp.arange(16 * 128, dtype=jnp.int32).reshape((16, 128))
+    # JAX's TPU interpret mode: race-free, y == x
+    y = jax.jit(_signal_into_a_scoped_semaphore(
+        first, pltpu.InterpretParams(detect_races=True)))(x)
+    np.testing.assert_array_equal(y, x)
+    assert not tpu_interpret.races.races_found
+    y = interp.interpret(_signal_into_a_scoped_semaphore(first), detect_races=True,
+                         grid_order=order, seed=1)(x)
+    np.testing.assert_array_equal(y, x)

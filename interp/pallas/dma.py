@@ -357,6 +357,7 @@ class DmaEngine:
 
     def signal(self, sem, amount) -> None:
         amount = int(amount)
+        self.run.signalled(sem[0])
         self._add(sem, amount)
 
     def read_sem(self, sem):
@@ -365,6 +366,7 @@ class DmaEngine:
 
     def wait(self, sem, amount, decrement=True) -> None:
         self._wait(sem, int(amount), kind="semaphore_wait", send=None, decrement=decrement)
+        self.run.waited(sem[0])
 
     @staticmethod
     def _signals(dma, key, send) -> "bool | None":

@@ -93,6 +93,13 @@ class KernelRun:
         for check in self.exit_checks:
             check()
 
+    def signalled(self, ref) -> None:
+        """A semaphore signal of this run into ``ref`` (a release: a dialect that orders accesses
+        by vector clocks, Mosaic GPU's, makes what this run wrote visible to its waiters)."""
+
+    def waited(self, ref) -> None:
+        """A semaphore wait of this run on ``ref`` that returned (an acquire)."""
+
     def allocate_scoped(self, prototypes, collective_axes) -> list:
         """run_scoped's buffers (fresh copies of the prototypes); in a shard_map body, other
         devices' kernels may address them by position until :meth:`leave_scope`. Collective

@@ -177,7 +177,7 @@ def _arrivals(eqn, run, ref, transforms) -> list:
     if not collective:
         return [_barrier(eqn, ref, transforms)]
     axes, leader_tracked = collective
-    blocks = run.cluster.group(run.block, axes)
+    blocks = run.cluster.barrier_group(run.block, axes)   # (barrier_arrive/c1)
     return [_barrier(eqn, ref, transforms, b) for b in (blocks[:1] if leader_tracked else blocks)]
 
 
@@ -366,10 +366,9 @@ def commit_group(eqn):
 
 @register("wait_smem_to_gmem")
 def wait_smem_to_gmem(eqn, *operands, wait_read_only, n=None):
-    # n: a parameter from JAX 0.11, the operand on 0.10.2.
-    # Whether the wait covers the GMEM writes too (wait_read_only=False) changes nothing here:
-    # the writes are done at issue. The SMEM reads are done either way.
-    tma.wait_stores(_warpgroup(eqn), _n(n, operands))
+    # n: a parameter from JAX 0.11, the operand on 0.10.2. wait_read_only: the stores' SMEM
+    # reads are retired, their GMEM writes stay in flight (cp.async.bulk.wait_group.read).
+    tma.wait_stores(_warpgroup(eqn), _n(n, operands), read_only=bool(wait_read_only))
     return []
 
 

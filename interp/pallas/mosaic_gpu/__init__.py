@@ -22,12 +22,15 @@ undefined behaviour, raised as ``AsyncAccessError`` naming kernel, block, warpgr
 Warpgroups sharing SMEM: a write by one warpgroup must be ordered before another warpgroup's
 access by a barrier phase (the writer arrives after writing; the accessor observes the phase):
 otherwise the value depends on the schedule (``WarpgroupRaceError``). Each arrival carries what
-its warpgroup wrote and observed (a vector clock over warpgroups and barrier phases).
+its warpgroup wrote and observed (a vector clock over warpgroups and barrier phases). The TMA
+unit accesses SMEM through the async proxy: a plain SMEM write reaches a TMA copy or store only
+through a ``commit_smem`` (fence.proxy.async) ordered between them, and a TMA store writes GMEM
+until a full ``wait_smem_to_gmem`` of its thread (``TmaRaceError``, a RaceError, otherwise).
 
 Modules, bottom up:
 
 * ``errors``: the undefined behaviour raised (AsyncAccessError, BarrierError,
-  WarpgroupRaceError, DeadlockError).
+  WarpgroupRaceError, TmaRaceError, DeadlockError).
 * ``races``: vector clocks, the footprints of accesses and operations, the SMEM race between
   warpgroups.
 * ``warpgroup``: ``WarpgroupRun``, one warpgroup as it runs (waits, barrier phases observed,
@@ -42,4 +45,5 @@ Modules, bottom up:
 
 Semantics and sources: ``spec/pallas_mosaic_gpu.py``.
 """
-from .errors import AsyncAccessError, BarrierError, DeadlockError, WarpgroupRaceError  # noqa: F401
+from .errors import (AsyncAccessError, BarrierError, DeadlockError, TmaRaceError,  # noqa: F401
+                     WarpgroupRaceError)

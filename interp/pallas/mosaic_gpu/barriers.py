@@ -20,11 +20,16 @@ class Barrier:
     """One mbarrier (PTX ISA 9.7.13.15): a phase completes when its expected arrival count
     arrived and its pending transaction bytes (TMA ``complete_tx``) reached zero; ``completed``
     counts completed phases."""
-    __slots__ = ("name", "num_arrivals", "arrivals", "tx", "completed", "knowledge", "pending")
+    __slots__ = ("name", "num_arrivals", "arrivals", "tx", "completed", "knowledge", "pending",
+                 "orders_tensor_core")
 
-    def __init__(self, name, num_arrivals):
+    def __init__(self, name, num_arrivals, orders_tensor_core=False):
         self.name = name
         self.num_arrivals = int(num_arrivals)
+        # Mosaic GPU brackets its arrivals and waits with tcgen05.fence::before_thread_sync /
+        # after_thread_sync (primitives.py barrier_arrive / barrier_wait): the tensor core's
+        # operations of an arriving thread are pipelined before those a waiter issues after.
+        self.orders_tensor_core = bool(orders_tensor_core)
         self.arrivals = 0
         self.tx = 0
         self.completed = 0
@@ -76,7 +81,8 @@ def allocate(aval, name, run):
         shape = tuple(aval.shape)
         array = np.empty(shape, object)
         for i in np.ndindex(shape):
-            array[i] = Barrier(f"{name}{list(i) if shape else ''}", dtype.num_arrivals)
+            array[i] = Barrier(f"{name}{list(i) if shape else ''}", dtype.num_arrivals,
+                               getattr(dtype, "orders_tensor_core", False))
         refs = BarrierRefs(array, name, run, collective)
         # run_scoped prototypes are made with no run; their fresh copies count per cluster.
         return refs if run is None else refs.fresh(run)
@@ -94,13 +100,15 @@ class BarrierRefs(KernelRef):
 
     def fresh(self, run):
         # A cluster barrier is one barrier per block; an arrival lands in every block of its
-        # collective group (or in the group's leader, leader_tracked), so each expects
-        # num_arrivals from each block of the group (mosaic/gpu/utils.py
-        # CollectiveBarrierRef.initialize: arrival_count * cluster_arrival_count).
+        # collective group (ClusterState.barrier_group; or in the group's leader,
+        # leader_tracked), so each expects num_arrivals from each block of the group
+        # (mosaic/gpu/utils.py CollectiveBarrierRef.initialize: arrival_count *
+        # cluster_arrival_count).
         scale = 1
         if self.collective and isinstance(run, WarpgroupRun):
-            scale = len(run.cluster.group(run.block, self.collective[0]))
+            scale = len(run.cluster.barrier_group(run.block, self.collective[0]))
         # (ravel and a list: np.ndindex costs more than the barriers, made per block and call)
         array = np.empty(self.array.size, object)
-        array[:] = [Barrier(b.name, b.num_arrivals * scale) for b in self.array.ravel()]
+        array[:] = [Barrier(b.name, b.num_arrivals * scale, b.orders_tensor_core)
+                    for b in self.array.ravel()]
         return BarrierRefs(array.reshape(self.array.shape), self.name, run, self.collective)

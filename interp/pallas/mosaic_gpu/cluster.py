@@ -15,17 +15,22 @@ class ClusterState:
     (``KernelRun.mesh`` of its warpgroups)."""
     __slots__ = ("point", "axes", "sizes", "thread_name", "tma", "writes", "concurrent",
                  "tensor_core", "tmem_loads", "launch", "runs", "unfinished", "plan",
-                 "allocations", "allocation_of", "prototypes")
+                 "allocations", "allocation_of", "prototypes", "generic", "tma_sources",
+                 "tmem_stores")
 
     def __init__(self, plan, point):
         self.point = point
         self.axes, self.sizes = plan.axes, plan.sizes
         self.thread_name = plan.thread_name
         self.tma = []       # in-flight TMA writes to SMEM: (Footprint, barrier, phase)
+        self.tma_sources = []   # in-flight TMA reads of GMEM: (Footprint, barrier, phase)
         self.writes = []    # warpgroups' SMEM writes: (Footprint, writer run, writer epoch)
+        self.generic = []   # plain SMEM writes: (Footprint, writer, epoch, {fencing thread id:
+        #                     (thread, its epoch at the fence)}) (tma.generic_write)
         self.concurrent = plan.num_threads * len(plan.blocks) > 1   # several threads access SMEM
         self.tensor_core = []   # tcgen05 operations in flight (TensorCoreOp)
         self.tmem_loads = []    # async_load_tmem records: [Footprint, reader run, retire epoch]
+        self.tmem_stores = []   # async_store_tmem records: [Footprint, storer, commit epoch]
         self.launch = None          # the Launch this cluster belongs to
         self.runs = {}              # (block, warpgroup) -> (run, refs), until it starts
         self.unfinished = 0         # warpgroups not finished
@@ -82,6 +87,18 @@ class ClusterState:
         return [b for b in self.plan.blocks
                 if all(b[d] == block[d] for d in range(len(block)) if d not in free)]
 
+    def barrier_group(self, block, axes) -> list:
+        """The blocks an arrival on a plgpu.ClusterBarrier over ``axes`` reaches, ``block``
+        included: those differing from it along one entry of ``axes`` only (an axis, or a tuple
+        of axes taken together), in row-major order. Mosaic GPU ORs one collective mask per
+        entry and expects sum(sizes) - len(entries) + 1 arrivals per arriving thread
+        (mosaic/gpu/utils.py CollectiveBarrierRef.initialize): blocks differing along two
+        entries are not synchronized by it (barrier_arrive/c1)."""
+        members = {tuple(block)}
+        for entry in axes:
+            members.update(self.group(block, (entry,)))
+        return [b for b in self.plan.blocks if b in members]
+
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access): a warpgroup's access
         checked against the asynchronous operations in flight (each kind's rule is in its
@@ -89,17 +106,29 @@ class ClusterState:
         run = maybe_current_run()
         if not isinstance(run, WarpgroupRun):
             return
-        shared = self.concurrent and "smem" in ref.kind
-        if not self.tma and not run.wgmma and not tma.stores_in_flight(run) and not shared and \
-                not self.tensor_core and not run.tmem_stores and not run.cp_async:
+        smem = "smem" in ref.kind
+        # SMEM, and GMEM the blocks and threads of the cluster share (check_shared)
+        shared = self.concurrent and (smem or "gmem" in ref.kind)
+        proxy = run.async_proxy
+        if not self.tma and not run.wgmma and not self.launch.storing and not shared and \
+                not (self.tma_sources and kind != "read") and \
+                not self.tensor_core and not self.tmem_stores and not run.cp_async and \
+                not (smem and (kind != "read" or (proxy and self.generic))):
             return
         region = Footprint(ref, index)
+        if smem:   # the async proxy's view (tma.generic_write, tma.check_proxy)
+            if proxy:
+                tma.check_proxy(self, run, region)
+            elif kind != "read":
+                tma.generic_write(self, run, region)
         tma.check_cp_async(run, region, kind)
-        if self.tensor_core or run.tmem_stores:
+        if self.tensor_core or self.tmem_stores:
             tcgen05.check_access(self, run, region, kind)
         tma.check_copies(self, run, region, kind)
+        if self.tma_sources and kind != "read":
+            tma.check_sources(self, run, region, kind)
         if shared:
             check_shared(self, run, region, kind)
-        if kind != "read":
+        if self.launch.storing:
             tma.check_stores(run, region, kind)
         wgmma.check_access(run, ref, region, kind)

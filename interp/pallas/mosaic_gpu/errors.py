@@ -18,5 +18,12 @@ class WarpgroupRaceError(RaceError):
     access: the result depends on the schedule."""
 
 
+class TmaRaceError(RaceError):
+    """An access racing with the async proxy (the TMA unit, the tensor core's SMEM reads): a TMA
+    copy or store or a tcgen05 operation touching SMEM a thread wrote through the generic proxy
+    with no commit_smem (fence.proxy.async) ordering the write before it, or an access to GMEM a
+    TMA copy may still read or a TMA store may still write."""
+
+
 class DeadlockError(UndefinedBehaviorError):
     """Every unfinished warpgroup waits and nothing can complete any of the waits."""

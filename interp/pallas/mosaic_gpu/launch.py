@@ -105,6 +105,7 @@ class GpuMeshPlan(MeshKernel):
         cluster.unfinished -= 1
         if not cluster.unfinished:
             del launch.clusters[point]
+            tma.cluster_finished(cluster)
 
     def _start_cluster(self, launch, point):
         """The ClusterState of cluster ``point`` as it starts (its warpgroup runs, its blocks'
@@ -178,6 +179,7 @@ class Launch:
         # the next to start; try_cluster_cancel cancels it)
         self.clusters = {}   # point -> its ClusterState while it runs, None once cancelled
         self.globals = {}    # get_global semaphores by equation: one per launch
+        self.storing = []    # threads (WarpgroupRun) with TMA stores in flight (tma.store)
         self.allocations = {}   # key -> semaphores (block-local scope, reserved at launch)
         self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
         self.run = LaunchRun(plan.name, plan.sizes, opts, self)

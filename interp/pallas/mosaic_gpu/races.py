@@ -11,10 +11,33 @@ the accessor knows the writer's epoch of that write.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..dma import Region
 from .errors import WarpgroupRaceError
+
+
+# What the signals into a semaphore carried, by its buffer (every element together: a waiter
+# learns at least what the signal it consumed carried). Mosaic GPU's semaphore_signal is a
+# release and semaphore_wait an acquire (primitives.py: memory_scope; red.release / ld.acquire),
+# the same buffer on every device of a shard_map (peer buffers), so they are kept by buffer:
+# id -> (weak reference to the buffer, clock).
+_SEMAPHORE_CLOCKS: dict = {}
+
+
+def semaphore_clock(array, create: bool = False) -> "dict | None":
+    hit = _SEMAPHORE_CLOCKS.get(id(array))
+    if hit is not None and hit[0]() is array:
+        return hit[1]
+    if not create:
+        return None
+    if len(_SEMAPHORE_CLOCKS) >= 4096:
+        _SEMAPHORE_CLOCKS.clear()
+    clock = {}
+    _SEMAPHORE_CLOCKS[id(array)] = (weakref.ref(array), clock)
+    return clock
 
 
 def join(into: dict, other: dict) -> None:
@@ -46,7 +69,11 @@ class Footprint:
 
     def overlaps(self, other: "Footprint") -> bool:
         if self.array is other.array:
-            return _mask_relation(self._mask(), other._mask(), _OVERLAPS, _masks_overlap)
+            if self.array.size <= _MASK_LIMIT:
+                return _mask_relation(self._mask(), other._mask(), _OVERLAPS, _masks_overlap)
+            boxes = _boxes(self.index, other.index, self.array.shape)
+            if boxes is not None:
+                return all(lo < ohi and olo < hi for (lo, hi), (olo, ohi) in zip(*boxes))
         if not np.may_share_memory(self.array, other.array):
             return False
         return self.region().overlaps(other.region())
@@ -61,8 +88,47 @@ class Footprint:
 
     def covered_by(self, other: "Footprint") -> bool:
         """Whether every element here is also in ``other`` (same buffer only)."""
-        return self.array is other.array and _mask_relation(self._mask(), other._mask(), _COVERS,
-                                                            _mask_covered)
+        if self.array is not other.array:
+            return False
+        if self.array.size <= _MASK_LIMIT:
+            return _mask_relation(self._mask(), other._mask(), _COVERS, _mask_covered)
+        boxes = _boxes(self.index, other.index, self.array.shape)
+        if boxes is not None:
+            return all(olo <= lo and hi <= ohi for (lo, hi), (olo, ohi) in zip(*boxes)
+                       if lo < hi) or any(lo >= hi for lo, hi in boxes[0])
+        mine, theirs = self.region(), other.region()
+        return theirs.lo <= mine.lo and mine.hi <= theirs.hi and bool(
+            np.isin(mine.addr, theirs.addr, assume_unique=True).all())
+
+
+def _box(index, shape):
+    """[(start, stop)] per dimension of an index of ints and unit-step slices (a box of the
+    buffer), or None for any other index."""
+    if type(index) is not tuple:
+        return None
+    out = []
+    for d, size in enumerate(shape):
+        ix = index[d] if d < len(index) else slice(0, size, 1)
+        if type(ix) is slice:
+            if ix.step not in (None, 1):
+                return None
+            out.append((ix.start, ix.stop))
+        elif type(ix) is int or isinstance(ix, np.integer):
+            out.append((int(ix), int(ix) + 1))
+        else:
+            return None
+    return out
+
+
+def _boxes(a, b, shape):
+    box_a, box_b = _box(a, shape), _box(b, shape)
+    return None if box_a is None or box_b is None else (box_a, box_b)
+
+
+# Buffers up to this many elements (SMEM, small GMEM) compare footprints by masks over the whole
+# buffer; larger ones (GMEM operands a TMA store writes a tile of) by the elements' addresses, so
+# no buffer-sized mask is made per view.
+_MASK_LIMIT = 1 << 16
 
 
 # Masks of immutable indices (ints, slices, the read-only position arrays of tiled SMEM views,

@@ -9,14 +9,20 @@ the checks below say what a thread may not touch meanwhile. A rule of
 * a cp.async copy (``copy_gmem_to_smem`` without a barrier) writes its SMEM destination until
   ``wait_gmem_to_smem`` of the issuing thread retires it;
 * a TMA store (``copy_smem_to_gmem``) reads its SMEM source until ``wait_smem_to_gmem`` of the
-  issuing thread retires its commit group; a thread must not end with stores in flight.
+  issuing thread retires its commit group (``wait_read_only=True`` too), and writes its GMEM
+  destination until a ``wait_smem_to_gmem`` with ``wait_read_only=False`` retires it; a thread
+  must not end with stores reading SMEM. Any thread's access is checked against every thread's
+  stores in flight (another thread's wait retires none of them);
+* the TMA unit reads and writes SMEM through the async proxy: a thread's plain SMEM write is
+  visible to it only through a ``commit_smem`` (fence.proxy.async) ordered after the write and
+  before the TMA operation (``generic_write``, ``fence_smem``, ``check_proxy``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..memory import indexed_shape
-from .errors import AsyncAccessError
+from .errors import AsyncAccessError, TmaRaceError
 from .races import Footprint
 
 
@@ -29,15 +35,41 @@ def copy(run, src, dst, barrier) -> None:
     ((ref, index), SMEM), its bytes completing on ``barrier``."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    value = src_ref.read(src_index)
-    # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM an
-    # un-waited wgmma or TMA store still reads) rather than a plain write.
-    run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
-    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
+    run.async_proxy = "TMA copy (copy_gmem_to_smem)"
+    try:
+        value = src_ref.read(src_index)
+        # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM
+        # an un-waited wgmma or TMA store still reads) rather than a plain write.
+        run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
+        dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
+    finally:
+        run.async_proxy = None
     barrier.expect_tx(value.nbytes)
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), barrier)
+    _reading(run.cluster, Footprint(src_ref, src_index), barrier)
     run.arrive(barrier)
     barrier.complete_tx(value.nbytes)
+
+
+def _reading(cluster, region, barrier) -> None:
+    """A TMA copy's read of ``region`` (GMEM) guarded by the current phase of ``barrier``: a
+    write of it before the writer observed that phase races with the read (copy_gmem_to_smem/c5).
+    Entries whose barrier completed a later phase too are dropped (a thread waiting on it in
+    order has observed them), so the list stays as short as the copies in flight."""
+    cluster.tma_sources = [t for t in cluster.tma_sources if t[1].completed <= t[2] + 1]
+    cluster.tma_sources.append((region, barrier, barrier.completed))
+
+
+def check_sources(cluster, run, region, kind: str) -> None:
+    """A write of GMEM a TMA copy still reads (the writer has not observed the barrier phase
+    that guards the copy)."""
+    for source, barrier, phase in cluster.tma_sources:
+        if run.known.get(id(barrier), 0) <= phase and region.overlaps(source):
+            raise TmaRaceError(
+                f"copy_gmem_to_smem/c5: {run.where()}: {run.async_proxy or kind} of "
+                f"{region.describe()} while a TMA copy (copy_gmem_to_smem) may still read it "
+                f"({source.describe()}): phase {phase} of barrier '{barrier.name}' that guards "
+                "the copy was not observed (barrier_wait) by this warpgroup")
 
 
 def copy_multicast(run, src, dst_index, barrier, group) -> None:
@@ -78,7 +110,11 @@ def copy_partitioned(run, src, dst, axis: int, leader, blocks) -> None:
     piece = np.split(value, len(blocks), axis=axis)[me]
     if me == 0:
         leader.expect_tx(value.nbytes)
-    dst_ref.write(dst_index, piece.reshape(shape))
+    run.async_proxy = "TMA copy (copy_gmem_to_smem, partitioned)"
+    try:
+        dst_ref.write(dst_index, piece.reshape(shape))
+    finally:
+        run.async_proxy = None
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), leader)
     if me == 0:
         run.arrive(leader)
@@ -146,59 +182,134 @@ def wait_cp_async(run, n: int) -> None:
 def store(run, src, dst, combine=None, commit: bool = False) -> None:
     """copy_smem_to_gmem (PTX cp.async.bulk.tensor .global.shared / cp.reduce.async.bulk with
     ``combine(old, new)``): ``src`` (SMEM) into ``dst`` (GMEM), the destination written at issue;
-    the source is read until wait_smem_to_gmem retires the store's commit group (``commit``:
-    the store commits its group, as commit_group)."""
+    the source is read until wait_smem_to_gmem retires the store's commit group, the destination
+    written until a wait_smem_to_gmem(wait_read_only=False) does (``commit``: the store commits
+    its group, as commit_group)."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    value = src_ref.read(src_index)
-    if combine is not None:
-        old = np.asarray(dst_ref.read(dst_index))
-        with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
-            value = np.asarray(combine(old, np.asarray(value).reshape(old.shape))).astype(old.dtype)
-    dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    run.uncommitted_stores.append(Footprint(src_ref, src_index))
+    run.async_proxy = _REDUCTION if combine is not None else "TMA store (copy_smem_to_gmem)"
+    try:
+        value = src_ref.read(src_index)
+        if combine is not None:
+            old = np.asarray(dst_ref.read(dst_index))
+            with np.errstate(over="ignore"):   # integer add wraps, as the TMA's does
+                value = np.asarray(combine(old, np.asarray(value).reshape(old.shape))).astype(
+                    old.dtype)
+        dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
+    finally:
+        run.async_proxy = None
+    run.uncommitted_stores.append(
+        (Footprint(src_ref, src_index), Footprint(dst_ref, dst_index), combine is not None))
+    storing = run.cluster.launch.storing
+    if run not in storing:
+        storing.append(run)
     if commit:
         commit_stores(run)
 
 
+# cp.reduce.async.bulk's element updates are atomic (PTX ISA 9.7.9.25.4.2: .relaxed.gpu), so
+# two reduction stores in flight to one GMEM element do not race.
+_REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
+
+
+# -- the async proxy's view of SMEM ----------------------------------------------------------------
+# PTX ISA 8.6 (proxies) and 9.7.13.x fence.proxy.async: the TMA unit accesses SMEM through the
+# async proxy, and a write made through the generic proxy (a thread's plain store) is ordered
+# before an async-proxy access only through a fence.proxy.async (Mosaic GPU's commit_smem) made by
+# a thread that knows the write, ordered before the TMA operation's issue. Each plain SMEM write
+# keeps the fences that cover it: (the fencing thread, its epoch then).
+
+def generic_write(cluster, run, region) -> None:
+    """A plain write of SMEM by ``run`` (the newest over the older of the same thread it covers)."""
+    cluster.generic = [g for g in cluster.generic
+                       if not (g[1] is run and g[0].covered_by(region))]
+    cluster.generic.append((region, run, run.epoch, {}))
+
+
 def fence_smem(run) -> None:
-    """commit_smem (fence.proxy.async.shared::cta): orders the thread's SMEM writes before later
-    TMA reads of them. The reference's TMA reads see every earlier write, so it changes no value
-    and nothing is checked here yet."""
+    """commit_smem (fence.proxy.async.shared::cta): the plain SMEM writes ``run`` knows (its own,
+    and others' ordered before it by barriers) become visible to TMA operations ordered after
+    this fence (issued later by ``run``, or by a thread that observed a release of ``run`` made
+    after it)."""
+    known = run.known
+    for _, writer, epoch, fences in run.cluster.generic:
+        if id(run) not in fences and (writer is run or known.get(id(writer), 0) >= epoch):
+            fences[id(run)] = (run, run.epoch)
+
+
+def check_proxy(cluster, run, region) -> None:
+    """A TMA operation of ``run`` (``run.async_proxy`` names it) touching SMEM: every plain write
+    of it ordered before the operation must be covered by a fence ordered before it too (a write
+    not ordered before it at all is check_shared's race)."""
+    known = run.known
+    for footprint, writer, epoch, fences in cluster.generic:
+        if (writer is run or known.get(id(writer), 0) >= epoch) and region.overlaps(footprint) \
+                and not any(t is run or known.get(id(t), 0) >= fe for t, fe in fences.values()):
+            who = "this warpgroup" if writer is run else writer.where()
+            raise TmaRaceError(
+                f"commit_smem/c1: {run.where()}: {run.async_proxy} accesses "
+                f"{region.describe()}, which {who} "
+                f"wrote with a plain store ({footprint.describe()}) with no commit_smem "
+                "(fence.proxy.async) ordered between that write and this TMA operation: the TMA "
+                "unit (the async proxy) may not see the write")
 
 
 def commit_stores(run) -> None:
-    """commit_group: the thread's TMA stores not yet committed become one store group."""
+    """commit_group: the thread's TMA stores not yet committed become one store group, in flight
+    on both sides (SMEM read, GMEM write)."""
     if run.uncommitted_stores:
         run.stores.append(run.uncommitted_stores)
+        run.store_writes.append(run.uncommitted_stores)
         run.uncommitted_stores = []
 
 
-def wait_stores(run, n: int) -> None:
-    """wait_smem_to_gmem(n): at most n committed store groups stay in flight."""
+def wait_stores(run, n: int, read_only: bool = False) -> None:
+    """wait_smem_to_gmem(n, wait_read_only): at most n committed store groups of this thread
+    still read SMEM, and, unless ``read_only`` (cp.async.bulk.wait_group.read), still write
+    GMEM."""
     if len(run.stores) > n:
         del run.stores[:len(run.stores) - n]
+    if not read_only and len(run.store_writes) > n:
+        del run.store_writes[:len(run.store_writes) - n]
+    _update_storing(run)
+
+
+def _update_storing(run) -> None:
+    if not (run.stores or run.store_writes or run.uncommitted_stores):
+        storing = run.cluster.launch.storing
+        if run in storing:
+            storing.remove(run)
 
 
 def hand_over_stores(warp, warpgroup) -> None:
     """The join of a warp_map: the warp's TMA stores in flight become its warpgroup's (its
     uncommitted stores a group of their own)."""
-    warpgroup.stores += warp.stores + ([warp.uncommitted_stores] if warp.uncommitted_stores
-                                       else [])
-    warp.stores, warp.uncommitted_stores = [], []
-
-
-def stores_in_flight(run) -> bool:
-    return bool(run.stores or run.uncommitted_stores)
+    extra = [warp.uncommitted_stores] if warp.uncommitted_stores else []
+    warpgroup.stores += warp.stores + extra
+    warpgroup.store_writes += warp.store_writes + extra
+    warp.stores, warp.store_writes, warp.uncommitted_stores = [], [], []
+    _update_storing(warp)
+    storing = warpgroup.cluster.launch.storing
+    if (warpgroup.stores or warpgroup.store_writes) and warpgroup not in storing:
+        storing.append(warpgroup)
 
 
 def check_retired(run) -> None:
     """The thread ends: none of its TMA stores may still read SMEM."""
     if run.stores or run.uncommitted_stores:
-        regions = [r for g in run.stores for r in g] + run.uncommitted_stores
+        stores = [st for g in run.stores for st in g] + run.uncommitted_stores
         raise AsyncAccessError(f"{run.where()}: the warpgroup ends with TMA stores still "
-                               f"reading SMEM ({regions[0].describe()}): no wait_smem_to_gmem "
+                               f"reading SMEM ({stores[0][0].describe()}): no wait_smem_to_gmem "
                                "retired them")
+    _update_storing(run)   # (stores writing GMEM at exit are allowed: wait_read_only=True)
+
+
+def cluster_finished(cluster) -> None:
+    """The last thread of ``cluster`` ended: its stores still writing GMEM are no longer
+    checked (the reference checks GMEM against the stores of the clusters that run, not against
+    the tails of finished ones: a grid's clusters would otherwise all stay in the list)."""
+    launch = cluster.launch
+    launch.storing = [r for r in launch.storing if r.cluster is not cluster]
 
 
 # -- what an access of a thread may not touch -------------------------------------------------------
@@ -224,9 +335,32 @@ def check_copies(cluster, run, region, kind: str) -> None:
 
 
 def check_stores(run, region, kind: str) -> None:
-    """A write of SMEM a TMA store of the thread still reads."""
-    for group in run.stores + [run.uncommitted_stores]:
-        for footprint in group:
-            if region.overlaps(footprint):
-                raise AsyncAccessError(f"{run.where()}: {kind} of {region.describe()} while "
-                                       "a TMA store still reads it (before wait_smem_to_gmem)")
+    """An access checked against the TMA stores in flight of every thread of the launch: a write
+    of SMEM a store still reads, any access of GMEM a store still writes (two reduction stores
+    excepted). A thread's wait retires its own stores only (bulk async-groups are per thread)."""
+    reduction = run.async_proxy == _REDUCTION
+    for other in run.cluster.launch.storing:
+        own = other is run
+        if kind != "read":
+            for group in other.stores + [other.uncommitted_stores]:
+                for smem, _, _ in group:
+                    if region.overlaps(smem):
+                        if own:
+                            raise AsyncAccessError(
+                                f"{run.where()}: {kind} of {region.describe()} while a TMA store "
+                                "still reads it (before wait_smem_to_gmem)")
+                        raise TmaRaceError(
+                            f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
+                            f"while a TMA store of {other.where()} still reads it "
+                            f"({smem.describe()}; that thread's wait_smem_to_gmem did not "
+                            "retire it before this access)")
+        for group in other.store_writes + [other.uncommitted_stores]:
+            for _, gmem, reducing in group:
+                if not (reduction and reducing) and region.overlaps(gmem):
+                    who = "this warpgroup" if own else other.where()
+                    what = run.async_proxy or kind
+                    raise TmaRaceError(
+                        f"copy_smem_to_gmem/c1: {run.where()}: {what} of {region.describe()} "
+                        f"while a TMA store of {who} may still write it ({gmem.describe()}): no "
+                        "wait_smem_to_gmem(wait_read_only=False) of that thread retired the "
+                        "store before this access")

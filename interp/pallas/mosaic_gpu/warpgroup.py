@@ -13,7 +13,7 @@ from ...errors import UndefinedBehaviorError
 from ...schedule import handoffs, poll, waiting_descriptions, wait_until
 from ..grid import KernelRun
 from .errors import BarrierError, DeadlockError
-from .races import join
+from .races import join, semaphore_clock
 
 
 class WarpgroupRun(KernelRun):
@@ -21,7 +21,8 @@ class WarpgroupRun(KernelRun):
     __slots__ = ("cluster", "block", "warpgroup", "warp", "known", "waits", "stores",
                  "uncommitted_stores", "wgmma", "scoped_counts", "epoch", "tensor_core_ops",
                  "in_tensor_pipe", "tmem_stores", "tmem_loads", "warps", "cancel_calls", "tests",
-                 "fruitless", "cp_async")
+                 "fruitless", "cp_async", "store_writes", "async_proxy", "diverged",
+                 "tensor_known")
 
     def __init__(self, name, grid, options, cluster, block, warpgroup):
         super().__init__(name, grid, options)
@@ -32,20 +33,27 @@ class WarpgroupRun(KernelRun):
         #                                   warpgroup
         self.known = {}                   # barrier id -> completed phases this warpgroup observed
         self.waits = {}                   # barrier id -> phases this warpgroup waited for
-        self.stores = []                  # TMA store groups: [[Footprint of SMEM read, ...], ...]
+        self.stores = []                  # TMA store groups still reading SMEM: [[(SMEM
+        #                                   Footprint, GMEM Footprint, reduction?), ...], ...]
+        self.store_writes = []            # TMA store groups still writing GMEM (same entries)
         self.uncommitted_stores = []      # TMA stores not yet committed to a group
+        self.async_proxy = None           # the TMA operation whose accesses are being made
         self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Footprints)
         self.scoped_counts = {}
         self.epoch = 1                    # this warpgroup's releases so far (barrier arrivals) + 1
         self.tensor_core_ops = []         # tcgen05 operations this thread issued (TensorCoreOp)
         self.in_tensor_pipe = False       # reading an operand for a tcgen05 op it issues
-        self.tmem_stores = []             # async_store_tmem footprints before commit_tmem
+        self.tmem_stores = []             # its async_store_tmem records before commit_tmem
         self.tmem_loads = []              # async_load_tmem records before wait_load_tmem
         self.warps = {}                   # warp id -> WarpRun of this warpgroup's warp_maps
         self.cancel_calls = 0             # try_cluster_cancel calls so far
         self.tests = 0                    # barrier_test calls so far
         self.fruitless = {}               # barrier id -> what a test answering False last saw
         self.cp_async = []                # cp.async groups in flight: [Footprint of SMEM written]
+        self.tensor_known = {}            # what it knew at its last wait on a barrier that
+        #                                   orders the tensor core (tcgen05.pipelined_into)
+        self.diverged = {}                # barrier id -> the phases its warps observed, where
+        #                                   they differ (warps._join_phases)
 
     def where(self) -> str:
         return (f"kernel '{self.label}' at cluster {self.cluster.point}, block {self.block}, "
@@ -114,6 +122,14 @@ class WarpgroupRun(KernelRun):
         self.epoch += 1
         return self.known
 
+    def signalled(self, ref) -> None:
+        join(semaphore_clock(ref.array, create=True), self.release())
+
+    def waited(self, ref) -> None:
+        clock = semaphore_clock(ref.array)
+        if clock:
+            join(self.known, clock)
+
     # -- waits ----------------------------------------------------------------------------------
     def wait_until(self, ready, description: str) -> None:
         wait_until(ready, description, lambda d: DeadlockError(
@@ -122,10 +138,21 @@ class WarpgroupRun(KernelRun):
     def wait_barrier(self, barrier) -> None:
         """barrier_wait: the warpgroup's next phase of ``barrier`` (its k-th wait waits for
         phase k: Mosaic GPU tracks the phase parity per thread, PTX mbarrier.try_wait.parity)."""
+        self._check_phases_agree(barrier)
         phase = self.waits.get(id(barrier), 0)
         self.wait_until(lambda: barrier.completed > phase,
                         f"{self.where()} waits for phase {phase} of {barrier.describe()}")
         self._observe(barrier, phase)
+
+    def _check_phases_agree(self, barrier) -> None:
+        phases = self.diverged.get(id(barrier))
+        if phases is not None:
+            raise BarrierError(
+                f"barrier_wait/c1: {self.where()}: waits on barrier '{barrier.name}' after a "
+                "warp_map in which its "
+                f"warps observed different phases of it ({phases}, per warp): each warp waits on "
+                "its own phase parity (mbarrier.try_wait.parity), so the warpgroup's wait is "
+                "undefined")
 
     def _observe(self, barrier, phase: int) -> None:
         """The warpgroup observed the completion of its next phase ``phase`` of ``barrier``."""
@@ -135,6 +162,8 @@ class WarpgroupRun(KernelRun):
                                "completed (a parity wait cannot tell the two apart)")
         self.waits[id(barrier)] = phase + 1
         join(self.known, barrier.knowledge[phase])
+        if barrier.orders_tensor_core:   # tcgen05.fence::after_thread_sync
+            join(self.tensor_known, self.known)
 
     def test_barrier(self, barrier) -> bool:
         """barrier_test (spec/pallas_mosaic_gpu.py BARRIER_TEST): whether the warpgroup's next
@@ -144,6 +173,7 @@ class WarpgroupRun(KernelRun):
         for a seeded half of such tests. A second test answering False after nothing changed
         (no other core ran, the barrier and this warpgroup's releases as they were) is a poll
         loop that never ends: DeadlockError."""
+        self._check_phases_agree(barrier)
         phase = self.waits.get(id(barrier), 0)
         self.tests += 1
 
@@ -177,4 +207,8 @@ class WarpgroupRun(KernelRun):
     def arrive(self, barrier) -> None:
         # A release: what this warpgroup wrote before it is visible to whoever observes the
         # phase this arrival completes.
+        if barrier.orders_tensor_core:   # tcgen05.fence::before_thread_sync
+            for op in self.tensor_core_ops:
+                if op.fenced is None:
+                    op.fenced = self.epoch
         barrier.arrive(self.release())

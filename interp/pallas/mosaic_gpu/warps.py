@@ -63,12 +63,20 @@ class WarpMapPlan:
         mesh = _WarpMeshState(tuple(cluster.axes) + (self.axis_name,),
                               tuple(cluster.sizes) + (self.NUM_WARPS,))
         warps = {}
+        # The fork and the join order the warpgroup's accesses before and after the warps' (a
+        # warpgroup barrier): each is a release, so what was written before it is known after.
+        forked = parent.release()
         for w in range(self.NUM_WARPS):
             warp = parent.warps.get(w)
             if warp is None:
                 warp = parent.warps[w] = WarpRun(parent, w)
-            join(warp.known, parent.known)
-            join(warp.waits, parent.waits)
+            join(warp.known, forked)
+            join(warp.tensor_known, parent.tensor_known)
+            # the warpgroup's phase of each barrier, except where its warps diverged (then each
+            # warp keeps the phase it observed)
+            for b, phase in parent.waits.items():
+                if b not in parent.diverged:
+                    warp.waits[b] = phase
             warp.mesh = mesh
             warp.point = {**parent.point, self.axis_name: w}
             warps[warp.core] = warp
@@ -83,12 +91,29 @@ class WarpMapPlan:
         cluster.concurrent = True   # the warps' SMEM accesses are checked as concurrent ones
         run_cores(bodies, parent.label, deadlock=DeadlockError)
         for warp in warps.values():   # the join: a warpgroup barrier after the warps
-            join(parent.known, warp.known)
+            join(parent.known, warp.release())
+            join(parent.tensor_known, warp.tensor_known)
             tma.hand_over_stores(warp, parent)
+        _join_phases(parent, list(warps.values()))
         return []
 
     def _run_body(self, args) -> None:
         self.plan.run(self.consts, list(args))
+
+
+def _join_phases(parent, warps) -> None:
+    """The barrier phases the warps observed become the warpgroup's: Mosaic GPU tracks a
+    barrier's phase parity per thread, and a warpgroup's wait is its warps' waits (PTX
+    mbarrier.try_wait.parity per thread). Where the warps observed different phases, the
+    warpgroup's next wait on that barrier waits on different parities in its warps: undefined
+    (``WarpgroupRun.wait_barrier`` raises BarrierError naming the phases)."""
+    for b in {b for w in warps for b in w.waits}:
+        phases = [w.waits.get(b, parent.waits.get(b, 0)) for w in warps]
+        parent.waits[b] = max(phases)
+        if len(set(phases)) == 1:
+            parent.diverged.pop(b, None)
+        else:
+            parent.diverged[b] = phases
 
 
 class CoreMapWarpPlan(WarpMapPlan):

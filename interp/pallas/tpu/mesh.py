@@ -59,7 +59,7 @@ class MeshPlan(MeshKernel):
         mesh = MeshState(self.axes, self.sizes)
         runs, locals_ = {}, {}
         for point in points:
-            run = KernelRun(self.name, self.sizes, opts)
+            run = CoreRun(self.name, self.sizes, opts)
             run.kernel_grid = ()
             run.point = dict(zip(self.axes, point))
             run.mesh = mesh
@@ -68,6 +68,7 @@ class MeshPlan(MeshKernel):
                                     kind="semaphore", check_bounds=opts.check_bounds)
             mesh.barriers[point] = run.barrier
             runs[point] = run
+            mesh.runs[point] = run
             locals_[point] = [s if s is not None else
                               self.allocate_scratch(v.aval, self.names[len(refs) + i], run)
                               for i, (s, v) in enumerate(zip(shared, scratch_vars))]
@@ -103,6 +104,24 @@ class MeshPlan(MeshKernel):
         return self.outputs(arrays)
 
 
+class CoreRun(KernelRun):
+    """One core of a TPU core-mesh kernel: its run_scoped allocations have counterparts on the
+    other cores (the same run_scoped, the same occurrence), which a signal with core_index
+    addresses (``MeshState.counterpart``)."""
+    __slots__ = ("scoped_counts",)
+
+    def __init__(self, name, grid, options):
+        super().__init__(name, grid, options)
+        self.scoped_counts = {}   # id(prototypes) -> run_scoped allocations so far
+
+    def allocate_scoped(self, prototypes, collective_axes) -> list:
+        if collective_axes or self.devices is not None:
+            return super().allocate_scoped(prototypes, collective_axes)
+        n = self.scoped_counts.get(id(prototypes), 0)
+        self.scoped_counts[id(prototypes)] = n + 1
+        return self.mesh.scoped((id(prototypes), n), self.core, prototypes, self)
+
+
 class MeshState:
     """What the cores of one mesh kernel share: each core's buffers (for signals addressed to
     another core)."""
@@ -113,6 +132,23 @@ class MeshState:
         self.locals = {}   # core point -> [refs]
         self.barriers = {}
         self.globals = {}   # get_global buffers by equation, shared by the cores
+        self.scoped_refs = {}   # (id(prototypes), occurrence) -> {core: [refs]}
+        self.scoped_slots = {}  # id(scoped ref) -> (key, position, prototypes)
+        self.runs = {}          # core point -> its CoreRun
+
+    def scoped(self, key, core, prototypes, run) -> list:
+        """The refs of run_scoped allocation ``key`` on ``core``: made when the core enters the
+        run_scoped, or earlier when another core signals into it (Mosaic TPU allocates a
+        run_scoped's semaphores in the kernel's frame, mosaic/lowering.py
+        _run_scoped_lowering_rule: tpu.sem_alloc in a tpu.region, so a signal may land before
+        the core enters the region)."""
+        per_core = self.scoped_refs.setdefault(key, {})
+        refs = per_core.get(core)
+        if refs is None:
+            refs = per_core[core] = [p.fresh(run) for p in prototypes]
+            for i, r in enumerate(refs):
+                self.scoped_slots[id(r)] = (key, i, prototypes)
+        return refs
 
     def register(self, locals_):
         self.locals = locals_
@@ -137,5 +173,9 @@ class MeshState:
         for here, barrier in self.barriers.items():
             if ref is barrier:
                 return self.barriers[core]
+        scoped = self.scoped_slots.get(id(ref))
+        if scoped is not None:
+            key, i, prototypes = scoped
+            return self.scoped(key, core, prototypes, self.runs[core])[i]
         slot = self.slots.get(id(ref))
         return ref if slot is None else self.locals[core][slot]
