@@ -24,9 +24,18 @@ def case_for(program: ir.Program, case_id: str) -> Case:
         build = render.builder(program)
         return Case(id=case_id, fn=render.function(program), inputs=lambda rng: [], modes=C.exact("definition"),
                     kind=PALLAS, build=build, pallas_targets=targets(program), x64=program.x64,
-                    jax_config=tuple(program.config))
+                    jax_config=tuple(program.config), primitives=kernel_primitives(program))
     return Case(id=case_id, fn=render.function(program), inputs=lambda rng: [], modes=C.exact("definition"),
                 x64=program.x64, jax_config=tuple(program.config))
+
+
+def kernel_primitives(program: ir.Program) -> tuple[str, ...]:
+    """What known divergences of a kernel program are matched by: ``pallas_call``, and ``add``
+    where the kernel adds floats (a zero-initialised accumulation, an addition)."""
+    kernel = program.body.ops[0].blocks[0]
+    adds = any(op.name in ("k_accum", "k_dot", "k_reduce", "k_rows") or op.p.get("fn") == "add"
+               for op in kernel.ops) and any(t.dtype.startswith("float") for t in kernel.types())
+    return ("pallas_call",) + (("add",) if adds else ())
 
 
 def reference_options(case: Case) -> dict:

@@ -87,10 +87,11 @@ class KernelBuilder:
             out_map = (("lin", own[0], own[1], self.grid[own[1]]), ("g", own[2]))
         self.out_map = out_map
         self.out_block = (c.choice(BLOCK_DIMS), c.choice(BLOCK_DIMS))
-        # (rendered for TPU kernels only; a generic kernel's axes are parallel but for accumulation)
-        self.semantics = tuple("arbitrary" if a == self.acc_axis else
-                               c.choice(("parallel", "arbitrary")) if self.target == "tpu" else "parallel"
-                               for a in range(rank))
+        # (rendered for TPU kernels only, where the 'parallel' axes must be a prefix of the grid:
+        # "Dimensions with parallel semantics must form a prefix of the grid", pallas/mosaic; a
+        # generic kernel's axes are parallel but for accumulation)
+        n_parallel = len(own) if self.target != "tpu" else c.between(0, len(own))
+        self.semantics = tuple("parallel" if a < n_parallel else "arbitrary" for a in range(rank))
         if self.target == "tpu" and c.chance(40):
             self.table_axis = c.below(rank)
             self.table_blocks = c.between(1, 3)
