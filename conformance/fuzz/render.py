@@ -147,8 +147,13 @@ def _op_names(block: Block) -> set:
 
 @functools.lru_cache(maxsize=256)
 def _module(text: str) -> dict:
+    import hashlib
+    import linecache
+    # A file name per text, its lines in linecache: tracebacks through a program show its source.
+    name = f"<fuzz program {hashlib.sha256(text.encode()).hexdigest()[:12]}>"
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     env: dict = {}
-    exec(compile(text, "<fuzz program>", "exec"), env)   # noqa: S102  (our own generated source)
+    exec(compile(text, name, "exec"), env)   # noqa: S102  (our own generated source)
     return env
 
 

@@ -34,7 +34,7 @@ EXACT_F32 = 2 ** 24          # integer-valued float32 sums are exact up to here
 BLOCK_DIMS = (1, 2, 3, 4, 5, 8)
 
 
-def _nblocks(expr, grid, n_table_blocks: int) -> int:
+def blocks_reached(expr, grid, n_table_blocks: int) -> int:
     """How many blocks an index expression reaches over the grid (its largest value + 1)."""
     kind = expr[0]
     if kind == "g":
@@ -124,7 +124,7 @@ class KernelBuilder:
         c = self.c
         weights = [("g", 4), ("div", 1), ("mod", 1), ("c", 1)] + ([("s", 2)] if self.tables else [])
         index_map = tuple(self._index_expr(weights) for _ in shape)
-        nbs = [_nblocks(e, self.grid, self.table_blocks) for e in index_map]
+        nbs = [blocks_reached(e, self.grid, self.table_blocks) for e in index_map]
         dims = tuple(self._array_dim(nb, b) for nb, b in zip(nbs, shape))
         if small:
             b = c.choice((1, 3, 8))
@@ -246,7 +246,7 @@ def generate(c: Choices) -> Program:
     kb = KernelBuilder(c)
     kb.draw_grid()
     shape = kb.out_block
-    out_nbs = [_nblocks(e, kb.grid, kb.table_blocks) for e in kb.out_map]
+    out_nbs = [blocks_reached(e, kb.grid, kb.table_blocks) for e in kb.out_map]
     out_dims = tuple(kb._array_dim(nb, b) for nb, b in zip(out_nbs, shape))
     out_ref = kb.k._new(Type(kb.dtype, shape, True))
     scratch: list[int] = []
