@@ -121,13 +121,18 @@ def is_kernel(program: Program) -> bool:
 
 
 def source(program: Program) -> str:
-    """A module: the imports and ``program``. A program calling Pallas kernels is built per Pallas
-    mode: ``build(interpret)`` gives the function with that ``interpret`` argument, and ``program``
-    is ``build(True)`` (JAX's interpret mode)."""
+    """A module: the imports and ``program``."""
+    return HEADER + "\n\n" + definitions(program)
+
+
+def definitions(program: Program) -> str:
+    """``program``'s definition (after :data:`HEADER`). A program calling Pallas kernels is built
+    per Pallas mode: ``build(interpret)`` gives the function with that ``interpret`` argument, and
+    ``program`` is ``build(True)`` (JAX's interpret mode)."""
     if not is_kernel(program):
-        return HEADER + "\n\n" + function_source(program)
+        return function_source(program)
     inner = "".join("    " + line + "\n" if line else "\n" for line in function_source(program).splitlines())
-    return (HEADER + PALLAS_HEADER + "\n\ndef build(interpret):\n" + inner + "    return program\n\n\n"
+    return (PALLAS_HEADER + "\n\ndef build(interpret):\n" + inner + "    return program\n\n\n"
             "program = build(True)\n")
 
 

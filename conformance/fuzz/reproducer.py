@@ -81,7 +81,7 @@ def script(tc: TestCase, record: dict, expected, backend) -> str:
     config = "".join(f"jax.config.update({k!r}, {v!r})\n" for k, v in (("jax_enable_x64", p.x64),) + tuple(p.config)
                      if k != "jax_enable_x64" or v)
     return ('"""' + doc.replace('"""', "'''") + '"""\n' + render.HEADER + "\n" + config + "\n"
-            + render.function_source(p) + "\n"
+            + render.definitions(p) + "\n"
             + _HELPERS.split("\n\ndef main")[0] + "\n\n"
             + _arrays_source("INPUTS", tc.inputs) + _arrays_source("EXPECTED", expected)
             + _arrays_source("BACKEND", backend) + "\n\ndef main" + _HELPERS.split("\n\ndef main", 1)[1])
