@@ -614,6 +614,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         runners=("xla:cpu",), primitives=("add", "sub"), outcomes=("fail",), matcher="adds_zero_as_identity"),
     Divergence(
         "pallas-interpret-add-zero-keeps-negative-zero",
+        "docs/findings.md#jaxs-interpret-mode-xlacpu-a-kernels-00--x-keeps-the-sign-of-a-negative-zero; "
         "the same XLA:CPU fold as xla-cpu-add-zero-keeps-negative-zero, reached through JAX's HLO "
         "interpret mode (the discharged kernel runs on XLA:CPU); found by the program fuzzer (pallas "
         "family, seed 0 program 12); reproducer (JAX 0.10.2 and 0.12.0.1): a kernel with grid (1,) "

@@ -252,24 +252,24 @@ def _safe_divisor(p, a):
 
 
 # --- Pallas kernels (conformance/fuzz/families/pallas.py): the kernel body's operations and the call
+DMA_SEMAPHORE = "dma_semaphore"     # the dtype name of a DMA semaphore array (TPU scratch)
+
+# Block-index expressions of an index map: ("g", a) the grid index of axis a, ("c", v) a constant,
+# ("div", a, d) / ("mod", a, m) revisits, ("lin", a, b, n) a * n + b, ("s", a) the scalar-prefetch
+# table at a's index. Each renders over ``pid(axis)`` (a grid index's source) and the table's name.
+_BLOCK_INDEX = {
+    "g": lambda e, pid, table: pid(e[1]),
+    "c": lambda e, pid, table: str(e[1]),
+    "div": lambda e, pid, table: f"{pid(e[1])} // {e[2]}",
+    "mod": lambda e, pid, table: f"{pid(e[1])} % {e[2]}",
+    "lin": lambda e, pid, table: f"{pid(e[1])} * {e[3]} + {pid(e[2])}",
+    "s": lambda e, pid, table: f"{table}[{pid(e[1])}]",
+}
+
+
 def block_index(e, pid, table: str = "") -> str:
-    """Python source of one block-index expression of an index map, over the grid indices
-    ``pid(axis)`` (and the scalar-prefetch ``table``): ("g", a) the grid index, ("c", v) a constant,
-    ("div", a, d) / ("mod", a, m) revisits, ("lin", a, b, n) a * n + b, ("s", a) table[a's index]."""
-    kind = e[0]
-    if kind == "g":
-        return pid(e[1])
-    if kind == "c":
-        return str(e[1])
-    if kind == "div":
-        return f"{pid(e[1])} // {e[2]}"
-    if kind == "mod":
-        return f"{pid(e[1])} % {e[2]}"
-    if kind == "lin":
-        return f"{pid(e[1])} * {e[3]} + {pid(e[2])}"
-    if kind == "s":
-        return f"{table}[{pid(e[1])}]"
-    raise ValueError(f"unknown block index expression {e!r}")
+    """Python source of one block-index expression (see _BLOCK_INDEX)."""
+    return _BLOCK_INDEX[e[0]](e, pid, table)
 
 
 def _kernel_pid(a: int) -> str:
@@ -288,6 +288,15 @@ def _k_load(op: Op, args, outs):
     return lines
 
 
+def _k_dma(op: Op, args, what: str) -> list[str]:
+    """A local DMA of a window of an array (each dimension: block index expression * size, size)
+    into a VMEM buffer, signalling slot p['slot'] of a DMA semaphore array; started, or waited for
+    (a descriptor of the same copy, as kernels write it)."""
+    table = args[3] if len(args) > 3 else ""
+    window = ", ".join(f"pl.ds(({block_index(e, _kernel_pid, table)}) * {n}, {n})" for e, n in op.p["window"])
+    return [f"pltpu.make_async_copy({args[0]}.at[{window}], {args[1]}, {args[2]}.at[{op.p['slot']}]).{what}()"]
+
+
 def _k_init(op: Op, args, outs):
     """The refs set to zero at the first step of the accumulation axis."""
     return ([f"@pl.when(pl.program_id({op.p['axis']}) == 0)", "def _init():"] +
@@ -301,6 +310,8 @@ def _k_rows(op: Op, args, outs):
 
 
 def _spec(block, index_map, grid_rank: int, n_tables: int) -> str:
+    if block is None:        # the whole array where it lies, for the kernel's DMAs
+        return "pl.BlockSpec(memory_space=pl.ANY)"
     names = [f"i{a}" for a in range(grid_rank)] + [f"s{t}" for t in range(n_tables)]
     body = block_index_tuple(index_map, lambda a: f"i{a}", "s0")
     return f"pl.BlockSpec({lit(tuple(block))}, lambda {', '.join(names)}: {body})"
@@ -320,7 +331,8 @@ def _pallas_call(op: Op, args, outs, fns):
     outs_ = "[" + ", ".join(_spec(b, m, g, nt) for b, m in p["out_specs"]) + "]"
     shapes = "[" + ", ".join(f"jax.ShapeDtypeStruct({lit(tuple(t.shape))}, {dt(t.dtype)})" for t in op.outs) + "]"
     if p["target"] == "tpu":
-        scratch = "[" + ", ".join(f"pltpu.VMEM({lit(tuple(s))}, {dt(d)})" for s, d in p["scratch"]) + "]"
+        scratch = "[" + ", ".join(f"pltpu.SemaphoreType.DMA({lit(tuple(s))})" if d == DMA_SEMAPHORE else
+                                  f"pltpu.VMEM({lit(tuple(s))}, {dt(d)})" for s, d in p["scratch"]) + "]"
         spec = (f"grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch={nt}, grid={lit(tuple(p['grid']))}, "
                 f"in_specs={ins}, out_specs={outs_}, scratch_shapes={scratch}), ")
         params = f"compiler_params=pltpu.CompilerParams(dimension_semantics={lit(tuple(p['semantics']))}), "
@@ -337,6 +349,8 @@ KERNEL_RENDER: dict[str, Callable] = {
     "k_accum": lambda op, a, o: [f"{a[0]}[...] += {a[1]}"],
     "k_masked_store": lambda op, a, o: [f"{a[0]}[...] = jnp.where({a[1]}, {a[2]}, {a[0]}[...])"],
     "k_init": _k_init,
+    "k_dma_start": lambda op, a, o: _k_dma(op, a, "start"),
+    "k_dma_wait": lambda op, a, o: _k_dma(op, a, "wait"),
     "k_dot": _one(lambda p, a: f"jnp.dot({a[0]}, {a[1]}, preferred_element_type={dt(p['dtype'])})"),
     "k_reduce": _one(lambda p, a: f"jnp.broadcast_to(jnp.{p['fn']}({a[0]}, axis={p['axis']}, keepdims=True), "
                                   f"{a[0]}.shape)"),

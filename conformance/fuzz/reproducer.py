@@ -1,7 +1,8 @@
 """A finding as a standalone script: plain JAX (no jax-conformance needed), the program's source,
 its inputs embedded bit for bit, the reference's outputs and the backend's recorded ones. Running
 it evaluates the program with ``jax.jit`` on the default backend and prints where the result
-differs from the reference (exit status 1) or says it now agrees (0)."""
+differs from the reference (exit status 1) or says it now agrees (0). A Pallas kernel program runs
+in JAX's interpret mode (``program = build(True)``; ``build`` takes another mode's ``interpret``)."""
 from __future__ import annotations
 
 import json

@@ -28,10 +28,12 @@ from __future__ import annotations
 from ..build import Builder
 from ..choices import Choices
 from ..ir import DATA, INDEX, Block, Input, Op, Program, Type, params
+from ..ops import DMA_SEMAPHORE
 
 F32, I32 = "float32", "int32"
 EXACT_F32 = 2 ** 24          # integer-valued float32 sums are exact up to here
 BLOCK_DIMS = (1, 2, 3, 4, 5, 8)
+MAX_DMAS = 4                 # DMA-fed inputs of a pallas-tpu kernel (one semaphore slot each)
 
 
 def blocks_reached(expr, grid, n_table_blocks: int) -> int:
@@ -53,8 +55,12 @@ def blocks_reached(expr, grid, n_table_blocks: int) -> int:
 
 
 class KernelBuilder:
-    def __init__(self, c: Choices):
+    def __init__(self, c: Choices, dmas: bool = False):
         self.c = c
+        self.dmas = dmas                               # pallas-tpu: inputs copied in by DMAs
+        self.scratch: list[int] = []                   # scratch ref handles (VMEM buffers, semaphores)
+        self.sem: int | None = None
+        self.n_dmas = 0
         self.k = Builder(c, can_add_inputs=False)   # the kernel body (its parameters: refs)
         # kernel value -> the bound on |x| of an integer-valued float (None: any float; int32 values
         # wrap around exactly, so their sums are exact in any order)
@@ -69,7 +75,7 @@ class KernelBuilder:
     # -- the grid -------------------------------------------------------------------------
     def draw_grid(self) -> None:
         c = self.c
-        self.target = "tpu" if c.chance(50) else "generic"
+        self.target = "tpu" if self.dmas or c.chance(50) else "generic"
         self.dtype = c.choice((F32, I32))
         self.accumulate = c.chance(50)
         rank = c.between(1, 3)
@@ -120,25 +126,49 @@ class KernelBuilder:
 
     # -- kernel values ---------------------------------------------------------------------
     def load(self, shape, small: bool) -> int:
-        """A value of ``shape`` loaded from a new input block (masked where it sticks out)."""
+        """A value of ``shape`` loaded from a new input block (masked where it sticks out), or for
+        pallas-tpu copied by a DMA from a window of the whole array into a VMEM buffer."""
         c = self.c
         weights = [("g", 4), ("div", 1), ("mod", 1), ("c", 1)] + ([("s", 2)] if self.tables else [])
         index_map = tuple(self._index_expr(weights) for _ in shape)
         nbs = [blocks_reached(e, self.grid, self.table_blocks) for e in index_map]
-        dims = tuple(self._array_dim(nb, b) for nb, b in zip(nbs, shape))
+        dma = self.dmas and self.n_dmas < MAX_DMAS and c.chance(60)
+        # (a DMA's window lies inside its array: no partial windows)
+        dims = tuple(nb * b if dma else self._array_dim(nb, b) for nb, b in zip(nbs, shape))
+        bound = c.choice((1, 3, 8)) if small else None
         if small:
-            b = c.choice((1, 3, 8))
-            inp = Input(Type(self.dtype, dims), INDEX, -b, b, 0)
+            inp = Input(Type(self.dtype, dims), INDEX, -bound, bound, 0)
         else:
             inp = Input(Type(self.dtype, dims), DATA, 0, 0, c.choice((10, 0, 25)))
         self.inputs.append(inp)
+        if dma:
+            return self._dma_load(inp, shape, index_map, bound)
         ref = self.k._new(Type(self.dtype, tuple(shape), True))
         self.in_refs.append((ref, tuple(shape), index_map))
         mask = tuple((d, e, b, n) for d, (e, b, n) in enumerate(zip(index_map, shape, dims)) if n % b)
         uses_table = any(e[0] == "s" for _, e, _, _ in mask)
         h = self.k.emit1("k_load", [ref] + (self.tables if uses_table else []), Type(self.dtype, tuple(shape)),
                          mask=mask)
-        self.bound[h] = b if small and self.dtype == F32 else None
+        self.bound[h] = bound if self.dtype == F32 else None
+        return h
+
+    def _dma_load(self, inp: Input, shape, index_map, bound) -> int:
+        """The DMA of one window into a new VMEM buffer, started and waited for (its own semaphore
+        slot), then the buffer loaded: race-free, the buffer read only after the wait."""
+        src = self.k._new(Type(self.dtype, inp.type.shape, True))
+        self.in_refs.append((src, None, None))
+        buf = self.k._new(Type(self.dtype, tuple(shape), True))
+        self.scratch.append(buf)
+        if self.sem is None:
+            self.sem = self.k._new(Type(DMA_SEMAPHORE, (MAX_DMAS,), True))
+        table = self.tables if any(e[0] == "s" for e in index_map) else []
+        window = tuple(zip(index_map, shape))
+        args = [src, buf, self.sem] + table
+        self.k.emit("k_dma_start", args, [], window=window, slot=self.n_dmas)
+        self.k.emit("k_dma_wait", args, [], window=window, slot=self.n_dmas)
+        self.n_dmas += 1
+        h = self.k.emit1("k_load", [buf], Type(self.dtype, tuple(shape)), mask=())
+        self.bound[h] = bound if self.dtype == F32 else None
         return h
 
     def small(self, h) -> bool:
@@ -209,13 +239,13 @@ class KernelBuilder:
             return None
         return self._emit("k_reduce", [x], shape, nb, fn=fn, axis=axis)
 
-    def rows(self, shape, scratch: list) -> int | None:
+    def rows(self, shape) -> int | None:
         """A fori_loop over the rows of a scratch ref written with a value of ``shape`` this step,
         broadcast back to ``shape``."""
         if self.target != "tpu":
             return None
         ref = self.k._new(Type(self.dtype, tuple(shape), True))
-        scratch.append(ref)
+        self.scratch.append(ref)
         v = self.value(shape)
         self.k.emit("k_store", [ref, v], [])
         init = self.value((1, shape[1]))
@@ -226,7 +256,7 @@ class KernelBuilder:
         r = self._emit("k_rows", [ref, init], (1, shape[1]), nb, n=n, fn=fn)
         return self._emit("k_broadcast", [r], shape, nb, to=tuple(shape))
 
-    def compute(self, shape, scratch: list) -> int:
+    def compute(self, shape) -> int:
         for _ in range(self.c.between(1, 6)):
             kind = self.c.weighted([("elementwise", 6), ("dot", 2), ("reduce", 2), ("rows", 1)])
             if kind == "dot":
@@ -234,7 +264,7 @@ class KernelBuilder:
             elif kind == "reduce":
                 h = self.reduce(shape)
             elif kind == "rows":
-                h = self.rows(shape, scratch)
+                h = self.rows(shape)
             else:
                 h = self.elementwise(shape)
             if h is None:
@@ -243,20 +273,30 @@ class KernelBuilder:
 
 
 def generate(c: Choices) -> Program:
-    kb = KernelBuilder(c)
+    return _generate(c, "pallas", dmas=False)
+
+
+def generate_tpu(c: Choices) -> Program:
+    """``pallas-tpu``: TPU kernels whose inputs are also copied in by DMAs (``pl.ANY`` operands,
+    ``pltpu.make_async_copy`` into VMEM scratch, DMA semaphores), each waited for before its
+    buffer is read."""
+    return _generate(c, "pallas-tpu", dmas=True)
+
+
+def _generate(c: Choices, family: str, dmas: bool) -> Program:
+    kb = KernelBuilder(c, dmas)
     kb.draw_grid()
     shape = kb.out_block
     out_nbs = [blocks_reached(e, kb.grid, kb.table_blocks) for e in kb.out_map]
     out_dims = tuple(kb._array_dim(nb, b) for nb, b in zip(out_nbs, shape))
     out_ref = kb.k._new(Type(kb.dtype, shape, True))
-    scratch: list[int] = []
     acc = None
     if kb.accumulate and kb.target == "tpu" and c.chance(50):
         acc = kb.k._new(Type(kb.dtype, shape, True))
-        scratch.append(acc)
+        kb.scratch.append(acc)
     if kb.accumulate:
         kb.k.emit("k_init", [out_ref] + ([acc] if acc is not None else []), [], axis=kb.acc_axis)
-    v = kb.compute(shape, scratch)
+    v = kb.compute(shape)
     if kb.accumulate:
         kb.k.emit("k_accum", [acc if acc is not None else out_ref, v], [])
         if acc is not None:
@@ -268,11 +308,12 @@ def generate(c: Choices) -> Program:
             x, y = kb.value(shape), kb.value(shape)
             pred = kb.k.emit1("binary", [x, y], Type("bool", shape), fn=c.choice(("lt", "gt", "ne")))
             kb.k.emit("k_masked_store", [out_ref, pred, kb.value(shape)], [])
-    return _program(kb, out_ref, out_dims, scratch)
+    return _program(kb, family, out_ref, out_dims)
 
 
-def _program(kb: KernelBuilder, out_ref: int, out_dims, scratch: list[int]) -> Program:
+def _program(kb: KernelBuilder, family: str, out_ref: int, out_dims) -> Program:
     # The kernel's parameters in Pallas's order: prefetch tables, input blocks, output, scratch.
+    scratch = kb.scratch + ([kb.sem] if kb.sem is not None else [])
     kb.k.params = kb.tables + [r for r, _, _ in kb.in_refs] + [out_ref] + scratch
     kernel = kb.k.block([])
     inputs = ([kb.table_input] if kb.table_input is not None else []) + kb.inputs
@@ -282,7 +323,7 @@ def _program(kb: KernelBuilder, out_ref: int, out_dims, scratch: list[int]) -> P
                scratch=tuple((kb.k.types[s].shape, kb.k.types[s].dtype) for s in scratch))
     n = len(inputs)
     body = Block(tuple(i.type for i in inputs), (Op("pallas_call", tuple(range(n)), p, (out_t,), (kernel,)),), (n,))
-    return Program("pallas", tuple(inputs), body)
+    return Program(family, tuple(inputs), body)
 
 
 def targets(program: Program) -> tuple[str, ...]:
