@@ -420,6 +420,10 @@ NEEDS: dict[str, tuple[str, str]] = {
     "freeze": ("jax.ref", "freeze"),
     "ref_addupdate": ("jax.ref", "addupdate"),
     "ref_swap": ("jax.ref", "swap"),
+    # Pallas kernels (present from JAX 0.10.2 to 0.12.0.1; probed so that another JAX says why)
+    "pallas_call": ("jax.experimental.pallas.tpu", "CompilerParams"),
+    "k_rows": ("jax.experimental.pallas", "ds"),
+    "k_dma_start": ("jax.experimental.pallas.tpu", "make_async_copy"),
 }
 
 
