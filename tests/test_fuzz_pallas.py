@@ -205,6 +205,31 @@ def test_a_generated_kernel_with_the_fold_is_a_known_divergence():
         assert rec["known_divergence"]["id"] == "pallas-interpret-add-zero-keeps-negative-zero"
 
 
+def test_subnormals_read_as_zero_inside_a_kernel_are_the_flush_to_zero_allowance():
+    """Found by a campaign (pallas/1/70): both interpret modes compare a float32 subnormal inside
+    the kernel as zero (XLA:CPU runs with denormals flushed); the runner's flush-to-zero allowance
+    is replayed through the kernel's equations, so the program passes with it."""
+    x = np.array([[1e-45, 2.0, 0.0, -1e-45]], np.float32)
+    zeros = np.zeros_like(x)
+
+    def masked(interpret):
+        def kernel(x_ref, y_ref, o_ref):
+            o_ref[...] = x_ref[...]
+            o_ref[...] = jnp.where(x_ref[...] != y_ref[...], jnp.zeros_like(x_ref[...]), o_ref[...])
+        spec = pl.BlockSpec((1, 4), lambda i: (0, 0))
+        return lambda x, y: pl.pallas_call(kernel, grid=(1,), in_specs=[spec, spec], out_specs=spec,
+                                           out_shape=jax.ShapeDtypeStruct((1, 4), jnp.float32),
+                                           interpret=interpret)(x, y)
+    ref = np.asarray(interp.interpret(masked(True))(x, zeros))
+    got = np.asarray(jax.jit(masked(True))(x, zeros))
+    assert ref.tolist() == [[0.0, 0.0, 0.0, 0.0]] and _bits(got[0, 0]) == _bits(x[0, 0]), got
+    p, _ = generate("pallas", 1, 70)
+    xs = values.make_inputs(p, program_key("pallas", 1, 70))
+    recs = evaluate(shrink.TestCase(p, xs), [get_runner("pallas:interpret"), get_runner("pallas:tpu-interpret")],
+                    "pallas/1/70")
+    assert [(r["outcome"], r["allowance"]) for r in recs] == [("pass-with-allowance", "flush-to-zero")] * 2, recs
+
+
 def test_a_smaller_grid_computes_the_same_blocks():
     """Shrinking a kernel's grid along a non-accumulating axis keeps the blocks it still visits."""
     checked = 0
