@@ -230,6 +230,19 @@ def test_subnormals_read_as_zero_inside_a_kernel_are_the_flush_to_zero_allowance
     assert [(r["outcome"], r["allowance"]) for r in recs] == [("pass-with-allowance", "flush-to-zero")] * 2, recs
 
 
+def test_a_product_stored_in_scratch_and_added_back_is_the_fma_contraction_allowance():
+    """Found by a campaign (pallas/1/114): the kernel stores x * x into VMEM scratch and a
+    one-step fori_loop adds a row of it to y; JAX's HLO interpret mode (XLA:CPU) folds the
+    scratch update and read and contracts the multiply with the add into one FMA (0.31139457, where
+    the twice-rounded value is 0.3113946). The fma-contraction replay finds the product's block."""
+    x, y = np.float32(0.55352294), np.float32(0.0050069336)
+    assert np.float32(np.float64(x) * np.float64(x) + np.float64(y)) != np.float32(np.float32(x * x) + y)
+    p, _ = generate("pallas", 1, 114)
+    xs = values.make_inputs(p, program_key("pallas", 1, 114))
+    rec, = evaluate(shrink.TestCase(p, xs), [get_runner("pallas:interpret")], "pallas/1/114")
+    assert (rec["outcome"], rec["allowance"]) in (("pass-with-allowance", "fma-contraction"), ("pass", None)), rec
+
+
 def test_a_smaller_grid_computes_the_same_blocks():
     """Shrinking a kernel's grid along a non-accumulating axis keeps the blocks it still visits."""
     checked = 0
