@@ -177,10 +177,24 @@ def _add_zero_kernel(interpret):
                                     out_shape=jax.ShapeDtypeStruct((1, 2), jnp.float32), interpret=interpret)(x)
 
 
-def test_interpret_mode_keeps_the_sign_of_a_negative_zero_added_to_a_zero_accumulator():
-    """The divergence pallas-interpret-add-zero-keeps-negative-zero: JAX's HLO interpret mode
-    (XLA:CPU) gives -0.0 for 0.0 + -0.0 in a kernel, IEEE 754 and the reference +0.0; its matcher
+def test_interpret_modes_keep_the_sign_of_a_negative_zero_added_to_zero():
+    """The divergence pallas-interpret-add-zero-keeps-negative-zero: JAX's interpret modes
+    (XLA:CPU) give -0.0 for 0.0 + -0.0 in a kernel, IEEE 754 and the reference +0.0; its matcher
     takes exactly those elements."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    def plus_zero(interpret):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = jax.lax.add(np.float32(0.0), x_ref[...])
+        spec = pl.BlockSpec((1, 2), lambda i: (0, i))
+        return lambda x: pl.pallas_call(kernel, grid=(2,), in_specs=[spec], out_specs=spec,
+                                        out_shape=jax.ShapeDtypeStruct((1, 4), jnp.float32),
+                                        interpret=interpret)(x)
+    x4 = np.array([[-0.0, 1.5, -0.0, 2.0]], np.float32)
+    assert not np.signbit(np.asarray(interp.interpret(plus_zero(True))(x4))).any()
+    for mode in (True, pltpu.InterpretParams()):
+        assert np.signbit(np.asarray(jax.jit(plus_zero(mode))(x4))).tolist() == [[True, False, True, False]]
+
     x = np.array([[-0.0, 1.5]], np.float32)
     ref = np.asarray(interp.interpret(_add_zero_kernel(True))(x))
     got = np.asarray(jax.jit(_add_zero_kernel(True))(x))
