@@ -4,7 +4,9 @@ reduce it, and report nothing else?). Test and benchmark use only: name this mod
 
 A mutant runs the program's jaxpr equation by equation inside one ``jax.jit`` (calls inlined),
 with its bug applied to the results of the equations it targets; everything else is XLA:CPU's.
-It is judged as ``xla:cpu`` (the same allowances and known divergences apply).
+It is judged as ``xla:cpu`` (the same allowances and known divergences apply). One Pallas mutant,
+``mutant:pallas-store-ignores-mask``, is JAX's interpret mode with one bug in the kernels it runs,
+judged as ``pallas:interpret``.
 """
 from __future__ import annotations
 
