@@ -8,7 +8,9 @@ the way a backend is allowed to compute:
 - ``flush``: subnormal inputs and results of f32/bf16/f64 equations become signed zeros
   (XLA:CPU runs with FTZ/DAZ set), except where an equation only moves bits (MOVES_BITS);
 - ``fma``: ``add``/``sub`` of a float32 ``mul`` is computed as one fused multiply-add
-  (LLVM contracts fmul+fadd on XLA:CPU/GPU); ``fma_operand`` picks which mul operand is fused;
+  (LLVM contracts fmul+fadd on XLA:CPU/GPU), also where the added operand is a product, or a
+  block of one, that reached the add through a ref (a kernel's scratch); ``fma_operand`` picks
+  which mul operand is fused;
 - ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
   the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
 - ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x and sqrt(x*x) -> |x|;
@@ -35,6 +37,7 @@ whose outputs are every intermediate value, so both sides can be compared equati
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any
 
@@ -242,6 +245,12 @@ def _elementwise_dot(eqn) -> bool:
         all(tuple(v.aval.shape) == tuple(eqn.outvars[0].aval.shape) for v in eqn.invars[:2])
 
 
+def _bits_of(x) -> np.ndarray:
+    """The bits of a float array (NaNs compared by their bits too)."""
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}") if x.dtype.kind == "f" else x
+
+
 def _value_key(x):
     x = np.asarray(x)
     if x.size == 0 or x.size > 1 << 14:
@@ -338,6 +347,8 @@ class _Replay:
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
         self.max_writers = 1                  # most updates a scatter wrote to one element
         self._products: dict = {}             # fma: a float32 product's bits -> its operands
+        # fma: the latest (product, operands), to find a block of one in (bounded: a loop's products)
+        self._product_arrays: collections.deque = collections.deque(maxlen=64)
 
     def step(self, ctx, rule, invals, params):
         eqn = ctx.eqn
@@ -526,7 +537,30 @@ class _Replay:
             if name == "square":
                 return ops[0], ops[0]
             return integer_pow_last_factors(ops[0], m.params["y"])
-        return self._products.get(_value_key(value))
+        return self._products.get(_value_key(value)) or self._product_block(value)
+
+    def _product_block(self, value):
+        """The operands of a block of a product computed earlier whose bits are exactly ``value``
+        (a Pallas kernel stores a product into a ref and adds a block of it read back: XLA folds
+        the ref's update and read, and LLVM contracts the multiply with the add). None unless the
+        block is found, and found with the same operands wherever it is."""
+        v = np.asarray(value)
+        if v.ndim == 0 or v.size == 0:
+            return None
+        found = None
+        for prod, factors in self._product_arrays:
+            if prod.dtype != v.dtype or prod.ndim != v.ndim or any(a < b for a, b in zip(prod.shape, v.shape)):
+                continue
+            windows = np.lib.stride_tricks.sliding_window_view(prod, v.shape)
+            same = np.all(_bits_of(windows) == _bits_of(v), axis=tuple(range(v.ndim, 2 * v.ndim)))
+            for start in zip(*np.nonzero(same)):
+                block = tuple(slice(i, i + n) for i, n in zip(start, v.shape))
+                ops = tuple(np.asarray(f)[block] for f in factors)
+                if found is not None and not all(_bits_of(a).tobytes() == _bits_of(b).tobytes()
+                                                 for a, b in zip(found, ops)):
+                    return None
+                found = ops
+        return found
 
     def _note_product(self, eqn, invals, out) -> None:
         """Remember a float32 product's operands by the product's bits (see _product_factors)."""
@@ -539,6 +573,8 @@ class _Replay:
         key = _value_key(out)
         if factors is not None and key is not None:
             self._products[key] = tuple(np.broadcast_to(np.asarray(f), np.shape(out)) for f in factors)
+            if 0 < np.ndim(out) and np.size(out) <= 1 << 12:
+                self._product_arrays.append((np.asarray(out), self._products[key]))
 
     def _excess(self, eqn, invals):
         name = eqn.primitive.name

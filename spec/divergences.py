@@ -613,6 +613,19 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "reference is +0.0, the backend -0.0, the operand -0.0 and the other operand a zero.",
         runners=("xla:cpu",), primitives=("add", "sub"), outcomes=("fail",), matcher="adds_zero_as_identity"),
     Divergence(
+        "pallas-interpret-add-zero-keeps-negative-zero",
+        "docs/findings.md#jaxs-interpret-modes-xlacpu-a-kernels-00--x-keeps-the-sign-of-a-negative-zero; "
+        "the same XLA:CPU fold as xla-cpu-add-zero-keeps-negative-zero, reached through JAX's interpret "
+        "modes (both run the kernel's operations on XLA:CPU); found by the program fuzzer (pallas family, "
+        "seed 0 program 12 on pallas:interpret, seed 2 program 40 on pallas:tpu-interpret); reproducer "
+        "(JAX 0.10.2 and 0.12.0.1, interpret=True and interpret=pltpu.InterpretParams() alike): a kernel "
+        "o_ref[...] = lax.add(np.float32(0.0), x_ref[...]) gives -0.0 for x = -0.0",
+        "A kernel's float addition of a zero (a constant 0, a zero-initialised accumulator) is compiled "
+        "as the other operand: -0.0 + 0.0 gives -0.0 where IEEE 754 gives +0.0. Per element: the "
+        "reference is +0.0, the backend -0.0, and the kernel adds floats.",
+        runners=("pallas:interpret", "pallas:tpu-interpret"), primitives=("pallas_call",), outcomes=("fail",),
+        matcher="kernel_adds_zero_as_identity"),
+    Divergence(
         "xla-cpu-divide-by-constant-as-reciprocal",
         "docs/findings.md#xla-cpu-x--c-is-x--1c; reproducer (XLA:CPU, JAX 0.10.2 and 0.12.0.1): "
         "jax.jit(lambda x: x / np.float32(5))(np.float32(-1.1046107e-03)) = -2.2092216e-04, the correctly "

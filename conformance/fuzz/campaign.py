@@ -67,9 +67,9 @@ def check_plan(plan: Plan) -> None:
         for name in plan.runners:
             kinds = getattr(known[name], "kinds", ())
             if family.kind not in kinds:
+                fitting = [f.name for f in F.FAMILIES.values() if f.kind in kinds]
                 raise CampaignError(f"runner {name} runs {'/'.join(kinds)} programs; family {fam} makes "
-                                    f"{family.kind} programs (the Pallas families are not implemented yet: "
-                                    f"{', '.join(k for k in F.PLANNED if k.startswith('pallas'))})")
+                                    f"{family.kind} programs (families for {name}: {', '.join(fitting)})")
     if plan.programs is None and plan.time_s is None:
         raise CampaignError("give --programs N or --time SECONDS")
     if plan.workers < 1:

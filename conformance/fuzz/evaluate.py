@@ -15,12 +15,33 @@ from spec import compliance as C
 
 from . import ir, oracle, render
 from .shrink import TestCase
-from .suite import CRASH, REFERENCE_UNSUPPORTED, Case, new_record, short_traceback
+from .suite import CRASH, PALLAS, REFERENCE_UNSUPPORTED, Case, new_record, short_traceback
 
 
 def case_for(program: ir.Program, case_id: str) -> Case:
+    if render.is_kernel(program):
+        from .families.pallas import targets
+        build = render.builder(program)
+        return Case(id=case_id, fn=render.function(program), inputs=lambda rng: [], modes=C.exact("definition"),
+                    kind=PALLAS, build=build, pallas_targets=targets(program), x64=program.x64,
+                    jax_config=tuple(program.config), primitives=kernel_primitives(program))
     return Case(id=case_id, fn=render.function(program), inputs=lambda rng: [], modes=C.exact("definition"),
                 x64=program.x64, jax_config=tuple(program.config))
+
+
+def kernel_primitives(program: ir.Program) -> tuple[str, ...]:
+    """What known divergences of a kernel program are matched by: ``pallas_call``, and ``add``
+    where the kernel adds floats (a zero-initialised accumulation, an addition)."""
+    kernel = program.body.ops[0].blocks[0]
+    adds = any(op.name in ("k_accum", "k_dot", "k_reduce", "k_rows") or op.p.get("fn") == "add"
+               for op in kernel.ops) and any(t.dtype.startswith("float") for t in kernel.types())
+    return ("pallas_call",) + (("add",) if adds else ())
+
+
+def reference_options(case: Case) -> dict:
+    """The reference's options for a case: Pallas kernels run with race detection on, so that a
+    generated kernel with a race is a reference finding (a generator bug), never a backend's."""
+    return {"detect_races": True} if case.kind == PALLAS else {}
 
 
 def reference(case: Case, inputs, platform: str = "cpu"):
@@ -31,7 +52,8 @@ def reference(case: Case, inputs, platform: str = "cpu"):
     try:
         with case.context(), np.errstate(all="ignore"):
             closed = jax.make_jaxpr(case.fn)(*inputs)
-            return [np.asarray(o) for o in interp.eval_jaxpr(closed, *inputs, platform=platform)], None
+            outs = interp.eval_jaxpr(closed, *inputs, platform=platform, **reference_options(case))
+            return [np.asarray(o) for o in outs], None
     except interp.UnsupportedPrimitiveError as e:
         return None, {"outcome": REFERENCE_UNSUPPORTED, "detail": str(e)[:1000],
                       "bucket": oracle.bucket("reference", e.primitive, "", "reference", "unsupported")}

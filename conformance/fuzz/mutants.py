@@ -5,13 +5,15 @@ reduce it, and report nothing else?). Test and benchmark use only: ``runners`` i
 
 A mutant runs the program's jaxpr equation by equation inside one ``jax.jit`` (calls inlined),
 with its bug applied to the results of the equations it targets; everything else is XLA:CPU's.
-It is judged as ``xla:cpu`` (the same allowances and known divergences apply).
+It is judged as ``xla:cpu`` (the same allowances and known divergences apply). One Pallas mutant,
+``mutant:pallas-store-ignores-mask``, is JAX's interpret mode with one bug in the kernels it runs,
+judged as ``pallas:interpret``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from hardware_runners.base import XlaRunner, place_on_default_device, run_staged
+from hardware_runners.base import HloInterpret, XlaRunner, place_on_default_device, run_staged
 
 
 def _bits_low(x, n: int):
@@ -102,5 +104,43 @@ class DyingRunner(XlaRunner):
         return super().run(program, inputs)
 
 
+class StoreIgnoresMask(HloInterpret):
+    """JAX's HLO interpret mode (``pallas:interpret``) in which a masked store ignores its mask: a
+    kernel's ``o_ref[...] = jnp.where(pred, v, o_ref[...])`` stores ``v`` everywhere (the generated
+    kernels' masked stores are written so: conformance/fuzz/ops.py ``k_masked_store``). Judged as
+    ``pallas:interpret``."""
+    judged_as = "pallas:interpret"
+
+    def __init__(self):
+        super().__init__()
+        self.name = "mutant:pallas-store-ignores-mask"
+
+    def run(self, program, inputs):
+        from unittest import mock
+
+        import jax.numpy as jnp
+        where = jnp.where
+
+        def ignoring_masked_stores(pred, x, y, *args, **kw):
+            if _called_from_masked_store():
+                return jnp.broadcast_to(x, jnp.shape(y)).astype(jnp.result_type(x, y))
+            return where(pred, x, y, *args, **kw)
+
+        with mock.patch.object(jnp, "where", ignoring_masked_stores):
+            return super().run(program, inputs)
+
+
+def _called_from_masked_store() -> bool:
+    """Whether the caller's caller is a generated masked store (``r[...] = jnp.where(p, v, r[...])``;
+    generated source is in linecache: conformance/fuzz/render.py)."""
+    import inspect
+    import linecache
+    import re
+    frame = inspect.currentframe().f_back.f_back
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return re.match(r"\s*(\w+)\[\.\.\.\] = jnp\.where\(.*, \1\[\.\.\.\]\)$", line.rstrip()) is not None
+
+
 def runners() -> list:
-    return [MutantRunner(bug) for bug in BUGS] + [DyingRunner("abort", "transpose"), DyingRunner("hang", "transpose")]
+    return ([MutantRunner(bug) for bug in BUGS] + [DyingRunner("abort", "transpose"), DyingRunner("hang", "transpose")]
+            + [StoreIgnoresMask()])

@@ -251,6 +251,114 @@ def _safe_divisor(p, a):
     return f"lax.select({bad}, lax.full_like({y}, 1), {y})"
 
 
+# --- Pallas kernels (conformance/fuzz/families/pallas.py): the kernel body's operations and the call
+DMA_SEMAPHORE = "dma_semaphore"     # the dtype name of a DMA semaphore array (TPU scratch)
+
+# Block-index expressions of an index map: ("g", a) the grid index of axis a, ("c", v) a constant,
+# ("div", a, d) / ("mod", a, m) revisits, ("lin", a, b, n) a * n + b, ("s", a) the scalar-prefetch
+# table at a's index. Each renders over ``pid(axis)`` (a grid index's source) and the table's name.
+_BLOCK_INDEX = {
+    "g": lambda e, pid, table: pid(e[1]),
+    "c": lambda e, pid, table: str(e[1]),
+    "div": lambda e, pid, table: f"{pid(e[1])} // {e[2]}",
+    "mod": lambda e, pid, table: f"{pid(e[1])} % {e[2]}",
+    "lin": lambda e, pid, table: f"{pid(e[1])} * {e[3]} + {pid(e[2])}",
+    "s": lambda e, pid, table: f"{table}[{pid(e[1])}]",
+}
+
+
+def block_index(e, pid, table: str = "") -> str:
+    """Python source of one block-index expression (see _BLOCK_INDEX)."""
+    return _BLOCK_INDEX[e[0]](e, pid, table)
+
+
+def _kernel_pid(a: int) -> str:
+    return f"pl.program_id({a})"
+
+
+def _k_load(op: Op, args, outs):
+    """A load of a whole block; masked (0 outside the array) along the dimensions whose last block
+    sticks out of the array: p['mask'] = ((dim, block index expression, block size, array size), ...)."""
+    lines = [f"{outs[0]} = {args[0]}[...]"]
+    table = args[1] if len(args) > 1 else ""
+    conds = [f"(lax.broadcasted_iota(jnp.int32, {outs[0]}.shape, {d}) + ({block_index(e, _kernel_pid, table)}) * {b}"
+             f" < {n})" for d, e, b, n in op.p["mask"]]
+    if conds:
+        lines.append(f"{outs[0]} = jnp.where({' & '.join(conds)}, {outs[0]}, jnp.zeros_like({outs[0]}))")
+    return lines
+
+
+def _k_dma(op: Op, args, what: str) -> list[str]:
+    """A local DMA of a window of an array (each dimension: block index expression * size, size)
+    into a VMEM buffer, signalling slot p['slot'] of a DMA semaphore array; started, or waited for
+    (a descriptor of the same copy, as kernels write it)."""
+    table = args[3] if len(args) > 3 else ""
+    window = ", ".join(f"pl.ds(({block_index(e, _kernel_pid, table)}) * {n}, {n})" for e, n in op.p["window"])
+    return [f"pltpu.make_async_copy({args[0]}.at[{window}], {args[1]}, {args[2]}.at[{op.p['slot']}]).{what}()"]
+
+
+def _k_init(op: Op, args, outs):
+    """The refs set to zero at the first step of the accumulation axis."""
+    return ([f"@pl.when(pl.program_id({op.p['axis']}) == 0)", "def _init():"] +
+            [f"    {r}[...] = jnp.zeros({r}.shape, {r}.dtype)" for r in args])
+
+
+def _k_rows(op: Op, args, outs):
+    """A fori_loop over the first ``n`` rows of a ref, combining each row into the carry."""
+    return [f"{outs[0]} = lax.fori_loop(0, {op.p['n']}, lambda t, c: lax.{op.p['fn']}(c, {args[0]}[pl.ds(t, 1), :]), "
+            f"{args[1]})"]
+
+
+def _spec(block, index_map, grid_rank: int, n_tables: int) -> str:
+    if block is None:        # the whole array where it lies, for the kernel's DMAs
+        return "pl.BlockSpec(memory_space=pl.ANY)"
+    names = [f"i{a}" for a in range(grid_rank)] + [f"s{t}" for t in range(n_tables)]
+    body = block_index_tuple(index_map, lambda a: f"i{a}", "s0")
+    return f"pl.BlockSpec({lit(tuple(block))}, lambda {', '.join(names)}: {body})"
+
+
+def block_index_tuple(index_map, pid, table: str) -> str:
+    return "(" + "".join(block_index(e, pid, table) + ", " for e in index_map) + ")"
+
+
+def _pallas_call(op: Op, args, outs, fns):
+    """pl.pallas_call of the kernel block: generic (grid and BlockSpecs) or TPU (scalar prefetch
+    grid spec, VMEM scratch, dimension semantics); ``interpret`` is the Pallas mode's argument."""
+    p = op.p
+    g = len(p["grid"])
+    nt = p["n_prefetch"]
+    ins = "[" + ", ".join(_spec(b, m, g, nt) for b, m in p["in_specs"]) + "]"
+    outs_ = "[" + ", ".join(_spec(b, m, g, nt) for b, m in p["out_specs"]) + "]"
+    shapes = "[" + ", ".join(f"jax.ShapeDtypeStruct({lit(tuple(t.shape))}, {dt(t.dtype)})" for t in op.outs) + "]"
+    if p["target"] == "tpu":
+        scratch = "[" + ", ".join(f"pltpu.SemaphoreType.DMA({lit(tuple(s))})" if d == DMA_SEMAPHORE else
+                                  f"pltpu.VMEM({lit(tuple(s))}, {dt(d)})" for s, d in p["scratch"]) + "]"
+        spec = (f"grid_spec=pltpu.PrefetchScalarGridSpec(num_scalar_prefetch={nt}, grid={lit(tuple(p['grid']))}, "
+                f"in_specs={ins}, out_specs={outs_}, scratch_shapes={scratch}), ")
+        params = f"compiler_params=pltpu.CompilerParams(dimension_semantics={lit(tuple(p['semantics']))}), "
+    else:
+        spec = f"grid={lit(tuple(p['grid']))}, in_specs={ins}, out_specs={outs_}, "
+        params = ""
+    return _tuple_out(outs, f"pl.pallas_call({fns[0]}, {spec}out_shape={shapes}, {params}"
+                            f"interpret=interpret)({', '.join(args)})")
+
+
+KERNEL_RENDER: dict[str, Callable] = {
+    "k_load": _k_load,
+    "k_store": lambda op, a, o: [f"{a[0]}[...] = {a[1]}"],
+    "k_accum": lambda op, a, o: [f"{a[0]}[...] += {a[1]}"],
+    "k_masked_store": lambda op, a, o: [f"{a[0]}[...] = jnp.where({a[1]}, {a[2]}, {a[0]}[...])"],
+    "k_init": _k_init,
+    "k_dma_start": lambda op, a, o: _k_dma(op, a, "start"),
+    "k_dma_wait": lambda op, a, o: _k_dma(op, a, "wait"),
+    "k_dot": _one(lambda p, a: f"jnp.dot({a[0]}, {a[1]}, preferred_element_type={dt(p['dtype'])})"),
+    "k_reduce": _one(lambda p, a: f"jnp.broadcast_to(jnp.{p['fn']}({a[0]}, axis={p['axis']}, keepdims=True), "
+                                  f"{a[0]}.shape)"),
+    "k_rows": _k_rows,
+    "k_broadcast": _one(lambda p, a: f"jnp.broadcast_to({a[0]}, {lit(tuple(p['to']))})"),
+}
+
+
 RENDER: dict[str, Callable] = {
     "safe_divisor": _one(_safe_divisor),
     "unary": _one(_unary),
@@ -297,11 +405,13 @@ RENDER: dict[str, Callable] = {
     "ref_addupdate": _ref_addupdate,
     "ref_swap": _ref_swap,
     "freeze": _one(lambda p, a: f"jax.ref.freeze({a[0]})"),
+    **KERNEL_RENDER,
 }
 
 # Operations with blocks: render(op, args, outs, block function names) -> lines.
 RENDER_BLOCKS: dict[str, Callable] = {
     "switch": _switch, "cond": _cond, "while": _while, "fori": _fori, "scan": _scan, "call": _call,
+    "pallas_call": _pallas_call,
 }
 
 # APIs an operation needs that some JAX in range may lack: (module path, attribute).
@@ -310,6 +420,10 @@ NEEDS: dict[str, tuple[str, str]] = {
     "freeze": ("jax.ref", "freeze"),
     "ref_addupdate": ("jax.ref", "addupdate"),
     "ref_swap": ("jax.ref", "swap"),
+    # Pallas kernels (present from JAX 0.10.2 to 0.12.0.1; probed so that another JAX says why)
+    "pallas_call": ("jax.experimental.pallas.tpu", "CompilerParams"),
+    "k_rows": ("jax.experimental.pallas", "ds"),
+    "k_dma_start": ("jax.experimental.pallas.tpu", "make_async_copy"),
 }
 
 

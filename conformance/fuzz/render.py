@@ -12,10 +12,11 @@ from .ir import GRAD, VMAP, Block, Program
 from .ops import RENDER, RENDER_BLOCKS, missing_api
 
 HEADER = ("import ml_dtypes\nimport numpy as np\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n")
+PALLAS_HEADER = ("from jax.experimental import pallas as pl\nfrom jax.experimental.pallas import tpu as pltpu\n")
 
 # How each operation with blocks calls them (see _block_def).
 _CONVENTIONS = {"switch": "positional", "cond": "positional", "call": "positional", "while": "carry",
-                "fori": "fori", "scan": "scan"}
+                "fori": "fori", "scan": "scan", "pallas_call": "kernel"}
 
 
 def _names(prefix: str, block: Block, param_names: list[str]) -> list[str]:
@@ -63,7 +64,7 @@ def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured
     names = _names(prefix + "v", block, own + captured)
     conv = _CONVENTIONS[opname]
     inner = indent + "    "
-    if conv == "positional":
+    if conv in ("positional", "kernel"):
         head = [f"{indent}def {fn}({', '.join(own)}):"]
     elif conv == "carry":
         head = [f"{indent}def {fn}(carry):", f"{inner}{_tuple(own)} = carry"]
@@ -76,6 +77,8 @@ def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured
     else:
         raise ValueError(conv)
     body = _block_lines(block, names, prefix + "v", inner)
+    if conv == "kernel":       # a Pallas kernel writes its output refs and returns nothing
+        return head + (body or [f"{inner}pass"])
     outs = [names[o] for o in block.outputs]
     if opname == "while" and j == 0:
         ret = outs[0]                        # the loop condition: one bool
@@ -112,9 +115,25 @@ def function_source(program: Program, name: str = "program") -> str:
     return "\n".join(lines) + "\n"
 
 
+def is_kernel(program: Program) -> bool:
+    """Whether the program calls Pallas kernels (then its function depends on the Pallas mode)."""
+    return "pallas_call" in _op_names(program.body)
+
+
 def source(program: Program) -> str:
     """A module: the imports and ``program``."""
-    return HEADER + "\n\n" + function_source(program)
+    return HEADER + "\n\n" + definitions(program)
+
+
+def definitions(program: Program) -> str:
+    """``program``'s definition (after :data:`HEADER`). A program calling Pallas kernels is built
+    per Pallas mode: ``build(interpret)`` gives the function with that ``interpret`` argument, and
+    ``program`` is ``build(True)`` (JAX's interpret mode)."""
+    if not is_kernel(program):
+        return function_source(program)
+    inner = "".join("    " + line + "\n" if line else "\n" for line in function_source(program).splitlines())
+    return (PALLAS_HEADER + "\n\ndef build(interpret):\n" + inner + "    return program\n\n\n"
+            "program = build(True)\n")
 
 
 def why_not_renderable(program: Program) -> str:
@@ -132,12 +151,22 @@ def _op_names(block: Block) -> set:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(text: str):
+def _module(text: str) -> dict:
+    import hashlib
+    import linecache
+    # A file name per text, its lines in linecache: tracebacks through a program show its source.
+    name = f"<fuzz program {hashlib.sha256(text.encode()).hexdigest()[:12]}>"
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     env: dict = {}
-    exec(compile(text, "<fuzz program>", "exec"), env)   # noqa: S102  (our own generated source)
-    return env["program"]
+    exec(compile(text, name, "exec"), env)   # noqa: S102  (our own generated source)
+    return env
 
 
 def function(program: Program):
     """The program as a Python function of its inputs (returns a tuple of arrays)."""
-    return _compiled(source(program))
+    return _module(source(program))["program"]
+
+
+def builder(program: Program):
+    """A kernel program's ``build(interpret) -> function`` (see :func:`source`)."""
+    return _module(source(program))["build"]

@@ -1,7 +1,8 @@
 """A finding as a standalone script: plain JAX (no jax-conformance needed), the program's source,
 its inputs embedded bit for bit, the reference's outputs and the backend's recorded ones. Running
 it evaluates the program with ``jax.jit`` on the default backend and prints where the result
-differs from the reference (exit status 1) or says it now agrees (0)."""
+differs from the reference (exit status 1) or says it now agrees (0). A Pallas kernel program runs
+in JAX's interpret mode (``program = build(True)``; ``build`` takes another mode's ``interpret``)."""
 from __future__ import annotations
 
 import json
@@ -81,7 +82,7 @@ def script(tc: TestCase, record: dict, expected, backend) -> str:
     config = "".join(f"jax.config.update({k!r}, {v!r})\n" for k, v in (("jax_enable_x64", p.x64),) + tuple(p.config)
                      if k != "jax_enable_x64" or v)
     return ('"""' + doc.replace('"""', "'''") + '"""\n' + render.HEADER + "\n" + config + "\n"
-            + render.function_source(p) + "\n"
+            + render.definitions(p) + "\n"
             + _HELPERS.split("\n\ndef main")[0] + "\n\n"
             + _arrays_source("INPUTS", tc.inputs) + _arrays_source("EXPECTED", expected)
             + _arrays_source("BACKEND", backend) + "\n\ndef main" + _HELPERS.split("\n\ndef main", 1)[1])

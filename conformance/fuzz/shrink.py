@@ -11,9 +11,11 @@ test cases; a proposal is kept when ``still_fails`` says it still falls in the f
    becomes the few operations around its divergent equation; then **bypass** operations whose
    result can be replaced by an operand of the same type (x / transpose(transpose(x)) keeps the
    shared operand that x / x needs);
-3. **scalarise** elementwise programs: every value of one shape becomes the single failing
+3. **kernels**: a smaller grid (the arrays cut to the blocks it visits), then kernel operations
+   removed (an effect dropped, a result replaced by an earlier value of its type);
+4. **scalarise** elementwise programs: every value of one shape becomes the single failing
    element (rank 0);
-4. simplify input values: elements that do not matter become 0 (or 1).
+5. simplify input values: elements that do not matter become 0 (or 1).
 
 Every proposal is a well-typed program (the IR edits keep types), and the predicate re-runs the
 whole judgement (reference, backend, oracle), so a shrunk finding is one the oracle still reports,
@@ -167,6 +169,150 @@ def _simple_values(x: np.ndarray, keep: np.ndarray, fill) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
+# Kernels: a program of one pallas_call (conformance/fuzz/families/pallas.py)
+# --------------------------------------------------------------------------------------------
+KERNEL_EFFECTS = ("k_store", "k_accum", "k_masked_store", "k_init", "k_dma_start", "k_dma_wait")
+
+
+def kernel_call(program: Program) -> Op | None:
+    ops = program.body.ops
+    return ops[0] if len(ops) == 1 and ops[0].name == "pallas_call" else None
+
+
+def _with_call(tc: TestCase, call: Op, inputs: list, input_decls=None) -> TestCase:
+    p = tc.program
+    decls = tuple(input_decls) if input_decls is not None else p.inputs
+    body = Block(tuple(i.type for i in decls), (call,), (len(decls),))
+    return TestCase(dataclasses.replace(p, inputs=decls, body=body, origin=()), list(inputs))
+
+
+def _kernel_ops(kernel: Block, ops: list, remap: dict) -> Block:
+    """The kernel with ``ops`` (a subset of its ops, in order, args remapped by ``remap``), dead
+    results dropped, values renumbered."""
+    n = len(kernel.params)
+    k_id = n
+    old_ids = {}
+    for k, op in enumerate(kernel.ops):
+        for j in range(len(op.outs)):
+            old_ids[(k, j)] = k_id
+            k_id += 1
+    kept = [(k, op) for k, op in enumerate(kernel.ops) if k in ops]
+    # drop pure operations whose results nothing uses (repeatedly, last first)
+    while True:
+        used = {remap.get(a, a) for _, op in kept for a in op.args}
+        dead = [i for i, (k, op) in enumerate(kept) if op.name not in KERNEL_EFFECTS
+                and not any(old_ids[(k, j)] in used for j in range(len(op.outs)))]
+        if not dead:
+            break
+        kept.pop(dead[-1])
+    ids = {i: i for i in range(n)}
+    nxt = n
+    new_ops = []
+    for k, op in kept:
+        new_ops.append(Op(op.name, tuple(ids[remap.get(a, a)] for a in op.args), op.params, op.outs, op.blocks))
+        for j in range(len(op.outs)):
+            ids[old_ids[(k, j)]] = nxt
+            nxt += 1
+    return Block(kernel.params, tuple(new_ops), ())
+
+
+def kernel_without(tc: TestCase, k: int) -> TestCase | None:
+    """Kernel op ``k`` removed: an effect dropped, or a result replaced by the latest earlier value
+    of its type (an operand where one fits)."""
+    call = kernel_call(tc.program)
+    if call is None or k >= len(call.blocks[0].ops):
+        return None
+    kernel = call.blocks[0]
+    op = kernel.ops[k]
+    remap: dict = {}
+    if op.name not in KERNEL_EFFECTS:
+        if len(op.outs) != 1:
+            return None
+        types = kernel.types()
+        first = kernel.ids_of(k)[0]
+        same = [a for a in op.args if types[a] == op.outs[0]] or \
+            [v for v in range(len(kernel.params), first) if types[v] == op.outs[0]]
+        if not same:
+            return None
+        remap[first] = same[-1]
+    new = _kernel_ops(kernel, [i for i in range(len(kernel.ops)) if i != k], remap)
+    return _with_call(tc, dataclasses.replace(call, blocks=(new,)), tc.inputs)
+
+
+def kernel_without_unused_inputs(tc: TestCase) -> TestCase | None:
+    """The kernel without the input blocks it never reads (their BlockSpecs and arrays dropped)."""
+    call = kernel_call(tc.program)
+    if call is None:
+        return None
+    kernel, nt = call.blocks[0], call.p["n_prefetch"]
+    used = {a for op in kernel.ops for a in op.args}
+    unused = [r for r in range(len(call.p["in_specs"])) if nt + r not in used]
+    if not unused:
+        return None
+    gone = {nt + r for r in unused}
+    ids, k = {}, 0
+    for v in range(len(kernel.types())):
+        if v not in gone:
+            ids[v] = k
+            k += 1
+    ops = tuple(Op(op.name, tuple(ids[a] for a in op.args), op.params, op.outs, op.blocks) for op in kernel.ops)
+    params_ = tuple(t for v, t in enumerate(kernel.params) if v not in gone)
+    in_specs = tuple(spec for r, spec in enumerate(call.p["in_specs"]) if r not in unused)
+    new_call = Op(call.name, tuple(range(len(call.args) - len(unused))),
+                  tuple(sorted(dict(call.p, in_specs=in_specs).items())), call.outs, (Block(params_, ops, ()),))
+    keep = [i for i in range(len(tc.inputs)) if i not in gone]
+    return _with_call(tc, new_call, [tc.inputs[i] for i in keep], [tc.program.inputs[i] for i in keep])
+
+
+def smaller_grid(tc: TestCase, axis: int, extent: int) -> TestCase | None:
+    """The kernel on a grid whose ``axis`` has ``extent`` steps: the output and the inputs cut to
+    the blocks the smaller grid visits (the masks of partial blocks recomputed)."""
+    from .families.pallas import blocks_reached
+    call = kernel_call(tc.program)
+    if call is None:
+        return None
+    p = call.p
+    grid = list(p["grid"])
+    if not 1 <= extent < grid[axis]:
+        return None
+    grid[axis] = extent
+    nt = p["n_prefetch"]
+    table_blocks = tc.program.inputs[0].hi + 1 if nt else 1
+
+    def fix(expr):
+        return ("lin", expr[1], expr[2], grid[expr[2]]) if expr[0] == "lin" else expr
+
+    def cut_dims(block, index_map, dims):
+        return tuple(min(n, blocks_reached(e, grid, table_blocks) * b) for e, b, n in zip(index_map, block, dims))
+
+    out_specs = tuple((b, tuple(fix(e) for e in m)) for b, m in p["out_specs"])
+    outs = tuple(t.with_shape(cut_dims(b, m, t.shape)) for t, (b, m) in zip(call.outs, out_specs))
+    decls, inputs = list(tc.program.inputs), [np.asarray(x) for x in tc.inputs]
+    # (a prefetch table longer than its axis stays as it is: it is read at the axis's indices only)
+    kernel = call.blocks[0]
+    masks = {}
+    for r, (b, m) in enumerate(p["in_specs"]):
+        if b is None:       # a whole array for the kernel's DMAs: their windows stay inside it
+            continue
+        i = nt + r
+        dims = cut_dims(b, m, decls[i].type.shape)
+        inputs[i] = inputs[i][tuple(slice(0, n) for n in dims)]
+        decls[i] = dataclasses.replace(decls[i], type=decls[i].type.with_shape(dims))
+        masks[nt + r] = tuple((d, e, bd, n) for d, (e, bd, n) in enumerate(zip(m, b, dims)) if n % bd)
+    ops = []
+    for op in kernel.ops:
+        if op.name == "k_load" and op.args[0] in masks:
+            mask = masks[op.args[0]]
+            table = (0,) if nt and any(e[0] == "s" for _, e, _, _ in mask) else ()
+            op = Op(op.name, (op.args[0],) + table, tuple(sorted(dict(op.params, mask=mask).items())), op.outs)
+        ops.append(op)
+    new_p = dict(p, grid=tuple(grid), out_specs=out_specs)
+    new_call = Op(call.name, call.args, tuple(sorted(new_p.items())), outs,
+                  (Block(kernel.params, tuple(ops), ()),))
+    return _with_call(tc, new_call, inputs, decls)
+
+
+# --------------------------------------------------------------------------------------------
 # The shrinker
 # --------------------------------------------------------------------------------------------
 @dataclasses.dataclass
@@ -182,7 +328,8 @@ class Shrinker:
         progress = True
         while progress and not self._out_of_time():
             progress = False
-            for step in (self._outputs, self._transform, self._cut, self._bypass, self._scalarise, self._values):
+            for step in (self._outputs, self._transform, self._cut, self._bypass, self._kernel, self._scalarise,
+                         self._values):
                 better = step(tc)
                 if better is not None:
                     tc, progress = better, True
@@ -243,6 +390,31 @@ class Shrinker:
             cand = bypass(tc, k)
             if self._try(cand, tc):
                 tc = changed = cand
+        return changed
+
+    def _kernel(self, tc: TestCase) -> TestCase | None:
+        """A kernel's grid made smaller (each axis to 1 step, else one step fewer), its operations
+        removed one at a time (last first), then the input blocks it no longer reads."""
+        call = kernel_call(tc.program)
+        if call is None:
+            return None
+        changed = None
+        for axis, g in enumerate(call.p["grid"]):
+            for extent in (1, g - 1):
+                cand = smaller_grid(tc, axis, extent)
+                if not self._out_of_time() and cand is not None and self._try(cand, tc):
+                    tc = changed = cand
+                    break
+        for k in reversed(range(len(call.blocks[0].ops))):
+            call = kernel_call(tc.program)
+            if k >= len(call.blocks[0].ops) or self._out_of_time():
+                continue
+            cand = kernel_without(tc, k)
+            if self._try(cand, tc):
+                tc = changed = cand
+        cand = kernel_without_unused_inputs(tc)
+        if self._try(cand, tc):
+            tc = changed = cand
         return changed
 
     def _scalarise(self, tc: TestCase) -> TestCase | None:

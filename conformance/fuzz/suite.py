@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from conformance.case import LAX, Case, jaxpr_primitives, max_abs, random_array  # noqa: F401
+from conformance.case import LAX, PALLAS, Case, jaxpr_primitives, max_abs, random_array  # noqa: F401
 from conformance.classify import classify_failure, short_traceback  # noqa: F401
 from conformance.judge import compare as _compare
 from reports.schema import (BACKEND_UNSUPPORTED, BAD, CRASH, FAIL, GOOD, KNOWN_DIVERGENCE, PASS,  # noqa: F401
