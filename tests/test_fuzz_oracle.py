@@ -156,3 +156,20 @@ def test_finite_terms_past_float64_give_the_largest_bound():
         eqn = _dot_eqn(a, b)
         bound = oracle.abs_bound(eqn, [a, b])[0]
     assert bound[0, 0] == np.finfo(np.float64).max
+
+
+def test_a_program_jax_does_not_implement_is_not_applicable_not_a_reference_crash():
+    # Program lax/2026112901/788 of the 2026-11-29 campaigns: the gradient of a max pool with window
+    # dilation, which JAX refuses while tracing (no VJP for select_and_gather with window dilation)
+    from conformance.fuzz import evaluate
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+
+    def fn(x):
+        return jax.grad(lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 1), (1, 1), ((0, 0), (0, 0)),
+                                                    (1, 1), (1, 2)).sum())(x)
+    with pytest.raises(NotImplementedError, match="window dilation"):
+        jax.make_jaxpr(fn)(x)
+    case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+    ref, problem = evaluate.reference(case, [x])
+    assert ref is None and problem["outcome"] == "backend-unsupported" and problem["not_applicable"], problem
+    assert "bucket" not in problem and "window dilation" in problem["detail"]
