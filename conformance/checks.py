@@ -199,7 +199,9 @@ def _dot_product_bad(ref, out, bound, tol, mode: C.Mode) -> np.ndarray:
     out_max = float(D.finfo(real).max)
     acc_max = out_max if mode.acc_bits or np.dtype(real).itemsize >= 8 else float(np.finfo(np.float32).max)
     with np.errstate(invalid="ignore", over="ignore"):
-        # (an infinite bound is an infinite or NaN term: its result is no matter of order)
+        # (an infinite bound counts an infinite term: strict. A producer that leaves infinite terms
+        # out, as the fuzzer's oracle.abs_bound does, lets the finite ones tell whether a partial sum
+        # can reach the opposite infinity, NaN)
         wild = np.isfinite(bound) & (bound * (1 + 4 * float(np.finfo(np.float32).eps)) >= acc_max)
         bad = (_abs_err(ref, out) > tol) | _specials_differ(ref, out, zero_sign=False)
         if not D.is_complex(ref.dtype):

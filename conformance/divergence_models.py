@@ -40,6 +40,9 @@ class Failure:
     # passes, or no replay was possible). An elementwise matcher counts them as explained: one output
     # can mix a flushed subnormal argument (the flush-to-zero allowance) with an accuracy difference.
     allowed: Sequence[np.ndarray | None] = ()
+    # The case's function (inputs -> outputs), for a matcher whose model re-evaluates the operation
+    # with the reference on other operands (a convolution's parameters live in it), or None.
+    fn: Callable | None = None
 
 
 def _failing_all_zero(f: Failure) -> bool:
@@ -589,6 +592,56 @@ def _clz_folded_negative(f: Failure) -> bool:
     return _elementwise_failing(f, model, 1)
 
 
+def _convolution_skips_padding(f: Failure) -> bool:
+    """The backend's convolution leaves out the taps on padding and on lhs-dilation holes (where the
+    definition multiplies the kernel by a zero): per failing element, the value of the finite
+    kernel weights (within the DOT_PRODUCT bound, K <= the kernel's size) plus what the non-finite
+    weights give on real lhs elements only (their products inf or NaN, summed as IEEE 754 does),
+    and at least one element whose reference that changes."""
+    if f.fn is None or len(f.inputs) != 2 or not all(D.is_float(np.asarray(v).dtype) for v in f.inputs):
+        return False
+    import interp
+    x, w = (np.asarray(v) for v in f.inputs)
+    conv = interp.interpret(f.fn)
+
+    def run(a, b):
+        with np.errstate(all="ignore"):
+            return [np.asarray(o).astype(np.float64) for o in conv(a.astype(x.dtype), b.astype(w.dtype))]
+
+    def counts(a_mask, b_mask):     # per output element: the real (not padding) taps with both masks
+        return run(a_mask.astype(np.float64), b_mask.astype(np.float64))
+
+    with np.errstate(all="ignore"):
+        finite_w = np.where(np.isfinite(w.astype(np.float64)), w.astype(np.float64), 0)
+        xs, ws = x.astype(np.float64), w.astype(np.float64)
+        n_nan = [a + b for a, b in zip(counts(np.ones(x.shape), np.isnan(ws)),
+                                       counts(np.isnan(xs) | (xs == 0), np.isinf(ws)))]
+        n_pos = [a + b for a, b in zip(counts(xs > 0, ws == np.inf), counts(xs < 0, ws == -np.inf))]
+        n_neg = [a + b for a, b in zip(counts(xs > 0, ws == -np.inf), counts(xs < 0, ws == np.inf))]
+        finite = run(xs, finite_w)
+        magnitude = run(np.abs(xs), np.abs(finite_w))
+    needed = False
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if i >= len(finite) or finite[i].shape != ref.shape or not D.is_float(ref.dtype):
+            return False
+        with np.errstate(all="ignore"):
+            special = np.where((n_nan[i] > 0) | ((n_pos[i] > 0) & (n_neg[i] > 0)), np.nan,
+                               np.where(n_pos[i] > 0, np.inf, np.where(n_neg[i] > 0, -np.inf, 0.0)))
+            model = finite[i] + special
+            o = out.astype(np.float64)
+            r = ref.astype(np.float64)
+            tol = (w.size + 1) * float(D.finfo(ref.dtype).eps) * magnitude[i]
+            # where the reference is finite no tap met a non-finite weight: an order difference
+            same = _identical(ref, out) | (np.isfinite(r) & np.isfinite(o) & (np.abs(o - r) <= tol))
+            skipped = ~np.isfinite(r) & (_identical(model.astype(ref.dtype), out) | (
+                np.isfinite(model) & np.isfinite(o) & (np.abs(o - model) <= tol)))
+        if not (same | skipped).all():
+            return False
+        needed |= bool((skipped & ~same).any())
+    return needed
+
+
 # The matchers spec/divergences.py entries name.
 MATCHERS: dict[str, Callable[[Failure], bool]] = {
     "kernel_adds_zero_as_identity": _kernel_adds_zero_as_identity,
@@ -600,6 +653,7 @@ MATCHERS: dict[str, Callable[[Failure], bool]] = {
     "division_as_reciprocal": _division_as_reciprocal,
     "product_with_bool_as_select": _product_with_bool_as_select,
     "clz_folded_negative": _clz_folded_negative,
+    "convolution_skips_padding": _convolution_skips_padding,
     "erf_out_of_range": _erf_out_of_range,
     "failing_all_zero": _failing_all_zero,
     "gpu_complex_mul": _gpu_complex_mul,

@@ -654,6 +654,20 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "negative operand and the backend's value width - 64.",
         runners=("xla:cpu",), primitives=("clz",), jax_versions=("0", "0.11.2"), outcomes=("fail",),
         matcher="clz_folded_negative"),
+    Divergence(
+        "xla-cpu-convolution-skips-padding",
+        "docs/findings.md#xla-cpu-a-convolution-leaves-out-its-padding-and-lhs-dilation-holes; openxla/xla "
+        "xla/service/cpu/ir_emitter.cc (the convolution loop: 'We are not in the padding, so carry out the "
+        "computation', an in-bounds and not-in-hole condition around the multiply-add); reproducer (XLA:CPU, JAX "
+        "0.10.2 and 0.12.0.1): lax.conv_general_dilated(np.float32([[[1, 2]]]), np.float32([[[np.nan, 1, 1]]]), "
+        "(1,), ((1, 0),)) = [[[3.]]], by the definition (a zero-padded lhs) 0 * NaN + 1 + 2 = NaN",
+        "XLA:CPU computes a convolution over the real lhs elements only: a kernel weight that meets padding or "
+        "a hole of lhs dilation contributes nothing, where StableHLO's definition (pad and dilate the lhs with "
+        "zeros, then a dot product per window) multiplies it by zero: a NaN or infinite weight there makes the "
+        "definition's result NaN (0 * NaN, 0 * inf), XLA:CPU's finite. Per element: the convolution of the "
+        "finite weights, plus the infinities and NaNs the non-finite weights give on real lhs elements.",
+        runners=("xla:cpu",), primitives=("conv_general_dilated",), outcomes=("fail",),
+        matcher="convolution_skips_padding"),
 )
 
 BY_ID = {d.id: d for d in DIVERGENCES}

@@ -9,6 +9,7 @@ import jax
 from jax import lax
 
 import interp
+from conformance import checks
 from conformance.fuzz import mutants, oracle
 from hardware_runners import get_runner
 from conformance.fuzz.suite import Case
@@ -123,3 +124,52 @@ def test_terminal_operations_reach_outputs_only_through_bit_moves_and_calls():
     assert sorted(names[i] for i in t["eqns"]) == ["exp", "reduce_sum"]
     assert t["outputs"] == {0: C.ulp_budget("exp", np.float32)}
     assert list(t["sums"]) == [2]
+
+
+def _dot_eqn(a, b):
+    return jax.make_jaxpr(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))))(a, b).jaxpr.eqns[0]
+
+
+def test_infinite_terms_leave_the_finite_ones_to_bound_the_order():
+    # Row 0: -inf + 3e38 + 3e38 is -inf exactly (IEEE 754, an infinite term); summed in float32 in
+    # the order (3e38 + 3e38) + -inf it is +inf + -inf = NaN: the finite terms reach the other
+    # infinity. Row 1: -inf + 1 + 1 is -inf in every order. Row 2: a NaN term is NaN in every order.
+    a = np.float32([[-np.inf, 3e38, 3e38], [-np.inf, 1, 1], [np.nan, 1, 1]])
+    b = np.float32([[1], [1], [1]])
+    eqn = _dot_eqn(a, b)
+    mode, = oracle.eqn_modes(eqn)
+    bound = oracle.abs_bound(eqn, [a, b])[0]
+    np.testing.assert_array_equal(bound[:2, 0], [2 * np.float64(np.float32(3e38)), 2.0])
+    assert np.isnan(bound[2, 0])
+    ref = np.float32([[-np.inf], [-np.inf], [np.nan]])
+    nan = np.float32([[np.nan], [np.nan], [np.nan]])
+    ok = checks.complies(mode, ref, nan, bound=bound)
+    assert ok[:, 0].tolist() == [True, False, True]
+    # the same row with finite terms that cannot overflow in any order stays strict
+    assert not checks.complies(mode, ref[1:2], np.float32([[0.0]]), bound=bound[1:2]).any()
+
+
+def test_finite_terms_past_float64_give_the_largest_bound():
+    a = np.float64([[1e300, -1e300]])
+    b = np.float64([[1e300], [1e300]])
+    with jax.enable_x64(True):
+        eqn = _dot_eqn(a, b)
+        bound = oracle.abs_bound(eqn, [a, b])[0]
+    assert bound[0, 0] == np.finfo(np.float64).max
+
+
+def test_a_program_jax_does_not_implement_is_not_applicable_not_a_reference_crash():
+    # Program lax/2026112901/788 of the 2026-11-29 campaigns: the gradient of a max pool with window
+    # dilation, which JAX refuses while tracing (no VJP for select_and_gather with window dilation)
+    from conformance.fuzz import evaluate
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+
+    def fn(x):
+        return jax.grad(lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 1), (1, 1), ((0, 0), (0, 0)),
+                                                    (1, 1), (1, 2)).sum())(x)
+    with pytest.raises(NotImplementedError, match="window dilation"):
+        jax.make_jaxpr(fn)(x)
+    case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+    ref, problem = evaluate.reference(case, [x])
+    assert ref is None and problem["outcome"] == "backend-unsupported" and problem["not_applicable"], problem
+    assert "bucket" not in problem and "window dilation" in problem["detail"]

@@ -15,7 +15,7 @@ from spec import compliance as C
 
 from . import ir, oracle, render
 from .shrink import TestCase
-from .suite import CRASH, PALLAS, REFERENCE_UNSUPPORTED, Case, new_record, short_traceback
+from .suite import BACKEND_UNSUPPORTED, CRASH, PALLAS, REFERENCE_UNSUPPORTED, Case, new_record, short_traceback
 
 
 def case_for(program: ir.Program, case_id: str) -> Case:
@@ -45,24 +45,38 @@ def reference_options(case: Case) -> dict:
 
 
 def reference(case: Case, inputs, platform: str = "cpu"):
-    """(reference outputs, None) or (None, a reference finding: {outcome, detail, bucket, ...})."""
+    """(reference outputs, None) or (None, a reference finding: {outcome, detail, bucket, ...}), or
+    (None, a not-applicable record) where JAX itself does not implement the program."""
     import jax
 
     import interp
     try:
         with case.context(), np.errstate(all="ignore"):
             closed = jax.make_jaxpr(case.fn)(*inputs)
-            outs = interp.eval_jaxpr(closed, *inputs, platform=platform, **reference_options(case))
-            return [np.asarray(o) for o in outs], None
+    except NotImplementedError as e:
+        # JAX refuses the program while tracing it (e.g. the VJP of a max pool with window
+        # dilation): no runner can run it and the reference never saw it
+        return None, {"outcome": BACKEND_UNSUPPORTED, "not_applicable": True,
+                      "detail": f"JAX does not implement this program: {type(e).__name__}: {str(e)[:500]}"}
+    except Exception as e:  # noqa: BLE001  (a program JAX cannot trace: a generator finding)
+        return None, _reference_crash(e)
+    try:
+        with case.context(), np.errstate(all="ignore"):
+            return [np.asarray(o) for o in interp.eval_jaxpr(closed, *inputs, platform=platform,
+                                                                    **reference_options(case))], None
     except interp.UnsupportedPrimitiveError as e:
         return None, {"outcome": REFERENCE_UNSUPPORTED, "detail": str(e)[:1000],
                       "bucket": oracle.bucket("reference", e.primitive, "", "reference", "unsupported")}
     except Exception as e:  # noqa: BLE001  (the reference's own failure: a reference finding)
-        kind = "undefined-behaviour" if isinstance(e, interp.UndefinedBehaviorError) else "crash"
-        where = _raising_rule(e)
-        return None, {"outcome": CRASH, "crashed": "reference", "output": short_traceback(e),
-                      "detail": f"the reference raised {type(e).__name__}: {str(e)[:500]}",
-                      "bucket": oracle.bucket("reference", where, type(e).__name__, "reference", kind)}
+        return None, _reference_crash(e)
+
+
+def _reference_crash(e: BaseException) -> dict:
+    import interp
+    kind = "undefined-behaviour" if isinstance(e, interp.UndefinedBehaviorError) else "crash"
+    return {"outcome": CRASH, "crashed": "reference", "output": short_traceback(e),
+            "detail": f"the reference raised {type(e).__name__}: {str(e)[:500]}",
+            "bucket": oracle.bucket("reference", _raising_rule(e), type(e).__name__, "reference", kind)}
 
 
 def _raising_rule(e: BaseException) -> str:
@@ -81,7 +95,7 @@ def evaluate(tc: TestCase, runners, case_id: str, platform: str = "cpu", localis
     """One record per runner (the reference's finding, where it has one, for every runner)."""
     why = render.why_not_renderable(tc.program)
     if why:
-        return [dict(new_record(case=case_id, runner=r.name, seed=0), outcome="backend-unsupported", detail=why,
+        return [dict(new_record(case=case_id, runner=r.name, seed=0), outcome=BACKEND_UNSUPPORTED, detail=why,
                      not_applicable=True) for r in runners]
     case = case_for(tc.program, case_id)
     t0 = time.perf_counter()

@@ -131,8 +131,12 @@ def _abs64(v):
 
 
 def abs_bound(eqn, invals) -> list[np.ndarray]:
-    """sum over the terms of |term| per output element: the equation evaluated by the reference on
-    the operands' magnitudes in float64 (the DOT_PRODUCT bound)."""
+    """sum over the finite terms of |term| per output element: the equation evaluated by the
+    reference on the operands' magnitudes in float64 (the DOT_PRODUCT bound). An infinite term is
+    left out: the result is that infinity, or NaN where the finite terms' partial sums reach the
+    opposite one in the backend's order, which the bound is what tells (checks._dot_product_bad).
+    A NaN term (a NaN operand, 0 * inf) keeps the bound NaN: the result is NaN in any order. Finite
+    terms whose magnitudes overflow float64 give float64's largest value (past every accumulator's)."""
     import jax
     from jax import lax
 
@@ -164,8 +168,15 @@ def abs_bound(eqn, invals) -> list[np.ndarray]:
                                    unique_indices=p["unique_indices"], mode=p["mode"])
     else:
         raise ValueError(f"no magnitude bound for {name}")
-    with jax.enable_x64(True):
-        return [np.asarray(o) for o in jax.tree_util.tree_leaves(interp.interpret(f)(*a))]
+    def finite(v):
+        return np.where(np.isinf(v), 0, v) if D.is_float(v.dtype) or D.is_complex(v.dtype) else v
+
+    with jax.enable_x64(True), np.errstate(invalid="ignore", over="ignore"):
+        every = jax.tree_util.tree_leaves(interp.interpret(f)(*a))
+        finite_only = jax.tree_util.tree_leaves(interp.interpret(f)(*[finite(v) for v in a]))
+    f64_max = float(np.finfo(np.float64).max)
+    return [np.where(np.isinf(e), np.minimum(np.asarray(b), f64_max), np.asarray(e))
+            for e, b in zip(every, finite_only)]
 
 
 def _signature(eqn) -> tuple:
