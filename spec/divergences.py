@@ -68,6 +68,11 @@ XLA_CPU_CASE_ULP: dict[tuple[str, str], int] = {
     # error, growing with |x|. Measured: 4005 arguments in [-710.4, 710.4] (uniform, seed 20261129,
     # and the ends), worst 495 ulp at x = 553.13 on both JAX ends; 2 x that, the rule above
     ("sinh", "float64"): 990,
+    # Found by the program fuzzer (2026-11-29, JAX 0.10.2 only: truncated_normal's erf_inv): 19 ulp at
+    # erf_inv(0.6431...) = 0.6503. Measured on JAX 0.10.2: 16000 arguments (8000 in [0.55, 0.75], 2000 in
+    # [-0.75, -0.55], 6000 in [-0.99, 0.99]; seed 20261129), worst 21 ulp at x = 0.64312; JAX 0.12.0.1
+    # stays within 3 there. 2 x that, the rule above
+    ("erf_inv", "float64"): 42,
 }
 
 # Primitives whose XLA:CPU results at a subnormal argument are neither the value there nor the value
