@@ -653,6 +653,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "negative operand and the backend's value width - 64.",
         runners=("xla:cpu",), primitives=("clz",), jax_versions=("0", "0.11.2"), outcomes=("fail",),
         matcher="clz_folded_negative"),
+    Divergence(
+        "xla-cpu-bf16-interior-pad-flushes-subnormals",
+        "docs/findings.md#xla-cpu-jax-0112-bfloat16-pad-with-interior-padding-flushes-subnormals; reproducer "
+        "(XLA:CPU, JAX 0.11.2 and 0.12.0.1): jax.jit(lambda x: lax.pad(x, bf16(0), ((0, 0, 1), (0, 0, 0)))) of "
+        "the bfloat16 bits [[0x8001, 0x0001], [0x0001, 0x8001]] gives [[0x8001, 0x0000], [0, 0], [0x0001, 0x8000]]; "
+        "JAX 0.10.2 copies the bits",
+        "XLA:CPU (JAX 0.11.2 and 0.12.0.1) returns some bfloat16 subnormals of a pad with interior padding "
+        "as zeros of their sign (the last column of a 2-d operand in the reproducer; a 1-d pad keeps them, "
+        "float32 too): a data movement that must copy its operand's bits. Per element: the reference is a "
+        "subnormal, the backend a zero of its sign.",
+        runners=("xla:cpu",), primitives=("pad",), dtypes=("bfloat16",), jax_versions=("0.11.2", None),
+        outcomes=("fail",), matcher="subnormals_returned_as_zero"),
 )
 
 BY_ID = {d.id: d for d in DIVERGENCES}
