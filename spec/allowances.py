@@ -83,7 +83,8 @@ ALLOWANCES: tuple[Allowance, ...] = (
         "exp2(x) as exp(ln2 * x)), sqrt(x*x) -> |x|, exp(a) * exp(b) -> exp(a + b) (so integer_pow(exp(a), y), "
         "lowered to multiplications, becomes one exp) and exp(a) / exp(b) -> exp(a - b) (exact in real "
         "arithmetic, not in floating point: overflow and rounding differ; exp(x) / exp(x) is 1 where exp(x) "
-        "overflows). The exp products and quotients are rewritten by JAX 0.10.2's XLA, not by 0.12.0.1's.",
+        "overflows). The exp products and quotients are rewritten by JAX 0.10.2's XLA, not by 0.11.2's or "
+        "0.12.0.1's (nor is log(exp(x)) there).",
         ("openxla/xla xla/hlo/transforms/simplifiers/algebraic_simplifier.cc ('exp(A) * exp(B) => exp(A+B)', "
          "'exp(A)/exp(B) => exp(A-B)')",
          "jax/_src/lax/lax.py _exp2_lower: hlo.exponential(hlo.multiply(log2, x))",

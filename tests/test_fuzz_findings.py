@@ -128,7 +128,7 @@ def test_value_buckets_explained_by_an_allowance(allowance, fn, inputs):
         got = suite.run(get_runner("xla:cpu"), case, inputs)
         rec = oracle.judge(fn, inputs, ref, get_runner("xla:cpu"), case=case)
     differs = any((bits(normalize_nans(r)) != bits(normalize_nans(np.asarray(g)))).any() for r, g in zip(ref, got))
-    # JAX 0.12.0.1's XLA no longer applies the exp rewrites (the campaign on 0.10.2 found them):
+    # JAX 0.11.2's and 0.12.0.1's XLA do not apply the exp rewrites (the campaign on 0.10.2 found them):
     # where XLA:CPU computes the reference's value the program passes
     if not differs:
         assert allowance == "algebraic-rewrite" and rec["outcome"] == "pass", rec
