@@ -183,14 +183,34 @@ def _bad(mode: C.Mode, ref, out, magnitude, bound):
             bound = np.abs(np.asarray(bound, np.float64))
             tol = gamma * bound
             detail = f"{mode.describe()}; gamma={gamma:.3g}"
-            return _dot_product_bad(ref, out, bound, tol, mode), detail
+            return _dot_product_bad(ref, out, bound, tol, mode, u_out), detail
         else:
             raise ValueError(f"unknown mode {mode.kind}")
         return (_abs_err(ref, out) > tol) | special, detail
 
 
-def _dot_product_bad(ref, out, bound, tol, mode: C.Mode) -> np.ndarray:
+def _neighbour_toward(v: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The neighbour of each (finite) ``v`` in its own float type in the direction of ``t`` (``v``
+    itself where they are equal), as float64."""
+    width = D.bit_width(v.dtype)
+    b = v.view(D.storage_uint(v.dtype)).astype(np.int64)
+    sign = np.int64(1) << (width - 1)
+    ordered = np.where(b & sign, -(b & (sign - 1)), b)       # monotone in the value (-0 is 0)
+    with np.errstate(invalid="ignore"):
+        step = np.sign(np.asarray(t, np.float64) - v.astype(np.float64))
+    o = ordered + np.nan_to_num(step).astype(np.int64)
+    back = np.where(o < 0, (-o) | sign, o).astype(D.storage_uint(v.dtype)).view(v.dtype)
+    return back.astype(np.float64)
+
+
+def _dot_product_bad(ref, out, bound, tol, mode: C.Mode, u_out: float = 0.0) -> np.ndarray:
     """DOT_PRODUCT's elements out of bound, where the order of the additions is the backend's:
+    - the bound is that of |computed - exact| (``tol``: the accumulation and input terms plus the
+      backend's own output rounding, u_out sum|a||b|), and the reference is the exact value rounded:
+      the backend also complies where its value's rounding interval comes within the accumulation
+      and input terms of the reference's, at a point of it no larger than sum|a||b| (a sum exactly
+      at the midpoint of two bfloat16 values, plus a term below float32's precision, rounds up in
+      the reference and, accumulated in float32, to even on the backend);
     - where the terms' (finite) magnitudes can add up past the accumulator's largest finite value, a
       partial sum may overflow in some order (inf, and NaN when opposite infinities meet): any result;
     - where the exact result is within the bound of the output type's overflow threshold, rounding
@@ -209,6 +229,14 @@ def _dot_product_bad(ref, out, bound, tol, mode: C.Mode) -> np.ndarray:
             rc, oc = np.clip(r, -out_max, out_max), np.clip(o, -out_max, out_max)
             edge = ~np.isnan(r) & ~np.isnan(o) & (np.abs(rc) + tol >= out_max) & (np.abs(rc - oc) <= tol)
             bad &= ~edge
+            finite = np.isfinite(r) & np.isfinite(o) & (r != o)
+            if u_out and (bad & finite).any():
+                rv, ov = np.where(finite, ref, 0).astype(ref.dtype), np.where(finite, out, 0).astype(out.dtype)
+                edge_r = (r + _neighbour_toward(rv, o)) / 2      # where the reference's interval meets out's side
+                edge_o = (o + _neighbour_toward(ov, r)) / 2
+                inner = tol - u_out * bound                      # the accumulation and input terms
+                rounding = finite & (np.abs(edge_o - edge_r) <= inner) & (np.abs(edge_r) <= bound)
+                bad &= ~rounding
     return bad & ~wild
 
 

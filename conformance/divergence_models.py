@@ -642,6 +642,21 @@ def _convolution_skips_padding(f: Failure) -> bool:
     return needed
 
 
+def _subnormals_returned_as_zero(f: Failure) -> bool:
+    """Every differing element of every failing output is a subnormal of the reference that the
+    backend returned as a zero of its sign (a data movement that flushed it)."""
+    for i in f.failing_outputs:
+        ref, out = np.asarray(f.reference[i]), np.asarray(f.backend[i])
+        if ref.shape != out.shape or not D.is_float(ref.dtype):
+            return False
+        r, o = ref.astype(np.float64), out.astype(np.float64)
+        subnormal = (r != 0) & (np.abs(r) < float(D.finfo(ref.dtype).tiny))
+        flushed = subnormal & (o == 0) & (np.signbit(o) == np.signbit(r))
+        if not (_identical(ref, out) | flushed).all():
+            return False
+    return bool(f.failing_outputs)
+
+
 # The matchers spec/divergences.py entries name.
 MATCHERS: dict[str, Callable[[Failure], bool]] = {
     "kernel_adds_zero_as_identity": _kernel_adds_zero_as_identity,
@@ -654,6 +669,7 @@ MATCHERS: dict[str, Callable[[Failure], bool]] = {
     "product_with_bool_as_select": _product_with_bool_as_select,
     "clz_folded_negative": _clz_folded_negative,
     "convolution_skips_padding": _convolution_skips_padding,
+    "subnormals_returned_as_zero": _subnormals_returned_as_zero,
     "erf_out_of_range": _erf_out_of_range,
     "failing_all_zero": _failing_all_zero,
     "gpu_complex_mul": _gpu_complex_mul,

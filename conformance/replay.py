@@ -13,7 +13,9 @@ the way a backend is allowed to compute:
   which mul operand is fused;
 - ``excess``: bf16/f16 elementwise chains stay in float32 and round once where a value leaves
   the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
-- ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x and sqrt(x*x) -> |x|;
+- ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x (so log(exp2(x)) -> ln2 * x, as JAX
+  lowers exp2), sqrt(x*x) -> |x|, exp(a) * exp(b) -> exp(a + b) (so integer_pow(exp(a), y) -> one exp)
+  and exp(a) / exp(b) -> exp(a - b);
 - ``tf32``: the float32 operands of Precision.DEFAULT ``dot_general``/``conv_general_dilated`` keep
   11 significant bits (TF32 tensor cores), rounded to nearest or truncated, before the exact
   product and the float32 result;
@@ -236,13 +238,30 @@ def _wide_f32(op: str, *xs):
 SHADOW_OPS = ("add", "sub", "mul", "div", "neg", "abs", "max", "min", "sqrt", "square", "integer_pow")
 
 
-def _elementwise_dot(eqn) -> bool:
-    """A dot_general that contracts nothing and batches every dimension in order: an elementwise
-    product (XLA lowers it to a multiply, which LLVM contracts like one)."""
+def _product_dot_factors(eqn, lhs, rhs):
+    """The factors (a, b), each shaped like the output, of a dot_general that contracts nothing
+    (an elementwise or outer product, batched or not: XLA emits a multiply per element, which LLVM
+    contracts like one); None for a dot that sums."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-    rank = len(eqn.outvars[0].aval.shape)
-    return not lc and not rc and tuple(lb) == tuple(rb) == tuple(range(rank)) and \
-        all(tuple(v.aval.shape) == tuple(eqn.outvars[0].aval.shape) for v in eqn.invars[:2])
+    if lc or rc:
+        return None
+    lhs, rhs = np.asarray(lhs), np.asarray(rhs)
+    lf = [d for d in range(lhs.ndim) if d not in lb]
+    rf = [d for d in range(rhs.ndim) if d not in rb]
+    # output dimensions: batch, then lhs free, then rhs free
+    a = np.transpose(lhs, list(lb) + lf).reshape(
+        tuple(lhs.shape[d] for d in lb) + tuple(lhs.shape[d] for d in lf) + (1,) * len(rf))
+    b = np.transpose(rhs, list(rb) + rf).reshape(
+        tuple(rhs.shape[d] for d in rb) + (1,) * len(lf) + tuple(rhs.shape[d] for d in rf))
+    shape = tuple(eqn.outvars[0].aval.shape)
+    return np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+
+
+def _exp_of(s, dtype) -> np.ndarray:
+    """The reference's (correctly rounded) exp of ``s`` in ``dtype``."""
+    from interp.rules.lax_special import correctly_rounded
+    with np.errstate(all="ignore"):
+        return np.asarray(correctly_rounded("exp", np.asarray(s, np.float64), dtype=dtype)).astype(dtype)
 
 
 def _bits_of(x) -> np.ndarray:
@@ -405,6 +424,8 @@ class _Replay:
             out = self._scatter_kth(ctx, invals, params)
         if out is None and v.rewrites:
             out = self._rewrite(eqn, invals)
+        if out is None and v.fma and name == "addupdate":
+            out = self._fma_accumulate(ctx, rule, invals, params)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
         if out is None and v.excess:
@@ -418,7 +439,7 @@ class _Replay:
                 ref = invals[0]
                 if hasattr(ref, "array") and isinstance(ref.array, np.ndarray):
                     ref.array[...] = flush_subnormals(ref.array)
-        if v.fma:
+        if v.fma and out:
             self._note_product(eqn, invals, out[0])
         return out
 
@@ -474,6 +495,45 @@ class _Replay:
             m = self._from(eqn.invars[0], "mul")
             if m is not None and m.invars[0] is m.invars[1]:
                 return [np.abs(np.asarray(self._operands[id(m)][0]))]
+        dtype = np.dtype(eqn.outvars[0].aval.dtype)
+        if not D.is_float(dtype):
+            return None
+        if name == "log":
+            e = self._from(eqn.invars[0], "exp2")
+            if e is not None:
+                # JAX lowers exp2(x) as exp(ln2 * x) (ln2 rounded to x's type); log(exp(y)) -> y
+                x = np.asarray(self._operands[id(e)][0])
+                with np.errstate(all="ignore"):
+                    return [np.multiply(np.asarray(np.log(2), dtype), x).astype(dtype)]
+        arg = self._exp_argument(eqn, name)
+        if arg is not None:
+            return [_exp_of(arg, dtype)]
+        return None
+
+    def _exp_argument(self, eqn, name):
+        """The argument s of the single exp(s) XLA's simplifier makes of a product or quotient of
+        exps (exp(A) * exp(B) => exp(A+B), exp(A) / exp(B) => exp(A-B), and so of the multiplications
+        JAX lowers integer_pow(exp(a), y >= 2) to), rounded as those adds are; None if none."""
+        if name in ("mul", "div"):
+            ea, eb = (self._from(v, "exp") for v in eqn.invars[:2])
+            if ea is None or eb is None:
+                return None
+            a, b = (np.asarray(self._operands[id(e)][0]) for e in (ea, eb))
+            with np.errstate(all="ignore"):
+                return (a + b if name == "mul" else a - b).astype(a.dtype)
+        if name == "integer_pow" and eqn.params["y"] >= 2:
+            e = self._from(eqn.invars[0], "exp")
+            if e is None:
+                return None
+            x, acc, y = np.asarray(self._operands[id(e)][0]), None, eqn.params["y"]
+            with np.errstate(all="ignore"):
+                while y > 0:          # jax._src.lax.lax._integer_pow, each mul an add of exponents
+                    if y & 1:
+                        acc = x if acc is None else (acc + x).astype(x.dtype)
+                    y >>= 1
+                    if y > 0:
+                        x = (x + x).astype(x.dtype)
+            return acc
         return None
 
     def _fma(self, eqn, invals):
@@ -495,6 +555,36 @@ class _Replay:
             if fused is not None:
                 return [fused]
         return None
+
+    def _fma_accumulate(self, ctx, rule, invals, params):
+        """An accumulation of a product into a ref (``ref[i] += a * b``) as one FMA: XLA lowers it
+        to a load, an add and a store, and LLVM contracts the add with the product. None where the
+        value added is no product or an element is updated more than once (array indices)."""
+        from interp.refs import Ref
+        ref, value = invals[0], np.asarray(invals[1])
+        factors = self._product_factors(ctx.eqn.invars[1], value)
+        if factors is None or type(ref) is not Ref or ref.dtype not in (np.float32, np.float64):
+            return None
+        # Where each element of the value lands: the rule itself accumulates the value's positions
+        # (1-based) into a zero probe of the ref's shape.
+        probe = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
+        rule(ctx, probe, np.arange(1, value.size + 1, dtype=np.float64).reshape(value.shape), *invals[2:], **params)
+        ones = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
+        rule(ctx, ones, np.ones(value.shape), *invals[2:], **params)
+        if (ones.array > 1).any():
+            return None
+        where = np.flatnonzero(probe.array)
+        k = probe.array.reshape(-1)[where].astype(np.int64) - 1
+        a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
+        at = np.unravel_index(where, ref.shape)
+        old = ref.array[at]
+        with np.errstate(all="ignore"):
+            if ref.dtype == np.float64:
+                ref.array[at] = fma_f64(a, b, old)
+            else:
+                ref.array[at] = fma_round_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64),
+                                              np.asarray(old, np.float64))
+        return []
 
     def fma_candidate(self, eqn, invals, i: int):
         """A float32 add/sub with its operand ``i`` computed as one FMA of the product that
@@ -529,9 +619,10 @@ class _Replay:
                 continue
             ops = self._operands[id(m)]
             if name == "dot_general":
-                if not _elementwise_dot(m):
+                factors = _product_dot_factors(m, ops[0], ops[1])
+                if factors is None:
                     continue
-                return ops[0], ops[1]
+                return factors
             if name == "mul":
                 return ops
             if name == "square":

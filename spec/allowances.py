@@ -52,12 +52,16 @@ ALLOWANCES: tuple[Allowance, ...] = (
     Allowance(
         "fma-contraction",
         CPU_RUNNERS + ("xla:cuda", "xla:rocm", "pallas:triton", "pallas:mosaic-gpu"),
-        "A float32 or float64 multiply (a mul, a square, the last product of an integer_pow) feeding an "
-        "add/sub is fused into one FMA (one rounding instead of two): LLVM contracts fmul+fadd because XLA "
-        "emits them with the 'contract' fast-math flag.",
+        "A float32 or float64 multiply (a mul, a square, the last product of an integer_pow, a dot_general "
+        "that contracts nothing: an elementwise or outer product) feeding an add/sub, or accumulated into a "
+        "ref (ref[i] += a * b), is fused into one FMA (one rounding instead of two): LLVM contracts fmul+fadd "
+        "because XLA emits them with the 'contract' fast-math flag.",
         ("openxla/xla#41579", "xla/service/cpu/cpu_options (xla_cpu_enable_fast_math, contraction)",
          "XLA:CPU, JAX 0.12.0.1: jax.jit(lambda a, b, c: a * b + c) on 2000 float64 triples in [-3, 3]: 473 "
-         "differ from the twice-rounded value, none from the FMA (found by the program fuzzer)"),
+         "differ from the twice-rounded value, none from the FMA (found by the program fuzzer)",
+         "XLA:CPU, JAX 0.10.2 and 0.12.0.1 (program fuzzer, 2026-11-29): c + dot_general(x, x) with no "
+         "contracting or batch dimensions and ref[...] += x * x give the once-rounded values (x = 9.11096: "
+         "92.12017, twice rounded 92.12016)"),
         variant={"fma": True}),
     Allowance(
         "excess-precision",
@@ -75,10 +79,18 @@ ALLOWANCES: tuple[Allowance, ...] = (
     Allowance(
         "algebraic-rewrite",
         ("xla:*", "pallas:*"),
-        "XLA's algebraic simplifier rewrites log(exp(x)) -> x and sqrt(x*x) -> |x| "
-        "(exact in real arithmetic, not in floating point: overflow and rounding differ).",
-        ("openxla/xla xla/hlo/transforms/simplifiers/algebraic_simplifier.cc",
-         "jax-ml/jax#38099", "jax-ml/jax#38100", "jax-ml/jax#37919"),
+        "XLA's algebraic simplifier rewrites log(exp(x)) -> x (so log(exp2(x)) -> ln2 * x: JAX lowers "
+        "exp2(x) as exp(ln2 * x)), sqrt(x*x) -> |x|, exp(a) * exp(b) -> exp(a + b) (so integer_pow(exp(a), y), "
+        "lowered to multiplications, becomes one exp) and exp(a) / exp(b) -> exp(a - b) (exact in real "
+        "arithmetic, not in floating point: overflow and rounding differ; exp(x) / exp(x) is 1 where exp(x) "
+        "overflows). The exp products and quotients are rewritten by JAX 0.10.2's XLA, not by 0.11.2's or "
+        "0.12.0.1's (nor is log(exp(x)) there).",
+        ("openxla/xla xla/hlo/transforms/simplifiers/algebraic_simplifier.cc ('exp(A) * exp(B) => exp(A+B)', "
+         "'exp(A)/exp(B) => exp(A-B)')",
+         "jax/_src/lax/lax.py _exp2_lower: hlo.exponential(hlo.multiply(log2, x))",
+         "jax-ml/jax#38099", "jax-ml/jax#38100", "jax-ml/jax#37919",
+         "XLA:CPU, JAX 0.10.2 (program fuzzer, 2026-11-29): integer_pow(exp(-1.0), 4) = 0.01831564 = exp(-4) "
+         "(twice rounded: 0.018315643); log(exp2(-0.0)) = -0.0"),
         variant={"rewrites": True}),
     Allowance(
         "matmul-precision-bf16",

@@ -203,3 +203,26 @@ def test_mode_for_primitive_defaults():
     assert C.mode_for_primitive("tanh", np.float64).ulp == C.JTU_F64_ULP
     for m in (C.exact(), C.ulp(1, "measured"), C.mode_for_primitive("not_a_primitive", np.float32)):
         assert m.source in C.SOURCES
+
+
+def test_dot_product_compares_rounding_intervals_with_the_rounded_reference():
+    # The program fuzzer's bfloat16 convolution element (2026-11-29): terms 2**-126 * 2.46875,
+    # 0 * 1.5, -1.5 * -9.9375, 0 * -0.75. The exact sum (Fraction) is 14.90625 + 2.9e-38: just
+    # above the midpoint of the bfloat16 values 14.875 and 14.9375, so correctly rounded 14.9375;
+    # accumulated in float32 the tiny term is lost and the tie rounds to even, 14.875.
+    from fractions import Fraction
+    terms = [(2.0 ** -126, 2.46875), (0.0, 1.5), (-1.5, -9.9375), (0.0, -0.75)]
+    exact = sum(Fraction(a) * Fraction(b) for a, b in terms)
+    assert Fraction(14.90625) < exact < Fraction(14.90625) + Fraction(2) ** -120
+    ref = np.array([14.9375], D.bfloat16)
+    f32_sum = np.float32(0)
+    for a, b in terms:
+        f32_sum = np.float32(f32_sum + np.float32(a) * np.float32(b))
+    backend = np.array([f32_sum], D.bfloat16)
+    assert float(backend[0]) == 14.875
+    S = np.array([sum(abs(a * b) for a, b in terms)])
+    assert checks.check(C.dot_product(4), ref, backend, bound=S).passed
+    # one more bfloat16 ulp down is no rounding of any sum within the bound
+    assert not checks.check(C.dot_product(4), ref, np.array([14.8125], D.bfloat16), bound=S).passed
+    # the midpoint must be a value the sum can have: with sum|a||b| below it, 14.875 is out
+    assert not checks.check(C.dot_product(4), ref, backend, bound=np.array([14.9])).passed
