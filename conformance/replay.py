@@ -257,6 +257,9 @@ def _product_dot_factors(eqn, lhs, rhs):
     return np.broadcast_to(a, shape), np.broadcast_to(b, shape)
 
 
+LN2 = 0.6931471805599453       # ln 2 correctly rounded to float64 (NumPy's log differs by host)
+
+
 def _exp_of(s, dtype) -> np.ndarray:
     """The reference's (correctly rounded) exp of ``s`` in ``dtype``."""
     from interp.rules.lax_special import correctly_rounded
@@ -504,7 +507,7 @@ class _Replay:
                 # JAX lowers exp2(x) as exp(ln2 * x) (ln2 rounded to x's type); log(exp(y)) -> y
                 x = np.asarray(self._operands[id(e)][0])
                 with np.errstate(all="ignore"):
-                    return [np.multiply(np.asarray(np.log(2), dtype), x).astype(dtype)]
+                    return [np.multiply(np.asarray(LN2, dtype), x).astype(dtype)]
         arg = self._exp_argument(eqn, name)
         if arg is not None:
             return [_exp_of(arg, dtype)]
