@@ -5,12 +5,17 @@ import dataclasses
 
 UNINITIALIZED_MODES = ("nan", "zero", "raise")
 GRID_ORDERS = ("sequential", "shuffled")
+ON_RACE = ("raise", "record")
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
     uninitialized: str = "nan"      # what reads of never-written memory give
     detect_races: bool = False      # Pallas: DMA / semaphore race detection
+    # Mosaic GPU: what a race its engine finds does (the engine checks ordering whatever
+    # detect_races says): "raise" its RaceError, or "record" it in the list of the enclosing
+    # interp.schedule.recording_races() block and go on (spec: mosaic_gpu/recorded-race)
+    on_race: str = "raise"
     check_bounds: bool = True       # Pallas: out-of-bounds ref accesses raise
     grid_order: str = "sequential"  # Pallas: order of parallel grid axes
     seed: int = 0                   # anything randomised (shuffled grids, emulated hardware PRNG)
@@ -25,6 +30,8 @@ class Options:
     def __post_init__(self):
         if self.uninitialized not in UNINITIALIZED_MODES:
             raise ValueError(f"uninitialized must be one of {UNINITIALIZED_MODES}, got {self.uninitialized!r}")
+        if self.on_race not in ON_RACE:
+            raise ValueError(f"on_race must be one of {ON_RACE}, got {self.on_race!r}")
         if self.grid_order not in GRID_ORDERS:
             raise ValueError(f"grid_order must be one of {GRID_ORDERS}, got {self.grid_order!r}")
         if self.platform == "gpu" or not self.platform or self.platform != self.platform.lower():

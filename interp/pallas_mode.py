@@ -33,8 +33,10 @@ reference's own exception is raised again, chained). Where JAX's interpret modes
 their own form, the mode reports them in that form too: a kernel run with
 ``InterpretParams(detect_races=True)`` sets ``races.races_found`` of JAX's TPU or GPU interpret
 state, and under ``on_race="warn"`` (JAX 0.12) or on a JAX whose detector only records (0.10,
-0.11) a race is logged and flagged, and the kernel's values are those of the reference's run
-without race detection (a racy program has no defined values: these are the sequential ones).
+0.11) a race is logged and flagged and the kernel goes on: Mosaic GPU races are recorded where
+found (``Options.on_race="record"``, the racing accesses applied in the schedule's order), a race
+that stops a run (the DMA engine's) gives the values of the reference's run without race
+detection (a racy program has no defined values: these are the sequential ones).
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ import numpy as np
 
 from .errors import RaceError, UnsupportedPrimitiveError
 from .options import Options, make_options
+from .schedule import recording_races
 
 logger = logging.getLogger(__name__)
 
@@ -288,18 +291,24 @@ class _KernelCall:
         if how.reports_races:
             how.race_state()        # JAX creates it at a kernel's start: tests read it after
         try:
-            outs = eval_jaxpr(self.closed, *args, options=self.options)
-        except RaceError as e:
-            if not (how.reports_races and how.on_race == "warn"):
-                _remember(e)
-                raise
-            how.race_state().races_found = True
-            logger.warning("RACE DETECTED by the reference: %s", e)
-            outs = eval_jaxpr(self.closed, *args,
-                              options=dataclasses.replace(self.options, detect_races=False))
+            with recording_races() as races:   # (Options.on_race="record": the Mosaic GPU engine's)
+                try:
+                    outs = eval_jaxpr(self.closed, *args, options=self.options)
+                except RaceError as e:
+                    if not how.records_races:
+                        raise
+                    # A race that stops the run (the DMA engine's, under detect_races): the
+                    # values are those of the run without race detection.
+                    races.append(e)
+                    outs = eval_jaxpr(self.closed, *args,
+                                      options=dataclasses.replace(self.options, detect_races=False))
         except Exception as e:
             _remember(e)
             raise
+        for race in races:
+            if how.reports_races:
+                how.race_state().races_found = True
+            logger.warning("RACE DETECTED by the reference: %s", race)
         return [np.asarray(o) for o in outs]
 
 
@@ -314,6 +323,11 @@ class _Interpret:
     @property
     def reports_races(self) -> bool:
         return self.kind is not None and self.detect_races
+
+    @property
+    def records_races(self) -> bool:
+        """JAX's detector records the race (and warns) and the kernel goes on."""
+        return self.reports_races and self.on_race == "warn"
 
     @classmethod
     def of(cls, interpret) -> "_Interpret":
@@ -347,6 +361,8 @@ class _Interpret:
             options["seed"] = int(values["random_seed"])
         # JAX 0.10 and 0.11 have no on_race: their detectors record and print, never raise.
         on_race = values.get("on_race", "warn")
+        if values.get("detect_races") and on_race == "warn":
+            options["on_race"] = "record"      # (records_races)
         return cls(options, kind, bool(values.get("detect_races")), on_race)
 
     def race_state(self):

@@ -35,8 +35,8 @@ can go on run first and answers "not ready" only when none can.
 Per-thread state lives in one object, :data:`context` (a :class:`ThreadContext`): the core the
 thread runs, the interpreted device it runs as, the Pallas kernels it is inside, the watcher of
 an observed evaluation and the rules' scratch buffers. A core starts with its own core and
-kernel stack, the device of the core that forked it and the watcher of the thread that started
-its schedule; the scratch buffers stay the thread's.
+kernel stack, the device of the core that forked it and the watcher and race list of the thread
+that started its schedule; the scratch buffers stay the thread's.
 
 JAX keeps configuration set by context managers (``jax.threefry_partitionable``,
 ``jax.enable_x64``, ``pl.enable_debug_checks``...) per thread, and rules read it when they run:
@@ -63,6 +63,8 @@ class ThreadContext(threading.local):
     #                           (interp.pallas.grid.KernelRun: entered with ``with run:``)
     watcher: object           # the watcher of an observed evaluation (conformance/observe.py:
     #                           Options.observer's steps call it), or None
+    races: "list | None"      # where races found under Options(on_race="record") go (the list of
+    #                           the innermost recording_races() block), or None
     scratch: dict             # slot -> buffer: the rules' scratch temporaries
     #                           (interp/rules/_scratch.py), kept per thread across cores
 
@@ -71,10 +73,23 @@ class ThreadContext(threading.local):
         self.device = None
         self.runs = []
         self.watcher = None
+        self.races = None
         self.scratch = {}
 
 
 context = ThreadContext()
+
+
+@contextlib.contextmanager
+def recording_races():
+    """The races an evaluation under ``Options(on_race="record")`` finds in this block, on this
+    thread and the cores its schedules run: a list of RaceErrors, in the order found."""
+    here = context
+    outer, here.races = here.races, []
+    try:
+        yield here.races
+    finally:
+        here.races = outer
 
 
 def current_device():
@@ -174,6 +189,7 @@ class Scheduler:
         self._done = threading.Event()
         self._config: list = []       # JAX configuration of the thread that started the run
         self._watcher = None          # context.watcher of that thread
+        self._races = None            # context.races of that thread
         # Lazy cores start only when no started core can go on. Until then they are not in
         # ``order``: group (the forking core, None at the top) -> the units (lists of cores that
         # start together) not started, in order; the groups in the order they came.
@@ -188,7 +204,7 @@ class Scheduler:
         """Run ``bodies[core]()`` for every core (as ``devices[core]``, when given); re-raises the
         first error of any core."""
         self._config = _local_config()
-        self._watcher = context.watcher
+        self._watcher, self._races = context.watcher, context.races
         self.add(bodies, devices)
         self._done.clear()
         with self.cv:
@@ -212,10 +228,11 @@ class Scheduler:
         that has not started while this thread stays free."""
         config = self._config
         here = context
-        outer = here.core, here.device, here.runs, here.watcher
+        outer = here.core, here.device, here.runs, here.watcher, here.races
         while core is not None:
             body, device = self.pending.pop(core)
-            here.core, here.device, here.runs, here.watcher = (self, core), device, [], self._watcher
+            here.core, here.device, here.runs, here.watcher, here.races = (
+                (self, core), device, [], self._watcher, self._races)
             try:
                 if config:
                     with contextlib.ExitStack() as stack:
@@ -233,7 +250,7 @@ class Scheduler:
                 self._running -= 1
                 core, wake = self._dispatch(self._next(core), free=True)
             _wake(wake)
-        here.core, here.device, here.runs, here.watcher = outer
+        here.core, here.device, here.runs, here.watcher, here.races = outer
 
     def _dispatch(self, nxt, free: bool):
         """Give the baton to ``nxt`` (called with the lock held by the thread giving it up):

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..memory import indexed_shape
 from .errors import AsyncAccessError, TmaRaceError
-from .races import Footprint
+from .races import Footprint, found
 
 
 # -- copies to SMEM, completing on a barrier ------------------------------------------------------
@@ -65,11 +65,12 @@ def check_sources(cluster, run, region, kind: str) -> None:
     that guards the copy)."""
     for source, barrier, phase in cluster.tma_sources:
         if run.known.get(id(barrier), 0) <= phase and region.overlaps(source):
-            raise TmaRaceError(
+            found(run, TmaRaceError(
                 f"copy_gmem_to_smem/c5: {run.where()}: {run.async_proxy or kind} of "
                 f"{region.describe()} while a TMA copy (copy_gmem_to_smem) may still read it "
                 f"({source.describe()}): phase {phase} of barrier '{barrier.name}' that guards "
-                "the copy was not observed (barrier_wait) by this warpgroup")
+                "the copy was not observed (barrier_wait) by this warpgroup"))
+            return
 
 
 def copy_multicast(run, src, dst_index, barrier, group) -> None:
@@ -246,12 +247,13 @@ def check_proxy(cluster, run, region) -> None:
         if (writer is run or known.get(id(writer), 0) >= epoch) and region.overlaps(footprint) \
                 and not any(t is run or known.get(id(t), 0) >= fe for t, fe in fences.values()):
             who = "this warpgroup" if writer is run else writer.where()
-            raise TmaRaceError(
+            found(run, TmaRaceError(
                 f"commit_smem/c1: {run.where()}: {run.async_proxy} accesses "
                 f"{region.describe()}, which {who} "
                 f"wrote with a plain store ({footprint.describe()}) with no commit_smem "
                 "(fence.proxy.async) ordered between that write and this TMA operation: the TMA "
-                "unit (the async proxy) may not see the write")
+                "unit (the async proxy) may not see the write"))
+            return
 
 
 def commit_stores(run) -> None:
@@ -349,18 +351,20 @@ def check_stores(run, region, kind: str) -> None:
                             raise AsyncAccessError(
                                 f"{run.where()}: {kind} of {region.describe()} while a TMA store "
                                 "still reads it (before wait_smem_to_gmem)")
-                        raise TmaRaceError(
+                        found(run, TmaRaceError(
                             f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
                             f"while a TMA store of {other.where()} still reads it "
                             f"({smem.describe()}; that thread's wait_smem_to_gmem did not "
-                            "retire it before this access)")
+                            "retire it before this access)"))
+                        return
         for group in other.store_writes + [other.uncommitted_stores]:
             for _, gmem, reducing in group:
                 if not (reduction and reducing) and region.overlaps(gmem):
                     who = "this warpgroup" if own else other.where()
                     what = run.async_proxy or kind
-                    raise TmaRaceError(
+                    found(run, TmaRaceError(
                         f"copy_smem_to_gmem/c1: {run.where()}: {what} of {region.describe()} "
                         f"while a TMA store of {who} may still write it ({gmem.describe()}): no "
                         "wait_smem_to_gmem(wait_read_only=False) of that thread retired the "
-                        "store before this access")
+                        "store before this access"))
+                    return
