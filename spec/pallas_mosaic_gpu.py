@@ -68,6 +68,15 @@ UNDEFINED = {
                                                "WarpgroupRaceError (a RaceError). GMEM written by "
                                                "different clusters is not checked (they order "
                                                "through GMEM semaphores only)",
+    "mosaic_gpu/recorded-race": "under Options(on_race='record') (the drop-in mode where JAX's "
+                                "detector warns or records: docs/pallas-mode.md) a race of a "
+                                "Mosaic GPU kernel (WarpgroupRaceError, TmaRaceError) is recorded "
+                                "and the kernel goes on: every access, racing ones included, takes "
+                                "effect when its warpgroup executes it, in the order the "
+                                "reference's schedule runs the warpgroups (interp/schedule.py: "
+                                "core order, or the seeded shuffle), and a TMA copy or store reads "
+                                "and writes its data at issue. The result is one the schedule "
+                                "gives, not a defined value",
     "mosaic_gpu/barrier-deadlock": "a barrier_wait no arrival can complete (arrival counts or copies "
                                    "that do not match): DeadlockError, reported instead of hanging",
     "mosaic_gpu/barrier-poll-deadlock": "a poll loop over barrier_test that can never end: a test "
@@ -321,7 +330,8 @@ SEMANTICS = table(
                                             "store, a TMA store) by a thread that has not observed "
                                             "the phase races with the read (TmaRaceError, a "
                                             "RaceError; JAX's GPU interpret mode flags it too)",
-                    **shared(UNDEFINED, "mosaic_gpu/tma-read-before-barrier"),
+                    **shared(UNDEFINED, "mosaic_gpu/tma-read-before-barrier",
+                             "mosaic_gpu/recorded-race"),
                     **REMOTE_REF},
         sources=(_PRIMS + " copy_gmem_to_smem, _copy_gmem_to_smem_lowering",
                  "jax/experimental/mosaic/gpu/launch_context.py async_copy (collective, "
@@ -351,7 +361,7 @@ SEMANTICS = table(
                                             "another thread's write of SMEM a store still reads "
                                             "is a race (TmaRaceError) whatever that thread waited",
                     **shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
-                             "mosaic_gpu/async-store-at-exit"),
+                             "mosaic_gpu/async-store-at-exit", "mosaic_gpu/recorded-race"),
                     **REMOTE_REF},
         sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA,
                  "PTX ISA 9.7.9.25.x cp.async.bulk.wait_group / wait_group.read",
@@ -397,7 +407,8 @@ SEMANTICS = table(
                                             "naming the TMA operation and the write); the same "
                                             "for the tensor core's SMEM operands (tcgen05_mma, "
                                             "async_copy_smem_to_tmem); JAX's GPU interpret mode "
-                                            "flags the same"},
+                                            "flags the same",
+                          **shared(UNDEFINED, "mosaic_gpu/recorded-race")},
               sources=(_PRIMS, _PTX_MODEL, "PTX ISA 9.7.13.x membar/fence: fence.proxy.async "
                        "(a cross-proxy fence is required between generic-proxy and async-proxy "
                        "accesses of the same memory)",
@@ -651,10 +662,12 @@ SEMANTICS = table(
                  "PTX ISA 9.7.14 mma (warp-level matrix multiply-accumulate)"),
         exactness=CORRECTLY_ROUNDED),
     Semantics("load", "plgpu.load: the ref's elements through its transforms (the layout and "
-              "optimized arguments do not change values).", edge_cases=REMOTE_REF,
+              "optimized arguments do not change values).",
+              edge_cases={**REMOTE_REF, **shared(UNDEFINED, "mosaic_gpu/recorded-race")},
               sources=(_PRIMS,)),
     Semantics("store", "plgpu.store: writes the value through the ref's transforms.",
-              edge_cases=REMOTE_REF, sources=(_PRIMS,)),
+              edge_cases={**REMOTE_REF, **shared(UNDEFINED, "mosaic_gpu/recorded-race")},
+              sources=(_PRIMS,)),
     # -- several devices (MULTI_DEVICE below) --
     Semantics("semaphore_signal_multicast", "Adds value to the semaphore's counterpart on every "
               "device along collective_axes, this one included (a multimem.red add to the "

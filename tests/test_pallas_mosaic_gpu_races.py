@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -683,3 +684,70 @@ def test_barrier_wait_c1_a_wait_after_warps_that_observed_different_phases_is_un
     with pytest.raises(BarrierError, match=r"barrier_wait/c1: .* warps observed different "
                                            r"phases of it \(\[0, 1, 1, 1\], per warp\)"):
         _reference(make)
+
+
+# -- races recorded instead of raised (Options.on_race="record"; the drop-in mode where JAX's
+# detector warns or records) ------------------------------------------------------------------
+
+def _gpu_params(**on_race):
+    """JAX's GPU interpret parameters with race detection; ``on_race`` only where JAX has it."""
+    fields = {f.name for f in dataclasses.fields(InterpretGPUParams)}
+    return InterpretGPUParams(detect_races=True, **(on_race if "on_race" in fields else {}))
+
+
+def _has_on_race() -> bool:
+    return "on_race" in {f.name for f in dataclasses.fields(InterpretGPUParams)}
+
+
+@pytest.mark.parametrize("how,accesses", [("plain", ["read", "write"]), ("tma", ["write"])])
+def test_mosaic_gpu_recorded_race_accesses_apply_in_schedule_order(how, accesses):
+    # Block (0,) runs first in the sequential schedule, then block (1,) writes 42 + 1 over its
+    # 42; every racing access of block (1,) is recorded (a plain store is a swap: read, write).
+    from interp.pallas.mosaic_gpu import WarpgroupRaceError
+    from interp.schedule import recording_races
+    make = _cluster_gmem(how)
+    with recording_races() as races:
+        out = interp.interpret(make(None), on_race="record")(np.int32(42))
+    assert int(out) == 43
+    assert all(type(r) is WarpgroupRaceError for r in races)
+    assert [re.search(r"warpgroup 0: (\w+) of output \(gmem\) .* which warpgroup 0 of block "
+                      r"\(0,\) wrote with no barrier ordering", str(r)).group(1)
+            for r in races] == accesses
+    with pytest.warns(RuntimeWarning, match="no recording_races"):   # outside a block: warned
+        interp.interpret(make(None), on_race="record")(np.int32(42))
+
+
+def test_mosaic_gpu_recorded_race_of_the_async_proxy_in_the_drop_in_mode(caplog):
+    """A TMA store of SMEM written with no commit_smem, under the drop-in mode where JAX's
+    detector warns (on_race="warn"; JAX 0.10/0.11: it only records): logged, flagged in JAX's
+    race state, and the kernel returns (the TMA store sees the plain write: 42)."""
+    import logging
+    make = _store_of_smem_written_plainly(False)
+    if JAX_CHECKS:   # JAX's own interpret mode returns the same value
+        mosaic_interpret.reset_gpu_interpret_mode_state()
+        assert int(make(_gpu_params(on_race="warn"))()) == 42
+    mosaic_interpret.reset_gpu_interpret_mode_state()
+    with caplog.at_level(logging.WARNING, logger="interp.pallas_mode"):
+        with interp.pallas_mode():
+            out = jax.block_until_ready(make(_gpu_params(on_race="warn"))())
+    assert int(out) == 42
+    assert "RACE DETECTED by the reference" in caplog.text and "commit_smem/c1" in caplog.text
+    if JAX_CHECKS:
+        assert mosaic_interpret.get_races().races_found is True
+    if _has_on_race():   # JAX 0.12's default on_race="raise": the reference's error, as today
+        mosaic_interpret.reset_gpu_interpret_mode_state()
+        with pytest.raises(TmaRaceError, match="commit_smem/c1"):
+            with interp.pallas_mode():
+                jax.block_until_ready(make(_gpu_params())())
+
+
+def test_mosaic_gpu_recorded_race_free_kernel_is_unaffected_in_the_drop_in_mode(caplog):
+    import logging
+    make = _store_of_smem_written_plainly(True)
+    mosaic_interpret.reset_gpu_interpret_mode_state()
+    with caplog.at_level(logging.WARNING, logger="interp.pallas_mode"):
+        with interp.pallas_mode():
+            out = jax.block_until_ready(make(_gpu_params(on_race="warn"))())
+    assert int(out) == 42 and "RACE DETECTED" not in caplog.text
+    if JAX_CHECKS:
+        assert mosaic_interpret.get_races().races_found is False
