@@ -101,7 +101,7 @@ class pallas_mode:
     """Run every Pallas kernel lowered inside the block (this thread) in the reference.
 
     ``options`` are the reference's (``uninitialized``, ``detect_races``, ``check_bounds``,
-    ``grid_order``, ``seed``, ``platform``) and win over what a kernel's ``interpret=`` says.
+    ``grid_order``, ``seed``, ``platform``, ``on_race``) and win over what a kernel's ``interpret=`` says.
     ``enable()`` / ``disable()``: the same for every thread, until disabled (the pytest
     option ``--pallas-reference``)."""
 

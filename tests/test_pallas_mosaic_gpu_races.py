@@ -49,11 +49,18 @@ def _assert_jax_flags(racy: bool, make, *args) -> None:
 
 def _jax_flags_race(make, *args) -> bool:
     mosaic_interpret.reset_gpu_interpret_mode_state()
-    fields = {f.name for f in dataclasses.fields(InterpretGPUParams)}
-    params = InterpretGPUParams(detect_races=True, **(
-        {"on_race": "warn"} if "on_race" in fields else {}))
-    jax.block_until_ready(make(params)(*args))
+    jax.block_until_ready(make(_gpu_params(on_race="warn"))(*args))
     return bool(mosaic_interpret.get_races().races_found)
+
+
+def _has_on_race() -> bool:
+    """Whether JAX's GPU interpret mode has on_race (JAX 0.12; before, its detector records)."""
+    return "on_race" in {f.name for f in dataclasses.fields(InterpretGPUParams)}
+
+
+def _gpu_params(**on_race):
+    """JAX's GPU interpret parameters with race detection; ``on_race`` only where JAX has it."""
+    return InterpretGPUParams(detect_races=True, **(on_race if _has_on_race() else {}))
 
 
 def _reference(make, *args):
@@ -688,16 +695,6 @@ def test_barrier_wait_c1_a_wait_after_warps_that_observed_different_phases_is_un
 
 # -- races recorded instead of raised (Options.on_race="record"; the drop-in mode where JAX's
 # detector warns or records) ------------------------------------------------------------------
-
-def _gpu_params(**on_race):
-    """JAX's GPU interpret parameters with race detection; ``on_race`` only where JAX has it."""
-    fields = {f.name for f in dataclasses.fields(InterpretGPUParams)}
-    return InterpretGPUParams(detect_races=True, **(on_race if "on_race" in fields else {}))
-
-
-def _has_on_race() -> bool:
-    return "on_race" in {f.name for f in dataclasses.fields(InterpretGPUParams)}
-
 
 @pytest.mark.parametrize("how,accesses", [("plain", ["read", "write"]), ("tma", ["write"])])
 def test_mosaic_gpu_recorded_race_accesses_apply_in_schedule_order(how, accesses):
