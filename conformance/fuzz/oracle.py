@@ -45,6 +45,7 @@ import numpy as np
 from interp import dtypes as D
 from conformance import allowance_models as AM
 from spec import compliance as C
+from spec import divergences as DV
 
 from . import suite
 from .suite import CRASH, FAIL, GOOD, KNOWN_DIVERGENCE, PASS, PASS_ALLOWANCE, Case
@@ -656,7 +657,9 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
             # A generated kernel is defined bit for bit (conformance/fuzz/families/pallas.py) and
             # judged whole: a known divergence of kernels (primitive pallas_call) explains it.
             return ProgramVerdict(rec["outcome"] == KNOWN_DIVERGENCE, rec, reference)
-        if not _has_inexact(closed):
+        ops = program_ops(closed)
+        exact_only = not _has_inexact(closed)      # level 2 can only replay the x + 0 fold
+        if exact_only and not _adds(ops):
             return ProgramVerdict(False, rec, reference)
         # Level 2: the backend's inexact operations, judged one by one, and the rest exactly.
         judge = _OpJudge(runner, platform)
@@ -738,9 +741,15 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
 
         found = None
         name = PER_OPERATION if attempt(None, None, "") else None
-        if name is None:
-            found = AM.explain(judged_as(runner), attempt, program_ops(closed))
+        if name is None and not exact_only:
+            found = AM.explain(judged_as(runner), attempt, ops)
             name = f"{PER_OPERATION}+{found}" if found else None
+        if name is None and _zero_added_kept(judged_as(runner), attempt, ops):
+            div = DV.BY_ID[ZERO_ADDED_KEPT]
+            rec.update(outcome=KNOWN_DIVERGENCE, known_divergence={"id": div.id, "link": div.link, "summary": div.summary},
+                       allowance=None, detail="the program replayed with x + 0 and x - 0 kept as x (loop bodies "
+                                              "included) gives the backend's outputs")
+            return ProgramVerdict(True, rec, reference)
     if name is None:
         rec["detail"] = ("the backend's inexact operations each comply on their own, but the program's "
                          "outputs do not follow from them: " + str(rec.get("detail")))
@@ -751,6 +760,30 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
     rec.update(outcome=PASS_ALLOWANCE, allowance=name)
     judge.explained.apply(rec)
     return ProgramVerdict(True, rec, reference)
+
+
+ZERO_ADDED_KEPT = "xla-cpu-add-zero-keeps-negative-zero"
+
+
+def _adds(ops) -> bool:
+    return any(op[0] in ("add", "sub") for op in ops)
+
+
+def _zero_added_kept(runner: str, attempt, ops) -> bool:
+    """Whether the whole program replayed with x + 0 and x - 0 kept as x (replay.Variant
+    zero_added_kept), alone or with the runner's replay allowances, explains the outputs: the
+    known divergence applied where per-equation judgement cannot reach it (loop bodies, judged
+    at the loop boundary)."""
+    if runner not in DV.BY_ID[ZERO_ADDED_KEPT].runners or not _adds(ops):
+        return False
+    replays = [a.variant for a in AM.for_runner(runner) if a.variant and AM.applies_to_program(a, ops)]
+    merged: dict = {}
+    for v in replays:
+        merged.update(v)
+    for v in [{}] + replays + ([merged] if len(replays) > 1 else []):
+        if attempt({**v, "zero_added_kept": True}, None, f"{ZERO_ADDED_KEPT}+{sorted(v.items())}"):
+            return True
+    return False
 
 
 def _has_inexact(closed) -> bool:
