@@ -259,6 +259,15 @@ def _scan_sub_negative_zero(x0, x1, x2, x3):
     return (ref[...],)
 
 
+def _normal_beside_dot(x0, x1, x2, x3):
+    normal = jax.random.normal(jax.random.wrap_key_data(x0, impl="threefry2x32"), (4, 16, 5), np.float32)
+    dot = lax.dot_general(x1, x2, (((2,), (1,)), ((0,), (0,))), precision=lax.Precision.DEFAULT,
+                          preferred_element_type=None)
+    return (dot, x3, normal)
+
+
+_DOT_X = np.frombuffer(bytes.fromhex(
+    "060f90bc332e11c1a6380ac02bc56fbe73a0d24046d3b340f60fc5c09d2c80bb1a64b740bda984c02621a73dfa73af40078405409b263a3b911e563edfd7f3c03d54e3bd49990ec19c08bec0b32f1a413e54dc40552c01bf7f518f40194ecfbde8c40e3c6e3c3ebd740cfa40184e37bf685104bb197aa53cb6ee3dbf76c26a3c0c26923fa7051d40347614c1ac658bc01053833eebb2903f5a87ca40553dd2c0e73fc9bd21c10ec1d90bb540e8ce30bb3e72f8bd609867405bebe440f9dff6c08a209a3a6edeac3bf6ab6b401fc14a404848804034dcc1ba45b0b2bb5d7688bf0cb84f3f457bc3c043685ebcb516b6c03ce106c128c0f3c0a8e475bcf59fcd407f335d3e7a1575bd399d3cbdf6c5ec3ebe1870bbabc78a3b27f6cc3f3d96c3401efb82be0d3526bc90f21cbcfe7cbabc9b3502419d94153c0501a6402137be402ca24cbee0be16c19dc7b2c0deafbbc0deaef13cce9790ba1d3101413480afc078b71941d5b311c187c0b2bdc664cd4066f597bf4d3888bed2dc7a40b3ba603d"), np.float32).reshape(8, 4, 3).copy()
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
 
@@ -270,6 +279,11 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # x1 + erf_inv(x0): the fused erf_inv is 1 ulp off
     ("ulp-neighbours", lambda x0, x1: (lax.add(x1, lax.erf_inv(x0)),),
      [np.frombuffer(bytes.fromhex("dca569bc"), np.float32).copy(), np.frombuffer(bytes.fromhex("eaa969bc"), np.float32).copy()]),
+    # normal = sqrt(2) * erf_inv(uniform) beside a dot: erf_inv inside the sampler's calls up to 3 ulp
+    # from the correctly rounded value (seen in some runs; in others XLA:CPU computes it as erf_inv
+    # alone: the program is explained either way, by the neighbours or by the budgets alone)
+    ("per-operation-budgets", _normal_beside_dot, [np.zeros(2, np.uint32), _DOT_X, np.ones((8, 3), np.float32),
+                                            np.zeros((3, 5, 16), np.float32)]),
     # rem(x, x) - cosh(x): the fused cosh within its budget (JAX 0.12.0.1; 0.10.2's XLA computes
     # cosh alone there), rem of a subnormal NaN by flush-to-zero
     ("per-operation-budgets", lambda x0, x1: (lax.sub(lax.rem(x1, x1), lax.cosh(x0)),), [_COSH_X, _COSH_X]),
@@ -286,14 +300,16 @@ def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn,
         ref = [np.asarray(r) for r in interp.interpret(fn)(*inputs)]
         got = [np.asarray(g) for g in suite.run(runner, case, inputs)]
         verdict = oracle.explain_program(oracle._Program(fn), inputs, got, runner, reference=ref, case=case)
-        differs = (bits(normalize_nans(ref[0])) != bits(normalize_nans(got[0]))).reshape(-1)
+        diffs = [(bits(normalize_nans(r)) != bits(normalize_nans(g))).reshape(-1) for r, g in zip(ref, got)]
+        i = next((i for i, d in enumerate(diffs) if d.any()), 0)
+        differs = diffs[i]
         # one element spoiled: where the backend differs, moved 512 ulp (64 times the 8-ulp
         # budgets; a cube triples relative error); else the backend's value 1 ulp on (exact replay)
         at = int(np.flatnonzero(differs)[0]) if differs.any() else 0
-        spoiled = np.array(got[0])
-        flat = spoiled.reshape(-1)
+        spoiled = [np.array(g) for g in got]
+        flat = spoiled[i].reshape(-1)
         flat[at] = ulp_neighbour(flat[at:at + 1], 1 if how.startswith("xla-cpu") else 512)[0]
-        bad = oracle.explain_program(oracle._Program(fn), inputs, [spoiled], runner, reference=ref, case=case)
+        bad = oracle.explain_program(oracle._Program(fn), inputs, spoiled, runner, reference=ref, case=case)
     assert not bad.explained and bad.record["outcome"] == "fail", bad.record
     if not differs.any():          # this JAX's XLA computes the reference's values
         assert verdict.explained and verdict.record["outcome"] == "pass", verdict.record

@@ -729,9 +729,9 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
             if name not in neighbours:
                 neighbours[name] = []
                 for eqn_id, budget in sources.items():
-                    for k in range(-budget, budget + 1):
+                    for k in range(-budget, budget + 1):     # (k = 0: the reference's value, not the backend's alone)
                         try:
-                            neighbours[name] += hybrid(variant, (eqn_id, k)) if k else []
+                            neighbours[name] += hybrid(variant, (eqn_id, k))
                         except Exception:  # noqa: BLE001  (Culprit included: that value explains nothing)
                             pass
             if neighbours[name] and complies(pairs + neighbours[name], mode_change):
