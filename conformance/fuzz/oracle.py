@@ -414,6 +414,39 @@ def _widened(eqn):
     return eqns[0] if len(eqns) == 1 and eqns[0].primitive is eqn.primitive else None
 
 
+def _flow(closed, use) -> tuple[dict, list]:
+    """({top-level output var: its output indices}, the equations, calls entered) of a program;
+    ``use(var, eqn, outvars)`` for every operand use: ``eqn`` None where a call passes ``var`` on
+    to ``outvars`` (into its body or out of it)."""
+    import jax.extend.core as jcore
+
+    from conformance.observe import CALLS, call_body
+    from interp.evaluator import split_jaxpr
+    top = split_jaxpr(closed)[0]
+    outputs: dict = {}
+    for k, v in enumerate(top.outvars):
+        if not isinstance(v, jcore.Literal):
+            outputs.setdefault(v, []).append(k)
+    eqns: list = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            body = call_body(eqn) if eqn.primitive.name in CALLS else None
+            if body is not None:
+                inner = split_jaxpr(body)[0]
+                for a, iv in list(zip(eqn.invars, inner.invars)) + list(zip(inner.outvars, eqn.outvars)):
+                    if not isinstance(a, jcore.Literal):
+                        use(a, None, [iv])
+                walk(inner)
+                continue
+            eqns.append(eqn)
+            for a in eqn.invars:
+                if not isinstance(a, jcore.Literal):
+                    use(a, eqn, eqn.outvars)
+    walk(top)
+    return outputs, eqns
+
+
 def terminal_operations(closed) -> dict:
     """The inexact equations whose results reach only the program's outputs, directly or through
     equations that merely move bits (replay.MOVES_BITS) and calls (entered):
@@ -425,42 +458,16 @@ def terminal_operations(closed) -> dict:
     code of a transcendental is not the code of the operation alone; a fused sum may add in
     another order), within the same budget: the outputs it reaches are judged against the
     reference's value with the equation's mode."""
-    import jax.extend.core as jcore
-
-    from conformance.observe import CALLS, call_body
     from conformance.replay import MOVES_BITS
-    from interp.evaluator import split_jaxpr
-    top = split_jaxpr(closed)[0]
-    outputs: dict = {}
-    for k, v in enumerate(top.outvars):
-        if not isinstance(v, jcore.Literal):
-            outputs.setdefault(v, []).append(k)
     edges: dict = {}          # var -> vars its value moves to unchanged; absent key: no moves
     stops: set = set()        # vars used by an equation that computes with them
-    eqns: list = []
 
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            body = call_body(eqn) if eqn.primitive.name in CALLS else None
-            if body is not None:
-                inner = split_jaxpr(body)[0]
-                for a, iv in zip(eqn.invars, inner.invars):
-                    if not isinstance(a, jcore.Literal):
-                        edges.setdefault(a, []).append(iv)
-                for iv, ov in zip(inner.outvars, eqn.outvars):
-                    if not isinstance(iv, jcore.Literal):
-                        edges.setdefault(iv, []).append(ov)
-                walk(inner)
-                continue
-            eqns.append(eqn)
-            for a in eqn.invars:
-                if isinstance(a, jcore.Literal):
-                    continue
-                if eqn.primitive.name in MOVES_BITS:
-                    edges.setdefault(a, []).extend(eqn.outvars)
-                else:
-                    stops.add(a)
-    walk(top)
+    def use(var, eqn, outvars):
+        if eqn is None or eqn.primitive.name in MOVES_BITS:
+            edges.setdefault(var, []).extend(outvars)
+        else:
+            stops.add(var)
+    outputs, eqns = _flow(closed, use)
     reach: dict = {}
 
     def reached(var, depth=0) -> set | None:
@@ -505,6 +512,7 @@ ELEMENTWISE_PATH = ("add", "sub", "mul", "div", "neg", "abs", "integer_pow", "sq
                     "min", "select_n", "clamp", "convert_element_type", "copy", "copy_p", "reshape", "squeeze",
                     "expand_dims", "transpose", "rev", "exp", "exp2", "log", "log1p", "expm1", "erf_inv",
                     "reduce_precision")
+BIJECTIVE_RESHAPES = ("reshape", "squeeze", "expand_dims", "transpose", "rev")
 # At most this many ulp neighbours either side of an operation's reference value are replayed.
 MAX_NEIGHBOURS = 16
 
@@ -517,42 +525,15 @@ def elementwise_sources(closed) -> dict:
     a fusion (never observed) within its budget; replaying the program with its value moved by k
     ulp (every element alike) and taking, per output element, any k within the budget accepts
     exactly the values that some compliant value of that element gives."""
-    import jax.extend.core as jcore
+    uses: dict = {}           # var -> [the vars a use passes its elements on to, or None: the use breaks the path]
 
-    from conformance.observe import CALLS, call_body
-    from interp.evaluator import split_jaxpr
-    top = split_jaxpr(closed)[0]
-    outputs: dict = {}
-    for k, v in enumerate(top.outvars):
-        if not isinstance(v, jcore.Literal):
-            outputs.setdefault(v, []).append(k)
-    uses: dict = {}           # var -> [(equation using it, its outvars) or None where the use breaks the path]
-    eqns: list = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            body = call_body(eqn) if eqn.primitive.name in CALLS else None
-            if body is not None:
-                inner = split_jaxpr(body)[0]
-                for a, iv in zip(eqn.invars, inner.invars):
-                    if not isinstance(a, jcore.Literal):
-                        uses.setdefault(a, []).append([iv])
-                for iv, ov in zip(inner.outvars, eqn.outvars):
-                    if not isinstance(iv, jcore.Literal):
-                        uses.setdefault(iv, []).append([ov])
-                walk(inner)
-                continue
-            eqns.append(eqn)
-            out_shape = getattr(eqn.outvars[0].aval, "shape", None) if len(eqn.outvars) == 1 else None
-            for a in eqn.invars:
-                if isinstance(a, jcore.Literal):
-                    continue
-                name = eqn.primitive.name
-                bijective = name in ("reshape", "squeeze", "expand_dims", "transpose", "rev")
-                ok = name in ELEMENTWISE_PATH and out_shape is not None and (
-                    bijective or getattr(a.aval, "shape", None) == out_shape)
-                uses.setdefault(a, []).append(list(eqn.outvars) if ok else None)
-    walk(top)
+    def use(var, eqn, outvars):
+        name = eqn.primitive.name if eqn is not None else None
+        shape = getattr(outvars[0].aval, "shape", None) if len(outvars) == 1 else None
+        ok = eqn is None or name in ELEMENTWISE_PATH and shape is not None and (
+            name in BIJECTIVE_RESHAPES or getattr(var.aval, "shape", None) == shape)
+        uses.setdefault(var, []).append(list(outvars) if ok else None)
+    outputs, eqns = _flow(closed, use)
 
     def reached(var, seen) -> set | None:
         """The output indices ``var`` reaches, or None where a use leaves ELEMENTWISE_PATH."""
@@ -746,9 +727,10 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
             name = f"{PER_OPERATION}+{found}" if found else None
         if name is None and _zero_added_kept(judged_as(runner), attempt, ops):
             div = DV.BY_ID[ZERO_ADDED_KEPT]
-            rec.update(outcome=KNOWN_DIVERGENCE, known_divergence={"id": div.id, "link": div.link, "summary": div.summary},
-                       allowance=None, detail="the program replayed with x + 0 and x - 0 kept as x (loop bodies "
-                                              "included) gives the backend's outputs")
+            rec.update(outcome=KNOWN_DIVERGENCE, allowance=None,
+                       known_divergence={"id": div.id, "link": div.link, "summary": div.summary},
+                       detail="the program replayed with x + 0 and x - 0 kept as x (loop bodies included) "
+                              "gives the backend's outputs")
             return ProgramVerdict(True, rec, reference)
     if name is None:
         rec["detail"] = ("the backend's inexact operations each comply on their own, but the program's "
