@@ -513,8 +513,10 @@ ELEMENTWISE_PATH = ("add", "sub", "mul", "div", "neg", "abs", "integer_pow", "sq
                     "expand_dims", "transpose", "rev", "exp", "exp2", "log", "log1p", "expm1", "erf_inv",
                     "reduce_precision")
 BIJECTIVE_RESHAPES = ("reshape", "squeeze", "expand_dims", "transpose", "rev")
-# At most this many ulp neighbours either side of an operation's reference value are replayed.
+# At most this many ulp neighbours either side of an operation's reference value are replayed, and
+# this many replays in all per program and allowance (the search stays bounded; past it, unexplained).
 MAX_NEIGHBOURS = 16
+MAX_NEIGHBOUR_REPLAYS = 128
 
 
 def elementwise_sources(closed) -> dict:
@@ -709,12 +711,12 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
                 return False
             if name not in neighbours:
                 neighbours[name] = []
-                for eqn_id, budget in sources.items():
-                    for k in range(-budget, budget + 1):     # (k = 0: the reference's value, not the backend's alone)
-                        try:
-                            neighbours[name] += hybrid(variant, (eqn_id, k))
-                        except Exception:  # noqa: BLE001  (Culprit included: that value explains nothing)
-                            pass
+                moves = [(eqn_id, k) for eqn_id, budget in sources.items() for k in range(-budget, budget + 1)]
+                for move in moves[:MAX_NEIGHBOUR_REPLAYS]:     # (k = 0: the reference's value, not the backend's alone)
+                    try:
+                        neighbours[name] += hybrid(variant, move)
+                    except Exception:  # noqa: BLE001  (Culprit included: that value explains nothing)
+                        pass
             if neighbours[name] and complies(pairs + neighbours[name], mode_change):
                 by_neighbours.add(name)
                 return True
