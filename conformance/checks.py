@@ -46,6 +46,21 @@ def float_ordinal(x: np.ndarray) -> np.ndarray:
     return np.where((b >> np.uint64(width - 1)) & np.uint64(1), -mag, mag)
 
 
+def ulp_neighbour(x: np.ndarray, k: int) -> np.ndarray:
+    """Real floats ``x`` moved ``k`` steps of float_ordinal (past the largest finite value: the
+    infinity); NaN and infinities unchanged; a zero stays a zero of its sign when ``k`` is 0."""
+    x = np.asarray(x)
+    if k == 0:
+        return x
+    width = D.bit_width(x.dtype)
+    inf_bits = int(bits(np.asarray(np.inf, x.dtype).reshape(1))[0])
+    o = float_ordinal(x) + k
+    mag = np.minimum(np.abs(o), inf_bits).astype(np.uint64)
+    b = np.where(o < 0, mag | np.uint64(1 << (width - 1)), mag)
+    out = b.astype(bits(x.reshape(-1)[:0]).dtype).view(x.dtype).reshape(x.shape)
+    return np.where(np.isfinite(x.astype(np.float64)), out, x)
+
+
 def ulp_distance(ref: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Elementwise distance in units in the last place of ``ref``'s dtype (inf if NaN-ness differs)."""
     ref, out = np.asarray(ref), np.asarray(out)

@@ -78,6 +78,8 @@ class Variant:
     packed_window_f64: bool = False
     scatter_winner: int = -1        # >= 0: of the updates a scatter writes to one element, the k-th wins
     minmax_daz: int = -1            # >= 0: bf16 max/min/clamp under DAZ, ties resolved by these picks
+    zero_added_kept: bool = False   # x + 0 and x - 0 (a literal zero) are x, bits kept (spec/divergences.py
+                                    # xla-cpu-add-zero-keeps-negative-zero), loop bodies included
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -188,6 +190,21 @@ def fma_f64(a, b, c) -> np.ndarray:
         except OverflowError:
             pass
     return out
+
+
+def _zero_added_kept(eqn, invals):
+    """x + 0, 0 + x or x - 0 with the zero a float literal (either sign): x itself, as XLA:CPU's
+    code generator folds it; None for any other add or sub."""
+    dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    if not D.is_float(dtype) or D.is_complex(dtype):
+        return None
+    sides = (1,) if eqn.primitive.name == "sub" else (1, 0)
+    for z in sides:
+        lit = eqn.invars[z]
+        if isinstance(lit, jcore.Literal) and np.all(np.asarray(lit.val) == 0):
+            x = np.asarray(invals[1 - z])
+            return np.array(np.broadcast_to(x, eqn.outvars[0].aval.shape), dtype)
+    return None
 
 
 def nextafter_under_daz(x, y) -> np.ndarray:
@@ -414,6 +431,10 @@ class _Replay:
             return [nextafter_under_daz(*invals)]
         if v.minmax_daz >= 0 and name in ("max", "min", "clamp") and np.dtype(ctx.out_dtype) == D.bfloat16:
             return [minmax_compared_under_daz(name, invals, v.minmax_daz).reshape(ctx.out_aval.shape)]
+        if v.zero_added_kept and name in ("add", "sub"):
+            kept = _zero_added_kept(eqn, invals)
+            if kept is not None:
+                return [kept]                # (the code generator folds it: nothing flushed either)
         flush = v.flush and name not in MOVES_BITS
         if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
