@@ -164,3 +164,15 @@ def check_program(compiler: str, jaxpr) -> tuple[bool, str]:
         if got != compiler:
             return False, f"a {prim} kernel would not lower through {compiler}: {why}"
     return True, ""
+
+
+def lower_for_h100(fn, args) -> None:
+    """Lower ``jax.jit(fn)`` on ``args`` for an abstract H100 (CUDA): JAX's GPU Pallas lowerings
+    run on any host, so this says on CPU whether a kernel compiles to a Triton / Mosaic GPU module
+    (or raises as JAX's lowering does)."""
+    import jax
+    from jax._src.mesh import AbstractDevice
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=AbstractDevice(
+        device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform="cuda"))
+    with jax.sharding.use_abstract_mesh(mesh):
+        jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",))

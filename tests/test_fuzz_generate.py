@@ -63,7 +63,7 @@ def test_unknown_and_planned_families_are_refused_by_name():
     with pytest.raises(families.UnknownFamily, match="implemented: lax, control_flow, random, state"):
         families.get("nope")
     with pytest.raises(families.UnknownFamily, match="no generator yet"):
-        families.get("pallas-triton")
+        families.get("spmd")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

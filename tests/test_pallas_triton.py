@@ -20,6 +20,7 @@ from conformance.judge import compare, explain_outcome
 from reports.schema import BACKEND_UNSUPPORTED, CRASH, FAIL, KNOWN_DIVERGENCE, PASS, REFERENCE_UNSUPPORTED, Record
 from conformance.cases import all_cases
 from conformance.cases import pallas_triton as cases_mod
+from hardware_runners import pallas_lowering
 from hardware_runners.base import get_runner
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "h100", "triton_kernels.npz")
@@ -72,16 +73,9 @@ def test_every_triton_primitive_is_in_the_reference():
 
 
 # ---------------------------------------------------------- JAX's Triton lowering, on CPU
-def _abstract_h100():
-    from jax._src.mesh import AbstractDevice
-    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=AbstractDevice(
-        device_kind="NVIDIA H100 80GB HBM3", num_cores=None, platform="cuda"))
-    return jax.sharding.use_abstract_mesh(mesh)
-
-
 def _lower_for_h100(case):
-    with case.context(), _abstract_h100():
-        jax.jit(case.program(False)).trace(*case.make_inputs(0)).lower(lowering_platforms=("cuda",))
+    with case.context():
+        pallas_lowering.lower_for_h100(case.program(False), case.make_inputs(0))
 
 
 @pytest.mark.parametrize("case_id", sorted(_quick_cases()))

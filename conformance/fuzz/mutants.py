@@ -106,9 +106,9 @@ class DyingRunner(XlaRunner):
 
 class StoreIgnoresMask(HloInterpret):
     """JAX's HLO interpret mode (``pallas:interpret``) in which a masked store ignores its mask: a
-    kernel's ``o_ref[...] = jnp.where(pred, v, o_ref[...])`` stores ``v`` everywhere (the generated
-    kernels' masked stores are written so: conformance/fuzz/ops.py ``k_masked_store``). Judged as
-    ``pallas:interpret``."""
+    kernel's ``o_ref[...] = jnp.where(pred, v, o_ref[...])`` (conformance/fuzz/ops.py
+    ``k_masked_store``) and a Triton ``plgpu.store(o_ref, v, mask=pred)`` (``k_tstore``) store
+    ``v`` everywhere. Judged as ``pallas:interpret``."""
     judged_as = "pallas:interpret"
 
     def __init__(self):
@@ -126,7 +126,14 @@ class StoreIgnoresMask(HloInterpret):
                 return jnp.broadcast_to(x, jnp.shape(y)).astype(jnp.result_type(x, y))
             return where(pred, x, y, *args, **kw)
 
-        with mock.patch.object(jnp, "where", ignoring_masked_stores):
+        from jax.experimental.pallas import triton as plgpu
+        store = plgpu.store
+
+        def store_ignoring_mask(ref, val, *, mask=None, **kw):
+            return store(ref, val, **kw)
+
+        with mock.patch.object(jnp, "where", ignoring_masked_stores), \
+                mock.patch.object(plgpu, "store", store_ignoring_mask):
             return super().run(program, inputs)
 
 

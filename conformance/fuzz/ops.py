@@ -67,7 +67,7 @@ def _round(p, a):
 
 
 def _const(p, a):
-    return f"jnp.full({lit(tuple(p['shape']))}, {scalar(p['value'], p['dtype'])})"
+    return f"jnp.full({lit(tuple(p['to']))}, {scalar(p['value'], p['dtype'])})"
 
 
 def _scalar_binary(p, a):
@@ -278,13 +278,18 @@ def _kernel_pid(a: int) -> str:
 
 def _k_load(op: Op, args, outs):
     """A load of a whole block; masked (0 outside the array) along the dimensions whose last block
-    sticks out of the array: p['mask'] = ((dim, block index expression, block size, array size), ...)."""
-    lines = [f"{outs[0]} = {args[0]}[...]"]
+    sticks out of the array: p['mask'] = ((dim, block index expression, block size, array size), ...).
+    With p['other'], a Triton load: ``plgpu.load(ref, mask=..., other=...)``."""
     table = args[1] if len(args) > 1 else ""
-    conds = [f"(lax.broadcasted_iota(jnp.int32, {outs[0]}.shape, {d}) + ({block_index(e, _kernel_pid, table)}) * {b}"
-             f" < {n})" for d, e, b, n in op.p["mask"]]
-    if conds:
-        lines.append(f"{outs[0]} = jnp.where({' & '.join(conds)}, {outs[0]}, jnp.zeros_like({outs[0]}))")
+
+    def mask(shape: str) -> str:
+        return " & ".join(f"(lax.broadcasted_iota(jnp.int32, {shape}, {d}) + ({block_index(e, _kernel_pid, table)}) "
+                          f"* {b} < {n})" for d, e, b, n in op.p["mask"])
+    if op.p["mask"] and "other" in op.p:
+        return [f"{outs[0]} = plgpu.load({args[0]}, mask={mask(args[0] + '.shape')}, other={op.p['other']})"]
+    lines = [f"{outs[0]} = {args[0]}[...]"]
+    if op.p["mask"]:
+        lines.append(f"{outs[0]} = jnp.where({mask(outs[0] + '.shape')}, {outs[0]}, jnp.zeros_like({outs[0]}))")
     return lines
 
 
@@ -330,6 +335,9 @@ def _pallas_call(op: Op, args, outs, fns):
     ins = "[" + ", ".join(_spec(b, m, g, nt) for b, m in p["in_specs"]) + "]"
     outs_ = "[" + ", ".join(_spec(b, m, g, nt) for b, m in p["out_specs"]) + "]"
     shapes = "[" + ", ".join(f"jax.ShapeDtypeStruct({lit(tuple(t.shape))}, {dt(t.dtype)})" for t in op.outs) + "]"
+    aliases = "".join(f"{i}: {o}, " for i, o in p.get("aliases", ()))
+    if aliases:
+        aliases = f"input_output_aliases={{{aliases}}}, "
     if p["target"] == "tpu":
         scratch = "[" + ", ".join(f"pltpu.SemaphoreType.DMA({lit(tuple(s))})" if d == DMA_SEMAPHORE else
                                   f"pltpu.VMEM({lit(tuple(s))}, {dt(d)})" for s, d in p["scratch"]) + "]"
@@ -339,8 +347,22 @@ def _pallas_call(op: Op, args, outs, fns):
     else:
         spec = f"grid={lit(tuple(p['grid']))}, in_specs={ins}, out_specs={outs_}, "
         params = ""
-    return _tuple_out(outs, f"pl.pallas_call({fns[0]}, {spec}out_shape={shapes}, {params}"
+        if p["target"] == "triton":
+            params = (f"compiler_params=plgpu.CompilerParams(num_warps={p['num_warps']}, "
+                      f"num_stages={p['num_stages']}), ")
+    return _tuple_out(outs, f"pl.pallas_call({fns[0]}, {spec}out_shape={shapes}, {aliases}{params}"
                             f"interpret=interpret)({', '.join(args)})")
+
+
+def _k_tstore(op: Op, args, outs):
+    """A Triton store of a whole block, masked where it has a third operand."""
+    mask = f", mask={args[2]}" if len(args) > 2 else ""
+    return [f"plgpu.store({args[0]}, {args[1]}{mask})"]
+
+
+def _k_dot(p, a):
+    precision = f"precision=lax.Precision.{p['precision']}, " if "precision" in p else ""
+    return f"jnp.dot({a[0]}, {a[1]}, {precision}preferred_element_type={dt(p['dtype'])})"
 
 
 KERNEL_RENDER: dict[str, Callable] = {
@@ -351,7 +373,12 @@ KERNEL_RENDER: dict[str, Callable] = {
     "k_init": _k_init,
     "k_dma_start": lambda op, a, o: _k_dma(op, a, "start"),
     "k_dma_wait": lambda op, a, o: _k_dma(op, a, "wait"),
-    "k_dot": _one(lambda p, a: f"jnp.dot({a[0]}, {a[1]}, preferred_element_type={dt(p['dtype'])})"),
+    "k_dot": _one(_k_dot),
+    "k_tstore": _k_tstore,
+    "k_atomic": lambda op, a, o: [f"plgpu.atomic_{op.p['fn']}({a[0]}, (slice(None), slice(None)), {a[1]})"],
+    "k_loop": _one(lambda p, a: f"lax.fori_loop(0, {p['n']}, lambda t, c: lax.{p['fn']}(c, {a[0]}), {a[1]})"),
+    "k_pid": _one(lambda p, a: f"jnp.full({lit(tuple(p['to']))}, pl.program_id({p['axis']}) * {p['times']} + "
+                               f"pl.num_programs({p['plus_axis']}), {dt(p['dtype'])})"),
     "k_reduce": _one(lambda p, a: f"jnp.broadcast_to(jnp.{p['fn']}({a[0]}, axis={p['axis']}, keepdims=True), "
                                   f"{a[0]}.shape)"),
     "k_rows": _k_rows,
@@ -424,7 +451,12 @@ NEEDS: dict[str, tuple[str, str]] = {
     "pallas_call": ("jax.experimental.pallas.tpu", "CompilerParams"),
     "k_rows": ("jax.experimental.pallas", "ds"),
     "k_dma_start": ("jax.experimental.pallas.tpu", "make_async_copy"),
+    "k_tstore": ("jax.experimental.pallas.triton", "store"),
+    "k_atomic": ("jax.experimental.pallas.triton", "atomic_add"),
 }
+
+# The module each kernel target's operations name ``plgpu`` (render.py imports it for them).
+KERNEL_IMPORTS: dict[str, str] = {"triton": "from jax.experimental.pallas import triton as plgpu\n"}
 
 
 def missing_api(names) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from .ir import GRAD, VMAP, Block, Program
-from .ops import RENDER, RENDER_BLOCKS, missing_api
+from .ops import KERNEL_IMPORTS, RENDER, RENDER_BLOCKS, missing_api
 
 HEADER = ("import ml_dtypes\nimport numpy as np\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n")
 PALLAS_HEADER = ("from jax.experimental import pallas as pl\nfrom jax.experimental.pallas import tpu as pltpu\n")
@@ -132,13 +132,18 @@ def definitions(program: Program) -> str:
     if not is_kernel(program):
         return function_source(program)
     inner = "".join("    " + line + "\n" if line else "\n" for line in function_source(program).splitlines())
-    return (PALLAS_HEADER + "\n\ndef build(interpret):\n" + inner + "    return program\n\n\n"
+    imports = "".join(sorted({KERNEL_IMPORTS.get(t, "") for t in _kernel_targets(program.body)}))
+    return (PALLAS_HEADER + imports + "\n\ndef build(interpret):\n" + inner + "    return program\n\n\n"
             "program = build(True)\n")
 
 
 def why_not_renderable(program: Program) -> str:
     """Why the installed JAX cannot run the program (empty if it can)."""
     return missing_api(_op_names(program.body))
+
+
+def _kernel_targets(block: Block) -> set:
+    return {op.p["target"] for op in block.ops if op.name == "pallas_call"}
 
 
 def _op_names(block: Block) -> set:

@@ -171,7 +171,8 @@ def _simple_values(x: np.ndarray, keep: np.ndarray, fill) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Kernels: a program of one pallas_call (conformance/fuzz/families/pallas.py)
 # --------------------------------------------------------------------------------------------
-KERNEL_EFFECTS = ("k_store", "k_accum", "k_masked_store", "k_init", "k_dma_start", "k_dma_wait")
+KERNEL_EFFECTS = ("k_store", "k_accum", "k_masked_store", "k_init", "k_dma_start", "k_dma_wait", "k_tstore",
+                  "k_atomic")
 
 
 def kernel_call(program: Program) -> Op | None:
@@ -240,12 +241,13 @@ def kernel_without(tc: TestCase, k: int) -> TestCase | None:
 
 
 def kernel_without_unused_inputs(tc: TestCase) -> TestCase | None:
-    """The kernel without the input blocks it never reads (their BlockSpecs and arrays dropped)."""
+    """The kernel without the input blocks it never reads (their BlockSpecs and arrays dropped; an
+    input aliased to an output stays: it holds the output's initial values)."""
     call = kernel_call(tc.program)
     if call is None:
         return None
     kernel, nt = call.blocks[0], call.p["n_prefetch"]
-    used = {a for op in kernel.ops for a in op.args}
+    used = {a for op in kernel.ops for a in op.args} | {i for i, _ in call.p.get("aliases", ())}
     unused = [r for r in range(len(call.p["in_specs"])) if nt + r not in used]
     if not unused:
         return None
@@ -258,8 +260,11 @@ def kernel_without_unused_inputs(tc: TestCase) -> TestCase | None:
     ops = tuple(Op(op.name, tuple(ids[a] for a in op.args), op.params, op.outs, op.blocks) for op in kernel.ops)
     params_ = tuple(t for v, t in enumerate(kernel.params) if v not in gone)
     in_specs = tuple(spec for r, spec in enumerate(call.p["in_specs"]) if r not in unused)
+    new_p = dict(call.p, in_specs=in_specs)
+    if "aliases" in new_p:
+        new_p["aliases"] = tuple((ids[i], o) for i, o in call.p["aliases"])
     new_call = Op(call.name, tuple(range(len(call.args) - len(unused))),
-                  tuple(sorted(dict(call.p, in_specs=in_specs).items())), call.outs, (Block(params_, ops, ()),))
+                  tuple(sorted(new_p.items())), call.outs, (Block(params_, ops, ()),))
     keep = [i for i in range(len(tc.inputs)) if i not in gone]
     return _with_call(tc, new_call, [tc.inputs[i] for i in keep], [tc.program.inputs[i] for i in keep])
 
@@ -291,7 +296,8 @@ def smaller_grid(tc: TestCase, axis: int, extent: int) -> TestCase | None:
     # (a prefetch table longer than its axis stays as it is: it is read at the axis's indices only)
     kernel = call.blocks[0]
     masks = {}
-    for r, (b, m) in enumerate(p["in_specs"]):
+    in_specs = tuple((b, m if b is None else tuple(fix(e) for e in m)) for b, m in p["in_specs"])
+    for r, (b, m) in enumerate(in_specs):
         if b is None:       # a whole array for the kernel's DMAs: their windows stay inside it
             continue
         i = nt + r
@@ -306,7 +312,7 @@ def smaller_grid(tc: TestCase, axis: int, extent: int) -> TestCase | None:
             table = (0,) if nt and any(e[0] == "s" for _, e, _, _ in mask) else ()
             op = Op(op.name, (op.args[0],) + table, tuple(sorted(dict(op.params, mask=mask).items())), op.outs)
         ops.append(op)
-    new_p = dict(p, grid=tuple(grid), out_specs=out_specs)
+    new_p = dict(p, grid=tuple(grid), in_specs=in_specs, out_specs=out_specs)
     new_call = Op(call.name, call.args, tuple(sorted(new_p.items())), outs,
                   (Block(kernel.params, tuple(ops), ()),))
     return _with_call(tc, new_call, inputs, decls)

@@ -82,16 +82,7 @@ class KernelBuilder:
         self.grid = tuple(c.between(1, 4) for _ in range(rank))
         self.acc_axis = rank - 1 if self.accumulate else -1
         own = [a for a in range(rank) if a != self.acc_axis]
-        # The output's two block dimensions over the non-accumulating axes, injectively.
-        if not own:
-            out_map = (("c", 0), ("c", 0))
-        elif len(own) == 1:
-            out_map = (("g", own[0]), ("c", 0)) if c.below(2) == 0 else (("c", 0), ("g", own[0]))
-        elif len(own) == 2:
-            out_map = (("g", own[0]), ("g", own[1])) if c.below(2) == 0 else (("g", own[1]), ("g", own[0]))
-        else:
-            out_map = (("lin", own[0], own[1], self.grid[own[1]]), ("g", own[2]))
-        self.out_map = out_map
+        self.out_map = self._out_map(own)
         self.out_block = (c.choice(BLOCK_DIMS), c.choice(BLOCK_DIMS))
         # (rendered for TPU kernels only, where the 'parallel' axes must be a prefix of the grid:
         # "Dimensions with parallel semantics must form a prefix of the grid", pallas/mosaic; a
@@ -103,6 +94,17 @@ class KernelBuilder:
             self.table_blocks = c.between(1, 3)
             self.table_input = Input(Type(I32, (self.grid[self.table_axis],)), INDEX, 0, self.table_blocks - 1, 0)
             self.tables.append(self.k._new(Type(I32, (self.grid[self.table_axis],), True)))
+
+    def _out_map(self, own):
+        """The output's two block dimensions over the grid axes ``own``, injectively."""
+        c = self.c
+        if not own:
+            return (("c", 0), ("c", 0))
+        if len(own) == 1:
+            return (("g", own[0]), ("c", 0)) if c.below(2) == 0 else (("c", 0), ("g", own[0]))
+        if len(own) == 2:
+            return (("g", own[0]), ("g", own[1])) if c.below(2) == 0 else (("g", own[1]), ("g", own[0]))
+        return (("lin", own[0], own[1], self.grid[own[1]]), ("g", own[2]))
 
     def _array_dim(self, nb: int, block: int) -> int:
         """An array size of ``nb`` blocks of ``block``: divisible, or with a partial last block."""
@@ -148,9 +150,13 @@ class KernelBuilder:
         mask = tuple((d, e, b, n) for d, (e, b, n) in enumerate(zip(index_map, shape, dims)) if n % b)
         uses_table = any(e[0] == "s" for _, e, _, _ in mask)
         h = self.k.emit1("k_load", [ref] + (self.tables if uses_table else []), Type(self.dtype, tuple(shape)),
-                         mask=mask)
+                         mask=mask, **self._load_style(mask))
         self.bound[h] = bound if self.dtype == F32 else None
         return h
+
+    def _load_style(self, mask) -> dict:
+        """Extra parameters of a block load (none: ``ref[...]``, masked by ``jnp.where``)."""
+        return {}
 
     def _dma_load(self, inp: Input, shape, index_map, bound) -> int:
         """The DMA of one window into a new VMEM buffer, started and waited for (its own semaphore
@@ -220,14 +226,18 @@ class KernelBuilder:
         return self._emit("binary", [x, y], shape, nb, fn=fn)
 
     def dot(self, shape) -> int | None:
+        return self._dot(shape, self.c.choice(BLOCK_DIMS))
+
+    def _dot(self, shape, kdim: int, operand_limit: int = EXACT_F32, **p) -> int | None:
+        """``jnp.dot`` of a (m, kdim) and a (kdim, n) value where every partial sum is exact (and,
+        for float32, every operand an integer of at most ``operand_limit``)."""
         m, n = shape
-        kdim = self.c.choice(BLOCK_DIMS)
         a, b = self.value((m, kdim), small=True), self.value((kdim, n), small=True)
         ba, bb = self.bound.get(a), self.bound.get(b)
         nb = None if ba is None or bb is None else kdim * max(ba * bb, 1)
-        if self.dtype == F32 and not self._fits(nb):
+        if self.dtype == F32 and not (self._fits(nb) and max(ba, bb) <= operand_limit):
             return None
-        return self._emit("k_dot", [a, b], shape, nb, dtype=self.dtype)
+        return self._emit("k_dot", [a, b], shape, nb, dtype=self.dtype, **p)
 
     def reduce(self, shape) -> int | None:
         axis = self.c.below(2)
@@ -256,18 +266,13 @@ class KernelBuilder:
         r = self._emit("k_rows", [ref, init], (1, shape[1]), nb, n=n, fn=fn)
         return self._emit("k_broadcast", [r], shape, nb, to=tuple(shape))
 
+    # The kernel operations compute draws from: (method, weight); a method returning None (the
+    # operation does not fit here) is replaced by an elementwise one.
+    OPERATIONS = (("elementwise", 6), ("dot", 2), ("reduce", 2), ("rows", 1))
+
     def compute(self, shape) -> int:
         for _ in range(self.c.between(1, 6)):
-            kind = self.c.weighted([("elementwise", 6), ("dot", 2), ("reduce", 2), ("rows", 1)])
-            if kind == "dot":
-                h = self.dot(shape)
-            elif kind == "reduce":
-                h = self.reduce(shape)
-            elif kind == "rows":
-                h = self.rows(shape)
-            else:
-                h = self.elementwise(shape)
-            if h is None:
+            if getattr(self, self.c.weighted(self.OPERATIONS))(shape) is None:
                 self.elementwise(shape)
         return self.value(shape)
 
@@ -311,24 +316,31 @@ def _generate(c: Choices, family: str, dmas: bool) -> Program:
     return _program(kb, family, out_ref, out_dims)
 
 
-def _program(kb: KernelBuilder, family: str, out_ref: int, out_dims) -> Program:
-    # The kernel's parameters in Pallas's order: prefetch tables, input blocks, output, scratch.
+def _program(kb: KernelBuilder, family: str, out_ref: int, out_dims, extra_outs=(), **call_params) -> Program:
+    """The program calling the kernel: its output ``out_ref`` (the block ``kb.out_block`` at
+    ``kb.out_map`` of an array of ``out_dims``), then ``extra_outs`` ((ref, block, index map, array
+    dims), ...); ``call_params`` are further parameters of the call (aliases, compiler params)."""
+    # The kernel's parameters in Pallas's order: prefetch tables, input blocks, outputs, scratch.
     scratch = kb.scratch + ([kb.sem] if kb.sem is not None else [])
-    kb.k.params = kb.tables + [r for r, _, _ in kb.in_refs] + [out_ref] + scratch
+    outs = [(out_ref, kb.out_block, kb.out_map, out_dims)] + list(extra_outs)
+    kb.k.params = kb.tables + [r for r, _, _ in kb.in_refs] + [r for r, _, _, _ in outs] + scratch
     kernel = kb.k.block([])
     inputs = ([kb.table_input] if kb.table_input is not None else []) + kb.inputs
-    out_t = Type(kb.dtype, out_dims)
+    out_ts = tuple(Type(kb.dtype, dims) for _, _, _, dims in outs)
     p = params(grid=kb.grid, semantics=kb.semantics, target=kb.target, n_prefetch=len(kb.tables),
-               in_specs=tuple((b, m) for _, b, m in kb.in_refs), out_specs=((kb.out_block, kb.out_map),),
-               scratch=tuple((kb.k.types[s].shape, kb.k.types[s].dtype) for s in scratch))
+               in_specs=tuple((b, m) for _, b, m in kb.in_refs), out_specs=tuple((b, m) for _, b, m, _ in outs),
+               scratch=tuple((kb.k.types[s].shape, kb.k.types[s].dtype) for s in scratch), **call_params)
     n = len(inputs)
-    body = Block(tuple(i.type for i in inputs), (Op("pallas_call", tuple(range(n)), p, (out_t,), (kernel,)),), (n,))
+    body = Block(tuple(i.type for i in inputs), (Op("pallas_call", tuple(range(n)), p, out_ts, (kernel,)),),
+                 tuple(range(n, n + len(outs))))
     return Program(family, tuple(inputs), body)
 
 
 def targets(program: Program) -> tuple[str, ...]:
     """The Pallas lowerings a generated kernel is written for."""
     op = program.body.ops[0]
+    if op.p["target"] == "triton":
+        return ("triton",)
     if op.p["target"] == "tpu" or "arbitrary" in op.p["semantics"]:
         # (GPU lowerings run every grid axis in parallel: an accumulation axis would race there)
         return ("tpu",)
