@@ -28,6 +28,8 @@ PINNED = "edbee38ae716f5e9ac2a4c1423798fbe974adeb89e5e924475990277816726ab"
 PINNED_TPU = "97cedc088522a42397f6068535f0897164adc93de110d7c54e454e80d18f392c"
 # sha256 over the sources and input bytes of pallas-triton programs 0-19 of seed 0 (both JAX ends).
 PINNED_TRITON = "8e7a863909a652e4470a2c3fe0cab0c1b73cab68dfd18c184860b4eead6100a7"
+# sha256 over the sources and input bytes of pallas-mosaic-gpu programs 0-19 of seed 0 (both JAX ends).
+PINNED_MOSAIC_GPU = "ebfb71b17fe27cc7277c39538c8f9dfe14ce17314b7995a25f2985322d91da94"
 
 
 def _bits(a):
@@ -39,7 +41,8 @@ def _kernel(p):
     return p.body.ops[0].blocks[0]
 
 
-@pytest.mark.parametrize("family,n,pinned", [("pallas", 30, PINNED), ("pallas-triton", 20, PINNED_TRITON)])
+@pytest.mark.parametrize("family,n,pinned", [("pallas", 30, PINNED), ("pallas-triton", 20, PINNED_TRITON),
+                                             ("pallas-mosaic-gpu", 20, PINNED_MOSAIC_GPU)])
 def test_kernels_are_deterministic_across_processes_and_jax_versions(family, n, pinned):
     h = hashlib.sha256()
     for i in range(n):
@@ -85,7 +88,8 @@ def _defined(fn, xs, seed: int) -> bool:
     return all(_bits(x) == _bits(y) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("family,seed", [("pallas", 2), ("pallas", 3), ("pallas-tpu", 2), ("pallas-triton", 2)])
+@pytest.mark.parametrize("family,seed", [("pallas", 2), ("pallas", 3), ("pallas-tpu", 2), ("pallas-triton", 2),
+                                         ("pallas-mosaic-gpu", 2)])
 def test_every_kernel_is_race_free_and_defined_under_the_reference(family, seed):
     for i in range(40):
         p, _ = generate(family, seed, i)
@@ -355,26 +359,47 @@ def test_triton_kernels_cover_what_they_claim_within_the_lowerings_limits():
     assert want <= seen, want - seen
 
 
-@pytest.mark.parametrize("index", range(8))
-def test_triton_kernels_pass_on_hlo_interpret_and_lower_for_an_h100(index):
-    """Each kernel agrees bit for bit with the reference on pallas:interpret, and JAX's Triton
-    lowering compiles it to a Triton module for an H100 on this CPU (what pallas:triton runs),
-    except an integer atomic max/min before JAX 0.12, which that lowering sends down its float path
-    (AssertionError: the known divergence pallas-triton-vector-integer-atomic-minmax-assert)."""
+@pytest.mark.parametrize("family,runner,index", [("pallas-triton", "pallas:interpret", i) for i in range(8)] +
+                         [("pallas-mosaic-gpu", "pallas:gpu-interpret", i) for i in range(6)])
+def test_gpu_kernels_pass_on_interpret_and_lower_for_an_h100(family, runner, index):
+    """Each kernel agrees bit for bit with the reference on its interpret mode, and JAX's Triton /
+    Mosaic GPU lowering compiles it for an H100 on this CPU (what pallas:triton / pallas:mosaic-gpu
+    run), except an integer atomic max/min before JAX 0.12, which the Triton lowering sends down
+    its float path (AssertionError: the known divergence
+    pallas-triton-vector-integer-atomic-minmax-assert)."""
     from conformance.cases.pallas_triton import _INT_MINMAX_LOWERING
     from hardware_runners import pallas_lowering
-    p, _ = generate("pallas-triton", 4, index)
-    xs = values.make_inputs(p, program_key("pallas-triton", 4, index))
-    rec, = evaluate(shrink.TestCase(p, xs), [get_runner("pallas:interpret")], f"pallas-triton/4/{index}")
+    p, _ = generate(family, 4, index)
+    xs = values.make_inputs(p, program_key(family, 4, index))
+    rec, = evaluate(shrink.TestCase(p, xs), [get_runner(runner)], f"{family}/4/{index}")
     assert rec["outcome"] in ("pass", "pass-with-allowance", "known-divergence"), rec
     program = case_for(p, "x").as_program()
-    assert program.pallas_targets == ("triton",) and "triton" in get_runner("pallas:triton").targets
+    compiler = family.removeprefix("pallas-")
+    assert program.pallas_targets == (compiler,) and compiler in get_runner(f"pallas:{compiler}").targets
     assert not get_runner("pallas:tpu-interpret").supports(program)[0]
     if _INT_MINMAX_LOWERING.applies() and any(op.name == "k_atomic" and op.p["fn"] != "add" for op in _kernel(p).ops):
         with pytest.raises(AssertionError):
             pallas_lowering.lower_for_h100(render.builder(p)(False), xs)
     else:
         pallas_lowering.lower_for_h100(render.builder(p)(False), xs)
+
+
+def test_mosaic_gpu_kernels_move_whole_blocks_by_tma():
+    """Over 40 kernels: every block a multiple of 128 elements with 16-byte rows, every array whole
+    blocks, one TMA copy in per input block and one out, waited for; masked stores appear."""
+    seen = set()
+    for i in range(40):
+        p, _ = generate("pallas-mosaic-gpu", 1, i)
+        call = p.body.ops[0]
+        for (b, m), t in zip(call.p["in_specs"] + call.p["out_specs"], list(p.inputs) + list(call.outs)):
+            t = getattr(t, "type", t)
+            assert (b[0] * b[1]) % 128 == 0 and b[1] % 4 == 0 and all(n % d == 0 for n, d in zip(t.shape, b)), (b, t)
+        src = render.source(p)
+        assert src.count("plgpu.copy_gmem_to_smem(") == len(call.p["in_specs"])
+        assert src.count("plgpu.copy_smem_to_gmem(") == 1 and "plgpu.wait_smem_to_gmem(0)" in src
+        assert ("plgpu.barrier_wait(barrier)" in src) == bool(call.p["in_specs"])
+        seen |= {op.name for op in _kernel(p).ops} | {f"grid{len(call.p['grid'])}", call.outs[0].dtype}
+    assert {"k_masked_store", "select", "binary", "grid1", "grid3", "float32", "int32"} <= seen, seen
 
 
 def test_the_definedness_check_catches_an_atomic_whose_result_depends_on_the_order():

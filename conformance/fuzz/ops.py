@@ -328,8 +328,11 @@ def block_index_tuple(index_map, pid, table: str) -> str:
 
 def _pallas_call(op: Op, args, outs, fns):
     """pl.pallas_call of the kernel block: generic (grid and BlockSpecs) or TPU (scalar prefetch
-    grid spec, VMEM scratch, dimension semantics); ``interpret`` is the Pallas mode's argument."""
+    grid spec, VMEM scratch, dimension semantics); ``interpret`` is the Pallas mode's argument.
+    A Mosaic GPU kernel is a ``plgpu.kernel`` instead (:func:`_mosaic_gpu_kernel`)."""
     p = op.p
+    if p["target"] == "mosaic-gpu":
+        return _mosaic_gpu_kernel(op, args, outs, fns)
     g = len(p["grid"])
     nt = p["n_prefetch"]
     ins = "[" + ", ".join(_spec(b, m, g, nt) for b, m in p["in_specs"]) + "]"
@@ -352,6 +355,39 @@ def _pallas_call(op: Op, args, outs, fns):
                       f"num_stages={p['num_stages']}), ")
     return _tuple_out(outs, f"pl.pallas_call({fns[0]}, {spec}out_shape={shapes}, {aliases}{params}"
                             f"interpret=interpret)({', '.join(args)})")
+
+
+def _mosaic_gpu_kernel(op: Op, args, outs, fns):
+    """``plgpu.kernel`` over the grid (one name per axis, ``i0``...): each program copies its input
+    blocks (BlockSpec-like (block, index map) pairs) from global memory into SMEM by TMA onto one
+    barrier and waits for it, runs the kernel block on the SMEM blocks, then commits its SMEM output
+    blocks and copies them out, waiting for the copies. Every array has the output's dtype."""
+    p = op.p
+    grid = tuple(p["grid"])
+    dtype = dt(op.outs[0].dtype)
+
+    def window(block, index_map) -> str:
+        return ", ".join(f"pl.ds(({block_index(e, lambda a: f'lax.axis_index({chr(34)}i{a}{chr(34)})')}) * {b}, {b})"
+                         for e, b in zip(index_map, block))
+    gin = [f"g{i}" for i in range(len(p["in_specs"]))]
+    gout = [f"go{j}" for j in range(len(p["out_specs"]))]
+    sin = [f"s{i}" for i in range(len(p["in_specs"]))]
+    sout = [f"so{j}" for j in range(len(p["out_specs"]))]
+    tma = f"{fns[0]}_tma"
+    lines = [f"def {tma}({', '.join(gin + gout + sin + sout)}, barrier):"]
+    lines += [f"    plgpu.copy_gmem_to_smem({g}.at[{window(b, m)}], {sm}, barrier)"
+              for g, sm, (b, m) in zip(gin, sin, p["in_specs"])]
+    if gin:
+        lines.append("    plgpu.barrier_wait(barrier)")
+    lines += [f"    {fns[0]}({', '.join(sin + sout)})", "    plgpu.commit_smem()"]
+    lines += [f"    plgpu.copy_smem_to_gmem({sm}, {g}.at[{window(b, m)}])" for g, sm, (b, m) in zip(gout, sout, p["out_specs"])]
+    lines.append("    plgpu.wait_smem_to_gmem(0)")
+    shapes = "[" + ", ".join(f"jax.ShapeDtypeStruct({lit(tuple(t.shape))}, {dt(t.dtype)})" for t in op.outs) + "]"
+    scratch = "[" + "".join(f"plgpu.SMEM({lit(tuple(b))}, {dtype}), " for b, _ in p["in_specs"] + p["out_specs"]) + \
+        f"plgpu.Barrier(num_arrivals={max(len(gin), 1)})]"
+    names = lit(tuple(f"i{a}" for a in range(len(grid))))
+    return lines + _tuple_out(outs, f"plgpu.kernel({tma}, out_type={shapes}, scratch_types={scratch}, grid={lit(grid)}, "
+                                    f"grid_names={names}, interpret=interpret)({', '.join(args)})")
 
 
 def _k_tstore(op: Op, args, outs):
@@ -456,7 +492,17 @@ NEEDS: dict[str, tuple[str, str]] = {
 }
 
 # The module each kernel target's operations name ``plgpu`` (render.py imports it for them).
-KERNEL_IMPORTS: dict[str, str] = {"triton": "from jax.experimental.pallas import triton as plgpu\n"}
+# The interpret mode ``program`` (what a reproducer runs on a CPU) is built with, per kernel target
+# (default ``build(True)``, JAX's HLO interpret mode): (source defining it, the argument).
+KERNEL_INTERPRET: dict[str, tuple[str, str]] = {
+    "mosaic-gpu": ("try:\n"
+                   "    from jax.experimental.pallas.mosaic_gpu import InterpretGPUParams\n"
+                   "except ImportError:   # JAX 0.10.2 has JAX's Mosaic GPU interpret mode under a private name\n"
+                   "    from jax._src.pallas.mosaic_gpu.interpret.params import InterpretGPUParams\n",
+                   "InterpretGPUParams()"),
+}
+KERNEL_IMPORTS: dict[str, str] = {"triton": "from jax.experimental.pallas import triton as plgpu\n",
+                                  "mosaic-gpu": "from jax.experimental.pallas import mosaic_gpu as plgpu\n"}
 
 
 def missing_api(names) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from .ir import GRAD, VMAP, Block, Program
-from .ops import KERNEL_IMPORTS, RENDER, RENDER_BLOCKS, missing_api
+from .ops import KERNEL_IMPORTS, KERNEL_INTERPRET, RENDER, RENDER_BLOCKS, missing_api
 
 HEADER = ("import ml_dtypes\nimport numpy as np\nimport jax\nimport jax.numpy as jnp\nfrom jax import lax\n")
 PALLAS_HEADER = ("from jax.experimental import pallas as pl\nfrom jax.experimental.pallas import tpu as pltpu\n")
@@ -128,13 +128,16 @@ def source(program: Program) -> str:
 def definitions(program: Program) -> str:
     """``program``'s definition (after :data:`HEADER`). A program calling Pallas kernels is built
     per Pallas mode: ``build(interpret)`` gives the function with that ``interpret`` argument, and
-    ``program`` is ``build(True)`` (JAX's interpret mode)."""
+    ``program`` is ``build(True)`` (JAX's interpret mode; for Mosaic GPU kernels its Mosaic GPU
+    interpret mode, ops.KERNEL_INTERPRET)."""
     if not is_kernel(program):
         return function_source(program)
     inner = "".join("    " + line + "\n" if line else "\n" for line in function_source(program).splitlines())
-    imports = "".join(sorted({KERNEL_IMPORTS.get(t, "") for t in _kernel_targets(program.body)}))
+    targets = _kernel_targets(program.body)
+    imports = "".join(sorted({KERNEL_IMPORTS.get(t, "") for t in targets}))
+    setup, interpret = next((KERNEL_INTERPRET[t] for t in sorted(targets) if t in KERNEL_INTERPRET), ("", "True"))
     return (PALLAS_HEADER + imports + "\n\ndef build(interpret):\n" + inner + "    return program\n\n\n"
-            "program = build(True)\n")
+            f"{setup}program = build({interpret})\n")
 
 
 def why_not_renderable(program: Program) -> str:

@@ -2,7 +2,8 @@
 its inputs embedded bit for bit, the reference's outputs and the backend's recorded ones. Running
 it evaluates the program with ``jax.jit`` on the default backend and prints where the result
 differs from the reference (exit status 1) or says it now agrees (0). A Pallas kernel program runs
-in JAX's interpret mode (``program = build(True)``; ``build`` takes another mode's ``interpret``)."""
+in JAX's interpret mode (``program = build(True)``, a Mosaic GPU kernel in JAX's Mosaic GPU interpret
+mode; ``build`` takes another mode's ``interpret``)."""
 from __future__ import annotations
 
 import json

@@ -278,18 +278,20 @@ class KernelBuilder:
 
 
 def generate(c: Choices) -> Program:
-    return _generate(c, "pallas", dmas=False)
+    return generate_with(KernelBuilder(c), "pallas")
 
 
 def generate_tpu(c: Choices) -> Program:
     """``pallas-tpu``: TPU kernels whose inputs are also copied in by DMAs (``pl.ANY`` operands,
     ``pltpu.make_async_copy`` into VMEM scratch, DMA semaphores), each waited for before its
     buffer is read."""
-    return _generate(c, "pallas-tpu", dmas=True)
+    return generate_with(KernelBuilder(c, dmas=True), "pallas-tpu")
 
 
-def _generate(c: Choices, family: str, dmas: bool) -> Program:
-    kb = KernelBuilder(c, dmas)
+def generate_with(kb: KernelBuilder, family: str) -> Program:
+    """A kernel drawn by ``kb``: its grid, the computation of its output block, the store (or the
+    accumulation), sometimes a masked store over it."""
+    c = kb.c
     kb.draw_grid()
     shape = kb.out_block
     out_nbs = [blocks_reached(e, kb.grid, kb.table_blocks) for e in kb.out_map]
@@ -339,8 +341,8 @@ def _program(kb: KernelBuilder, family: str, out_ref: int, out_dims, extra_outs=
 def targets(program: Program) -> tuple[str, ...]:
     """The Pallas lowerings a generated kernel is written for."""
     op = program.body.ops[0]
-    if op.p["target"] == "triton":
-        return ("triton",)
+    if op.p["target"] in ("triton", "mosaic-gpu"):
+        return (op.p["target"],)
     if op.p["target"] == "tpu" or "arbitrary" in op.p["semantics"]:
         # (GPU lowerings run every grid axis in parallel: an accumulation axis would race there)
         return ("tpu",)
