@@ -67,7 +67,7 @@ def _round(p, a):
 
 
 def _const(p, a):
-    return f"jnp.full({lit(tuple(p['to']))}, {scalar(p['value'], p['dtype'])})"
+    return f"jnp.full({lit(tuple(p['shape']))}, {scalar(p['value'], p['dtype'])})"
 
 
 def _scalar_binary(p, a):
@@ -366,9 +366,11 @@ def _mosaic_gpu_kernel(op: Op, args, outs, fns):
     grid = tuple(p["grid"])
     dtype = dt(op.outs[0].dtype)
 
+    def pid(a: int) -> str:
+        return f'lax.axis_index("i{a}")'
+
     def window(block, index_map) -> str:
-        return ", ".join(f"pl.ds(({block_index(e, lambda a: f'lax.axis_index({chr(34)}i{a}{chr(34)})')}) * {b}, {b})"
-                         for e, b in zip(index_map, block))
+        return ", ".join(f"pl.ds(({block_index(e, pid)}) * {b}, {b})" for e, b in zip(index_map, block))
     gin = [f"g{i}" for i in range(len(p["in_specs"]))]
     gout = [f"go{j}" for j in range(len(p["out_specs"]))]
     sin = [f"s{i}" for i in range(len(p["in_specs"]))]
@@ -380,14 +382,15 @@ def _mosaic_gpu_kernel(op: Op, args, outs, fns):
     if gin:
         lines.append("    plgpu.barrier_wait(barrier)")
     lines += [f"    {fns[0]}({', '.join(sin + sout)})", "    plgpu.commit_smem()"]
-    lines += [f"    plgpu.copy_smem_to_gmem({sm}, {g}.at[{window(b, m)}])" for g, sm, (b, m) in zip(gout, sout, p["out_specs"])]
+    lines += [f"    plgpu.copy_smem_to_gmem({sm}, {g}.at[{window(b, m)}])"
+              for g, sm, (b, m) in zip(gout, sout, p["out_specs"])]
     lines.append("    plgpu.wait_smem_to_gmem(0)")
     shapes = "[" + ", ".join(f"jax.ShapeDtypeStruct({lit(tuple(t.shape))}, {dt(t.dtype)})" for t in op.outs) + "]"
     scratch = "[" + "".join(f"plgpu.SMEM({lit(tuple(b))}, {dtype}), " for b, _ in p["in_specs"] + p["out_specs"]) + \
         f"plgpu.Barrier(num_arrivals={max(len(gin), 1)})]"
     names = lit(tuple(f"i{a}" for a in range(len(grid))))
-    return lines + _tuple_out(outs, f"plgpu.kernel({tma}, out_type={shapes}, scratch_types={scratch}, grid={lit(grid)}, "
-                                    f"grid_names={names}, interpret=interpret)({', '.join(args)})")
+    return lines + _tuple_out(outs, f"plgpu.kernel({tma}, out_type={shapes}, scratch_types={scratch}, "
+                                    f"grid={lit(grid)}, grid_names={names}, interpret=interpret)({', '.join(args)})")
 
 
 def _k_tstore(op: Op, args, outs):

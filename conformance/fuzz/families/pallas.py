@@ -95,6 +95,19 @@ class KernelBuilder:
             self.table_input = Input(Type(I32, (self.grid[self.table_axis],)), INDEX, 0, self.table_blocks - 1, 0)
             self.tables.append(self.k._new(Type(I32, (self.grid[self.table_axis],), True)))
 
+    def draw_gpu_grid(self, target: str) -> None:
+        """A GPU kernel's grid (Triton, Mosaic GPU): its programs run concurrently, so every axis is
+        parallel and the output map injective (no accumulation over an axis)."""
+        c = self.c
+        self.target = target
+        self.dtype = c.choice((F32, I32))
+        self.accumulate = False
+        rank = c.between(1, 3)
+        self.grid = tuple(c.between(1, 4) for _ in range(rank))
+        self.acc_axis = -1
+        self.out_map = self._out_map(list(range(rank)))
+        self.semantics = ("parallel",) * rank
+
     def _out_map(self, own):
         """The output's two block dimensions over the grid axes ``own``, injectively."""
         c = self.c
@@ -315,10 +328,10 @@ def generate_with(kb: KernelBuilder, family: str) -> Program:
             x, y = kb.value(shape), kb.value(shape)
             pred = kb.k.emit1("binary", [x, y], Type("bool", shape), fn=c.choice(("lt", "gt", "ne")))
             kb.k.emit("k_masked_store", [out_ref, pred, kb.value(shape)], [])
-    return _program(kb, family, out_ref, out_dims)
+    return kernel_program(kb, family, out_ref, out_dims)
 
 
-def _program(kb: KernelBuilder, family: str, out_ref: int, out_dims, extra_outs=(), **call_params) -> Program:
+def kernel_program(kb: KernelBuilder, family: str, out_ref: int, out_dims, extra_outs=(), **call_params) -> Program:
     """The program calling the kernel: its output ``out_ref`` (the block ``kb.out_block`` at
     ``kb.out_map`` of an array of ``out_dims``), then ``extra_outs`` ((ref, block, index map, array
     dims), ...); ``call_params`` are further parameters of the call (aliases, compiler params)."""

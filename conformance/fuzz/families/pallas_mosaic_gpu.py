@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..choices import Choices
 from ..ir import Program
-from .pallas import F32, I32, KernelBuilder, generate_with
+from .pallas import KernelBuilder, generate_with
 
 # (rows, columns) of a block: 128-element multiples, columns a multiple of 4 float32/int32 (16 bytes)
 MOSAIC_GPU_BLOCKS = ((1, 128), (8, 16), (2, 64), (16, 16), (4, 64), (16, 32), (8, 128))
@@ -30,16 +30,8 @@ class MosaicGpuKernelBuilder(KernelBuilder):
     OPERATIONS = (("elementwise", 1),)
 
     def draw_grid(self) -> None:
-        c = self.c
-        self.target = "mosaic-gpu"
-        self.dtype = c.choice((F32, I32))
-        self.accumulate = False
-        rank = c.between(1, 3)
-        self.grid = tuple(c.between(1, 4) for _ in range(rank))
-        self.acc_axis = -1
-        self.out_map = self._out_map(list(range(rank)))
-        self.out_block = c.choice(MOSAIC_GPU_BLOCKS)
-        self.semantics = ("parallel",) * rank
+        self.draw_gpu_grid("mosaic-gpu")
+        self.out_block = self.c.choice(MOSAIC_GPU_BLOCKS)
 
     def _array_dim(self, nb: int, block: int) -> int:
         return nb * block            # whole blocks: every TMA box lies inside its array

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ..choices import Choices
 from ..ir import DATA, Input, Program, Type
-from .pallas import F32, I32, KernelBuilder, _program, blocks_reached
+from .pallas import I32, KernelBuilder, blocks_reached, kernel_program
 
 TRITON_BLOCK_DIMS = (1, 2, 4, 8, 16)        # powers of two
 DOT_MIN = 16                                # tt.dot's smallest M, N and K
@@ -40,17 +40,10 @@ class TritonKernelBuilder(KernelBuilder):
 
     def draw_grid(self) -> None:
         c = self.c
-        self.target = "triton"
-        self.dtype = c.choice((F32, I32))
-        self.accumulate = False
-        rank = c.between(1, 3)
-        self.grid = tuple(c.between(1, 4) for _ in range(rank))
-        self.acc_axis = -1
-        self.out_map = self._out_map(list(range(rank)))
+        self.draw_gpu_grid("triton")
         # (a third of the kernels have blocks a dot can produce)
         self.out_block = (DOT_MIN, DOT_MIN) if c.chance(33) else (c.choice(TRITON_BLOCK_DIMS),
                                                                   c.choice(TRITON_BLOCK_DIMS))
-        self.semantics = ("parallel",) * rank
         self.num_warps = c.choice((4, 1, 2, 8))
         self.num_stages = c.choice((3, 1, 2, 4))
 
@@ -121,5 +114,5 @@ def generate(c: Choices) -> Program:
         aliases.append((kb.aliased_input(shape, acc_map, acc_dims), 1))
         kb.k.emit("k_atomic", [acc_ref, kb.value(shape)], [], fn=c.choice(("add", "max", "min")))
         extra.append((acc_ref, shape, acc_map, acc_dims))
-    return _program(kb, "pallas-triton", out_ref, out_dims, extra, aliases=tuple(aliases),
+    return kernel_program(kb, "pallas-triton", out_ref, out_dims, extra, aliases=tuple(aliases),
                     num_warps=kb.num_warps, num_stages=kb.num_stages)
