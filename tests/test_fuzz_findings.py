@@ -297,8 +297,9 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     ("per-operation-budgets", _normal_beside_dot, [np.zeros(2, np.uint32), _DOT_X, np.ones((8, 3), np.float32),
                                             np.zeros((3, 5, 16), np.float32)], ()),
     # the same normal permuted along axis 1 (a gather; fail:gather:float32:xla:cpu:fused-value): the
-    # neighbour replay follows each output element to the one erf_inv element it copies
-    ("ulp-neighbours", _permuted_normal, [np.zeros(4, np.uint32)], _PARTITIONABLE),
+    # neighbour replay follows each output element to the one erf_inv element it copies (JAX
+    # 0.12.0.1; 0.10.2's XLA computes erf_inv as alone there: the budgets alone explain it)
+    ("per-operation-budgets", _permuted_normal, [np.zeros(4, np.uint32)], _PARTITIONABLE),
     # rem(x, x) - cosh(x): the fused cosh within its budget (JAX 0.12.0.1; 0.10.2's XLA computes
     # cosh alone there), rem of a subnormal NaN by flush-to-zero
     ("per-operation-budgets", lambda x0, x1: (lax.sub(lax.rem(x1, x1), lax.cosh(x0)),), [_COSH_X, _COSH_X], ()),
@@ -384,4 +385,28 @@ def test_ulp_neighbours_through_a_gather_take_one_value_per_element():
         explain = oracle.explain_program
         assert explain(oracle._Program(fn), [x], same, runner, reference=ref, case=case).explained
         verdict = explain(oracle._Program(fn), [x], two, runner, reference=ref, case=case)
+    assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
+
+
+def test_ulp_neighbours_meeting_two_elements_of_one_source_take_one_replay():
+    """atan(x) + rev(atan(x)): each output element meets two atan elements, so the output is
+    explained by one k for all of it (atan moved 2 ulp: accepted), not by elements taken from two
+    replays (the first half from k = 2, the second from k = -2: rejected)."""
+    def fn(x):
+        t = lax.atan(x)
+        return (lax.add(t, lax.rev(t, (0,))),)
+    x = np.frombuffer(bytes.fromhex("223331be223331bf0000803f"), np.float32).copy()
+    assert str(jax.make_jaxpr(fn)(x)).count("atan") == 1
+    case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+    runner = get_runner("xla:cpu")
+    with case.context(), np.errstate(all="ignore"):
+        ref = [np.asarray(r) for r in interp.interpret(fn)(x)]
+        atan = np.asarray(interp.interpret(lax.atan)(x))
+        sums = {k: np.asarray(interp.interpret(lambda a: lax.add(a, lax.rev(a, (0,))))(ulp_neighbour(atan, k)))
+                for k in (2, -2)}
+        mixed = np.concatenate([sums[2][:2], sums[-2][2:]])
+        assert (bits(mixed) != bits(sums[2])).any() and (bits(mixed) != bits(sums[-2])).any()
+        explain = oracle.explain_program
+        assert explain(oracle._Program(fn), [x], [sums[2]], runner, reference=ref, case=case).explained
+        verdict = explain(oracle._Program(fn), [x], [mixed], runner, reference=ref, case=case)
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record

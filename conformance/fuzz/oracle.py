@@ -622,13 +622,13 @@ def shared_elements(maps: list) -> np.ndarray:
 
     Why this is sound: every replay is one evaluation of the program, each source element given one
     value within its budget (the backend's alone, or the reference's moved k ulp). An output element
-    of an elementwise_sources path depends on at most one element of each source (index_map; a
-    source with SEVERAL_ELEMENTS somewhere is not replayed). Output elements in different groups
-    depend on disjoint source elements, so taking a different replay for each group is still one
-    assignment of compliant values to the source elements. Within a group (a gather copying one
-    element to two outputs, or two sources' copies chained), per-element choices could need two
-    values of one source element, which no compliant backend computes: one replay must give the
-    whole group."""
+    of an elementwise_sources path depends on at most one element of each source (index_map; where
+    one depends on SEVERAL_ELEMENTS, t + rev(t), the map given here is all zeros: the output is one
+    group). Output elements in different groups depend on disjoint source elements, so taking a
+    different replay for each group is still one assignment of compliant values to the source
+    elements. Within a group (a gather copying one element to two outputs, or two sources' copies
+    chained), per-element choices could need two values of one source element, which no compliant
+    backend computes: one replay must give the whole group."""
     label = np.arange(maps[0].size)
     size = label.size
     while True:
@@ -796,8 +796,9 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
         def neighbour_replays(variant) -> tuple[list, dict]:
             """(the replays with one elementwise source moved k ulp, for every |k| up to its budget
             and at most MAX_NEIGHBOUR_REPLAYS in all; {output index: flat labels of its elements,
-            equal where they share an element of a source}). A source with an output element that
-            depends on several of its elements is left out: its uniform moves are not per element."""
+            equal where they share an element of a source}). Where an output element depends on
+            several elements of one source (which, the map does not say), that whole output is one
+            group."""
             runs, maps, count = [], {}, 0
             for eqn_id, budget in sources.items():
                 track: dict = {}
@@ -812,10 +813,10 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
                         pass
                 reached = [(i, track[v].reshape(-1)) for i, v in enumerate(program_outvars)
                            if not isinstance(v, jcore.Literal) and v in track]
-                if mine and reached and all((m != SEVERAL_ELEMENTS).all() for _, m in reached):
+                if mine and reached:
                     runs += mine
                     for i, m in reached:
-                        maps.setdefault(i, []).append(m)
+                        maps.setdefault(i, []).append(np.zeros_like(m) if (m == SEVERAL_ELEMENTS).any() else m)
             return runs, {i: shared_elements(ms) for i, ms in maps.items()}
 
         def complies(pairs, mode_change, labels: dict | None = None) -> bool:
