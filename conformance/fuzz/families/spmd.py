@@ -62,12 +62,12 @@ class SpmdBuilder(LaxBuilder):
         super().__init__(c, x64, params_, can_add_inputs=False, exact_only=True)
         self.mesh = mesh
 
-    def axes(self) -> tuple[str, ...]:
-        """One mesh axis or both (in either order)."""
+    def axes(self, mesh_order: bool = False) -> tuple[str, ...]:
+        """One mesh axis or both (in either order, or in the mesh's)."""
         names = list(self.mesh)
         if len(names) == 1 or self.c.below(3):
             return (self.c.choice(names),)
-        return tuple(names) if self.c.below(2) else tuple(reversed(names))
+        return tuple(names) if mesh_order or self.c.below(2) else tuple(reversed(names))
 
     def size(self, axes) -> int:
         return math.prod(self.mesh[a] for a in axes)
@@ -143,7 +143,9 @@ def _permutation(c: Choices, n: int) -> tuple[tuple[int, int], ...]:
 
 
 def op_ppermute(b: SpmdBuilder) -> None:
-    axes = b.axes()
+    # (JAX 0.12 refuses a ppermute over axes in another order than the mesh's: "Make sure that the
+    # axis_name passed to jax.lax.ppermute is in the same order as the axis_names declared on the mesh")
+    axes = b.axes(mesh_order=True)
     x = b.operand(lambda t: True)
     if x is None:
         return
