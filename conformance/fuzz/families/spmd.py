@@ -92,7 +92,9 @@ def op_reduce(b: SpmdBuilder) -> None:
             x = b.emit1("convert", [x], b.types[x].with_dtype(src), dtype=src)
         x = b.emit1("convert", [x], b.types[x].with_dtype(to), dtype=to)
     else:
-        x = b.operand(lambda t: t.dtype in INTS)
+        # (a psum_scatter wants a dimension the participants divide)
+        x = (fn == "psum_scatter" and b.operand(lambda t: t.dtype in INTS and any(d % n == 0 for d in t.shape))
+             or b.operand(lambda t: t.dtype in INTS))
         if x is None:
             return
     t = b.types[x]
@@ -101,7 +103,7 @@ def op_reduce(b: SpmdBuilder) -> None:
         return
     tiled = [d for d in range(t.rank) if t.shape[d] % n == 0]
     untiled = [d for d in range(t.rank) if t.shape[d] == n]
-    if untiled and b.c.below(3) == 0:
+    if untiled and b.c.below(2) == 0:
         d = b.c.choice(untiled)
         b.emit1("psum_scatter", [x], t.with_shape(t.shape[:d] + t.shape[d + 1:]), axes=axes, dim=d, tiled=False)
     elif tiled:
