@@ -11,6 +11,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import jax
 import ml_dtypes
@@ -115,11 +117,12 @@ def test_the_family_declares_its_devices_and_a_process_without_them_says_so(monk
 def test_campaign_on_xla_cpu_passes_and_finds_an_injected_collective_bug(tmp_path, monkeypatch):
     """In isolated workers with 8 host devices: 40 programs judged on XLA:CPU and on XLA:CPU whose
     psum counts device 0's operand twice there. XLA:CPU: nothing unexplained. The mutant: found,
-    and every bucket is the mutant's, at the shard_map."""
+    every bucket is the mutant's, at the shard_map, and shrunk to a shard_map of a few operations
+    (measured: 2-4, the psum and the conversions that give its dtype)."""
     monkeypatch.setenv("JAX_CONFORMANCE_RUNNERS", MUTANTS)
     out = str(tmp_path / "c")
     s = run_campaign(["xla:cpu", "mutant:psum-counts-device-0-twice"], ["spmd"], programs=40, out=out, workers=1,
-                     shrink=False, log=lambda *_: None)
+                     shrink_budget_s=30, bisect_budget_s=0, log=lambda *_: None)
     assert s["programs"] == 40
     lines = [json.loads(x) for x in open(os.path.join(out, "programs.jsonl"))]
     outcomes = [line["outcomes"]["xla:cpu"] for line in lines]
@@ -129,6 +132,17 @@ def test_campaign_on_xla_cpu_passes_and_finds_an_injected_collective_bug(tmp_pat
     assert mutant, "the injected psum bug was not found in 40 programs"
     assert all(b.startswith("fail:shard_map:") for b in s["buckets"]) and len(mutant) == len(s["buckets"]), \
         s["buckets"]
+    findings = list((tmp_path / "c" / "findings").iterdir())
+    for f in findings:
+        reduced = json.load(open(f / "finding.json"))["reduced"]
+        assert reduced["ops"] <= 4, reduced
+    # the reproducer is plain JAX that gives itself the devices: on XLA:CPU without the injected
+    # bug it agrees with the reference
+    repro = findings[0] / "reproducer_reduced.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH", "JAX_CONFORMANCE_RUNNERS")}
+    run = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300, env=env,
+                         cwd=str(tmp_path))
+    assert run.returncode == 0 and "agrees with the reference" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
 # --- undefined out_specs are the reference's finding (8 devices, subprocess) ---------------------
