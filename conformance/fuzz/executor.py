@@ -132,8 +132,11 @@ def ray_task(request: dict, timeout: float) -> dict:
     def make():
         from conformance import process_env
         from conformance.isolation import Worker
+
+        from .families import FAMILIES, host_devices
         process_env.apply()
-        return Worker(module=WORKER_MODULE)
+        # (one worker per Ray worker process, kept between units of any family: the most devices any needs)
+        return Worker(module=WORKER_MODULE, host_devices=host_devices(FAMILIES))
     return dict(ask(cluster.kept("fuzz", make), request, timeout), node=cluster.node_id())
 
 
