@@ -80,6 +80,8 @@ class Variant:
     minmax_daz: int = -1            # >= 0: bf16 max/min/clamp under DAZ, ties resolved by these picks
     zero_added_kept: bool = False   # x + 0 and x - 0 (a literal zero) are x, bits kept (spec/divergences.py
                                     # xla-cpu-add-zero-keeps-negative-zero), loop bodies included
+    div_as_reciprocal: bool = False  # x / c (c a literal or broadcast) is x * fl(1 / c) (spec/divergences.py
+                                     # xla-cpu-divide-by-constant-as-reciprocal), loop bodies included
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -435,6 +437,10 @@ class _Replay:
             kept = _zero_added_kept(eqn, invals)
             if kept is not None:
                 return [kept]                # (the code generator folds it: nothing flushed either)
+        if v.div_as_reciprocal and name == "div":
+            quotient = self._div_as_reciprocal(eqn, invals)
+            if quotient is not None:
+                return [quotient]
         flush = v.flush and name not in MOVES_BITS
         if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
@@ -466,6 +472,20 @@ class _Replay:
         if v.fma and out:
             self._note_product(eqn, invals, out[0])
         return out
+
+    def _div_as_reciprocal(self, eqn, invals):
+        """A float32/float16/bfloat16 division by a literal or a broadcast value as XLA:CPU's
+        algsimp computes it (conformance/divergence_models.py reciprocal_quotient); None otherwise."""
+        from .divergence_models import reciprocal_quotient
+        dtype = np.dtype(eqn.outvars[0].aval.dtype)
+        divisor = eqn.invars[1]
+        by_constant = isinstance(divisor, jcore.Literal) or getattr(
+            self.producer.get(self._resolve(divisor)), "primitive", None) is not None and \
+            self.producer[self._resolve(divisor)].primitive.name == "broadcast_in_dim"
+        if dtype.name not in ("float32", "float16", "bfloat16") or not by_constant:
+            return None
+        x, y = np.broadcast_arrays(*[np.asarray(a) for a in invals])
+        return reciprocal_quotient(x, y, dtype).reshape(eqn.outvars[0].aval.shape)
 
     def _moved_under_daz(self, ctx, rule, invals, params):
         """sort under DAZ: the keys compare as if subnormals were zero, but the values moved are

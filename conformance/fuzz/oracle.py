@@ -655,8 +655,8 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
             # judged whole: a known divergence of kernels (primitive pallas_call) explains it.
             return ProgramVerdict(rec["outcome"] == KNOWN_DIVERGENCE, rec, reference)
         ops = program_ops(closed)
-        exact_only = not _has_inexact(closed)      # level 2 can only replay the x + 0 fold
-        if exact_only and not _adds(ops):
+        exact_only = not _has_inexact(closed)      # level 2 can only replay REPLAYED_DIVERGENCES
+        if exact_only and not _replayable(judged_as(runner), ops):
             return ProgramVerdict(False, rec, reference)
         # Level 2: the backend's inexact operations, judged one by one, and the rest exactly.
         judge = _OpJudge(runner, platform)
@@ -741,12 +741,13 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
         if name is None and not exact_only:
             found = AM.explain(judged_as(runner), attempt, ops)
             name = f"{PER_OPERATION}+{found}" if found else None
-        if name is None and _zero_added_kept(judged_as(runner), attempt, ops):
-            div = DV.BY_ID[ZERO_ADDED_KEPT]
+        replayed = _divergence_replayed(judged_as(runner), attempt, ops) if name is None else None
+        if replayed is not None:
+            div = DV.BY_ID[replayed]
             rec.update(outcome=KNOWN_DIVERGENCE, allowance=None,
                        known_divergence={"id": div.id, "link": div.link, "summary": div.summary},
-                       detail="the program replayed with x + 0 and x - 0 kept as x (loop bodies included) "
-                              "gives the backend's outputs")
+                       detail=f"the program replayed with {REPLAYED_DIVERGENCES[replayed][2]} (loop and "
+                              "shard_map bodies included) gives the backend's outputs")
             return ProgramVerdict(True, rec, reference)
     if name is None:
         rec["detail"] = ("the backend's inexact operations each comply on their own, but the program's "
@@ -760,28 +761,36 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
     return ProgramVerdict(True, rec, reference)
 
 
-ZERO_ADDED_KEPT = "xla-cpu-add-zero-keeps-negative-zero"
+# Known divergences replayed over the whole program where per-equation judgement does not reach
+# (loop bodies, judged at the loop's boundary; shard_map bodies, judged at the shard_map):
+# id -> (the replay.Variant field, the primitives it changes, what it does).
+REPLAYED_DIVERGENCES = {
+    "xla-cpu-add-zero-keeps-negative-zero": ("zero_added_kept", ("add", "sub"), "x + 0 and x - 0 kept as x"),
+    "xla-cpu-divide-by-constant-as-reciprocal": ("div_as_reciprocal", ("div",),
+                                                 "x / c as x * (1 / c) for c a constant or broadcast value"),
+}
 
 
-def _adds(ops) -> bool:
-    return any(op[0] in ("add", "sub") for op in ops)
+def _replayable(runner: str, ops) -> list[str]:
+    """The REPLAYED_DIVERGENCES of ``runner`` whose primitives the program has."""
+    names = {op[0] for op in ops}
+    return [d for d, (_, prims, _) in REPLAYED_DIVERGENCES.items()
+            if runner in DV.BY_ID[d].runners and names & set(prims)]
 
 
-def _zero_added_kept(runner: str, attempt, ops) -> bool:
-    """Whether the whole program replayed with x + 0 and x - 0 kept as x (replay.Variant
-    zero_added_kept), alone or with the runner's replay allowances, explains the outputs: the
-    known divergence applied where per-equation judgement cannot reach it (loop bodies, judged
-    at the loop boundary)."""
-    if runner not in DV.BY_ID[ZERO_ADDED_KEPT].runners or not _adds(ops):
-        return False
+def _divergence_replayed(runner: str, attempt, ops) -> str | None:
+    """The known divergence (REPLAYED_DIVERGENCES) whose replay of the whole program, alone or with
+    the runner's replay allowances, explains the outputs; None if none does."""
     replays = [a.variant for a in AM.for_runner(runner) if a.variant and AM.applies_to_program(a, ops)]
     merged: dict = {}
     for v in replays:
         merged.update(v)
-    for v in [{}] + replays + ([merged] if len(replays) > 1 else []):
-        if attempt({**v, "zero_added_kept": True}, None, f"{ZERO_ADDED_KEPT}+{sorted(v.items())}"):
-            return True
-    return False
+    for d in _replayable(runner, ops):
+        field = REPLAYED_DIVERGENCES[d][0]
+        for v in [{}] + replays + ([merged] if len(replays) > 1 else []):
+            if attempt({**v, field: True}, None, f"{d}+{sorted(v.items())}"):
+                return d
+    return None
 
 
 def _has_inexact(closed) -> bool:
