@@ -52,6 +52,7 @@ from interp.evaluator import _lookup_rule, is_extended, split_jaxpr
 from interp.options import Options
 from interp.numerics import reduce_precision_bits
 
+from .divergence_models import reciprocal_quotient
 from .observe import CALLS, as_outputs, call_body, holds_jaxprs, observe
 
 FLUSHED = tuple(np.dtype(t) for t in (np.float32, np.float64, D.bfloat16, np.complex64, np.complex128))
@@ -514,9 +515,8 @@ class _Replay:
         y = self._resolve(eqn.invars[1])
         if not isinstance(y, jcore.Literal) and self._from(y, "broadcast_in_dim") is None:
             return None
-        x, y = (np.asarray(a, np.float32) for a in invals[:2])
         with np.errstate(all="ignore"):
-            return [np.asarray((x * (np.float32(1) / y)).astype(np.float32), dtype).reshape(eqn.outvars[0].aval.shape)]
+            return [reciprocal_quotient(invals[0], invals[1], dtype).reshape(eqn.outvars[0].aval.shape)]
 
     def _resolve(self, atom):
         while not isinstance(atom, jcore.Literal) and atom in self.alias:

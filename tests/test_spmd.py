@@ -165,7 +165,16 @@ def _signed_zero_inputs():
     return [x]
 
 
+def _scalar_operands(x, v):
+    # rank-0 blocks: a replicated scalar operand, and an untiled psum_scatter down to rank 0
+    def body(a, b):
+        return (lax.reshape(lax.div(a, a + 1), (1,)),
+                lax.reshape(lax.psum_scatter(b, "x", scatter_dimension=0, tiled=False), (1,)))
+    return smap(body, (4,), ("x",), (P(), P()), (P("x"), P("x")), check_vma=False)(x, v)
+
+
 COMPARED = {
+    "scalar_operands": (_scalar_operands, lambda: [np.float32(3.0), _ints((4,), dtype=np.int32)]),
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
     "grad_through_shard_map": (_grad_through_shard_map, lambda: [_ints((4, 3)), _ints((8, 4), seed=1)]),
@@ -251,6 +260,15 @@ def test_remote_dma_case_on_tpu_interpret_with_8_devices(xla_verdicts, case_id):
 
 
 # --- reference only: hand-computed answers --------------------------------------------------------
+
+def test_rank_0_blocks_stay_rank_0():
+    """A replicated scalar operand is a scalar on every device, and an untiled psum_scatter of a
+    (4,) block over 4 devices gives each device a scalar (its element of the sum)."""
+    x, v = np.float32(3.0), np.array([1, -2, 5, 7], np.int32)
+    got = interp.interpret(_scalar_operands)(x, v)
+    np.testing.assert_array_equal(got[0], np.full(4, np.float32(3.0) / np.float32(4.0)))
+    np.testing.assert_array_equal(got[1], 4 * v)
+
 
 def test_ppermute_partial_permutation_unsent_shards_are_zero():
     f = smap(lambda a: lax.ppermute(a, "x", [(0, 2), (2, 0)]), (4,), ("x",), P("x"), P("x"))
