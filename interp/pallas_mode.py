@@ -33,10 +33,10 @@ reference's own exception is raised again, chained). Where JAX's interpret modes
 their own form, the mode reports them in that form too: a kernel run with
 ``InterpretParams(detect_races=True)`` sets ``races.races_found`` of JAX's TPU or GPU interpret
 state, and under ``on_race="warn"`` (JAX 0.12) or on a JAX whose detector only records (0.10,
-0.11) a race is logged and flagged and the kernel goes on: Mosaic GPU races are recorded where
-found (``Options.on_race="record"``, the racing accesses applied in the schedule's order), a race
-that stops a run (the DMA engine's) gives the values of the reference's run without race
-detection (a racy program has no defined values: these are the sequential ones).
+0.11) a race is logged and flagged and the kernel goes on: races are recorded where found
+(``Options.on_race="record"``, the racing accesses applied in the schedule's order: spec
+pallas_tpu/recorded-race, mosaic_gpu/recorded-race); what has no order to go on in (a deadlock, a
+buffer that does not exist) is raised.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from .errors import RaceError, UnsupportedPrimitiveError
+from .errors import UnsupportedPrimitiveError
 from .options import Options, make_options
 from .schedule import recording_races
 
@@ -291,17 +291,8 @@ class _KernelCall:
         if how.reports_races:
             how.race_state()        # JAX creates it at a kernel's start: tests read it after
         try:
-            with recording_races() as races:   # (Options.on_race="record": the Mosaic GPU engine's)
-                try:
-                    outs = eval_jaxpr(self.closed, *args, options=self.options)
-                except RaceError as e:
-                    if not how.records_races:
-                        raise
-                    # A race that stops the run (the DMA engine's, under detect_races): the
-                    # values are those of the run without race detection.
-                    races.append(e)
-                    outs = eval_jaxpr(self.closed, *args,
-                                      options=dataclasses.replace(self.options, detect_races=False))
+            with recording_races() as races:   # (Options.on_race="record": every engine's races)
+                outs = eval_jaxpr(self.closed, *args, options=self.options)
         except Exception as e:
             _remember(e)
             raise

@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
-from ..schedule import current_device, wait_until
+from ..schedule import current_device, report_race, wait_until
 from .memory import KernelRef, _show
 
 
@@ -243,12 +243,13 @@ class DeviceKernels:
         # (the cores of one device start together: the device allocated all their buffers)
         if (self.custom_barrier and key[0] != here[0] and key not in self.heard[here]
                 and run.options.detect_races):
-            raise RaceError(
+            # (recorded: the target's buffers exist from the start rendezvous on)
+            report_race(run, RaceError(
                 f"{run.where()}: {what} into {ref.short()} of {self.describe(key)}, "
                 f"which this {'core' if len(self.cores[here[0]]) > 1 else 'device'} has not "
                 "heard from: the kernel sets collective_id, so no "
                 "device barrier precedes it, and its kernel may not have started (signal and "
-                "wait on the barrier semaphore first)")
+                "wait on the barrier semaphore first)"))
         # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
         # operands and semaphores reserved at launch, KernelRun.peer_buffer).
         other = run.peer_buffer(ref, self.members[key])
@@ -449,12 +450,13 @@ class DeviceAccesses:
         for other, other_kind, other_mask, epoch, _ in records:
             if (kind != "read" or other_kind != "read") and \
                     not self._ordered(device, other, epoch) and (other_mask & mask).any():
-                raise RaceError(
+                report_race(ref.run, RaceError(
                     f"{group.devices[device].describe()}: {kind} of {ref.short()} of "
                     f"{group.devices[ref.run.device_rank].describe()} while "
                     f"{group.devices[other].describe()}'s {other_kind} of the same elements is "
                     "not known to precede it (no semaphore it signalled after that access was "
-                    "waited on by this device)")
+                    "waited on by this device)"))
+                break
         records.append((device, kind, mask, self.epoch[device], ref))
 
     def check_end(self, group, device: int) -> None:
@@ -463,11 +465,12 @@ class DeviceAccesses:
         for records in self.records.values():
             for other, kind, _, epoch, ref in records:
                 if ref.run.device_rank == device and not self._ordered(device, other, epoch):
-                    raise RaceError(
+                    report_race(ref.run, RaceError(
                         f"{group.devices[device].describe()}: the kernel ends while "
                         f"{group.devices[other].describe()}'s {kind} of its {ref.short()} is not "
                         "known to have completed (wait on a semaphore that device signals after "
-                        "it)")
+                        "it)"))
+                    return
 
 
 class DeviceTracker:
