@@ -686,6 +686,39 @@ def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_rac
         _remote_kernel(_scoped_ring_kernel(False), 4, ())()
 
 
+def test_double_barrier_signals_a_run_scoped_semaphore_before_the_neighbour_enters_it():
+    # JAX's double-barrier pattern (docs/pallas/tpu/distributed.md; its distributed interpret
+    # tests): after the barrier semaphore, a second one from run_scoped, which a device signals
+    # on both neighbours while they may still wait on the first (in the reference's schedule the
+    # last device through the first barrier signals two that have not entered the run_scoped):
+    # the signal lands in the neighbour's allocation of that run_scoped (semaphore_signal/c3).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        me, n = lax.axis_index("x"), 4
+        left, right = lax.rem(me + n - 1, n), lax.rem(me + 1, n)
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, 1, device_id={"x": left})
+        pl.semaphore_signal(barrier, 1, device_id={"x": right})
+        pl.semaphore_wait(barrier, 2)
+
+        def second(second_barrier):
+            pl.semaphore_signal(second_barrier, 1, device_id={"x": left})
+            pl.semaphore_signal(second_barrier, 1, device_id={"x": right})
+            pl.semaphore_wait(second_barrier, 2)
+        pl.run_scoped(second, pltpu.SemaphoreType.REGULAR)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                            device_id={"x": right})
+        copy.start()
+        copy.wait()
+    dma = pltpu.SemaphoreType.DMA
+    want = _blocks_rolled_right(_ints((32, 128), dtype=np.int32), (4,))
+    for detect in (True, False):
+        got = _remote_kernel(kernel, 4, (dma, dma), detect_races=detect, collective_id=0)()
+        assert got.tobytes() == want.tobytes(), detect
+
+
 def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
     # collective_id set: no device barrier precedes the kernel, so a DMA into a neighbour that has
     # not signalled yet may land in a kernel that has not started.

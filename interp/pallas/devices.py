@@ -92,6 +92,12 @@ class DeviceKernels:
         self.heard = {key: set() for key in self.members}   # per member: members known to run
         self.signallers: dict = {}              # id(semaphore buffer) -> members that signalled it
         self.accesses = DeviceAccesses(len(entries))   # device buffers touched across devices
+        # run_scoped allocations by occurrence (a signal may land before its target enters one):
+        self.entered: dict = {}    # (member, id(prototypes)) -> occurrences entered so far
+        self.scoped: dict = {}     # id(ref inside a run_scoped) -> (id(prototypes), occurrence,
+        #                            position, prototypes)
+        self.early: dict = {}      # (member, id(prototypes), occurrence) -> its allocations,
+        #                            made by a signal before the member entered that run_scoped
 
     # -- members (device, core) ------------------------------------------------------------------
     def member(self, run) -> tuple:
@@ -267,6 +273,8 @@ class DeviceKernels:
         other = there[slot] if slot < len(there) else None
         if other is None or other.name != ref.name or other.array.shape != ref.array.shape \
                 or other.array.dtype != ref.array.dtype:
+            other = self._not_entered(ref, key)
+        if other is None:
             raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
                             f"{self.describe(key)}, which is not inside the "
                             "run_scoped that allocates it (the buffer does not exist there)")
@@ -283,20 +291,47 @@ class DeviceKernels:
             self.heard[here] |= heard
         self.accesses.acquire(here[0], ref)
 
-    def enter_scope(self, run, refs) -> None:
+    def enter_scope(self, run, prototypes) -> list:
         """A run_scoped's allocations on ``run``'s device (and core): other devices may address
-        them (by position: kernels enter their run_scopeds in program order) until it ends."""
+        them (by position: kernels enter their run_scopeds in program order) until it ends.
+        Those a signal made before (:meth:`_not_entered`) are taken over, signals and all."""
         key = self.member(run)
-        for r in refs:
+        counted = (key, id(prototypes))
+        n = self.entered.get(counted, 0)
+        self.entered[counted] = n + 1
+        refs = self.early.pop((key, id(prototypes), n), None) or \
+            [p.fresh(run) for p in prototypes]
+        for i, r in enumerate(refs):
             self.slots[key][id(r)] = len(self.buffers[key])
             self.buffers[key].append(r)
+            self.scoped[id(r)] = (id(prototypes), n, i, prototypes)
+        return refs
 
     def exit_scope(self, run, refs) -> None:
         key = self.member(run)
         for r in refs:
             del self.slots[key][id(r)]
+            self.scoped.pop(id(r), None)
         if refs:
             del self.buffers[key][-len(refs):]
+
+    def _not_entered(self, ref, key):
+        """The semaphore of member ``key`` that ``ref`` (a run_scoped semaphore of the sender)
+        is when ``key`` has not yet entered that run_scoped (the same occurrence), made now; None
+        for any other buffer, or once ``key`` has left it. Mosaic TPU allocates a run_scoped's
+        semaphores in the kernel's frame (mosaic/lowering.py _run_scoped_lowering_rule:
+        tpu.sem_alloc in a tpu.region), so a signal lands before the target enters the region
+        (JAX's double-barrier pattern, docs/pallas/tpu/distributed.md; semaphore_signal/c3)."""
+        scoped = self.scoped.get(id(ref))
+        if ref.kind != "semaphore" or scoped is None:
+            return None
+        pid, n, i, prototypes = scoped
+        if self.entered.get((key, pid), 0) > n:
+            return None
+        refs = self.early.get((key, pid, n))
+        if refs is None:
+            refs = self.early[(key, pid, n)] = [p.fresh(self.members[key]) for p in prototypes]
+        return refs[i]
 
     def remote_semaphore(self, run, sem, target, what: str):
         ref, index = sem
