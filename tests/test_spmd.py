@@ -733,6 +733,19 @@ def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
     assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
     got = _remote_kernel(kernel, 4, (dma, dma))()   # (Mosaic's start barrier: no race)
     assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    # Recorded (Options.on_race="record"): the DMAs land in the target's buffers, which exist
+    # from the start rendezvous on (spec pallas_tpu/recorded-race).
+    from interp.schedule import recording_races
+    from conformance.cases.spmd import _pallas_call
+
+    def local(a):
+        return _pallas_call(kernel, jax.ShapeDtypeStruct(a.shape, a.dtype), None,
+                            scratch=(dma, dma), collective_id=0)(a)
+    f = smap(local, (4,), ("x",), P("x"), P("x"), check_vma=False)
+    with recording_races() as races:
+        got = interp.interpret(f, detect_races=True, on_race="record")(x)
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    assert races and all("has not heard from" in str(r) for r in races), races
 
 
 def test_signal_nobody_waits_for_on_another_device_raises():
