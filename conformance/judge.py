@@ -169,7 +169,8 @@ def compare(case: Case, runner: str, inputs, ref, outs, rec: Record, *, first_di
     allowed, used = _allowed_elements(mode_args, ref, outs, modes, failing, replays)
     import jax
     failure = divergence_models.Failure(case.id, runner, jax.__version__, tuple(case.primitives), ref, outs, failing,
-                                  rec.max_ulp, inputs=tuple(inputs), allowed=allowed, fn=case.fn)
+                                  rec.max_ulp, inputs=tuple(inputs), allowed=allowed, fn=case.fn,
+                                  replayed=tuple(r for rs in replays.values() if rs for r in rs))
     div = divergence_models.find(failure)
     if div is not None:
         rec.outcome = KNOWN_DIVERGENCE

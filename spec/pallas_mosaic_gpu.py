@@ -405,14 +405,20 @@ SEMANTICS = table(
                                             "before the TMA operation but no commit_smem ordered "
                                             "between them, is a race (TmaRaceError, a RaceError, "
                                             "naming the TMA operation and the write); the same "
-                                            "for the tensor core's SMEM operands (tcgen05_mma, "
+                                            "for the tensor core's SMEM operands (wgmma, tcgen05_mma, "
                                             "async_copy_smem_to_tmem); JAX's GPU interpret mode "
-                                            "flags the same",
+                                            "flags the same for TMA (its wgmma reads SMEM "
+                                            "synchronously, unchecked: gpu_callbacks.py wgmma "
+                                            "'TODO(jburnim): Async wgmma')",
                           **shared(UNDEFINED, "mosaic_gpu/recorded-race")},
               sources=(_PRIMS, _PTX_MODEL, "PTX ISA 9.7.13.x membar/fence: fence.proxy.async "
                        "(a cross-proxy fence is required between generic-proxy and async-proxy "
                        "accesses of the same memory)",
-                       "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py commit_smem")),
+                       "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py commit_smem",
+                       "jax/_src/pallas/mosaic_gpu/primitives.py commit_smem: 'Commits all reads "
+                       "from/writes to SMEM, making them visible to TMA and MMA operations'",
+                       "triton lib/Dialect/TritonNvidiaGPU/Transforms/ProxFenceInsertion.cpp: a "
+                       "fence.proxy.async between a shared-memory store and a wgmma/MMA reading it")),
     Semantics("barrier_arrive", "One arrival on the barrier (a false predicate: none). A phase "
               "completes when its num_arrivals arrived and no transaction bytes are pending; "
               "the arrival carries what the arriving warpgroup observed. A plgpu.ClusterBarrier "

@@ -120,6 +120,26 @@ def test_reduced_findings_are_reported_as_their_divergence(divergence, fn, input
         assert rec["known_divergence"]["id"] == divergence
 
 
+def test_abs_of_a_wrapped_square_is_reported_where_xla_drops_the_abs():
+    """docs/findings.md "abs(x * x) of integers is x * x" (XLA:CPU, JAX 0.10.2): a wrong integer
+    result that no allowance or divergence explains; where XLA computes abs, the program passes."""
+    fn = lambda x: (lax.abs(lax.mul(x, x)),)   # noqa: E731
+    x = np.int32([50000, 46341, 3])
+    want = np.abs(x * x)                         # NumPy's int32 product wraps too
+    assert want.tolist() == [1794967296, 2147479015, 9]
+    case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+    with case.context():
+        ref = [np.asarray(r) for r in interp.interpret(fn)(x)]
+        np.testing.assert_array_equal(ref[0], want)
+        rec = oracle.judge(fn, [x], ref, get_runner("xla:cpu"), case=case)
+        got = np.asarray(suite.run(get_runner("xla:cpu"), case, [x])[0])
+    if (got == want).all():
+        assert rec["outcome"] == "pass", rec
+    else:
+        assert got.tolist() == (x * x).tolist()   # the abs dropped, nothing else
+        assert rec["outcome"] == "fail" and rec["bucket"] == "fail:abs:int32:xla:cpu:value", rec
+
+
 _X = np.frombuffer(bytes.fromhex("69c61141"), np.float32)[0]   # x + x * x rounds twice to 92.12016
 
 

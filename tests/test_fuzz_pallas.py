@@ -210,6 +210,35 @@ def test_interpret_modes_keep_the_sign_of_a_negative_zero_added_to_zero():
     assert not matcher(failure(np.array([[0.0, 1.75]], np.float32)))
 
 
+def test_the_kept_negative_zero_composes_with_flushed_subnormals():
+    """Found by the 2026-11-29 kernel campaign (pallas-tpu/2026112902/49, both interpret modes): a
+    zero-initialised accumulator += x * y where x is a negative subnormal: XLA:CPU flushes it (-0.0)
+    and keeps 0 + -0.0 as -0.0; the reference gives the subnormal, its flush-to-zero replay +0.0.
+    Neither the allowance nor the divergence explains the element alone; the matcher compares with
+    the replayed reference too. One element off by anything else is still reported."""
+    matcher = DM.MATCHERS["kernel_adds_zero_as_identity"]
+    ref = np.float32([[0.0, -1e-45, 1.5]])             # -0.0 * 0 -> +0.0; 0 + -1e-45 * 1; 1.5 * 1
+    flushed = np.float32([[0.0, 0.0, 1.5]])            # the flush-to-zero replay: 0 + -0.0 = +0.0
+    backend = np.float32([[-0.0, -0.0, 1.5]])
+
+    def failure(out, replayed=((flushed,),)):
+        return DM.Failure("fuzz/x", "pallas:interpret", jax.__version__, ("pallas_call", "add"), [ref], [out],
+                          (0,), None, replayed=replayed)
+    assert matcher(failure(backend))
+    assert not matcher(failure(backend, replayed=()))                         # the flush is needed
+    assert not matcher(failure(np.float32([[-0.0, -0.0, 1.75]])))              # another difference
+    assert not matcher(failure(np.float32([[-0.0, -3e-45, 1.5]])))
+
+    p, _ = generate("pallas-tpu", 2026112902, 49)
+    xs = values.make_inputs(p, program_key("pallas-tpu", 2026112902, 49))
+    recs = evaluate(shrink.TestCase(p, xs), [get_runner("pallas:interpret"), get_runner("pallas:tpu-interpret")],
+                    "pallas-tpu/2026112902/49")
+    for rec in recs:
+        assert rec["outcome"] in ("known-divergence", "pass-with-allowance", "pass"), rec
+        if rec["outcome"] == "known-divergence":
+            assert rec["known_divergence"]["id"] == "pallas-interpret-add-zero-keeps-negative-zero"
+
+
 def test_a_generated_kernel_with_the_fold_is_a_known_divergence():
     p, _ = generate("pallas", 0, 12)
     xs = values.make_inputs(p, program_key("pallas", 0, 12))

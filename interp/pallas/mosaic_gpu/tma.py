@@ -36,15 +36,12 @@ def copy(run, src, dst, barrier) -> None:
     ((ref, index), SMEM), its bytes completing on ``barrier``."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    run.async_proxy = "TMA copy (copy_gmem_to_smem)"
-    try:
+    with run.through_async_proxy("TMA copy (copy_gmem_to_smem)"):
         value = src_ref.read(src_index)
         # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM
         # an un-waited wgmma or TMA store still reads) rather than a plain write.
         run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
         dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    finally:
-        run.async_proxy = None
     barrier.expect_tx(value.nbytes)
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), barrier)
     _reading(run.cluster, Footprint(src_ref, src_index), barrier)
@@ -112,11 +109,8 @@ def copy_partitioned(run, src, dst, axis: int, leader, blocks) -> None:
     piece = np.split(value, len(blocks), axis=axis)[me]
     if me == 0:
         leader.expect_tx(value.nbytes)
-    run.async_proxy = "TMA copy (copy_gmem_to_smem, partitioned)"
-    try:
+    with run.through_async_proxy("TMA copy (copy_gmem_to_smem, partitioned)"):
         dst_ref.write(dst_index, piece.reshape(shape))
-    finally:
-        run.async_proxy = None
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), leader)
     if me == 0:
         run.arrive(leader)
@@ -189,8 +183,7 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
     its group, as commit_group)."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    run.async_proxy = _REDUCTION if combine is not None else "TMA store (copy_smem_to_gmem)"
-    try:
+    with run.through_async_proxy(_REDUCTION if combine is not None else "TMA store (copy_smem_to_gmem)"):
         value = src_ref.read(src_index)
         if combine is not None:
             old = np.asarray(dst_ref.read(dst_index))
@@ -198,8 +191,6 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
                 value = np.asarray(combine(old, np.asarray(value).reshape(old.shape))).astype(
                     old.dtype)
         dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    finally:
-        run.async_proxy = None
     run.uncommitted_stores.append(
         (Footprint(src_ref, src_index), Footprint(dst_ref, dst_index), combine is not None))
     storing = run.cluster.launch.storing
