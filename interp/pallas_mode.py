@@ -288,8 +288,8 @@ class _KernelCall:
     def __call__(self, *args):
         from .evaluator import eval_jaxpr
         how = self.how
-        if how.reports_races:
-            how.race_state()        # JAX creates it at a kernel's start: tests read it after
+        if how.kind is not None:
+            how.race_state(fresh=True)   # as JAX at a kernel's start: tests read it after
         try:
             with recording_races() as races:   # (Options.on_race="record": every engine's races)
                 outs = eval_jaxpr(self.closed, *args, options=self.options)
@@ -356,19 +356,21 @@ class _Interpret:
             options["on_race"] = "record"      # (records_races)
         return cls(options, kind, bool(values.get("detect_races")), on_race)
 
-    def race_state(self):
-        """JAX's race detection state of this interpret mode (created as JAX creates it at a
-        kernel's start when a test has reset it)."""
+    def race_state(self, fresh: bool = False):
+        """JAX's race detection state of this interpret mode; ``fresh``: a new one, as JAX makes
+        at every kernel's start (with its shared memory, which the previous kernel's end
+        cleared: interpret_pallas_call.py _initialize_shared_memory / _clear_shared_memory,
+        gpu_callbacks.py alike), so ``races_found`` read after a kernel is that kernel's."""
         if self.kind == "tpu":
             from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mod
-            if mod.races is None:
-                mod.races = _new_race_state(mod.RaceDetectionState, self.on_race)
-            return mod.races
-        from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks as mod
-        if mod._races is None:
+            name, cls = "races", mod.RaceDetectionState
+        else:
+            from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks as mod
+            name = "_races"
             cls = getattr(mod, "GPURaceDetectionState", None) or mod.RaceDetectionState
-            mod._races = _new_race_state(cls, self.on_race)
-        return mod._races
+        if fresh or getattr(mod, name) is None:
+            setattr(mod, name, _new_race_state(cls, self.on_race))
+        return getattr(mod, name)
 
 
 def _new_race_state(cls, on_race):

@@ -222,6 +222,25 @@ def test_race_is_reported_as_jax_reports_it(caplog):
     pltpu.reset_tpu_interpret_mode_state()
 
 
+def test_race_flag_is_each_kernels_own_as_in_jax():
+    """JAX makes a fresh race state at every kernel's start: after a racy kernel, a race-free one
+    (no reset between them) leaves races_found False. The same sequence in JAX's TPU interpret
+    mode and in the drop-in mode."""
+    params = {"on_race": "warn"} if _has_on_race() else {}
+    seen = []
+    for mode in (None, interp.pallas_mode):
+        pltpu.reset_tpu_interpret_mode_state()
+        for racy in (True, False):
+            if mode is None:
+                jax.block_until_ready(_race_call(racy=racy, **params))
+            else:
+                with mode():
+                    jax.block_until_ready(_race_call(racy=racy, **params))
+            seen.append(_tpu_races().races.races_found)
+    pltpu.reset_tpu_interpret_mode_state()
+    assert seen == [True, False, True, False]
+
+
 def test_recorded_tpu_race_gives_jax_interpret_modes_values(caplog):
     """A TPU kernel reading a DMA's destination before its wait, under JAX's recording detector:
     the reference records the race where its DMA engine finds it and goes on (no second run
