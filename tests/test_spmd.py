@@ -704,6 +704,39 @@ def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_rac
         _remote_kernel(_scoped_ring_kernel(False), 4, ())()
 
 
+def test_double_barrier_signals_a_run_scoped_semaphore_before_the_neighbour_enters_it():
+    # JAX's double-barrier pattern (docs/pallas/tpu/distributed.md; its distributed interpret
+    # tests): after the barrier semaphore, a second one from run_scoped, which a device signals
+    # on both neighbours while they may still wait on the first (in the reference's schedule the
+    # last device through the first barrier signals two that have not entered the run_scoped):
+    # the signal lands in the neighbour's allocation of that run_scoped (semaphore_signal/c3).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        me, n = lax.axis_index("x"), 4
+        left, right = lax.rem(me + n - 1, n), lax.rem(me + 1, n)
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, 1, device_id={"x": left})
+        pl.semaphore_signal(barrier, 1, device_id={"x": right})
+        pl.semaphore_wait(barrier, 2)
+
+        def second(second_barrier):
+            pl.semaphore_signal(second_barrier, 1, device_id={"x": left})
+            pl.semaphore_signal(second_barrier, 1, device_id={"x": right})
+            pl.semaphore_wait(second_barrier, 2)
+        pl.run_scoped(second, pltpu.SemaphoreType.REGULAR)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                            device_id={"x": right})
+        copy.start()
+        copy.wait()
+    dma = pltpu.SemaphoreType.DMA
+    want = _blocks_rolled_right(_ints((32, 128), dtype=np.int32), (4,))
+    for detect in (True, False):
+        got = _remote_kernel(kernel, 4, (dma, dma), detect_races=detect, collective_id=0)()
+        assert got.tobytes() == want.tobytes(), detect
+
+
 def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
     # collective_id set: no device barrier precedes the kernel, so a DMA into a neighbour that has
     # not signalled yet may land in a kernel that has not started.
@@ -718,6 +751,19 @@ def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
     assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
     got = _remote_kernel(kernel, 4, (dma, dma))()   # (Mosaic's start barrier: no race)
     assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    # Recorded (Options.on_race="record"): the DMAs land in the target's buffers, which exist
+    # from the start rendezvous on (spec pallas_tpu/recorded-race).
+    from interp.schedule import recording_races
+    from conformance.cases.spmd import _pallas_call
+
+    def local(a):
+        return _pallas_call(kernel, jax.ShapeDtypeStruct(a.shape, a.dtype), None,
+                            scratch=(dma, dma), collective_id=0)(a)
+    f = smap(local, (4,), ("x",), P("x"), P("x"), check_vma=False)
+    with recording_races() as races:
+        got = interp.interpret(f, detect_races=True, on_race="record")(x)
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    assert races and all("has not heard from" in str(r) for r in races), races
 
 
 def test_signal_nobody_waits_for_on_another_device_raises():

@@ -11,13 +11,11 @@ the accessor knows the writer's epoch of that write.
 """
 from __future__ import annotations
 
-import warnings
 import weakref
 
 import numpy as np
 
-from ...errors import RaceError
-from ...schedule import context
+from ...schedule import report_race
 from ..dma import Region
 from .errors import WarpgroupRaceError
 
@@ -28,20 +26,6 @@ from .errors import WarpgroupRaceError
 # the same buffer on every device of a shard_map (peer buffers), so they are kept by buffer:
 # id -> (weak reference to the buffer, clock).
 _SEMAPHORE_CLOCKS: dict = {}
-
-
-def found(run, error: RaceError) -> None:
-    """A race the engine found at an access of ``run`` (a warpgroup): raised, or, under
-    ``Options(on_race="record")``, appended to the list of the enclosing
-    ``interp.schedule.recording_races()`` block (a warning outside one) and the access goes on
-    (spec: mosaic_gpu/recorded-race)."""
-    if run.options.on_race == "raise":
-        raise error
-    if context.races is None:
-        warnings.warn(f"{type(error).__name__} (on_race='record', no recording_races() block): "
-                      f"{error}", RuntimeWarning, stacklevel=2)
-    else:
-        context.races.append(error)
 
 
 def semaphore_clock(array, create: bool = False) -> "dict | None":
@@ -210,7 +194,7 @@ def check_shared(cluster, run, region, kind) -> None:
     for footprint, writer, epoch in cluster.writes:
         if writer is not run and run.known.get(id(writer), 0) < epoch and \
                 region.overlaps(footprint):
-            found(run, WarpgroupRaceError(
+            report_race(run, WarpgroupRaceError(
                 f"{run.where()}: {kind} of {region.describe()}, which warpgroup "
                 f"{writer.warpgroup} of block {writer.block} wrote with no barrier ordering "
                 "the two: the result depends on the schedule"))

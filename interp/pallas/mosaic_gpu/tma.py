@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...schedule import report_race
 from ..memory import indexed_shape
 from .errors import AsyncAccessError, TmaRaceError
-from .races import Footprint, found
+from .races import Footprint
 
 
 # -- copies to SMEM, completing on a barrier ------------------------------------------------------
@@ -62,7 +63,7 @@ def check_sources(cluster, run, region, kind: str) -> None:
     that guards the copy)."""
     for source, barrier, phase in cluster.tma_sources:
         if run.known.get(id(barrier), 0) <= phase and region.overlaps(source):
-            found(run, TmaRaceError(
+            report_race(run, TmaRaceError(
                 f"copy_gmem_to_smem/c5: {run.where()}: {run.async_proxy or kind} of "
                 f"{region.describe()} while a TMA copy (copy_gmem_to_smem) may still read it "
                 f"({source.describe()}): phase {phase} of barrier '{barrier.name}' that guards "
@@ -238,7 +239,7 @@ def check_proxy(cluster, run, region) -> None:
         if (writer is run or known.get(id(writer), 0) >= epoch) and region.overlaps(footprint) \
                 and not any(t is run or known.get(id(t), 0) >= fe for t, fe in fences.values()):
             who = "this warpgroup" if writer is run else writer.where()
-            found(run, TmaRaceError(
+            report_race(run, TmaRaceError(
                 f"commit_smem/c1: {run.where()}: {run.async_proxy} accesses "
                 f"{region.describe()}, which {who} "
                 f"wrote with a plain store ({footprint.describe()}) with no commit_smem "
@@ -342,7 +343,7 @@ def check_stores(run, region, kind: str) -> None:
                             raise AsyncAccessError(
                                 f"{run.where()}: {kind} of {region.describe()} while a TMA store "
                                 "still reads it (before wait_smem_to_gmem)")
-                        found(run, TmaRaceError(
+                        report_race(run, TmaRaceError(
                             f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
                             f"while a TMA store of {other.where()} still reads it "
                             f"({smem.describe()}; that thread's wait_smem_to_gmem did not "
@@ -353,7 +354,7 @@ def check_stores(run, region, kind: str) -> None:
                 if not (reduction and reducing) and region.overlaps(gmem):
                     who = "this warpgroup" if own else other.where()
                     what = run.async_proxy or kind
-                    found(run, TmaRaceError(
+                    report_race(run, TmaRaceError(
                         f"copy_smem_to_gmem/c1: {run.where()}: {what} of {region.describe()} "
                         f"while a TMA store of {who} may still write it ({gmem.describe()}): no "
                         "wait_smem_to_gmem(wait_read_only=False) of that thread retired the "
