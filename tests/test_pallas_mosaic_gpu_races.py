@@ -693,6 +693,176 @@ def test_barrier_wait_c1_a_wait_after_warps_that_observed_different_phases_is_un
         _reference(make)
 
 
+# -- (d) GMEM shared by the clusters of a launch (mosaic_gpu/gmem-race-between-clusters) ----------
+# Clusters run concurrently in any order and order each other only through GMEM semaphores. JAX's
+# detector runs the clusters one after another with fresh clocks: it flags two clusters writing
+# one location, not a write after another cluster's read (_write_after_read), and it cannot run
+# reduction stores (JAX 0.12.0.1: "reduction_op not supported") nor pl.get_global semaphores (a
+# TypeError tracing them), so the ordered chain below is the reference's alone.
+
+_ROWS = 8
+
+
+def _clusters_storing(how: str):
+    """Two clusters (grid points) storing x + g (g: the cluster) to rows of the output: the same
+    rows plainly or by TMA stores ("plain", "tma"), rows of their own ("disjoint",
+    "disjoint_tma"), the same rows by TMA reduction stores (atomic: "reduce"), or cluster 0 by a
+    TMA store and cluster 1 by a reduction store ("store_and_reduce")."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((2 * _ROWS, 128), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((_ROWS, 128), I32)),
+                           grid=(2,), grid_names=("g",), **_interpret_kw(params))
+        def kernel(in_ref, out_ref, smem):
+            g = jax.lax.axis_index("g")
+            start = g * _ROWS if how.startswith("disjoint") else 0
+            if how in ("plain", "disjoint"):
+                out_ref[pl.ds(start, _ROWS)] = in_ref[...] + g
+                return
+            smem[...] = in_ref[...] + g
+            plgpu.commit_smem()
+            dst = out_ref.at[pl.ds(start, _ROWS)]
+            if how in ("tma", "disjoint_tma"):
+                plgpu.copy_smem_to_gmem(smem, dst)
+            elif how == "reduce":
+                plgpu.copy_smem_to_gmem(smem, dst, reduction_op="add")
+            else:
+                @pl.when(g == 0)
+                def _():
+                    plgpu.copy_smem_to_gmem(smem, dst)
+
+                @pl.when(g == 1)
+                def _():
+                    plgpu.copy_smem_to_gmem(smem, dst, reduction_op="add")
+            plgpu.wait_smem_to_gmem(0)
+        return kernel
+    return make
+
+
+def _x():
+    return np.arange(_ROWS * 128, dtype=np.int32).reshape(_ROWS, 128)
+
+
+_BOTH = (r"mosaic_gpu/gmem-race-between-clusters: kernel 'kernel' at cluster \(1,\), block "
+         r"\(\), warpgroup 0: {access} of output \(gmem\) .*\[0:8, 0:128\], which kernel "
+         r"'kernel' at cluster \(0,\), block \(\), warpgroup 0 {other} .* with no semaphore "
+         r"ordering the two: clusters \(0,\) and \(1,\) run concurrently")
+
+
+@pytest.mark.parametrize("how,access", [
+    ("plain", "read"),   # a plain store is a swap: its read is the first access to meet
+    ("tma", r"TMA store \(copy_smem_to_gmem\)")])
+def test_mosaic_gpu_gmem_race_between_clusters_two_grid_points_storing_one_block(how, access):
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    make = _clusters_storing(how)
+    _assert_jax_flags(True, make, _x())   # JAX flags it too
+    with pytest.raises(ClusterRaceError, match=_BOTH.format(access=access, other="wrote")):
+        _reference(make, _x())
+
+
+@pytest.mark.parametrize("how", ["disjoint", "disjoint_tma"])
+def test_mosaic_gpu_gmem_race_between_clusters_not_for_blocks_of_their_own(how):
+    make = _clusters_storing(how)
+    _assert_jax_flags(False, make, _x())
+    x = _x()
+    np.testing.assert_array_equal(_reference(make, x), np.concatenate([x, x + 1]))
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_not_for_two_reduction_stores():
+    # cp.reduce.async.bulk updates each element atomically: x + (x + 1) whatever the order (the
+    # output zeroed first: uninitialized="zero").
+    x = _x()
+    out = interp.interpret(_clusters_storing("reduce")(None), uninitialized="zero")(x)
+    np.testing.assert_array_equal(np.asarray(out)[:_ROWS], 2 * x + 1)
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_a_reduction_store_and_a_store():
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    access = r"TMA reduction store \(copy_smem_to_gmem with reduction_op\)"
+    with pytest.raises(ClusterRaceError, match=_BOTH.format(access=access, other="wrote")):
+        interp.interpret(_clusters_storing("store_and_reduce")(None), uninitialized="zero")(_x())
+
+
+def _write_after_read(params):
+    """Cluster 0 copies row 1 of the output to row 0; cluster 1 stores row 1."""
+    @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((2, 128), I32),
+                       grid=(2,), grid_names=("g",), **_interpret_kw(params))
+    def kernel(in_ref, out_ref):
+        g = jax.lax.axis_index("g")
+
+        @pl.when(g == 0)
+        def _():
+            out_ref[0] = out_ref[1]
+
+        @pl.when(g == 1)
+        def _():
+            out_ref[1] = in_ref[0]
+    return kernel
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_a_write_after_another_clusters_read():
+    # Run in order, cluster 0 reads row 1 before cluster 1 stores it; on the hardware either may
+    # come first. JAX's detector does not flag it (clusters in sequence, fresh clocks).
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    x = np.arange(2 * 128, dtype=np.int32).reshape(2, 128)
+    _assert_jax_flags(False, _write_after_read, x)
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\), block \(\), warpgroup 0: write of "
+                                               r"output \(gmem\) .*\[1, 0:128\], which kernel "
+                                               r"'kernel' at cluster \(0,\), .* read"):
+        interp.interpret(_write_after_read(None), uninitialized="zero")(x)
+
+
+def _semaphore_chain(ordered: bool, n: int = 4):
+    """Cluster 0 stores x to the output, every other cluster adds one to it; ``ordered``: each
+    waits for a signal of a launch-wide semaphore (pl.get_global) first and signals it after,
+    a chain through all the clusters in whatever order they take it."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((_ROWS, 128), I32),
+                           grid=(n,), grid_names=("g",), **_interpret_kw(params))
+        def kernel(in_ref, out_ref):
+            sem = pl.get_global(plgpu.SemaphoreType.REGULAR)
+            g = jax.lax.axis_index("g")
+
+            @pl.when(g == 0)
+            def _():
+                out_ref[...] = in_ref[...]
+
+            @pl.when(g > 0)
+            def _():
+                if ordered:
+                    pl.semaphore_wait(sem, 1)
+                out_ref[...] = out_ref[...] + 1
+            if ordered:
+                pl.semaphore_signal(sem, 1)
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_mosaic_gpu_gmem_race_between_clusters_ordered_by_a_semaphore_chain(grid_order):
+    x = _x()
+    for seed in range(3):
+        out = interp.interpret(_semaphore_chain(True)(None), grid_order=grid_order, seed=seed)(x)
+        np.testing.assert_array_equal(out, x + 3)
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\).* read of output .* which kernel "
+                                               r"'kernel' at cluster \(0,\).* wrote"):
+        interp.interpret(_semaphore_chain(False)(None))(x)
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_recorded():
+    # on_race="record": every racing access of cluster 1 is recorded (its swap's read and
+    # write) and the schedule's value returned: cluster 1's store, last.
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    from interp.schedule import recording_races
+    x = _x()
+    with recording_races() as races:
+        out = interp.interpret(_clusters_storing("plain")(None), on_race="record")(x)
+    np.testing.assert_array_equal(np.asarray(out)[:_ROWS], x + 1)
+    assert [type(r) for r in races] == [ClusterRaceError] * 2
+    assert [re.search(r"warpgroup 0: (\w+) of output", str(r)).group(1) for r in races] == \
+        ["read", "write"]
+
+
 # -- races recorded instead of raised (Options.on_race="record"; the drop-in mode where JAX's
 # detector warns or records) ------------------------------------------------------------------
 
