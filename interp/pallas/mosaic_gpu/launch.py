@@ -18,8 +18,8 @@ from ..memory import KernelRef
 from ..mesh import MeshKernel
 from . import barriers, tma, wgmma
 from .cluster import ClusterState
-from .races import ClusterAccesses
 from .errors import DeadlockError
+from .races import ClusterAccesses
 from .warpgroup import WarpgroupRun
 
 
