@@ -918,3 +918,44 @@ def test_mosaic_gpu_recorded_race_free_kernel_is_unaffected_in_the_drop_in_mode(
     assert int(out) == 42 and "RACE DETECTED" not in caplog.text
     if JAX_CHECKS:
         assert mosaic_interpret.get_races().races_found is False
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_records_by_box_view_and_position_array():
+    # races.ClusterAccesses by hand (threads as stand-ins): a thread's newer write of a box
+    # replaces its record (a reader that knows only the older write races with the newer); a
+    # write through a view of the buffer and one through a position array meet the boxes they
+    # overlap, and only those.
+    import types
+    from interp.options import Options
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    from interp.pallas.mosaic_gpu.races import ClusterAccesses, Footprint
+
+    def thread(point):
+        t = types.SimpleNamespace(cluster=types.SimpleNamespace(point=point), known={}, epoch=1,
+                                  async_proxy=None, options=Options())
+        t.where = lambda: f"cluster {point}"
+        return t
+    buffer = np.zeros((64, 64), np.float32)
+    ref = types.SimpleNamespace(array=buffer, short=lambda: "buffer")
+    view = types.SimpleNamespace(array=buffer[32:], short=lambda: "view")
+    a, b, c = thread((0,)), thread((1,)), thread((2,))
+    accesses = ClusterAccesses()
+    rows = (slice(0, 8, 1), slice(0, 64, 1))
+    accesses.check(a, Footprint(ref, rows), "write", False)
+    b.known[id(a)] = 1   # b observed a release of a made after its first write
+    accesses.check(b, Footprint(ref, rows), "read", False)
+    a.epoch, a.known[id(b)] = 2, 1   # and a observed a release of b made after its read
+    accesses.check(a, Footprint(ref, rows), "write", False)   # same box, newer epoch
+    assert len(accesses.buffers[id(buffer)][1].records) == 1
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\): read of .* which cluster \(0,\) "
+                                               r"wrote"):
+        accesses.check(b, Footprint(ref, rows), "read", False)
+    accesses.check(c, Footprint(view, (slice(0, 8, 1), slice(0, 64, 1))), "write", False)
+    accesses.check(b, Footprint(ref, (slice(8, 32, 1), slice(0, 64, 1))), "read", False)
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\): read of .* which cluster \(2,\)"):
+        accesses.check(b, Footprint(ref, (slice(39, 40, 1), 5)), "read", False)
+    positions = np.array([44, 63])
+    accesses.check(c, Footprint(ref, (positions, 0)), "write", False)
+    accesses.check(b, Footprint(ref, (slice(45, 63, 1), slice(0, 64, 1))), "read", False)
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\): write of .* which cluster \(2,\)"):
+        accesses.check(b, Footprint(ref, (63, slice(0, 1, 1))), "write", False)
