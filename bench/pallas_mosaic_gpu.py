@@ -105,7 +105,7 @@ attention, 1024 tokens (3 steady calls) 0.75 / 0.68 / 0.62; 0.68 / 0.59 / 0.63, 
 / 0.60 -> 0.76 / 0.83 / 0.72; 0.70 / 0.66 / 0.67, min 0.66 / 0.61 / 0.64. Per call the check sees
 128 GMEM accesses of the matmul and 288 of attention (TMA copies of input tiles, TMA stores of
 output tiles), 5-9 ms in all by the wall clock at this load (~1% of attention's call): within the
-noise of one process's steady calls. Outputs identical.
+noise of one process's steady calls. Output sums identical before and after.
 
 Both kernel modules import ``jax._src.test_util``, which needs absl-py; the conformance cases'
 placeholder (conformance/cases/pallas_mosaic_gpu.py) stands in where it is missing. BLAS runs
