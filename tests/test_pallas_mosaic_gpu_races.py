@@ -2,8 +2,9 @@
 interpret mode detects (``InterpretGPUParams(detect_races=True)``; the kernels follow JAX's
 tests/pallas/gpu_pallas_interpret_race_detection_test.py): each kernel is run by JAX's detector,
 which must flag it, and by the reference, which must raise a RaceError naming both accesses; the
-race-free variant passes both. And the barrier phases of a warp_map's warps (JAX's
-gpu_pallas_interpret_test.py), which order those accesses.
+race-free variant passes both. GMEM shared by the clusters of a launch (section (d): JAX's
+detector flags some of those races, the reference all). And the barrier phases of a warp_map's
+warps (JAX's gpu_pallas_interpret_test.py), which order those accesses.
 """
 from __future__ import annotations
 
