@@ -183,7 +183,8 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
     its group, as commit_group)."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    with run.through_async_proxy(_REDUCTION if combine is not None else "TMA store (copy_smem_to_gmem)"):
+    with run.through_async_proxy(REDUCTION if combine is not None
+                                 else "TMA store (copy_smem_to_gmem)"):
         value = src_ref.read(src_index)
         if combine is not None:
             old = np.asarray(dst_ref.read(dst_index))
@@ -202,7 +203,7 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
 
 # cp.reduce.async.bulk's element updates are atomic (PTX ISA 9.7.9.25.4.2: .relaxed.gpu), so
 # two reduction stores in flight to one GMEM element do not race.
-_REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
+REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
 
 
 # -- the async proxy's view of SMEM ----------------------------------------------------------------
@@ -332,7 +333,7 @@ def check_stores(run, region, kind: str) -> None:
     """An access checked against the TMA stores in flight of every thread of the launch: a write
     of SMEM a store still reads, any access of GMEM a store still writes (two reduction stores
     excepted). A thread's wait retires its own stores only (bulk async-groups are per thread)."""
-    reduction = run.async_proxy == _REDUCTION
+    reduction = run.async_proxy == REDUCTION
     for other in run.cluster.launch.storing:
         own = other is run
         if kind != "read":
