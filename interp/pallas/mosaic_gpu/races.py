@@ -250,7 +250,7 @@ class ClusterAccesses:
         racing = _unordered(run, region, box, exact, access,
                             (writes,) if access == READ else (writes, reads))
         if racing is not None:
-            found(run, ClusterRaceError(_message(run, region, kind, *racing)))
+            report_race(run, ClusterRaceError(_message(run, region, kind, *racing)))
         (reads if access == READ else writes).add(box, exact, region, run, access)
 
 
