@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...schedule import report_race
 from ..memory import indexed_shape
 from .errors import AsyncAccessError, TmaRaceError
-from .races import Footprint, found
+from .races import Footprint
 
 
 # -- copies to SMEM, completing on a barrier ------------------------------------------------------
@@ -62,7 +63,7 @@ def check_sources(cluster, run, region, kind: str) -> None:
     that guards the copy)."""
     for source, barrier, phase in cluster.tma_sources:
         if run.known.get(id(barrier), 0) <= phase and region.overlaps(source):
-            found(run, TmaRaceError(
+            report_race(run, TmaRaceError(
                 f"copy_gmem_to_smem/c5: {run.where()}: {run.async_proxy or kind} of "
                 f"{region.describe()} while a TMA copy (copy_gmem_to_smem) may still read it "
                 f"({source.describe()}): phase {phase} of barrier '{barrier.name}' that guards "
@@ -182,7 +183,8 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
     its group, as commit_group)."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    with run.through_async_proxy(_REDUCTION if combine is not None else "TMA store (copy_smem_to_gmem)"):
+    with run.through_async_proxy(REDUCTION if combine is not None
+                                 else "TMA store (copy_smem_to_gmem)"):
         value = src_ref.read(src_index)
         if combine is not None:
             old = np.asarray(dst_ref.read(dst_index))
@@ -201,7 +203,7 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
 
 # cp.reduce.async.bulk's element updates are atomic (PTX ISA 9.7.9.25.4.2: .relaxed.gpu), so
 # two reduction stores in flight to one GMEM element do not race.
-_REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
+REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
 
 
 # -- the async proxy's view of SMEM ----------------------------------------------------------------
@@ -238,7 +240,7 @@ def check_proxy(cluster, run, region) -> None:
         if (writer is run or known.get(id(writer), 0) >= epoch) and region.overlaps(footprint) \
                 and not any(t is run or known.get(id(t), 0) >= fe for t, fe in fences.values()):
             who = "this warpgroup" if writer is run else writer.where()
-            found(run, TmaRaceError(
+            report_race(run, TmaRaceError(
                 f"commit_smem/c1: {run.where()}: {run.async_proxy} accesses "
                 f"{region.describe()}, which {who} "
                 f"wrote with a plain store ({footprint.describe()}) with no commit_smem "
@@ -331,7 +333,7 @@ def check_stores(run, region, kind: str) -> None:
     """An access checked against the TMA stores in flight of every thread of the launch: a write
     of SMEM a store still reads, any access of GMEM a store still writes (two reduction stores
     excepted). A thread's wait retires its own stores only (bulk async-groups are per thread)."""
-    reduction = run.async_proxy == _REDUCTION
+    reduction = run.async_proxy == REDUCTION
     for other in run.cluster.launch.storing:
         own = other is run
         if kind != "read":
@@ -342,7 +344,7 @@ def check_stores(run, region, kind: str) -> None:
                             raise AsyncAccessError(
                                 f"{run.where()}: {kind} of {region.describe()} while a TMA store "
                                 "still reads it (before wait_smem_to_gmem)")
-                        found(run, TmaRaceError(
+                        report_race(run, TmaRaceError(
                             f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
                             f"while a TMA store of {other.where()} still reads it "
                             f"({smem.describe()}; that thread's wait_smem_to_gmem did not "
@@ -353,7 +355,7 @@ def check_stores(run, region, kind: str) -> None:
                 if not (reduction and reducing) and region.overlaps(gmem):
                     who = "this warpgroup" if own else other.where()
                     what = run.async_proxy or kind
-                    found(run, TmaRaceError(
+                    report_race(run, TmaRaceError(
                         f"copy_smem_to_gmem/c1: {run.where()}: {what} of {region.describe()} "
                         f"while a TMA store of {who} may still write it ({gmem.describe()}): no "
                         "wait_smem_to_gmem(wait_read_only=False) of that thread retired the "
