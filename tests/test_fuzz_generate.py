@@ -90,3 +90,21 @@ def test_programs_trace_run_in_the_reference_and_compile(family):
                 jax.config.update(k, v)
         assert [(np.shape(r), np.asarray(r).dtype) for r in ref] == [(g.shape, g.dtype) for g in got], \
             render.source(p)
+
+
+
+def test_categorical_is_int32_as_typed_also_under_x64():
+    """Found by a campaign (random/2026112903/1646, a reference 'crash' that was JAX refusing to trace
+    the program): under jax_enable_x64 jax.random.categorical returns int64, which the generator
+    types int32; a shift by an int32 then did not trace. The rendered program converts."""
+    from conformance.fuzz.evaluate import case_for, evaluate
+    from conformance.fuzz.shrink import TestCase
+    from hardware_runners import get_runner
+    p, _ = generate("random", 2026112903, 1646)
+    assert p.x64 and "jax.random.categorical" in render.source(p)
+    xs = values.make_inputs(p, program_key("random", 2026112903, 1646))
+    with case_for(p, "t").context():
+        outs = jax.eval_shape(render.function(p), *xs)
+    assert [o.dtype.name for o in jax.tree_util.tree_leaves(outs)] == [p.body.types()[v].dtype for v in p.body.outputs]
+    rec, = evaluate(TestCase(p, xs), [get_runner("xla:cpu")], "random/2026112903/1646")
+    assert rec["outcome"] == "pass", rec

@@ -169,7 +169,9 @@ def _random(p, a):
     if fn == "choice":
         return f"jax.random.choice({a[0]}, {a[1]}, {shape}, replace={p['replace']}, axis={p['axis']})"
     if fn == "categorical":
-        return f"jax.random.categorical({a[0]}, {a[1]}, axis={p['axis']})"
+        # int32 as the generator types it: under jax_enable_x64 JAX returns the default int, int64
+        # (the indices fit; a no-op convert otherwise)
+        return f"lax.convert_element_type(jax.random.categorical({a[0]}, {a[1]}, axis={p['axis']}), np.int32)"
     raise ValueError(f"unknown random function {fn}")
 
 
