@@ -93,6 +93,25 @@ def test_subnormals_in_a_routed_kernel_are_not_flushed():
     np.testing.assert_array_equal(got, np.array([2.0 ** -148, 2.0 ** -131, 0.5], np.float32))
 
 
+def test_subnormals_are_cleared_only_inside_the_reference_and_restored():
+    import importlib
+    from jax.experimental import io_callback
+    pallas_mode = importlib.import_module("interp.pallas_mode")
+    seen = []
+
+    def host(x):
+        seen.append(pallas_mode._flushing())            # XLA's thread: flushing
+        with pallas_mode.ieee_subnormals():
+            seen.append(pallas_mode._flushing())
+            seen.append(float(np.float32(2.0 ** -149) * np.float32(1.0)))
+        seen.append(pallas_mode._flushing())            # XLA's setting again
+        return x
+    jax.jit(lambda x: io_callback(host, jax.ShapeDtypeStruct((), F32), x))(np.float32(1)).block_until_ready()
+    assert seen[1:3] == [False, 2.0 ** -149]
+    assert seen[3] == seen[0]                            # (True on x86-64 and aarch64 hosts)
+    assert not pallas_mode._flushing()                   # (this thread never flushed)
+
+
 def test_a_compiled_program_is_not_reused_across_the_mode():
     f = jax.jit(lambda x: _uninitialized(x) * 2.0)
     assert np.isnan(f(X)).all()            # JAX's interpret mode: NaN-filled output
