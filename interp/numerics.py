@@ -564,15 +564,22 @@ def wide_type(*input_dtypes) -> np.dtype:
 
 @functools.lru_cache(maxsize=None)
 def _wide_type(input_dtypes) -> np.dtype:
-    bits = 0
-    for dt in input_dtypes:
-        if dtypes.is_float(dt):
-            bits += int(dtypes.finfo(dt).nmant) + 1
-        elif dtypes.is_complex(dt):
-            bits += 24 if dt == np.complex64 else 53
-        else:
-            bits += dtypes.bit_width(dt)
+    bits = sum(significand_bits(dt) for dt in input_dtypes)
     return F64 if bits <= 53 else LONGDOUBLE
+
+
+@functools.lru_cache(maxsize=None)
+def significand_bits(dtype) -> int:
+    """p such that every value x of ``dtype`` (float, integer, bool; complex: each part) is an
+    integer multiple of 2**(e - p), e its binary exponent (x = f 2**e, 1/2 <= |f| < 1, np.frexp):
+    the significand's digits (subnormals are multiples of a larger power of two), an integer
+    type's bit width."""
+    dtype = np.dtype(dtype)
+    if dtypes.is_float(dtype):
+        return int(dtypes.finfo(dtype).nmant) + 1
+    if dtypes.is_complex(dtype):
+        return 24 if dtype == np.complex64 else 53
+    return dtypes.bit_width(dtype)
 
 
 def sum_error_bound(absbound, k, wide) -> np.ndarray:

@@ -40,6 +40,7 @@ buffer that does not exist) is raised.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -291,7 +292,7 @@ class _KernelCall:
         if how.kind is not None:
             how.race_state(fresh=True)   # as JAX at a kernel's start: tests read it after
         try:
-            with recording_races() as races:   # (Options.on_race="record": every engine's races)
+            with ieee_subnormals(), recording_races() as races:   # (on_race="record": every engine's races)
                 outs = eval_jaxpr(self.closed, *args, options=self.options)
         except Exception as e:
             _remember(e)
@@ -301,6 +302,57 @@ class _KernelCall:
                 how.race_state().races_found = True
             logger.warning("RACE DETECTED by the reference: %s", race)
         return [np.asarray(o) for o in outs]
+
+
+# -- the host FPU on XLA's threads --------------------------------------------------------------
+
+# XLA:CPU runs a computation with the FPU flushing subnormals (tsl::port::ScopedFlushDenormal
+# around each execution: x86 MXCSR FTZ and DAZ, aarch64 FPCR.FZ; xla/tsl/platform/denormal.cc),
+# and a host callback runs on that thread: NumPy there reads and makes subnormals as zero (float64
+# included; `x != 0` of a bfloat16 2**-133 is False). The callback clears the flush bits while
+# the reference runs and restores XLA's environment after. glibc's fenv_t (bits/fenv.h): on
+# x86-64 the MXCSR follows the 28-byte x87 environment; on aarch64 the FPCR is first (FZ bit 24,
+# FZ16 bit 19).
+_FLUSH_BITS = {"x86_64": (28, 0x8040), "amd64": (28, 0x8040),
+               "aarch64": (0, (1 << 24) | (1 << 19)), "arm64": (0, (1 << 24) | (1 << 19))}
+_SUBNORMALS = (np.array([2.0 ** -1074]), np.array([2.0 ** -149], np.float32))
+_libm: list = []
+
+
+def _flushing() -> bool:
+    """Whether this thread's FPU reads subnormals as zero (DAZ) or flushes results (FTZ)."""
+    return any(not (t != 0)[0] or not (t * t.dtype.type(1) != 0)[0] for t in _SUBNORMALS)
+
+
+@contextlib.contextmanager
+def ieee_subnormals():
+    """This thread's FPU with IEEE subnormals for the block (a no-op where it has them)."""
+    if not _flushing():
+        yield
+        return
+    import ctypes
+    import ctypes.util
+    import platform
+    where = _FLUSH_BITS.get(platform.machine().lower())
+    if not _libm:
+        _libm.append(ctypes.CDLL(ctypes.util.find_library("m")))
+    saved = ctypes.create_string_buffer(64)       # (larger than any fenv_t)
+    if where is None or _libm[0].fegetenv(saved) != 0:
+        raise RuntimeError(f"the FPU of this thread flushes subnormals (XLA's setting for its "
+                           f"computations) and the reference cannot clear that on "
+                           f"{platform.machine()!r}: its values would be wrong")
+    offset, bits = where
+    env = ctypes.create_string_buffer(saved.raw, len(saved))
+    word = int.from_bytes(env.raw[offset:offset + 4], "little") & ~bits
+    ctypes.memmove(ctypes.addressof(env) + offset, word.to_bytes(4, "little"), 4)
+    _libm[0].fesetenv(env)
+    try:
+        if _flushing():
+            raise RuntimeError("clearing the FPU's flush-to-zero bits did not give IEEE "
+                               "subnormals on this host: the reference's values would be wrong")
+        yield
+    finally:
+        _libm[0].fesetenv(saved)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -220,6 +220,44 @@ def test_dot_undecided_elements_refined_exactly(m, n, extra, monkeypatch):
     check_oracle(ref(lambda x, y: lax.dot_general(x, y, dn), la, rb), exact_dot_general(la, rb, dn), F32)
 
 
+@pytest.mark.parametrize("pref", [None, jnp.float32], ids=["f16", "f16_to_f32"])
+def test_dot_narrow_inputs_exact_sums(pref, monkeypatch):
+    """float16 inputs (interp/rules/lax_contractions.py _summed_exactly): their float64 BLAS sums
+    are often exact and then often rounding ties of the output dtype, which no error bound
+    decides; those are taken as exact (every partial sum a float64 number) without the exact
+    tier. Rows of one scale (exact sums, cancellations to +0) and rows 2**-24 .. 2**15 wide
+    (sums BLAS rounds: the other tiers), every element against the Fraction oracle."""
+    from interp.rules import lax_contractions as C
+    from interp import numerics
+    calls = {"exact": 0, "summed_exactly": 0}
+
+    def spy(name, fn):
+        def wrapped(*args, **kw):
+            out = fn(*args, **kw)
+            calls[name] += int(np.sum(out)) if name == "summed_exactly" else 1
+            return out
+        return wrapped
+    monkeypatch.setattr(numerics, "exact_dot", spy("exact", numerics.exact_dot))
+    monkeypatch.setattr(C, "_summed_exactly", spy("summed_exactly", C._summed_exactly))
+    rng = np.random.default_rng(24)
+    a = rng.standard_normal((24, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 20)).astype(np.float16)
+    a[3, 16:] = -a[3, :16]                               # row 3 . (b's columns of equal halves): 0
+    b[16:, :4] = b[:16, :4]
+    out_dtype = np.dtype(pref or np.float16)
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=pref)  # noqa: E731
+    out = ref(fn, a, b)
+    check_oracle(out, exact_dot_general(a, b, (((1,), (0,)), ((), ()))), out_dtype)
+    assert calls["summed_exactly"] > 0 and calls["exact"] == 0
+    assert_same_bits(np.asarray(out)[3, :4], np.zeros(4, out_dtype))          # exact zeros: +0
+    # Each row 2**-24 .. 2**15 wide: the sums are not multiples of one float64-sized unit.
+    wide = (rng.standard_normal((6, 32)) * np.ldexp(1.0, rng.integers(-24, 15, (6, 32)))).astype(np.float16)
+    wide[:, 0] = np.float16(2.0 ** -24)
+    tie = np.concatenate([a[:6, :31], np.full((6, 1), np.float16(2.0 ** -24))], axis=1)
+    for lhs in (wide, tie):
+        check_oracle(ref(fn, lhs, b), exact_dot_general(lhs, b, (((1,), (0,)), ((), ()))), out_dtype)
+
+
 def test_dot_float32_norm_bound_extremes():
     """The fast path bounds row/column norms in float32: rows of subnormals (their squares
     underflow to 0), values whose squares overflow float32 (the float64 norms take over) and

@@ -70,6 +70,48 @@ def test_kernel_in_a_jitted_program_runs_in_the_reference():
     assert not _routed(_program, X)       # outside the block JAX lowers as before
 
 
+def test_subnormals_in_a_routed_kernel_are_not_flushed():
+    # The callback runs on XLA:CPU's thread, whose FPU flushes subnormals (MXCSR DAZ/FTZ):
+    # NumPy there read a bfloat16 2**-133 as zero. (Hand-computed values: XLA:CPU flushes them,
+    # and JAX 0.12's interpret mode with it.)
+    x = lax.bitcast_convert_type(jnp.arange(8, dtype=jnp.uint16), jnp.bfloat16).reshape(1, 8)
+
+    def nonzero(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(jnp.bool_).astype(jnp.int32)
+    f = lambda x: pl.pallas_call(nonzero, out_shape=jax.ShapeDtypeStruct(x.shape, jnp.int32),  # noqa: E731
+                                 interpret=True)(x)
+    expected = np.array([[0, 1, 1, 1, 1, 1, 1, 1]], np.int32)     # only bits 0 are zero
+    with interp.pallas_mode():
+        np.testing.assert_array_equal(f(x), expected)
+        np.testing.assert_array_equal(jax.jit(f)(x), expected)
+    # float32 arithmetic on subnormals
+    tiny = np.array([3 * 2.0 ** -149, 2.0 ** -130, 1.0], np.float32)
+    with interp.pallas_mode():
+        halve = lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 0.5)  # noqa: E731
+        got = pl.pallas_call(halve, out_shape=jax.ShapeDtypeStruct((3,), F32), interpret=True)(tiny)
+    # 1.5 * 2**-149: a tie, to the even 2 * 2**-149
+    np.testing.assert_array_equal(got, np.array([2.0 ** -148, 2.0 ** -131, 0.5], np.float32))
+
+
+def test_subnormals_are_cleared_only_inside_the_reference_and_restored():
+    import importlib
+    from jax.experimental import io_callback
+    pallas_mode = importlib.import_module("interp.pallas_mode")
+    seen = []
+
+    def host(x):
+        seen.append(pallas_mode._flushing())            # XLA's thread: flushing
+        with pallas_mode.ieee_subnormals():
+            seen.append(pallas_mode._flushing())
+            seen.append(float(np.float32(2.0 ** -149) * np.float32(1.0)))
+        seen.append(pallas_mode._flushing())            # XLA's setting again
+        return x
+    jax.jit(lambda x: io_callback(host, jax.ShapeDtypeStruct((), F32), x))(np.float32(1)).block_until_ready()
+    assert seen[1:3] == [False, 2.0 ** -149]
+    assert seen[3] == seen[0]                            # (True on x86-64 and aarch64 hosts)
+    assert not pallas_mode._flushing()                   # (this thread never flushed)
+
+
 def test_a_compiled_program_is_not_reused_across_the_mode():
     f = jax.jit(lambda x: _uninitialized(x) * 2.0)
     assert np.isnan(f(X)).all()            # JAX's interpret mode: NaN-filled output

@@ -19,8 +19,8 @@ from ..registry import register
 from ._fft_exact import fft_value
 from ._scratch import scratch
 from ..numerics import (F32, F64, LONGDOUBLE, UNIT, c_order, certified_round, convert, exact_dot, fsum_round,
-                        reduce_precision_bits, refine_sums, round_exact, round_float, sum_error_bound, two_sum,
-                        wide_type, wrap_int)
+                        reduce_precision_bits, refine_sums, round_exact, round_float, significand_bits,
+                        sum_error_bound, two_sum, wide_type, wrap_int)
 from ._windows import window_indices
 
 FP8 = {np.dtype(t) for t in dtypes.ML_FLOATS if dtypes.bit_width(t) == 8}
@@ -202,7 +202,8 @@ def _float_matmul(a: np.ndarray, b: np.ndarray, out_dtype) -> np.ndarray:
             # The common case: the bound is the rank-1 matrix na_i nbn_j times a constant, which
             # _certify_rank1 never materialises in full.
             s = np.matmul(af, bf, out=scratch("dot.s", (nb, m, n), F64))
-            return _certify_rank1(s, af, bf, na * (1 + 2 * (k + 4) * UNIT[F64]), nbn, out_dtype, exact, refine)
+            return _certify_rank1(s, af, bf, na * (1 + 2 * (k + 4) * UNIT[F64]), nbn, out_dtype, exact, refine,
+                                  (significand_bits(a.dtype), significand_bits(b.dtype)))
         # float64 inputs: exact slice products on the float64 BLAS (no long double product).
         sliced = _sliced_matmul(af, bf, finite) if wide == LONGDOUBLE and k > 1 else None
         if sliced is not None:
@@ -255,10 +256,11 @@ def _f32_norm_bound(x: np.ndarray, spec: str) -> np.ndarray:
 FSUM_TERMS = 1024
 
 
-def _certify_rank1(s, af, bf, row, col, out_dtype, exact, refine) -> np.ndarray:
+def _certify_rank1(s, af, bf, row, col, out_dtype, exact, refine, digits) -> np.ndarray:
     """certified_round of ``s`` = the float64 BLAS product af @ bf (B, M, N), whose k exact
     products add up in absolute value to at most row_i col_j ((B, M) x (B, N)), without a
-    full-size bound.
+    full-size bound. ``digits``: the significand bits of a's and b's own dtypes
+    (:func:`significand_bits`).
 
     Stage 1 takes one bound per row (per column instead where that leaves far fewer undecided):
     with bb_i >= max_j (the certified_round widening of the element bound), round(s - bb_i) and
@@ -267,7 +269,9 @@ def _certify_rank1(s, af, bf, row, col, out_dtype, exact, refine) -> np.ndarray:
     on random data all but ~0.1% of the elements are decided there. Stage 2 recomputes the rest
     more precisely and gives them to certified_round (its zero, refinement and exact tiers): many
     by :func:`_blocked_dots` (a bound ~sqrt(k)/2 times tighter than BLAS's), a few (at most
-    FSUM_TERMS terms in all) exactly by :func:`fsum_round`.
+    FSUM_TERMS terms in all) exactly by :func:`fsum_round`. Before that, the undecided elements
+    that BLAS summed exactly (:func:`_summed_exactly`: narrow inputs, such as float16, whose
+    sums are often rounding ties of the output dtype, which no bound decides) are ``s`` rounded.
     """
     out_dtype = np.dtype(out_dtype)
     if s.size == 0:
@@ -287,6 +291,12 @@ def _certify_rank1(s, af, bf, row, col, out_dtype, exact, refine) -> np.ndarray:
     if todo.size:
         bi, rest = np.divmod(todo, s.shape[1] * s.shape[2])
         mi, ni = np.divmod(rest, s.shape[2])
+        done = _summed_exactly(af, bf, bi, mi, ni, row[bi, mi] * col[bi, ni], digits)
+        if done.any():
+            # (an exact zero sum is +0: XLA accumulates from +0.0, and k > 1 here)
+            lo.flat[todo[done]] = round_float(s.flat[todo[done]] + 0.0, out_dtype)
+            todo, bi, mi, ni = todo[~done], bi[~done], mi[~done], ni[~done]
+    if todo.size:
         if todo.size * k > FSUM_TERMS:
             sums, bound = _blocked_dots(af, bf, bi, mi, ni, row[bi, mi] * col[bi, ni])
             lo.flat[todo] = certified_round(sums, bound, out_dtype, lambda j: exact(todo[j]),
@@ -294,6 +304,30 @@ def _certify_rank1(s, af, bf, row, col, out_dtype, exact, refine) -> np.ndarray:
         else:   # (few: each exact sum rounded once by math.fsum)
             lo.flat[todo] = fsum_round(af[bi, mi] * bf[bi, :, ni], out_dtype)
     return lo
+
+
+def _summed_exactly(af, bf, bi, mi, ni, absbound, digits) -> np.ndarray:
+    """Which dots af[bi, mi, :] . bf[bi, :, ni] the float64 BLAS product summed exactly, given
+    |products| summing to at most ``absbound`` and inputs of ``digits`` = (pa, pb) significand
+    bits (pa + pb <= 53: every product is exact). Each input of row i of a is an integer multiple
+    of 2**ua_i, ua_i = min_k e(a_ik) - pa (:func:`significand_bits`; the smallest exponent of
+    the row's nonzero values), each of column j of b of 2**ub_j, so every product, and every
+    partial sum in any order (FMA or not), is a multiple of U = 2**(ua_i + ub_j) of magnitude at
+    most ``absbound``: below 2**53 U it is a float64 number (U >= 2**-1074: the inputs are at
+    most float32), every addition is exact, and s is the exact sum."""
+    pa, pb = digits
+    ua = _lowest_exponent(af, axis=2) - pa             # (B, M)
+    ub = _lowest_exponent(bf, axis=1) - pb             # (B, N)
+    with np.errstate(over="ignore"):
+        units = np.ldexp(absbound * (1 + 2 ** -40), -(ua[bi, mi] + ub[bi, ni]))
+    return units < 2.0 ** 53
+
+
+def _lowest_exponent(x: np.ndarray, axis: int) -> np.ndarray:
+    """The smallest binary exponent (np.frexp) of the nonzero values along ``axis`` (int64; a
+    large one, 2**12, where all are zero: their products are exact zeros)."""
+    e = np.frexp(x)[1].astype(np.int64)
+    return np.min(np.where(x != 0, e, 1 << 12), axis=axis, initial=1 << 12)
 
 
 def _bracket(s, bb, out_dtype):
