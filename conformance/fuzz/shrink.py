@@ -185,8 +185,9 @@ def retyped(program: Program, inputs: list) -> Program | None:
     re-derived by tracing it (JAX's own shape rules); None where JAX rejects it."""
     import jax
 
+    from conformance.case import Case
+
     from . import render
-    from .evaluate import case_for      # (evaluate imports this module)
     seen: dict = {}
 
     def note(block, k, *values):
@@ -197,7 +198,7 @@ def retyped(program: Program, inputs: list) -> Program | None:
     env: dict = {"_note": note}
     try:
         exec(compile(render.HEADER + render.function_source(prog, note=True), "<shapes>", "exec"), env)  # noqa: S102
-        with case_for(prog, "shapes").context(), np.errstate(all="ignore"):
+        with Case("shapes", None, list, x64=prog.x64, jax_config=prog.config).context(), np.errstate(all="ignore"):
             jax.eval_shape(env["program"], *inputs)
         body = _retyped_block(prog.body, "", prog.body.params, seen)
     except Exception:  # noqa: BLE001  (types JAX cannot derive: not a program)
