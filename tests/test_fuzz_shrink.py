@@ -11,7 +11,7 @@ import pytest
 from conformance.fuzz import ir, render, values
 from conformance.fuzz.generate import generate
 from conformance.fuzz.ir import Block, Input, Op, Program, Type, params
-from conformance.fuzz.shrink import Shrinker, dim_groups, retyped
+from conformance.fuzz.shrink import Shrinker, dim_groups, retyped, sliced
 from conformance.fuzz.shrink import TestCase as Case
 
 
@@ -57,6 +57,9 @@ def test_a_dot_shrinks_its_contracting_dimensions_on_both_operands_together():
     y = np.ones((5, 7, 16), np.float32)
     tc = Case(_program([lhs, rhs], [dot]), [x, y])
     assert {frozenset({(0, 1), (1, 0)}), frozenset({(0, 2), (1, 1)})} <= {frozenset(g) for g in dim_groups(tc.program)}
+    assert sliced(tc, {(0, 1)}, 0, 2) is None        # one side of a contraction alone: JAX refuses it
+    both = sliced(tc, {(0, 1), (1, 0)}, 0, 2)
+    assert [i.type.shape for i in both.program.inputs] == [(3, 2, 7), (2, 7, 16)]
     small, _ = _shrink(tc, np.isnan, "dot_general")
     assert [i.type.shape for i in small.program.inputs] == [(1, 1, 1), (1, 1, 1)]
     assert np.isnan(small.inputs[0]).all()
