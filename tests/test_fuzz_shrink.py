@@ -110,3 +110,15 @@ def test_types_rederived_through_jax_are_the_generators_own(family):
         assert retyped(p, xs) == ir.Program(**{**p.__dict__, "origin": ()}), (family, i)
         checked += 1
     assert checked >= 6
+
+
+def test_a_broadcast_inside_a_block_follows_its_sliced_operand():
+    t = Type("float32", (8,))
+    body = Block((t,), (Op("broadcast_in_dim", (0,), params(shape=(8,), dims=(0,)), (t,)),
+                        Op("binary", (0, 1), params(fn="mul"), (t,))), (2,))
+    x = np.linspace(1, 2, 8, dtype=np.float32)
+    x[5] = np.inf
+    small, _ = _shrink(Case(_program([t], [Op("call", (0,), (), (t,), (body,))]), [x]), np.isinf, "call")
+    assert small.program.inputs[0].type.shape == (1,) and np.isinf(small.inputs[0]).all()
+    inner = small.program.body.ops[0].blocks[0]
+    assert inner.params == (Type("float32", (1,)),) and inner.ops[0].p["shape"] == (1,)

@@ -46,6 +46,10 @@ def _block_lines(block: Block, names: list[str], prefix: str, indent: str, note:
                 fns.append(fn)
             own_args = args[:len(args) - captures] if captures else args
             lines += [indent + s for s in RENDER_BLOCKS[op.name](op, own_args, outs, fns)]
+        elif note and op.name == "broadcast_in_dim":
+            # (tracing variant: the shape asked of _shape, which may follow a sliced operand)
+            lines.append(f"{indent}{outs[0]} = lax.broadcast_in_dim({args[0]}, _shape({prefix!r}, {k}, {args[0]}), "
+                         f"{tuple(op.p['dims'])!r})")
         else:
             lines += [indent + s for s in RENDER[op.name](op, args, outs)]
         if note and outs:
@@ -98,7 +102,8 @@ def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured
 def function_source(program: Program, name: str = "program", note: bool = False) -> str:
     """``def program(x0, ...)``: the program's function (with its transformation applied). ``note``:
     a variant for tracing only, which hands each operation's results (and each block's parameters)
-    to a function ``_note(block prefix, op index or 'params', *values)`` the caller defines."""
+    to a function ``_note(block prefix, op index or 'params', *values)`` the caller defines, and
+    asks ``_shape(block prefix, op index, operand)`` for each ``broadcast_in_dim``'s shape."""
     n = len(program.inputs)
     xs = [f"x{i}" for i in range(n)]
     names = _names("v", program.body, xs)

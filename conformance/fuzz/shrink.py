@@ -190,12 +190,25 @@ def retyped(program: Program, inputs: list) -> Program | None:
     from . import render
     seen: dict = {}
 
+    broadcasts = dict(_broadcasts(program.body, ""))
+
     def note(block, k, *values):
         seen[(block, k)] = tuple(tuple(np.shape(v)) for v in values)
+
+    def shape(block, k, x):
+        """A broadcast's shape: its operand's new sizes where the operand's dimension was not
+        broadcast (was as large as the result's)."""
+        old_x, out, dims = broadcasts[(block, k)]
+        new = list(out)
+        for i, o in enumerate(dims):
+            if old_x[i] == out[o]:
+                new[o] = np.shape(x)[i]
+        seen[(block, k, "shape")] = tuple(new)
+        return tuple(new)
     decls = tuple(dataclasses.replace(i, type=i.type.with_shape(np.shape(x))) for i, x in zip(program.inputs, inputs))
     prog = dataclasses.replace(program, inputs=decls, origin=(),
                                body=dataclasses.replace(program.body, params=tuple(d.type for d in decls)))
-    env: dict = {"_note": note}
+    env: dict = {"_note": note, "_shape": shape}
     try:
         exec(compile(render.HEADER + render.function_source(prog, note=True), "<shapes>", "exec"), env)  # noqa: S102
         with Case("shapes", None, list, x64=prog.x64, jax_config=prog.config).context(), np.errstate(all="ignore"):
@@ -204,6 +217,17 @@ def retyped(program: Program, inputs: list) -> Program | None:
     except Exception:  # noqa: BLE001  (types JAX cannot derive: not a program)
         return None
     return dataclasses.replace(prog, body=body)
+
+
+def _broadcasts(block: Block, prefix: str):
+    """((block prefix, op index), (operand shape, shape, dims)) of every broadcast_in_dim, blocks
+    included (prefixes as render.function_source names them)."""
+    types = block.types()
+    for k, op in enumerate(block.ops):
+        if op.name == "broadcast_in_dim":
+            yield (prefix, k), (types[op.args[0]].shape, tuple(op.p["shape"]), tuple(op.p["dims"]))
+        for j, b in enumerate(op.blocks):
+            yield from _broadcasts(b, f"{prefix}b{k}_{j}_v")
 
 
 def _retyped_block(block: Block, prefix: str, params, seen: dict) -> Block:
@@ -215,6 +239,8 @@ def _retyped_block(block: Block, prefix: str, params, seen: dict) -> Block:
     for k, op in enumerate(block.ops):
         subs = tuple(_retyped_block(b, f"{prefix}b{k}_{j}_v", None, seen) for j, b in enumerate(op.blocks))
         outs = shaped(op.outs, seen[(prefix, k)]) if op.outs else ()
+        if (prefix, k, "shape") in seen:
+            op = dataclasses.replace(op, params=tuple(sorted(dict(op.p, shape=seen[(prefix, k, "shape")]).items())))
         ops.append(dataclasses.replace(op, outs=outs, blocks=subs))
     if params is None:
         params = shaped(block.params, seen[(prefix, "params")])
