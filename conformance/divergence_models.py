@@ -571,12 +571,17 @@ def _kernel_adds_zero_as_identity(f: Failure) -> bool:
     return True
 
 
+def reciprocal_quotient(x, y, dtype) -> np.ndarray:
+    """x / y as XLA:CPU's algsimp computes a division by a constant or broadcast value:
+    x * fl(1 / y) in float32, rounded to ``dtype`` (xla-cpu-divide-by-constant-as-reciprocal)."""
+    x, y = (np.asarray(a).astype(np.float32) for a in (x, y))
+    recip = (np.float32(1) / y).astype(np.float32)
+    return (x * recip).astype(np.float32).astype(dtype)
+
+
 def _division_as_reciprocal(f: Failure) -> bool:
     def model(args, ref, out):
-        x, y = (a.astype(np.float32) for a in args)
-        recip = (np.float32(1) / y).astype(np.float32)
-        prod = (x * recip).astype(np.float32)
-        return _identical(prod.astype(out.dtype), out)
+        return _identical(reciprocal_quotient(args[0], args[1], out.dtype), out)
     return np.asarray(f.reference[0]).dtype.name in ("float32", "float16", "bfloat16") and \
         _elementwise_failing(f, model, 2)
 

@@ -71,13 +71,20 @@ def _signal_name(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
-class Worker:
-    """One isolated worker process; restarted transparently after a crash or timeout."""
+# Host devices a worker's XLA:CPU has (--xla_force_host_platform_device_count): the SPMD cases' and
+# the spmd fuzz family's meshes (#14, #25).
+HOST_DEVICES = 8
 
-    def __init__(self, env: dict | None = None, module: str = "conformance.worker"):
+
+class Worker:
+    """One isolated worker process; restarted transparently after a crash or timeout. Its XLA:CPU
+    has ``host_devices`` devices (at least :data:`HOST_DEVICES`)."""
+
+    def __init__(self, env: dict | None = None, module: str = "conformance.worker", host_devices: int = HOST_DEVICES):
         self.module = module       # the worker's main module (it answers the requests)
         self.env = dict(os.environ if env is None else env)
-        self.env["XLA_FLAGS"] = (self.env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()  # SPMD cases (#14)
+        count = max(host_devices, HOST_DEVICES)
+        self.env["XLA_FLAGS"] = (self.env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={count}").strip()
         self.proc = None
         self.starts = 0
 

@@ -52,10 +52,13 @@ from interp.evaluator import _lookup_rule, is_extended, split_jaxpr
 from interp.options import Options
 from interp.numerics import reduce_precision_bits
 
+from .divergence_models import reciprocal_quotient
 from .observe import CALLS, as_outputs, call_body, holds_jaxprs, observe
 
 FLUSHED = tuple(np.dtype(t) for t in (np.float32, np.float64, D.bfloat16, np.complex64, np.complex128))
 SHADOWED = (np.dtype(np.float16), D.bfloat16)
+# Divisions XLA:CPU computes as a product with the float32 reciprocal (Variant.reciprocal_division).
+RECIPROCAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), D.bfloat16)
 # Primitives that compare values but only move them: under DAZ the comparison sees zeros, the
 # outputs keep the original bits.
 MOVES_VALUES = ("sort",)
@@ -80,6 +83,9 @@ class Variant:
     minmax_daz: int = -1            # >= 0: bf16 max/min/clamp under DAZ, ties resolved by these picks
     zero_added_kept: bool = False   # x + 0 and x - 0 (a literal zero) are x, bits kept (spec/divergences.py
                                     # xla-cpu-add-zero-keeps-negative-zero), loop bodies included
+    reciprocal_division: bool = False   # x / c for a literal or broadcast divisor c is
+                                        # x * fl(1 / c), each rounded in float32 (spec/divergences.py
+                                        # xla-cpu-divide-by-constant-as-reciprocal), loop bodies included
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -446,6 +452,8 @@ class _Replay:
         out = None
         if v.scatter_winner >= 0 and name == "scatter":
             out = self._scatter_kth(ctx, invals, params)
+        if out is None and v.reciprocal_division and name == "div":
+            out = self._reciprocal_division(eqn, invals)
         if out is None and v.rewrites:
             out = self._rewrite(eqn, invals)
         if out is None and v.fma and name == "addupdate":
@@ -496,6 +504,19 @@ class _Replay:
         pick = order[first + self.v.scatter_winner % counts]
         out.reshape(-1)[targets[pick]] = values[pick]
         return [out]
+
+    def _reciprocal_division(self, eqn, invals):
+        """x / y as XLA's simplifier rewrites a division by a constant (a literal) or a broadcast
+        value: x * fl(1 / y), both steps rounded in float32 (float16/bfloat16: computed in float32,
+        rounded to the type once); None for any other division."""
+        dtype = np.dtype(eqn.outvars[0].aval.dtype)
+        if dtype not in RECIPROCAL_DTYPES:
+            return None
+        y = self._resolve(eqn.invars[1])
+        if not isinstance(y, jcore.Literal) and self._from(y, "broadcast_in_dim") is None:
+            return None
+        with np.errstate(all="ignore"):
+            return [reciprocal_quotient(invals[0], invals[1], dtype).reshape(eqn.outvars[0].aval.shape)]
 
     def _resolve(self, atom):
         while not isinstance(atom, jcore.Literal) and atom in self.alias:

@@ -12,9 +12,10 @@ ON_RACE = ("raise", "record")
 class Options:
     uninitialized: str = "nan"      # what reads of never-written memory give
     detect_races: bool = False      # Pallas: DMA / semaphore race detection
-    # Mosaic GPU: what a race its engine finds does (the engine checks ordering whatever
-    # detect_races says): "raise" its RaceError, or "record" it in the list of the enclosing
-    # interp.schedule.recording_races() block and go on (spec: mosaic_gpu/recorded-race)
+    # What a race found does (the TPU DMA engine's and remote DMAs' under detect_races; the
+    # Mosaic GPU engine checks ordering whatever detect_races says): "raise" its RaceError, or
+    # "record" it in the list of the enclosing interp.schedule.recording_races() block and go on
+    # (spec: pallas_tpu/recorded-race, mosaic_gpu/recorded-race)
     on_race: str = "raise"
     check_bounds: bool = True       # Pallas: out-of-bounds ref accesses raise
     grid_order: str = "sequential"  # Pallas: order of parallel grid axes

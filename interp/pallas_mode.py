@@ -33,10 +33,10 @@ reference's own exception is raised again, chained). Where JAX's interpret modes
 their own form, the mode reports them in that form too: a kernel run with
 ``InterpretParams(detect_races=True)`` sets ``races.races_found`` of JAX's TPU or GPU interpret
 state, and under ``on_race="warn"`` (JAX 0.12) or on a JAX whose detector only records (0.10,
-0.11) a race is logged and flagged and the kernel goes on: Mosaic GPU races are recorded where
-found (``Options.on_race="record"``, the racing accesses applied in the schedule's order), a race
-that stops a run (the DMA engine's) gives the values of the reference's run without race
-detection (a racy program has no defined values: these are the sequential ones).
+0.11) a race is logged and flagged and the kernel goes on: races are recorded where found
+(``Options.on_race="record"``, the racing accesses applied in the schedule's order: spec
+pallas_tpu/recorded-race, mosaic_gpu/recorded-race); what has no order to go on in (a deadlock, a
+buffer that does not exist) is raised.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from .errors import RaceError, UnsupportedPrimitiveError
+from .errors import UnsupportedPrimitiveError
 from .options import Options, make_options
 from .schedule import recording_races
 
@@ -288,20 +288,11 @@ class _KernelCall:
     def __call__(self, *args):
         from .evaluator import eval_jaxpr
         how = self.how
-        if how.reports_races:
-            how.race_state()        # JAX creates it at a kernel's start: tests read it after
+        if how.kind is not None:
+            how.race_state(fresh=True)   # as JAX at a kernel's start: tests read it after
         try:
-            with recording_races() as races:   # (Options.on_race="record": the Mosaic GPU engine's)
-                try:
-                    outs = eval_jaxpr(self.closed, *args, options=self.options)
-                except RaceError as e:
-                    if not how.records_races:
-                        raise
-                    # A race that stops the run (the DMA engine's, under detect_races): the
-                    # values are those of the run without race detection.
-                    races.append(e)
-                    outs = eval_jaxpr(self.closed, *args,
-                                      options=dataclasses.replace(self.options, detect_races=False))
+            with recording_races() as races:   # (Options.on_race="record": every engine's races)
+                outs = eval_jaxpr(self.closed, *args, options=self.options)
         except Exception as e:
             _remember(e)
             raise
@@ -365,19 +356,21 @@ class _Interpret:
             options["on_race"] = "record"      # (records_races)
         return cls(options, kind, bool(values.get("detect_races")), on_race)
 
-    def race_state(self):
-        """JAX's race detection state of this interpret mode (created as JAX creates it at a
-        kernel's start when a test has reset it)."""
+    def race_state(self, fresh: bool = False):
+        """JAX's race detection state of this interpret mode; ``fresh``: a new one, as JAX makes
+        at every kernel's start (with its shared memory, which the previous kernel's end
+        cleared: interpret_pallas_call.py _initialize_shared_memory / _clear_shared_memory,
+        gpu_callbacks.py alike), so ``races_found`` read after a kernel is that kernel's."""
         if self.kind == "tpu":
             from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mod
-            if mod.races is None:
-                mod.races = _new_race_state(mod.RaceDetectionState, self.on_race)
-            return mod.races
-        from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks as mod
-        if mod._races is None:
+            name, cls = "races", mod.RaceDetectionState
+        else:
+            from jax._src.pallas.mosaic_gpu.interpret import gpu_callbacks as mod
+            name = "_races"
             cls = getattr(mod, "GPURaceDetectionState", None) or mod.RaceDetectionState
-            mod._races = _new_race_state(cls, self.on_race)
-        return mod._races
+        if fresh or getattr(mod, name) is None:
+            setattr(mod, name, _new_race_state(cls, self.on_race))
+        return getattr(mod, name)
 
 
 def _new_race_state(cls, on_race):

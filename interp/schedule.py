@@ -47,6 +47,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import warnings
 
 from .errors import RaceError
 
@@ -90,6 +91,22 @@ def recording_races():
         yield here.races
     finally:
         here.races = outer
+
+
+def report_race(run, error: RaceError) -> None:
+    """A race a kernel engine found (the TPU DMA engine, remote DMAs and signals, the Mosaic GPU
+    warpgroups and TMA): raised, or, under ``run.options.on_race == "record"``, appended to the
+    list of the enclosing :func:`recording_races` block (a warning outside one), and the caller
+    goes on with its access, in the schedule's order (spec: pallas_tpu/recorded-race,
+    mosaic_gpu/recorded-race). Only races whose continuation is defined come here; a deadlock or
+    a buffer that does not exist is raised."""
+    if run.options.on_race == "raise":
+        raise error
+    if context.races is None:
+        warnings.warn(f"{type(error).__name__} (on_race='record', no recording_races() block): "
+                      f"{error}", RuntimeWarning, stacklevel=2)
+    else:
+        context.races.append(error)
 
 
 def current_device():

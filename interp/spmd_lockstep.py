@@ -161,7 +161,8 @@ class Program:
             def fun(*xs, sub=sub):
                 return core.eval_jaxpr(sub, [], *xs)
             structs = [jax.ShapeDtypeStruct((num_devices, *v.aval.shape), v.aval.dtype) for v in ins]
-            batched = jax.make_jaxpr(jax.vmap(fun))(*structs)
+            # (axis_size: a segment may read no value, e.g. an iota and what is computed from it)
+            batched = jax.make_jaxpr(jax.vmap(fun, axis_size=num_devices))(*structs)
             plan = get_plan(batched.jaxpr, options)
             consts = [np.asarray(c) for c in batched.consts]
             self.steps.append(("batched", (plan, consts), ins, outs))

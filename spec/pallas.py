@@ -213,16 +213,25 @@ SEMANTICS = table(
                                                  "device_id_to_logical; lowering.py "
                                                  "_device_id_to_logical)",
                           "semaphore_signal/c2": "a signal to another device's run_scoped semaphore "
-                                                 "while that device is outside the run_scoped: "
-                                                 "RaceError (the semaphore does not exist there)",
+                                                 "after that device has left the run_scoped: "
+                                                 "RaceError (the semaphore does not exist there); "
+                                                 "before it entered it: semaphore_signal/c3",
                           "semaphore_signal/c3": "a signal with core_index into a semaphore that "
-                                                 "run_scoped allocates inside a core-mesh kernel "
-                                                 "lands in the named core's allocation of the same "
+                                                 "run_scoped allocates inside a core-mesh kernel, "
+                                                 "or to another device's (or its core's) copy of "
+                                                 "a run_scoped semaphore, "
+                                                 "lands in the target's allocation of the same "
                                                  "run_scoped (the same occurrence), also before "
-                                                 "that core entered it: Mosaic TPU allocates a "
+                                                 "the target entered it: Mosaic TPU allocates a "
                                                  "run_scoped's semaphores in the kernel's frame "
                                                  "(mosaic/lowering.py _run_scoped_lowering_rule: "
-                                                 "tpu.sem_alloc in a tpu.region)",
+                                                 "tpu.sem_alloc in a tpu.region); JAX's "
+                                                 "double-barrier pattern relies on it "
+                                                 "(docs/pallas/tpu/distributed.md: a second "
+                                                 "barrier semaphore from run_scoped, signalled by "
+                                                 "neighbours that may be ahead). Other run_scoped "
+                                                 "buffers (a DMA's destination) exist only inside "
+                                                 "the run_scoped (remote-dma/target)",
                           **shared(REMOTE_DMA, "remote-dma/device-id", "remote-dma/target",
                                    "remote-dma/custom-barrier", "remote-dma/core-target",
                                    "remote-dma/deadlock")},

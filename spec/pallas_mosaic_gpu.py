@@ -65,12 +65,40 @@ UNDEFINED = {
                                                "its blocks) wrote, plainly or by a TMA store, with "
                                                "no barrier phase or semaphore signal/wait (a "
                                                "release/acquire pair) ordering them: "
-                                               "WarpgroupRaceError (a RaceError). GMEM written by "
-                                               "different clusters is not checked (they order "
-                                               "through GMEM semaphores only)",
+                                               "WarpgroupRaceError (a RaceError). Between clusters: "
+                                               "mosaic_gpu/gmem-race-between-clusters",
+    "mosaic_gpu/gmem-race-between-clusters": "an access to GMEM (an operand, a GMEM scratch buffer) "
+                                             "that a warpgroup of another cluster (grid point) of "
+                                             "the same launch accessed, one of the two a write (a "
+                                             "plain store, a TMA store), with no chain of semaphore "
+                                             "signals and waits (release, acquire) ordering the "
+                                             "two: ClusterRaceError (a RaceError) naming both "
+                                             "accesses and both clusters, whichever came first in "
+                                             "the schedule (a write after another cluster's read "
+                                             "too). The blocks of a grid execute independently, in "
+                                             "any order, in parallel or in series (CUDA C++ "
+                                             "Programming Guide, 'Thread Hierarchy'; a thread "
+                                             "block cluster co-schedules only its own blocks: "
+                                             "'Thread Block Clusters'), so nothing but global "
+                                             "memory orders two clusters (Mosaic GPU: "
+                                             "semaphore_signal is red.release, semaphore_wait an "
+                                             "ld.acquire loop; primitives.py memory_scope), and two "
+                                             "conflicting accesses (overlapping, one a write) not "
+                                             "in causality order are a data race unless both are "
+                                             "morally strong (PTX ISA chapter 8, memory consistency "
+                                             "model: 'Data races'): TMA reduction stores "
+                                             "(cp.reduce.async.bulk, .relaxed.gpu atomic updates) "
+                                             "do not race with each other, with plain accesses "
+                                             "they do. Kernel launches are ordered by the stream; "
+                                             "clusters of other devices use their own GMEM "
+                                             "(mosaic_gpu/remote-race). JAX's GPU interpret mode "
+                                             "runs clusters one after another and flags two "
+                                             "clusters writing one location, not a write after "
+                                             "another cluster's read",
     "mosaic_gpu/recorded-race": "under Options(on_race='record') (the drop-in mode where JAX's "
                                 "detector warns or records: docs/pallas-mode.md) a race of a "
-                                "Mosaic GPU kernel (WarpgroupRaceError, TmaRaceError) is recorded "
+                                "Mosaic GPU kernel (WarpgroupRaceError, ClusterRaceError, "
+                                "TmaRaceError) is recorded "
                                 "and the kernel goes on: every access, racing ones included, takes "
                                 "effect when its warpgroup executes it, in the order the "
                                 "reference's schedule runs the warpgroups (interp/schedule.py: "
@@ -361,7 +389,8 @@ SEMANTICS = table(
                                             "another thread's write of SMEM a store still reads "
                                             "is a race (TmaRaceError) whatever that thread waited",
                     **shared(UNDEFINED, "mosaic_gpu/smem-write-under-tma-store",
-                             "mosaic_gpu/async-store-at-exit", "mosaic_gpu/recorded-race"),
+                             "mosaic_gpu/async-store-at-exit", "mosaic_gpu/recorded-race",
+                             "mosaic_gpu/gmem-race-between-clusters"),
                     **REMOTE_REF},
         sources=(_PRIMS + " copy_smem_to_gmem", _PTX_TMA,
                  "PTX ISA 9.7.9.25.x cp.async.bulk.wait_group / wait_group.read",
@@ -405,14 +434,20 @@ SEMANTICS = table(
                                             "before the TMA operation but no commit_smem ordered "
                                             "between them, is a race (TmaRaceError, a RaceError, "
                                             "naming the TMA operation and the write); the same "
-                                            "for the tensor core's SMEM operands (tcgen05_mma, "
+                                            "for the tensor core's SMEM operands (wgmma, tcgen05_mma, "
                                             "async_copy_smem_to_tmem); JAX's GPU interpret mode "
-                                            "flags the same",
+                                            "flags the same for TMA (its wgmma reads SMEM "
+                                            "synchronously, unchecked: gpu_callbacks.py wgmma "
+                                            "'TODO(jburnim): Async wgmma')",
                           **shared(UNDEFINED, "mosaic_gpu/recorded-race")},
               sources=(_PRIMS, _PTX_MODEL, "PTX ISA 9.7.13.x membar/fence: fence.proxy.async "
                        "(a cross-proxy fence is required between generic-proxy and async-proxy "
                        "accesses of the same memory)",
-                       "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py commit_smem")),
+                       "jax/_src/pallas/mosaic_gpu/interpret/gpu_callbacks.py commit_smem",
+                       "jax/_src/pallas/mosaic_gpu/primitives.py commit_smem: 'Commits all reads "
+                       "from/writes to SMEM, making them visible to TMA and MMA operations'",
+                       "triton lib/Dialect/TritonNvidiaGPU/Transforms/ProxFenceInsertion.cpp: a "
+                       "fence.proxy.async between a shared-memory store and a wgmma/MMA reading it")),
     Semantics("barrier_arrive", "One arrival on the barrier (a false predicate: none). A phase "
               "completes when its num_arrivals arrived and no transaction bytes are pending; "
               "the arrival carries what the arriving warpgroup observed. A plgpu.ClusterBarrier "

@@ -49,6 +49,38 @@ HARDWARE_PRNG = {
                                 "point (docs/pallas/tpu/prng.rst)",
 }
 
+# What a race found under Options(on_race="record") does (the drop-in mode where JAX's detector
+# warns or records, docs/pallas-mode.md): the DMA and semaphore entries list this.
+RECORDED_RACE = {
+    "pallas_tpu/recorded-race": "under Options(on_race='record') a race of the DMA engine or of a "
+                                "kernel across devices (a kernel access touching an in-flight DMA's "
+                                "destination, or writing its unsent source; a DMA overlapping one "
+                                "in flight; a DMA never waited for or a semaphore not at zero at "
+                                "the end of the pallas_call or run_scoped; an access after an "
+                                "ambiguous wait, DmaCompletionOrderError; a remote DMA or signal "
+                                "before the collective_id handshake; device buffers touched from "
+                                "several devices unordered) is recorded, naming both accesses, and "
+                                "the kernel goes on in the reference's order: an access takes "
+                                "effect when the kernel makes it, a DMA reads its source when its "
+                                "send completes and writes its destination when it completes (its "
+                                "wait, as JAX's TPU interpret mode with its default "
+                                "dma_execution_mode='on_wait'; a DMA never waited for at the end of "
+                                "the pallas_call or run_scoped that ends), a wait several DMAs "
+                                "could satisfy completes them in start order (each such wait "
+                                "recorded once). The result is one that order gives, not a defined "
+                                "value. Still raised, having no order to go on in: a wait nothing "
+                                "can satisfy (a deadlock, semaphore/unsatisfiable-wait, "
+                                "remote-dma/deadlock), a DMA or signal into a run_scoped buffer "
+                                "the target is not inside or into a kernel that has ended (the "
+                                "buffer does not exist there), an indirect DMA writing one element "
+                                "twice with different values or a float accumulating DMA adding "
+                                "to one twice (dma_start/c4: the engine's own element order is "
+                                "undefined), and DMA operands of different shapes. JAX's detector "
+                                "(on_race='warn'; JAX 0.10 and 0.11 always) records the race and "
+                                "goes on (jax/_src/pallas/mosaic/interpret/race_detection_state.py "
+                                "check_read / check_write: races_found)",
+}
+
 SEMANTICS = table(
     Semantics(
         "emit_pipeline",
@@ -112,7 +144,7 @@ SEMANTICS = table(
                                     "while the target is inside that run_scoped, else RaceError); a "
                                     "device id outside the mesh raises OutOfBoundsError (spec/spmd.py "
                                     "remote-dma)",
-                    **REMOTE_DMA},
+                    **REMOTE_DMA, **RECORDED_RACE},
         sources=(_TPU, _TPU_INTERP),
         notes="Speed: the DMA's operand pytree is resolved once per equation (where its refs "
               "are) and its indices, bounds / shape checks and byte count once per tuple of "
@@ -124,7 +156,8 @@ SEMANTICS = table(
               "on the send semaphore (is_wait_send; insert_dummy_device on JAX 0.10.2, which "
               "swaps the operands the same way).",
               edge_cases={**WAITS, **shared(REMOTE_DMA, "remote-dma/completion",
-                                            "remote-dma/completion-order", "remote-dma/deadlock")},
+                                            "remote-dma/completion-order", "remote-dma/deadlock"),
+                          **RECORDED_RACE},
               sources=(_TPU,)),
     Semantics("get_barrier_semaphore", "The kernel's barrier semaphore, one per kernel and "
               "device: kernels on other devices of the shard_map signal it with a device_id "

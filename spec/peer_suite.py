@@ -130,26 +130,16 @@ KNOWN: tuple[Known, ...] = (
           "run_scoped allocates an HBM buffer (allow_hbm_allocation_in_run_scoped=True, which "
           "Mosaic TPU does not support): JAX's interpreter shares it between the core mesh's "
           "cores and finds their sync_copy into it racing; the reference allocates it per core, "
-          "so there is no race to find (it should refuse the allocation, as Mosaic does)"),
+          "so there is no race to find (it should refuse the allocation, as Mosaic does). JAX "
+          "0.12 fails the test too (its default on_race='raise' raises the race)"),
     Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",), "reference-misses-ub",
           "num_cores_or_threads=2 splits the 'parallel' grid axis over two TensorCores, and both "
           "grid points write the one output block (a write-write race on its write-back); the "
-          "reference runs a pallas_call grid on one core and has no cross-core accesses to check "
-          "(it could flag an output block shared along a 'parallel' axis under detect_races)"),
-    Known(("tpu_pallas_interpret_distributed_test.py::InterpretDistributedTest::test_reduce_scatter_sum_with_emit_pipeline_example*",),
-          "reference-false-alarm",
-          "JAX's double-barrier pattern: a device signals its neighbour's second barrier "
-          "semaphore, which run_scoped allocates, before the neighbour has entered that "
-          "run_scoped; the reference holds a scoped semaphore to exist only inside its scope "
-          "(devices.py: 'not inside the run_scoped that allocates it'), Mosaic lowers run_scoped "
-          "to a tpu.region holding tpu.sem_alloc (mosaic/lowering.py _run_scoped_lowering_rule) "
-          "and documents no lifetime: in dispute"),
-    Known(("tpu_pallas_interpret_distributed_test.py::InterpretDistributedTest::test_shard_map_of_core_map*",),
-          "reference-false-alarm",
-          "semaphore_signal(sem, core_index=i) into a semaphore run_scoped allocates inside a "
-          "core mesh, before core i has entered that run_scoped (a barrier across the cores): "
-          "the reference holds the scoped semaphore not to exist yet (as the double-barrier "
-          "entry above)"),
+          "reference runs a pallas_call grid on one core (the drop-in mode ignores "
+          "num_cores_or_threads: pallas_mode.INTERPRET_FIELDS) and has no cross-core accesses to "
+          "check (it could flag an output block shared along a 'parallel' axis under "
+          "detect_races). JAX 0.12 fails the test too: its default on_race='raise' raises the "
+          "race the test expects to find recorded"),
     Known(("tpu_sparsecore_pallas_test.py::PallasTpuSparseCoreLoweringErrorTest::*",), "mosaic-refuses",
           "the test expects JAX's refusal to lower a compiled (interpret=False) kernel on CPU "
           "('Only interpret mode is supported on CPU'); the drop-in mode runs every kernel in the "

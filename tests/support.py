@@ -105,3 +105,23 @@ class InProcess:
 
     def close(self):
         self.todo.clear()
+
+
+def generated_digest(family: str, seed: int, n: int) -> str:
+    """sha256 over the sources and input bytes of programs 0..n-1 of a fuzz family's seed (pinned by
+    the family's tests: the same on every JAX in range), checking on the way that each program
+    regenerates from its choices and survives a JSON round trip."""
+    import dataclasses
+    import hashlib
+
+    from conformance.fuzz import ir, render, values
+    from conformance.fuzz.generate import generate, program_key, regenerate
+    h = hashlib.sha256()
+    for i in range(n):
+        p, choices = generate(family, seed, i)
+        h.update(render.source(p).encode())
+        for a in values.make_inputs(p, program_key(family, seed, i)):
+            h.update(a.tobytes())
+        assert ir.dumps(regenerate(family, choices)) == ir.dumps(dataclasses.replace(p, origin=()))
+        assert ir.dumps(ir.loads(ir.dumps(p))) == ir.dumps(p)
+    return h.hexdigest()

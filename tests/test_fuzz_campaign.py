@@ -32,7 +32,7 @@ def _cli(*args, **env):
 @pytest.mark.parametrize("args, words", [
     (("--runners", "xla:nope", "--programs", "1"), ["unknown runner 'xla:nope'", "xla:cpu"]),
     (("--families", "lax,nope", "--programs", "1"), ["unknown family 'nope'", "lax, control_flow, random, state"]),
-    (("--families", "spmd", "--programs", "1"), ["no generator yet", "implemented: lax"]),
+    (("--families", "pallas-triton", "--programs", "1"), ["no generator yet", "implemented: lax"]),
     (("--runners", "pallas:interpret", "--programs", "1"), ["runs pallas programs", "family lax makes lax"]),
     (("--programs", "1", "--workers", "0"), ["--workers must be at least 1"]),
     ((), ["--programs N or --time"]),

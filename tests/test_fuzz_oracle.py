@@ -173,3 +173,26 @@ def test_a_program_jax_does_not_implement_is_not_applicable_not_a_reference_cras
     ref, problem = evaluate.reference(case, [x])
     assert ref is None and problem["outcome"] == "backend-unsupported" and problem["not_applicable"], problem
     assert "bucket" not in problem and "window dilation" in problem["detail"]
+
+
+def test_division_by_a_constant_inside_a_loop_is_the_known_reciprocal_divergence():
+    """XLA:CPU's algsimp computes x / 5 as x * fl(1 / 5) inside a loop body too (the spmd family
+    found it in a shard_map body): the whole program replayed so explains it, and nothing else is
+    explained so (docs/findings.md, XLA:CPU: x / c is x * (1/c))."""
+    x = np.array([-1.1046107e-03, 3.0, 0.7], np.float32)     # the first: one ulp apart
+
+    def loop(x):
+        return (lax.fori_loop(0, 1, lambda i, c: lax.div(c, np.float32(5.0)), x),)
+    assert np.float32(np.float64(x[0]) / 5) != x[0] * (np.float32(1) / np.float32(5))
+    rec = _judge(loop, [x], get_runner("xla:cpu"))
+    assert rec["outcome"] == "known-divergence", rec
+    assert rec["known_divergence"]["id"] == "xla-cpu-divide-by-constant-as-reciprocal", rec
+
+    def loop_by_operand(x, y):      # a divisor that is neither a constant nor a broadcast: a quotient
+        return (lax.fori_loop(0, 1, lambda i, c: lax.div(c, y), x),)
+    y = np.full(3, 5.0, np.float32)
+    ref = [np.asarray(r) for r in interp.eval_jaxpr(jax.make_jaxpr(loop_by_operand)(x, y), x, y)]
+    bent = [ref[0] * 0 + x * (np.float32(1) / np.float32(5))]
+    verdict = oracle.explain_program(oracle._Program(loop_by_operand), [x, y], bent, get_runner("xla:cpu"),
+                                     reference=ref)
+    assert not verdict.explained, verdict.record

@@ -222,6 +222,61 @@ def test_race_is_reported_as_jax_reports_it(caplog):
     pltpu.reset_tpu_interpret_mode_state()
 
 
+def test_race_flag_is_each_kernels_own_as_in_jax():
+    """JAX makes a fresh race state at every kernel's start: after a racy kernel, a race-free one
+    (no reset between them) leaves races_found False. The same sequence in JAX's TPU interpret
+    mode and in the drop-in mode."""
+    params = {"on_race": "warn"} if _has_on_race() else {}
+    seen = []
+    for mode in (None, interp.pallas_mode):
+        pltpu.reset_tpu_interpret_mode_state()
+        for racy in (True, False):
+            if mode is None:
+                jax.block_until_ready(_race_call(racy=racy, **params))
+            else:
+                with mode():
+                    jax.block_until_ready(_race_call(racy=racy, **params))
+            seen.append(_tpu_races().races.races_found)
+    pltpu.reset_tpu_interpret_mode_state()
+    assert seen == [True, False, True, False]
+
+
+def test_recorded_tpu_race_gives_jax_interpret_modes_values(caplog):
+    """A TPU kernel reading a DMA's destination before its wait, under JAX's recording detector:
+    the reference records the race where its DMA engine finds it and goes on (no second run
+    without race detection, which would land the DMA at its start): the values and races_found
+    of JAX's TPU interpret mode (its DMAs land at their waits, dma_execution_mode="on_wait")."""
+    def kernel(x_ref, o_ref, t_ref, sem):
+        t_ref[...] = jnp.full(t_ref.shape, 5.0, t_ref.dtype)
+        copy = pltpu.make_async_copy(x_ref, t_ref, sem)
+        copy.start()
+        o_ref[...] = t_ref[...]                  # reads the destination before the wait: 5
+        copy.wait()
+        o_ref[...] += t_ref[...]                 # after it: + x
+
+    x = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
+    params = {"on_race": "warn"} if _has_on_race() else {}
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct.like(x),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            scratch_shapes=[pltpu.VMEM(x.shape, x.dtype), pltpu.SemaphoreType.DMA],
+            interpret=pltpu.InterpretParams(detect_races=True, **params))(x)
+    pltpu.reset_tpu_interpret_mode_state()
+    want = jax.jit(f)(x)
+    assert _tpu_races().races.races_found is True
+    pltpu.reset_tpu_interpret_mode_state()
+    with caplog.at_level(logging.WARNING, logger="interp.pallas_mode"):
+        with interp.pallas_mode():
+            got = jax.jit(f)(x)
+    assert _tpu_races().races.races_found is True
+    assert caplog.text.count("RACE DETECTED by the reference") == 1
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, 5.0 + np.asarray(x))
+    pltpu.reset_tpu_interpret_mode_state()
+
+
 def test_interpret_parameters_without_meaning_are_refused_or_warned():
     with interp.pallas_mode(), pytest.raises(interp.UnsupportedPrimitiveError,
                                              match="skip_floating_point_ops"):

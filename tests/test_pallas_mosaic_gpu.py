@@ -218,6 +218,43 @@ def test_wgmma_is_the_exact_product_rounded_once():
     np.testing.assert_array_equal(out, want)
 
 
+def _wgmma_of_plainly_written_smem(fence: bool):
+    """b reaches SMEM by a plain store (the generic proxy), a by TMA; then one wgmma. The tensor
+    core reads SMEM operands through the async proxy: the plain write needs commit_smem
+    (fence.proxy.async) before the wgmma."""
+    from jax.experimental import pallas as pl
+    t = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+
+    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, barrier):
+        plgpu.copy_gmem_to_smem(a_gmem, a_smem, barrier)
+        plgpu.barrier_wait(barrier)
+        b_smem[...] = b_gmem[...]
+        if fence:
+            plgpu.commit_smem()
+
+        def compute(acc_ref):
+            plgpu.wgmma(acc_ref, a_smem, b_smem)
+            plgpu.wgmma_wait(0)
+            return acc_ref[...]
+        o_gmem[...] = pl.run_scoped(compute, plgpu.ACC((64, 128), jnp.float32))
+    return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((64, 128), jnp.float32),
+                        scratch_types=[plgpu.SMEM((64, 64), jnp.float16, transforms=t),
+                                       plgpu.SMEM((64, 128), jnp.float16, transforms=t),
+                                       plgpu.Barrier(num_arrivals=1)])
+
+
+@needs_plgpu
+def test_wgmma_of_smem_written_plainly_needs_commit_smem():
+    # spec/pallas_mosaic_gpu.py commit_smem/c1 (wgmma's SMEM operands are async-proxy reads)
+    from interp.pallas.mosaic_gpu import TmaRaceError
+    a = RNG.integers(-4, 4, (64, 64)).astype(np.float16)
+    b = RNG.integers(-4, 4, (64, 128)).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32)     # small integers: exact in any order
+    np.testing.assert_array_equal(interp.interpret(_wgmma_of_plainly_written_smem(True))(a, b), want)
+    with pytest.raises(TmaRaceError, match=r"commit_smem/c1: .*wgmma \(SMEM operand\) accesses .*plain store"):
+        interp.interpret(_wgmma_of_plainly_written_smem(False))(a, b)
+
+
 @needs_plgpu
 def test_reading_the_accumulator_before_wgmma_wait_is_undefined():
     # spec/pallas_mosaic_gpu.py UNDEFINED["accumulator-before-wgmma-wait"]

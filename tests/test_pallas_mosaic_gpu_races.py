@@ -2,8 +2,9 @@
 interpret mode detects (``InterpretGPUParams(detect_races=True)``; the kernels follow JAX's
 tests/pallas/gpu_pallas_interpret_race_detection_test.py): each kernel is run by JAX's detector,
 which must flag it, and by the reference, which must raise a RaceError naming both accesses; the
-race-free variant passes both. And the barrier phases of a warp_map's warps (JAX's
-gpu_pallas_interpret_test.py), which order those accesses.
+race-free variant passes both. GMEM shared by the clusters of a launch (section (d): JAX's
+detector flags some of those races, the reference all). And the barrier phases of a warp_map's
+warps (JAX's gpu_pallas_interpret_test.py), which order those accesses.
 """
 from __future__ import annotations
 
@@ -693,6 +694,176 @@ def test_barrier_wait_c1_a_wait_after_warps_that_observed_different_phases_is_un
         _reference(make)
 
 
+# -- (d) GMEM shared by the clusters of a launch (mosaic_gpu/gmem-race-between-clusters) ----------
+# Clusters run concurrently in any order and order each other only through GMEM semaphores. JAX's
+# detector runs the clusters one after another with fresh clocks: it flags two clusters writing
+# one location, not a write after another cluster's read (_write_after_read), and it cannot run
+# reduction stores (JAX 0.12.0.1: "reduction_op not supported") nor pl.get_global semaphores (a
+# TypeError tracing them), so the ordered chain below is the reference's alone.
+
+_ROWS = 8
+
+
+def _clusters_storing(how: str):
+    """Two clusters (grid points) storing x + g (g: the cluster) to rows of the output: the same
+    rows plainly or by TMA stores ("plain", "tma"), rows of their own ("disjoint",
+    "disjoint_tma"), the same rows by TMA reduction stores (atomic: "reduce"), or cluster 0 by a
+    TMA store and cluster 1 by a reduction store ("store_and_reduce")."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((2 * _ROWS, 128), I32),
+                           scratch_types=dict(smem=plgpu.SMEM((_ROWS, 128), I32)),
+                           grid=(2,), grid_names=("g",), **_interpret_kw(params))
+        def kernel(in_ref, out_ref, smem):
+            g = jax.lax.axis_index("g")
+            start = g * _ROWS if how.startswith("disjoint") else 0
+            if how in ("plain", "disjoint"):
+                out_ref[pl.ds(start, _ROWS)] = in_ref[...] + g
+                return
+            smem[...] = in_ref[...] + g
+            plgpu.commit_smem()
+            dst = out_ref.at[pl.ds(start, _ROWS)]
+            if how in ("tma", "disjoint_tma"):
+                plgpu.copy_smem_to_gmem(smem, dst)
+            elif how == "reduce":
+                plgpu.copy_smem_to_gmem(smem, dst, reduction_op="add")
+            else:
+                @pl.when(g == 0)
+                def _():
+                    plgpu.copy_smem_to_gmem(smem, dst)
+
+                @pl.when(g == 1)
+                def _():
+                    plgpu.copy_smem_to_gmem(smem, dst, reduction_op="add")
+            plgpu.wait_smem_to_gmem(0)
+        return kernel
+    return make
+
+
+def _x():
+    return np.arange(_ROWS * 128, dtype=np.int32).reshape(_ROWS, 128)
+
+
+_BOTH = (r"mosaic_gpu/gmem-race-between-clusters: kernel 'kernel' at cluster \(1,\), block "
+         r"\(\), warpgroup 0: {access} of output \(gmem\) .*\[0:8, 0:128\], which kernel "
+         r"'kernel' at cluster \(0,\), block \(\), warpgroup 0 {other} .* with no semaphore "
+         r"ordering the two: clusters \(0,\) and \(1,\) run concurrently")
+
+
+@pytest.mark.parametrize("how,access", [
+    ("plain", "read"),   # a plain store is a swap: its read is the first access to meet
+    ("tma", r"TMA store \(copy_smem_to_gmem\)")])
+def test_mosaic_gpu_gmem_race_between_clusters_two_grid_points_storing_one_block(how, access):
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    make = _clusters_storing(how)
+    _assert_jax_flags(True, make, _x())   # JAX flags it too
+    with pytest.raises(ClusterRaceError, match=_BOTH.format(access=access, other="wrote")):
+        _reference(make, _x())
+
+
+@pytest.mark.parametrize("how", ["disjoint", "disjoint_tma"])
+def test_mosaic_gpu_gmem_race_between_clusters_not_for_blocks_of_their_own(how):
+    make = _clusters_storing(how)
+    _assert_jax_flags(False, make, _x())
+    x = _x()
+    np.testing.assert_array_equal(_reference(make, x), np.concatenate([x, x + 1]))
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_not_for_two_reduction_stores():
+    # cp.reduce.async.bulk updates each element atomically: x + (x + 1) whatever the order (the
+    # output zeroed first: uninitialized="zero").
+    x = _x()
+    out = interp.interpret(_clusters_storing("reduce")(None), uninitialized="zero")(x)
+    np.testing.assert_array_equal(np.asarray(out)[:_ROWS], 2 * x + 1)
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_a_reduction_store_and_a_store():
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    access = r"TMA reduction store \(copy_smem_to_gmem with reduction_op\)"
+    with pytest.raises(ClusterRaceError, match=_BOTH.format(access=access, other="wrote")):
+        interp.interpret(_clusters_storing("store_and_reduce")(None), uninitialized="zero")(_x())
+
+
+def _write_after_read(params):
+    """Cluster 0 copies row 1 of the output to row 0; cluster 1 stores row 1."""
+    @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((2, 128), I32),
+                       grid=(2,), grid_names=("g",), **_interpret_kw(params))
+    def kernel(in_ref, out_ref):
+        g = jax.lax.axis_index("g")
+
+        @pl.when(g == 0)
+        def _():
+            out_ref[0] = out_ref[1]
+
+        @pl.when(g == 1)
+        def _():
+            out_ref[1] = in_ref[0]
+    return kernel
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_a_write_after_another_clusters_read():
+    # Run in order, cluster 0 reads row 1 before cluster 1 stores it; on the hardware either may
+    # come first. JAX's detector does not flag it (clusters in sequence, fresh clocks).
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    x = np.arange(2 * 128, dtype=np.int32).reshape(2, 128)
+    _assert_jax_flags(False, _write_after_read, x)
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\), block \(\), warpgroup 0: write of "
+                                               r"output \(gmem\) .*\[1, 0:128\], which kernel "
+                                               r"'kernel' at cluster \(0,\), .* read"):
+        interp.interpret(_write_after_read(None), uninitialized="zero")(x)
+
+
+def _semaphore_chain(ordered: bool, n: int = 4):
+    """Cluster 0 stores x to the output, every other cluster adds one to it; ``ordered``: each
+    waits for a signal of a launch-wide semaphore (pl.get_global) first and signals it after,
+    a chain through all the clusters in whatever order they take it."""
+    def make(params):
+        @functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct((_ROWS, 128), I32),
+                           grid=(n,), grid_names=("g",), **_interpret_kw(params))
+        def kernel(in_ref, out_ref):
+            sem = pl.get_global(plgpu.SemaphoreType.REGULAR)
+            g = jax.lax.axis_index("g")
+
+            @pl.when(g == 0)
+            def _():
+                out_ref[...] = in_ref[...]
+
+            @pl.when(g > 0)
+            def _():
+                if ordered:
+                    pl.semaphore_wait(sem, 1)
+                out_ref[...] = out_ref[...] + 1
+            if ordered:
+                pl.semaphore_signal(sem, 1)
+        return kernel
+    return make
+
+
+@pytest.mark.parametrize("grid_order", ["sequential", "shuffled"])
+def test_mosaic_gpu_gmem_race_between_clusters_ordered_by_a_semaphore_chain(grid_order):
+    x = _x()
+    for seed in range(3):
+        out = interp.interpret(_semaphore_chain(True)(None), grid_order=grid_order, seed=seed)(x)
+        np.testing.assert_array_equal(out, x + 3)
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\).* read of output .* which kernel "
+                                               r"'kernel' at cluster \(0,\).* wrote"):
+        interp.interpret(_semaphore_chain(False)(None))(x)
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_recorded():
+    # on_race="record": every racing access of cluster 1 is recorded (its swap's read and
+    # write) and the schedule's value returned: cluster 1's store, last.
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    from interp.schedule import recording_races
+    x = _x()
+    with recording_races() as races:
+        out = interp.interpret(_clusters_storing("plain")(None), on_race="record")(x)
+    np.testing.assert_array_equal(np.asarray(out)[:_ROWS], x + 1)
+    assert [type(r) for r in races] == [ClusterRaceError] * 2
+    assert [re.search(r"warpgroup 0: (\w+) of output", str(r)).group(1) for r in races] == \
+        ["read", "write"]
+
+
 # -- races recorded instead of raised (Options.on_race="record"; the drop-in mode where JAX's
 # detector warns or records) ------------------------------------------------------------------
 
@@ -748,3 +919,44 @@ def test_mosaic_gpu_recorded_race_free_kernel_is_unaffected_in_the_drop_in_mode(
     assert int(out) == 42 and "RACE DETECTED" not in caplog.text
     if JAX_CHECKS:
         assert mosaic_interpret.get_races().races_found is False
+
+
+def test_mosaic_gpu_gmem_race_between_clusters_records_by_box_view_and_position_array():
+    # races.ClusterAccesses by hand (threads as stand-ins): a thread's newer write of a box
+    # replaces its record (a reader that knows only the older write races with the newer); a
+    # write through a view of the buffer and one through a position array meet the boxes they
+    # overlap, and only those.
+    import types
+    from interp.options import Options
+    from interp.pallas.mosaic_gpu import ClusterRaceError
+    from interp.pallas.mosaic_gpu.races import ClusterAccesses, Footprint
+
+    def thread(point):
+        t = types.SimpleNamespace(cluster=types.SimpleNamespace(point=point), known={}, epoch=1,
+                                  async_proxy=None, options=Options())
+        t.where = lambda: f"cluster {point}"
+        return t
+    buffer = np.zeros((64, 64), np.float32)
+    ref = types.SimpleNamespace(array=buffer, short=lambda: "buffer")
+    view = types.SimpleNamespace(array=buffer[32:], short=lambda: "view")
+    a, b, c = thread((0,)), thread((1,)), thread((2,))
+    accesses = ClusterAccesses()
+    rows = (slice(0, 8, 1), slice(0, 64, 1))
+    accesses.check(a, Footprint(ref, rows), "write", False)
+    b.known[id(a)] = 1   # b observed a release of a made after its first write
+    accesses.check(b, Footprint(ref, rows), "read", False)
+    a.epoch, a.known[id(b)] = 2, 1   # and a observed a release of b made after its read
+    accesses.check(a, Footprint(ref, rows), "write", False)   # same box, newer epoch
+    assert len(accesses.buffers[id(buffer)][1].records) == 1
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\): read of .* which cluster \(0,\) "
+                                               r"wrote"):
+        accesses.check(b, Footprint(ref, rows), "read", False)
+    accesses.check(c, Footprint(view, (slice(0, 8, 1), slice(0, 64, 1))), "write", False)
+    accesses.check(b, Footprint(ref, (slice(8, 32, 1), slice(0, 64, 1))), "read", False)
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\): read of .* which cluster \(2,\)"):
+        accesses.check(b, Footprint(ref, (slice(39, 40, 1), 5)), "read", False)
+    positions = np.array([44, 63])
+    accesses.check(c, Footprint(ref, (positions, 0)), "write", False)
+    accesses.check(b, Footprint(ref, (slice(45, 63, 1), slice(0, 64, 1))), "read", False)
+    with pytest.raises(ClusterRaceError, match=r"cluster \(1,\): write of .* which cluster \(2,\)"):
+        accesses.check(b, Footprint(ref, (63, slice(0, 1, 1))), "write", False)

@@ -4,6 +4,7 @@ uninitialized reads), each message naming kernel, buffer, grid point and index."
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -332,38 +333,143 @@ def test_cores_waiting_on_each_other_deadlock_loudly():
         interp.interpret(f)(np.ones((8, 128), np.float32))
 
 
-def _dma_kernel(body):
+def _dma_kernel(body, interpret=None):
     return pl.pallas_call(body, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
                           out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
                           scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32),
-                                          pltpu.SemaphoreType.DMA((2,))])
+                                          pltpu.SemaphoreType.DMA((2,))], interpret=interpret)
+
+
+def _writes_source(x_hbm, o_ref, buf, sem):
+    buf[0:8, :] = jnp.ones((8, 128), jnp.float32)
+    c = pltpu.make_async_copy(buf.at[pl.ds(0, 8)], o_ref, sem.at[0])
+    c.start()
+    buf[0:8, :] = jnp.zeros((8, 128), jnp.float32)  # the source changes under the DMA
+    c.wait()
+
+
+def _overlapping(x_hbm, o_ref, buf, sem):
+    a = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[pl.ds(0, 8)], sem.at[0])
+    b = pltpu.make_async_copy(x_hbm.at[pl.ds(8, 8)], buf.at[pl.ds(4, 8)], sem.at[1])
+    a.start()
+    b.start()
+    a.wait()
+    b.wait()
+    o_ref[...] = buf[0:8, :]
+
+
+def _reads_destination(x_hbm, o_ref, buf, sem):
+    buf[0:8, :] = jnp.full((8, 128), 5.0, jnp.float32)
+    c = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[pl.ds(0, 8)], sem.at[0])
+    c.start()
+    o_ref[...] = buf[0:8, :] + 1.0     # reads the DMA's destination before waiting for it
+    c.wait()
 
 
 def test_dma_races_on_source_and_overlapping_destinations():
-    def writes_source(x_hbm, o_ref, buf, sem):
-        buf[0:8, :] = jnp.ones((8, 128), jnp.float32)
-        c = pltpu.make_async_copy(buf.at[pl.ds(0, 8)], o_ref, sem.at[0])
-        c.start()
-        buf[0:8, :] = jnp.zeros((8, 128), jnp.float32)  # the source changes under the DMA
-        c.wait()
-
-    def overlapping(x_hbm, o_ref, buf, sem):
-        a = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[pl.ds(0, 8)], sem.at[0])
-        b = pltpu.make_async_copy(x_hbm.at[pl.ds(8, 8)], buf.at[pl.ds(4, 8)], sem.at[1])
-        a.start()
-        b.start()
-        a.wait()
-        b.wait()
-        o_ref[...] = buf[0:8, :]
-
     x = RNG.standard_normal((16, 128)).astype(np.float32)
     with pytest.raises(RaceError, match=r"write of scratch \(vmem\) buffer .*\[0:8, 0:128\].*"
                                         r"DMA's source"):
-        interp.interpret(_dma_kernel(writes_source), detect_races=True)(x)
+        interp.interpret(_dma_kernel(_writes_source), detect_races=True)(x)
     with pytest.raises(RaceError, match=r"DMA into .*\[4:12, 0:128\] overlaps the DMA in flight"):
-        interp.interpret(_dma_kernel(overlapping), detect_races=True)(x)
+        interp.interpret(_dma_kernel(_overlapping), detect_races=True)(x)
 
 
+# -- races recorded instead of raised (Options.on_race="record": the drop-in mode where JAX's
+# detector warns or records; spec pallas_tpu/recorded-race) ------------------------------------
+
+def _jax_tpu_detector(body, x):
+    """JAX's TPU interpret mode with its race detector recording (on_race="warn" where JAX has
+    it; JAX 0.10 / 0.11 always record): (the kernel's output, races_found)."""
+    import dataclasses
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mosaic_interpret
+    on_race = {"on_race": "warn"} if "on_race" in {
+        f.name for f in dataclasses.fields(pltpu.InterpretParams)} else {}
+    pltpu.reset_tpu_interpret_mode_state()
+    try:
+        out = np.asarray(jax.block_until_ready(jax.jit(_dma_kernel(
+            body, pltpu.InterpretParams(detect_races=True, **on_race)))(x)))
+        return out, mosaic_interpret.races.races_found
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
+
+
+@pytest.mark.parametrize("body, race, jax_flags", [
+    (_reads_destination, r"read of scratch \(vmem\) buffer .*\[0:8, 0:128\] while a DMA from "
+                         r".*'x_hbm.*to scratch .*\[0:8, 0:128\].*destination before dma_wait",
+     True),
+    (_writes_source, r"write of scratch \(vmem\) buffer .*\[0:8, 0:128\] while a DMA from "
+                     r"scratch .*\[0:8, 0:128\] to .*'o_ref.*source before dma_wait", True),
+    # Two DMAs writing one range while both are in flight: JAX's detector runs each DMA at its
+    # wait, so the kernel's waits order their writes and it flags nothing; the reference does.
+    (_overlapping, r"DMA into scratch .*\[4:12, 0:128\] overlaps the DMA in flight from "
+                   r".*'x_hbm.*\[0:8, 0:128\] to scratch .*\[0:8, 0:128\]", False),
+], ids=["read-destination", "write-source", "overlapping-destinations"])
+def test_recorded_dma_race_goes_on_as_jax_tpu_interpret_mode(body, race, jax_flags):
+    """Under on_race="record" the race is recorded naming both accesses and the kernel goes on
+    with the DMA landing at its wait: the values JAX's TPU interpret mode gives with its default
+    dma_execution_mode="on_wait", whose detector flags the same kernels (races_found)."""
+    from interp.schedule import recording_races
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    with recording_races() as races:
+        got = interp.interpret(_dma_kernel(body), detect_races=True, on_race="record")(x)
+    assert len(races) == 1 and type(races[0]) is RaceError
+    assert re.search(race, str(races[0])), str(races[0])
+    want, found = _jax_tpu_detector(body, x)
+    assert found is jax_flags
+    np.testing.assert_array_equal(got, want)
+    # hand-computed, the DMA landing at its wait:
+    expected = {_reads_destination: np.full((8, 128), 6.0, np.float32),
+                _writes_source: np.zeros((8, 128), np.float32),
+                _overlapping: np.concatenate([x[0:4], x[8:12]])}[body]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_recorded_races_of_a_kernel_end_and_of_completion_order():
+    """A DMA never waited for lands at the kernel's end (recorded, with the semaphore it leaves
+    signalled); a wait two DMAs could satisfy is recorded once, at the first access to either
+    destination, and the start-order completion stands; a deadlock is still raised."""
+    from interp.pallas.dma import DmaCompletionOrderError
+    from interp.schedule import recording_races
+
+    def never_waited(x_hbm, o_hbm, buf, sem):
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], o_hbm, sem.at[0]).start()
+
+    def ambiguous(x_hbm, o_ref, buf, sem):
+        a = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[pl.ds(0, 8)], sem.at[0])
+        b = pltpu.make_async_copy(x_hbm.at[pl.ds(8, 8)], buf.at[pl.ds(8, 8)], sem.at[0])
+        a.start()
+        b.start()
+        a.wait()                        # either DMA's bytes satisfy it
+        o_ref[...] = buf[0:8, :] * 2.0  # a's destination: recorded
+        o_ref[...] += buf[0:8, :]       # the same wait: not recorded again
+        b.wait()
+
+    def deadlock(x_hbm, o_ref, buf, sem):    # waits for a DMA never started
+        pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8)], buf.at[pl.ds(0, 8)], sem.at[1]).wait()
+
+    x = RNG.standard_normal((16, 128)).astype(np.float32)
+    f = pl.pallas_call(never_waited, in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY),
+                       out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                       scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32),
+                                       pltpu.SemaphoreType.DMA((2,))])
+    with recording_races() as races:
+        got = interp.interpret(f, detect_races=True, on_race="record")(x)
+    np.testing.assert_array_equal(got, x[0:8])
+    assert [type(r) for r in races] == [RaceError, RaceError]
+    assert "never waited for before the end of the pallas_call" in str(races[0])
+    assert "holds 4096 at index (0,) at the end of the pallas_call" in str(races[1])
+
+    with recording_races() as races:
+        got = interp.interpret(_dma_kernel(ambiguous), detect_races=True, on_race="record")(x)
+    np.testing.assert_array_equal(got, 3.0 * x[0:8])
+    assert [type(r) for r in races] == [DmaCompletionOrderError]
+    assert re.search(r"read of scratch .*\[0:8, 0:128\] touches the destination of DMA 1", str(races[0]))
+
+    with recording_races() as races, pytest.raises(RaceError, match="needs 4096 but the semaphore"):
+        interp.interpret(_dma_kernel(deadlock), detect_races=True, on_race="record")(x)
+    assert races == []
 def test_dma_out_of_bounds_source():
     def kernel(x_hbm, o_ref, buf, sem):
         start = pl.program_id(0) * 12  # dynamic: 0, then 12 (rows 12..19 of 16)

@@ -165,7 +165,16 @@ def _signed_zero_inputs():
     return [x]
 
 
+def _scalar_operands(x, v):
+    # rank-0 blocks: a replicated scalar operand, and an untiled psum_scatter down to rank 0
+    def body(a, b):
+        return (lax.reshape(lax.div(a, a + 1), (1,)),
+                lax.reshape(lax.psum_scatter(b, "x", scatter_dimension=0, tiled=False), (1,)))
+    return smap(body, (4,), ("x",), (P(), P()), (P("x"), P("x")), check_vma=False)(x, v)
+
+
 COMPARED = {
+    "scalar_operands": (_scalar_operands, lambda: [np.float32(3.0), _ints((4,), dtype=np.int32)]),
     "nested": (_nested, lambda: [_ints((8, 8))]),
     "grad_data_parallel": (_grad_data_parallel, lambda: [_ints((4, 3)), _ints((16, 4), seed=1)]),
     "grad_through_shard_map": (_grad_through_shard_map, lambda: [_ints((4, 3)), _ints((8, 4), seed=1)]),
@@ -251,6 +260,15 @@ def test_remote_dma_case_on_tpu_interpret_with_8_devices(xla_verdicts, case_id):
 
 
 # --- reference only: hand-computed answers --------------------------------------------------------
+
+def test_rank_0_blocks_stay_rank_0():
+    """A replicated scalar operand is a scalar on every device, and an untiled psum_scatter of a
+    (4,) block over 4 devices gives each device a scalar (its element of the sum)."""
+    x, v = np.float32(3.0), np.array([1, -2, 5, 7], np.int32)
+    got = interp.interpret(_scalar_operands)(x, v)
+    np.testing.assert_array_equal(got[0], np.full(4, np.float32(3.0) / np.float32(4.0)))
+    np.testing.assert_array_equal(got[1], 4 * v)
+
 
 def test_ppermute_partial_permutation_unsent_shards_are_zero():
     f = smap(lambda a: lax.ppermute(a, "x", [(0, 2), (2, 0)]), (4,), ("x",), P("x"), P("x"))
@@ -686,6 +704,39 @@ def test_remote_dma_into_a_run_scoped_buffer_the_target_has_not_entered_is_a_rac
         _remote_kernel(_scoped_ring_kernel(False), 4, ())()
 
 
+def test_double_barrier_signals_a_run_scoped_semaphore_before_the_neighbour_enters_it():
+    # JAX's double-barrier pattern (docs/pallas/tpu/distributed.md; its distributed interpret
+    # tests): after the barrier semaphore, a second one from run_scoped, which a device signals
+    # on both neighbours while they may still wait on the first (in the reference's schedule the
+    # last device through the first barrier signals two that have not entered the run_scoped):
+    # the signal lands in the neighbour's allocation of that run_scoped (semaphore_signal/c3).
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        me, n = lax.axis_index("x"), 4
+        left, right = lax.rem(me + n - 1, n), lax.rem(me + 1, n)
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, 1, device_id={"x": left})
+        pl.semaphore_signal(barrier, 1, device_id={"x": right})
+        pl.semaphore_wait(barrier, 2)
+
+        def second(second_barrier):
+            pl.semaphore_signal(second_barrier, 1, device_id={"x": left})
+            pl.semaphore_signal(second_barrier, 1, device_id={"x": right})
+            pl.semaphore_wait(second_barrier, 2)
+        pl.run_scoped(second, pltpu.SemaphoreType.REGULAR)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                            device_id={"x": right})
+        copy.start()
+        copy.wait()
+    dma = pltpu.SemaphoreType.DMA
+    want = _blocks_rolled_right(_ints((32, 128), dtype=np.int32), (4,))
+    for detect in (True, False):
+        got = _remote_kernel(kernel, 4, (dma, dma), detect_races=detect, collective_id=0)()
+        assert got.tobytes() == want.tobytes(), detect
+
+
 def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
     # collective_id set: no device barrier precedes the kernel, so a DMA into a neighbour that has
     # not signalled yet may land in a kernel that has not started.
@@ -700,6 +751,19 @@ def test_remote_dma_before_the_handshake_of_a_collective_id_kernel_is_a_race():
     assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
     got = _remote_kernel(kernel, 4, (dma, dma))()   # (Mosaic's start barrier: no race)
     assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    # Recorded (Options.on_race="record"): the DMAs land in the target's buffers, which exist
+    # from the start rendezvous on (spec pallas_tpu/recorded-race).
+    from interp.schedule import recording_races
+    from conformance.cases.spmd import _pallas_call
+
+    def local(a):
+        return _pallas_call(kernel, jax.ShapeDtypeStruct(a.shape, a.dtype), None,
+                            scratch=(dma, dma), collective_id=0)(a)
+    f = smap(local, (4,), ("x",), P("x"), P("x"), check_vma=False)
+    with recording_races() as races:
+        got = interp.interpret(f, detect_races=True, on_race="record")(x)
+    assert got.tobytes() == _blocks_rolled_right(x, (4,)).tobytes()
+    assert races and all("has not heard from" in str(r) for r in races), races
 
 
 def test_signal_nobody_waits_for_on_another_device_raises():

@@ -51,6 +51,14 @@ def _collectives(x, y):
                          out_specs=(spec, P("model"), spec, spec))(x, y)
 
 
+def _segment_reading_nothing(x):
+    # After the psum, a batched segment that reads no value of the body (an iota and arithmetic on
+    # it): found by the spmd fuzz family.
+    def body(x):
+        return lax.psum(x, "model"), lax.broadcasted_iota(jnp.int32, (4,), 0) * 2
+    return jax.shard_map(body, mesh=MESH, in_specs=P("data", "model"), out_specs=(P("data"), P()))(x)
+
+
 def _with_cond(x):
     # A collective under control flow: only the per-device evaluation can tell devices apart.
     def body(x):
@@ -78,7 +86,8 @@ def _both_ways(fn, args, monkeypatch):
 @pytest.mark.parametrize("fn, args", [
     (_mlp_step, _normal((16, 8), (16, 8), (8, 32), (32, 8))),
     (_collectives, _normal((8, 16), (8, 16), seed=1)),
-], ids=["mlp_step", "collectives"])
+    (_segment_reading_nothing, _normal((8, 16), seed=3)),
+], ids=["mlp_step", "collectives", "segment_reading_nothing"])
 def test_lockstep_matches_per_device_bit_for_bit(fn, args, monkeypatch):
     got, want, built = _both_ways(fn, args, monkeypatch)
     assert built and all(p is not None for p in built)   # the lockstep path ran

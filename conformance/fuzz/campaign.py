@@ -161,7 +161,8 @@ class Campaign:
         p = self.plan
         self.store.write_campaign(self._info("running"))
         if self.executor is None:
-            self.executor = RayCluster(p.cluster, p.timeout_s) if p.cluster else LocalProcesses(p.workers, p.timeout_s)
+            self.executor = (RayCluster(p.cluster, p.timeout_s) if p.cluster else
+                             LocalProcesses(p.workers, p.timeout_s, host_devices=F.host_devices(p.families)))
         window = 2 * self.executor.slots
         units = self._units()
         in_flight = 0

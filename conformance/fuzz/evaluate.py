@@ -26,7 +26,26 @@ def case_for(program: ir.Program, case_id: str) -> Case:
                     kind=PALLAS, build=build, pallas_targets=targets(program), x64=program.x64,
                     jax_config=tuple(program.config), primitives=kernel_primitives(program))
     return Case(id=case_id, fn=render.function(program), inputs=lambda rng: [], modes=C.exact("definition"),
-                x64=program.x64, jax_config=tuple(program.config))
+                x64=program.x64, jax_config=tuple(program.config), needs=_device_needs(program))
+
+
+def _device_needs(program: ir.Program) -> frozenset:
+    """"devices:N" for a program over a mesh of N devices (runners with fewer say so)."""
+    return frozenset({f"devices:{program.devices}"}) if program.devices > 1 else frozenset()
+
+
+def why_not_here(program: ir.Program) -> str:
+    """Why this process cannot run the program at all (empty if it can): an API the installed JAX
+    lacks, or fewer devices than its mesh (the rendered program builds a Mesh of real devices)."""
+    why = render.why_not_renderable(program)
+    if why or program.devices <= 1:
+        return why
+    import jax
+    have = len(jax.devices())
+    if have < program.devices:
+        return (f"needs {program.devices} devices; jax.devices() has {have} (xla:cpu: set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={program.devices} before JAX starts)")
+    return ""
 
 
 def kernel_primitives(program: ir.Program) -> tuple[str, ...]:
@@ -93,7 +112,7 @@ def _raising_rule(e: BaseException) -> str:
 
 def evaluate(tc: TestCase, runners, case_id: str, platform: str = "cpu", localise: bool = True) -> list[dict]:
     """One record per runner (the reference's finding, where it has one, for every runner)."""
-    why = render.why_not_renderable(tc.program)
+    why = why_not_here(tc.program)
     if why:
         return [dict(new_record(case=case_id, runner=r.name, seed=0), outcome=BACKEND_UNSUPPORTED, detail=why,
                      not_applicable=True) for r in runners]

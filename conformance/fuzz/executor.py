@@ -66,7 +66,8 @@ def ask(worker, request: dict, timeout: float) -> dict:
 
 class LocalProcesses(Executor):
     def __init__(self, workers: int = 1, timeout_s: float = 300.0, shrink_timeout_s: float | None = None,
-                 env: dict | None = None):
+                 env: dict | None = None, host_devices: int = 1):
+        """``host_devices``: the XLA:CPU devices the programs need (families.host_devices)."""
         from conformance.isolation import Worker
         self.timeout_s = timeout_s
         self.shrink_timeout_s = shrink_timeout_s
@@ -75,7 +76,7 @@ class LocalProcesses(Executor):
         self._done: queue.Queue = queue.Queue()
         self._pending = 0
         self._stop = False
-        self._workers = [Worker(env=env, module=WORKER_MODULE) for _ in range(max(1, workers))]
+        self._workers = [Worker(env=env, module=WORKER_MODULE, host_devices=host_devices) for _ in range(max(1, workers))]
         self.slots = len(self._workers)
         self._threads = [threading.Thread(target=self._drive, args=(w,), daemon=True) for w in self._workers]
         for t in self._threads:
@@ -131,8 +132,11 @@ def ray_task(request: dict, timeout: float) -> dict:
     def make():
         from conformance import process_env
         from conformance.isolation import Worker
+
+        from .families import FAMILIES, host_devices
         process_env.apply()
-        return Worker(module=WORKER_MODULE)
+        # (one worker per Ray worker process, kept between units of any family: the most devices any needs)
+        return Worker(module=WORKER_MODULE, host_devices=host_devices(FAMILIES))
     return dict(ask(cluster.kept("fuzz", make), request, timeout), node=cluster.node_id())
 
 

@@ -130,6 +130,11 @@ class Program:
         return _count_ops(self.body)
 
     @property
+    def devices(self) -> int:
+        """The devices the program runs on (a shard_map's mesh; 1 without)."""
+        return max([math.prod(op.p["mesh"]) for op in self.body.ops if op.name == "shard_map"] or [1])
+
+    @property
     def elements(self) -> int:
         """The largest input's element count."""
         return max((i.type.size for i in self.inputs), default=0)

@@ -81,6 +81,36 @@ class MutantRunner(XlaRunner):
             return run_staged(jax.jit(buggy), place_on_default_device(inputs))
 
 
+class PsumCountsDeviceZeroTwice(XlaRunner):
+    """XLA:CPU whose all-reduce sum adds the first participant's operand twice on that participant
+    (``lax.psum`` inside the programs' shard_map bodies, patched while the program is traced afresh).
+    Judged as ``xla:cpu``."""
+    judged_as = "xla:cpu"
+
+    def __init__(self):
+        super().__init__("cpu")
+        self.name = "mutant:psum-counts-device-0-twice"
+
+    def run(self, program, inputs):
+        import types
+        from unittest import mock
+
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+        psum = lax.psum
+
+        def twice(x, axis_name, **kw):
+            first = lax.axis_index(axis_name) == 0
+            return jax.tree.map(lambda s, v: s + jnp.where(first, v, jnp.zeros_like(v)), psum(x, axis_name, **kw), x)
+
+        fn = program.build(None)
+        # a new function object: jit's trace cache must not hand back a trace made without the bug
+        fresh = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        with mock.patch.object(lax, "psum", twice), jax.default_device(self.device()):
+            return run_staged(jax.jit(fresh), list(inputs))
+
+
 class DyingRunner(XlaRunner):
     """XLA:CPU that kills its process (abort: ``mutant:abort-on-<primitive>``) or never returns
     (``mutant:hang-on-<primitive>``) on programs containing one primitive: what isolation is for."""
@@ -143,4 +173,4 @@ def _called_from_masked_store() -> bool:
 
 def runners() -> list:
     return ([MutantRunner(bug) for bug in BUGS] + [DyingRunner("abort", "transpose"), DyingRunner("hang", "transpose")]
-            + [StoreIgnoresMask()])
+            + [StoreIgnoresMask(), PsumCountsDeviceZeroTwice()])

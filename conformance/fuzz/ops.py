@@ -343,6 +343,35 @@ def _pallas_call(op: Op, args, outs, fns):
                             f"interpret=interpret)({', '.join(args)})")
 
 
+# --- SPMD (conformance/fuzz/families/spmd.py): collectives in a shard_map body, and the shard_map
+def _pspec(spec) -> str:
+    """A PartitionSpec: per dimension None or a tuple of mesh axis names."""
+    return "jax.sharding.PartitionSpec(" + ", ".join(lit(d) for d in spec) + ")"
+
+
+def _shard_map(op: Op, args, outs, fns):
+    """jax.shard_map of the body over a Mesh of the first prod(mesh) devices (xla:cpu: host devices
+    from --xla_force_host_platform_device_count), check_vma=False."""
+    p = op.p
+    mesh = (f"jax.sharding.Mesh(np.array(jax.devices()[:{math.prod(p['mesh'])}]).reshape({lit(p['mesh'])}), "
+            f"{lit(p['axes'])})")
+    specs = lambda ss: "(" + "".join(_pspec(s) + ", " for s in ss) + ")"    # noqa: E731
+    return _tuple_out(outs, f"jax.shard_map({fns[0]}, mesh={mesh}, in_specs={specs(p['in_specs'])}, "
+                            f"out_specs={specs(p['out_specs'])}, check_vma=False)({', '.join(args)})")
+
+
+SPMD_RENDER: dict[str, Callable] = {
+    "all_reduce": _one(lambda p, a: f"lax.{p['fn']}({a[0]}, {lit(p['axes'])})"),
+    "all_gather": _one(lambda p, a: f"lax.all_gather({a[0]}, {lit(p['axes'])}, axis={p['dim']}, tiled={p['tiled']})"),
+    "psum_scatter": _one(lambda p, a: f"lax.psum_scatter({a[0]}, {lit(p['axes'])}, scatter_dimension={p['dim']}, "
+                                      f"tiled={p['tiled']})"),
+    "ppermute": _one(lambda p, a: f"lax.ppermute({a[0]}, {lit(p['axes'])}, {lit(p['perm'])})"),
+    "all_to_all": _one(lambda p, a: f"lax.all_to_all({a[0]}, {lit(p['axes'])}, {p['split']}, {p['concat']}, "
+                                    f"tiled=True)"),
+    "axis_index": _one(lambda p, a: f"lax.axis_index({lit(p['axes'])})"),
+}
+
+
 KERNEL_RENDER: dict[str, Callable] = {
     "k_load": _k_load,
     "k_store": lambda op, a, o: [f"{a[0]}[...] = {a[1]}"],
@@ -406,12 +435,13 @@ RENDER: dict[str, Callable] = {
     "ref_swap": _ref_swap,
     "freeze": _one(lambda p, a: f"jax.ref.freeze({a[0]})"),
     **KERNEL_RENDER,
+    **SPMD_RENDER,
 }
 
 # Operations with blocks: render(op, args, outs, block function names) -> lines.
 RENDER_BLOCKS: dict[str, Callable] = {
     "switch": _switch, "cond": _cond, "while": _while, "fori": _fori, "scan": _scan, "call": _call,
-    "pallas_call": _pallas_call,
+    "pallas_call": _pallas_call, "shard_map": _shard_map,
 }
 
 # APIs an operation needs that some JAX in range may lack: (module path, attribute).
@@ -424,6 +454,7 @@ NEEDS: dict[str, tuple[str, str]] = {
     "pallas_call": ("jax.experimental.pallas.tpu", "CompilerParams"),
     "k_rows": ("jax.experimental.pallas", "ds"),
     "k_dma_start": ("jax.experimental.pallas.tpu", "make_async_copy"),
+    "shard_map": ("jax", "shard_map"),
 }
 
 

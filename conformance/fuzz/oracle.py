@@ -119,8 +119,22 @@ def eqn_modes(eqn) -> list[C.Mode]:
 
 
 def is_inexact(eqn) -> bool:
-    """Whether a backend may compute the equation other than bit for bit (a budget, not EXACT)."""
-    return any(m.kind != C.EXACT for m in eqn_modes(eqn))
+    """Whether a backend may compute the equation other than bit for bit (a budget, not EXACT), and
+    can compute it alone. A collective (an equation over named mesh axes, in a shard_map body) has
+    no value off its devices: the replays keep the reference's, so a float all-reduce is judged
+    exactly (conformance/fuzz/families/spmd.py generates only float reductions every order gives
+    exactly)."""
+    return not spans_mesh_axes(eqn) and any(m.kind != C.EXACT for m in eqn_modes(eqn))
+
+
+def spans_mesh_axes(eqn) -> bool:
+    """Whether the equation names mesh axes (psum's ``axes``, the other collectives' and
+    axis_index's ``axis_name``: strings; a reduction's ``axes`` are integers)."""
+    for key in ("axes", "axis_name"):
+        v = eqn.params.get(key)
+        if any(isinstance(a, str) for a in (v if isinstance(v, (tuple, list)) else (v,))):
+            return True
+    return False
 
 
 def _abs64(v):
@@ -513,6 +527,9 @@ ELEMENTWISE_PATH = ("add", "sub", "mul", "div", "neg", "abs", "integer_pow", "sq
                     "expand_dims", "transpose", "rev", "exp", "exp2", "log", "log1p", "expm1", "erf_inv",
                     "reduce_precision")
 BIJECTIVE_RESHAPES = ("reshape", "squeeze", "expand_dims", "transpose", "rev")
+# Equations through which each output element comes from one element of operand 0 (or from none: a
+# fill), where one operand element may feed several outputs: the replay tracks which (index_map).
+GATHERS = ("gather",)
 # At most this many ulp neighbours either side of an operation's reference value are replayed, and
 # this many replays in all per program and allowance (the search stays bounded; past it, unexplained).
 MAX_NEIGHBOURS = 16
@@ -522,23 +539,28 @@ MAX_NEIGHBOUR_REPLAYS = 128
 def elementwise_sources(closed) -> dict:
     """``{id(equation): ULP budget}`` of the inexact ULP equations (calls entered) whose value
     reaches exactly one program output, only through ELEMENTWISE_PATH equations on operands of
-    the output's shape: each element of that output depends on one element of the equation's
-    value, no other output element on it. A backend may compute such an equation differently in
-    a fusion (never observed) within its budget; replaying the program with its value moved by k
-    ulp (every element alike) and taking, per output element, any k within the budget accepts
-    exactly the values that some compliant value of that element gives."""
+    the output's shape and through GATHERS (as their operand 0, never their indices): each element
+    of that output depends on at most one element of the equation's value. A backend may compute
+    such an equation differently in a fusion (never observed) within its budget; replaying the
+    program with its value moved by k ulp (every element alike) and taking, per output element,
+    any k within the budget accepts exactly the values that some compliant value of that element
+    gives, provided the output elements that share an element of the equation take the same k
+    (a gather may copy one element to several outputs, and an arithmetic path may meet an element
+    with another one of the same equation): :func:`index_map` says which element each output
+    element comes from, and the judgement (explain_program) takes one replay for all of them."""
     uses: dict = {}           # var -> [the vars a use passes its elements on to, or None: the use breaks the path]
 
     def use(var, eqn, outvars):
         name = eqn.primitive.name if eqn is not None else None
         shape = getattr(outvars[0].aval, "shape", None) if len(outvars) == 1 else None
-        ok = eqn is None or name in ELEMENTWISE_PATH and shape is not None and (
+        gathered = name in GATHERS and eqn.invars[0] is var and var not in eqn.invars[1:]
+        ok = eqn is None or gathered or name in ELEMENTWISE_PATH and shape is not None and (
             name in BIJECTIVE_RESHAPES or getattr(var.aval, "shape", None) == shape)
         uses.setdefault(var, []).append(list(outvars) if ok else None)
     outputs, eqns = _flow(closed, use)
 
     def reached(var, seen) -> set | None:
-        """The output indices ``var`` reaches, or None where a use leaves ELEMENTWISE_PATH."""
+        """The output indices ``var`` reaches, or None where a use leaves the path."""
         if var in seen:
             return set()
         seen.add(var)
@@ -560,23 +582,127 @@ def elementwise_sources(closed) -> dict:
             continue
         if not D.is_float(np.dtype(eqn.outvars[0].aval.dtype)) or D.is_complex(np.dtype(eqn.outvars[0].aval.dtype)):
             continue
+        if sum(e is eqn for e in eqns) > 1:      # (a function called twice: two values, one equation)
+            continue
         r = reached(eqn.outvars[0], set())
         if r is not None and len(r) == 1:
             found[id(eqn)] = min(int(modes[0].ulp), MAX_NEIGHBOURS)
     return found
 
 
+# index_map values: the output element depends on no element of the source (a gather's fill, an
+# operand from elsewhere), or on several (an arithmetic path met two of them).
+NO_ELEMENT, SEVERAL_ELEMENTS = -1, -2
+
+
+def index_map(eqn, maps: list, invals, platform: str = "cpu") -> np.ndarray:
+    """Per output element of ``eqn`` (on an elementwise_sources path), the flat index of the
+    source's element it comes from: ``maps`` holds each operand's map (None: not on the path),
+    ``invals`` the operands (a gather's indices)."""
+    import jax.extend.core as jcore
+    from jax import lax
+    shape = tuple(eqn.outvars[0].aval.shape)
+    name = eqn.primitive.name
+    if name in GATHERS:
+        if any(m is not None for m in maps[1:]):
+            return np.full(shape, SEVERAL_ELEMENTS, np.int32)
+        p = eqn.params
+        key = ("index-map",) + _signature(eqn)
+        fn = _EQN_FUNCTIONS.get(key)
+        if fn is None:
+            def fn(o, i):
+                return lax.gather(o, i, p["dimension_numbers"], p["slice_sizes"], mode=p["mode"],
+                                  unique_indices=p["unique_indices"], indices_are_sorted=p["indices_are_sorted"],
+                                  fill_value=NO_ELEMENT)
+            _EQN_FUNCTIONS[key] = fn
+        return np.asarray(_interpreted(fn, platform)(maps[0], np.asarray(invals[1]))).astype(np.int32)
+    if name in BIJECTIVE_RESHAPES:
+        ops = [m if m is not None else np.asarray(v) for m, v in zip(maps, invals)]
+        ops = [np.asarray(v, a.aval.dtype) if isinstance(a, jcore.Literal) else v for a, v in zip(eqn.invars, ops)]
+        return np.asarray(_interpreted(eqn_function(eqn), platform)(*ops)[0]).astype(np.int32)
+    out = np.full(shape, NO_ELEMENT, np.int32)
+    for m in maps:                  # arithmetic: the one element its path operands share
+        if m is None:
+            continue
+        m = np.broadcast_to(m, shape)
+        out = np.where(out == NO_ELEMENT, m, np.where((m == NO_ELEMENT) | (m == out), out, SEVERAL_ELEMENTS))
+    return out.astype(np.int32)
+
+
+def shared_elements(maps: list) -> np.ndarray:
+    """Labels of an output's elements (flat) such that elements sharing a source element (in any of
+    ``maps``, the sources' flat index maps on that output) share a label: the groups one replay
+    must explain together (connected through any of the sources).
+
+    Why this is sound: every replay is one evaluation of the program, each source element given one
+    value within its budget (the backend's alone, or the reference's moved k ulp). An output element
+    of an elementwise_sources path depends on at most one element of each source (index_map; where
+    one depends on SEVERAL_ELEMENTS, t + rev(t), the map given here is all zeros: the output is one
+    group). Output elements in different groups depend on disjoint source elements, so taking a
+    different replay for each group is still one assignment of compliant values to the source
+    elements. Within a group (a gather copying one element to two outputs, or two sources' copies
+    chained), per-element choices could need two values of one source element, which no compliant
+    backend computes: one replay must give the whole group."""
+    label = np.arange(maps[0].size)
+    size = label.size
+    while True:
+        before = label.copy()
+        for m in maps:
+            on = m >= 0
+            low = np.full(int(m.max(initial=0)) + 1, size)
+            np.minimum.at(low, m[on], label[on])
+            label[on] = low[m[on]]
+            label = label[label]            # (follow the labels to their roots)
+        if (label == before).all():
+            return label
+
+
 def _hybrid_watcher(judge: _OpJudge, keep_reference: frozenset = frozenset(), bounds: dict | None = None,
-                    moved: tuple | None = None):
+                    moved: tuple | None = None, track: dict | None = None):
     """The hybrid replay's watcher: inexact operations from the backend (judged first), except
     those in ``keep_reference`` (ids of terminal operations), which keep the reference's value
     (and, for a sum, leave its DOT_PRODUCT bound on its operands in ``bounds``), and the one
-    ``moved`` = (id, k) names, whose reference value is moved k ulp (elementwise_sources)."""
+    ``moved`` = (id, k) names, whose reference value is moved k ulp (elementwise_sources); with
+    ``track``, every value computed from that one gets its :func:`index_map` there (by var)."""
+    import jax.extend.core as jcore
+
     from conformance.checks import ulp_neighbour
+    from conformance.observe import CALLS, call_body
     from conformance.replay import _Replay
+    from interp.evaluator import split_jaxpr
 
     class Hybrid(_Replay):
+        def step(self, ctx, rule, invals, params):
+            body = call_body(ctx.eqn) if track is not None and ctx.name in CALLS else None
+            if body is None:
+                return super().step(ctx, rule, invals, params)
+            inner = split_jaxpr(body)[0]        # a call passes index maps on, in and out
+            for iv, a in zip(inner.invars, ctx.eqn.invars):
+                if not isinstance(a, jcore.Literal) and a in track:
+                    track[iv] = track[a]
+                else:
+                    track.pop(iv, None)
+            result = super().step(ctx, rule, invals, params)
+            for ov, iv in zip(ctx.eqn.outvars, inner.outvars):
+                if not isinstance(iv, jcore.Literal) and iv in track:
+                    track[ov] = track[iv]
+            return result
+
         def eval_eqn(self, ctx, rule, invals, params):
+            outs = self._value(ctx, rule, invals, params)
+            if track is not None:
+                eqn = ctx.eqn
+                maps = [None if isinstance(a, jcore.Literal) else track.get(a) for a in eqn.invars]
+                if id(eqn) == moved[0]:
+                    track[eqn.outvars[0]] = np.arange(np.size(outs[0]), dtype=np.int32).reshape(np.shape(outs[0]))
+                elif any(m is not None for m in maps):
+                    track[eqn.outvars[0]] = index_map(eqn, maps, invals, judge.platform)
+                else:
+                    for ov in eqn.outvars:
+                        track.pop(ov, None)
+            return outs
+
+        def _value(self, ctx, rule, invals, params):
             eqn = ctx.eqn
             if not is_inexact(eqn):
                 return super().eval_eqn(ctx, rule, invals, params)
@@ -616,9 +742,11 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
     """Levels 1 and 2 of the module docstring for ``program`` (anything with ``fn``) on ``inputs``
     with the backend's outputs ``outs``."""
     import jax
+    import jax.extend.core as jcore
 
     from conformance import checks
     from conformance.replay import Variant, program_ops, reference_replay, scatter_candidates
+    from interp.evaluator import split_jaxpr
     fn = program.fn
     case = case or Case(id="fuzz-program", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"),
                         x64=bool(jax.config.jax_enable_x64), jax_config=_config())
@@ -641,8 +769,8 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
             # judged whole: a known divergence of kernels (primitive pallas_call) explains it.
             return ProgramVerdict(rec["outcome"] == KNOWN_DIVERGENCE, rec, reference)
         ops = program_ops(closed)
-        exact_only = not _has_inexact(closed)      # level 2 can only replay the x + 0 fold
-        if exact_only and not _adds(ops):
+        exact_only = not _has_inexact(closed)      # level 2 can only replay the divergences' folds
+        if exact_only and not _divergence_replays(judged_as(runner), ops):
             return ProgramVerdict(False, rec, reference)
         # Level 2: the backend's inexact operations, judged one by one, and the rest exactly.
         judge = _OpJudge(runner, platform)
@@ -654,13 +782,14 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
 
         sources = elementwise_sources(closed)
 
-        def hybrid(variant: dict | None, moved: tuple | None = None) -> list[tuple]:
+        def hybrid(variant: dict | None, moved: tuple | None = None, track: dict | None = None) -> list[tuple]:
             """[(replay with every inexact operation from the backend, the same with the terminal
             operations' reference values, or None)] per scatter candidate; with ``moved`` = (id, k),
-            [(the replay with that operation's reference value moved k ulp, None)]."""
+            [(the replay with that operation's reference value moved k ulp, None)] (and the index
+            maps of the values computed from it in ``track``)."""
             fields = {k: v for k, v in (variant or {}).items() if k != "scatter_winner"}
             runs = []
-            for w in ([_hybrid_watcher(judge, moved=moved)] if moved else watchers):
+            for w in ([_hybrid_watcher(judge, moved=moved, track=track)] if moved else watchers):
                 if variant and "scatter_winner" in variant:
                     runs.append(scatter_candidates(closed, list(inputs), Variant(**fields), watcher=w))
                 else:
@@ -674,22 +803,56 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
                                            f"judgement ({c.record.get('detail')})")
             return ProgramVerdict(False, rec, reference, c)
         replays: dict = {}
-        neighbours: dict = {}           # name -> the replays with one elementwise source moved
+        neighbours: dict = {}           # name -> (the replays with one elementwise source moved, labels)
         by_neighbours: set = set()      # the names explained only with them
+        program_outvars = split_jaxpr(closed)[0].outvars
 
-        def complies(pairs, mode_change) -> bool:
+        def neighbour_replays(variant) -> tuple[list, dict]:
+            """(the replays with one elementwise source moved k ulp, for every |k| up to its budget
+            and at most MAX_NEIGHBOUR_REPLAYS in all; {output index: flat labels of its elements,
+            equal where they share an element of a source}). Where an output element depends on
+            several elements of one source (which, the map does not say), that whole output is one
+            group."""
+            runs, maps, count = [], {}, 0
+            for eqn_id, budget in sources.items():
+                track: dict = {}
+                mine = []
+                for k in range(-budget, budget + 1):   # (k = 0: the reference's value, not the backend's alone)
+                    if count == MAX_NEIGHBOUR_REPLAYS:
+                        break
+                    count += 1
+                    try:
+                        mine += hybrid(variant, (eqn_id, k), track)
+                    except Exception:  # noqa: BLE001  (Culprit included: that value explains nothing)
+                        pass
+                reached = [(i, track[v].reshape(-1)) for i, v in enumerate(program_outvars)
+                           if not isinstance(v, jcore.Literal) and v in track]
+                if mine and reached:
+                    runs += mine
+                    for i, m in reached:
+                        maps.setdefault(i, []).append(np.zeros_like(m) if (m == SEVERAL_ELEMENTS).any() else m)
+            return runs, {i: shared_elements(ms) for i, ms in maps.items()}
+
+        def complies(pairs, mode_change, labels: dict | None = None) -> bool:
+            """Whether every output element is what one of the replays ``pairs`` gives; the elements
+            ``labels`` groups (sharing an element of a moved source) all by the same replay."""
             for i, out in enumerate(outs):
                 exact = C.exact("definition")
                 exact = mode_change(exact) if mode_change else exact
                 ok = np.zeros(np.shape(out), bool)
+                label = (labels or {}).get(i)
                 for sub, kept in pairs:
-                    ok |= checks.complies(exact, sub[i], out)
+                    this = checks.complies(exact, sub[i], out)
                     if kept is not None and i in terminal["outputs"]:
-                        ok |= checks.complies(C.ulp(terminal["outputs"][i], "spec-semantics"), kept[i], out)
+                        this = this | checks.complies(C.ulp(terminal["outputs"][i], "spec-semantics"), kept[i], out)
                     if kept is not None and i in terminal["sums"]:
                         eqn_id, mode = terminal["sums"][i]
                         if eqn_id in sum_bounds:
-                            ok |= checks.complies(mode, kept[i], out, bound=sum_bounds[eqn_id])
+                            this = this | checks.complies(mode, kept[i], out, bound=sum_bounds[eqn_id])
+                    if label is not None:
+                        failed = np.bincount(label, weights=~np.reshape(this, -1), minlength=label.size)
+                        this = np.reshape(failed[label] == 0, np.shape(out))
+                    ok |= this
                 if not ok.all():
                     return False
             return True
@@ -710,14 +873,9 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
             if not sources:
                 return False
             if name not in neighbours:
-                neighbours[name] = []
-                moves = [(eqn_id, k) for eqn_id, budget in sources.items() for k in range(-budget, budget + 1)]
-                for move in moves[:MAX_NEIGHBOUR_REPLAYS]:     # (k = 0: the reference's value, not the backend's alone)
-                    try:
-                        neighbours[name] += hybrid(variant, move)
-                    except Exception:  # noqa: BLE001  (Culprit included: that value explains nothing)
-                        pass
-            if neighbours[name] and complies(pairs + neighbours[name], mode_change):
+                neighbours[name] = neighbour_replays(variant)
+            runs, labels = neighbours[name]
+            if runs and complies(pairs + runs, mode_change, labels):
                 by_neighbours.add(name)
                 return True
             return False
@@ -727,12 +885,14 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
         if name is None and not exact_only:
             found = AM.explain(judged_as(runner), attempt, ops)
             name = f"{PER_OPERATION}+{found}" if found else None
-        if name is None and _zero_added_kept(judged_as(runner), attempt, ops):
-            div = DV.BY_ID[ZERO_ADDED_KEPT]
+        divergences = _explained_by_divergences(judged_as(runner), attempt, ops) if name is None else []
+        if divergences:
+            div = DV.BY_ID[divergences[0]]
             rec.update(outcome=KNOWN_DIVERGENCE, allowance=None,
                        known_divergence={"id": div.id, "link": div.link, "summary": div.summary},
-                       detail="the program replayed with x + 0 and x - 0 kept as x (loop bodies included) "
-                              "gives the backend's outputs")
+                       known_divergences=divergences,
+                       detail="the program replayed with " + " and ".join(divergences) + " applied to every "
+                              "equation it can (loop bodies included) gives the backend's outputs")
             return ProgramVerdict(True, rec, reference)
     if name is None:
         rec["detail"] = ("the backend's inexact operations each comply on their own, but the program's "
@@ -746,28 +906,46 @@ def explain_program(program, inputs, outs, runner, platform: str = "cpu", refere
     return ProgramVerdict(True, rec, reference)
 
 
-ZERO_ADDED_KEPT = "xla-cpu-add-zero-keeps-negative-zero"
+# Known divergences of XLA:CPU that a whole-program replay applies (replay.Variant fields): an
+# equation folded or rewritten where per-equation judgement cannot see it (a loop body, judged at
+# the loop boundary; a fused producer never observed alone, moved within its budget by the
+# neighbour replay). The primitives each needs in the program.
+DIVERGENCE_REPLAYS = {
+    "xla-cpu-add-zero-keeps-negative-zero": ("zero_added_kept", ("add", "sub")),
+    "xla-cpu-divide-by-constant-as-reciprocal": ("reciprocal_division", ("div",)),
+}
 
 
-def _adds(ops) -> bool:
-    return any(op[0] in ("add", "sub") for op in ops)
+def _divergence_replays(runner: str, ops) -> list[str]:
+    """The DIVERGENCE_REPLAYS entries for ``runner`` on the installed JAX that ``ops`` can meet."""
+    import fnmatch
+
+    import jax
+
+    from spec.versions import version_in
+    names = {op[0] for op in ops}
+    return [i for i, (_, prims) in DIVERGENCE_REPLAYS.items()
+            if any(fnmatch.fnmatchcase(runner, p) for p in DV.BY_ID[i].runners)
+            and version_in(jax.__version__, DV.BY_ID[i].jax_versions) and names & set(prims)]
 
 
-def _zero_added_kept(runner: str, attempt, ops) -> bool:
-    """Whether the whole program replayed with x + 0 and x - 0 kept as x (replay.Variant
-    zero_added_kept), alone or with the runner's replay allowances, explains the outputs: the
-    known divergence applied where per-equation judgement cannot reach it (loop bodies, judged
-    at the loop boundary)."""
-    if runner not in DV.BY_ID[ZERO_ADDED_KEPT].runners or not _adds(ops):
-        return False
+def _explained_by_divergences(runner: str, attempt, ops) -> list[str]:
+    """The known divergences (ids) with which the whole program replayed (each one's Variant flag,
+    loop bodies included), alone or with the runner's replay allowances, explains the outputs:
+    each divergence alone, then all together; [] where none does."""
+    ids = _divergence_replays(runner, ops)
+    if not ids:
+        return []
     replays = [a.variant for a in AM.for_runner(runner) if a.variant and AM.applies_to_program(a, ops)]
     merged: dict = {}
     for v in replays:
         merged.update(v)
-    for v in [{}] + replays + ([merged] if len(replays) > 1 else []):
-        if attempt({**v, "zero_added_kept": True}, None, f"{ZERO_ADDED_KEPT}+{sorted(v.items())}"):
-            return True
-    return False
+    for chosen in [[i] for i in ids] + ([ids] if len(ids) > 1 else []):
+        flags = {DIVERGENCE_REPLAYS[i][0]: True for i in chosen}
+        for v in [{}] + replays + ([merged] if len(replays) > 1 else []):
+            if attempt({**v, **flags}, None, f"{'+'.join(chosen)}+{sorted(v.items())}"):
+                return chosen
+    return []
 
 
 def _has_inexact(closed) -> bool:

@@ -16,7 +16,8 @@ PALLAS_HEADER = ("from jax.experimental import pallas as pl\nfrom jax.experiment
 
 # How each operation with blocks calls them (see _block_def).
 _CONVENTIONS = {"switch": "positional", "cond": "positional", "call": "positional", "while": "carry",
-                "fori": "fori", "scan": "scan", "pallas_call": "kernel"}
+                "fori": "fori", "scan": "scan", "pallas_call": "kernel",
+                "shard_map": "positional"}
 
 
 def _names(prefix: str, block: Block, param_names: list[str]) -> list[str]:

@@ -69,6 +69,14 @@ def _arrays_source(name: str, arrays) -> str:
     return f"{name} = [\n{items}]\n"
 
 
+def _devices(program) -> str:
+    """For a program over several devices: XLA:CPU's host devices, set before JAX starts."""
+    if program.devices <= 1:
+        return ""
+    return ("import os\n\nos.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') + "
+            f"' --xla_force_host_platform_device_count={program.devices}').strip()\n")
+
+
 def script(tc: TestCase, record: dict, expected, backend) -> str:
     p = tc.program
     where = record.get("first_divergent_eqn") or {}
@@ -81,7 +89,7 @@ def script(tc: TestCase, record: dict, expected, backend) -> str:
            + json.dumps(info, indent=1, default=str) + "\n")
     config = "".join(f"jax.config.update({k!r}, {v!r})\n" for k, v in (("jax_enable_x64", p.x64),) + tuple(p.config)
                      if k != "jax_enable_x64" or v)
-    return ('"""' + doc.replace('"""', "'''") + '"""\n' + render.HEADER + "\n" + config + "\n"
+    return ('"""' + doc.replace('"""', "'''") + '"""\n' + _devices(p) + render.HEADER + "\n" + config + "\n"
             + render.definitions(p) + "\n"
             + _HELPERS.split("\n\ndef main")[0] + "\n\n"
             + _arrays_source("INPUTS", tc.inputs) + _arrays_source("EXPECTED", expected)

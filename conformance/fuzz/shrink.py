@@ -12,7 +12,9 @@ test cases; a proposal is kept when ``still_fails`` says it still falls in the f
    result can be replaced by an operand of the same type (x / transpose(transpose(x)) keeps the
    shared operand that x / x needs);
 3. **kernels**: a smaller grid (the arrays cut to the blocks it visits), then kernel operations
-   removed (an effect dropped, a result replaced by an earlier value of its type);
+   removed (an effect dropped, a result replaced by an earlier value of its type); **shard_maps**
+   (conformance/fuzz/families/spmd.py): one output kept, body operations removed the same way;
+   then the operands neither reads;
 4. **scalarise** elementwise programs: every value of one shape becomes the single failing
    element (rank 0);
 5. **slice** the inputs: each group of dimensions that must keep one size together (a dot's
@@ -362,20 +364,32 @@ KERNEL_EFFECTS = ("k_store", "k_accum", "k_masked_store", "k_init", "k_dma_start
 
 
 def kernel_call(program: Program) -> Op | None:
+    return block_call(program, "pallas_call")
+
+
+def block_call(program: Program, name: str = "") -> Op | None:
+    """The program's one operation, where it is a ``pallas_call`` or ``shard_map`` (or ``name``)
+    whose block is what shrinking edits."""
     ops = program.body.ops
-    return ops[0] if len(ops) == 1 and ops[0].name == "pallas_call" else None
+    ok = (name,) if name else ("pallas_call", "shard_map")
+    return ops[0] if len(ops) == 1 and ops[0].name in ok else None
 
 
 def _with_call(tc: TestCase, call: Op, inputs: list, input_decls=None) -> TestCase:
     p = tc.program
     decls = tuple(input_decls) if input_decls is not None else p.inputs
-    body = Block(tuple(i.type for i in decls), (call,), (len(decls),))
+    body = Block(tuple(i.type for i in decls), (call,), tuple(range(len(decls), len(decls) + len(call.outs))))
     return TestCase(dataclasses.replace(p, inputs=decls, body=body, origin=()), list(inputs))
 
 
-def _kernel_ops(kernel: Block, ops: list, remap: dict) -> Block:
-    """The kernel with ``ops`` (a subset of its ops, in order, args remapped by ``remap``), dead
-    results dropped, values renumbered."""
+def _effects(call: Op) -> tuple:
+    return KERNEL_EFFECTS if call.name == "pallas_call" else ()
+
+
+def _kernel_ops(kernel: Block, ops: list, remap: dict, effects=KERNEL_EFFECTS) -> Block:
+    """The block (a kernel, a shard_map body) with ``ops`` (a subset of its ops, in order, args
+    and outputs remapped by ``remap``), dead results dropped (``effects``: ops kept all the same),
+    values renumbered."""
     n = len(kernel.params)
     k_id = n
     old_ids = {}
@@ -384,10 +398,11 @@ def _kernel_ops(kernel: Block, ops: list, remap: dict) -> Block:
             old_ids[(k, j)] = k_id
             k_id += 1
     kept = [(k, op) for k, op in enumerate(kernel.ops) if k in ops]
+    outputs = [remap.get(o, o) for o in kernel.outputs]
     # drop pure operations whose results nothing uses (repeatedly, last first)
     while True:
-        used = {remap.get(a, a) for _, op in kept for a in op.args}
-        dead = [i for i, (k, op) in enumerate(kept) if op.name not in KERNEL_EFFECTS
+        used = {remap.get(a, a) for _, op in kept for a in op.args} | set(outputs)
+        dead = [i for i, (k, op) in enumerate(kept) if op.name not in effects
                 and not any(old_ids[(k, j)] in used for j in range(len(op.outs)))]
         if not dead:
             break
@@ -400,19 +415,19 @@ def _kernel_ops(kernel: Block, ops: list, remap: dict) -> Block:
         for j in range(len(op.outs)):
             ids[old_ids[(k, j)]] = nxt
             nxt += 1
-    return Block(kernel.params, tuple(new_ops), ())
+    return Block(kernel.params, tuple(new_ops), tuple(ids[o] for o in outputs))
 
 
 def kernel_without(tc: TestCase, k: int) -> TestCase | None:
-    """Kernel op ``k`` removed: an effect dropped, or a result replaced by the latest earlier value
-    of its type (an operand where one fits)."""
-    call = kernel_call(tc.program)
+    """Kernel (or shard_map body) op ``k`` removed: an effect dropped, or a result replaced by the
+    latest earlier value of its type (an operand where one fits)."""
+    call = block_call(tc.program)
     if call is None or k >= len(call.blocks[0].ops):
         return None
     kernel = call.blocks[0]
     op = kernel.ops[k]
     remap: dict = {}
-    if op.name not in KERNEL_EFFECTS:
+    if op.name not in _effects(call):
         if len(op.outs) != 1:
             return None
         types = kernel.types()
@@ -422,17 +437,31 @@ def kernel_without(tc: TestCase, k: int) -> TestCase | None:
         if not same:
             return None
         remap[first] = same[-1]
-    new = _kernel_ops(kernel, [i for i in range(len(kernel.ops)) if i != k], remap)
+    new = _kernel_ops(kernel, [i for i in range(len(kernel.ops)) if i != k], remap, _effects(call))
     return _with_call(tc, dataclasses.replace(call, blocks=(new,)), tc.inputs)
 
 
+def shard_map_output(tc: TestCase, j: int) -> TestCase | None:
+    """A shard_map program returning only output ``j`` (its out_spec kept; what only the others
+    needed dropped)."""
+    call = block_call(tc.program, "shard_map")
+    if call is None or len(call.outs) <= 1:
+        return None
+    body = call.blocks[0]
+    body = _kernel_ops(Block(body.params, body.ops, (body.outputs[j],)), list(range(len(body.ops))), {}, ())
+    new_call = Op(call.name, call.args, tuple(sorted(dict(call.p, out_specs=(call.p["out_specs"][j],)).items())),
+                  (call.outs[j],), (body,))
+    return _with_call(tc, new_call, tc.inputs)
+
+
 def kernel_without_unused_inputs(tc: TestCase) -> TestCase | None:
-    """The kernel without the input blocks it never reads (their BlockSpecs and arrays dropped)."""
-    call = kernel_call(tc.program)
+    """The kernel (or shard_map) without the input blocks its body never reads (their BlockSpecs
+    or in_specs and arrays dropped)."""
+    call = block_call(tc.program)
     if call is None:
         return None
-    kernel, nt = call.blocks[0], call.p["n_prefetch"]
-    used = {a for op in kernel.ops for a in op.args}
+    kernel, nt = call.blocks[0], call.p.get("n_prefetch", 0)
+    used = {a for op in kernel.ops for a in op.args} | set(kernel.outputs)
     unused = [r for r in range(len(call.p["in_specs"])) if nt + r not in used]
     if not unused:
         return None
@@ -446,7 +475,8 @@ def kernel_without_unused_inputs(tc: TestCase) -> TestCase | None:
     params_ = tuple(t for v, t in enumerate(kernel.params) if v not in gone)
     in_specs = tuple(spec for r, spec in enumerate(call.p["in_specs"]) if r not in unused)
     new_call = Op(call.name, tuple(range(len(call.args) - len(unused))),
-                  tuple(sorted(dict(call.p, in_specs=in_specs).items())), call.outs, (Block(params_, ops, ()),))
+                  tuple(sorted(dict(call.p, in_specs=in_specs).items())), call.outs,
+                  (Block(params_, ops, tuple(ids[o] for o in kernel.outputs)),))
     keep = [i for i in range(len(tc.inputs)) if i not in gone]
     return _with_call(tc, new_call, [tc.inputs[i] for i in keep], [tc.program.inputs[i] for i in keep])
 
@@ -580,20 +610,28 @@ class Shrinker:
         return changed
 
     def _kernel(self, tc: TestCase) -> TestCase | None:
-        """A kernel's grid made smaller (each axis to 1 step, else one step fewer), its operations
-        removed one at a time (last first), then the input blocks it no longer reads."""
-        call = kernel_call(tc.program)
+        """A kernel's grid made smaller (each axis to 1 step, else one step fewer), a shard_map's
+        failing output kept alone, then its operations removed one at a time (last first), then
+        the input blocks it no longer reads."""
+        call = block_call(tc.program)
         if call is None:
             return None
         changed = None
-        for axis, g in enumerate(call.p["grid"]):
+        if call.name == "shard_map" and len(call.outs) > 1:
+            where = self.failing_output(tc)
+            for j in ([where[0]] if where else []) + [j for j in range(len(call.outs)) if not where or j != where[0]]:
+                cand = shard_map_output(tc, j)
+                if self._try(cand, tc):
+                    tc = changed = cand
+                    break
+        for axis, g in enumerate(call.p.get("grid", ())):
             for extent in (1, g - 1):
                 cand = smaller_grid(tc, axis, extent)
                 if not self._out_of_time() and cand is not None and self._try(cand, tc):
                     tc = changed = cand
                     break
         for k in reversed(range(len(call.blocks[0].ops))):
-            call = kernel_call(tc.program)
+            call = block_call(tc.program)
             if k >= len(call.blocks[0].ops) or self._out_of_time():
                 continue
             cand = kernel_without(tc, k)

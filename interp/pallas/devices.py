@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
-from ..schedule import current_device, wait_until
+from ..schedule import current_device, report_race, wait_until
 from .memory import KernelRef, _show
 
 
@@ -92,6 +92,12 @@ class DeviceKernels:
         self.heard = {key: set() for key in self.members}   # per member: members known to run
         self.signallers: dict = {}              # id(semaphore buffer) -> members that signalled it
         self.accesses = DeviceAccesses(len(entries))   # device buffers touched across devices
+        # run_scoped allocations by occurrence (a signal may land before its target enters one):
+        self.entered: dict = {}    # (member, id(prototypes)) -> occurrences entered so far
+        self.scoped: dict = {}     # id(ref inside a run_scoped) -> (id(prototypes), occurrence,
+        #                            position, prototypes)
+        self.early: dict = {}      # (member, id(prototypes), occurrence) -> its allocations,
+        #                            made by a signal before the member entered that run_scoped
 
     # -- members (device, core) ------------------------------------------------------------------
     def member(self, run) -> tuple:
@@ -243,12 +249,13 @@ class DeviceKernels:
         # (the cores of one device start together: the device allocated all their buffers)
         if (self.custom_barrier and key[0] != here[0] and key not in self.heard[here]
                 and run.options.detect_races):
-            raise RaceError(
+            # (recorded: the target's buffers exist from the start rendezvous on)
+            report_race(run, RaceError(
                 f"{run.where()}: {what} into {ref.short()} of {self.describe(key)}, "
                 f"which this {'core' if len(self.cores[here[0]]) > 1 else 'device'} has not "
                 "heard from: the kernel sets collective_id, so no "
                 "device barrier precedes it, and its kernel may not have started (signal and "
-                "wait on the barrier semaphore first)")
+                "wait on the barrier semaphore first)"))
         # Buffers a kernel finds by what they are rather than by position (Mosaic GPU GMEM:
         # operands and semaphores reserved at launch, KernelRun.peer_buffer).
         other = run.peer_buffer(ref, self.members[key])
@@ -266,6 +273,8 @@ class DeviceKernels:
         other = there[slot] if slot < len(there) else None
         if other is None or other.name != ref.name or other.array.shape != ref.array.shape \
                 or other.array.dtype != ref.array.dtype:
+            other = self._not_entered(ref, key)
+        if other is None:
             raise RaceError(f"{run.where()}: {what} into {ref.short()} of "
                             f"{self.describe(key)}, which is not inside the "
                             "run_scoped that allocates it (the buffer does not exist there)")
@@ -282,20 +291,47 @@ class DeviceKernels:
             self.heard[here] |= heard
         self.accesses.acquire(here[0], ref)
 
-    def enter_scope(self, run, refs) -> None:
+    def enter_scope(self, run, prototypes) -> list:
         """A run_scoped's allocations on ``run``'s device (and core): other devices may address
-        them (by position: kernels enter their run_scopeds in program order) until it ends."""
+        them (by position: kernels enter their run_scopeds in program order) until it ends.
+        Those a signal made before (:meth:`_not_entered`) are taken over, signals and all."""
         key = self.member(run)
-        for r in refs:
+        counted = (key, id(prototypes))
+        n = self.entered.get(counted, 0)
+        self.entered[counted] = n + 1
+        refs = self.early.pop((key, id(prototypes), n), None) or \
+            [p.fresh(run) for p in prototypes]
+        for i, r in enumerate(refs):
             self.slots[key][id(r)] = len(self.buffers[key])
             self.buffers[key].append(r)
+            self.scoped[id(r)] = (id(prototypes), n, i, prototypes)
+        return refs
 
     def exit_scope(self, run, refs) -> None:
         key = self.member(run)
         for r in refs:
             del self.slots[key][id(r)]
+            self.scoped.pop(id(r), None)
         if refs:
             del self.buffers[key][-len(refs):]
+
+    def _not_entered(self, ref, key):
+        """The semaphore of member ``key`` that ``ref`` (a run_scoped semaphore of the sender)
+        is when ``key`` has not yet entered that run_scoped (the same occurrence), made now; None
+        for any other buffer, or once ``key`` has left it. Mosaic TPU allocates a run_scoped's
+        semaphores in the kernel's frame (mosaic/lowering.py _run_scoped_lowering_rule:
+        tpu.sem_alloc in a tpu.region), so a signal lands before the target enters the region
+        (JAX's double-barrier pattern, docs/pallas/tpu/distributed.md; semaphore_signal/c3)."""
+        scoped = self.scoped.get(id(ref))
+        if ref.kind != "semaphore" or scoped is None:
+            return None
+        pid, n, i, prototypes = scoped
+        if self.entered.get((key, pid), 0) > n:
+            return None
+        refs = self.early.get((key, pid, n))
+        if refs is None:
+            refs = self.early[(key, pid, n)] = [p.fresh(self.members[key]) for p in prototypes]
+        return refs[i]
 
     def remote_semaphore(self, run, sem, target, what: str):
         ref, index = sem
@@ -449,12 +485,13 @@ class DeviceAccesses:
         for other, other_kind, other_mask, epoch, _ in records:
             if (kind != "read" or other_kind != "read") and \
                     not self._ordered(device, other, epoch) and (other_mask & mask).any():
-                raise RaceError(
+                report_race(ref.run, RaceError(
                     f"{group.devices[device].describe()}: {kind} of {ref.short()} of "
                     f"{group.devices[ref.run.device_rank].describe()} while "
                     f"{group.devices[other].describe()}'s {other_kind} of the same elements is "
                     "not known to precede it (no semaphore it signalled after that access was "
-                    "waited on by this device)")
+                    "waited on by this device)"))
+                break
         records.append((device, kind, mask, self.epoch[device], ref))
 
     def check_end(self, group, device: int) -> None:
@@ -463,11 +500,12 @@ class DeviceAccesses:
         for records in self.records.values():
             for other, kind, _, epoch, ref in records:
                 if ref.run.device_rank == device and not self._ordered(device, other, epoch):
-                    raise RaceError(
+                    report_race(ref.run, RaceError(
                         f"{group.devices[device].describe()}: the kernel ends while "
                         f"{group.devices[other].describe()}'s {kind} of its {ref.short()} is not "
                         "known to have completed (wait on a semaphore that device signals after "
-                        "it)")
+                        "it)"))
+                    return
 
 
 class DeviceTracker:

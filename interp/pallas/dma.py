@@ -22,6 +22,13 @@
   destination (or, for a send, writing the source) of any of them is a
   :class:`DmaCompletionOrderError` naming the kernel, device, semaphore and DMAs.
 * ``semaphore_signal`` adds, ``semaphore_wait`` waits for and subtracts, ``semaphore_read`` reads.
+* Under ``Options(on_race="record")`` a race goes to ``interp.schedule.report_race`` (recorded)
+  and the kernel goes on in the reference's order (spec: pallas_tpu/recorded-race): an access
+  takes effect when the kernel makes it, a DMA reads its source when its send completes and
+  writes its destination when it completes (its wait, or the end of the kernel or run_scoped for
+  one never waited for), a wait several DMAs could satisfy completes them in start order. A wait
+  nothing can satisfy and a DMA whose indirect destination names an element twice with different
+  values still raise: they have no order to go on in.
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ import math
 import numpy as np
 
 from ..errors import RaceError
-from ..schedule import running, wait_until
+from ..schedule import report_race, running, wait_until
 from .memory import _selected_coords, _show
 
 
@@ -250,13 +257,15 @@ class DmaEngine:
             self._check_unsettled(dma.dst, "DMA into", write=True)
         for other in self.inflight:
             if dma.dst.overlaps(other.dst) or (not other.sent and dma.dst.overlaps(other.src)):
-                raise RaceError(f"{self.run.where()}: DMA into {dma.dst.describe()} overlaps "
-                                f"the DMA in flight from {other.src.describe()} to "
-                                f"{other.dst.describe()} (started at grid point {other.point})")
-            if dma.src.overlaps(other.dst):
-                raise RaceError(f"{self.run.where()}: DMA from {dma.src.describe()} reads the "
-                                f"destination of the DMA in flight into {other.dst.describe()} "
-                                f"(started at grid point {other.point})")
+                report_race(self.run, RaceError(
+                    f"{self.run.where()}: DMA into {dma.dst.describe()} overlaps the DMA in "
+                    f"flight from {other.src.describe()} to {other.dst.describe()} (started at "
+                    f"grid point {other.point})"))
+            elif dma.src.overlaps(other.dst):
+                report_race(self.run, RaceError(
+                    f"{self.run.where()}: DMA from {dma.src.describe()} reads the destination "
+                    f"of the DMA in flight into {other.dst.describe()} (started at grid point "
+                    f"{other.point})"))
         self.inflight.append(dma)
 
     def _transfer(self, src, src_index, dst, dst_index, add, taken=None) -> None:
@@ -444,30 +453,35 @@ class DmaEngine:
         if not self.detect:
             return
         ids = {id(r) for r in sems}
-        for dma in self.inflight:
+        for dma in list(self.inflight):
             if what == "pallas_call" or id(dma.dst_sem[0] if dma.dst_sem else None) in ids:
-                raise RaceError(f"{self.run.where()}: DMA from {dma.src.describe()} to "
-                                f"{dma.dst.describe()} (started at grid point {dma.point}) was "
-                                f"never waited for before the end of the {what}")
+                report_race(self.run, RaceError(
+                    f"{self.run.where()}: DMA from {dma.src.describe()} to {dma.dst.describe()} "
+                    f"(started at grid point {dma.point}) was never waited for before the end "
+                    f"of the {what}"))
+                self._complete(dma)   # (recorded: it lands now, before the buffers go)
         for ref in sems:
             left = ref.array != 0
             if left.any():   # (np.argwhere finds nothing in a 0-d array: a scalar semaphore)
                 at = tuple(int(i) for i in np.argwhere(left)[0]) if left.ndim else ()
-                raise RaceError(f"{self.run.where()}: semaphore {ref.short()} holds "
-                                f"{int(ref.array[at])} at index {at} at the end of the {what} "
-                                "(signals and waits do not balance)")
+                report_race(self.run, RaceError(
+                    f"{self.run.where()}: semaphore {ref.short()} holds {int(ref.array[at])} at "
+                    f"index {at} at the end of the {what} (signals and waits do not balance)"))
 
     # -- race checks on kernel accesses --------------------------------------------------------
     def _check_unsettled(self, region, what, write: bool) -> None:
         """A DMA or access touching data an ambiguous wait leaves undefined: the destination of
         any of its DMAs (or, for a write, the source of a DMA whose send it counted)."""
-        for wait in self.unsettled:
+        for wait in list(self.unsettled):
             for k, (dma, receive) in enumerate(wait.parts):
                 side = dma.dst if receive else dma.src if write else None
                 if side is not None and region.overlaps(side):
-                    raise DmaCompletionOrderError(wait.message(
+                    report_race(self.run, DmaCompletionOrderError(wait.message(
                         f"{self.run.where()}: {what} {region.describe()} touches the "
-                        f"{'destination' if receive else 'source'} of DMA {k + 1}"))
+                        f"{'destination' if receive else 'source'} of DMA {k + 1}")))
+                    # (recorded: the start-order completion stands, reported once per wait)
+                    self.unsettled.remove(wait)
+                    break
 
     def check_access(self, ref, index, kind: str) -> None:
         if not self.detect or not (self.inflight or self.unsettled):
@@ -482,7 +496,7 @@ class DmaEngine:
             elif kind != "read" and not dma.sent and region.overlaps(dma.src):
                 hit = "source"
             if hit:
-                raise RaceError(
+                report_race(self.run, RaceError(
                     f"{self.run.where()}: {kind} of {region.describe()} while a DMA from "
                     f"{dma.src.describe()} to {dma.dst.describe()} (started at grid point "
-                    f"{dma.point}) is in flight: it touches the DMA's {hit} before dma_wait")
+                    f"{dma.point}) is in flight: it touches the DMA's {hit} before dma_wait"))

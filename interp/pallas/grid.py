@@ -108,10 +108,9 @@ class KernelRun:
             raise UnsupportedPrimitiveError("run_scoped", {"collective_axes": collective_axes},
                                             f"{self.where()}: collective allocations outside a "
                                             "Mosaic GPU kernel")
-        refs = [p.fresh(self) for p in prototypes]
         if self.devices is not None:
-            self.devices.enter_scope(self, refs)
-        return refs
+            return self.devices.enter_scope(self, prototypes)
+        return [p.fresh(self) for p in prototypes]
 
     def leave_scope(self, refs) -> None:
         """The end of the run_scoped that allocated ``refs`` (also when its body raised)."""

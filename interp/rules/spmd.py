@@ -88,9 +88,10 @@ def shard_map(eqn, *args, jaxpr, mesh, in_specs, out_specs, newly_manual_axes,
     plan, consts = eqn.closed_plan(jaxpr)
 
     def local(device):
-        return [np.ascontiguousarray(a.block(device) if isinstance(a, _PartialsIn) else
-                                     a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes,
-                                              np.shape(a))])
+        # (np.asarray(order="C"), not np.ascontiguousarray: that makes a rank-0 block rank 1)
+        return [np.asarray(a.block(device) if isinstance(a, _PartialsIn) else
+                           a[_block(_spec_entries(s, np.ndim(a)), device.coords, device.sizes, np.shape(a))],
+                           order="C")
                 for a, s in zip(args, in_specs)]
 
     lockstep = spmd_lockstep.program(plan.jaxpr, eqn.options, axes)
@@ -556,7 +557,7 @@ def _reduce_scatter(eqn, x, *, scatter_dimension, axis_name, tiled,
         stacked = np.stack([np.asarray(o) for o in ops], axis=-1)
         total = participants_sum(eqn, stacked, out_dtype)       # each element rounded once
         pieces = np.split(total, len(ops), axis=scatter_dimension)
-        return [np.ascontiguousarray(p if tiled else np.squeeze(p, scatter_dimension)) for p in pieces]
+        return [np.asarray(p if tiled else np.squeeze(p, scatter_dimension), order="C") for p in pieces]
     return collective(eqn, axis_name, x, combine, axis_index_groups)
 
 

@@ -20,6 +20,7 @@ class Family:
     kind: str                                   # conformance.case kind: "lax" or "pallas"
     generate: Callable[[Choices], Program]
     summary: str
+    devices: int = 1       # the most devices one of its programs runs on (XLA:CPU: host devices)
 
 
 def _lax(c: Choices) -> Program:
@@ -47,6 +48,14 @@ def _pallas_tpu(c: Choices) -> Program:
     return pallas.generate_tpu(c)
 
 
+SPMD_DEVICES = 8       # the spmd family's largest mesh (conformance/isolation.py HOST_DEVICES has them)
+
+
+def _spmd(c: Choices) -> Program:
+    from . import spmd
+    return spmd.generate(c)
+
+
 def _state(c: Choices) -> Program:
     from . import state
     return state.generate(c)
@@ -66,14 +75,21 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            "fori_loop, masked stores, accumulation over an 'arbitrary' axis; race-free by construction"),
     Family("pallas-tpu", "pallas", _pallas_tpu, "the pallas family's TPU kernels with inputs also copied in by "
            "local DMAs (pl.ANY operands, make_async_copy into VMEM, DMA semaphores), each waited for before use"),
+    Family("spmd", "lax", _spmd, "shard_map over meshes of 1-2 axes (1-8 host devices): partitioned and "
+           "replicated in/out specs, exact lax bodies, psum/pmax/pmin/psum_scatter (integers; floats only "
+           "where every order is exact), all_gather, ppermute, all_to_all, axis_index", devices=SPMD_DEVICES),
 )}
 
 # Families the issue asks for that have no generator yet (an error names them, never a silent skip).
 PLANNED: dict[str, str] = {
     "pallas-triton": "Pallas Triton kernels",
     "pallas-mosaic-gpu": "Pallas Mosaic GPU kernels",
-    "spmd": "shard_map programs with collectives",
 }
+
+
+def host_devices(names) -> int:
+    """The devices the families' programs need (a campaign's workers get that many)."""
+    return max([FAMILIES[n].devices for n in names if n in FAMILIES] or [1])
 
 
 class UnknownFamily(ValueError):

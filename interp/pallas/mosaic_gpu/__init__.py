@@ -26,13 +26,16 @@ its warpgroup wrote and observed (a vector clock over warpgroups and barrier pha
 unit accesses SMEM through the async proxy: a plain SMEM write reaches a TMA copy or store only
 through a ``commit_smem`` (fence.proxy.async) ordered between them, and a TMA store writes GMEM
 until a full ``wait_smem_to_gmem`` of its thread (``TmaRaceError``, a RaceError, otherwise).
+Clusters sharing GMEM: an access to GMEM another cluster of the launch accessed, one of the two a
+write, must be ordered after it by semaphores (signals release, waits acquire, in the same vector
+clocks): otherwise ``ClusterRaceError``.
 
 Modules, bottom up:
 
 * ``errors``: the undefined behaviour raised (AsyncAccessError, BarrierError,
-  WarpgroupRaceError, TmaRaceError, DeadlockError).
+  WarpgroupRaceError, ClusterRaceError, TmaRaceError, DeadlockError).
 * ``races``: vector clocks, the footprints of accesses and operations, the SMEM race between
-  warpgroups.
+  warpgroups, the GMEM race between clusters.
 * ``warpgroup``: ``WarpgroupRun``, one warpgroup as it runs (waits, barrier phases observed,
   scoped allocations).
 * ``barriers``: mbarriers and the scratch refs that hold them.
@@ -45,5 +48,5 @@ Modules, bottom up:
 
 Semantics and sources: ``spec/pallas_mosaic_gpu.py``.
 """
-from .errors import (AsyncAccessError, BarrierError, DeadlockError, TmaRaceError,  # noqa: F401
-                     WarpgroupRaceError)
+from .errors import (AsyncAccessError, BarrierError, ClusterRaceError, DeadlockError,  # noqa: F401
+                     TmaRaceError, WarpgroupRaceError)

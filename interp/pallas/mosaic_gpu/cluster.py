@@ -102,15 +102,18 @@ class ClusterState:
     def check_access(self, ref, index, kind: str) -> None:
         """The access hook of kernel refs (KernelRef._before_access): a warpgroup's access
         checked against the asynchronous operations in flight (each kind's rule is in its
-        module: ``tma``, ``tcgen05``, ``wgmma``) and other warpgroups' SMEM writes (``races``)."""
+        module: ``tma``, ``tcgen05``, ``wgmma``), other warpgroups' SMEM writes and other
+        clusters' GMEM accesses (``races``)."""
         run = maybe_current_run()
         if not isinstance(run, WarpgroupRun):
             return
-        smem = "smem" in ref.kind
+        smem, gmem = "smem" in ref.kind, "gmem" in ref.kind
         # SMEM, and GMEM the blocks and threads of the cluster share (check_shared)
-        shared = self.concurrent and (smem or "gmem" in ref.kind)
+        shared = self.concurrent and (smem or gmem)
+        between = self.launch.between_clusters if gmem else None   # GMEM other clusters share
         proxy = run.async_proxy
         if not self.tma and not run.wgmma and not self.launch.storing and not shared and \
+                between is None and \
                 not (self.tma_sources and kind != "read") and \
                 not self.tensor_core and not self.tmem_stores and not run.cp_async and \
                 not (smem and (kind != "read" or (proxy and self.generic))):
@@ -129,6 +132,8 @@ class ClusterState:
             tma.check_sources(self, run, region, kind)
         if shared:
             check_shared(self, run, region, kind)
+        if between is not None:
+            between.check(run, region, kind, proxy == tma.REDUCTION)
         if self.launch.storing:
             tma.check_stores(run, region, kind)
         wgmma.check_access(run, ref, region, kind)

@@ -18,6 +18,11 @@ class WarpgroupRaceError(RaceError):
     access: the result depends on the schedule."""
 
 
+class ClusterRaceError(RaceError):
+    """Warpgroups of two clusters of a launch accessing the same GMEM, at least one writing, with
+    no semaphore ordering them: clusters run concurrently in any order on the hardware."""
+
+
 class TmaRaceError(RaceError):
     """An access racing with the async proxy (the TMA unit, the tensor core's SMEM reads): a TMA
     copy or store or a tcgen05 operation touching SMEM a thread wrote through the generic proxy

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import math
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..mesh import MeshKernel
 from . import barriers, tma, wgmma
 from .cluster import ClusterState
 from .errors import DeadlockError
+from .races import ClusterAccesses
 from .warpgroup import WarpgroupRun
 
 
@@ -180,6 +182,8 @@ class Launch:
         self.clusters = {}   # point -> its ClusterState while it runs, None once cancelled
         self.globals = {}    # get_global semaphores by equation: one per launch
         self.storing = []    # threads (WarpgroupRun) with TMA stores in flight (tma.store)
+        # the GMEM accesses of its clusters, when it has several (races.ClusterAccesses)
+        self.between_clusters = ClusterAccesses() if math.prod(plan.grid) > 1 else None
         self.allocations = {}   # key -> semaphores (block-local scope, reserved at launch)
         self.prototypes = {}    # key -> what they are made from (zero: zeroed at launch)
         self.run = LaunchRun(plan.name, plan.sizes, opts, self)

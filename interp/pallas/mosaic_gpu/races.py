@@ -1,6 +1,6 @@
 """What orders the accesses of a Mosaic GPU kernel's threads: vector clocks over warpgroups and
-barrier phases, the footprints of accesses and asynchronous operations, and the SMEM race between
-warpgroups.
+barrier phases, the footprints of accesses and asynchronous operations, the SMEM race between
+warpgroups and the GMEM race between clusters.
 
 Each warpgroup keeps ``known``: what it has observed (per warpgroup, the epoch of that
 warpgroup's releases; per barrier, the phases completed). An arrival on a barrier (a release)
@@ -11,15 +11,13 @@ the accessor knows the writer's epoch of that write.
 """
 from __future__ import annotations
 
-import warnings
 import weakref
 
 import numpy as np
 
-from ...errors import RaceError
-from ...schedule import context
+from ...schedule import report_race
 from ..dma import Region
-from .errors import WarpgroupRaceError
+from .errors import ClusterRaceError, WarpgroupRaceError
 
 
 # What the signals into a semaphore carried, by its buffer (every element together: a waiter
@@ -28,20 +26,6 @@ from .errors import WarpgroupRaceError
 # the same buffer on every device of a shard_map (peer buffers), so they are kept by buffer:
 # id -> (weak reference to the buffer, clock).
 _SEMAPHORE_CLOCKS: dict = {}
-
-
-def found(run, error: RaceError) -> None:
-    """A race the engine found at an access of ``run`` (a warpgroup): raised, or, under
-    ``Options(on_race="record")``, appended to the list of the enclosing
-    ``interp.schedule.recording_races()`` block (a warning outside one) and the access goes on
-    (spec: mosaic_gpu/recorded-race)."""
-    if run.options.on_race == "raise":
-        raise error
-    if context.races is None:
-        warnings.warn(f"{type(error).__name__} (on_race='record', no recording_races() block): "
-                      f"{error}", RuntimeWarning, stacklevel=2)
-    else:
-        context.races.append(error)
 
 
 def semaphore_clock(array, create: bool = False) -> "dict | None":
@@ -210,7 +194,7 @@ def check_shared(cluster, run, region, kind) -> None:
     for footprint, writer, epoch in cluster.writes:
         if writer is not run and run.known.get(id(writer), 0) < epoch and \
                 region.overlaps(footprint):
-            found(run, WarpgroupRaceError(
+            report_race(run, WarpgroupRaceError(
                 f"{run.where()}: {kind} of {region.describe()}, which warpgroup "
                 f"{writer.warpgroup} of block {writer.block} wrote with no barrier ordering "
                 "the two: the result depends on the schedule"))
@@ -219,3 +203,137 @@ def check_shared(cluster, run, region, kind) -> None:
         cluster.writes = [w for w in cluster.writes
                           if not (w[1] is run and w[2] == run.epoch and w[0].covered_by(region))]
         cluster.writes.append((region, run, run.epoch))
+
+
+# -- GMEM shared by the clusters of a launch ------------------------------------------------------
+# Clusters order each other only through GMEM semaphores (a signal releases what its thread knows,
+# a wait acquires it: WarpgroupRun.signalled / waited), so an access of GMEM another cluster
+# accessed, one of the two a write, must know that cluster's access through a chain of them
+# (spec: mosaic_gpu/gmem-race-between-clusters). A launch of several clusters records every GMEM
+# access of its threads per buffer, each by its box (per dimension [lo, hi) from the index), one
+# record per (box, thread, kind) holding the thread's newest epoch (its later access of the same
+# box is ordered after the earlier one: a thread that knows the later knows both). Reads and writes
+# are kept apart, so reading a buffer nobody writes (a kernel's inputs) costs a record and no
+# search; an access is compared with the records whose boxes meet its own (vectorised over the
+# buffer's boxes), the exact footprints deciding where a box is only a bound.
+
+READ, WRITE, ATOMIC = "read", "write", "atomic"
+_UNBOUNDED = 1 << 62
+
+
+class ClusterAccesses:
+    """The GMEM accesses of one launch's clusters, by buffer (the array owning the memory)."""
+    __slots__ = ("buffers",)
+
+    def __init__(self):
+        self.buffers = {}   # id(owning array) -> (its reads, its writes and atomic updates)
+
+    def check(self, run, region: Footprint, kind: str, atomic: bool) -> None:
+        """An access of GMEM by ``run``: ``kind`` as check_access has it, ``atomic`` for an
+        element-wise atomic update (a TMA reduction store: cp.reduce.async.bulk, PTX ISA
+        9.7.9.25.4.2), which does not race with another atomic update. Raised (or recorded:
+        ``found``) when it meets an access of another cluster not ordered before it; then
+        recorded."""
+        array = region.array
+        owner = array
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        access = ATOMIC if atomic else READ if kind == "read" else WRITE
+        buffers = self.buffers.get(id(owner))
+        if buffers is None or buffers[2] is not owner:
+            buffers = self.buffers[id(owner)] = (_Boxes(owner.ndim), _Boxes(owner.ndim), owner)
+        reads, writes, _ = buffers
+        box = _box(region.index, array.shape) if owner is array else None
+        exact = box is not None
+        if not exact:
+            box = _bounds(region.index, array.shape) if owner is array else None
+        racing = _unordered(run, region, box, exact, access,
+                            (writes,) if access == READ else (writes, reads))
+        if racing is not None:
+            report_race(run, ClusterRaceError(_message(run, region, kind, *racing)))
+        (reads if access == READ else writes).add(box, exact, region, run, access)
+
+
+def _unordered(run, region, box, exact, access, searched):
+    """(footprint, thread, access) of the first record of ``searched`` an access of ``run`` to
+    ``region`` races with: another cluster's, not known to ``run``, overlapping, not both atomic
+    updates and not both reads (reads are searched only by writes)."""
+    known, cluster = run.known, run.cluster
+    for records in searched:
+        for footprint, other, epoch, other_access, other_exact in records.meeting(box):
+            if other.cluster is cluster or known.get(id(other), 0) >= epoch or \
+                    (access == ATOMIC and other_access == ATOMIC):
+                continue
+            if (exact and other_exact) or region.overlaps(footprint):
+                return footprint, other, other_access
+    return None
+
+
+def _message(run, region, kind, footprint, other, other_access) -> str:
+    what = {READ: "read", WRITE: "wrote", ATOMIC: "updated atomically (a TMA reduction store)"}
+    return (f"mosaic_gpu/gmem-race-between-clusters: {run.where()}: {run.async_proxy or kind} of "
+            f"{region.describe()}, which {other.where()} {what[other_access]} "
+            f"({footprint.describe()}) with no semaphore ordering the two: clusters "
+            f"{other.cluster.point} and {run.cluster.point} run concurrently in any order, so the "
+            "result depends on the schedule")
+
+
+def _bounds(index, shape) -> list:
+    """[(lo, hi)] per dimension bounding the elements an index names (any index: a superset)."""
+    out = []
+    for d, size in enumerate(shape):
+        ix = index[d] if type(index) is tuple and d < len(index) else slice(0, size, 1)
+        if type(ix) is slice:
+            first, last = ix.start or 0, (size if ix.stop is None else ix.stop) - 1
+            if ix.step is not None and ix.step < 0:
+                first, last = last + 1, first
+            out.append((min(first, last), max(first, last) + 1))
+        elif isinstance(ix, (int, np.integer)):
+            out.append((int(ix), int(ix) + 1))
+        else:
+            a = np.asarray(ix)
+            out.append((int(a.min()), int(a.max()) + 1) if a.size else (0, 0))
+    return out
+
+
+class _Boxes:
+    """Access records of one buffer: [Footprint, thread, epoch, access, exact box?], and their
+    boxes as arrays for a vectorised search. A record's box bounds its footprint (exactly when
+    ``exact``); a view of another array's memory has no box (it meets every box)."""
+    __slots__ = ("records", "lo", "hi", "latest")
+
+    def __init__(self, ndim):
+        self.records = []
+        self.lo = np.empty((8, ndim), np.int64)
+        self.hi = np.empty((8, ndim), np.int64)
+        self.latest = {}   # (box, thread id, access) -> its record (exact boxes only)
+
+    def add(self, box, exact, region, run, access) -> None:
+        key = (tuple(box), id(run), access) if exact else None
+        record = self.latest.get(key) if exact else None
+        if record is not None:
+            record[0], record[2] = region, run.epoch
+            return
+        n = len(self.records)
+        if n == len(self.lo):
+            self.lo = np.concatenate([self.lo, np.empty_like(self.lo)])
+            self.hi = np.concatenate([self.hi, np.empty_like(self.hi)])
+        if box is None:
+            self.lo[n], self.hi[n] = -_UNBOUNDED, _UNBOUNDED
+        else:
+            self.lo[n] = [lo for lo, _ in box]
+            self.hi[n] = [hi for _, hi in box]
+        record = [region, run, run.epoch, access, exact]
+        self.records.append(record)
+        if exact:
+            self.latest[key] = record
+
+    def meeting(self, box) -> list:
+        """The records whose boxes meet ``box`` (None: every record)."""
+        n = len(self.records)
+        if box is None or n == 0:
+            return self.records
+        lo = np.array([b[0] for b in box], np.int64)
+        hi = np.array([b[1] for b in box], np.int64)
+        hits = ((self.lo[:n] < hi) & (lo < self.hi[:n])).all(axis=1)
+        return [self.records[i] for i in np.flatnonzero(hits)]

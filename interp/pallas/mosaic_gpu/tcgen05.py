@@ -71,12 +71,11 @@ def _pipe_read(run, operand, what):
     a plain write needs commit_smem first: commit_smem/c1)."""
     ref, index = operand
     run.in_tensor_pipe = True
-    run.async_proxy = what
     try:
-        return ref.read(index), Footprint(ref, index)
+        with run.through_async_proxy(what):
+            return ref.read(index), Footprint(ref, index)
     finally:
         run.in_tensor_pipe = False
-        run.async_proxy = None
 
 
 def _issue(run, op: "TensorCoreOp") -> None:

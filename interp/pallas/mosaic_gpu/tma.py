@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...schedule import report_race
 from ..memory import indexed_shape
 from .errors import AsyncAccessError, TmaRaceError
-from .races import Footprint, found
+from .races import Footprint
 
 
 # -- copies to SMEM, completing on a barrier ------------------------------------------------------
@@ -35,15 +36,12 @@ def copy(run, src, dst, barrier) -> None:
     ((ref, index), SMEM), its bytes completing on ``barrier``."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    run.async_proxy = "TMA copy (copy_gmem_to_smem)"
-    try:
+    with run.through_async_proxy("TMA copy (copy_gmem_to_smem)"):
         value = src_ref.read(src_index)
         # Checked first under its own name, so an undefined overwrite names the TMA copy (SMEM
         # an un-waited wgmma or TMA store still reads) rather than a plain write.
         run.cluster.check_access(dst_ref, dst_index, "TMA copy (copy_gmem_to_smem) write")
         dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    finally:
-        run.async_proxy = None
     barrier.expect_tx(value.nbytes)
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), barrier)
     _reading(run.cluster, Footprint(src_ref, src_index), barrier)
@@ -65,7 +63,7 @@ def check_sources(cluster, run, region, kind: str) -> None:
     that guards the copy)."""
     for source, barrier, phase in cluster.tma_sources:
         if run.known.get(id(barrier), 0) <= phase and region.overlaps(source):
-            found(run, TmaRaceError(
+            report_race(run, TmaRaceError(
                 f"copy_gmem_to_smem/c5: {run.where()}: {run.async_proxy or kind} of "
                 f"{region.describe()} while a TMA copy (copy_gmem_to_smem) may still read it "
                 f"({source.describe()}): phase {phase} of barrier '{barrier.name}' that guards "
@@ -111,11 +109,8 @@ def copy_partitioned(run, src, dst, axis: int, leader, blocks) -> None:
     piece = np.split(value, len(blocks), axis=axis)[me]
     if me == 0:
         leader.expect_tx(value.nbytes)
-    run.async_proxy = "TMA copy (copy_gmem_to_smem, partitioned)"
-    try:
+    with run.through_async_proxy("TMA copy (copy_gmem_to_smem, partitioned)"):
         dst_ref.write(dst_index, piece.reshape(shape))
-    finally:
-        run.async_proxy = None
     _in_flight(run.cluster, Footprint(dst_ref, dst_index), leader)
     if me == 0:
         run.arrive(leader)
@@ -188,8 +183,8 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
     its group, as commit_group)."""
     src_ref, src_index = src
     dst_ref, dst_index = dst
-    run.async_proxy = _REDUCTION if combine is not None else "TMA store (copy_smem_to_gmem)"
-    try:
+    with run.through_async_proxy(REDUCTION if combine is not None
+                                 else "TMA store (copy_smem_to_gmem)"):
         value = src_ref.read(src_index)
         if combine is not None:
             old = np.asarray(dst_ref.read(dst_index))
@@ -197,8 +192,6 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
                 value = np.asarray(combine(old, np.asarray(value).reshape(old.shape))).astype(
                     old.dtype)
         dst_ref.write(dst_index, value.reshape(indexed_shape(dst_ref.array, dst_index)))
-    finally:
-        run.async_proxy = None
     run.uncommitted_stores.append(
         (Footprint(src_ref, src_index), Footprint(dst_ref, dst_index), combine is not None))
     storing = run.cluster.launch.storing
@@ -210,7 +203,7 @@ def store(run, src, dst, combine=None, commit: bool = False) -> None:
 
 # cp.reduce.async.bulk's element updates are atomic (PTX ISA 9.7.9.25.4.2: .relaxed.gpu), so
 # two reduction stores in flight to one GMEM element do not race.
-_REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
+REDUCTION = "TMA reduction store (copy_smem_to_gmem with reduction_op)"
 
 
 # -- the async proxy's view of SMEM ----------------------------------------------------------------
@@ -247,7 +240,7 @@ def check_proxy(cluster, run, region) -> None:
         if (writer is run or known.get(id(writer), 0) >= epoch) and region.overlaps(footprint) \
                 and not any(t is run or known.get(id(t), 0) >= fe for t, fe in fences.values()):
             who = "this warpgroup" if writer is run else writer.where()
-            found(run, TmaRaceError(
+            report_race(run, TmaRaceError(
                 f"commit_smem/c1: {run.where()}: {run.async_proxy} accesses "
                 f"{region.describe()}, which {who} "
                 f"wrote with a plain store ({footprint.describe()}) with no commit_smem "
@@ -340,7 +333,7 @@ def check_stores(run, region, kind: str) -> None:
     """An access checked against the TMA stores in flight of every thread of the launch: a write
     of SMEM a store still reads, any access of GMEM a store still writes (two reduction stores
     excepted). A thread's wait retires its own stores only (bulk async-groups are per thread)."""
-    reduction = run.async_proxy == _REDUCTION
+    reduction = run.async_proxy == REDUCTION
     for other in run.cluster.launch.storing:
         own = other is run
         if kind != "read":
@@ -351,7 +344,7 @@ def check_stores(run, region, kind: str) -> None:
                             raise AsyncAccessError(
                                 f"{run.where()}: {kind} of {region.describe()} while a TMA store "
                                 "still reads it (before wait_smem_to_gmem)")
-                        found(run, TmaRaceError(
+                        report_race(run, TmaRaceError(
                             f"copy_smem_to_gmem/c2: {run.where()}: {kind} of {region.describe()} "
                             f"while a TMA store of {other.where()} still reads it "
                             f"({smem.describe()}; that thread's wait_smem_to_gmem did not "
@@ -362,7 +355,7 @@ def check_stores(run, region, kind: str) -> None:
                 if not (reduction and reducing) and region.overlaps(gmem):
                     who = "this warpgroup" if own else other.where()
                     what = run.async_proxy or kind
-                    found(run, TmaRaceError(
+                    report_race(run, TmaRaceError(
                         f"copy_smem_to_gmem/c1: {run.where()}: {what} of {region.describe()} "
                         f"while a TMA store of {who} may still write it ({gmem.describe()}): no "
                         "wait_smem_to_gmem(wait_read_only=False) of that thread retired the "

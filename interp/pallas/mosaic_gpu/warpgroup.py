@@ -7,6 +7,8 @@ devices run meanwhile; a wait nobody can satisfy is a deadlock (``DeadlockError`
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ...errors import UndefinedBehaviorError
@@ -37,7 +39,8 @@ class WarpgroupRun(KernelRun):
         #                                   Footprint, GMEM Footprint, reduction?), ...], ...]
         self.store_writes = []            # TMA store groups still writing GMEM (same entries)
         self.uncommitted_stores = []      # TMA stores not yet committed to a group
-        self.async_proxy = None           # the TMA operation whose accesses are being made
+        self.async_proxy = None           # the async-proxy operation whose accesses are being
+        #                                   made (through_async_proxy)
         self.wgmma = []                   # in-flight wgmma: (accumulator ref, operand Footprints)
         self.scoped_counts = {}
         self.epoch = 1                    # this warpgroup's releases so far (barrier arrivals) + 1
@@ -54,6 +57,17 @@ class WarpgroupRun(KernelRun):
         #                                   orders the tensor core (tcgen05.pipelined_into)
         self.diverged = {}                # barrier id -> the phases its warps observed, where
         #                                   they differ (warps._join_phases)
+
+    @contextlib.contextmanager
+    def through_async_proxy(self, what: str):
+        """The SMEM accesses made in this block are ``what``'s, an operation of the async proxy (TMA,
+        wgmma and tcgen05 operands): each is checked against the thread's plain SMEM writes not
+        yet fenced by a commit_smem (tma.check_proxy)."""
+        self.async_proxy = what
+        try:
+            yield
+        finally:
+            self.async_proxy = None
 
     def where(self) -> str:
         return (f"kernel '{self.label}' at cluster {self.cluster.point}, block {self.block}, "

@@ -27,19 +27,24 @@ def issue(run, acc, a, b, product) -> None:
     value, b value)``, in flight from now on. ``a``, ``b``: an SMEM operand as (ref, index), or a
     register operand as its array."""
     acc_ref, acc_index = acc
-    av, a_region = _operand(a)
-    bv, b_region = _operand(b)
+    av, a_region = _operand(run, a)
+    bv, b_region = _operand(run, b)
     # The wgmma's own accumulator access is ordered with earlier wgmmas (the async proxy runs
     # them in order), so it bypasses the in-flight check a warpgroup's access gets.
     acc_ref.array[acc_index] = product(acc_ref.array[acc_index], av, bv)
     run.wgmma.append((acc_ref, [r for r in (a_region, b_region) if r is not None]))
 
 
-def _operand(x):
-    """(value, Footprint or None) of a wgmma operand: SMEM (ref, index) read, or registers."""
+def _operand(run, x):
+    """(value, Footprint or None) of a wgmma operand: SMEM (ref, index) read, or registers. The
+    tensor core reads SMEM operands through the async proxy (PTX ISA, wgmma.mma_async: "accessing
+    the same memory location across multiple proxies needs a cross-proxy fence";
+    ``plgpu.commit_smem`` "commits all reads from/writes to SMEM, making them visible to TMA and
+    MMA operations"): a plain write needs commit_smem first (commit_smem/c1)."""
     if isinstance(x, tuple):
         ref, index = x
-        return ref.read(index), Footprint(ref, index)
+        with run.through_async_proxy("wgmma (SMEM operand)"):
+            return ref.read(index), Footprint(ref, index)
     return x, None
 
 
