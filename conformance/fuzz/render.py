@@ -30,8 +30,9 @@ def _names(prefix: str, block: Block, param_names: list[str]) -> list[str]:
     return names
 
 
-def _block_lines(block: Block, names: list[str], prefix: str, indent: str) -> list[str]:
-    """The statements computing ``block``'s operations (nested functions first where an op has blocks)."""
+def _block_lines(block: Block, names: list[str], prefix: str, indent: str, note: bool = False) -> list[str]:
+    """The statements computing ``block``'s operations (nested functions first where an op has blocks);
+    ``note``: each op's results also passed to ``_note(prefix, k, *results)`` (see :func:`function_source`)."""
     lines: list[str] = []
     for k, op in enumerate(block.ops):
         args = [names[a] for a in op.args]
@@ -42,12 +43,18 @@ def _block_lines(block: Block, names: list[str], prefix: str, indent: str) -> li
             captured = args[len(args) - captures:] if captures else []
             for j, sub in enumerate(op.blocks):
                 fn = f"{prefix}f{k}_{j}"
-                lines += _block_def(op.name, j, sub, fn, f"{prefix}b{k}_{j}_", captured, op.p, indent)
+                lines += _block_def(op.name, j, sub, fn, f"{prefix}b{k}_{j}_", captured, op.p, indent, note)
                 fns.append(fn)
             own_args = args[:len(args) - captures] if captures else args
             lines += [indent + s for s in RENDER_BLOCKS[op.name](op, own_args, outs, fns)]
+        elif note and op.name == "broadcast_in_dim":
+            # (tracing variant: the shape asked of _shape, which may follow a sliced operand)
+            lines.append(f"{indent}{outs[0]} = lax.broadcast_in_dim({args[0]}, _shape({prefix!r}, {k}, {args[0]}), "
+                         f"{tuple(op.p['dims'])!r})")
         else:
             lines += [indent + s for s in RENDER[op.name](op, args, outs)]
+        if note and outs:
+            lines.append(f"{indent}_note({prefix!r}, {k}, {', '.join(outs)})")
     return lines
 
 
@@ -56,7 +63,7 @@ def _tuple(names: list[str]) -> str:
 
 
 def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured: list[str], p: dict,
-               indent: str) -> list[str]:
+               indent: str, note: bool = False) -> list[str]:
     """A nested function for block ``j`` of an operation, in the calling convention of ``opname``.
     Captured values (refs a body writes) are the block's last parameters, referred to by their outer
     names."""
@@ -77,7 +84,9 @@ def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured
                 f"{inner}{_tuple(own[n:])} = xs"]
     else:
         raise ValueError(conv)
-    body = _block_lines(block, names, prefix + "v", inner)
+    body = _block_lines(block, names, prefix + "v", inner, note)
+    if note:        # the block's parameters, as the operation passes them
+        head.append(f"{inner}_note({prefix + 'v'!r}, 'params', {', '.join(own + captured)})")
     if conv == "kernel":       # a Pallas kernel writes its output refs and returns nothing
         return head + (body or [f"{inner}pass"])
     outs = [names[o] for o in block.outputs]
@@ -91,12 +100,15 @@ def _block_def(opname: str, j: int, block: Block, fn: str, prefix: str, captured
     return head + body + [f"{inner}return {ret}"]
 
 
-def function_source(program: Program, name: str = "program") -> str:
-    """``def program(x0, ...)``: the program's function (with its transformation applied)."""
+def function_source(program: Program, name: str = "program", note: bool = False) -> str:
+    """``def program(x0, ...)``: the program's function (with its transformation applied). ``note``:
+    a variant for tracing only, which hands each operation's results (and each block's parameters)
+    to a function ``_note(block prefix, op index or 'params', *values)`` the caller defines, and
+    asks ``_shape(block prefix, op index, operand)`` for each ``broadcast_in_dim``'s shape."""
     n = len(program.inputs)
     xs = [f"x{i}" for i in range(n)]
     names = _names("v", program.body, xs)
-    body = _block_lines(program.body, names, "", "    ")
+    body = _block_lines(program.body, names, "", "    ", note)
     outs = [names[o] for o in program.body.outputs]
     lines = [f"def _body({', '.join(xs)}):"] + body + [f"    return {_tuple(outs)}", ""]
     if program.transform == VMAP:

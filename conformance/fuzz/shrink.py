@@ -17,7 +17,12 @@ test cases; a proposal is kept when ``still_fails`` says it still falls in the f
    then the operands neither reads;
 4. **scalarise** elementwise programs: every value of one shape becomes the single failing
    element (rank 0);
-5. simplify input values: elements that do not matter become 0 (or 1).
+5. **slice** the inputs: each group of dimensions that must keep one size together (a dot's
+   contracting pair, an elementwise operation's operands, a loop's carry: ``dim_groups``) cut to
+   one element, else to a half, three quarters or all but one, around the failing element where
+   the group reaches the failing output; every type re-derived by tracing the program in JAX
+   (``retyped``), a candidate JAX rejects dropped;
+6. simplify input values: elements that do not matter become 0 (or 1).
 
 Every proposal is a well-typed program (the IR edits keep types), and the predicate re-runs the
 whole judgement (reference, backend, oracle), so a shrunk finding is one the oracle still reports,
@@ -168,6 +173,188 @@ def _simple_values(x: np.ndarray, keep: np.ndarray, fill) -> np.ndarray:
     with np.errstate(all="ignore"):
         flat[~keep.reshape(-1)] = np.asarray(fill).astype(x.dtype)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Shapes: inputs sliced smaller, every type re-derived through JAX
+# --------------------------------------------------------------------------------------------
+# Operations whose parameter ``shape`` is their (first) result's shape: sliced with it.
+SHAPE_PARAM = ("constant", "iota", "broadcast_in_dim", "random")
+
+
+def retyped(program: Program, inputs: list) -> Program | None:
+    """The program on ``inputs`` (of other shapes than its declared ones), every value's type
+    re-derived by tracing it (JAX's own shape rules); None where JAX rejects it."""
+    import jax
+
+    from conformance.case import Case
+
+    from . import render
+    seen: dict = {}
+
+    broadcasts = dict(_broadcasts(program.body, ""))
+
+    def note(block, k, *values):
+        seen[(block, k)] = tuple(tuple(np.shape(v)) for v in values)
+
+    def shape(block, k, x):
+        """A broadcast's shape: its operand's new sizes where the operand's dimension was not
+        broadcast (was as large as the result's)."""
+        old_x, out, dims = broadcasts[(block, k)]
+        new = list(out)
+        for i, o in enumerate(dims):
+            if old_x[i] == out[o]:
+                new[o] = np.shape(x)[i]
+        seen[(block, k, "shape")] = tuple(new)
+        return tuple(new)
+    decls = tuple(dataclasses.replace(i, type=i.type.with_shape(np.shape(x))) for i, x in zip(program.inputs, inputs))
+    prog = dataclasses.replace(program, inputs=decls, origin=(),
+                               body=dataclasses.replace(program.body, params=tuple(d.type for d in decls)))
+    env: dict = {"_note": note, "_shape": shape}
+    try:
+        exec(compile(render.HEADER + render.function_source(prog, note=True), "<shapes>", "exec"), env)  # noqa: S102
+        with Case("shapes", None, list, x64=prog.x64, jax_config=prog.config).context(), np.errstate(all="ignore"):
+            jax.eval_shape(env["program"], *inputs)
+        body = _retyped_block(prog.body, "", prog.body.params, seen)
+    except Exception:  # noqa: BLE001  (types JAX cannot derive: not a program)
+        return None
+    return dataclasses.replace(prog, body=body)
+
+
+def _broadcasts(block: Block, prefix: str):
+    """((block prefix, op index), (operand shape, shape, dims)) of every broadcast_in_dim, blocks
+    included (prefixes as render.function_source names them)."""
+    types = block.types()
+    for k, op in enumerate(block.ops):
+        if op.name == "broadcast_in_dim":
+            yield (prefix, k), (types[op.args[0]].shape, tuple(op.p["shape"]), tuple(op.p["dims"]))
+        for j, b in enumerate(op.blocks):
+            yield from _broadcasts(b, f"{prefix}b{k}_{j}_v")
+
+
+def _retyped_block(block: Block, prefix: str, params, seen: dict) -> Block:
+    def shaped(types, shapes):
+        if len(types) != len(shapes):
+            raise ValueError("a different number of values")
+        return tuple(t.with_shape(s) for t, s in zip(types, shapes))
+    ops = []
+    for k, op in enumerate(block.ops):
+        subs = tuple(_retyped_block(b, f"{prefix}b{k}_{j}_v", None, seen) for j, b in enumerate(op.blocks))
+        outs = shaped(op.outs, seen[(prefix, k)]) if op.outs else ()
+        if (prefix, k, "shape") in seen:
+            op = dataclasses.replace(op, params=tuple(sorted(dict(op.p, shape=seen[(prefix, k, "shape")]).items())))
+        ops.append(dataclasses.replace(op, outs=outs, blocks=subs))
+    if params is None:
+        params = shaped(block.params, seen[(prefix, "params")])
+    return Block(tuple(params), tuple(ops), block.outputs)
+
+
+def dim_groups(program: Program) -> list[set]:
+    """The dimensions of the top-level values, as (value id, dim), grouped into those that must keep
+    one size together: a dot's contracting and batch dimensions, an operand's and a result's
+    dimensions where they are the same (elementwise operations, loops' carries, reductions' kept
+    dimensions, transposes, broadcasts)."""
+    parent: dict = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    def link(a, b):
+        parent[find(a)] = find(b)
+    types = program.body.types()
+    for v, t in enumerate(types):
+        for d in range(t.rank):
+            find((v, d))
+    for k, op in enumerate(program.body.ops):
+        ids, p = program.body.ids_of(k), op.p
+        args = [(a, types[a].shape) for a in op.args]
+        if op.name == "dot_general":
+            (lhs, ls), (rhs, rs) = args
+            (lc, rc), (lb, rb) = p["contract"], p["batch"]
+            for i, j in zip(lc, rc):
+                link((lhs, i), (rhs, j))
+            free_l = [d for d in range(len(ls)) if d not in lc + lb]
+            free_r = [d for d in range(len(rs)) if d not in rc + rb]
+            for o, (v, d) in enumerate([(lhs, d) for d in lb] + [(lhs, d) for d in free_l] + [(rhs, d) for d in free_r]):
+                link((v, d), (ids[0], o))
+            for i, j in zip(lb, rb):
+                link((lhs, i), (rhs, j))
+        elif op.name == "transpose":
+            for o, d in enumerate(p["perm"]):
+                link((op.args[0], d), (ids[0], o))
+        elif op.name == "broadcast_in_dim":
+            for d, o in enumerate(p["dims"]):
+                if args[0][1][d] == op.outs[0].shape[o]:
+                    link((op.args[0], d), (ids[0], o))
+        elif op.name in ("reduce", "argminmax"):
+            gone = p["axes"] if op.name == "reduce" else (p["axis"],)
+            kept = [d for d in range(len(args[0][1])) if d not in gone]
+            for o, d in enumerate(kept):
+                link((op.args[0], d), (ids[0], o))
+        elif op.name in ("gather", "scatter"):    # x.at[:, ..., idx]: the indexed values' dimensions
+            (x, xs), (idx, ids_) = args[:2]
+            axis = p["axis"]
+            indexed = ids[0] if op.name == "gather" else op.args[2]
+            dims = [(x, d) for d in range(axis)] + [(idx, j) for j in range(len(ids_))] + \
+                [(x, d) for d in range(axis + 1, len(xs))]
+            for o, vd in enumerate(dims):
+                link(vd, (indexed, o))
+            if op.name == "scatter":
+                for d in range(len(xs)):
+                    link((x, d), (ids[0], d))
+        else:       # an operand of a result's shape: the same dimensions (elementwise, carries)
+            results = list(zip(ids, (t.shape for t in op.outs))) or args[:1]
+            for a, shape in args:
+                same = next((r for r, rs in results if rs == shape and r != a), None)
+                for d in range(len(shape) if same is not None else 0):
+                    link((a, d), (same, d))
+    groups: dict = {}
+    for x in list(parent):
+        groups.setdefault(find(x), set()).add(x)
+    return list(groups.values())
+
+
+def _windows(n: int, at: int | None) -> list[tuple[int, int]]:
+    """Windows (start, size) of a dimension of ``n``, smallest first: one element, half, three
+    quarters, all but one; each first where it holds position ``at`` (starting or ending there),
+    then at either end."""
+    out: list = []
+    at = at if at is not None and 0 <= at < n else None
+    for m in sorted({1, (n + 1) // 2, n - (n + 3) // 4, n - 1}):
+        if not 0 < m < n:
+            continue
+        starts = ([min(at, n - m), max(0, at - m + 1)] if at is not None else []) + [0, n - m]
+        out += [(a, m) for a in dict.fromkeys(starts)]
+    return out
+
+
+def sliced(tc: TestCase, group: set, start: int, size: int) -> TestCase | None:
+    """The group's dimensions cut to ``[start, start + size)``: inputs sliced, shape parameters set,
+    every other type re-derived (:func:`retyped`)."""
+    p = tc.program
+    n_in = len(p.inputs)
+    inputs = [np.asarray(x) for x in tc.inputs]
+    ops = list(p.body.ops)
+    owner = {v: k for k in range(len(ops)) for v in p.body.ids_of(k)}
+    touched = False
+    for v, d in sorted(group):
+        if v < n_in:
+            x = inputs[v]
+            inputs[v] = x[(slice(None),) * d + (slice(start, start + size),)]
+            touched = True
+        elif ops[owner[v]].name in SHAPE_PARAM and p.body.ids_of(owner[v])[0] == v and \
+                tuple(ops[owner[v]].p.get("shape", ())) == p.body.ops[owner[v]].outs[0].shape:
+            op = ops[owner[v]]
+            shape = list(op.p["shape"])
+            shape[d] = size
+            ops[owner[v]] = dataclasses.replace(op, params=tuple(sorted(dict(op.p, shape=tuple(shape)).items())))
+            touched = True
+    if not touched:
+        return None
+    new = retyped(dataclasses.replace(p, body=dataclasses.replace(p.body, ops=tuple(ops))), inputs)
+    return None if new is None else TestCase(new, inputs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,7 +553,7 @@ class Shrinker:
         while progress and not self._out_of_time():
             progress = False
             for step in (self._outputs, self._transform, self._cut, self._bypass, self._kernel, self._scalarise,
-                         self._values):
+                         self._shapes, self._values):
                 better = step(tc)
                 if better is not None:
                     tc, progress = better, True
@@ -461,6 +648,39 @@ class Shrinker:
         if self._try(cand, tc):
             tc = changed = cand
         return changed
+
+    def _shapes(self, tc: TestCase) -> TestCase | None:
+        """Each group of dimensions that keep one size together (dim_groups) and slice an input,
+        largest first, cut to the first window (_windows) that still fails: around the failing
+        element where the group reaches the failing output, else at either end."""
+        p = tc.program
+        if p.transform != PLAIN or kernel_call(p) is not None:
+            return None
+        changed, done = None, set()
+        while not self._out_of_time():
+            n_in = len(tc.program.inputs)
+            todo = sorted((frozenset(grp) for grp in dim_groups(tc.program) if frozenset(grp) not in done
+                           and self._group_size(tc, grp) > 1 and any(v < n_in for v, _ in grp)),
+                          key=lambda grp: (-self._group_size(tc, grp), sorted(grp)))
+            if not todo:
+                return changed
+            group = todo[0]
+            where = self.failing_output(tc)
+            out, index = (tc.program.body.outputs[where[0]], where[1] or ()) if where else (None, ())
+            at = next((index[d] for v, d in group if v == out and d < len(index)), None)
+            for start, size in _windows(self._group_size(tc, group), at):
+                cand = sliced(tc, group, start, size)
+                if self._try(cand, tc):
+                    tc = changed = cand
+                    break
+            else:
+                done.add(group)
+        return changed
+
+    @staticmethod
+    def _group_size(tc: TestCase, group: set) -> int:
+        types = tc.program.body.types()
+        return max(types[v].shape[d] for v, d in group)
 
     def _scalarise(self, tc: TestCase) -> TestCase | None:
         where = self.failing_output(tc)
