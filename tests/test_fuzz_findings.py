@@ -96,6 +96,44 @@ def test_convolution_model_leaves_out_only_the_padding_taps():
     assert not DM.matches(entry, f)
 
 
+def _conv_padded(x, w):
+    return (lax.conv_general_dilated(x, w, (1,), ((1, 0),), dimension_numbers=("NCH", "OIH", "NCH"),
+                                     precision=lax.Precision.HIGHEST),)
+
+
+def test_convolution_model_takes_infinite_lhs_terms_and_overflowing_orders():
+    # fail:conv_general_dilated:float64:xla:cpu:nan (2026-11-29, seed 2026112903): the skipped padding
+    # tap beside (1) an infinite lhs element meeting an infinite weight (-inf * inf = -inf: the model
+    # took it as -inf * 0 = NaN) and (2) finite terms past float64's largest value, whose partial
+    # sums XLA:CPU overflows in its own order (M + M = +inf; exactly the terms add up to -2M)
+    M = np.finfo(np.float64).max
+    x = np.array([[[M, M, -M, -M, -M, -M, 1, 2]], [[-np.inf, 1, 2, 3, 4, 5, 6, 7]]])
+    w = np.array([[[np.inf, np.inf, 1, 1, 1, 1]]])
+    entry = DV.BY_ID["xla-cpu-convolution-skips-padding"]
+    case = Case(id="t", fn=_conv_padded, inputs=lambda rng: [], modes=C.exact("definition"),
+                jax_config=(("jax_enable_x64", True),))
+    runner = get_runner("xla:cpu")
+    with case.context(), np.errstate(all="ignore"):
+        ref = [np.asarray(r) for r in interp.interpret(_conv_padded)(x, w)]
+        got = [np.asarray(g) for g in suite.run(runner, case, [x, w])]
+        rec = oracle.judge(_conv_padded, [x, w], ref, runner, case=case)
+    assert np.isnan(ref[0][:, 0, 0]).all()       # 0 * inf on the padding
+
+    def failure(out):
+        return DM.Failure("fuzz-eqn/conv_general_dilated", "xla:cpu", "0.12.0.1", ("conv_general_dilated",),
+                          ref, [out], (0,), None, inputs=(x, w), fn=_conv_padded)
+    model = got[0].copy()
+    model[:, 0, 0] = [np.inf, -np.inf]    # M * inf + (terms overflowing in any order); -inf * inf + 15
+    with case.context():                  # (the model evaluates the convolution in float64)
+        assert DM.matches(entry, failure(model))
+        for b, wrong in ((0, -np.inf), (1, np.inf), (1, 15.0)):     # never the other infinity, nor finite
+            spoiled = model.copy()
+            spoiled[b, 0, 0] = wrong
+            assert not DM.matches(entry, failure(spoiled)), (b, wrong)
+    if not (np.isnan(got[0][:, 0, 0]).all()):   # XLA:CPU leaves out the padding tap
+        assert rec["outcome"] == "known-divergence" and rec["known_divergence"]["id"] == entry.id, rec
+
+
 @pytest.mark.parametrize("divergence, fn, inputs", [
     ("xla-cpu-add-zero-keeps-negative-zero", lambda x: (lax.add(x, np.float32(0.0)),), [np.float32([-0.0, 2.0])]),
     ("xla-cpu-divide-by-constant-as-reciprocal", lambda x: (lax.div(x, np.float32(5.0)),),
