@@ -442,8 +442,11 @@ class _Replay:
             if kept is not None:
                 return [kept]                # (the code generator folds it: nothing flushed either)
         flush = v.flush and name not in MOVES_BITS
+        touched = self._accumulated(ctx, rule, invals, params) if flush and name == "addupdate" else None
         if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
+            if touched is not None:      # DAZ: the ref's elements the accumulation adds to are read flushed
+                invals[0].array[touched] = flush_subnormals(invals[0].array[touched])
         if v.tf32 and name in DOTS and _default_precision(params) and all(
                 np.dtype(getattr(a.aval, "dtype", None) or np.int8) == np.float32 for a in eqn.invars[:2]):
             invals = [round_significand(np.asarray(x), TF32_BITS, v.tf32) for x in invals[:2]] + invals[2:]
@@ -466,11 +469,8 @@ class _Replay:
             out = as_outputs(ctx, rule(ctx, *invals, **params))
         if flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
-            if name == "addupdate":
-                # an accumulation into a ref: its result is the ref's new content
-                ref = invals[0]
-                if hasattr(ref, "array") and isinstance(ref.array, np.ndarray):
-                    ref.array[...] = flush_subnormals(ref.array)
+            if touched is not None:      # an accumulation into a ref: its result is the ref's new content
+                invals[0].array[touched] = flush_subnormals(invals[0].array[touched])
         if v.fma and out:
             self._note_product(eqn, invals, out[0])
         return out
@@ -600,6 +600,19 @@ class _Replay:
             if fused is not None:
                 return [fused]
         return None
+
+    @staticmethod
+    def _accumulated(ctx, rule, invals, params):
+        """The mask of the ref's elements an ``addupdate`` adds to (the rule itself accumulates ones
+        into a zero probe of the ref's shape); None for a ref without a NumPy buffer. Only these are
+        arithmetic: under FTZ/DAZ the others keep their bits (XLA:CPU flushes no data movement)."""
+        from interp.refs import Ref
+        ref = invals[0]
+        if not isinstance(ref, Ref) or not isinstance(ref.array, np.ndarray):
+            return None
+        probe = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
+        rule(ctx, probe, np.ones(np.shape(invals[1])), *invals[2:], **params)
+        return probe.array > 0
 
     def _fma_accumulate(self, ctx, rule, invals, params):
         """An accumulation of a product into a ref (``ref[i] += a * b``) as one FMA: XLA lowers it

@@ -336,6 +336,13 @@ def _permuted_normal(x0):
     return (jax.random.permutation(key, jax.random.normal(key, (32, 4), np.float32), axis=1, independent=False),)
 
 
+def _accumulate_into_part(x0, x1):
+    ref = jax.new_ref(x0)
+    ref[...] = x0                   # (stored as they are: a swap moves bits)
+    jax.ref.addupdate(ref, slice(0, 1), x1)
+    return (ref[...],)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -366,6 +373,10 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # the same inside a fori_loop, with flush-to-zero: -2**-133 kept unflushed, added under DAZ
     ("xla-cpu-add-zero-keeps-negative-zero", _scan_sub_negative_zero,
      [_BF16, np.int32(6), np.frombuffer(bytes.fromhex("0180"), D.bfloat16)[0], _BF16], ()),
+    # ref[0:1] += 0 on a ref holding -2**-149 (fail:get:float32:xla:cpu:value, seed 2026112903): the
+    # element added to is read as -0.0 (DAZ), -0.0 + 0.0 = +0.0; the element not added to keeps its bits
+    ("flush-to-zero", _accumulate_into_part,
+     [np.frombuffer(bytes.fromhex("010000800100008000004040"), np.float32).copy(), np.zeros(1, np.float32)], ()),
     # gumbel / 10 (fail:div:float32:xla:cpu:fused-value): gumbel = -log(-log(u)) with each log as
     # XLA:CPU computes it alone, then the division as a product with fl(1/10), up to 5 ulp from the
     # reference; the whole-program replay applies the reciprocal divergence to the division
