@@ -457,13 +457,13 @@ class _Replay:
             out = self._scatter_kth(ctx, invals, params)
         if out is None and v.reciprocal_division and name == "div":
             out = self._reciprocal_division(eqn, invals)
-        if out is None and v.rewrites:
+        if out is None and v.rewrites and eqn.outvars:      # (an addupdate has no outputs to rewrite)
             out = self._rewrite(eqn, invals)
         if out is None and v.fma and name == "addupdate":
             out = self._fma_accumulate(ctx, rule, invals, params)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
-        if out is None and v.excess:
+        if out is None and v.excess and eqn.outvars:
             out = self._excess(eqn, invals)
         if out is None:
             out = as_outputs(ctx, rule(ctx, *invals, **params))

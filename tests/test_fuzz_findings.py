@@ -343,6 +343,13 @@ def _accumulate_into_part(x0, x1):
     return (ref[...],)
 
 
+def _loop_square_into_ref(x0):
+    ref = jax.new_ref(x0)
+    v = lax.fori_loop(0, 4, lambda i, c: lax.sqrt(c), x0)
+    jax.ref.addupdate(ref, ..., lax.mul(v, v))
+    return (ref[...],)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -377,6 +384,11 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # element added to is read as -0.0 (DAZ), -0.0 + 0.0 = +0.0; the element not added to keeps its bits
     ("flush-to-zero", _accumulate_into_part,
      [np.frombuffer(bytes.fromhex("010000800100008000004040"), np.float32).copy(), np.zeros(1, np.float32)], ()),
+    # ref += v * v for v from a loop (fail:scan:float32:xla:cpu:nan, seed 2026112903): one FMA,
+    # 8.646222 = fl(x + v^2) for x = 7.362768 (twice rounded 8.646221), and a subnormal x read as
+    # zero: only the replay allowances together explain it (it crashed on the addupdate's rewrite)
+    ("fma-contraction", _loop_square_into_ref,
+     [np.frombuffer(bytes.fromhex("cc9beb4001000000"), np.float32).copy()], ()),
     # gumbel / 10 (fail:div:float32:xla:cpu:fused-value): gumbel = -log(-log(u)) with each log as
     # XLA:CPU computes it alone, then the division as a product with fl(1/10), up to 5 ulp from the
     # reference; the whole-program replay applies the reciprocal divergence to the division
