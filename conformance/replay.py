@@ -615,14 +615,16 @@ class _Replay:
         return probe.array > 0
 
     def _fma_accumulate(self, ctx, rule, invals, params):
-        """An accumulation of a product into a ref (``ref[i] += a * b``) as one FMA: XLA lowers it
-        to a load, an add and a store, and LLVM contracts the add with the product. None where the
-        value added is no product or an element is updated more than once (array indices)."""
+        """An accumulation into a ref (``ref[i] += v``) as one FMA where ``v`` is a product
+        (``ref[i] += a * b``) or the ref holds one (``ref[...] = a * b; ref[...] += v``): XLA lowers
+        it to a load, an add and a store (folding the store of the product), and LLVM contracts the
+        add with the product. None where neither is a product or an element is updated more than
+        once (array indices)."""
         from interp.refs import Ref
         ref, value = invals[0], np.asarray(invals[1])
-        factors = self._product_factors(ctx.eqn.invars[1], value)
-        if factors is None or type(ref) is not Ref or ref.dtype not in (np.float32, np.float64):
+        if type(ref) is not Ref or ref.dtype not in (np.float32, np.float64):
             return None
+        factors = self._product_factors(ctx.eqn.invars[1], value)
         # Where each element of the value lands: the rule itself accumulates the value's positions
         # (1-based) into a zero probe of the ref's shape.
         probe = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
@@ -633,15 +635,28 @@ class _Replay:
             return None
         where = np.flatnonzero(probe.array)
         k = probe.array.reshape(-1)[where].astype(np.int64) - 1
-        a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
         at = np.unravel_index(where, ref.shape)
         old = ref.array[at]
+        if factors is not None:
+            addend = old
+        elif where.size == value.size:
+            # the ref's elements, laid out as the value: a product stored into the ref earlier?
+            held = np.empty(value.size, ref.dtype)
+            held[k] = old
+            held = held.reshape(value.shape)
+            factors = self._products.get(_value_key(held)) or self._product_block(held)
+            if factors is None:
+                return None
+            addend = np.broadcast_to(value, value.shape).reshape(-1)[k]
+        else:
+            return None
+        a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
         with np.errstate(all="ignore"):
             if ref.dtype == np.float64:
-                ref.array[at] = fma_f64(a, b, old)
+                ref.array[at] = fma_f64(a, b, addend)
             else:
                 ref.array[at] = fma_round_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64),
-                                              np.asarray(old, np.float64))
+                                              np.asarray(addend, np.float64))
         return []
 
     def fma_candidate(self, eqn, invals, i: int):

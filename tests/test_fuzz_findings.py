@@ -350,6 +350,13 @@ def _loop_square_into_ref(x0):
     return (ref[...],)
 
 
+def _product_held_in_ref(x0):
+    ref = jax.new_ref(x0)
+    ref[...] = lax.square(x0)
+    jax.ref.addupdate(ref, ..., x0)
+    return (ref[...],)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -389,6 +396,9 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # zero: only the replay allowances together explain it (it crashed on the addupdate's rewrite)
     ("fma-contraction", _loop_square_into_ref,
      [np.frombuffer(bytes.fromhex("cc9beb4001000000"), np.float32).copy()], ()),
+    # ref[...] = x * x; ref[...] += x (fail:get:float32:xla:cpu:value, state/2026112903/4043): the
+    # stored product contracted with the later add, 13.222579 = fl(x^2 + x) for x = -4.170501
+    ("fma-contraction", _product_held_in_ref, [np.frombuffer(bytes.fromhex("bf7485c04ceccb3f"), np.float32).copy()], ()),
     # gumbel / 10 (fail:div:float32:xla:cpu:fused-value): gumbel = -log(-log(u)) with each log as
     # XLA:CPU computes it alone, then the division as a product with fl(1/10), up to 5 ulp from the
     # reference; the whole-program replay applies the reciprocal divergence to the division
