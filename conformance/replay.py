@@ -647,7 +647,7 @@ class _Replay:
             factors = self._products.get(_value_key(held)) or self._product_block(held)
             if factors is None:
                 return None
-            addend = np.broadcast_to(value, value.shape).reshape(-1)[k]
+            addend = value.reshape(-1)[k]
         else:
             return None
         a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
