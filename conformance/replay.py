@@ -442,8 +442,11 @@ class _Replay:
             if kept is not None:
                 return [kept]                # (the code generator folds it: nothing flushed either)
         flush = v.flush and name not in MOVES_BITS
+        touched = self._accumulated(ctx, rule, invals, params) if flush and name == "addupdate" else None
         if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
+            if touched is not None:      # DAZ: the ref's elements the accumulation adds to are read flushed
+                invals[0].array[touched] = flush_subnormals(invals[0].array[touched])
         if v.tf32 and name in DOTS and _default_precision(params) and all(
                 np.dtype(getattr(a.aval, "dtype", None) or np.int8) == np.float32 for a in eqn.invars[:2]):
             invals = [round_significand(np.asarray(x), TF32_BITS, v.tf32) for x in invals[:2]] + invals[2:]
@@ -454,23 +457,20 @@ class _Replay:
             out = self._scatter_kth(ctx, invals, params)
         if out is None and v.reciprocal_division and name == "div":
             out = self._reciprocal_division(eqn, invals)
-        if out is None and v.rewrites:
+        if out is None and v.rewrites and eqn.outvars:      # (an addupdate has no outputs to rewrite)
             out = self._rewrite(eqn, invals)
         if out is None and v.fma and name == "addupdate":
             out = self._fma_accumulate(ctx, rule, invals, params)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
-        if out is None and v.excess:
+        if out is None and v.excess and eqn.outvars:
             out = self._excess(eqn, invals)
         if out is None:
             out = as_outputs(ctx, rule(ctx, *invals, **params))
         if flush:
             out = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in out]
-            if name == "addupdate":
-                # an accumulation into a ref: its result is the ref's new content
-                ref = invals[0]
-                if hasattr(ref, "array") and isinstance(ref.array, np.ndarray):
-                    ref.array[...] = flush_subnormals(ref.array)
+            if touched is not None:      # an accumulation into a ref: its result is the ref's new content
+                invals[0].array[touched] = flush_subnormals(invals[0].array[touched])
         if v.fma and out:
             self._note_product(eqn, invals, out[0])
         return out
@@ -601,15 +601,30 @@ class _Replay:
                 return [fused]
         return None
 
+    @staticmethod
+    def _accumulated(ctx, rule, invals, params):
+        """The mask of the ref's elements an ``addupdate`` adds to (the rule itself accumulates ones
+        into a zero probe of the ref's shape); None for a ref without a NumPy buffer. Only these are
+        arithmetic: under FTZ/DAZ the others keep their bits (XLA:CPU flushes no data movement)."""
+        from interp.refs import Ref
+        ref = invals[0]
+        if not isinstance(ref, Ref) or not isinstance(ref.array, np.ndarray):
+            return None
+        probe = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
+        rule(ctx, probe, np.ones(np.shape(invals[1])), *invals[2:], **params)
+        return probe.array > 0
+
     def _fma_accumulate(self, ctx, rule, invals, params):
-        """An accumulation of a product into a ref (``ref[i] += a * b``) as one FMA: XLA lowers it
-        to a load, an add and a store, and LLVM contracts the add with the product. None where the
-        value added is no product or an element is updated more than once (array indices)."""
+        """An accumulation into a ref (``ref[i] += v``) as one FMA where ``v`` is a product
+        (``ref[i] += a * b``) or the ref holds one (``ref[...] = a * b; ref[...] += v``): XLA lowers
+        it to a load, an add and a store (folding the store of the product), and LLVM contracts the
+        add with the product. None where neither is a product or an element is updated more than
+        once (array indices)."""
         from interp.refs import Ref
         ref, value = invals[0], np.asarray(invals[1])
-        factors = self._product_factors(ctx.eqn.invars[1], value)
-        if factors is None or type(ref) is not Ref or ref.dtype not in (np.float32, np.float64):
+        if type(ref) is not Ref or ref.dtype not in (np.float32, np.float64):
             return None
+        factors = self._product_factors(ctx.eqn.invars[1], value)
         # Where each element of the value lands: the rule itself accumulates the value's positions
         # (1-based) into a zero probe of the ref's shape.
         probe = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
@@ -620,15 +635,28 @@ class _Replay:
             return None
         where = np.flatnonzero(probe.array)
         k = probe.array.reshape(-1)[where].astype(np.int64) - 1
-        a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
         at = np.unravel_index(where, ref.shape)
         old = ref.array[at]
+        if factors is not None:
+            addend = old
+        elif where.size == value.size:
+            # the ref's elements, laid out as the value: a product stored into the ref earlier?
+            held = np.empty(value.size, ref.dtype)
+            held[k] = old
+            held = held.reshape(value.shape)
+            factors = self._products.get(_value_key(held)) or self._product_block(held)
+            if factors is None:
+                return None
+            addend = value.reshape(-1)[k]
+        else:
+            return None
+        a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
         with np.errstate(all="ignore"):
             if ref.dtype == np.float64:
-                ref.array[at] = fma_f64(a, b, old)
+                ref.array[at] = fma_f64(a, b, addend)
             else:
                 ref.array[at] = fma_round_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64),
-                                              np.asarray(old, np.float64))
+                                              np.asarray(addend, np.float64))
         return []
 
     def fma_candidate(self, eqn, invals, i: int):

@@ -96,6 +96,44 @@ def test_convolution_model_leaves_out_only_the_padding_taps():
     assert not DM.matches(entry, f)
 
 
+def _conv_padded(x, w):
+    return (lax.conv_general_dilated(x, w, (1,), ((1, 0),), dimension_numbers=("NCH", "OIH", "NCH"),
+                                     precision=lax.Precision.HIGHEST),)
+
+
+def test_convolution_model_takes_infinite_lhs_terms_and_overflowing_orders():
+    # fail:conv_general_dilated:float64:xla:cpu:nan (2026-11-29, seed 2026112903): the skipped padding
+    # tap beside (1) an infinite lhs element meeting an infinite weight (-inf * inf = -inf: the model
+    # took it as -inf * 0 = NaN) and (2) finite terms past float64's largest value, whose partial
+    # sums XLA:CPU overflows in its own order (M + M = +inf; exactly the terms add up to -2M)
+    M = np.finfo(np.float64).max
+    x = np.array([[[M, M, -M, -M, -M, -M, 1, 2]], [[-np.inf, 1, 2, 3, 4, 5, 6, 7]]])
+    w = np.array([[[np.inf, np.inf, 1, 1, 1, 1]]])
+    entry = DV.BY_ID["xla-cpu-convolution-skips-padding"]
+    case = Case(id="t", fn=_conv_padded, inputs=lambda rng: [], modes=C.exact("definition"),
+                jax_config=(("jax_enable_x64", True),))
+    runner = get_runner("xla:cpu")
+    with case.context(), np.errstate(all="ignore"):
+        ref = [np.asarray(r) for r in interp.interpret(_conv_padded)(x, w)]
+        got = [np.asarray(g) for g in suite.run(runner, case, [x, w])]
+        rec = oracle.judge(_conv_padded, [x, w], ref, runner, case=case)
+    assert np.isnan(ref[0][:, 0, 0]).all()       # 0 * inf on the padding
+
+    def failure(out):
+        return DM.Failure("fuzz-eqn/conv_general_dilated", "xla:cpu", "0.12.0.1", ("conv_general_dilated",),
+                          ref, [out], (0,), None, inputs=(x, w), fn=_conv_padded)
+    model = got[0].copy()
+    model[:, 0, 0] = [np.inf, -np.inf]    # M * inf + (terms overflowing in any order); -inf * inf + 15
+    with case.context():                  # (the model evaluates the convolution in float64)
+        assert DM.matches(entry, failure(model))
+        for b, wrong in ((0, -np.inf), (1, np.inf), (1, 15.0)):     # never the other infinity, nor finite
+            spoiled = model.copy()
+            spoiled[b, 0, 0] = wrong
+            assert not DM.matches(entry, failure(spoiled)), (b, wrong)
+    if not (np.isnan(got[0][:, 0, 0]).all()):   # XLA:CPU leaves out the padding tap
+        assert rec["outcome"] == "known-divergence" and rec["known_divergence"]["id"] == entry.id, rec
+
+
 @pytest.mark.parametrize("divergence, fn, inputs", [
     ("xla-cpu-add-zero-keeps-negative-zero", lambda x: (lax.add(x, np.float32(0.0)),), [np.float32([-0.0, 2.0])]),
     ("xla-cpu-divide-by-constant-as-reciprocal", lambda x: (lax.div(x, np.float32(5.0)),),
@@ -298,6 +336,27 @@ def _permuted_normal(x0):
     return (jax.random.permutation(key, jax.random.normal(key, (32, 4), np.float32), axis=1, independent=False),)
 
 
+def _accumulate_into_part(x0, x1):
+    ref = jax.new_ref(x0)
+    ref[...] = x0                   # (stored as they are: a swap moves bits)
+    jax.ref.addupdate(ref, slice(0, 1), x1)
+    return (ref[...],)
+
+
+def _loop_square_into_ref(x0):
+    ref = jax.new_ref(x0)
+    v = lax.fori_loop(0, 4, lambda i, c: lax.sqrt(c), x0)
+    jax.ref.addupdate(ref, ..., lax.mul(v, v))
+    return (ref[...],)
+
+
+def _product_held_in_ref(x0):
+    ref = jax.new_ref(x0)
+    ref[...] = lax.square(x0)
+    jax.ref.addupdate(ref, ..., x0)
+    return (ref[...],)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -328,6 +387,18 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # the same inside a fori_loop, with flush-to-zero: -2**-133 kept unflushed, added under DAZ
     ("xla-cpu-add-zero-keeps-negative-zero", _scan_sub_negative_zero,
      [_BF16, np.int32(6), np.frombuffer(bytes.fromhex("0180"), D.bfloat16)[0], _BF16], ()),
+    # ref[0:1] += 0 on a ref holding -2**-149 (fail:get:float32:xla:cpu:value, seed 2026112903): the
+    # element added to is read as -0.0 (DAZ), -0.0 + 0.0 = +0.0; the element not added to keeps its bits
+    ("flush-to-zero", _accumulate_into_part,
+     [np.frombuffer(bytes.fromhex("010000800100008000004040"), np.float32).copy(), np.zeros(1, np.float32)], ()),
+    # ref += v * v for v from a loop (fail:scan:float32:xla:cpu:nan, seed 2026112903): one FMA,
+    # 8.646222 = fl(x + v^2) for x = 7.362768 (twice rounded 8.646221), and a subnormal x read as
+    # zero: only the replay allowances together explain it (it crashed on the addupdate's rewrite)
+    ("fma-contraction", _loop_square_into_ref,
+     [np.frombuffer(bytes.fromhex("cc9beb4001000000"), np.float32).copy()], ()),
+    # ref[...] = x * x; ref[...] += x (fail:get:float32:xla:cpu:value, state/2026112903/4043): the
+    # stored product contracted with the later add, 13.222579 = fl(x^2 + x) for x = -4.170501
+    ("fma-contraction", _product_held_in_ref, [np.frombuffer(bytes.fromhex("bf7485c04ceccb3f"), np.float32).copy()], ()),
     # gumbel / 10 (fail:div:float32:xla:cpu:fused-value): gumbel = -log(-log(u)) with each log as
     # XLA:CPU computes it alone, then the division as a product with fl(1/10), up to 5 ulp from the
     # reference; the whole-program replay applies the reciprocal divergence to the division
