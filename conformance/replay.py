@@ -506,17 +506,28 @@ class _Replay:
         return [out]
 
     def _reciprocal_division(self, eqn, invals):
-        """x / y as XLA's simplifier rewrites a division by a constant (a literal) or a broadcast
-        value: x * fl(1 / y), both steps rounded in float32 (float16/bfloat16: computed in float32,
-        rounded to the type once); None for any other division."""
+        """x / y as XLA's simplifier rewrites a division by a constant (a literal), a broadcast
+        value or a sum of copies (a reduce_sum over a broadcast's new dimensions, which algsimp
+        makes a product y * n first): x * fl(1 / y), both steps rounded in float32
+        (float16/bfloat16: computed in float32, rounded to the type once); None for any other
+        division."""
         dtype = np.dtype(eqn.outvars[0].aval.dtype)
         if dtype not in RECIPROCAL_DTYPES:
             return None
         y = self._resolve(eqn.invars[1])
-        if not isinstance(y, jcore.Literal) and self._from(y, "broadcast_in_dim") is None:
+        if not isinstance(y, jcore.Literal) and self._from(y, "broadcast_in_dim") is None \
+                and not self._sum_of_copies(y):
             return None
         with np.errstate(all="ignore"):
             return [reciprocal_quotient(invals[0], invals[1], dtype).reshape(eqn.outvars[0].aval.shape)]
+
+    def _sum_of_copies(self, atom) -> bool:
+        """Whether ``atom`` is a reduce_sum of a broadcast_in_dim over only the dimensions the
+        broadcast added (XLA:CPU, JAX 0.12.0.1: x / reduce_sum(broadcast(y)) compiles to
+        x * (1 / (y * n)))."""
+        r = self._from(atom, "reduce_sum")
+        b = r is not None and self._from(r.invars[0], "broadcast_in_dim")
+        return bool(b) and not set(r.params["axes"]) & set(b.params["broadcast_dimensions"])
 
     def _resolve(self, atom):
         while not isinstance(atom, jcore.Literal) and atom in self.alias:

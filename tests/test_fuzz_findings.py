@@ -350,6 +350,11 @@ def _loop_square_into_ref(x0):
     return (ref[...],)
 
 
+def _quotient_by_sum_of_copies(x0):
+    s = lax.reduce_sum(lax.broadcast_in_dim(x0, (2,) + x0.shape, (1,)), (0,))
+    return (lax.div(s, s),)
+
+
 def _product_held_in_ref(x0):
     ref = jax.new_ref(x0)
     ref[...] = lax.square(x0)
@@ -404,6 +409,11 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # reference; the whole-program replay applies the reciprocal divergence to the division
     ("xla-cpu-divide-by-constant-as-reciprocal", _gumbel_over_ten,
      [np.frombuffer(bytes.fromhex("5fb21017cfb96ab2"), np.uint32).copy()], (("jax_threefry_partitionable", False),)),
+    # s / s with s = reduce_sum(broadcast(x)) (fail:reduce_min:float32:xla:cpu:fused-value,
+    # lax/2026112903/5144): algsimp makes s a product x * 2 and the quotient s * fl(1 / s),
+    # 0.99999994 for x = -7.235861; the reciprocal replay takes such a divisor too
+    ("xla-cpu-divide-by-constant-as-reciprocal", _quotient_by_sum_of_copies,
+     [np.frombuffer(bytes.fromhex("2c8ce7c00000c03f"), np.float32).copy()], ()),
 ])
 def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn, inputs, config):
     case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"), jax_config=config)
