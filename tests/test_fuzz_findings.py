@@ -350,6 +350,12 @@ def _loop_square_into_ref(x0):
     return (ref[...],)
 
 
+def _normal_plus_beside_dead_broadcast(x0, x1):
+    normal = jax.random.normal(jax.random.wrap_key_data(x0, impl="threefry2x32"), (64, 6), np.float32)
+    lax.broadcast_in_dim(normal, (2, 64, 6), (1, 2))       # dead code: XLA drops it
+    return (lax.add(lax.broadcast_in_dim(x1, (64, 6), (0,)), normal),)
+
+
 def _quotient_by_sum_of_copies(x0):
     s = lax.reduce_sum(lax.broadcast_in_dim(x0, (2,) + x0.shape, (1,)), (0,))
     return (lax.div(s, s),)
@@ -409,6 +415,12 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # reference; the whole-program replay applies the reciprocal divergence to the division
     ("xla-cpu-divide-by-constant-as-reciprocal", _gumbel_over_ten,
      [np.frombuffer(bytes.fromhex("5fb21017cfb96ab2"), np.uint32).copy()], (("jax_threefry_partitionable", False),)),
+    # 1 + normal (fail:add:float32:xla:cpu:fused-value, random/2026112903/4634): the add contracted
+    # with normal's sqrt(2) * erf_inv into one FMA on an erf_inv computed otherwise when fused (up
+    # to 3 ulp): the neighbour replay of erf_inv with fma-contraction, once a dead broadcast of
+    # the normal no longer counts as leaving the elementwise path
+    ("fma-contraction", _normal_plus_beside_dead_broadcast, [np.zeros(2, np.uint32), np.ones(64, np.float32)],
+     _PARTITIONABLE),
     # s / s with s = reduce_sum(broadcast(x)) (fail:reduce_min:float32:xla:cpu:fused-value,
     # lax/2026112903/5144): algsimp makes s a product x * 2 and the quotient s * fl(1 / s),
     # 0.99999994 for x = -7.235861; the reciprocal replay takes such a divisor too
@@ -511,3 +523,21 @@ def test_ulp_neighbours_meeting_two_elements_of_one_source_take_one_replay():
         assert explain(oracle._Program(fn), [x], [sums[2]], runner, reference=ref, case=case).explained
         verdict = explain(oracle._Program(fn), [x], [mixed], runner, reference=ref, case=case)
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
+
+
+def test_elementwise_source_beside_a_broadcast_only_when_the_broadcast_is_dead():
+    """atan's value reaching the output through an add is a neighbour-replay source; a broadcast
+    of it that reaches nothing (dead code, which XLA drops) leaves it one, a broadcast that is
+    an output too (its elements met by several outputs) does not."""
+    def dead(x):
+        t = lax.atan(x)
+        lax.broadcast_in_dim(t, (2, 3), (1,))
+        return (lax.add(t, x),)
+
+    def live(x):
+        t = lax.atan(x)
+        return (lax.add(t, x), lax.broadcast_in_dim(t, (2, 3), (1,)))
+    x = np.ones(3, np.float32)
+    atan_budgets = lambda fn: [b for b in oracle.elementwise_sources(jax.make_jaxpr(fn)(x)).values()]  # noqa: E731
+    assert "broadcast_in_dim" in str(jax.make_jaxpr(dead)(x))
+    assert len(atan_budgets(dead)) == 1 and atan_budgets(live) == []

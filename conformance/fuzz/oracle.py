@@ -556,8 +556,21 @@ def elementwise_sources(closed) -> dict:
         gathered = name in GATHERS and eqn.invars[0] is var and var not in eqn.invars[1:]
         ok = eqn is None or gathered or name in ELEMENTWISE_PATH and shape is not None and (
             name in BIJECTIVE_RESHAPES or getattr(var.aval, "shape", None) == shape)
-        uses.setdefault(var, []).append(list(outvars) if ok else None)
+        # a use off the path that is dead code (no effects, its results reach no output: XLA drops
+        # it) leaves nothing off the path
+        pure = eqn is not None and not eqn.effects and not any(_is_ref(a) for a in eqn.invars)
+        uses.setdefault(var, []).append(list(outvars) if ok else (DEAD_IF_UNUSED, list(outvars)) if pure else None)
     outputs, eqns = _flow(closed, use)
+    live_memo: dict = {}
+
+    def live(var) -> bool:
+        """Whether ``var`` reaches an output (conservatively: through any use)."""
+        if var not in live_memo:
+            live_memo[var] = False          # (a cycle adds nothing)
+            live_memo[var] = var in outputs or any(
+                nxt is None or any(live(v) for v in (nxt[1] if isinstance(nxt, tuple) else nxt))
+                for nxt in uses.get(var, ()))
+        return live_memo[var]
 
     def reached(var, seen) -> set | None:
         """The output indices ``var`` reaches, or None where a use leaves the path."""
@@ -566,6 +579,10 @@ def elementwise_sources(closed) -> dict:
         seen.add(var)
         out = set(outputs.get(var, ()))
         for nxt in uses.get(var, ()):
+            if isinstance(nxt, tuple):
+                if any(live(v) for v in nxt[1]):
+                    return None
+                continue
             if nxt is None:
                 return None
             for v in nxt:
@@ -588,6 +605,14 @@ def elementwise_sources(closed) -> dict:
         if r is not None and len(r) == 1:
             found[id(eqn)] = min(int(modes[0].ulp), MAX_NEIGHBOURS)
     return found
+
+
+DEAD_IF_UNUSED = "dead-if-unused"        # elementwise_sources: a use off the path, harmless where dead
+
+
+def _is_ref(atom) -> bool:
+    import jax.extend.core as jcore
+    return not isinstance(atom, jcore.Literal) and type(atom.aval).__name__ == "AbstractRef"
 
 
 # index_map values: the output element depends on no element of the source (a gather's fill, an
