@@ -298,6 +298,11 @@ def _permuted_normal(x0):
     return (jax.random.permutation(key, jax.random.normal(key, (32, 4), np.float32), axis=1, independent=False),)
 
 
+def _max_of_truncated_normal(x0):
+    key = jax.random.wrap_key_data(x0, impl="rbg")
+    return (lax.reduce_max(jax.random.truncated_normal(key, -1.0, 1.0, (17, 4), np.float32), (0,)),)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -333,6 +338,10 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # reference; the whole-program replay applies the reciprocal divergence to the division
     ("xla-cpu-divide-by-constant-as-reciprocal", _gumbel_over_ten,
      [np.frombuffer(bytes.fromhex("5fb21017cfb96ab2"), np.uint32).copy()], (("jax_threefry_partitionable", False),)),
+    # the column maxima of truncated_normal samples (fail:reduce_max:float32:xla:cpu:fused-value):
+    # each the sampler's value compiled alone, erf_inv 1-2 ulp from the reference inside the fusion;
+    # the neighbour replay follows each maximum to its window of erf_inv elements
+    ("ulp-neighbours", _max_of_truncated_normal, [np.uint32([1, 2152583956, 1, 1])], _PARTITIONABLE),
     # A / sqrt(B) => A * rsqrt(B) (XLA's simplifier; JAX lowers integer_pow(x, -1) to 1 / x), the
     # fresh campaign's fail:integer_pow:float64 and fail:select_n:float16 fused-value buckets:
     # rsqrt(x) correctly rounded where 1 / sqrt(x) rounds twice
@@ -440,4 +449,34 @@ def test_ulp_neighbours_meeting_two_elements_of_one_source_take_one_replay():
         explain = oracle.explain_program
         assert explain(oracle._Program(fn), [x], [sums[2]], runner, reference=ref, case=case).explained
         verdict = explain(oracle._Program(fn), [x], [mixed], runner, reference=ref, case=case)
+    assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
+
+
+def test_ulp_neighbours_through_a_max_take_one_value_per_window_element():
+    """Column maxima of atan(x) (disjoint windows), with backend outputs made from atan moved k ulp
+    (no XLA involved): each column from its own k is accepted. The same maxima after a gather that
+    puts one atan element into both windows (the maximum of both): one from k = 2 and one from
+    k = -2 is rejected, though each alone is some k's value."""
+    runner = get_runner("xla:cpu")
+
+    def judged(fn, x, out):
+        case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+        with case.context(), np.errstate(all="ignore"):
+            ref = [np.asarray(r) for r in interp.interpret(fn)(x)]
+            return oracle.explain_program(oracle._Program(fn), [x], [out], runner, reference=ref, case=case)
+
+    x = np.float32([[0.5, -1.0], [0.1, 2.0]])
+    atan = np.asarray(interp.interpret(lax.atan)(x))
+    moved = {k: ulp_neighbour(atan, k).max(0) for k in (2, -2)}
+    assert (bits(moved[2]) != bits(atan.max(0))).all() and (bits(moved[-2]) != bits(atan.max(0))).all()
+    columns = lambda x: (lax.reduce_max(lax.atan(x), (0,)),)    # noqa: E731
+    assert judged(columns, x, np.float32([moved[2][0], moved[-2][1]])).explained
+
+    # windows {atan(x)[1], atan(x)[2]} and {atan(x)[0], atan(x)[1]}: atan(2.0) the maximum of both
+    x = np.float32([0.5, 2.0, -1.0])
+    shared = lambda x: (lax.reduce_max(lax.atan(x)[np.array([1, 0, 2, 1])].reshape(2, 2), (0,)),)   # noqa: E731
+    atan = np.asarray(interp.interpret(lax.atan)(x))
+    top = {k: ulp_neighbour(atan, k)[1] for k in (2, -2)}
+    assert judged(shared, x, np.float32([top[2], top[2]])).explained
+    verdict = judged(shared, x, np.float32([top[2], top[-2]]))
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
