@@ -303,6 +303,13 @@ def _max_of_truncated_normal(x0):
     return (lax.reduce_max(jax.random.truncated_normal(key, -1.0, 1.0, (17, 4), np.float32), (0,)),)
 
 
+def _normal_plus_one(x0, x1):
+    key = jax.random.wrap_key_data(x0, impl="threefry2x32")
+    normal = jax.random.normal(key, (64, 6), np.float32)
+    lax.broadcast_in_dim(normal, (2, 64, 6), (1, 2))     # a dead use of the samples (the fuzzer's program)
+    return (lax.add(lax.broadcast_in_dim(x1, (64, 6), (0,)), normal),)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -342,6 +349,9 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # each the sampler's value compiled alone, erf_inv 1-2 ulp from the reference inside the fusion;
     # the neighbour replay follows each maximum to its window of erf_inv elements
     ("ulp-neighbours", _max_of_truncated_normal, [np.uint32([1, 2152583956, 1, 1])], _PARTITIONABLE),
+    # 1 + normal beside a dead broadcast of the samples (fail:add:float32:xla:cpu:fused-value): the
+    # fused erf_inv a few ulp off, up to 12841 ulp in a sum that cancels; a dead use breaks no path
+    ("ulp-neighbours", _normal_plus_one, [np.zeros(2, np.uint32), np.ones(64, np.float32)], _PARTITIONABLE),
     # A / sqrt(B) => A * rsqrt(B) (XLA's simplifier; JAX lowers integer_pow(x, -1) to 1 / x), the
     # fresh campaign's fail:integer_pow:float64 and fail:select_n:float16 fused-value buckets:
     # rsqrt(x) correctly rounded where 1 / sqrt(x) rounds twice
@@ -480,3 +490,21 @@ def test_ulp_neighbours_through_a_max_take_one_value_per_window_element():
     assert judged(shared, x, np.float32([top[2], top[2]])).explained
     verdict = judged(shared, x, np.float32([top[2], top[-2]]))
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
+
+
+def test_elementwise_sources_skip_dead_uses_only():
+    """A use of atan(x) that reaches no output (a dead broadcast) leaves atan a neighbour source;
+    the same broadcast as a second output does not."""
+    def dead(x):
+        t = lax.atan(x)
+        lax.broadcast_in_dim(t, (2, 3), (1,))
+        return (lax.integer_pow(t, 3),)
+
+    def live(x):
+        t = lax.atan(x)
+        return (lax.integer_pow(t, 3), lax.broadcast_in_dim(t, (2, 3), (1,)))
+    x = np.float32([0.5, -1.0, 2.0])
+    closed = jax.make_jaxpr(dead)(x)
+    assert "broadcast_in_dim" in str(closed)
+    assert list(oracle.elementwise_sources(closed).values()) == [oracle.eqn_modes(closed.jaxpr.eqns[0])[0].ulp]
+    assert oracle.elementwise_sources(jax.make_jaxpr(live)(x)) == {}

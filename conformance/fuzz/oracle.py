@@ -552,7 +552,7 @@ def elementwise_sources(closed) -> dict:
     (a gather may copy one element to several outputs, and an arithmetic path may meet an element
     with another one of the same equation): :func:`index_map` says which element each output
     element comes from, and the judgement (explain_program) takes one replay for all of them."""
-    uses: dict = {}           # var -> [the vars a use passes its elements on to, or None: the use breaks the path]
+    uses: dict = {}           # var -> [(the vars a use passes its elements on to, whether on the path, effectful)]
 
     def use(var, eqn, outvars):
         name = eqn.primitive.name if eqn is not None else None
@@ -560,18 +560,30 @@ def elementwise_sources(closed) -> dict:
         gathered = name in GATHERS and eqn.invars[0] is var and var not in eqn.invars[1:]
         ok = eqn is None or gathered or shape is not None and (name in SELECTING_REDUCTIONS or (
             name in ELEMENTWISE_PATH and (name in BIJECTIVE_RESHAPES or getattr(var.aval, "shape", None) == shape)))
-        uses.setdefault(var, []).append(list(outvars) if ok else None)
+        uses.setdefault(var, []).append((list(outvars), ok, eqn is not None and bool(eqn.effects)))
     outputs, eqns = _flow(closed, use)
+    liveness: dict = {}
+
+    def live(var) -> bool:
+        """Whether ``var`` reaches an output (or an effect) through any use at all."""
+        if var not in liveness:
+            liveness[var] = False           # (a cycle adds nothing)
+            liveness[var] = var in outputs or any(
+                effectful or any(live(v) for v in nxt) for nxt, _, effectful in uses.get(var, ()))
+        return liveness[var]
 
     def reached(var, seen) -> set | None:
-        """The output indices ``var`` reaches, or None where a use leaves the path."""
+        """The output indices ``var`` reaches, or None where a use leaves the path (a dead use,
+        one that reaches no output and has no effect, is no use)."""
         if var in seen:
             return set()
         seen.add(var)
         out = set(outputs.get(var, ()))
-        for nxt in uses.get(var, ()):
-            if nxt is None:
+        for nxt, ok, effectful in uses.get(var, ()):
+            if not ok and (effectful or any(live(v) for v in nxt)):
                 return None
+            if not ok:
+                continue
             for v in nxt:
                 r = reached(v, seen)
                 if r is None:
