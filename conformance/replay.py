@@ -15,7 +15,8 @@ the way a backend is allowed to compute:
   the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
 - ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x (so log(exp2(x)) -> ln2 * x, as JAX
   lowers exp2), sqrt(x*x) -> |x|, exp(a) * exp(b) -> exp(a + b) (so integer_pow(exp(a), y) -> one exp)
-  and exp(a) / exp(b) -> exp(a - b);
+  and exp(a) / exp(b) -> exp(a - b), a / sqrt(b) -> a * rsqrt(b) and a / rsqrt(b) -> a * sqrt(b)
+  (so integer_pow(sqrt(b), -1), lowered to 1 / sqrt(b), -> rsqrt(b));
 - ``tf32``: the float32 operands of Precision.DEFAULT ``dot_general``/``conv_general_dilated`` keep
   11 significant bits (TF32 tensor cores), rounded to nearest or truncated, before the exact
   product and the float32 result;
@@ -285,9 +286,13 @@ LN2 = 0.6931471805599453       # ln 2 correctly rounded to float64 (NumPy's log 
 
 def _exp_of(s, dtype) -> np.ndarray:
     """The reference's (correctly rounded) exp of ``s`` in ``dtype``."""
-    from interp.rules.lax_special import correctly_rounded
     with np.errstate(all="ignore"):
-        return np.asarray(correctly_rounded("exp", np.asarray(s, np.float64), dtype=dtype)).astype(dtype)
+        return np.asarray(_correctly_rounded("exp", np.asarray(s, np.float64), dtype)).astype(dtype)
+
+
+def _correctly_rounded(name, x, dtype) -> np.ndarray:
+    from interp.rules.lax_special import correctly_rounded
+    return correctly_rounded(name, x, dtype=dtype)
 
 
 def _bits_of(x) -> np.ndarray:
@@ -553,6 +558,26 @@ class _Replay:
         arg = self._exp_argument(eqn, name)
         if arg is not None:
             return [_exp_of(arg, dtype)]
+        return self._root_quotient(eqn, name, invals, dtype)
+
+    def _root_quotient(self, eqn, name, invals, dtype):
+        """A / sqrt(B) as XLA's simplifier rewrites it, A * rsqrt(B) (and A / rsqrt(B) as
+        A * sqrt(B)); JAX lowers integer_pow(x, -1) to 1 / x, so integer_pow(sqrt(B), -1) is
+        rsqrt(B). The root of B correctly rounded, the product rounded once; None if no match."""
+        if name == "div":
+            numerator, divisor = invals[0], eqn.invars[1]
+        elif name == "integer_pow" and eqn.params["y"] == -1:
+            numerator, divisor = None, eqn.invars[0]
+        else:
+            return None
+        for root, inverse in (("sqrt", "rsqrt"), ("rsqrt", "sqrt")):
+            e = self._from(divisor, root)
+            if e is None:
+                continue
+            b = np.asarray(self._operands[id(e)][0])
+            with np.errstate(all="ignore"):
+                r = np.asarray(_correctly_rounded(inverse, b.astype(np.float64), dtype)).astype(dtype)
+                return [r if numerator is None else np.multiply(np.asarray(numerator), r).astype(dtype)]
         return None
 
     def _exp_argument(self, eqn, name):
