@@ -15,7 +15,8 @@ the way a backend is allowed to compute:
   the chain (XLA's float normalization + SimplifyFPConversions on GPU/TPU);
 - ``rewrites``: XLA's algebraic simplifications log(exp(x)) -> x (so log(exp2(x)) -> ln2 * x, as JAX
   lowers exp2), sqrt(x*x) -> |x|, exp(a) * exp(b) -> exp(a + b) (so integer_pow(exp(a), y) -> one exp)
-  and exp(a) / exp(b) -> exp(a - b);
+  and exp(a) / exp(b) -> exp(a - b), a / sqrt(b) -> a * rsqrt(b) and a / rsqrt(b) -> a * sqrt(b)
+  (so integer_pow(sqrt(b), -1), lowered to 1 / sqrt(b), -> rsqrt(b));
 - ``tf32``: the float32 operands of Precision.DEFAULT ``dot_general``/``conv_general_dilated`` keep
   11 significant bits (TF32 tensor cores), rounded to nearest or truncated, before the exact
   product and the float32 result;
@@ -285,9 +286,13 @@ LN2 = 0.6931471805599453       # ln 2 correctly rounded to float64 (NumPy's log 
 
 def _exp_of(s, dtype) -> np.ndarray:
     """The reference's (correctly rounded) exp of ``s`` in ``dtype``."""
-    from interp.rules.lax_special import correctly_rounded
     with np.errstate(all="ignore"):
-        return np.asarray(correctly_rounded("exp", np.asarray(s, np.float64), dtype=dtype)).astype(dtype)
+        return np.asarray(_correctly_rounded("exp", np.asarray(s, np.float64), dtype)).astype(dtype)
+
+
+def _correctly_rounded(name, x, dtype) -> np.ndarray:
+    from interp.rules.lax_special import correctly_rounded
+    return correctly_rounded(name, x, dtype=dtype)
 
 
 def _bits_of(x) -> np.ndarray:
@@ -506,28 +511,17 @@ class _Replay:
         return [out]
 
     def _reciprocal_division(self, eqn, invals):
-        """x / y as XLA's simplifier rewrites a division by a constant (a literal), a broadcast
-        value or a sum of copies (a reduce_sum over a broadcast's new dimensions, which algsimp
-        makes a product y * n first): x * fl(1 / y), both steps rounded in float32
-        (float16/bfloat16: computed in float32, rounded to the type once); None for any other
-        division."""
+        """x / y as XLA's simplifier rewrites a division by a constant (a literal) or a broadcast
+        value: x * fl(1 / y), both steps rounded in float32 (float16/bfloat16: computed in float32,
+        rounded to the type once); None for any other division."""
         dtype = np.dtype(eqn.outvars[0].aval.dtype)
         if dtype not in RECIPROCAL_DTYPES:
             return None
         y = self._resolve(eqn.invars[1])
-        if not isinstance(y, jcore.Literal) and self._from(y, "broadcast_in_dim") is None \
-                and not self._sum_of_copies(y):
+        if not isinstance(y, jcore.Literal) and self._from(y, "broadcast_in_dim") is None:
             return None
         with np.errstate(all="ignore"):
             return [reciprocal_quotient(invals[0], invals[1], dtype).reshape(eqn.outvars[0].aval.shape)]
-
-    def _sum_of_copies(self, atom) -> bool:
-        """Whether ``atom`` is a reduce_sum of a broadcast_in_dim over only the dimensions the
-        broadcast added (XLA:CPU, JAX 0.12.0.1: x / reduce_sum(broadcast(y)) compiles to
-        x * (1 / (y * n)))."""
-        r = self._from(atom, "reduce_sum")
-        b = r is not None and self._from(r.invars[0], "broadcast_in_dim")
-        return bool(b) and not set(r.params["axes"]) & set(b.params["broadcast_dimensions"])
 
     def _resolve(self, atom):
         while not isinstance(atom, jcore.Literal) and atom in self.alias:
@@ -564,6 +558,26 @@ class _Replay:
         arg = self._exp_argument(eqn, name)
         if arg is not None:
             return [_exp_of(arg, dtype)]
+        return self._root_quotient(eqn, name, invals, dtype)
+
+    def _root_quotient(self, eqn, name, invals, dtype):
+        """A / sqrt(B) as XLA's simplifier rewrites it, A * rsqrt(B) (and A / rsqrt(B) as
+        A * sqrt(B)); JAX lowers integer_pow(x, -1) to 1 / x, so integer_pow(sqrt(B), -1) is
+        rsqrt(B). The root of B correctly rounded, the product rounded once; None if no match."""
+        if name == "div":
+            numerator, divisor = invals[0], eqn.invars[1]
+        elif name == "integer_pow" and eqn.params["y"] == -1:
+            numerator, divisor = None, eqn.invars[0]
+        else:
+            return None
+        for root, inverse in (("sqrt", "rsqrt"), ("rsqrt", "sqrt")):
+            e = self._from(divisor, root)
+            if e is None:
+                continue
+            b = np.asarray(self._operands[id(e)][0])
+            with np.errstate(all="ignore"):
+                r = np.asarray(_correctly_rounded(inverse, b.astype(np.float64), dtype)).astype(dtype)
+                return [r if numerator is None else np.multiply(np.asarray(numerator), r).astype(dtype)]
         return None
 
     def _exp_argument(self, eqn, name):

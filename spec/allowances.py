@@ -84,13 +84,17 @@ ALLOWANCES: tuple[Allowance, ...] = (
         "lowered to multiplications, becomes one exp) and exp(a) / exp(b) -> exp(a - b) (exact in real "
         "arithmetic, not in floating point: overflow and rounding differ; exp(x) / exp(x) is 1 where exp(x) "
         "overflows). The exp products and quotients are rewritten by JAX 0.10.2's XLA, not by 0.11.2's or "
-        "0.12.0.1's (nor is log(exp(x)) there).",
+        "0.12.0.1's (nor is log(exp(x)) there). A / sqrt(B) -> A * rsqrt(B) and A / rsqrt(B) -> A * sqrt(B) "
+        "(so integer_pow(sqrt(x), -1), lowered to 1 / sqrt(x), is one rsqrt: rounded once, not twice).",
         ("openxla/xla xla/hlo/transforms/simplifiers/algebraic_simplifier.cc ('exp(A) * exp(B) => exp(A+B)', "
-         "'exp(A)/exp(B) => exp(A-B)')",
+         "'exp(A)/exp(B) => exp(A-B)', 'A/sqrt(B) => A*rsqrt(B)', 'A/rsqrt(B) => A*sqrt(B)')",
          "jax/_src/lax/lax.py _exp2_lower: hlo.exponential(hlo.multiply(log2, x))",
          "jax-ml/jax#38099", "jax-ml/jax#38100", "jax-ml/jax#37919",
          "XLA:CPU, JAX 0.10.2 (program fuzzer, 2026-11-29): integer_pow(exp(-1.0), 4) = 0.01831564 = exp(-4) "
-         "(twice rounded: 0.018315643); log(exp2(-0.0)) = -0.0"),
+         "(twice rounded: 0.018315643); log(exp2(-0.0)) = -0.0",
+         "XLA:CPU, JAX 0.12.0.1 (program fuzzer, 2026-11-29): the optimized HLO of "
+         "jax.jit(lambda x: lax.integer_pow(lax.sqrt(x), -1)) is one rsqrt; float64 x = 0.11488431021471203 "
+         "gives 0x1.79a4335e7b8b2p+1 (1 / sqrt(x) correctly rounded, mpmath), twice rounded 0x1.79a4335e7b8b3p+1"),
         variant={"rewrites": True}),
     Allowance(
         "matmul-precision-bf16",

@@ -643,8 +643,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "jax.jit(lambda x: x / np.float32(5))(np.float32(-1.1046107e-03)) = -2.2092216e-04, the correctly "
         "rounded quotient is -2.2092214e-04; --xla_disable_hlo_passes=algsimp gives the quotient",
         "XLA's algebraic simplifier (algsimp) rewrites a float division by a constant or by a broadcast "
-        "value (also a reduce_sum of a broadcast over its new dimensions, first made a product y * n) "
-        "as a multiplication by its reciprocal, rounded twice: up to 1 ulp from the correctly rounded "
+        "value as a multiplication by its reciprocal, rounded twice: up to 1 ulp from the correctly rounded "
         "quotient (float32; float16 computed in float32). Per element: the backend's value is x * fl(1 / y), "
         "each product rounded in float32 (float16/bfloat16: then rounded to the type).",
         runners=("xla:cpu",), primitives=("div",), outcomes=("fail",), matcher="division_as_reciprocal"),

@@ -350,22 +350,23 @@ def _loop_square_into_ref(x0):
     return (ref[...],)
 
 
-def _normal_plus_beside_dead_broadcast(x0, x1):
-    normal = jax.random.normal(jax.random.wrap_key_data(x0, impl="threefry2x32"), (64, 6), np.float32)
-    lax.broadcast_in_dim(normal, (2, 64, 6), (1, 2))       # dead code: XLA drops it
-    return (lax.add(lax.broadcast_in_dim(x1, (64, 6), (0,)), normal),)
-
-
-def _quotient_by_sum_of_copies(x0):
-    s = lax.reduce_sum(lax.broadcast_in_dim(x0, (2,) + x0.shape, (1,)), (0,))
-    return (lax.div(s, s),)
-
-
 def _product_held_in_ref(x0):
     ref = jax.new_ref(x0)
     ref[...] = lax.square(x0)
     jax.ref.addupdate(ref, ..., x0)
     return (ref[...],)
+
+
+def _max_of_truncated_normal(x0):
+    key = jax.random.wrap_key_data(x0, impl="rbg")
+    return (lax.reduce_max(jax.random.truncated_normal(key, -1.0, 1.0, (17, 4), np.float32), (0,)),)
+
+
+def _normal_plus_one(x0, x1):
+    key = jax.random.wrap_key_data(x0, impl="threefry2x32")
+    normal = jax.random.normal(key, (64, 6), np.float32)
+    lax.broadcast_in_dim(normal, (2, 64, 6), (1, 2))     # a dead use of the samples (the fuzzer's program)
+    return (lax.add(lax.broadcast_in_dim(x1, (64, 6), (0,)), normal),)
 
 
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
@@ -415,22 +416,26 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
     # reference; the whole-program replay applies the reciprocal divergence to the division
     ("xla-cpu-divide-by-constant-as-reciprocal", _gumbel_over_ten,
      [np.frombuffer(bytes.fromhex("5fb21017cfb96ab2"), np.uint32).copy()], (("jax_threefry_partitionable", False),)),
-    # 1 + normal (fail:add:float32:xla:cpu:fused-value, random/2026112903/4634): the add contracted
-    # with normal's sqrt(2) * erf_inv into one FMA on an erf_inv computed otherwise when fused (up
-    # to 3 ulp): the neighbour replay of erf_inv with fma-contraction, once a dead broadcast of
-    # the normal no longer counts as leaving the elementwise path
-    ("fma-contraction", _normal_plus_beside_dead_broadcast, [np.zeros(2, np.uint32), np.ones(64, np.float32)],
-     _PARTITIONABLE),
-    # s / s with s = reduce_sum(broadcast(x)) (fail:reduce_min:float32:xla:cpu:fused-value,
-    # lax/2026112903/5144): algsimp makes s a product x * 2 and the quotient s * fl(1 / s),
-    # 0.99999994 for x = -7.235861; the reciprocal replay takes such a divisor too
-    ("xla-cpu-divide-by-constant-as-reciprocal", _quotient_by_sum_of_copies,
-     [np.frombuffer(bytes.fromhex("2c8ce7c00000c03f"), np.float32).copy()], ()),
+    # the column maxima of truncated_normal samples (fail:reduce_max:float32:xla:cpu:fused-value):
+    # each the sampler's value compiled alone, erf_inv 1-2 ulp from the reference inside the fusion;
+    # the neighbour replay follows each maximum to its window of erf_inv elements
+    ("ulp-neighbours", _max_of_truncated_normal, [np.uint32([1, 2152583956, 1, 1])], _PARTITIONABLE),
+    # 1 + normal beside a dead broadcast of the samples (fail:add:float32:xla:cpu:fused-value): the
+    # fused erf_inv a few ulp off, up to 12841 ulp in a sum that cancels; a dead use breaks no path
+    ("per-operation-budgets", _normal_plus_one, [np.zeros(2, np.uint32), np.ones(64, np.float32)], _PARTITIONABLE),
+    # A / sqrt(B) => A * rsqrt(B) (XLA's simplifier; JAX lowers integer_pow(x, -1) to 1 / x), the
+    # fresh campaign's fail:integer_pow:float64 and fail:select_n:float16 fused-value buckets:
+    # rsqrt(x) correctly rounded where 1 / sqrt(x) rounds twice
+    ("algebraic-rewrite", lambda x: (lax.integer_pow(lax.sqrt(x), -1),),
+     [np.frombuffer(bytes.fromhex("d91932e30e69bd3f"), np.float64)[0]], (("jax_enable_x64", True),)),
+    ("algebraic-rewrite", lambda x0, x1: (lax.select(x0, *[lax.integer_pow(lax.sqrt(lax.mul(x1, x1)), -1)] * 2),),
+     [np.bool_(False), np.frombuffer(bytes.fromhex("d6b2"), np.float16)[0]], ()),
 ])
 def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn, inputs, config):
     case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"), jax_config=config)
     runner = get_runner("xla:cpu")
-    exact_replay = how == "xla-cpu-add-zero-keeps-negative-zero"     # no inexact operation moves the outputs
+    # no inexact operation moves the outputs (the rewrite's root is correctly rounded)
+    exact_replay = how in ("xla-cpu-add-zero-keeps-negative-zero", "algebraic-rewrite")
     with case.context(), np.errstate(all="ignore"):
         ref = [np.asarray(r) for r in interp.interpret(fn)(*inputs)]
         got = [np.asarray(g) for g in suite.run(runner, case, inputs)]
@@ -439,11 +444,19 @@ def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn,
         i = next((i for i, d in enumerate(diffs) if d.any()), 0)
         differs = diffs[i]
         # one element spoiled: where the backend differs, moved 512 ulp (64 times the 8-ulp
-        # budgets; a cube triples relative error); else the backend's value 1 ulp on (exact replay)
+        # budgets; a cube triples relative error), else 1 ulp (exact replay), away from the reference
         at = int(np.flatnonzero(differs)[0]) if differs.any() else 0
         spoiled = [np.array(g) for g in got]
         flat = spoiled[i].reshape(-1)
-        flat[at] = ulp_neighbour(flat[at:at + 1], 1 if exact_replay else 512)[0]
+        step = 1 if exact_replay else 512
+        anchors = [np.asarray(ref[i]).reshape(-1)[at]]
+        if how == "algebraic-rewrite":      # (and from the rewritten value, where XLA computes the reference's)
+            from conformance.replay import Variant, reference_replay
+            rewritten = reference_replay(jax.make_jaxpr(fn)(*inputs), list(inputs), variant=Variant(rewrites=True))[0]
+            anchors.append(np.asarray(rewritten[i]).reshape(-1)[at])
+        if any(flat[at] < a for a in anchors):
+            step = -step            # away from the reference, not onto it
+        flat[at] = ulp_neighbour(flat[at:at + 1], step)[0]
         bad = oracle.explain_program(oracle._Program(fn), inputs, spoiled, runner, reference=ref, case=case)
     assert not bad.explained and bad.record["outcome"] == "fail", bad.record
     if not differs.any():          # this JAX's XLA computes the reference's values
@@ -525,19 +538,49 @@ def test_ulp_neighbours_meeting_two_elements_of_one_source_take_one_replay():
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
 
 
-def test_elementwise_source_beside_a_broadcast_only_when_the_broadcast_is_dead():
-    """atan's value reaching the output through an add is a neighbour-replay source; a broadcast
-    of it that reaches nothing (dead code, which XLA drops) leaves it one, a broadcast that is
-    an output too (its elements met by several outputs) does not."""
+def test_ulp_neighbours_through_a_max_take_one_value_per_window_element():
+    """Column maxima of atan(x) (disjoint windows), with backend outputs made from atan moved k ulp
+    (no XLA involved): each column from its own k is accepted. The same maxima after a gather that
+    puts one atan element into both windows (the maximum of both): one from k = 2 and one from
+    k = -2 is rejected, though each alone is some k's value."""
+    runner = get_runner("xla:cpu")
+
+    def judged(fn, x, out):
+        case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
+        with case.context(), np.errstate(all="ignore"):
+            ref = [np.asarray(r) for r in interp.interpret(fn)(x)]
+            return oracle.explain_program(oracle._Program(fn), [x], [out], runner, reference=ref, case=case)
+
+    x = np.float32([[0.5, -1.0], [0.1, 2.0]])
+    atan = np.asarray(interp.interpret(lax.atan)(x))
+    moved = {k: ulp_neighbour(atan, k).max(0) for k in (2, -2)}
+    assert (bits(moved[2]) != bits(atan.max(0))).all() and (bits(moved[-2]) != bits(atan.max(0))).all()
+    columns = lambda x: (lax.reduce_max(lax.atan(x), (0,)),)    # noqa: E731
+    assert judged(columns, x, np.float32([moved[2][0], moved[-2][1]])).explained
+
+    # windows {atan(x)[1], atan(x)[2]} and {atan(x)[0], atan(x)[1]}: atan(2.0) the maximum of both
+    x = np.float32([0.5, 2.0, -1.0])
+    shared = lambda x: (lax.reduce_max(lax.atan(x)[np.array([1, 0, 2, 1])].reshape(2, 2), (0,)),)   # noqa: E731
+    atan = np.asarray(interp.interpret(lax.atan)(x))
+    top = {k: ulp_neighbour(atan, k)[1] for k in (2, -2)}
+    assert judged(shared, x, np.float32([top[2], top[2]])).explained
+    verdict = judged(shared, x, np.float32([top[2], top[-2]]))
+    assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
+
+
+def test_elementwise_sources_skip_dead_uses_only():
+    """A use of atan(x) that reaches no output (a dead broadcast) leaves atan a neighbour source;
+    the same broadcast as a second output does not."""
     def dead(x):
         t = lax.atan(x)
         lax.broadcast_in_dim(t, (2, 3), (1,))
-        return (lax.add(t, x),)
+        return (lax.integer_pow(t, 3),)
 
     def live(x):
         t = lax.atan(x)
-        return (lax.add(t, x), lax.broadcast_in_dim(t, (2, 3), (1,)))
-    x = np.ones(3, np.float32)
-    atan_budgets = lambda fn: [b for b in oracle.elementwise_sources(jax.make_jaxpr(fn)(x)).values()]  # noqa: E731
-    assert "broadcast_in_dim" in str(jax.make_jaxpr(dead)(x))
-    assert len(atan_budgets(dead)) == 1 and atan_budgets(live) == []
+        return (lax.integer_pow(t, 3), lax.broadcast_in_dim(t, (2, 3), (1,)))
+    x = np.float32([0.5, -1.0, 2.0])
+    closed = jax.make_jaxpr(dead)(x)
+    assert "broadcast_in_dim" in str(closed)
+    assert list(oracle.elementwise_sources(closed).values()) == [oracle.eqn_modes(closed.jaxpr.eqns[0])[0].ulp]
+    assert oracle.elementwise_sources(jax.make_jaxpr(live)(x)) == {}

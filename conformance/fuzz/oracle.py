@@ -530,6 +530,9 @@ BIJECTIVE_RESHAPES = ("reshape", "squeeze", "expand_dims", "transpose", "rev")
 # Equations through which each output element comes from one element of operand 0 (or from none: a
 # fill), where one operand element may feed several outputs: the replay tracks which (index_map).
 GATHERS = ("gather",)
+# Equations each output element of which is one element of its window of operand 0 (an exact
+# selection), the windows disjoint: the replay tracks one representative element per window.
+SELECTING_REDUCTIONS = ("reduce_max", "reduce_min")
 # At most this many ulp neighbours either side of an operation's reference value are replayed, and
 # this many replays in all per program and allowance (the search stays bounded; past it, unexplained).
 MAX_NEIGHBOURS = 16
@@ -539,8 +542,9 @@ MAX_NEIGHBOUR_REPLAYS = 128
 def elementwise_sources(closed) -> dict:
     """``{id(equation): ULP budget}`` of the inexact ULP equations (calls entered) whose value
     reaches exactly one program output, only through ELEMENTWISE_PATH equations on operands of
-    the output's shape and through GATHERS (as their operand 0, never their indices): each element
-    of that output depends on at most one element of the equation's value. A backend may compute
+    the output's shape, through GATHERS (as their operand 0, never their indices) and through
+    SELECTING_REDUCTIONS: each element of that output depends on at most one element of the
+    equation's value, or (a reduction) on one window of them, disjoint from the other elements'. A backend may compute
     such an equation differently in a fusion (never observed) within its budget; replaying the
     program with its value moved by k ulp (every element alike) and taking, per output element,
     any k within the budget accepts exactly the values that some compliant value of that element
@@ -548,43 +552,38 @@ def elementwise_sources(closed) -> dict:
     (a gather may copy one element to several outputs, and an arithmetic path may meet an element
     with another one of the same equation): :func:`index_map` says which element each output
     element comes from, and the judgement (explain_program) takes one replay for all of them."""
-    uses: dict = {}           # var -> [the vars a use passes its elements on to, or None: the use breaks the path]
+    uses: dict = {}           # var -> [(the vars a use passes its elements on to, whether on the path, effectful)]
 
     def use(var, eqn, outvars):
         name = eqn.primitive.name if eqn is not None else None
         shape = getattr(outvars[0].aval, "shape", None) if len(outvars) == 1 else None
         gathered = name in GATHERS and eqn.invars[0] is var and var not in eqn.invars[1:]
-        ok = eqn is None or gathered or name in ELEMENTWISE_PATH and shape is not None and (
-            name in BIJECTIVE_RESHAPES or getattr(var.aval, "shape", None) == shape)
-        # a use off the path that is dead code (no effects, its results reach no output: XLA drops
-        # it) leaves nothing off the path
-        pure = eqn is not None and not eqn.effects and not any(_is_ref(a) for a in eqn.invars)
-        uses.setdefault(var, []).append(list(outvars) if ok else (DEAD_IF_UNUSED, list(outvars)) if pure else None)
+        ok = eqn is None or gathered or shape is not None and (name in SELECTING_REDUCTIONS or (
+            name in ELEMENTWISE_PATH and (name in BIJECTIVE_RESHAPES or getattr(var.aval, "shape", None) == shape)))
+        uses.setdefault(var, []).append((list(outvars), ok, eqn is not None and bool(eqn.effects)))
     outputs, eqns = _flow(closed, use)
-    live_memo: dict = {}
+    liveness: dict = {}
 
     def live(var) -> bool:
-        """Whether ``var`` reaches an output (conservatively: through any use)."""
-        if var not in live_memo:
-            live_memo[var] = False          # (a cycle adds nothing)
-            live_memo[var] = var in outputs or any(
-                nxt is None or any(live(v) for v in (nxt[1] if isinstance(nxt, tuple) else nxt))
-                for nxt in uses.get(var, ()))
-        return live_memo[var]
+        """Whether ``var`` reaches an output (or an effect) through any use at all."""
+        if var not in liveness:
+            liveness[var] = False           # (a cycle adds nothing)
+            liveness[var] = var in outputs or any(
+                effectful or any(live(v) for v in nxt) for nxt, _, effectful in uses.get(var, ()))
+        return liveness[var]
 
     def reached(var, seen) -> set | None:
-        """The output indices ``var`` reaches, or None where a use leaves the path."""
+        """The output indices ``var`` reaches, or None where a use leaves the path (a dead use,
+        one that reaches no output and has no effect, is no use)."""
         if var in seen:
             return set()
         seen.add(var)
         out = set(outputs.get(var, ()))
-        for nxt in uses.get(var, ()):
-            if isinstance(nxt, tuple):
-                if any(live(v) for v in nxt[1]):
-                    return None
-                continue
-            if nxt is None:
+        for nxt, ok, effectful in uses.get(var, ()):
+            if not ok and (effectful or any(live(v) for v in nxt)):
                 return None
+            if not ok:
+                continue
             for v in nxt:
                 r = reached(v, seen)
                 if r is None:
@@ -605,14 +604,6 @@ def elementwise_sources(closed) -> dict:
         if r is not None and len(r) == 1:
             found[id(eqn)] = min(int(modes[0].ulp), MAX_NEIGHBOURS)
     return found
-
-
-DEAD_IF_UNUSED = "dead-if-unused"        # elementwise_sources: a use off the path, harmless where dead
-
-
-def _is_ref(atom) -> bool:
-    import jax.extend.core as jcore
-    return not isinstance(atom, jcore.Literal) and type(atom.aval).__name__ == "AbstractRef"
 
 
 # index_map values: the output element depends on no element of the source (a gather's fill, an
@@ -641,6 +632,17 @@ def index_map(eqn, maps: list, invals, platform: str = "cpu") -> np.ndarray:
                                   fill_value=NO_ELEMENT)
             _EQN_FUNCTIONS[key] = fn
         return np.asarray(_interpreted(fn, platform)(maps[0], np.asarray(invals[1]))).astype(np.int32)
+    if name in SELECTING_REDUCTIONS:
+        # A window's representative: its lowest source element. Sound where the windows' source
+        # elements are distinct (no source element in two windows): elements of other windows then
+        # get other representatives, and a later path meeting any other element of the window with
+        # this one's value gives SEVERAL_ELEMENTS.
+        m = maps[0]
+        if m is None or (m == SEVERAL_ELEMENTS).any() or np.unique(m[m >= 0]).size != (m >= 0).sum():
+            return np.full(shape, SEVERAL_ELEMENTS, np.int32)
+        none = np.iinfo(np.int32).max
+        low = np.min(np.where(m == NO_ELEMENT, none, m), axis=tuple(eqn.params["axes"]), initial=none)
+        return np.where(low == none, NO_ELEMENT, low).reshape(shape).astype(np.int32)
     if name in BIJECTIVE_RESHAPES:
         ops = [m if m is not None else np.asarray(v) for m, v in zip(maps, invals)]
         ops = [np.asarray(v, a.aval.dtype) if isinstance(a, jcore.Literal) else v for a, v in zip(eqn.invars, ops)]
