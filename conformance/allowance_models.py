@@ -53,6 +53,7 @@ REQUIRES: dict[str, Callable[[str, str, dict], bool]] = {
     "float32_div_sqrt": _float32_div_sqrt,
     "scatter": lambda prim, dtype, params: prim == "scatter",
     "bfloat16_max_min_clamp": lambda prim, dtype, params: prim in ("max", "min", "clamp") and dtype == "bfloat16",
+    "narrow_cosh_sinh": lambda prim, dtype, params: prim in ("cosh", "sinh") and dtype in ("bfloat16", "float16"),
     "float64_select_and_gather_add": lambda prim, dtype, params: (
         prim == "select_and_gather_add" and dtype == "float64"),
 }

@@ -87,6 +87,9 @@ class Variant:
     reciprocal_division: bool = False   # x / c for a literal or broadcast divisor c is
                                         # x * fl(1 / c), each rounded in float32 (spec/divergences.py
                                         # xla-cpu-divide-by-constant-as-reciprocal), loop bodies included
+    unrounded_operand: bool = False     # a float16/bfloat16 cosh or sinh reads its operand's float32
+                                        # value before that operand's last rounding (spec/allowances.py
+                                        # unrounded-transcendental-operand)
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -328,20 +331,33 @@ def integer_pow_last_factors(x, y: int):
     return acc_factors
 
 
-def integer_pow_f32(x, y: int):
+def integer_pow_f32(x, y: int, steps=np.float32):
     """x ** y in float32 as JAX lowers integer_pow (jax/_src/lax/lax.py _integer_pow: binary
-    powering, acc * x for each set bit, x * x per step; 1 / that for y < 0), each product rounded."""
+    powering, acc * x for each set bit, x * x per step; 1 / that for y < 0), each product rounded
+    to float32, or with ``steps`` (float16/bfloat16) each but the last rounded to that type."""
     x = np.asarray(x, np.float32)
-    acc, n = None, abs(y)
+    steps = np.dtype(steps)
+
+    def rounded(v):
+        return np.asarray(v, np.float32).astype(steps).astype(np.float32)
+    acc, last, n = None, None, abs(y)      # last: the latest product before its rounding
     with np.errstate(all="ignore"):
         while n:
             if n & 1:
-                acc = x if acc is None else acc * x
+                if acc is None:
+                    acc = x
+                else:
+                    last = acc * x
+                    acc = rounded(last)
             n >>= 1
             if n:
-                x = x * x
-        acc = np.ones_like(x) if acc is None else acc
-        return np.float32(1) / acc if y < 0 else acc
+                last = x * x
+                x = rounded(last)
+        if acc is None:
+            return np.float32(1) / np.ones_like(x) if y < 0 else np.ones_like(x)
+        if y < 0:
+            return np.float32(1) / acc
+        return acc if last is None else last      # (the top bit's step is the last product)
 
 
 def walk_inlining_calls(jaxpr, consts, args, eval_eqn, literal, after_call=None) -> list:
@@ -393,6 +409,7 @@ class _Replay:
         self.producer: dict[Any, Any] = {}   # var -> eqn that produced it
         self.alias: dict[Any, Any] = {}      # a call's inner invar -> the outer atom it is bound to
         self.shadow: dict[Any, np.ndarray] = {}
+        self.unrounded: dict[Any, np.ndarray] = {}     # (Variant.unrounded_operand)
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
         self.max_writers = 1                  # most updates a scatter wrote to one element
@@ -468,6 +485,8 @@ class _Replay:
             out = self._fma_accumulate(ctx, rule, invals, params)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
+        if out is None and v.unrounded_operand and eqn.outvars:
+            out = self._unrounded_operand(eqn, invals)
         if out is None and v.excess and eqn.outvars:
             out = self._excess(eqn, invals)
         if out is None:
@@ -764,6 +783,33 @@ class _Replay:
             self._products[key] = tuple(np.broadcast_to(np.asarray(f), np.shape(out)) for f in factors)
             if 0 < np.ndim(out) and np.size(out) <= 1 << 12:
                 self._product_arrays.append((np.asarray(out), self._products[key]))
+
+    def _unrounded_operand(self, eqn, invals):
+        """XLA:CPU's float16/bfloat16 cosh and sinh (computed in float32): the operation producing
+        their operand is computed in float32 and its rounding to the narrow type is folded away,
+        while everything before it is rounded (measured: docs/findings.md, the fresh campaign's
+        sinh bucket). Each SHADOW_OPS result of a narrow type keeps its float32 value of its rounded
+        operands (``self.unrounded``); cosh/sinh of such a value is taken of that float32 value."""
+        name = eqn.primitive.name
+        dtype = np.dtype(eqn.outvars[0].aval.dtype) if hasattr(eqn.outvars[0].aval, "dtype") else None
+        if dtype not in SHADOWED:
+            return None
+        if name in ("cosh", "sinh"):
+            src = self._resolve(eqn.invars[0])
+            if isinstance(src, jcore.Literal) or src not in self.unrounded:
+                return None
+            from interp.rules.lax_special import correctly_rounded
+            return [correctly_rounded(name, self.unrounded[src], dtype=dtype).reshape(eqn.outvars[0].aval.shape)]
+        if name not in SHADOW_OPS:
+            return None
+        if name == "integer_pow":
+            wide = integer_pow_f32(invals[0], eqn.params["y"], steps=dtype)
+        elif name == "square":
+            wide = _wide_f32("mul", invals[0], invals[0])
+        else:
+            wide = _wide_f32(name, *invals)
+        self.unrounded[eqn.outvars[0]] = wide
+        return [np.asarray(wide).astype(dtype)]
 
     def _excess(self, eqn, invals):
         name = eqn.primitive.name

@@ -430,6 +430,12 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
      [np.frombuffer(bytes.fromhex("d91932e30e69bd3f"), np.float64)[0]], (("jax_enable_x64", True),)),
     ("algebraic-rewrite", lambda x0, x1: (lax.select(x0, *[lax.integer_pow(lax.sqrt(lax.mul(x1, x1)), -1)] * 2),),
      [np.bool_(False), np.frombuffer(bytes.fromhex("d6b2"), np.float16)[0]], ()),
+    # the fresh campaign's sinh bucket (random/2026112903/6002): XLA:CPU's bfloat16 sinh reads the last
+    # product of integer_pow(x, 5) unrounded (spec/allowances.py unrounded-transcendental-operand)
+    ("unrounded-transcendental-operand", lambda x: (lax.sinh(lax.integer_pow(x, 5)),),
+     [np.frombuffer(bytes.fromhex("1740"), D.bfloat16)[0]], ()),
+    ("unrounded-transcendental-operand", lambda x, y: (lax.cosh(lax.mul(x, y)),),
+     [np.frombuffer(bytes.fromhex("1740"), D.bfloat16)[0], np.frombuffer(bytes.fromhex("3541"), D.bfloat16)[0]], ()),
 ])
 def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn, inputs, config):
     case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"), jax_config=config)
