@@ -791,7 +791,9 @@ class _Replay:
         sinh bucket). Each SHADOW_OPS result of a narrow type keeps its float32 value of its rounded
         operands (``self.unrounded``); cosh/sinh of such a value is taken of that float32 value."""
         name = eqn.primitive.name
-        dtype = np.dtype(eqn.outvars[0].aval.dtype) if hasattr(eqn.outvars[0].aval, "dtype") else None
+        if name not in SHADOW_OPS and name not in ("cosh", "sinh"):
+            return None
+        dtype = np.dtype(eqn.outvars[0].aval.dtype)
         if dtype not in SHADOWED:
             return None
         if name in ("cosh", "sinh"):
@@ -800,8 +802,6 @@ class _Replay:
                 return None
             from interp.rules.lax_special import correctly_rounded
             return [correctly_rounded(name, self.unrounded[src], dtype=dtype).reshape(eqn.outvars[0].aval.shape)]
-        if name not in SHADOW_OPS:
-            return None
         if name == "integer_pow":
             wide = integer_pow_f32(invals[0], eqn.params["y"], steps=dtype)
         elif name == "square":
@@ -824,7 +824,7 @@ class _Replay:
                 self.shadow[eqn.outvars[0]] = np.asarray(invals[0], np.float32)
                 return [np.asarray(invals[0]).astype(new)]
             return None
-        if dtype is None or np.dtype(dtype) not in SHADOWED or name not in SHADOW_OPS:
+        if dtype is None or name not in SHADOW_OPS or np.dtype(dtype) not in SHADOWED:
             return None
         wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
                 for a, x in zip(eqn.invars, invals)]
