@@ -463,7 +463,7 @@ class _Replay:
             kept = _zero_added_kept(eqn, invals)
             if kept is not None:
                 return [kept]                # (the code generator folds it: nothing flushed either)
-        flush = v.flush and name not in MOVES_BITS
+        flush = v.flush and (name not in MOVES_BITS or self._select_as_minmax(eqn))
         touched = self._accumulated(ctx, rule, invals, params) if flush and name == "addupdate" else None
         if flush:
             invals = [flush_subnormals(x) if isinstance(x, (np.ndarray, np.generic)) else x for x in invals]
@@ -546,6 +546,21 @@ class _Replay:
         while not isinstance(atom, jcore.Literal) and atom in self.alias:
             atom = self.alias[atom]
         return atom
+
+    def _select_as_minmax(self, eqn) -> bool:
+        """select(a > b, a, b) and its min/max relatives (a gt or lt of exactly the two selected
+        values): LLVM emits them as x86 MAXPS/MINPS, which under DAZ read a subnormal as zero and
+        return the zero (XLA:CPU, JAX 0.10.2 and 0.12.0.1: select(x > -1, x, -1) of -2**-149 is -0.0;
+        select(x >= -1, x, -1) keeps the bits). Flushed like max and min, not moved like a select."""
+        if eqn.primitive.name != "select_n" or len(eqn.invars) != 3 or \
+                np.dtype(eqn.outvars[0].aval.dtype) not in FLUSHED:
+            return False
+        cmp = self._from(eqn.invars[0], "gt") or self._from(eqn.invars[0], "lt")
+        if cmp is None:
+            return False
+        chosen = {self._resolve(a) for a in eqn.invars[1:]}
+        compared = {self._resolve(a) for a in cmp.invars}
+        return len(chosen) == 2 and chosen == compared
 
     def _from(self, atom, name):
         atom = self._resolve(atom)

@@ -436,6 +436,10 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
      [np.frombuffer(bytes.fromhex("1740"), D.bfloat16)[0]], ()),
     ("unrounded-transcendental-operand", lambda x, y: (lax.cosh(lax.mul(x, y)),),
      [np.frombuffer(bytes.fromhex("1740"), D.bfloat16)[0], np.frombuffer(bytes.fromhex("3541"), D.bfloat16)[0]], ()),
+    # the fresh campaign's select_n bucket (lax/2026112903/9340): select(x > b, x, b) is MAXPS, which
+    # under DAZ returns a subnormal x as zero (replay._select_as_minmax)
+    ("flush-to-zero", lambda x, b: (lax.select(lax.gt(x, b), x, b),),
+     [np.float32([-1e-45, 1e-45, 0.5, -2.0]), np.float32([-1.0, -1.0, 0.25, 1.0])], ()),
 ])
 def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn, inputs, config):
     case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"), jax_config=config)
