@@ -46,6 +46,13 @@ def test_reciprocal_model_is_two_roundings_not_any_error():
     off = twice.copy()
     off[0] = np.nextafter(twice[0], np.float32(1))
     assert not DM.matches(entry, _failure("div", (x, y), exact, off))
+    # float16: the reciprocal is a float16 value too (fl16(1/10) = 0.099976 in the optimized HLO);
+    # 11.5 / 10 is 1.1494141 on XLA:CPU (IEEE and the float32 reciprocal: 1.1503906)
+    x16, y16 = np.float16([11.5]), np.float16([10.0])
+    ieee16 = (x16.astype(np.float64) / 10).astype(np.float16)
+    assert ieee16[0] == (x16 * (np.float32(1) / np.float32(10))).astype(np.float16)[0] == np.float16(1.1503906)
+    assert DM.matches(entry, _failure("div", (x16, y16), ieee16, np.float16([1.1494141])))
+    assert not DM.matches(entry, _failure("div", (x16, y16), ieee16, np.float16([1.1484375])))
 
 
 def test_bool_product_model():
@@ -369,6 +376,14 @@ def _normal_plus_one(x0, x1):
     return (lax.add(lax.broadcast_in_dim(x1, (64, 6), (0,)), normal),)
 
 
+def _scan_times_ten_over_ten(x0, x1, x2, x3):
+    def body(carry, x):
+        y = lax.div(lax.mul(x, np.float16(10.0)), np.float16(10.0))
+        return carry, lax.max(lax.add(y, y), lax.add(y, y))
+    _, ys = lax.scan(body, x3, x0, unroll=3)
+    return (lax.dynamic_slice(lax.mul(x0, ys), [x1, x2], (3, 3)),)
+
+
 _PARTITIONABLE = (("jax_threefry_partitionable", True),)
 _F16 = np.frombuffer(bytes.fromhex("0000000000000000000041b000000000000000000000000000000000000000000000"), np.float16).copy()
 _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloat16).copy()
@@ -430,6 +445,11 @@ _BF16 = np.frombuffer(bytes.fromhex("00000000000000000000000058400000"), D.bfloa
      [np.frombuffer(bytes.fromhex("d91932e30e69bd3f"), np.float64)[0]], (("jax_enable_x64", True),)),
     ("algebraic-rewrite", lambda x0, x1: (lax.select(x0, *[lax.integer_pow(lax.sqrt(lax.mul(x1, x1)), -1)] * 2),),
      [np.bool_(False), np.frombuffer(bytes.fromhex("d6b2"), np.float16)[0]], ()),
+    # float16 x * 10 / 10 in a scan body (fail:scan:float16:xla:cpu:value, seed 2026112903): the
+    # division is a product with fl16(1/10) = 0.099976 (2.2988 where the program gives 2.3008)
+    ("xla-cpu-divide-by-constant-as-reciprocal", _scan_times_ten_over_ten,
+     [np.frombuffer(bytes.fromhex("9a3c3135334771c75c287aa5142519b20546bbc815c0f5a4"), np.float16).reshape(3, 4).copy(),
+      np.int32(6), np.int32(-3), np.zeros(17, np.int32)], ()),
 ])
 def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn, inputs, config):
     case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"), jax_config=config)
