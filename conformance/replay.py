@@ -77,6 +77,10 @@ class Variant:
     fma: bool = False
     fma_operand: int = 0
     excess: bool = False
+    excess_operands_rounded: bool = False   # with excess: bfloat16 only, each operation's operands
+                                            # rounded, its float32 result passed on unrounded only to
+                                            # a conversion to float32 or an operation computed in
+                                            # float32 (XLA:CPU's float-normalization-bf16)
     rewrites: bool = False
     tf32: str = ""                  # "", "nearest" or "truncate"
     packed_window_f64: bool = False
@@ -617,8 +621,8 @@ class _Replay:
                 for c in reversed(coeffs[:-1]):
                     acc = fma_round_f32(acc * x, c).astype(np.float64)   # f32 * f32 is exact in f64
             return [np.asarray(acc, np.float32).reshape(shape)]
-        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64):
-            return None
+        if name not in ("add", "add_any", "sub") or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64):
+            return None             # (add_any: the sum of cotangents autodiff makes)
         order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
         for i in order:
             fused = self.fma_candidate(eqn, invals, i)
@@ -710,7 +714,14 @@ class _Replay:
         """The float32 operands (a, b) of the multiplication whose rounded product is ``atom``: a
         ``mul``, a ``square``, the last multiplication of an ``integer_pow`` (y >= 2), or, where
         the value reached the add another way (a loop carry XLA hoisted out of its loop), a product
-        computed earlier with exactly these bits. None if there is none."""
+        computed earlier with exactly these bits, or the negation of one of these (-(a * b) is
+        (-a) * b exactly: JAX's derivative of a quotient adds neg(g * x / y**2) to g / y). None if
+        there is none."""
+        n = self._from(atom, "neg")
+        if n is not None:
+            inner = self._product_factors(n.invars[0], self._operands[id(n)][0])
+            if inner is not None:
+                return -np.asarray(inner[0]), inner[1]
         for name in ("mul", "square", "integer_pow", "dot_general"):
             m = self._from(atom, name)
             if m is None or np.dtype(m.outvars[0].aval.dtype) not in (np.float32, np.float64):
@@ -773,15 +784,20 @@ class _Replay:
             src = eqn.invars[0]
             if new == np.float32 and not isinstance(src, jcore.Literal) and src in self.shadow:
                 return [self.shadow[src]]   # convert(convert(x, bf16), f32) -> x
-            if new in SHADOWED and np.dtype(eqn.invars[0].aval.dtype) == np.float32:
+            if new in SHADOWED and np.dtype(eqn.invars[0].aval.dtype) == np.float32 and not self.v.excess_operands_rounded:
                 # Even an explicit f32 -> bf16 rounding disappears when its consumers are upcast.
                 self.shadow[eqn.outvars[0]] = np.asarray(invals[0], np.float32)
                 return [np.asarray(invals[0]).astype(new)]
             return None
-        if dtype is None or np.dtype(dtype) not in SHADOWED or name not in SHADOW_OPS:
-            return None
-        wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
-                for a, x in zip(eqn.invars, invals)]
+        if dtype is None or is_extended(dtype) or np.dtype(dtype) not in SHADOWED or name not in SHADOW_OPS:
+            return None             # (a PRNG key's dtype is no NumPy dtype)
+        if self.v.excess_operands_rounded:
+            if np.dtype(dtype) != D.bfloat16:
+                return None
+            wide = [np.asarray(x, np.float32) for x in invals]
+        else:
+            wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
+                    for a, x in zip(eqn.invars, invals)]
         if name == "integer_pow":
             s = integer_pow_f32(wide[0], eqn.params["y"])
         elif name == "square":
