@@ -10,6 +10,8 @@ from spec import compliance as C
 from spec import allowances as spec_allowances
 from spec.allowances import Allowance
 
+from .replay import SHADOW_OPS
+
 
 def _matmul_precision(bits: int):
     """DOT_PRODUCT modes get inputs of ``bits`` significant bits; so do the ABS_REL modes of programs
@@ -52,8 +54,8 @@ REQUIRES: dict[str, Callable[[str, str, dict], bool]] = {
         and dtype in ("float32", "complex64")),
     "float32_div_sqrt": _float32_div_sqrt,
     "scatter": lambda prim, dtype, params: prim == "scatter",
+    "bfloat16_arithmetic": lambda prim, dtype, params: dtype == "bfloat16" and prim in SHADOW_OPS,
     "bfloat16_max_min_clamp": lambda prim, dtype, params: prim in ("max", "min", "clamp") and dtype == "bfloat16",
-    "narrow_cosh_sinh": lambda prim, dtype, params: prim in ("cosh", "sinh") and dtype in ("bfloat16", "float16"),
     "float64_select_and_gather_add": lambda prim, dtype, params: (
         prim == "select_and_gather_add" and dtype == "float64"),
 }

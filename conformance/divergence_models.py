@@ -573,9 +573,14 @@ def _kernel_adds_zero_as_identity(f: Failure) -> bool:
 
 def reciprocal_quotient(x, y, dtype) -> np.ndarray:
     """x / y as XLA:CPU's algsimp computes a division by a constant or broadcast value:
-    x * fl(1 / y) in float32, rounded to ``dtype`` (xla-cpu-divide-by-constant-as-reciprocal)."""
+    x * fl(1 / y) in float32, rounded to ``dtype`` (xla-cpu-divide-by-constant-as-reciprocal).
+    A float16 reciprocal is itself a float16 value (the optimized HLO keeps the f16 divide and
+    multiply: `constant(0.099976)` for 1 / 10); bfloat16's is float32 (XLA:CPU computes bfloat16
+    arithmetic in float32 and converts the product)."""
     x, y = (np.asarray(a).astype(np.float32) for a in (x, y))
     recip = (np.float32(1) / y).astype(np.float32)
+    if np.dtype(dtype) == np.float16:
+        recip = recip.astype(np.float16).astype(np.float32)
     return (x * recip).astype(np.float32).astype(dtype)
 
 

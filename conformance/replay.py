@@ -77,6 +77,10 @@ class Variant:
     fma: bool = False
     fma_operand: int = 0
     excess: bool = False
+    excess_operands_rounded: bool = False   # with excess: bfloat16 only, each operation's operands
+                                            # rounded, its float32 result passed on unrounded only to
+                                            # a conversion to float32 or an operation computed in
+                                            # float32 (XLA:CPU's float-normalization-bf16)
     rewrites: bool = False
     tf32: str = ""                  # "", "nearest" or "truncate"
     packed_window_f64: bool = False
@@ -87,9 +91,6 @@ class Variant:
     reciprocal_division: bool = False   # x / c for a literal or broadcast divisor c is
                                         # x * fl(1 / c), each rounded in float32 (spec/divergences.py
                                         # xla-cpu-divide-by-constant-as-reciprocal), loop bodies included
-    unrounded_operand: bool = False     # a float16/bfloat16 cosh or sinh reads its operand's float32
-                                        # value before that operand's last rounding (spec/allowances.py
-                                        # unrounded-transcendental-operand)
 
 
 DOTS = ("dot_general", "conv_general_dilated")
@@ -409,7 +410,6 @@ class _Replay:
         self.producer: dict[Any, Any] = {}   # var -> eqn that produced it
         self.alias: dict[Any, Any] = {}      # a call's inner invar -> the outer atom it is bound to
         self.shadow: dict[Any, np.ndarray] = {}
-        self.unrounded: dict[Any, np.ndarray] = {}     # (Variant.unrounded_operand)
         self.trace: list[tuple[Any, Any, Any]] = []  # (eqn, outvar, value)
         self._operands: dict[int, list] = {}  # id(eqn) -> its operands as given, for fma/rewrites
         self.max_writers = 1                  # most updates a scatter wrote to one element
@@ -485,8 +485,6 @@ class _Replay:
             out = self._fma_accumulate(ctx, rule, invals, params)
         if out is None and v.fma:
             out = self._fma(eqn, invals)
-        if out is None and v.unrounded_operand and eqn.outvars:
-            out = self._unrounded_operand(eqn, invals)
         if out is None and v.excess and eqn.outvars:
             out = self._excess(eqn, invals)
         if out is None:
@@ -651,8 +649,8 @@ class _Replay:
                 for c in reversed(coeffs[:-1]):
                     acc = fma_round_f32(acc * x, c).astype(np.float64)   # f32 * f32 is exact in f64
             return [np.asarray(acc, np.float32).reshape(shape)]
-        if name not in ("add", "sub") or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64):
-            return None
+        if name not in ("add", "add_any", "sub") or np.dtype(eqn.outvars[0].aval.dtype) not in (np.float32, np.float64):
+            return None             # (add_any: the sum of cotangents autodiff makes)
         order = (0, 1) if self.v.fma_operand == 0 else (1, 0)
         for i in order:
             fused = self.fma_candidate(eqn, invals, i)
@@ -744,7 +742,14 @@ class _Replay:
         """The float32 operands (a, b) of the multiplication whose rounded product is ``atom``: a
         ``mul``, a ``square``, the last multiplication of an ``integer_pow`` (y >= 2), or, where
         the value reached the add another way (a loop carry XLA hoisted out of its loop), a product
-        computed earlier with exactly these bits. None if there is none."""
+        computed earlier with exactly these bits, or the negation of one of these (-(a * b) is
+        (-a) * b exactly: JAX's derivative of a quotient adds neg(g * x / y**2) to g / y). None if
+        there is none."""
+        n = self._from(atom, "neg")
+        if n is not None:
+            inner = self._product_factors(n.invars[0], self._operands[id(n)][0])
+            if inner is not None:
+                return -np.asarray(inner[0]), inner[1]
         for name in ("mul", "square", "integer_pow", "dot_general"):
             m = self._from(atom, name)
             if m is None or np.dtype(m.outvars[0].aval.dtype) not in (np.float32, np.float64):
@@ -799,33 +804,6 @@ class _Replay:
             if 0 < np.ndim(out) and np.size(out) <= 1 << 12:
                 self._product_arrays.append((np.asarray(out), self._products[key]))
 
-    def _unrounded_operand(self, eqn, invals):
-        """XLA:CPU's float16/bfloat16 cosh and sinh (computed in float32): the operation producing
-        their operand is computed in float32 and its rounding to the narrow type is folded away,
-        while everything before it is rounded (measured: docs/findings.md, the fresh campaign's
-        sinh bucket). Each SHADOW_OPS result of a narrow type keeps its float32 value of its rounded
-        operands (``self.unrounded``); cosh/sinh of such a value is taken of that float32 value."""
-        name = eqn.primitive.name
-        if name not in SHADOW_OPS and name not in ("cosh", "sinh"):
-            return None
-        dtype = np.dtype(eqn.outvars[0].aval.dtype)
-        if dtype not in SHADOWED:
-            return None
-        if name in ("cosh", "sinh"):
-            src = self._resolve(eqn.invars[0])
-            if isinstance(src, jcore.Literal) or src not in self.unrounded:
-                return None
-            from interp.rules.lax_special import correctly_rounded
-            return [correctly_rounded(name, self.unrounded[src], dtype=dtype).reshape(eqn.outvars[0].aval.shape)]
-        if name == "integer_pow":
-            wide = integer_pow_f32(invals[0], eqn.params["y"], steps=dtype)
-        elif name == "square":
-            wide = _wide_f32("mul", invals[0], invals[0])
-        else:
-            wide = _wide_f32(name, *invals)
-        self.unrounded[eqn.outvars[0]] = wide
-        return [np.asarray(wide).astype(dtype)]
-
     def _excess(self, eqn, invals):
         name = eqn.primitive.name
         dtype = getattr(eqn.outvars[0].aval, "dtype", None)
@@ -834,15 +812,34 @@ class _Replay:
             src = eqn.invars[0]
             if new == np.float32 and not isinstance(src, jcore.Literal) and src in self.shadow:
                 return [self.shadow[src]]   # convert(convert(x, bf16), f32) -> x
-            if new in SHADOWED and np.dtype(eqn.invars[0].aval.dtype) == np.float32:
+            if new in SHADOWED and np.dtype(eqn.invars[0].aval.dtype) == np.float32 and not self.v.excess_operands_rounded:
                 # Even an explicit f32 -> bf16 rounding disappears when its consumers are upcast.
                 self.shadow[eqn.outvars[0]] = np.asarray(invals[0], np.float32)
                 return [np.asarray(invals[0]).astype(new)]
             return None
-        if dtype is None or name not in SHADOW_OPS or np.dtype(dtype) not in SHADOWED:
+        if dtype is None or is_extended(dtype) or np.dtype(dtype) not in SHADOWED:
+            return None             # (a PRNG key's dtype is no NumPy dtype)
+        if self.v.excess_operands_rounded and name in ("cosh", "sinh") and np.dtype(dtype) == D.bfloat16:
+            # XLA:CPU computes these in float32 (CHLO's upcast, no convert in the jaxpr): they read
+            # their operand's float32 result unrounded as a convert back to float32 would
+            src = self._resolve(eqn.invars[0])
+            if isinstance(src, jcore.Literal) or src not in self.shadow:
+                return None
+            from interp.rules.lax_special import correctly_rounded
+            return [correctly_rounded(name, self.shadow[src], dtype=dtype).reshape(eqn.outvars[0].aval.shape)]
+        if name not in SHADOW_OPS:
             return None
-        wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
-                for a, x in zip(eqn.invars, invals)]
+        if self.v.excess_operands_rounded:
+            if np.dtype(dtype) != D.bfloat16:
+                return None
+            if name == "integer_pow":    # every product rounded but the last
+                s = integer_pow_f32(invals[0], eqn.params["y"], steps=dtype)
+                self.shadow[eqn.outvars[0]] = s
+                return [s.astype(dtype)]
+            wide = [np.asarray(x, np.float32) for x in invals]
+        else:
+            wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
+                    for a, x in zip(eqn.invars, invals)]
         if name == "integer_pow":
             s = integer_pow_f32(wide[0], eqn.params["y"])
         elif name == "square":

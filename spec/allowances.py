@@ -77,21 +77,26 @@ ALLOWANCES: tuple[Allowance, ...] = (
          "(cosh(9.375**2) = 7.41045e+37 where the rounded square gives 8.27444e+37; found by the program fuzzer)"),
         variant={"excess": True}),
     Allowance(
-        "unrounded-transcendental-operand",
+        "float-normalization-excess",
         ("xla:cpu",),
-        "XLA:CPU computes a bfloat16/float16 cosh or sinh in float32 and folds away the rounding of its "
-        "operand to the narrow type: the operation producing the operand (an add, a multiply, the last "
-        "product of an integer_pow, ...) is computed in float32 from its rounded operands and is not "
-        "rounded, while every earlier value is (float-normalization-bf16, then the algebraic simplifier "
-        "removes the convert pair). exp, log and tanh keep the rounding.",
-        ("XLA:CPU, JAX 0.10.2 and 0.12.0.1 (program fuzzer, 2026-11-29, random/2026112903/6002; 2000 random "
-         "bfloat16 operands per form, against mpmath): sinh(x*y) and cosh(x*y) are sinh/cosh of the float32 "
-         "product in 2000 of 2000; sinh(x*y + z) is sinh of float32(bf16(x*y) + z) in 2000 of 2000; "
-         "sinh(integer_pow(x, 5)) is sinh of float32(x * bf16(bf16(x*x)**2)) in 2000 of 2000; exp, log and "
-         "tanh of the same product use the rounded product in 2000 of 2000; the whole chain kept in float32 "
-         "(excess-precision) matches 80 of 2000",
-         "the bisection of the finding: disabling float-normalization-bf16 gives the rounded operand"),
-        variant={"unrounded_operand": True}, requires="narrow_cosh_sinh"),
+        "XLA:CPU computes bfloat16 arithmetic in float32 (float-normalization-bf16), each operation on "
+        "its bfloat16 operands, the result converted to bfloat16; where the only use of that result is a "
+        "conversion back to float32 (JAX's and CHLO's upcast in front of a transcendental such as "
+        "digamma, erf_inv, cosh, sinh), the pass drops the pair and the consumer reads the float32 result "
+        "unrounded (an integer_pow: its last product; exp, log and tanh keep the rounding).",
+        ("openxla/xla xla/hlo/transforms/simplifiers/float_normalization.cc "
+         "(ChangeOutputTypeThenInsertConvertBack: a user converting low to high precision is replaced by the "
+         "high-precision result)",
+         "XLA:CPU, JAX 0.12.0.1 (program fuzzer, 2026-11-29, random/2026112903/8882): digamma of "
+         "jax.random.normal(key, (2, 3), bfloat16): the optimized HLO rounds erf_inv to bf16, multiplies by "
+         "1.4140625 in f32 and feeds the product to digamma with no bf16 convert between; digamma(1.0494995) "
+         "rounds to -0.498047 where the rounded sample 1.046875 gives -0.503906 (mpmath)",
+         "XLA:CPU, JAX 0.10.2 and 0.12.0.1 (program fuzzer, random/2026112903/6002; 2000 random bfloat16 "
+         "operands per form, against mpmath): sinh(x*y) and cosh(x*y) are sinh/cosh of the float32 product in "
+         "2000 of 2000; sinh(x*y + z) of float32(bf16(x*y) + z) in 2000 of 2000; sinh(integer_pow(x, 5)) of "
+         "float32(x * bf16(bf16(x*x)**2)) in 2000 of 2000; exp, log and tanh of the same product use the rounded "
+         "product in 2000 of 2000; the whole chain kept in float32 (excess-precision) matches 80 of 2000"),
+        variant={"excess": True, "excess_operands_rounded": True}, requires="bfloat16_arithmetic"),
     Allowance(
         "algebraic-rewrite",
         ("xla:*", "pallas:*"),

@@ -644,8 +644,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "rounded quotient is -2.2092214e-04; --xla_disable_hlo_passes=algsimp gives the quotient",
         "XLA's algebraic simplifier (algsimp) rewrites a float division by a constant or by a broadcast "
         "value as a multiplication by its reciprocal, rounded twice: up to 1 ulp from the correctly rounded "
-        "quotient (float32; float16 computed in float32). Per element: the backend's value is x * fl(1 / y), "
-        "each product rounded in float32 (float16/bfloat16: then rounded to the type).",
+        "quotient (float32; float16 and bfloat16 further, the reciprocal rounded too). Per element: the backend's "
+        "value is x * fl(1 / y), each step rounded in float32 (float16: the reciprocal rounded to float16; "
+        "float16/bfloat16: the product then rounded to the type).",
         runners=("xla:cpu",), primitives=("div",), outcomes=("fail",), matcher="division_as_reciprocal"),
     Divergence(
         "xla-cpu-multiply-by-converted-bool-as-select",
