@@ -193,7 +193,7 @@ def fma_f64(a, b, c) -> np.ndarray:
         al, bl = a - ah, b - bh
         e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
         plain = p + c
-    out = plain.copy()
+    out = np.array(plain, np.float64)          # (an array also for rank 0: p + c of 0-d arrays is a scalar)
     for i in np.flatnonzero(np.isfinite(p) & np.isfinite(e) & np.isfinite(c) & np.isfinite(plain)):
         j = np.unravel_index(i, out.shape) if out.shape else ()
         try:

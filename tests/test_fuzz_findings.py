@@ -681,3 +681,22 @@ def test_bfloat16_product_read_unrounded_by_digamma():
         flat[at] = ulp_neighbour(flat[at:at + 1], step)[0]
         bad = oracle.explain_program(oracle._Program(fn), inputs, [spoiled], runner, reference=ref, case=case)
     assert not bad.explained and bad.record["outcome"] == "fail", bad.record
+
+
+def test_fma_replay_of_rank_0_float64():
+    """Found by the fresh campaign (random/2026112903/10934: a float64 scalar uniform sample, u * 5 - 2
+    contracted to one FMA, raised to the 4th power): the float64 FMA replay raised on rank-0 operands
+    (a 0-d sum is a NumPy scalar), so fma-contraction explained nothing there."""
+    from fractions import Fraction
+    from conformance.fuzz import values
+    from conformance.fuzz.evaluate import evaluate
+    from conformance.fuzz.generate import generate, program_key
+    from conformance.fuzz.shrink import TestCase
+    from conformance.replay import fma_f64
+    a, b, c = np.float64(0.4921875123), np.float64(5.0), np.float64(-2.0)
+    want = float(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))   # rounded once
+    assert float(fma_f64(a, b, c)) == want
+    p, _ = generate("random", 2026112903, 10934)
+    xs = values.make_inputs(p, program_key("random", 2026112903, 10934))
+    rec, = evaluate(TestCase(p, xs), [get_runner("xla:cpu")], "random/2026112903/10934")
+    assert rec["outcome"] in ("pass", "pass-with-allowance"), rec
