@@ -612,22 +612,36 @@ class _Replay:
                 return [r if numerator is None else np.multiply(np.asarray(numerator), r).astype(dtype)]
         return None
 
+    def _exp_arg(self, atom):
+        """s where ``atom`` is exp(s), or exp2(x) as JAX lowers it, exp(fl(ln2 * x)); else None."""
+        e = self._from(atom, "exp")
+        if e is not None:
+            return np.asarray(self._operands[id(e)][0])
+        e = self._from(atom, "exp2")
+        if e is None:
+            return None
+        x = np.asarray(self._operands[id(e)][0])
+        with np.errstate(all="ignore"):
+            return np.multiply(np.asarray(LN2, x.dtype), x).astype(x.dtype)
+
     def _exp_argument(self, eqn, name):
         """The argument s of the single exp(s) XLA's simplifier makes of a product or quotient of
         exps (exp(A) * exp(B) => exp(A+B), exp(A) / exp(B) => exp(A-B), and so of the multiplications
         JAX lowers integer_pow(exp(a), y >= 2) to), rounded as those adds are; None if none."""
         if name in ("mul", "div"):
-            ea, eb = (self._from(v, "exp") for v in eqn.invars[:2])
-            if ea is None or eb is None:
+            a, b = (self._exp_arg(v) for v in eqn.invars[:2])
+            if a is None or b is None:
                 return None
-            a, b = (np.asarray(self._operands[id(e)][0]) for e in (ea, eb))
             with np.errstate(all="ignore"):
                 return (a + b if name == "mul" else a - b).astype(a.dtype)
+        if name == "square":
+            a = self._exp_arg(eqn.invars[0])
+            with np.errstate(all="ignore"):
+                return None if a is None else (a + a).astype(a.dtype)
         if name == "integer_pow" and eqn.params["y"] >= 2:
-            e = self._from(eqn.invars[0], "exp")
-            if e is None:
+            x, acc, y = self._exp_arg(eqn.invars[0]), None, eqn.params["y"]
+            if x is None:
                 return None
-            x, acc, y = np.asarray(self._operands[id(e)][0]), None, eqn.params["y"]
             with np.errstate(all="ignore"):
                 while y > 0:          # jax._src.lax.lax._integer_pow, each mul an add of exponents
                     if y & 1:
@@ -688,12 +702,12 @@ class _Replay:
         rule(ctx, probe, np.arange(1, value.size + 1, dtype=np.float64).reshape(value.shape), *invals[2:], **params)
         ones = Ref(np.zeros(ref.shape, np.float64), ref.name, ref.check_bounds)
         rule(ctx, ones, np.ones(value.shape), *invals[2:], **params)
-        if (ones.array > 1).any():
+        if (ones.array > 1).any() or not ref.array.flags.c_contiguous:
             return None
         where = np.flatnonzero(probe.array)
         k = probe.array.reshape(-1)[where].astype(np.int64) - 1
-        at = np.unravel_index(where, ref.shape)
-        old = ref.array[at]
+        flat = ref.array.reshape(-1)                # (a view; rank 0 included)
+        old = flat[where]
         if factors is not None:
             addend = old
         elif where.size == value.size:
@@ -710,10 +724,10 @@ class _Replay:
         a, b = (np.broadcast_to(np.asarray(f), value.shape).reshape(-1)[k] for f in factors)
         with np.errstate(all="ignore"):
             if ref.dtype == np.float64:
-                ref.array[at] = fma_f64(a, b, addend)
+                flat[where] = fma_f64(a, b, addend)
             else:
-                ref.array[at] = fma_round_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64),
-                                              np.asarray(addend, np.float64))
+                flat[where] = fma_round_f32(np.asarray(a, np.float64) * np.asarray(b, np.float64),
+                                            np.asarray(addend, np.float64))
         return []
 
     def fma_candidate(self, eqn, invals, i: int):

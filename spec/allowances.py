@@ -102,7 +102,7 @@ ALLOWANCES: tuple[Allowance, ...] = (
         ("xla:*", "pallas:*"),
         "XLA's algebraic simplifier rewrites log(exp(x)) -> x (so log(exp2(x)) -> ln2 * x: JAX lowers "
         "exp2(x) as exp(ln2 * x)), sqrt(x*x) -> |x|, exp(a) * exp(b) -> exp(a + b) (so integer_pow(exp(a), y), "
-        "lowered to multiplications, becomes one exp) and exp(a) / exp(b) -> exp(a - b) (exact in real "
+        "lowered to multiplications, and square(exp(a)) become one exp; exp2 is exp(ln2 * x) there too) and exp(a) / exp(b) -> exp(a - b) (exact in real "
         "arithmetic, not in floating point: overflow and rounding differ; exp(x) / exp(x) is 1 where exp(x) "
         "overflows). The exp products and quotients are rewritten by JAX 0.10.2's XLA, not by 0.11.2's or "
         "0.12.0.1's (nor is log(exp(x)) there). A / sqrt(B) -> A * rsqrt(B) and A / rsqrt(B) -> A * sqrt(B) "

@@ -700,3 +700,16 @@ def test_fma_replay_of_rank_0_float64():
     xs = values.make_inputs(p, program_key("random", 2026112903, 10934))
     rec, = evaluate(TestCase(p, xs), [get_runner("xla:cpu")], "random/2026112903/10934")
     assert rec["outcome"] in ("pass", "pass-with-allowance"), rec
+
+
+def test_fma_replay_of_an_accumulation_into_a_rank_0_ref():
+    """Found by the fresh campaign (state/2026112903/6079: ref[...] += exp2(x)**2 on a rank-0 ref, one
+    FMA on XLA:CPU): the accumulation's FMA replay raised on a rank-0 ref."""
+    from conformance.fuzz import values
+    from conformance.fuzz.evaluate import evaluate
+    from conformance.fuzz.generate import generate, program_key
+    from conformance.fuzz.shrink import TestCase
+    p, _ = generate("state", 2026112903, 6079)
+    xs = values.make_inputs(p, program_key("state", 2026112903, 6079))
+    rec, = evaluate(TestCase(p, xs), [get_runner("xla:cpu")], "state/2026112903/6079")
+    assert rec["outcome"] in ("pass", "pass-with-allowance"), rec
