@@ -846,16 +846,14 @@ class _Replay:
         if self.v.excess_operands_rounded:
             if np.dtype(dtype) != D.bfloat16:
                 return None
-            if name == "integer_pow":    # every product rounded but the last
-                s = integer_pow_f32(invals[0], eqn.params["y"], steps=dtype)
-                self.shadow[eqn.outvars[0]] = s
-                return [s.astype(dtype)]
             wide = [np.asarray(x, np.float32) for x in invals]
+            steps = dtype                # integer_pow: every product rounded but the last
         else:
             wide = [self.shadow.get(a, x) if not isinstance(a, jcore.Literal) else x
                     for a, x in zip(eqn.invars, invals)]
+            steps = np.float32
         if name == "integer_pow":
-            s = integer_pow_f32(wide[0], eqn.params["y"])
+            s = integer_pow_f32(wide[0], eqn.params["y"], steps=steps)
         elif name == "square":
             s = _wide_f32("mul", wide[0], wide[0])
         else:
