@@ -19,6 +19,10 @@ class Options:
     on_race: str = "raise"
     check_bounds: bool = True       # Pallas: out-of-bounds ref accesses raise
     grid_order: str = "sequential"  # Pallas: order of parallel grid axes
+    # Pallas TPU: the TensorCores a pallas_call's leading 'parallel' grid axes are split over
+    # (spec: pallas_call/c18; JAX's InterpretParams.num_cores_or_threads). 1: one core, as a
+    # v5e / v6e chip; 2: a megacore chip (v4, v5p, v7x).
+    tpu_cores: int = 1
     seed: int = 0                   # anything randomised (shuffled grids, emulated hardware PRNG)
     check_avals: bool = True        # every rule's result must match its equation's aval
     platform: str = "cpu"           # the platform the reference stands in for: lax.platform_dependent
@@ -33,6 +37,8 @@ class Options:
             raise ValueError(f"uninitialized must be one of {UNINITIALIZED_MODES}, got {self.uninitialized!r}")
         if self.on_race not in ON_RACE:
             raise ValueError(f"on_race must be one of {ON_RACE}, got {self.on_race!r}")
+        if not (isinstance(self.tpu_cores, int) and self.tpu_cores >= 1):
+            raise ValueError(f"tpu_cores must be a positive int, got {self.tpu_cores!r}")
         if self.grid_order not in GRID_ORDERS:
             raise ValueError(f"grid_order must be one of {GRID_ORDERS}, got {self.grid_order!r}")
         if self.platform == "gpu" or not self.platform or self.platform != self.platform.lower():

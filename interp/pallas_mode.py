@@ -23,7 +23,7 @@ compiled again inside it, and vice versa (jax_conformance_pallas_reference).
 Options: the reference's own (:class:`interp.Options`), given to ``pallas_mode`` (they win), and
 the kernel's ``interpret=`` value mapped onto them where a field has a meaning there
 (:data:`INTERPRET_FIELDS`: ``detect_races``, ``uninitialized_memory``, ``random_seed``,
-``on_race``); a field that has none is refused (UnsupportedPrimitiveError) when it would change
+``on_race``, ``num_cores_or_threads``); a field that has none is refused (UnsupportedPrimitiveError) when it would change
 what a test observes, or named in a warning (once per field and value) when it only steers JAX's
 simulation (docs/pallas-mode.md lists them).
 
@@ -71,9 +71,10 @@ INTERPRET_FIELDS = {
     "buffer_bounds": "ignore: bounds are the logical shape ('padded' is Mosaic's tiling)",
     "dma_execution_mode": "ignore: under detect_races every DMA stays in flight until its wait, "
                           "which covers both 'eager' and 'on_wait'",
-    "num_cores_or_threads": "ignore: cores and threads are the kernel's own (its mesh, its "
-                            "dimension semantics)",
-    "num_cores_per_device": "ignore: as num_cores_or_threads",
+    "num_cores_or_threads": "option: tpu_cores for TPU kernels (the cores a pallas_call's leading "
+                            "'parallel' grid axes are split over); ignored for GPU kernels, whose "
+                            "threads are the kernel's own (warpgroups, its mesh)",
+    "num_cores_per_device": "option: as num_cores_or_threads",
     "vector_clock_size": "ignore: JAX's race detector's internals",
     "num_tma_threads_per_device": "ignore: JAX's simulation of the TMA unit",
     "logging_mode": "ignore: JAX's simulator's logging",
@@ -102,7 +103,7 @@ class pallas_mode:
     """Run every Pallas kernel lowered inside the block (this thread) in the reference.
 
     ``options`` are the reference's (``uninitialized``, ``detect_races``, ``check_bounds``,
-    ``grid_order``, ``seed``, ``platform``, ``on_race``) and win over what a kernel's ``interpret=`` says.
+    ``grid_order``, ``seed``, ``platform``, ``on_race``, ``tpu_cores``) and win over what a kernel's ``interpret=`` says.
     ``enable()`` / ``disable()``: the same for every thread, until disabled (the pytest
     option ``--pallas-reference``)."""
 
@@ -396,6 +397,13 @@ class _Interpret:
             if meaning.startswith("ignore"):
                 _warn_once(name, value, f"{type(interpret).__name__}.{name}={value!r} is ignored "
                                         f"by the reference ({meaning[len('ignore: '):]})")
+        cores = values.get("num_cores_or_threads", values.get("num_cores_per_device"))
+        if kind == "tpu" and cores is not None:
+            options["tpu_cores"] = int(cores)
+        elif cores not in (None, 1):
+            _warn_once("num_cores_or_threads", cores,
+                       f"{type(interpret).__name__}.num_cores_or_threads={cores!r} is ignored by "
+                       f"the reference (a GPU kernel's threads are its own)")
         if values.get("detect_races"):
             options["detect_races"] = True
         if values.get("uninitialized_memory") in ("nan", "zero"):

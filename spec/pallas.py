@@ -109,7 +109,21 @@ SEMANTICS = table(
                                        "wrote raises when the call returns (its caller reads it); DMAs "
                                        "move never-written state along with the data",
                     "pallas_call/c17": "detect_races=True: DMAs in flight and semaphores not at zero "
-                                       "when the call ends raise RaceError"},
+                                       "when the call ends raise RaceError",
+                    "pallas_call/c18": "TensorCores (Options.tpu_cores; the drop-in mode's "
+                                       "InterpretParams.num_cores_or_threads; 1 by default): a TPU "
+                                       "pallas_call's grid points are split over the cores as JAX's "
+                                       "TPU interpret mode splits them, the leading 'parallel' axes "
+                                       "(refused unless they lead) in contiguous ranges of ceil(P / "
+                                       "cores) points of their subgrid, each with every point of the "
+                                       "other axes; each core has its own block buffers (pipeline "
+                                       "state: revisits, pallas_call/c14, are per core) and scratch; "
+                                       "HBM is shared. Under detect_races an operand element one "
+                                       "core's pipeline writes back (an output block) and another "
+                                       "core's reads or writes back is a RaceError naming both "
+                                       "blocks (Options.on_race='record': recorded). DMAs the kernel "
+                                       "starts itself are checked per core only, and a pallas_call "
+                                       "split over cores inside a shard_map is refused"},
         sources=(_CORE, _HLO, _TPU_INTERP, _GRID_DOC, _PIPE_DOC),
         exactness=EXACT,
         notes="Speed: blocks in bounds are NumPy views (no copy), padded edge blocks are copies; "

@@ -132,14 +132,13 @@ KNOWN: tuple[Known, ...] = (
           "cores and finds their sync_copy into it racing; the reference allocates it per core, "
           "so there is no race to find (it should refuse the allocation, as Mosaic does). JAX "
           "0.12 fails the test too (its default on_race='raise' raises the race)"),
-    Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",), "reference-misses-ub",
-          "num_cores_or_threads=2 splits the 'parallel' grid axis over two TensorCores, and both "
-          "grid points write the one output block (a write-write race on its write-back); the "
-          "reference runs a pallas_call grid on one core (the drop-in mode ignores "
-          "num_cores_or_threads: pallas_mode.INTERPRET_FIELDS) and has no cross-core accesses to "
-          "check (it could flag an output block shared along a 'parallel' axis under "
-          "detect_races). JAX 0.12 fails the test too: its default on_race='raise' raises the "
-          "race the test expects to find recorded"),
+    Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",), "reference-reports-ub",
+          "num_cores_or_threads=2 splits the 'parallel' grid axis over two TensorCores and both "
+          "write back the one output block: both sides find the race (the reference's RaceError "
+          "names the two cores' write-backs, pallas_call/c18) and, under JAX 0.12's default "
+          "on_race='raise', raise it where the test expects it recorded: JAX's RuntimeError "
+          "('RACE DETECTED'), the reference's RaceError (on JAX 0.10 and 0.11, which record, "
+          "both pass)", jax=("0.12", None)),
     Known(("tpu_sparsecore_pallas_test.py::PallasTpuSparseCoreLoweringErrorTest::*",), "mosaic-refuses",
           "the test expects JAX's refusal to lower a compiled (interpret=False) kernel on CPU "
           "('Only interpret mode is supported on CPU'); the drop-in mode runs every kernel in the "

@@ -319,6 +319,64 @@ def test_recorded_tpu_race_gives_jax_interpret_modes_values(caplog):
     pltpu.reset_tpu_interpret_mode_state()
 
 
+def _whole_block_kernel(x_ref, o_ref, vmem_ref):
+    vmem_ref[...] = x_ref[...]
+    o_ref[...] = x_ref[...] + vmem_ref[...]
+
+
+def _split_over_cores(x, cores, racy):
+    """JAX's test_two_cores_along_parallel_dimension_{with,no}_race (tpu_pallas_interpret_test):
+    a 'parallel' grid axis of 2 over ``cores`` TensorCores; racy: every step writes the whole
+    output block (both cores write it back), else each step its own block."""
+    block = x.shape if racy else (x.shape[0] // 2, x.shape[1])
+    spec = pl.BlockSpec(block, (lambda i: (0, 0)) if racy else (lambda i: (i, 0)))
+    params = {"on_race": "warn"} if _has_on_race() else {}
+    return pl.pallas_call(
+        _whole_block_kernel, grid=(2,), out_shape=jax.ShapeDtypeStruct.like(x),
+        in_specs=[spec], out_specs=spec, scratch_shapes=[pltpu.VMEM(block, x.dtype)],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        interpret=pltpu.InterpretParams(num_cores_or_threads=cores, detect_races=True,
+                                        **params))(x)
+
+
+@pytest.mark.parametrize("cores,racy", [(1, True), (2, True), (2, False), (3, False)])
+def test_pallas_call_c18_grid_split_over_tensor_cores_races_as_in_jax(cores, racy):
+    """num_cores_or_threads splits the leading 'parallel' grid axes over TensorCores
+    (pallas_call/c18): two cores writing back one output block race; JAX's TPU interpret mode is
+    the expectation (races_found and values), the reference's RaceError names both cores."""
+    x = jnp.ones((16, 128), F32)
+    run = functools.partial(_split_over_cores, cores=cores, racy=racy)
+    pltpu.reset_tpu_interpret_mode_state()
+    want = jax.jit(run)(x)
+    jax_found = bool(_tpu_races().races.races_found)
+    pltpu.reset_tpu_interpret_mode_state()
+    with interp.pallas_mode():
+        got = jax.jit(run)(x)
+    assert bool(_tpu_races().races.races_found) == jax_found == (cores > 1 and racy)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, 2.0 * np.asarray(x))
+    pltpu.reset_tpu_interpret_mode_state()
+    if cores > 1 and racy:
+        with pytest.raises(interp.RaceError, match=r"core 0 writes back .* core 1 writes back"):
+            interp.interpret(run, options=interp.Options(detect_races=True, tpu_cores=cores))(x)
+
+
+def test_pallas_call_c18_split_needs_leading_parallel_axes():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    def f(x):
+        return pl.pallas_call(
+            kernel, grid=(2, 2), out_shape=jax.ShapeDtypeStruct.like(x),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, j: (i, j))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary", "parallel")))(x)
+    x = jnp.ones((16, 256), F32)
+    np.testing.assert_array_equal(interp.interpret(f)(x), x)
+    with pytest.raises(interp.UnsupportedPrimitiveError, match="not its leading"):
+        interp.interpret(f, options=interp.Options(tpu_cores=2))(x)
+
+
 def test_interpret_parameters_without_meaning_are_refused_or_warned():
     with interp.pallas_mode(), pytest.raises(interp.UnsupportedPrimitiveError,
                                              match="skip_floating_point_ops"):

@@ -27,9 +27,10 @@ import itertools
 
 import numpy as np
 
-from ..errors import UninitializedReadError, UnsupportedPrimitiveError, OutOfBoundsError
+from ..errors import (OutOfBoundsError, RaceError, UninitializedReadError,
+                      UnsupportedPrimitiveError)
 from ..evaluator import Literal, get_plan, split_jaxpr
-from ..schedule import context
+from ..schedule import context, report_race
 from .devices import join as join_devices
 from .dma import DmaEngine
 from .memory import (KernelRef, allocate_scratch, check_outputs_written, fill_uninitialized,
@@ -409,56 +410,96 @@ class CallPlan:
             else:
                 arrays.append(fill_uninitialized(bp.array_shape, bp.dtype, mode))
                 inits.append(np.zeros(bp.array_shape, bool) if mode == "raise" else None)
-        scratch_refs = [proto.fresh(run) for proto in self.scratch_protos]
-        sems = [r for r in scratch_refs if r.kind == "semaphore"]
-
         refs = [KernelRef(arrays[k], bp.name, run, init=inits[k], kind=self.ref_kinds[k],
                           check_bounds=opts.check_bounds, checked=self.checked[k])
                 for k, bp in enumerate(self.blocks)]
-        last_window = [None] * len(self.blocks)
-        # Whether a block's ref views its array (in bounds, not a private copy): a view of the
-        # same window stays valid from one step to the next.
-        viewing = [False] * len(self.blocks)
-        visited = [set() for _ in self.blocks]
-        kernel_args = list(scalar_refs) + refs + scratch_refs   # (refs re-pointed per step)
         blocked = [(k, bp, k >= self.num_inputs, k in self.private_inputs)
                    for k, bp in enumerate(self.blocks) if not bp.whole]
         body = self.body
         vm = self.vmapped
+        cores = self._core_points(grid)
+        footprints = CoreFootprints() if len(cores) > 1 and opts.detect_races else None
+        scratch_refs = [proto.fresh(run) for proto in self.scratch_protos]
+        kernel_args = list(scalar_refs) + refs + scratch_refs   # (refs re-pointed per step)
         # in a shard_map: the other devices' runs of this kernel
         devices = join_devices(run, kernel_args, self.compiler_params)
+        if devices is not None and len(cores) > 1:
+            raise UnsupportedPrimitiveError(
+                "pallas_call", {"tpu_cores": opts.tpu_cores},
+                f"kernel '{self.name}': a pallas_call split over {opts.tpu_cores} TensorCores "
+                "inside a shard_map (remote DMAs would name a core the reference does not model)")
+        sems = []
         with run:
-            for ids in self._grid_points(grid):
-                run.point = ids
-                run.program_ids = ids if not vm else tuple(i for d, i in enumerate(ids)
-                                                           if d not in vm)
-                writeback = []
-                for k, bp, is_out, private in blocked:
-                    win = bp.window(ids, scalar_refs, grid)
-                    if win == last_window[k] and (private or viewing[k]):
-                        # the kernel's own (possibly modified) buffer stays, or the same view
-                        continue
-                    if is_out and win != last_window[k]:
-                        if self.revisit_undefined and win in visited[k]:
-                            self._reset_block(arrays[k], inits[k], win, bp, mode)
-                        visited[k].add(win)
-                    last_window[k] = win
-                    viewing[k] = self._bind_block(refs[k], arrays[k], inits[k], win, bp, is_out,
-                                                  writeback, ids, copy=private)
-                body.run(run, kernel_args)
-                if run.pending is not None:
-                    run.raise_pending()
-                for ref, arr, init, sl, inner in writeback:
-                    arr[sl] = ref.array[inner]
-                    if init is not None:
-                        init[sl] = ref.init[inner]
+            for core, points in enumerate(cores):
+                # Each core has its own pipeline (block buffers) and scratch; HBM is shared.
+                if core:
+                    scratch_refs = [proto.fresh(run) for proto in self.scratch_protos]
+                    kernel_args = list(scalar_refs) + refs + scratch_refs
+                sems += [r for r in scratch_refs if r.kind == "semaphore"]
+                last_window = [None] * len(self.blocks)
+                # Whether a block's ref views its array (in bounds, not a private copy): a view of
+                # the same window stays valid from one step to the next.
+                viewing = [False] * len(self.blocks)
+                visited = [set() for _ in self.blocks]
+                for ids in points:
+                    run.point = ids
+                    run.program_ids = ids if not vm else tuple(i for d, i in enumerate(ids)
+                                                               if d not in vm)
+                    writeback = []
+                    for k, bp, is_out, private in blocked:
+                        win = bp.window(ids, scalar_refs, grid)
+                        if win == last_window[k] and (private or viewing[k]):
+                            # the kernel's own (possibly modified) buffer stays, or the same view
+                            continue
+                        if is_out and win != last_window[k]:
+                            if self.revisit_undefined and win in visited[k]:
+                                self._reset_block(arrays[k], inits[k], win, bp, mode)
+                            visited[k].add(win)
+                        last_window[k] = win
+                        viewing[k] = self._bind_block(refs[k], arrays[k], inits[k], win, bp,
+                                                      is_out, writeback, ids, copy=private)
+                        if footprints is not None:
+                            footprints.add(core, k, is_out, ids,
+                                           bp.placement(win, self.name, ids)[1])
+                    body.run(run, kernel_args)
+                    if run.pending is not None:
+                        run.raise_pending()
+                    for ref, arr, init, sl, inner in writeback:
+                        arr[sl] = ref.array[inner]
+                        if init is not None:
+                            init[sl] = ref.init[inner]
             if devices is not None:
                 devices.leave(run)
+            if footprints is not None:
+                footprints.check(run, arrays, [bp.name for bp in self.blocks])
             run.dma.check_exit(sems, "pallas_call")
             run.check_exit()
         check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
         return [logical_value(self.blocks[self.num_inputs + o].key_impl,
                               arrays[self.num_inputs + o]) for o in range(self.num_outputs)]
+
+    def _core_points(self, grid) -> list:
+        """The grid points each TensorCore runs, in order (``Options.tpu_cores``, spec
+        pallas_call/c18), split as JAX's TPU interpret mode splits them
+        (interpret_pallas_call.py _execute_grid_for_core): the points of the parallel subgrid (the
+        leading 'parallel' axes) in contiguous ranges of ceil(P / cores), each with every point of
+        the other axes."""
+        cores = self.options.tpu_cores
+        if cores == 1 or not self.revisit_undefined:
+            return [self._grid_points(grid)]
+        lead = len(self.parallel_axes)
+        if self.parallel_axes != tuple(range(lead)):
+            raise UnsupportedPrimitiveError(
+                "pallas_call", {"tpu_cores": cores},
+                f"kernel '{self.name}': tpu_cores={cores} splits the leading 'parallel' grid axes "
+                f"over the cores, but the parallel axes {self.parallel_axes} of grid {grid} are not "
+                "its leading ones (JAX's TPU interpret mode refuses this too)")
+        points = list(self._grid_points(grid))
+        if not points:
+            return [points]
+        per_parallel_point = len(points) // int(np.prod(grid[:lead], dtype=np.int64))
+        per_core = -(-int(np.prod(grid[:lead], dtype=np.int64)) // cores) * per_parallel_point
+        return [points[c * per_core:(c + 1) * per_core] for c in range(cores)]
 
     def _grid_points(self, grid):
         if not grid:
@@ -500,6 +541,70 @@ class CallPlan:
         arr[sl] = 0 if mode == "zero" else poison_value(bp.dtype)
         if init is not None:
             init[sl] = False
+
+
+class CoreFootprints:
+    """The operand elements each TensorCore's pipeline reads (input blocks) and writes (output
+    blocks written back) in a pallas_call split over several cores: HBM is shared and nothing
+    orders one core's block copies against another's, so an element one core writes and another
+    touches is a race (pallas_call/c18)."""
+
+    def __init__(self):
+        self.accesses = []   # (core, operand, is_out, grid point, slices of the array)
+
+    def add(self, core, k, is_out, ids, outer):
+        self.accesses.append((core, k, is_out, ids, outer))
+
+    def check(self, run, arrays, names) -> None:
+        by_buffer = {}   # aliased operands share one buffer
+        for acc in self.accesses:
+            by_buffer.setdefault(id(arrays[acc[1]]), []).append(acc)
+        for accs in by_buffer.values():
+            shape = arrays[accs[0][1]].shape
+            cores = sorted({a[0] for a in accs})
+            writes = {c: np.zeros(shape, bool) for c in cores}
+            touches = {c: np.zeros(shape, bool) for c in cores}
+            for core, k, is_out, ids, outer in accs:
+                touches[core][outer] = True
+                if is_out:
+                    writes[core][outer] = True
+            for c in cores:
+                others = np.zeros(shape, bool)
+                for d in cores:
+                    if d != c:
+                        others |= touches[d]
+                clash = np.argwhere(writes[c] & others)
+                if len(clash):
+                    report_race(run, self._race(run, tuple(int(i) for i in clash[0]), c, accs,
+                                                names))
+                    break
+
+    @staticmethod
+    def _race(run, element, core, accs, names) -> RaceError:
+        def holding(pred):
+            return next(a for a in accs if pred(a) and _covers(a[4], element))
+        w = holding(lambda a: a[0] == core and a[2])
+        o = holding(lambda a: a[0] != core)
+
+        def show(a):
+            return (f"core {a[0]} {'writes back' if a[2] else 'reads'} the block of "
+                    f"'{names[a[1]]}' at grid point {a[3]}")
+        return RaceError(
+            f"kernel '{run.name}': {show(w)} and {show(o)}, both holding element {element}, with "
+            f"no order between the cores (a pallas_call's parallel grid axes split over "
+            f"TensorCores: spec pallas_call/c18)")
+
+
+def _covers(outer, element) -> bool:
+    for sl, e in zip(outer, element):
+        if sl is Ellipsis:
+            return True
+        if isinstance(sl, slice):
+            if not sl.start <= e < sl.stop:
+                return False
+        elif sl != e:
+            return False
+    return True
 
 
 def kernel_name(jaxpr) -> str | None:
