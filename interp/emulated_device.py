@@ -26,7 +26,9 @@ import sys
 import threading
 import types
 
-_patch_lock = threading.Lock()
+# Reentrant: a function traced under an emulated device may trace under one again (a shipped
+# kernel's builder enters the emulation itself, and interp.interpret(emulated_device=) around it).
+_patch_lock = threading.RLock()
 
 
 def device(name: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -296,6 +297,31 @@ def test_emulated_device_answers_what_tracing_asks(name, cores):
     out = interp.interpret(f, emulated_device=name)(np.int32(1))
     assert out == 2 and seen == {"cores": cores, "cuda": 13000}
     assert jax_lib.cuda_versions is before   # restored after tracing
+
+
+def test_emulated_device_nests():
+    """Tracing under an emulated device inside another (a shipped kernel's builder emulates the
+    device itself, interp.interpret(emulated_device=) around it) neither deadlocks nor leaks:
+    the inner device is seen inside, the outer again after it, the machine after both."""
+    from interp.emulated_device import tracing
+    from jax._src import lib as jax_lib
+    before = jax_lib.cuda_versions
+
+    def cores():
+        return jax.sharding.get_abstract_mesh().abstract_device.num_cores
+    seen = []
+
+    def nested():
+        with tracing("h100"):
+            with tracing("b200"):
+                seen.append(cores())
+            seen.append(cores())
+    worker = threading.Thread(target=nested, daemon=True)   # (a deadlock fails, not hangs)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "nested emulated-device tracing deadlocked"
+    assert seen == [148, 132]
+    assert jax_lib.cuda_versions is before
 
 
 def test_unknown_emulated_device_is_refused():
