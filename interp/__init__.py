@@ -5,7 +5,7 @@
     interp.coverage()                          # {primitive: supported | partial: ... | unsupported}
     with interp.pallas_mode(): ...             # the Pallas kernels of a JAX program run here
 """
-from .errors import (OutOfBoundsError, RaceError, UndefinedBehaviorError,
+from .errors import (InvalidKernelError, OutOfBoundsError, RaceError, UndefinedBehaviorError,
                      UninitializedReadError, UnsupportedPrimitiveError)
 from .options import Options
 from .evaluator import eval_jaxpr
@@ -15,7 +15,8 @@ from .pallas_mode import pallas_mode
 from . import rules  # noqa: F401  (registers every rule)
 
 __all__ = ["interpret", "eval_jaxpr", "coverage", "pallas_mode", "Options", "UnsupportedPrimitiveError",
-           "UndefinedBehaviorError", "OutOfBoundsError", "UninitializedReadError", "RaceError"]
+           "UndefinedBehaviorError", "OutOfBoundsError", "UninitializedReadError", "RaceError",
+           "InvalidKernelError"]
 
 
 def __getattr__(name):

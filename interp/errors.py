@@ -27,6 +27,11 @@ def _short(v, limit: int = 80) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+class InvalidKernelError(ValueError):
+    """A kernel its target's compiler refuses (a Mosaic TPU kernel loading or storing an HBM/ANY
+    ref directly): raised when the kernel is read, before it runs."""
+
+
 class UndefinedBehaviorError(RuntimeError):
     """The program did something whose result JAX/XLA leave undefined."""
 

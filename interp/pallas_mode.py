@@ -80,8 +80,11 @@ INTERPRET_FIELDS = {
     "logging_mode": "ignore: JAX's simulator's logging",
     "inline_mgpu": "ignore: whether JAX's GPU simulator skips plgpu.inline_mgpu blocks it cannot "
                    "run; the reference runs them or refuses them itself",
-    "allow_hbm_allocation_in_run_scoped": "ignore: the reference allocates any memory space "
-                                          "run_scoped names",
+    "allow_hbm_allocation_in_run_scoped": "honoured: True lets a TPU kernel's run_scoped "
+                                          "allocate HBM, JAX's interpreter's extension (refused "
+                                          "otherwise, as on a real TPU: pallas_call/c19), one "
+                                          "buffer per core (JAX's interpreter shares one between "
+                                          "a device's cores)",
     "skip_floating_point_ops": "refuse: float results would be JAX's inf placeholders",
     "grid_point_recorder": "refuse: a callback into JAX's simulated grid traversal",
 }
@@ -219,6 +222,10 @@ def _staged_eager_shard_map(original, state):
 
 
 def _lower_kernel(ctx, in_nodes, params, mode, original):
+    from .pallas.memory import refuse_direct_hbm_access
+    # A kernel its compiler refuses is refused here, where JAX's interpret mode and the compiler
+    # raise: at lowering, to the caller (not later, from inside the callback).
+    refuse_direct_hbm_access(params, params.get("name") or ctx.primitive.name)
     options, how = mode.options_for(params.get("interpret"))
     return _lower_to_callback(ctx, in_nodes, params, _KernelCall(
         _one_equation(ctx, params), options, how))

@@ -123,7 +123,19 @@ SEMANTICS = table(
                                        "core's reads or writes back is a RaceError naming both "
                                        "blocks (Options.on_race='record': recorded). DMAs the kernel "
                                        "starts itself are checked per core only, and a pallas_call "
-                                       "split over cores inside a shard_map is refused"},
+                                       "split over cores inside a shard_map is refused",
+                    "pallas_call/c19": "a Mosaic TPU kernel (TPU compiler params, TPU interpret "
+                                       "params or a TPU core mesh; interpret=True alone names no "
+                                       "target) that loads or stores an HBM/ANY ref directly (get, "
+                                       "swap, masked_load, masked_swap, addupdate: only DMAs reach "
+                                       "HBM, mosaic/lowering.py 'Loads and stores are only allowed "
+                                       "on VMEM and SMEM references') or allocates HBM/ANY in "
+                                       "run_scoped (not supported on a real TPU: "
+                                       "interpret/params.py allow_hbm_allocation_in_run_scoped, "
+                                       "whose True is honoured) is refused with InvalidKernelError "
+                                       "(a ValueError) when the kernel is read, before it runs; in "
+                                       "the drop-in mode at lowering, where JAX's TPU interpret "
+                                       "mode raises its ValueError"},
         sources=(_CORE, _HLO, _TPU_INTERP, _GRID_DOC, _PIPE_DOC),
         exactness=EXACT,
         notes="Speed: blocks in bounds are NumPy views (no copy), padded edge blocks are copies; "

@@ -120,18 +120,12 @@ KNOWN: tuple[Known, ...] = (
     Known((_TPU_INTERPRET + "test_skip_floating_point_ops",), "interpreter-artifact",
           "InterpretParams(skip_floating_point_ops=True): JAX's interpreter replaces float "
           "results with inf; the drop-in mode refuses it"),
-    Known((_TPU_INTERPRET + "test_hbm_allocation_in_run_scoped_raises*",
-           _TPU_INTERPRET + "test_referencing_hbm_raises*"), "mosaic-refuses",
-          "Mosaic TPU refuses an HBM allocation in run_scoped and a vector load/store of an "
-          "HBM/ANY ref (only DMAs reach them: mosaic/lowering.py 'Loads and stores are only "
-          "allowed on VMEM and SMEM references'); JAX's interpreter raises as Mosaic would, the "
-          "reference runs the program"),
-    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map_with_race*",), "mosaic-refuses",
-          "run_scoped allocates an HBM buffer (allow_hbm_allocation_in_run_scoped=True, which "
-          "Mosaic TPU does not support): JAX's interpreter shares it between the core mesh's "
-          "cores and finds their sync_copy into it racing; the reference allocates it per core, "
-          "so there is no race to find (it should refuse the allocation, as Mosaic does). JAX "
-          "0.12 fails the test too (its default on_race='raise' raises the race)"),
+    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map_with_race*",), "interpreter-artifact",
+          "run_scoped allocates an HBM buffer under allow_hbm_allocation_in_run_scoped=True, an "
+          "extension of JAX's interpreter (a real TPU does not support it: params.py), which "
+          "shares the buffer between the core mesh's cores and finds their sync_copy into it "
+          "racing; the reference honours the flag with a buffer per core, so there is no race "
+          "to find. JAX 0.12 fails the test too (its default on_race='raise' raises the race)"),
     Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",), "reference-reports-ub",
           "num_cores_or_threads=2 splits the 'parallel' grid axis over two TensorCores and both "
           "write back the one output block: both sides find the race (the reference's RaceError "

@@ -377,6 +377,66 @@ def test_pallas_call_c18_split_needs_leading_parallel_axes():
         interp.interpret(f, options=interp.Options(tpu_cores=2))(x)
 
 
+def _copy_from(x, space, interpret, load=lambda r: r[...]):
+    def kernel(in_ref, o_ref):
+        o_ref[...] = load(in_ref)
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct.like(x), grid=(1,),
+                          in_specs=[pl.BlockSpec(memory_space=space)],
+                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                          interpret=interpret)(x)
+
+
+@pytest.mark.parametrize("space", ["hbm", "any"])
+@pytest.mark.parametrize("load", ["get", "pltpu.load"])
+def test_pallas_call_c19_tpu_kernel_loading_hbm_is_refused_as_jax_refuses(space, load):
+    """A TPU kernel reading an HBM/ANY ref directly (only DMAs reach HBM) is refused before it
+    runs, with the ValueError JAX's TPU interpret mode raises (its message, which JAX's tests
+    match); the same program with interpret=True alone (no target) runs, as in JAX."""
+    x = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
+    ms = {"hbm": pltpu.HBM, "any": pl.ANY}[space]
+    read = (lambda r: r[...]) if load == "get" else pltpu.load
+    f = functools.partial(_copy_from, space=ms, interpret=pltpu.InterpretParams(), load=read)
+    with pytest.raises(ValueError) as jax_error:
+        f(x)
+    with pytest.raises(interp.InvalidKernelError) as ref_error:
+        interp.interpret(f)(x)
+    with pytest.raises(interp.InvalidKernelError) as dropin_error:
+        with interp.pallas_mode():
+            jax.jit(f)(x)
+    want = str(jax_error.value)
+    assert want.split(".")[0] in str(ref_error.value) and want in str(dropin_error.value)
+    generic = functools.partial(_copy_from, space=ms, interpret=True, load=read)
+    np.testing.assert_array_equal(interp.interpret(generic)(x), x)
+
+
+def test_pallas_call_c19_hbm_in_run_scoped_is_refused_unless_jax_allows_it():
+    """run_scoped allocating HBM in a TPU kernel: refused as JAX's TPU interpret mode refuses it
+    (a real TPU does not support it), run when the kernel's InterpretParams allow it."""
+    mesh = (pltpu.TensorCoreMesh(axis_name="x", num_cores=1) if hasattr(pltpu, "TensorCoreMesh")
+            else pltpu.create_tensorcore_mesh("x", num_cores=1))
+
+    def f(x, allow):
+        def inner(refs):
+            x_ref, y_ref = refs
+
+            @pl.core_map(mesh, interpret=pltpu.InterpretParams(
+                allow_hbm_allocation_in_run_scoped=allow))
+            def _():
+                def copy(hbm):
+                    pltpu.sync_copy(x_ref, hbm)
+                    pltpu.sync_copy(hbm, y_ref)
+                pl.run_scoped(copy, pltpu.HBM(x_ref.shape, x_ref.dtype))
+        return pl.run_state(inner)((x, jnp.zeros_like(x)))[1]
+    x = jnp.arange(8, dtype=jnp.int32)
+    with pytest.raises(ValueError, match="Cannot allocate HBM in `run_scoped`"):
+        jax.jit(functools.partial(f, allow=False))(x)
+    with pytest.raises(interp.InvalidKernelError, match="Cannot allocate HBM in `run_scoped`"):
+        with interp.pallas_mode():
+            jax.jit(functools.partial(f, allow=False))(x)
+    with interp.pallas_mode():
+        np.testing.assert_array_equal(jax.jit(functools.partial(f, allow=True))(x), x)
+
+
 def test_interpret_parameters_without_meaning_are_refused_or_warned():
     with interp.pallas_mode(), pytest.raises(interp.UnsupportedPrimitiveError,
                                              match="skip_floating_point_ops"):

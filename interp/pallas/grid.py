@@ -35,7 +35,7 @@ from .devices import join as join_devices
 from .dma import DmaEngine
 from .memory import (KernelRef, allocate_scratch, check_outputs_written, fill_uninitialized,
                      logical_value, memory_space, physical_operand, physical_value,
-                     poison_value)
+                     poison_value, refuse_direct_hbm_access)
 from .specialize import KernelBody
 
 def maybe_current_run() -> "KernelRun | None":
@@ -307,6 +307,7 @@ class CallPlan:
         self.options = eqn.options
         self.jaxpr = p["jaxpr"]
         kernel_jaxpr, self.kernel_consts = split_jaxpr(self.jaxpr)
+        refuse_direct_hbm_access(p, p.get("name") or kernel_name(kernel_jaxpr) or "kernel")
         # The body runs specialised per grid point (interp.pallas.specialize): its grid-only
         # scalar work is evaluated once per point, not once per step.
         self.body = KernelBody(kernel_jaxpr, self.kernel_consts, eqn.options)

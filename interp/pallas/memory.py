@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..errors import UninitializedReadError
+from ..errors import InvalidKernelError, UninitializedReadError
 from ..refs import Ref
 from ..uninitialized import fill_uninitialized, poison_value  # noqa: F401  (re-exported)
 
@@ -377,6 +377,60 @@ def memory_space(aval) -> str:
     if ms is None:
         return "default"
     return str(getattr(ms, "value", ms)).lower()
+
+
+# Accesses that load or store a ref's elements in the kernel (not through a DMA), by JAX's name.
+DIRECT_ACCESSES = {"get": "get_p", "swap": "swap_p", "addupdate": "addupdate_p",
+                   "masked_load": "load_p", "masked_swap": "swap_p", "load": "load_p"}
+
+
+def is_mosaic_tpu_kernel(params) -> bool:
+    """Whether a kernel equation (pallas_call, mpmd_map) targets Mosaic TPU: TPU compiler params,
+    TPU interpret params or a TPU core mesh. (A kernel with none, interpret=True alone, is no
+    target's: JAX's generic interpret mode runs any memory space.)"""
+    things = [params.get("compiler_params"), params.get("interpret"), params.get("mesh"),
+              *(params.get("meshes") or ())]
+    for v in things:
+        if isinstance(v, dict):     # older JAX: compiler_params {"mosaic": ...} / {"mosaic_tpu": ...}
+            if any(str(k).startswith("mosaic") and "gpu" not in str(k) for k in v):
+                return True
+        elif v is not None and ".pallas.mosaic." in type(v).__module__ + ".":
+            return True
+    return False
+
+
+def refuse_direct_hbm_access(params, kernel: str) -> None:
+    """What Mosaic TPU refuses of a TPU kernel, refused when the kernel is read (spec
+    pallas_call/c19), in the words of JAX's TPU interpret mode (interpret_pallas_call.py
+    _get_memory_space_and_raise_if_hbm): a load or store (get / swap / load / addupdate) of an
+    HBM/ANY ref, which only DMAs reach (mosaic/lowering.py: "Loads and stores are only allowed on
+    VMEM and SMEM references"), and an HBM/ANY buffer allocated by run_scoped ("not supported
+    when executing Pallas kernels on a real TPU": InterpretParams.allow_hbm_allocation_in_run_scoped,
+    whose True the reference honours as JAX's interpreter extension)."""
+    if not is_mosaic_tpu_kernel(params):
+        return
+    from jax._src import core as jax_core
+    allow_hbm_scoped = getattr(params.get("interpret"), "allow_hbm_allocation_in_run_scoped", False)
+    where = (f"(kernel '{kernel}': Mosaic TPU loads and stores VMEM and SMEM refs only, "
+             f"jax/_src/pallas/mosaic/lowering.py; spec pallas_call/c19)")
+
+    def walk(jaxpr):
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+        for eqn in jaxpr.eqns:
+            name = DIRECT_ACCESSES.get(eqn.primitive.name)
+            if name is not None and memory_space(eqn.invars[0].aval) in ("hbm", "any"):
+                raise InvalidKernelError(
+                    f"{name}: Buffers with a memory space of HBM or ANY cannot be referenced "
+                    f"directly. Instead, use `pltpu.sync_copy` or `pltpu.async_copy`. {where}")
+            if eqn.primitive.name == "run_scoped" and not allow_hbm_scoped and any(
+                    memory_space(v.aval) in ("hbm", "any") for v in eqn.params["jaxpr"].invars):
+                raise InvalidKernelError(
+                    f"Cannot allocate HBM in `run_scoped`. (kernel '{kernel}': not supported on a "
+                    f"real TPU, jax/_src/pallas/mosaic/interpret/params.py; spec pallas_call/c19)")
+            for sub in jax_core.jaxprs_in_params(eqn.params):
+                walk(sub)
+    for jaxpr in jax_core.jaxprs_in_params(params):
+        walk(jaxpr)
 
 
 def check_outputs_written(run, refs, inits) -> None:

@@ -17,7 +17,7 @@ from ..evaluator import get_plan, split_jaxpr
 from ..refs import Ref
 from .grid import kernel_name, operand_names
 from .memory import (KernelRef, allocate_scratch, check_outputs_written, fill_uninitialized,
-                     logical_value, physical_operand, physical_value)
+                     logical_value, physical_operand, physical_value, refuse_direct_hbm_access)
 
 
 class MeshKernel:
@@ -38,6 +38,7 @@ class MeshKernel:
             raise eqn.unsupported("mpmd_map with several meshes (MPMD) or external meshes")
         self.mesh = meshes[0]
         kernel_jaxpr, self.kernel_consts = split_jaxpr(jaxprs[0])
+        refuse_direct_hbm_access(p, p.get("name") or kernel_name(kernel_jaxpr) or "kernel")
         self.kernel_plan = get_plan(kernel_jaxpr, eqn.options)
         self.name = p.get("name") or kernel_name(kernel_jaxpr) or "kernel"
         self.out_avals = p["out_avals"]
