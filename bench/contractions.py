@@ -75,6 +75,13 @@ def main(flags=()) -> None:
         _row(f"{name} -> f32 matmul {n}^3", lambda: f(a, b),
              lambda: (a.astype(np.float32) @ b.astype(np.float32)),
              lambda: (a.astype(f64) @ b.astype(f64)).astype(np.float32), r)
+    # Integer dots: exact sums below 2**53 through float64 BLAS (lax_contractions._integer_matmul);
+    # "naive" is NumPy's integer matmul (no BLAS), the reference's path before.
+    n = 256 if args.quick else 1024
+    a = rng.integers(-100, 100, (n, n)).astype(np.int32)
+    f = interp.interpret(lambda a, b: a @ b)
+    _row(f"int32 matmul {n}^3", lambda: f(a, a.T), lambda: a @ a.T,
+         lambda: (a.astype(f64) @ a.T.astype(f64)).astype(np.int32), r)
     x = rng.standard_normal((1024, 4096)).astype(np.float32)
     fs = interp.interpret(lambda x: lax.reduce(x, np.float32(0), lax.add, (1,)))
     _row("f32 row sums 1024x4096", lambda: fs(x), lambda: x.sum(1),

@@ -306,6 +306,20 @@ def test_dot_integer_wraparound_bitwise(dtypes):
     assert_same_bits(ref(fn, a, b), xla_cpu(fn, a, b))
 
 
+@pytest.mark.parametrize("k,top", [(7, 2 ** 25), (9, 2 ** 25), (1024, 100)],
+                         ids=["below_2_53", "above_2_53", "peer_suite_1024"])
+def test_dot_integer_sums_exact_on_either_side_of_the_float64_path(k, top):
+    """int32 dots whose partial sums stay below 2**53 go through float64 BLAS (exact in any
+    order), others through integer arithmetic: both bit-exact with XLA:CPU, wrapping included
+    (7 * 2**50 < 2**53 <= 9 * 2**50; 1024 x 100 x 100, JAX's peer-suite kernel)."""
+    rng = np.random.default_rng(k)
+    a = rng.integers(-top, top, (5, k), endpoint=True).astype(np.int32)
+    b = rng.integers(-top, top, (k, 6), endpoint=True).astype(np.int32)
+    a[0], b[:, 0] = top, top          # the largest sum, K * top**2, wraps in int32
+    fn = lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())))  # noqa: E731
+    assert_same_bits(ref(fn, a, b), xla_cpu(fn, a, b))
+
+
 def test_dot_bool_and_int64():
     rng = np.random.default_rng(1)
     a, b = rng.integers(0, 2, (3, 5)).astype(bool), rng.integers(0, 2, (5, 4)).astype(bool)
