@@ -83,8 +83,7 @@ INTERPRET_FIELDS = {
     "allow_hbm_allocation_in_run_scoped": "honoured: True lets a TPU kernel's run_scoped "
                                           "allocate HBM, JAX's interpreter's extension (refused "
                                           "otherwise, as on a real TPU: pallas_call/c19), one "
-                                          "buffer per core (JAX's interpreter shares one between "
-                                          "a device's cores)",
+                                          "buffer shared by a device's cores, as in JAX",
     "skip_floating_point_ops": "refuse: float results would be JAX's inf placeholders",
     "grid_point_recorder": "refuse: a callback into JAX's simulated grid traversal",
 }

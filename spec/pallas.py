@@ -132,7 +132,9 @@ SEMANTICS = table(
                                        "on VMEM and SMEM references') or allocates HBM/ANY in "
                                        "run_scoped (not supported on a real TPU: "
                                        "interpret/params.py allow_hbm_allocation_in_run_scoped, "
-                                       "whose True is honoured) is refused with InvalidKernelError "
+                                       "whose True is honoured: one buffer of the device, shared "
+                                       "by a core mesh's cores, as JAX's interpreter shares it) "
+                                       "is refused with InvalidKernelError "
                                        "(a ValueError) when the kernel is read, before it runs; in "
                                        "the drop-in mode at lowering, where JAX's TPU interpret "
                                        "mode raises its ValueError"},
@@ -169,6 +171,18 @@ SEMANTICS = table(
                     "mpmd_map/c6": "each core runs in a thread of its own under the caller's "
                                    "thread-local JAX config (jax.threefry_partitionable, "
                                    "pl.enable_debug_checks, ... as context managers)",
+                    "mpmd_map/c7": "detect_races=True, a TPU core mesh of several cores outside a "
+                                   "shard_map: the cores share HBM and are ordered only through "
+                                   "semaphores (a signal releases the signalling core's accesses "
+                                   "so far, a completed semaphore_wait / dma_wait acquires what "
+                                   "the signals it consumed released; a DMA's read and write are "
+                                   "its starting core's, made when it starts, and its completion "
+                                   "signals release them). Two DMA accesses of one element by two "
+                                   "cores, at least one a write, neither known to precede the "
+                                   "other, are a RaceError naming both (JAX's TPU interpret mode "
+                                   "finds them with vector clocks: race_detection_state.py; "
+                                   "interp/pallas/devices.py DeviceAccesses). Inside a shard_map "
+                                   "the cores' DMAs are checked in flight only (dma_start/c2)",
                     **shared(IN_KERNELS, "mosaic_gpu/kernel-mesh", "mosaic_gpu/clusters",
                              "mosaic_gpu/warp-map"),
                     **MOSAIC_GPU_UNDEFINED},

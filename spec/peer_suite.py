@@ -120,19 +120,16 @@ KNOWN: tuple[Known, ...] = (
     Known((_TPU_INTERPRET + "test_skip_floating_point_ops",), "interpreter-artifact",
           "InterpretParams(skip_floating_point_ops=True): JAX's interpreter replaces float "
           "results with inf; the drop-in mode refuses it"),
-    Known((_TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map_with_race*",), "interpreter-artifact",
-          "run_scoped allocates an HBM buffer under allow_hbm_allocation_in_run_scoped=True, an "
-          "extension of JAX's interpreter (a real TPU does not support it: params.py), which "
-          "shares the buffer between the core mesh's cores and finds their sync_copy into it "
-          "racing; the reference honours the flag with a buffer per core, so there is no race "
-          "to find. JAX 0.12 fails the test too (its default on_race='raise' raises the race)"),
-    Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",), "reference-reports-ub",
-          "num_cores_or_threads=2 splits the 'parallel' grid axis over two TensorCores and both "
-          "write back the one output block: both sides find the race (the reference's RaceError "
-          "names the two cores' write-backs, pallas_call/c18) and, under JAX 0.12's default "
-          "on_race='raise', raise it where the test expects it recorded: JAX's RuntimeError "
-          "('RACE DETECTED'), the reference's RaceError (on JAX 0.10 and 0.11, which record, "
-          "both pass)", jax=("0.12", None)),
+    Known((_TPU_INTERPRET + "test_two_cores_along_parallel_dimension_with_race",
+           _TPU_INTERPRET + "test_allocate_shared_buffer_in_core_map_with_race*"),
+          "reference-reports-ub",
+          "two TensorCores race on HBM (num_cores_or_threads=2 splitting a 'parallel' grid axis, "
+          "both writing back the one output block, pallas_call/c18; a core mesh's cores copying "
+          "through one run_scoped HBM buffer, mpmd_map/c7): both sides find the race and, under "
+          "JAX 0.12's default on_race='raise', raise it where these tests (written for JAX 0.11's "
+          "recording detector) expect it recorded: JAX's RuntimeError ('RACE DETECTED'), the "
+          "reference's RaceError naming both cores' DMAs (on JAX 0.10 and 0.11 both pass)",
+          jax=("0.12", None)),
     Known(("tpu_sparsecore_pallas_test.py::PallasTpuSparseCoreLoweringErrorTest::*",), "mosaic-refuses",
           "the test expects JAX's refusal to lower a compiled (interpret=False) kernel on CPU "
           "('Only interpret mode is supported on CPU'); the drop-in mode runs every kernel in the "

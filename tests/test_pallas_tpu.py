@@ -3,6 +3,8 @@ loads/stores, roll, bitcast; and undefined behaviour made loud (races, out-of-bo
 uninitialized reads), each message naming kernel, buffer, grid point and index."""
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
 
@@ -1546,3 +1548,87 @@ def test_semaphore_signal_c3_into_another_cores_run_scoped_semaphore(first, orde
     y = interp.interpret(_signal_into_a_scoped_semaphore(first), detect_races=True,
                          grid_order=order, seed=1)(x)
     np.testing.assert_array_equal(y, x)
+
+
+def _two_cores_copy(x, how, interpret=None):
+    """Both cores of a TPU core mesh copy rows of ``x`` into the one output block through VMEM:
+    "race" unordered, "ordered" core 1 after core 0's signal, "disjoint" each into its own rows."""
+    mesh = _tensorcore_mesh(2)
+    rows = 8 if how == "disjoint" else 0
+
+    @pl.kernel(out_type=jax.ShapeDtypeStruct((8 + rows, 128), x.dtype), mesh=mesh,
+               scratch_types=[pltpu.VMEM((8, 128), x.dtype), pltpu.SemaphoreType.REGULAR],
+               **({} if interpret is None else {"interpret": interpret}))
+    def k(x_hbm, o_hbm, buf, sem):
+        c = jax.lax.axis_index("core")
+        pltpu.sync_copy(x_hbm.at[pl.ds(c * 8, 8)], buf)
+
+        @pl.when(c == 0)
+        def _():
+            pltpu.sync_copy(buf, o_hbm.at[pl.ds(0, 8)])
+            pl.semaphore_signal(sem, 1, core_index=1)
+
+        @pl.when(c == 1)
+        def _():
+            if how == "ordered":
+                pl.semaphore_wait(sem, 1)
+            pltpu.sync_copy(buf, o_hbm.at[pl.ds(rows, 8)])
+            if how != "ordered":
+                pl.semaphore_wait(sem, 1)
+    return k(x)
+
+
+@pytest.mark.parametrize("how", ["race", "ordered", "disjoint"])
+def test_mpmd_map_c7_core_races_found_as_jax_finds_them(how):
+    """DMAs of two cores into one HBM block, unordered, ordered by a semaphore, or disjoint: the
+    reference reports a race exactly where JAX's TPU interpret mode's vector clocks do, naming
+    both cores' DMAs; the values are JAX's."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as jax_interp
+    x = jnp.arange(16 * 128, dtype=jnp.float32).reshape(16, 128)
+    params = {"on_race": "warn"} if "on_race" in {f.name for f in dataclasses.fields(
+        pltpu.InterpretParams)} else {}
+    pltpu.reset_tpu_interpret_mode_state()
+    want = jax.jit(functools.partial(_two_cores_copy, how=how, interpret=pltpu.InterpretParams(
+        detect_races=True, **params)))(x)
+    jax_found = bool(jax_interp.races.races_found)
+    pltpu.reset_tpu_interpret_mode_state()
+    assert jax_found == (how == "race")
+    f = functools.partial(_two_cores_copy, how=how)
+    if how == "race":
+        with pytest.raises(RaceError, match=r"core \{'core': 1\}: DMA write of .*o_hbm.* core "
+                                            r"\{'core': 0\}'s DMA write"):
+            interp.interpret(f, detect_races=True)(x)
+        interp.interpret(f)(x)       # (no detection: it runs; which write lands is undefined)
+    else:
+        np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x), want)
+
+
+def test_mpmd_map_c7_hbm_run_scoped_buffer_is_shared_by_the_cores_as_in_jax():
+    """JAX's interpreter extension allow_hbm_allocation_in_run_scoped: the HBM buffer is the
+    device's, shared by the cores (JAX's test_allocate_shared_buffer_in_core_map_with_race): two
+    cores copying through it unordered race, in JAX's TPU interpret mode and in the reference."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as jax_interp
+    mesh = _tensorcore_mesh(2)
+    params = {"on_race": "warn"} if "on_race" in {f.name for f in dataclasses.fields(
+        pltpu.InterpretParams)} else {}
+
+    def f(x):
+        def inner(refs):
+            x_ref, z_ref = refs
+
+            @pl.core_map(mesh, interpret=pltpu.InterpretParams(
+                detect_races=True, allow_hbm_allocation_in_run_scoped=True, **params))
+            def _():
+                def body(hbm):
+                    pltpu.sync_copy(x_ref, hbm)
+                    pltpu.sync_copy(hbm, z_ref)
+                pl.run_scoped(body, pltpu.HBM(x_ref.shape, x_ref.dtype))
+        return pl.run_state(inner)((x, jnp.zeros_like(x)))[1]
+    x = jnp.arange(16 * 128, dtype=jnp.int32).reshape(16, 128)
+    pltpu.reset_tpu_interpret_mode_state()
+    np.testing.assert_array_equal(jax.jit(f)(x), x)
+    assert jax_interp.races.races_found
+    pltpu.reset_tpu_interpret_mode_state()
+    with pytest.raises(RaceError, match=r"DMA write of scratch \(hbm\) buffer 'run_scoped "
+                                        r"allocation 0'.* core \{'core': 0\}'s DMA write"):
+        interp.interpret(f, detect_races=True)(x)

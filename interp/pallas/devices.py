@@ -54,6 +54,7 @@ import numpy as np
 
 from ..errors import OutOfBoundsError, RaceError, UnsupportedPrimitiveError
 from ..schedule import current_device, report_race, wait_until
+from .dma import Region
 from .memory import KernelRef, _show
 
 
@@ -91,7 +92,8 @@ class DeviceKernels:
         self.ended: set = set()    # members whose kernel body has ended
         self.heard = {key: set() for key in self.members}   # per member: members known to run
         self.signallers: dict = {}              # id(semaphore buffer) -> members that signalled it
-        self.accesses = DeviceAccesses(len(entries))   # device buffers touched across devices
+        # device buffers touched across devices
+        self.accesses = DeviceAccesses(len(entries), lambda i: self.devices[i].describe())
         # run_scoped allocations by occurrence (a signal may land before its target enters one):
         self.entered: dict = {}    # (member, id(prototypes)) -> occurrences entered so far
         self.scoped: dict = {}     # id(ref inside a run_scoped) -> (id(prototypes), occurrence,
@@ -262,7 +264,7 @@ class DeviceKernels:
         if other is not None:
             if other.kind == "semaphore":
                 self.signallers.setdefault(id(other), set()).add(here)
-                self.accesses.publish(here[0], other)
+                self.accesses.publish(here[0], id(other))
             return other
         slot = self.slots[here].get(id(ref))
         if slot is None:
@@ -280,7 +282,7 @@ class DeviceKernels:
                             "run_scoped that allocates it (the buffer does not exist there)")
         if other.kind == "semaphore":
             self.signallers.setdefault(id(other), set()).add(here)
-            self.accesses.publish(here[0], other)
+            self.accesses.publish(here[0], id(other))
         return other
 
     def waited(self, run, ref) -> None:
@@ -289,7 +291,7 @@ class DeviceKernels:
         heard = self.signallers.get(id(ref))
         if heard:
             self.heard[here] |= heard
-        self.accesses.acquire(here[0], ref)
+        self.accesses.acquire(here[0], id(ref))
 
     def enter_scope(self, run, prototypes) -> list:
         """A run_scoped's allocations on ``run``'s device (and core): other devices may address
@@ -372,7 +374,7 @@ class DeviceKernels:
         run = runs[0]
         device = self.devices[run.device_rank]
         if run.options.detect_races:
-            self.accesses.check_end(self, run.device_rank)
+            self.accesses.check_end(run.device_rank, lambda ref: ref.run.device_rank)
         _meet(device, "end of", run, None)
         for run in runs:
             if run.barrier is not None:
@@ -449,62 +451,66 @@ def members(run, axes) -> list:
 
 
 class DeviceAccesses:
-    """What each device's kernel knows to have happened on the others, and the accesses to
-    device buffers (the kernels' operands) made from several devices (detect_races).
+    """What each member of a kernel (a device's kernel; a core of a TPU core-mesh kernel) knows
+    to have happened on the others, and the accesses to shared buffers they made (detect_races).
 
-    Ordering is release/acquire through semaphores, at the granularity of devices: a signal from
-    device d (to any device's semaphore) releases d's accesses so far; a completed wait on a
+    Ordering is release/acquire through semaphores, at the granularity of members: a signal from
+    member m (to any member's semaphore) releases m's accesses so far; a completed wait on a
     semaphore acquires what every signal of it so far released (a semaphore's increments are
     atomic read-modify-writes: an acquire that reads the sum synchronizes with each of them, PTX
     ISA "Memory consistency model", release sequences). Two accesses to the same element from
-    different devices, at least one a write, neither known to precede the other, race."""
+    different members, at least one a write, neither known to precede the other, race.
+    ``describe(member)`` names a member in messages; ``noun`` says what a member is."""
 
-    def __init__(self, n: int):
-        self.epoch = [0] * n                        # per device: its signals so far
+    def __init__(self, n: int, describe, noun: str = "device"):
+        self.describe, self.noun = describe, noun
+        self.epoch = [0] * n                        # per member: its signals so far
         self.seen = [[-1] * n for _ in range(n)]    # seen[e][d]: d's last epoch e acquired
-        self.published: dict = {}                   # id(semaphore) -> {device: epoch released}
-        self.records: dict = {}                     # id(array) -> [(device, kind, mask, epoch, ref)]
+        self.published: dict = {}                   # semaphore key -> {member: epoch released}
+        self.records: dict = {}                     # id(array) -> [(member, kind, region, epoch)]
 
-    def publish(self, device: int, semaphore) -> None:
-        self.published.setdefault(id(semaphore), {})[device] = self.epoch[device]
-        self.epoch[device] += 1
+    def publish(self, member: int, key) -> None:
+        self.published.setdefault(key, {})[member] = self.epoch[member]
+        self.epoch[member] += 1
 
-    def acquire(self, device: int, semaphore) -> None:
-        seen = self.seen[device]
-        for d, epoch in self.published.get(id(semaphore), {}).items():
+    def acquire(self, member: int, key) -> None:
+        seen = self.seen[member]
+        for d, epoch in self.published.get(key, {}).items():
             if epoch > seen[d]:
                 seen[d] = epoch
 
-    def _ordered(self, device: int, other: int, epoch: int) -> bool:
-        return other == device or epoch <= self.seen[device][other]
+    def _ordered(self, member: int, other: int, epoch: int) -> bool:
+        return other == member or epoch <= self.seen[member][other]
 
-    def access(self, group, device: int, ref, index, kind: str) -> None:
-        mask = np.zeros(ref.array.shape, bool)
-        mask[index] = True
+    def access(self, member: int, ref, index, kind: str, owner: "int | None" = None,
+               how: str = "") -> None:
+        """``member`` reads or writes ``ref[index]`` (``owner``: the member whose buffer it is,
+        named in messages; ``how``: "DMA " for a DMA's)."""
+        region = Region(ref, index)
         records = self.records.setdefault(id(ref.array), [])
-        for other, other_kind, other_mask, epoch, _ in records:
-            if (kind != "read" or other_kind != "read") and \
-                    not self._ordered(device, other, epoch) and (other_mask & mask).any():
+        d = self.describe
+        for other, other_kind, other_region, epoch in records:
+            if (kind != "read" or other_kind[-4:] != "read") and \
+                    not self._ordered(member, other, epoch) and other_region.overlaps(region):
+                of = f" of {d(owner)}" if owner is not None else ""
                 report_race(ref.run, RaceError(
-                    f"{group.devices[device].describe()}: {kind} of {ref.short()} of "
-                    f"{group.devices[ref.run.device_rank].describe()} while "
-                    f"{group.devices[other].describe()}'s {other_kind} of the same elements is "
-                    "not known to precede it (no semaphore it signalled after that access was "
-                    "waited on by this device)"))
+                    f"{d(member)}: {how}{kind} of {region.describe()}{of} while {d(other)}'s "
+                    f"{other_kind} of {other_region.describe()} is not known to precede it (no "
+                    f"semaphore it signalled after that access was waited on by this {self.noun})"))
                 break
-        records.append((device, kind, mask, self.epoch[device], ref))
+        records.append((member, how + kind, region, self.epoch[member]))
 
-    def check_end(self, group, device: int) -> None:
-        """``device``'s kernel ends (its outputs may be read, its inputs reused): every access
-        another device made to its buffers must be known to precede the end."""
+    def check_end(self, member: int, owner_of) -> None:
+        """``member``'s kernel ends (its outputs may be read, its inputs reused): every access
+        another member made to its buffers (``owner_of(ref)``) must be known to precede the end."""
         for records in self.records.values():
-            for other, kind, _, epoch, ref in records:
-                if ref.run.device_rank == device and not self._ordered(device, other, epoch):
-                    report_race(ref.run, RaceError(
-                        f"{group.devices[device].describe()}: the kernel ends while "
-                        f"{group.devices[other].describe()}'s {kind} of its {ref.short()} is not "
-                        "known to have completed (wait on a semaphore that device signals after "
-                        "it)"))
+            for other, kind, region, epoch in records:
+                if owner_of(region.ref) == member and not self._ordered(member, other, epoch):
+                    report_race(region.ref.run, RaceError(
+                        f"{self.describe(member)}: the kernel ends while "
+                        f"{self.describe(other)}'s {kind} of its {region.ref.short()} is not "
+                        f"known to have completed (wait on a semaphore that {self.noun} signals "
+                        "after it)"))
                     return
 
 
@@ -524,4 +530,4 @@ class DeviceTracker:
             running = self.running()   # (a run of no device: the buffer's device accesses it)
             accessor = ref.run.device_rank if running is None or running.device_rank is None \
                 else running.device_rank
-            self.group.accesses.access(self.group, accessor, ref, index, kind)
+            self.group.accesses.access(accessor, ref, index, kind, owner=ref.run.device_rank)

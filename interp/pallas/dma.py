@@ -246,6 +246,8 @@ class DmaEngine:
             nbytes = self.check(src, src_index, dst, dst_index)
         if self.run.pending is not None:
             self.run.raise_pending()
+        self.run.dma_started(src, src_index, dst, dst_index,
+                             [sem for sem in (dst_sem, src_sem) if sem is not None])
         if not self.detect:
             self._transfer(src, src_index, dst, dst_index, add)
             self._signal_completion(dst_sem, src_sem, nbytes)
@@ -358,6 +360,7 @@ class DmaEngine:
         if nbytes is None:
             nbytes = view_bytes(ref, index)
         self._wait(sem, nbytes, kind="dma_wait (send)" if send else "dma_wait", send=send)
+        self.run.waited(sem[0])
 
     # -- semaphores ---------------------------------------------------------------------------
     def _add(self, sem, amount) -> None:

@@ -101,6 +101,11 @@ class KernelRun:
     def waited(self, ref) -> None:
         """A semaphore wait of this run on ``ref`` that returned (an acquire)."""
 
+    def dma_started(self, src, src_index, dst, dst_index, sems) -> None:
+        """A DMA this run started: it reads ``src[src_index]`` and writes ``dst[dst_index]``,
+        then signals ``sems`` (a dialect that orders accesses across cores, TPU core meshes',
+        records them)."""
+
     def allocate_scoped(self, prototypes, collective_axes) -> list:
         """run_scoped's buffers (fresh copies of the prototypes); in a shard_map body, other
         devices' kernels may address them by position until :meth:`leave_scope`. Collective

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 
 from ...schedule import run_cores
-from ..devices import join_core_mesh
+from ..devices import DeviceAccesses, join_core_mesh
 from ..grid import KernelRun
 from ..memory import KernelRef, memory_space
 from ..mesh import MeshKernel
@@ -77,6 +77,13 @@ class MeshPlan(MeshKernel):
         kernel_refs = {point: operand_refs(runs[point]) + locals_[point] for point in points}
         # in a shard_map: the other devices' runs of this kernel
         devices = join_core_mesh(runs, kernel_refs, self.compiler_params)
+        if opts.detect_races and len(points) > 1 and devices is None:
+            # The cores share HBM: their DMAs are ordered only through semaphores (mpmd_map/c7).
+            order = sorted(points)
+            mesh.member = {p: i for i, p in enumerate(order)}
+            mesh.order = DeviceAccesses(
+                len(order), lambda i: f"kernel '{self.name}' core {dict(zip(self.axes, order[i]))}",
+                noun="core")
 
         def body(point):
             run = runs[point]
@@ -114,20 +121,53 @@ class CoreRun(KernelRun):
         super().__init__(name, grid, options)
         self.scoped_counts = {}   # id(prototypes) -> run_scoped allocations so far
 
+    # Ordering across the cores (mpmd_map/c7): a DMA's accesses are this core's, made
+    # when it starts; a signal releases, a completed wait acquires.
+    def dma_started(self, src, src_index, dst, dst_index, sems) -> None:
+        order = self.mesh.order
+        if order is None:
+            return
+        me = self.mesh.member[self.core]
+        order.access(me, src, src_index, "read", how="DMA ")
+        order.access(me, dst, dst_index, "write", how="DMA ")
+        for sem in sems:
+            order.publish(me, id(sem[0]))
+
+    def signalled(self, ref) -> None:
+        if self.mesh.order is not None:
+            self.mesh.order.publish(self.mesh.member[self.core], id(ref))
+
+    def waited(self, ref) -> None:
+        if self.mesh.order is not None:
+            self.mesh.order.acquire(self.mesh.member[self.core], id(ref))
+
     def allocate_scoped(self, prototypes, collective_axes) -> list:
         if collective_axes or self.devices is not None:
             return super().allocate_scoped(prototypes, collective_axes)
         n = self.scoped_counts.get(id(prototypes), 0)
         self.scoped_counts[id(prototypes)] = n + 1
-        return self.mesh.scoped((id(prototypes), n), self.core, prototypes, self)
+        refs = self.mesh.scoped((id(prototypes), n), self.core, prototypes, self)
+        if not any(_in_hbm(p) for p in prototypes):
+            return refs
+        # HBM in run_scoped (JAX's interpreter's extension, pallas_call/c19): one buffer of the
+        # device, shared by its cores as JAX's interpreter shares it (params.py).
+        shared = self.mesh.scoped((id(prototypes), n), "device", prototypes, self)
+        return [s if _in_hbm(p) else r for r, s, p in zip(refs, shared, prototypes)]
+
+
+def _in_hbm(prototype) -> bool:
+    return prototype.kind in ("scratch (hbm)", "scratch (any)")
 
 
 class MeshState:
     """What the cores of one mesh kernel share: each core's buffers (for signals addressed to
-    another core)."""
+    another core); under detect_races, what orders their accesses (``order``, by core index
+    ``member``: interp.pallas.devices.DeviceAccesses)."""
 
     def __init__(self, axes, sizes):
         self.axes, self.sizes = axes, sizes
+        self.order = None     # DeviceAccesses over the cores (detect_races, several cores)
+        self.member = {}      # core point -> its index in ``order``
         self.slots = {}    # id(core-local ref) -> slot index
         self.locals = {}   # core point -> [refs]
         self.barriers = {}
