@@ -235,7 +235,7 @@ def _dot_product_bad(ref, out, bound, tol, mode: C.Mode, u_out: float = 0.0) -> 
     acc_max = out_max if mode.acc_bits or np.dtype(real).itemsize >= 8 else float(np.finfo(np.float32).max)
     with np.errstate(invalid="ignore", over="ignore"):
         # (an infinite bound counts an infinite term: strict. A producer that leaves infinite terms
-        # out, as the fuzzer's oracle.abs_bound does, lets the finite ones tell whether a partial sum
+        # out, as the fuzzer's equation.abs_bound does, lets the finite ones tell whether a partial sum
         # can reach the opposite infinity, NaN)
         wild = np.isfinite(bound) & (bound * (1 + 4 * float(np.finfo(np.float32).eps)) >= acc_max)
         bad = (_abs_err(ref, out) > tol) | _specials_differ(ref, out, zero_sign=False)

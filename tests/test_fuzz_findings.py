@@ -13,7 +13,7 @@ import interp
 from interp import dtypes as D
 from conformance.checks import ulp_neighbour
 from conformance.values import bits, normalize_nans
-from conformance.fuzz import oracle, suite
+from conformance.fuzz import equation, flow, oracle, program, suite
 from hardware_runners import get_runner
 from conformance.fuzz.suite import Case
 from spec import compliance as C
@@ -489,7 +489,7 @@ def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn,
     with case.context(), np.errstate(all="ignore"):
         ref = [np.asarray(r) for r in interp.interpret(fn)(*inputs)]
         got = [np.asarray(g) for g in suite.run(runner, case, inputs)]
-        verdict = oracle.explain_program(oracle._Program(fn), inputs, got, runner, reference=ref, case=case)
+        verdict = program.explain_program(program._Program(fn), inputs, got, runner, reference=ref, case=case)
         diffs = [(bits(normalize_nans(r)) != bits(normalize_nans(g))).reshape(-1) for r, g in zip(ref, got)]
         i = next((i for i, d in enumerate(diffs) if d.any()), 0)
         differs = diffs[i]
@@ -507,7 +507,7 @@ def test_oracle_limits_explain_the_reduced_programs_and_nothing_spoiled(how, fn,
         if any(flat[at] < a for a in anchors):
             step = -step            # away from the reference, not onto it
         flat[at] = ulp_neighbour(flat[at:at + 1], step)[0]
-        bad = oracle.explain_program(oracle._Program(fn), inputs, spoiled, runner, reference=ref, case=case)
+        bad = program.explain_program(program._Program(fn), inputs, spoiled, runner, reference=ref, case=case)
     assert not bad.explained and bad.record["outcome"] == "fail", bad.record
     if not differs.any():          # this JAX's XLA computes the reference's values
         assert verdict.explained and verdict.record["outcome"] == "pass", verdict.record
@@ -527,7 +527,7 @@ def test_ulp_neighbours_take_the_budget_and_not_one_ulp_more():
     fn = lambda x: (lax.integer_pow(lax.atan(x), 3),)   # noqa: E731
     x = np.frombuffer(bytes.fromhex("223331be"), np.float32).copy()
     closed = jax.make_jaxpr(fn)(x)
-    budget = oracle.eqn_modes(closed.jaxpr.eqns[0])[0].ulp
+    budget = equation.eqn_modes(closed.jaxpr.eqns[0])[0].ulp
     case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
     runner = get_runner("xla:cpu")
     with case.context(), np.errstate(all="ignore"):
@@ -535,7 +535,7 @@ def test_ulp_neighbours_take_the_budget_and_not_one_ulp_more():
         atan = np.asarray(interp.interpret(lax.atan)(x)[0])
         for k in (-budget, -1, 1, budget, budget + 1, -budget - 1):
             out = np.asarray(interp.interpret(lambda a: lax.integer_pow(a, 3))(ulp_neighbour(atan, k))).reshape(x.shape)
-            verdict = oracle.explain_program(oracle._Program(fn), [x], [out], runner, reference=ref, case=case)
+            verdict = program.explain_program(program._Program(fn), [x], [out], runner, reference=ref, case=case)
             assert verdict.explained == (abs(k) <= budget), (k, verdict.record)
 
 
@@ -560,9 +560,9 @@ def test_ulp_neighbours_through_a_gather_take_one_value_per_element():
         same = backend(2, 2)
         two = backend(2, -2)
         assert len({float(v) for v in (ref[0][0], two[0][0], two[0][1])}) == 3
-        explain = oracle.explain_program
-        assert explain(oracle._Program(fn), [x], same, runner, reference=ref, case=case).explained
-        verdict = explain(oracle._Program(fn), [x], two, runner, reference=ref, case=case)
+        explain = program.explain_program
+        assert explain(program._Program(fn), [x], same, runner, reference=ref, case=case).explained
+        verdict = explain(program._Program(fn), [x], two, runner, reference=ref, case=case)
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
 
 
@@ -584,9 +584,9 @@ def test_ulp_neighbours_meeting_two_elements_of_one_source_take_one_replay():
                 for k in (2, -2)}
         mixed = np.concatenate([sums[2][:2], sums[-2][2:]])
         assert (bits(mixed) != bits(sums[2])).any() and (bits(mixed) != bits(sums[-2])).any()
-        explain = oracle.explain_program
-        assert explain(oracle._Program(fn), [x], [sums[2]], runner, reference=ref, case=case).explained
-        verdict = explain(oracle._Program(fn), [x], [mixed], runner, reference=ref, case=case)
+        explain = program.explain_program
+        assert explain(program._Program(fn), [x], [sums[2]], runner, reference=ref, case=case).explained
+        verdict = explain(program._Program(fn), [x], [mixed], runner, reference=ref, case=case)
     assert not verdict.explained and verdict.record["outcome"] == "fail", verdict.record
 
 
@@ -601,7 +601,7 @@ def test_ulp_neighbours_through_a_max_take_one_value_per_window_element():
         case = Case(id="t", fn=fn, inputs=lambda rng: [], modes=C.exact("definition"))
         with case.context(), np.errstate(all="ignore"):
             ref = [np.asarray(r) for r in interp.interpret(fn)(x)]
-            return oracle.explain_program(oracle._Program(fn), [x], [out], runner, reference=ref, case=case)
+            return program.explain_program(program._Program(fn), [x], [out], runner, reference=ref, case=case)
 
     x = np.float32([[0.5, -1.0], [0.1, 2.0]])
     atan = np.asarray(interp.interpret(lax.atan)(x))
@@ -634,8 +634,8 @@ def test_elementwise_sources_skip_dead_uses_only():
     x = np.float32([0.5, -1.0, 2.0])
     closed = jax.make_jaxpr(dead)(x)
     assert "broadcast_in_dim" in str(closed)
-    assert list(oracle.elementwise_sources(closed).values()) == [oracle.eqn_modes(closed.jaxpr.eqns[0])[0].ulp]
-    assert oracle.elementwise_sources(jax.make_jaxpr(live)(x)) == {}
+    assert list(flow.elementwise_sources(closed).values()) == [equation.eqn_modes(closed.jaxpr.eqns[0])[0].ulp]
+    assert flow.elementwise_sources(jax.make_jaxpr(live)(x)) == {}
 
 
 def test_replays_of_narrow_types_pass_over_key_equations():
@@ -672,14 +672,14 @@ def test_bfloat16_product_read_unrounded_by_digamma():
         got = [np.asarray(g) for g in suite.run(runner, case, inputs)]
         differs = (bits(ref[0]) != bits(got[0])).reshape(-1)
         assert differs.any()
-        verdict = oracle.explain_program(oracle._Program(fn), inputs, got, runner, reference=ref, case=case)
+        verdict = program.explain_program(program._Program(fn), inputs, got, runner, reference=ref, case=case)
         assert verdict.explained and "float-normalization-excess" in verdict.record["allowance"], verdict.record
         at = int(np.flatnonzero(differs)[0])
         spoiled = np.array(got[0])
         flat = spoiled.reshape(-1)
         step = -1 if flat[at] < ref[0].reshape(-1)[at] else 1
         flat[at] = ulp_neighbour(flat[at:at + 1], step)[0]
-        bad = oracle.explain_program(oracle._Program(fn), inputs, [spoiled], runner, reference=ref, case=case)
+        bad = program.explain_program(program._Program(fn), inputs, [spoiled], runner, reference=ref, case=case)
     assert not bad.explained and bad.record["outcome"] == "fail", bad.record
 
 

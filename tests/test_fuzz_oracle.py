@@ -10,7 +10,7 @@ from jax import lax
 
 import interp
 from conformance import checks
-from conformance.fuzz import mutants, oracle
+from conformance.fuzz import equation, flow, localize, mutants, oracle, program
 from hardware_runners import get_runner
 from conformance.fuzz.suite import Case
 from spec import compliance as C
@@ -43,7 +43,7 @@ def test_inexact_operations_are_judged_on_their_own_budgets():
         ref = interp.interpret(lambda x: lax.exp(x))(x)
     assert (np.asarray(jax.jit(lax.exp)(x)) != ref).any(), "XLA:CPU's exp is correctly rounded here: no test"
     rec = _judge(fn, [x], get_runner("xla:cpu"))
-    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"].startswith(oracle.PER_OPERATION), rec
+    assert rec["outcome"] == "pass-with-allowance" and rec["allowance"].startswith(equation.PER_OPERATION), rec
 
 
 @pytest.fixture()
@@ -71,11 +71,11 @@ def test_each_injected_bug_is_found_at_its_equation(mutant_runners, bug, fn, pri
 def test_narrow_sums_are_bounded_at_their_own_precision():
     x = np.ones((64,), np.float16)
     closed = jax.make_jaxpr(lambda v: lax.reduce_sum(v, (0,)))(x)
-    mode, = oracle.eqn_modes(closed.jaxpr.eqns[0])
+    mode, = equation.eqn_modes(closed.jaxpr.eqns[0])
     assert (mode.kind, mode.k, mode.acc_bits) == (C.DOT_PRODUCT, 64, 11)
     closed = jax.make_jaxpr(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))))(
         np.ones((2, 5), np.float32), np.ones((5, 3), np.float32))
-    mode, = oracle.eqn_modes(closed.jaxpr.eqns[0])
+    mode, = equation.eqn_modes(closed.jaxpr.eqns[0])
     assert (mode.kind, mode.k, mode.acc_bits) == (C.DOT_PRODUCT, 5, 0)
 
 
@@ -97,7 +97,7 @@ def test_intermediates_layout_counts_every_evaluation_of_a_shared_call():
     fn = lambda x, y: (lax.add(g(x)[0], g(y)[1]),)   # noqa: E731
     x, y = _floats(8, seed=4), _floats(8, seed=5)
     closed = jax.make_jaxpr(fn)(x, y)
-    f, layout = oracle._intermediates_fn(closed)
+    f, layout = localize._intermediates_fn(closed)
     values = f(x, y)
     positions = [q for evaluations in layout.values() for pos in evaluations for q in pos if q is not None]
     assert sorted(positions) == list(range(len(values)))
@@ -112,7 +112,7 @@ def test_terminal_operations_reach_outputs_only_through_bit_moves_and_calls():
     inner = jax.jit(lambda a: lax.neg(lax.exp(a)))
     fn = lambda x: (inner(x), lax.add(lax.tanh(x), x), lax.reduce_sum(x, (0,)))   # noqa: E731
     closed = jax.make_jaxpr(fn)(_floats(8))
-    t = oracle.terminal_operations(closed)
+    t = flow.terminal_operations(closed)
     names = {}
     def walk(j):
         for e in j.eqns:
@@ -137,8 +137,8 @@ def test_infinite_terms_leave_the_finite_ones_to_bound_the_order():
     a = np.float32([[-np.inf, 3e38, 3e38], [-np.inf, 1, 1], [np.nan, 1, 1]])
     b = np.float32([[1], [1], [1]])
     eqn = _dot_eqn(a, b)
-    mode, = oracle.eqn_modes(eqn)
-    bound = oracle.abs_bound(eqn, [a, b])[0]
+    mode, = equation.eqn_modes(eqn)
+    bound = equation.abs_bound(eqn, [a, b])[0]
     np.testing.assert_array_equal(bound[:2, 0], [2 * np.float64(np.float32(3e38)), 2.0])
     assert np.isnan(bound[2, 0])
     ref = np.float32([[-np.inf], [-np.inf], [np.nan]])
@@ -154,7 +154,7 @@ def test_finite_terms_past_float64_give_the_largest_bound():
     b = np.float64([[1e300], [1e300]])
     with jax.enable_x64(True):
         eqn = _dot_eqn(a, b)
-        bound = oracle.abs_bound(eqn, [a, b])[0]
+        bound = equation.abs_bound(eqn, [a, b])[0]
     assert bound[0, 0] == np.finfo(np.float64).max
 
 
@@ -193,6 +193,6 @@ def test_division_by_a_constant_inside_a_loop_is_the_known_reciprocal_divergence
     y = np.full(3, 5.0, np.float32)
     ref = [np.asarray(r) for r in interp.eval_jaxpr(jax.make_jaxpr(loop_by_operand)(x, y), x, y)]
     bent = [ref[0] * 0 + x * (np.float32(1) / np.float32(5))]
-    verdict = oracle.explain_program(oracle._Program(loop_by_operand), [x, y], bent, get_runner("xla:cpu"),
+    verdict = program.explain_program(program._Program(loop_by_operand), [x, y], bent, get_runner("xla:cpu"),
                                      reference=ref)
     assert not verdict.explained, verdict.record
