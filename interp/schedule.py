@@ -49,7 +49,7 @@ import contextlib
 import threading
 import warnings
 
-from .errors import RaceError
+from .errors import RaceError, UndefinedBehaviorError
 
 
 class ThreadContext(threading.local):
@@ -93,9 +93,10 @@ def recording_races():
         here.races = outer
 
 
-def report_race(run, error: RaceError) -> None:
+def report_race(run, error: "RaceError | UndefinedBehaviorError") -> None:
     """A race a kernel engine found (the TPU DMA engine, remote DMAs and signals, the Mosaic GPU
-    warpgroups and TMA): raised, or, under ``run.options.on_race == "record"``, appended to the
+    warpgroups and TMA: a RaceError, or the AsyncAccessError of an access to SMEM a TMA copy still
+    writes): raised, or, under ``run.options.on_race == "record"``, appended to the
     list of the enclosing :func:`recording_races` block (a warning outside one), and the caller
     goes on with its access, in the schedule's order (spec: pallas_tpu/recorded-race,
     mosaic_gpu/recorded-race). Only races whose continuation is defined come here; a deadlock or

@@ -149,7 +149,14 @@ KNOWN: tuple[Known, ...] = (
           "or exactly; JAX's interpreter computes tcgen05_mma with the same dot, the reference "
           "rounds the exact sum once (spec/pallas_mosaic_gpu.py tcgen05_mma): last-bit "
           "differences (relative 5e-7)", outcome="fail(AssertionError)"),
-    Known((_GPU_INTERPRET + "test_completing_barrier_twice_in_*_raises",), "interpreter-artifact",
+    Known((_GPU_INTERPRET + "test_copy_gmem_to_smem_multiple_tma_threads0",), "interpreter-artifact",
+          "two TMA copies into one SMEM buffer before either barrier wait: a race on hardware "
+          "(the TMA unit orders no copies), which the reference records; JAX 0.10's simulation "
+          "with num_tma_threads_per_device=1 runs the copies one after the other and the test "
+          "asserts no race (from JAX 0.11 its detector reports it and the test asserts it)",
+          jax=("0", "0.11")),
+    Known((_GPU_INTERPRET + "test_completing_barrier_twice_in_*_raises",
+           _GPU_INTERPRET + "test_more_barrier_completions_than_waits_raises"), "interpreter-artifact",
           "a barrier phase completing with no thread having waited for the previous one: legal "
           "on the hardware (an mbarrier needs no waiter, PTX ISA 9.7.13.15), an error of JAX's "
           "interpreter, whose phase tracking needs every phase observed ('Barrier completed "
@@ -160,7 +167,7 @@ KNOWN: tuple[Known, ...] = (
            _GPU_INTERPRET + "test_mpmd_all_warps_must_wait_on_barrier",
            _GPU_INTERPRET + "test_mpmd_warps_must_wait_on_barrier_evenly",
            _GPU_INTERPRET + "test_mpmd_warps_of_warpgroup_must_wait_on_barrier_evenly",
-           _GPU_INTERPRET + "test_not_waiting_for_all_barrier_completions_in_thread_raises"),
+           _GPU_INTERPRET + "test_not_waiting_for_all_barrier_completions_in_thread_raise*"),
           "reference-reports-ub",
           "warps or threads waiting on barrier phases unevenly (a wait for a phase after which "
           "another completed, or a warpgroup wait after its warps observed different phases): "

@@ -909,6 +909,44 @@ def test_mosaic_gpu_recorded_race_of_the_async_proxy_in_the_drop_in_mode(caplog)
                 jax.block_until_ready(make(_gpu_params())())
 
 
+def _read_before_the_copy_lands(params):
+    """JAX's test_copy_gmem_to_smem_single_thread(with_race=True): a TMA copy into SMEM, read
+    before the barrier phase that guards the copy is observed."""
+    x = jnp.arange(16, dtype=I32).reshape(2, 8)
+
+    def kernel(in_gmem, out_gmem, barrier, smem):
+        plgpu.copy_gmem_to_smem(in_gmem, smem, barrier)
+        out_gmem[...] = smem[...]
+        plgpu.barrier_wait(barrier)
+    return functools.partial(plgpu.kernel, out_type=jax.ShapeDtypeStruct.like(x),
+                             scratch_types=dict(barrier=plgpu.Barrier(), smem=plgpu.SMEM(x.shape, I32)),
+                             **_interpret_kw(params))(kernel), x
+
+
+def test_mosaic_gpu_recorded_race_of_a_tma_copy_read_early_in_the_drop_in_mode(caplog):
+    """SMEM read while a TMA copy may still write it (mosaic_gpu/recorded-race): where JAX's
+    detector records or warns, the reference records the race (flagged in JAX's race state) and
+    the kernel goes on with the copy landed at issue; raised otherwise."""
+    import logging
+    from interp.pallas.mosaic_gpu import AsyncAccessError
+    kernel, x = _read_before_the_copy_lands(_gpu_params(on_race="warn"))
+    if JAX_CHECKS:
+        mosaic_interpret.reset_gpu_interpret_mode_state()
+        jax.block_until_ready(kernel(x))
+        assert mosaic_interpret.get_races().races_found is True
+    mosaic_interpret.reset_gpu_interpret_mode_state()
+    with caplog.at_level(logging.WARNING, logger="interp.pallas_mode"):
+        with interp.pallas_mode():
+            out = jax.block_until_ready(kernel(x))
+    np.testing.assert_array_equal(out, x)
+    assert "RACE DETECTED by the reference" in caplog.text and "TMA copy is still" in caplog.text
+    if JAX_CHECKS:
+        assert mosaic_interpret.get_races().races_found is True
+    mosaic_interpret.reset_gpu_interpret_mode_state()
+    with pytest.raises(AsyncAccessError, match="while a TMA copy is still writing it"):
+        interp.interpret(_read_before_the_copy_lands(None)[0])(x)
+
+
 def test_mosaic_gpu_recorded_race_free_kernel_is_unaffected_in_the_drop_in_mode(caplog):
     import logging
     make = _store_of_smem_written_plainly(True)
