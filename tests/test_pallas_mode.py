@@ -409,34 +409,6 @@ def test_pallas_call_c19_tpu_kernel_loading_hbm_is_refused_as_jax_refuses(space,
     np.testing.assert_array_equal(interp.interpret(generic)(x), x)
 
 
-def test_pallas_call_c19_hbm_in_run_scoped_is_refused_unless_jax_allows_it():
-    """run_scoped allocating HBM in a TPU kernel: refused as JAX's TPU interpret mode refuses it
-    (a real TPU does not support it), run when the kernel's InterpretParams allow it."""
-    mesh = (pltpu.TensorCoreMesh(axis_name="x", num_cores=1) if hasattr(pltpu, "TensorCoreMesh")
-            else pltpu.create_tensorcore_mesh("x", num_cores=1))
-
-    def f(x, allow):
-        def inner(refs):
-            x_ref, y_ref = refs
-
-            @pl.core_map(mesh, interpret=pltpu.InterpretParams(
-                allow_hbm_allocation_in_run_scoped=allow))
-            def _():
-                def copy(hbm):
-                    pltpu.sync_copy(x_ref, hbm)
-                    pltpu.sync_copy(hbm, y_ref)
-                pl.run_scoped(copy, pltpu.HBM(x_ref.shape, x_ref.dtype))
-        return pl.run_state(inner)((x, jnp.zeros_like(x)))[1]
-    x = jnp.arange(8, dtype=jnp.int32)
-    with pytest.raises(ValueError, match="Cannot allocate HBM in `run_scoped`"):
-        jax.jit(functools.partial(f, allow=False))(x)
-    with pytest.raises(interp.InvalidKernelError, match="Cannot allocate HBM in `run_scoped`"):
-        with interp.pallas_mode():
-            jax.jit(functools.partial(f, allow=False))(x)
-    with interp.pallas_mode():
-        np.testing.assert_array_equal(jax.jit(functools.partial(f, allow=True))(x), x)
-
-
 def test_interpret_parameters_without_meaning_are_refused_or_warned():
     with interp.pallas_mode(), pytest.raises(interp.UnsupportedPrimitiveError,
                                              match="skip_floating_point_ops"):

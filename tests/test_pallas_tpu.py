@@ -1603,27 +1603,48 @@ def test_mpmd_map_c7_core_races_found_as_jax_finds_them(how):
         np.testing.assert_array_equal(interp.interpret(f, detect_races=True)(x), want)
 
 
-def test_mpmd_map_c7_hbm_run_scoped_buffer_is_shared_by_the_cores_as_in_jax():
-    """JAX's interpreter extension allow_hbm_allocation_in_run_scoped: the HBM buffer is the
-    device's, shared by the cores (JAX's test_allocate_shared_buffer_in_core_map_with_race): two
-    cores copying through it unordered race, in JAX's TPU interpret mode and in the reference."""
-    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as jax_interp
-    mesh = _tensorcore_mesh(2)
-    params = {"on_race": "warn"} if "on_race" in {f.name for f in dataclasses.fields(
-        pltpu.InterpretParams)} else {}
+def _through_scoped_hbm(cores, **params):
+    """A core-mesh kernel whose cores copy x into a run_scoped HBM buffer and out again (JAX's
+    test_hbm_allocation_in_run_scoped_raises, test_allocate_shared_buffer_in_core_map_with_race)."""
+    mesh = _tensorcore_mesh(cores)
 
     def f(x):
         def inner(refs):
             x_ref, z_ref = refs
 
-            @pl.core_map(mesh, interpret=pltpu.InterpretParams(
-                detect_races=True, allow_hbm_allocation_in_run_scoped=True, **params))
+            @pl.core_map(mesh, interpret=pltpu.InterpretParams(**params))
             def _():
                 def body(hbm):
                     pltpu.sync_copy(x_ref, hbm)
                     pltpu.sync_copy(hbm, z_ref)
                 pl.run_scoped(body, pltpu.HBM(x_ref.shape, x_ref.dtype))
         return pl.run_state(inner)((x, jnp.zeros_like(x)))[1]
+    return f
+
+
+def test_pallas_call_c19_hbm_in_run_scoped_is_refused_unless_jax_allows_it():
+    """run_scoped allocating HBM in a TPU kernel: refused as JAX's TPU interpret mode refuses it
+    (a real TPU does not support it), run when the kernel's InterpretParams allow it."""
+    x = jnp.arange(8, dtype=jnp.int32)
+    refused = jax.jit(_through_scoped_hbm(1, allow_hbm_allocation_in_run_scoped=False))
+    with pytest.raises(ValueError, match="Cannot allocate HBM in `run_scoped`"):
+        refused(x)
+    with pytest.raises(interp.InvalidKernelError, match="Cannot allocate HBM in `run_scoped`"):
+        with interp.pallas_mode():
+            refused(x)
+    with interp.pallas_mode():
+        np.testing.assert_array_equal(
+            jax.jit(_through_scoped_hbm(1, allow_hbm_allocation_in_run_scoped=True))(x), x)
+
+
+def test_mpmd_map_c7_hbm_run_scoped_buffer_is_shared_by_the_cores_as_in_jax():
+    """JAX's interpreter extension allow_hbm_allocation_in_run_scoped: the HBM buffer is the
+    device's, shared by the cores (JAX's test_allocate_shared_buffer_in_core_map_with_race): two
+    cores copying through it unordered race, in JAX's TPU interpret mode and in the reference."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as jax_interp
+    params = {"on_race": "warn"} if "on_race" in {f.name for f in dataclasses.fields(
+        pltpu.InterpretParams)} else {}
+    f = _through_scoped_hbm(2, detect_races=True, allow_hbm_allocation_in_run_scoped=True, **params)
     x = jnp.arange(16 * 128, dtype=jnp.int32).reshape(16, 128)
     pltpu.reset_tpu_interpret_mode_state()
     np.testing.assert_array_equal(jax.jit(f)(x), x)
