@@ -224,6 +224,17 @@ KNOWN: tuple[Known, ...] = (
           "256 sums beyond the test's 1e-2 tolerance of the reference's (0.2930 against 0.2798), "
           "which rounds each exact prefix sum once",
           outcome="fail(AssertionError)"),
+    Known(("ops_test.py::OpsInterpretTest::test_cast_from_32bit*",), "interpreter-artifact",
+          "a float32 cast to bool of inputs hypothesis draws as subnormals (1.408e-42): the "
+          "expected value is x.astype(bool) on XLA:CPU, which runs with the MXCSR flush bits set "
+          "(spec/allowances.py flush-to-zero) and reads a subnormal as zero (False); the reference "
+          "casts the value itself, nonzero, True (as JAX's interpret mode would on a host that "
+          "did not flush)", outcome="fail(AssertionError)"),
+    Known(("tpu_pallas_interpret_distributed_test.py::InterpretDistributedTest::"
+           "test_reduce_scatter_sum_with_emit_pipeline_example*",), "not-run",
+          "JAX 0.10.2's TPU interpret mode hangs in the first of these (8 host devices: no "
+          "progress in 17 minutes, 26 s of CPU); the peer run deselects them on JAX's side "
+          "(--pytest-args --deselect=...); the reference passes them", jax=("0", "0.11")),
     # -- kernels indexing refs outside their bounds (indexing_test.py) ---------------------------
     Known(("indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer5",
            "indexing_test.py::AdvancedIndexerOpsInterpretTest::test_advanced_indexer10",
