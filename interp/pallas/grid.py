@@ -8,7 +8,9 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
 1. allocates outputs (never-written memory per ``Options.uninitialized``; an aliased output starts
    as a copy of its input and shares one buffer with it from then on, as on hardware),
 2. walks the grid in row-major order (``grid_order="shuffled"``: each 'parallel' axis visits its
-   indices in a seeded random permutation),
+   indices in a seeded random permutation); with ``Options.tpu_cores`` > 1 a TPU kernel's points
+   are split over the cores as JAX splits them, each core with its own block buffers and scratch,
+   and under detect_races two cores' block copies of one element race (``CoreFootprints``),
 3. per grid step evaluates the index maps (those reading only grid indices: once per grid point,
    as is each window's slicing geometry) and hands the kernel *views* of in-bounds blocks; a block
    that sticks out of its array (partial edge block, Element padding) is a copy whose out-of-array

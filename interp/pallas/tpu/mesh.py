@@ -23,10 +23,11 @@ class MeshPlan(MeshKernel):
     Cores run one at a time (``interp.schedule``): in core order, or a seeded random order
     with ``grid_order="shuffled"`` since they are concurrent on hardware; a core that waits on a
     semaphore lets the others run, so barriers and cross-core signals work, and a wait no core
-    can satisfy is a deadlock (RaceError). Inside a shard_map body the cores are forked into the
-    devices' schedule: a device meets the other devices once before its cores start and once
-    after all of them ended (interp.pallas.devices), and any core may address any core of any
-    device.
+    can satisfy is a deadlock (RaceError). Under detect_races the cores' DMAs are ordered only by
+    semaphores (``MeshState.order``, spec mpmd_map/c7). Inside a shard_map body the cores are
+    forked into the devices' schedule: a device meets the other devices once before its cores
+    start and once after all of them ended (interp.pallas.devices), and any core may address any
+    core of any device.
     """
 
     def __init__(self, eqn):
