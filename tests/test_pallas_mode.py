@@ -357,7 +357,9 @@ def test_pallas_call_c18_grid_split_over_tensor_cores_races_as_in_jax(cores, rac
     np.testing.assert_array_equal(got, 2.0 * np.asarray(x))
     pltpu.reset_tpu_interpret_mode_state()
     if cores > 1 and racy:
-        with pytest.raises(interp.RaceError, match=r"core 0 writes back .* core 1 writes back"):
+        with pytest.raises(interp.RaceError, match=r"core 1: block copy at grid point \(1,\): write "
+                                                   r"of .*o_ref.* core 0's block copy at grid "
+                                                   r"point \(0,\): write of .*o_ref"):
             interp.interpret(run, options=interp.Options(detect_races=True, tpu_cores=cores))(x)
 
 

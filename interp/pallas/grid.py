@@ -10,7 +10,8 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
 2. walks the grid in row-major order (``grid_order="shuffled"``: each 'parallel' axis visits its
    indices in a seeded random permutation); with ``Options.tpu_cores`` > 1 a TPU kernel's points
    are split over the cores as JAX splits them, each core with its own block buffers and scratch,
-   and under detect_races two cores' block copies of one element race (``CoreFootprints``),
+   and under detect_races two cores' block copies of one element race (``DeviceAccesses`` over
+   the cores, with nothing to order them),
 3. per grid step evaluates the index maps (those reading only grid indices: once per grid point,
    as is each window's slicing geometry) and hands the kernel *views* of in-bounds blocks; a block
    that sticks out of its array (partial edge block, Element padding) is a copy whose out-of-array
@@ -29,11 +30,10 @@ import itertools
 
 import numpy as np
 
-from ..errors import (OutOfBoundsError, RaceError, UninitializedReadError,
-                      UnsupportedPrimitiveError)
+from ..errors import UninitializedReadError, UnsupportedPrimitiveError, OutOfBoundsError
 from ..evaluator import Literal, get_plan, split_jaxpr
-from ..schedule import context, report_race
-from .devices import join as join_devices
+from ..schedule import context
+from .devices import DeviceAccesses, join as join_devices
 from .dma import DmaEngine
 from .memory import (KernelRef, allocate_scratch, check_outputs_written, fill_uninitialized,
                      logical_value, memory_space, physical_operand, physical_value,
@@ -426,7 +426,14 @@ class CallPlan:
         body = self.body
         vm = self.vmapped
         cores = self._core_points(grid)
-        footprints = CoreFootprints() if len(cores) > 1 and opts.detect_races else None
+        order = None
+        if len(cores) > 1 and opts.detect_races:
+            # HBM is shared and nothing orders one core's block copies against another's
+            # (no semaphore releases them): any two of one element, one a write, race.
+            order = DeviceAccesses(len(cores), lambda c: f"kernel '{self.name}' core {c}",
+                                   noun="core")
+            whole = [KernelRef(arrays[k], bp.name, run, kind=self.ref_kinds[k])
+                     for k, bp in enumerate(self.blocks)]
         scratch_refs = [proto.fresh(run) for proto in self.scratch_protos]
         kernel_args = list(scalar_refs) + refs + scratch_refs   # (refs re-pointed per step)
         # in a shard_map: the other devices' runs of this kernel
@@ -466,9 +473,10 @@ class CallPlan:
                         last_window[k] = win
                         viewing[k] = self._bind_block(refs[k], arrays[k], inits[k], win, bp,
                                                       is_out, writeback, ids, copy=private)
-                        if footprints is not None:
-                            footprints.add(core, k, is_out, ids,
-                                           bp.placement(win, self.name, ids)[1])
+                        if order is not None:
+                            outer = bp.placement(win, self.name, ids)[1][:-1]   # (no Ellipsis)
+                            order.access(core, whole[k], outer, "write" if is_out else "read",
+                                         how=f"block copy at grid point {ids}: ")
                     body.run(run, kernel_args)
                     if run.pending is not None:
                         run.raise_pending()
@@ -478,8 +486,6 @@ class CallPlan:
                             init[sl] = ref.init[inner]
             if devices is not None:
                 devices.leave(run)
-            if footprints is not None:
-                footprints.check(run, arrays, [bp.name for bp in self.blocks])
             run.dma.check_exit(sems, "pallas_call")
             run.check_exit()
         check_outputs_written(run, refs[self.num_inputs:], inits[self.num_inputs:])
@@ -549,70 +555,6 @@ class CallPlan:
         arr[sl] = 0 if mode == "zero" else poison_value(bp.dtype)
         if init is not None:
             init[sl] = False
-
-
-class CoreFootprints:
-    """The operand elements each TensorCore's pipeline reads (input blocks) and writes (output
-    blocks written back) in a pallas_call split over several cores: HBM is shared and nothing
-    orders one core's block copies against another's, so an element one core writes and another
-    touches is a race (pallas_call/c18)."""
-
-    def __init__(self):
-        self.accesses = []   # (core, operand, is_out, grid point, slices of the array)
-
-    def add(self, core, k, is_out, ids, outer):
-        self.accesses.append((core, k, is_out, ids, outer))
-
-    def check(self, run, arrays, names) -> None:
-        by_buffer = {}   # aliased operands share one buffer
-        for acc in self.accesses:
-            by_buffer.setdefault(id(arrays[acc[1]]), []).append(acc)
-        for accs in by_buffer.values():
-            shape = arrays[accs[0][1]].shape
-            cores = sorted({a[0] for a in accs})
-            writes = {c: np.zeros(shape, bool) for c in cores}
-            touches = {c: np.zeros(shape, bool) for c in cores}
-            for core, k, is_out, ids, outer in accs:
-                touches[core][outer] = True
-                if is_out:
-                    writes[core][outer] = True
-            for c in cores:
-                others = np.zeros(shape, bool)
-                for d in cores:
-                    if d != c:
-                        others |= touches[d]
-                clash = np.argwhere(writes[c] & others)
-                if len(clash):
-                    report_race(run, self._race(run, tuple(int(i) for i in clash[0]), c, accs,
-                                                names))
-                    break
-
-    @staticmethod
-    def _race(run, element, core, accs, names) -> RaceError:
-        def holding(pred):
-            return next(a for a in accs if pred(a) and _covers(a[4], element))
-        w = holding(lambda a: a[0] == core and a[2])
-        o = holding(lambda a: a[0] != core)
-
-        def show(a):
-            return (f"core {a[0]} {'writes back' if a[2] else 'reads'} the block of "
-                    f"'{names[a[1]]}' at grid point {a[3]}")
-        return RaceError(
-            f"kernel '{run.name}': {show(w)} and {show(o)}, both holding element {element}, with "
-            f"no order between the cores (a pallas_call's parallel grid axes split over "
-            f"TensorCores: spec pallas_call/c18)")
-
-
-def _covers(outer, element) -> bool:
-    for sl, e in zip(outer, element):
-        if sl is Ellipsis:
-            return True
-        if isinstance(sl, slice):
-            if not sl.start <= e < sl.stop:
-                return False
-        elif sl != e:
-            return False
-    return True
 
 
 def kernel_name(jaxpr) -> str | None:
