@@ -27,6 +27,7 @@ are passed whole), then the scratch buffers and the kernel plan. ``CallPlan.run`
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -511,8 +512,8 @@ class CallPlan:
         points = list(self._grid_points(grid))
         if not points:
             return [points]
-        per_parallel_point = len(points) // int(np.prod(grid[:lead], dtype=np.int64))
-        per_core = -(-int(np.prod(grid[:lead], dtype=np.int64)) // cores) * per_parallel_point
+        parallel = math.prod(grid[:lead])          # the parallel subgrid's points
+        per_core = -(-parallel // cores) * (len(points) // parallel)
         return [points[c * per_core:(c + 1) * per_core] for c in range(cores)]
 
     def _grid_points(self, grid):
